@@ -1,0 +1,53 @@
+# nnfuse — top-level entry points. CMake does the building underneath.
+#   make          build library, command and tests into build/
+#   make demo     build, generate the default model, run it, bench it against ONNX Runtime
+#   make test     build and run every test (C unit tests + Python suite)
+BUILD ?= build
+VENV ?= .venv
+PY := $(VENV)/bin/python
+JOBS ?= $(shell nproc)
+CMAKE_FLAGS ?=
+
+.PHONY: all build test demo deps venv clean asan zoo conformance format
+
+all: build
+
+build:
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) > /dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+
+# Debian packages the tests need (ONNX node cases, Graphviz). Skipped when present.
+deps:
+	@bash scripts/install_deps.sh
+
+venv: $(VENV)/.ok
+$(VENV)/.ok: requirements.txt
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install -q -r requirements.txt
+	touch $@
+
+test: deps venv
+	@$(MAKE) --no-print-directory build CMAKE_FLAGS="-DNNF_WERROR=ON"
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	$(PY) -m pytest -q tests/py
+
+asan: venv
+	@$(MAKE) --no-print-directory build BUILD=build-asan CMAKE_FLAGS="-DNNF_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug"
+
+zoo: venv
+	$(PY) zoo/make_zoo.py --out zoo/models
+
+demo: venv build
+	$(PY) zoo/make_zoo.py --out zoo/models --only resnet50
+	$(BUILD)/nnfuse info zoo/models/resnet50.onnx
+	$(BUILD)/nnfuse run zoo/models/resnet50.onnx -o out/demo
+	$(PY) bench/compare.py --models resnet50 --threads 1 --iterations 10
+
+conformance: venv build
+	$(PY) tests/conformance/run.py --report out/conformance.json
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h')
+
+clean:
+	rm -rf $(BUILD) build-asan

@@ -1,0 +1,130 @@
+#include "base/alloc.h"
+
+#include "base/status.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+static _Atomic uint64_t fail_countdown; /* 0 = off */
+static _Atomic uint64_t alloc_count;
+
+NNF_API uint64_t nnf_alloc_fail_after(uint64_t n) {
+    uint64_t c = atomic_exchange(&alloc_count, 0);
+    atomic_store(&fail_countdown, n);
+    return c;
+}
+
+static int should_fail(void) {
+    atomic_fetch_add(&alloc_count, 1);
+    uint64_t c = atomic_load(&fail_countdown);
+    if (c == 0)
+        return 0;
+    if (c == 1) {
+        atomic_store(&fail_countdown, 0);
+        return 1;
+    }
+    atomic_store(&fail_countdown, c - 1);
+    return 0;
+}
+
+void *nnf_malloc(size_t size) {
+    if (should_fail())
+        return NULL;
+    return malloc(size ? size : 1);
+}
+
+void *nnf_calloc(size_t count, size_t size) {
+    size_t total;
+    if (!nnf_mul_size(count, size, &total) || should_fail())
+        return NULL;
+    return calloc(1, total ? total : 1);
+}
+
+void *nnf_realloc(void *ptr, size_t size) {
+    if (should_fail())
+        return NULL;
+    return realloc(ptr, size ? size : 1);
+}
+
+void nnf_free(void *ptr) { free(ptr); }
+
+void *nnf_malloc_aligned(size_t size) {
+    if (should_fail())
+        return NULL;
+    size_t rounded;
+    if (!nnf_add_size(size, 63, &rounded))
+        return NULL;
+    rounded &= ~(size_t)63;
+    return aligned_alloc(64, rounded ? rounded : 64);
+}
+
+void nnf_free_aligned(void *ptr) { free(ptr); }
+
+char *nnf_strdup(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *d = nnf_malloc(n);
+    if (d)
+        memcpy(d, s, n);
+    return d;
+}
+
+struct nnf_arena_chunk {
+    nnf_arena_chunk *next;
+    size_t size, used;
+    _Alignas(16) unsigned char data[];
+};
+
+void *nnf_arena_alloc(nnf_arena *a, size_t size) {
+    size = (size + 15) & ~(size_t)15;
+    if (size == 0)
+        size = 16;
+    nnf_arena_chunk *c = a->head;
+    if (!c || c->size - c->used < size) {
+        size_t cap = size > 65536 ? size : 65536;
+        size_t bytes;
+        if (!nnf_add_size(sizeof *c, cap, &bytes))
+            return NULL;
+        c = nnf_malloc(bytes);
+        if (!c)
+            return NULL;
+        c->size = cap;
+        c->used = 0;
+        c->next = a->head;
+        a->head = c;
+    }
+    void *p = c->data + c->used;
+    c->used += size;
+    a->used_total += size;
+    memset(p, 0, size);
+    return p;
+}
+
+void *nnf_arena_calloc(nnf_arena *a, size_t count, size_t size) {
+    size_t total;
+    if (!nnf_mul_size(count, size, &total))
+        return NULL;
+    return nnf_arena_alloc(a, total);
+}
+
+char *nnf_arena_strndup(nnf_arena *a, const char *s, size_t n) {
+    char *d = nnf_arena_alloc(a, n + 1);
+    if (d) {
+        memcpy(d, s, n);
+        d[n] = 0;
+    }
+    return d;
+}
+
+char *nnf_arena_strdup(nnf_arena *a, const char *s) { return nnf_arena_strndup(a, s, strlen(s)); }
+
+void nnf_arena_free(nnf_arena *a) {
+    nnf_arena_chunk *c = a->head;
+    while (c) {
+        nnf_arena_chunk *n = c->next;
+        free(c);
+        c = n;
+    }
+    a->head = NULL;
+    a->used_total = 0;
+}

@@ -1,0 +1,37 @@
+/* Allocation: every heap allocation of the library goes through these, so a
+ * test can make the N-th one fail (fault injection) and every path that can
+ * run out of memory is exercised. The arena is a bump allocator for things
+ * that live exactly as long as their owner (the IR of a model). */
+#ifndef NNF_BASE_ALLOC_H
+#define NNF_BASE_ALLOC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+void *nnf_malloc(size_t size);
+void *nnf_calloc(size_t count, size_t size); /* overflow-checked */
+void *nnf_realloc(void *ptr, size_t size);
+void nnf_free(void *ptr);
+/* 64-byte aligned, for tensors and packed weights. Free with nnf_free_aligned. */
+void *nnf_malloc_aligned(size_t size);
+void nnf_free_aligned(void *ptr);
+char *nnf_strdup(const char *s);
+
+/* Fault injection for tests: the n-th allocation from now on fails (n >= 1);
+ * 0 disables. Returns how many allocations happened since the last call. */
+uint64_t nnf_alloc_fail_after(uint64_t n);
+
+typedef struct nnf_arena_chunk nnf_arena_chunk;
+typedef struct nnf_arena {
+    nnf_arena_chunk *head;
+    size_t used_total;
+} nnf_arena;
+
+/* Zeroed, 16-byte aligned memory that lives until nnf_arena_free. NULL on OOM. */
+void *nnf_arena_alloc(nnf_arena *a, size_t size);
+void *nnf_arena_calloc(nnf_arena *a, size_t count, size_t size);
+char *nnf_arena_strndup(nnf_arena *a, const char *s, size_t n);
+char *nnf_arena_strdup(nnf_arena *a, const char *s);
+void nnf_arena_free(nnf_arena *a);
+
+#endif

@@ -1,0 +1,31 @@
+/* A persistent thread pool. The caller's thread takes part in every
+ * parallel_for; workers spin briefly, then sleep on a condition variable, so an
+ * idle pool burns no CPU. A NULL pool (or one of size 1) runs work inline on
+ * the caller. Work is split into the same items for a given n and tile, so
+ * results do not depend on timing. */
+#ifndef NNF_BASE_THREADPOOL_H
+#define NNF_BASE_THREADPOOL_H
+
+#include "base/status.h"
+
+#include <stddef.h>
+
+typedef struct nnf_threadpool nnf_threadpool;
+
+/* threads: 0 = all online cores. threads == 1 yields *out = NULL (inline). */
+nnf_status nnf_threadpool_create(int threads, nnf_threadpool **out);
+void nnf_threadpool_destroy(nnf_threadpool *pool);
+/* Number of threads that execute work, caller included (1 for NULL). */
+int nnf_threadpool_size(const nnf_threadpool *pool);
+
+/* fn(ctx, i) for i in [0, n). */
+typedef void (*nnf_task_1d_fn)(void *ctx, size_t i);
+void nnf_parallel_for(nnf_threadpool *pool, size_t n, nnf_task_1d_fn fn, void *ctx);
+
+/* fn(ctx, i, j, ni, nj) over tiles: i in [0, range_i) step tile_i, j likewise;
+ * ni/nj are the tile's extents (smaller at the edges). */
+typedef void (*nnf_task_2d_fn)(void *ctx, size_t i, size_t j, size_t ni, size_t nj);
+void nnf_parallel_for_2d(nnf_threadpool *pool, size_t range_i, size_t range_j, size_t tile_i,
+                         size_t tile_j, nnf_task_2d_fn fn, void *ctx);
+
+#endif

@@ -1,0 +1,402 @@
+/* Graph construction, lookup and attribute access. */
+#include "ir/graph.h"
+
+#include "base/file.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef struct name_index {
+    int *slots; /* value id + 1; 0 = empty */
+    size_t cap;
+} name_index;
+
+/* The name index lives in a side table keyed by graph pointer to keep the
+ * public struct simple; it is rebuilt when the graph grows. */
+typedef struct graph_private {
+    nnf_graph g;
+    name_index idx;
+} graph_private;
+
+static uint64_t hash_str(const char *s) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+nnf_status nnf_graph_create(nnf_graph **out) {
+    graph_private *p = nnf_calloc(1, sizeof *p);
+    if (!p)
+        return nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory creating a graph");
+    p->g.source = "<memory>";
+    *out = &p->g;
+    return NNF_OK;
+}
+
+static void destroy_attr_graphs(nnf_graph *g) {
+    for (int n = 0; n < g->n_nodes; n++)
+        for (int a = 0; a < g->nodes[n].n_attrs; a++) {
+            nnf_attr *at = &g->nodes[n].attrs[a];
+            if (at->type == NNF_ATTR_GRAPH)
+                nnf_graph_destroy(at->graph);
+            if (at->type == NNF_ATTR_GRAPHS)
+                for (int k = 0; k < at->count; k++)
+                    nnf_graph_destroy(at->graphs[k]);
+        }
+}
+
+void nnf_graph_destroy(nnf_graph *g) {
+    if (!g)
+        return;
+    graph_private *p = (graph_private *)g;
+    destroy_attr_graphs(g);
+    for (int n = 0; n < g->n_nodes; n++) {
+        nnf_free(g->nodes[n].inputs);
+        nnf_free(g->nodes[n].outputs);
+    }
+    nnf_free(g->values);
+    nnf_free(g->nodes);
+    nnf_free(g->inputs);
+    nnf_free(g->outputs);
+    nnf_free(g->order);
+    nnf_free(p->idx.slots);
+    nnf_mappings_free(g->mappings);
+    nnf_arena_free(&g->arena);
+    nnf_free(p);
+}
+
+static int index_insert(name_index *ix, const nnf_value *values, int id) {
+    size_t mask = ix->cap - 1, h = hash_str(values[id].name) & mask;
+    while (ix->slots[h])
+        h = (h + 1) & mask;
+    ix->slots[h] = id + 1;
+    return 0;
+}
+
+static int index_rebuild(graph_private *p, size_t cap) {
+    int *slots = nnf_calloc(cap, sizeof *slots);
+    if (!slots)
+        return -1;
+    nnf_free(p->idx.slots);
+    p->idx.slots = slots;
+    p->idx.cap = cap;
+    for (int i = 0; i < p->g.n_values; i++)
+        index_insert(&p->idx, p->g.values, i);
+    return 0;
+}
+
+int nnf_graph_find_value(const nnf_graph *g, const char *name) {
+    const graph_private *p = (const graph_private *)g;
+    if (!p->idx.cap)
+        return -1;
+    size_t mask = p->idx.cap - 1, h = hash_str(name) & mask;
+    while (p->idx.slots[h]) {
+        int id = p->idx.slots[h] - 1;
+        if (!strcmp(g->values[id].name, name))
+            return id;
+        h = (h + 1) & mask;
+    }
+    return -1;
+}
+
+int nnf_graph_value(nnf_graph *g, const char *name) {
+    graph_private *p = (graph_private *)g;
+    int id = nnf_graph_find_value(g, name);
+    if (id >= 0)
+        return id;
+    if (g->n_values == g->cap_values) {
+        int cap = g->cap_values ? g->cap_values * 2 : 64;
+        nnf_value *v = nnf_realloc(g->values, (size_t)cap * sizeof *v);
+        if (!v)
+            return -1;
+        g->values = v;
+        g->cap_values = cap;
+    }
+    if ((size_t)(g->n_values + 1) * 2 > p->idx.cap &&
+        index_rebuild(p, p->idx.cap ? p->idx.cap * 2 : 128) != 0)
+        return -1;
+    nnf_value *v = &g->values[g->n_values];
+    memset(v, 0, sizeof *v);
+    v->name = nnf_arena_strdup(&g->arena, name);
+    if (!v->name)
+        return -1;
+    v->shape.rank = -1;
+    v->producer = -1;
+    id = g->n_values++;
+    index_insert(&p->idx, g->values, id);
+    return id;
+}
+
+int nnf_graph_add_node(nnf_graph *g, const char *name, const char *op_type, const char *domain,
+                       const int *inputs, int n_inputs, const int *outputs, int n_outputs) {
+    if (g->n_nodes == g->cap_nodes) {
+        int cap = g->cap_nodes ? g->cap_nodes * 2 : 64;
+        nnf_node *n = nnf_realloc(g->nodes, (size_t)cap * sizeof *n);
+        if (!n)
+            return -1;
+        g->nodes = n;
+        g->cap_nodes = cap;
+    }
+    nnf_node *n = &g->nodes[g->n_nodes];
+    memset(n, 0, sizeof *n);
+    n->inputs = nnf_malloc(sizeof(int) * (size_t)(n_inputs ? n_inputs : 1));
+    n->outputs = nnf_malloc(sizeof(int) * (size_t)(n_outputs ? n_outputs : 1));
+    if (!n->inputs || !n->outputs) {
+        nnf_free(n->inputs);
+        nnf_free(n->outputs);
+        return -1;
+    }
+    if (n_inputs)
+        memcpy(n->inputs, inputs, sizeof(int) * (size_t)n_inputs);
+    if (n_outputs)
+        memcpy(n->outputs, outputs, sizeof(int) * (size_t)n_outputs);
+    n->n_inputs = n_inputs;
+    n->n_outputs = n_outputs;
+    char synth[64];
+    if (!name || !name[0]) {
+        snprintf(synth, sizeof synth, "%.40s_%d", op_type, g->n_nodes);
+        name = synth;
+    }
+    n->name = nnf_arena_strdup(&g->arena, name);
+    n->op_type = nnf_arena_strdup(&g->arena, op_type);
+    n->domain = nnf_arena_strdup(&g->arena, domain ? domain : "");
+    if (!n->name || !n->op_type || !n->domain) {
+        nnf_free(n->inputs);
+        nnf_free(n->outputs);
+        return -1;
+    }
+    return g->n_nodes++;
+}
+
+int64_t nnf_graph_opset(const nnf_graph *g, const char *domain) {
+    while (g->parent && g->n_opsets == 0)
+        g = g->parent;
+    int dflt = !domain || !domain[0] || !strcmp(domain, "ai.onnx");
+    for (int i = 0; i < g->n_opsets; i++) {
+        const char *d = g->opsets[i].domain;
+        int ddflt = !d || !d[0] || !strcmp(d, "ai.onnx");
+        if (dflt ? ddflt : (d && !strcmp(d, domain)))
+            return g->opsets[i].version;
+    }
+    return 0;
+}
+
+nnf_status nnf_graph_toposort(nnf_graph *g) {
+    int n = g->n_nodes;
+    int *order = nnf_malloc(sizeof(int) * (size_t)(n ? n : 1));
+    int *pending = nnf_calloc((size_t)(n ? n : 1), sizeof(int));
+    /* consumers as CSR: count, then fill */
+    int *ccount = nnf_calloc((size_t)g->n_values + 1, sizeof(int));
+    int *cstart = nnf_calloc((size_t)g->n_values + 1, sizeof(int));
+    int total = 0;
+    for (int i = 0; i < n; i++)
+        if (!g->nodes[i].dead)
+            total += g->nodes[i].n_inputs;
+    int *cons = nnf_malloc(sizeof(int) * (size_t)(total ? total : 1));
+    nnf_status st = NNF_OK;
+    if (!order || !pending || !ccount || !cstart || !cons) {
+        st = nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory sorting the graph");
+        goto done;
+    }
+    for (int i = 0; i < n; i++) {
+        const nnf_node *nd = &g->nodes[i];
+        if (nd->dead)
+            continue;
+        for (int k = 0; k < nd->n_inputs; k++) {
+            int v = nd->inputs[k];
+            if (v < 0)
+                continue;
+            int p = g->values[v].producer;
+            if (p >= 0 && p != i && !g->nodes[p].dead) {
+                pending[i]++;
+                ccount[v]++;
+            } else if (p == i) {
+                st = nnf_error(NNF_ERR_INVALID_MODEL, "node '%s' (%s) consumes its own output '%s'",
+                               nd->name, nd->op_type, g->values[v].name);
+                goto done;
+            }
+        }
+    }
+    for (int v = 0; v < g->n_values; v++)
+        cstart[v + 1] = cstart[v] + ccount[v];
+    memset(ccount, 0, sizeof(int) * (size_t)g->n_values);
+    for (int i = 0; i < n; i++) {
+        const nnf_node *nd = &g->nodes[i];
+        if (nd->dead)
+            continue;
+        for (int k = 0; k < nd->n_inputs; k++) {
+            int v = nd->inputs[k];
+            if (v < 0)
+                continue;
+            int p = g->values[v].producer;
+            if (p >= 0 && p != i && !g->nodes[p].dead)
+                cons[cstart[v] + ccount[v]++] = i;
+        }
+    }
+    /* Kahn's algorithm; a FIFO over file order keeps the order stable. */
+    int head = 0, tail = 0;
+    for (int i = 0; i < n; i++)
+        if (!g->nodes[i].dead && pending[i] == 0)
+            order[tail++] = i;
+    while (head < tail) {
+        const nnf_node *nd = &g->nodes[order[head++]];
+        for (int k = 0; k < nd->n_outputs; k++) {
+            int v = nd->outputs[k];
+            if (v < 0)
+                continue;
+            for (int c = cstart[v]; c < cstart[v] + ccount[v]; c++)
+                if (--pending[cons[c]] == 0)
+                    order[tail++] = cons[c];
+        }
+    }
+    int live = 0;
+    for (int i = 0; i < n; i++)
+        live += !g->nodes[i].dead;
+    if (tail != live) {
+        for (int i = 0; i < n; i++)
+            if (!g->nodes[i].dead && pending[i] > 0) {
+                st = nnf_error(NNF_ERR_INVALID_MODEL,
+                               "graph has a cycle through node '%s' (%s)", g->nodes[i].name,
+                               g->nodes[i].op_type);
+                break;
+            }
+        goto done;
+    }
+    nnf_free(g->order);
+    g->order = order;
+    g->n_order = tail;
+    order = NULL;
+done:
+    nnf_free(order);
+    nnf_free(pending);
+    nnf_free(ccount);
+    nnf_free(cstart);
+    nnf_free(cons);
+    return st;
+}
+
+/* A value visible from g: its own, or (for subgraphs) one of an enclosing graph. */
+static int defined_outside(const nnf_graph *g, const char *name) {
+    for (const nnf_graph *p = g->parent; p; p = p->parent)
+        if (nnf_graph_find_value(p, name) >= 0)
+            return 1;
+    return 0;
+}
+
+nnf_status nnf_graph_verify(const nnf_graph *g) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        const nnf_node *nd = &g->nodes[i];
+        if (nd->dead)
+            continue;
+        for (int k = 0; k < nd->n_inputs; k++) {
+            int v = nd->inputs[k];
+            if (v < NNF_NO_VALUE || v >= g->n_values)
+                return nnf_error(NNF_ERR_INTERNAL, "node '%s' input %d has bad id %d", nd->name, k, v);
+            if (v < 0)
+                continue;
+            const nnf_value *val = &g->values[v];
+            if (val->producer < 0 && val->kind == NNF_VALUE_INTERMEDIATE &&
+                !defined_outside(g, val->name))
+                return nnf_error(NNF_ERR_INVALID_MODEL,
+                                 "node '%s' (%s) reads '%s', which no node, input or initializer defines",
+                                 nd->name, nd->op_type, val->name);
+        }
+        for (int k = 0; k < nd->n_outputs; k++) {
+            int v = nd->outputs[k];
+            if (v < NNF_NO_VALUE || v >= g->n_values)
+                return nnf_error(NNF_ERR_INTERNAL, "node '%s' output %d has bad id %d", nd->name, k, v);
+            if (v >= 0 && g->values[v].producer != i)
+                return nnf_error(NNF_ERR_INVALID_MODEL, "value '%s' is produced by more than one node ('%s')",
+                                 g->values[v].name, nd->name);
+        }
+    }
+    for (int k = 0; k < g->n_outputs; k++) {
+        const nnf_value *val = &g->values[g->outputs[k]];
+        if (val->producer < 0 && val->kind == NNF_VALUE_INTERMEDIATE && !defined_outside(g, val->name))
+            return nnf_error(NNF_ERR_INVALID_MODEL, "graph output '%s' is never produced", val->name);
+    }
+    return NNF_OK;
+}
+
+const nnf_attr *nnf_node_attr(const nnf_node *n, const char *name) {
+    for (int i = 0; i < n->n_attrs; i++)
+        if (!strcmp(n->attrs[i].name, name))
+            return &n->attrs[i];
+    return NULL;
+}
+
+int64_t nnf_attr_int(const nnf_node *n, const char *name, int64_t dflt) {
+    const nnf_attr *a = nnf_node_attr(n, name);
+    return a && a->type == NNF_ATTR_INT ? a->i : dflt;
+}
+
+float nnf_attr_float(const nnf_node *n, const char *name, float dflt) {
+    const nnf_attr *a = nnf_node_attr(n, name);
+    return a && a->type == NNF_ATTR_FLOAT ? a->f : dflt;
+}
+
+const char *nnf_attr_string(const nnf_node *n, const char *name, const char *dflt) {
+    const nnf_attr *a = nnf_node_attr(n, name);
+    return a && a->type == NNF_ATTR_STRING ? a->s : dflt;
+}
+
+int nnf_attr_ints(const nnf_node *n, const char *name, const int64_t **vals) {
+    const nnf_attr *a = nnf_node_attr(n, name);
+    if (!a || a->type != NNF_ATTR_INTS)
+        return -1;
+    *vals = a->ints;
+    return a->count;
+}
+
+int nnf_attr_floats(const nnf_node *n, const char *name, const float **vals) {
+    const nnf_attr *a = nnf_node_attr(n, name);
+    if (!a || a->type != NNF_ATTR_FLOATS)
+        return -1;
+    *vals = a->floats;
+    return a->count;
+}
+
+int64_t nnf_shape_numel(const nnf_shape *s) {
+    if (s->rank < 0)
+        return -1;
+    int64_t n = 1;
+    for (int i = 0; i < s->rank; i++) {
+        if (s->dims[i] < 0 || __builtin_mul_overflow(n, s->dims[i], &n))
+            return -1;
+    }
+    return n;
+}
+
+bool nnf_shape_known(const nnf_shape *s) {
+    if (s->rank < 0)
+        return false;
+    for (int i = 0; i < s->rank; i++)
+        if (s->dims[i] < 0)
+            return false;
+    return true;
+}
+
+char *nnf_shape_str(const nnf_shape *s, char *buf, size_t size) {
+    if (s->rank < 0) {
+        snprintf(buf, size, "?");
+        return buf;
+    }
+    size_t off = 0;
+    buf[0] = 0;
+    if (s->rank == 0)
+        snprintf(buf, size, "scalar");
+    for (int i = 0; i < s->rank && off < size; i++) {
+        int w;
+        if (s->dims[i] >= 0)
+            w = snprintf(buf + off, size - off, "%s%" PRId64, i ? "x" : "", s->dims[i]);
+        else
+            w = snprintf(buf + off, size - off, "%s%s", i ? "x" : "",
+                         s->dim_names[i] ? s->dim_names[i] : "?");
+        if (w < 0)
+            break;
+        off += (size_t)w;
+    }
+    return buf;
+}

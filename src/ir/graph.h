@@ -1,0 +1,187 @@
+/* The IR: the one data structure every stage shares.
+ *
+ * A graph owns values (tensors: inputs, initialisers, intermediates, outputs)
+ * and nodes (operator applications), both addressed by dense integer ids.
+ * Everything a graph allocates lives in its arena and dies with the graph;
+ * initialiser data usually points into the memory-mapped model file (not
+ * copied) and is kept alive by the model that owns the mapping.
+ *
+ * Shapes: rank < 0 = unknown rank; dims[i] < 0 = unknown extent, with
+ * dim_names[i] naming a symbolic dimension when one is known ("batch"). */
+#ifndef NNF_IR_GRAPH_H
+#define NNF_IR_GRAPH_H
+
+#include "base/alloc.h"
+#include "base/status.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdint.h>
+
+#define NNF_MAX_RANK 8
+#define NNF_NO_VALUE (-1) /* an omitted optional input/output */
+
+typedef struct nnf_graph nnf_graph;
+
+typedef struct nnf_shape {
+    int rank; /* -1 = unknown */
+    int64_t dims[NNF_MAX_RANK];
+    const char *dim_names[NNF_MAX_RANK];
+} nnf_shape;
+
+typedef enum nnf_value_kind {
+    NNF_VALUE_INTERMEDIATE = 0,
+    NNF_VALUE_INPUT,       /* graph input fed by the caller */
+    NNF_VALUE_INITIALIZER, /* constant data (weights); may also be a graph input with a default */
+    NNF_VALUE_CONSTANT,    /* data computed at load time (Constant node, folded shapes) */
+} nnf_value_kind;
+
+typedef struct nnf_value {
+    const char *name;
+    nnf_dtype dtype; /* NNF_DTYPE_UNDEFINED until inferred */
+    nnf_shape shape;
+    nnf_value_kind kind;
+    bool is_output;  /* a graph output */
+    int producer;    /* node id, or -1 */
+    /* constant data for INITIALIZER/CONSTANT values: row-major, nbytes long,
+     * aligned to the element size. Borrowed from the model's mapping or the
+     * graph arena. */
+    const void *data;
+    size_t nbytes;
+} nnf_value;
+
+/* ONNX AttributeProto.AttributeType values. */
+typedef enum nnf_attr_type {
+    NNF_ATTR_UNDEFINED = 0,
+    NNF_ATTR_FLOAT = 1,
+    NNF_ATTR_INT = 2,
+    NNF_ATTR_STRING = 3,
+    NNF_ATTR_TENSOR = 4,
+    NNF_ATTR_GRAPH = 5,
+    NNF_ATTR_FLOATS = 6,
+    NNF_ATTR_INTS = 7,
+    NNF_ATTR_STRINGS = 8,
+    NNF_ATTR_TENSORS = 9,
+    NNF_ATTR_GRAPHS = 10,
+} nnf_attr_type;
+
+/* A constant tensor held by an attribute (Constant's value, ConstantOfShape's value). */
+typedef struct nnf_const_tensor {
+    nnf_dtype dtype;
+    nnf_shape shape;
+    const void *data;
+    size_t nbytes;
+} nnf_const_tensor;
+
+typedef struct nnf_attr {
+    const char *name;
+    nnf_attr_type type;
+    float f;
+    int64_t i;
+    const char *s; /* STRING: NUL-terminated copy (s_len bytes before the NUL) */
+    size_t s_len;
+    int count;      /* element count of FLOATS/INTS/STRINGS/TENSORS/GRAPHS */
+    const float *floats;
+    const int64_t *ints;
+    const char **strings;
+    nnf_const_tensor *tensor;  /* TENSOR; TENSORS: array of count */
+    nnf_graph *graph;          /* GRAPH; GRAPHS: graphs[count] */
+    nnf_graph **graphs;
+} nnf_attr;
+
+struct nnf_op_def;
+
+typedef struct nnf_node {
+    const char *name;    /* never NULL; synthesised "<op>_<id>" when the file has none */
+    const char *op_type;
+    const char *domain;  /* "" for the default ONNX domain */
+    int opset;           /* the opset version in force for the node's domain */
+    const struct nnf_op_def *op; /* NULL when unsupported */
+    int n_inputs, n_outputs;
+    int *inputs;  /* value ids; NNF_NO_VALUE for omitted optional inputs */
+    int *outputs;
+    int n_attrs;
+    nnf_attr *attrs;
+    void *params; /* the op's typed attribute struct, filled by op->init */
+    bool dead;    /* removed by a pass; skipped everywhere */
+} nnf_node;
+
+typedef struct nnf_opset_import {
+    const char *domain;
+    int64_t version;
+} nnf_opset_import;
+
+/* A read-only file mapping that constant data points into. */
+typedef struct nnf_mapping {
+    struct nnf_mapping *next;
+    const char *path;
+    void *addr;
+    size_t size;
+} nnf_mapping;
+
+struct nnf_graph {
+    nnf_arena arena;
+    nnf_mapping *mappings; /* external-data files; unmapped by nnf_graph_destroy */
+    nnf_graph *parent; /* enclosing graph of a subgraph (If/Loop body), else NULL */
+    const char *name;
+    const char *source; /* file the graph was read from, for messages ("<memory>") */
+
+    nnf_value *values;
+    int n_values, cap_values;
+    nnf_node *nodes;
+    int n_nodes, cap_nodes;
+    int *inputs; /* value ids of caller-fed inputs, in file order */
+    int n_inputs;
+    int *outputs; /* value ids of graph outputs, in file order */
+    int n_outputs;
+    int *order; /* topological order of live nodes (nnf_graph_toposort) */
+    int n_order;
+
+    nnf_opset_import *opsets;
+    int n_opsets;
+    int64_t ir_version;
+    const char *producer_name;
+};
+
+nnf_status nnf_graph_create(nnf_graph **out);
+void nnf_graph_destroy(nnf_graph *g);
+
+/* Find a value by name; -1 if absent. Linear-time lookup with a hash built on
+ * demand is an internal detail. */
+int nnf_graph_find_value(const nnf_graph *g, const char *name);
+/* Get or create the value with this name. Returns its id or -1 on OOM. */
+int nnf_graph_value(nnf_graph *g, const char *name);
+/* Append a node; inputs/outputs are copied. Returns the node id or -1 on OOM. */
+int nnf_graph_add_node(nnf_graph *g, const char *name, const char *op_type, const char *domain,
+                       const int *inputs, int n_inputs, const int *outputs, int n_outputs);
+/* The opset version imported for domain ("" or "ai.onnx" = default), 0 if none. */
+int64_t nnf_graph_opset(const nnf_graph *g, const char *domain);
+
+/* Compute g->order; fails (naming a node) on a cycle or a value with no producer
+ * that is not an input/initialiser. */
+nnf_status nnf_graph_toposort(nnf_graph *g);
+/* Check structural invariants: ids in range, one producer per value, every
+ * consumed value defined, outputs produced. */
+nnf_status nnf_graph_verify(const nnf_graph *g);
+
+/* Attribute lookups by name (NULL / default when absent). */
+const nnf_attr *nnf_node_attr(const nnf_node *n, const char *name);
+int64_t nnf_attr_int(const nnf_node *n, const char *name, int64_t dflt);
+float nnf_attr_float(const nnf_node *n, const char *name, float dflt);
+const char *nnf_attr_string(const nnf_node *n, const char *name, const char *dflt);
+/* INTS attribute: returns count (or -1 when absent) and sets *vals. */
+int nnf_attr_ints(const nnf_node *n, const char *name, const int64_t **vals);
+int nnf_attr_floats(const nnf_node *n, const char *name, const float **vals);
+
+/* Element count of a fully known shape, -1 if any dim is unknown or it overflows. */
+int64_t nnf_shape_numel(const nnf_shape *s);
+bool nnf_shape_known(const nnf_shape *s);
+/* Format "1x3x224x224", "batchx128", "?" into buf; returns buf. */
+char *nnf_shape_str(const nnf_shape *s, char *buf, size_t size);
+
+/* Text dump of the graph (one line per node with shapes), used by `nnfuse info -v`. */
+void nnf_graph_dump(const nnf_graph *g, FILE *f);
+/* Graphviz DOT. */
+void nnf_graph_dump_dot(const nnf_graph *g, FILE *f);
+
+#endif

@@ -1,0 +1,43 @@
+#include "ops/op.h"
+
+#include <string.h>
+
+static const nnf_op_def op_table[] = {
+#define NNF_OP(domain, name, since, until, in_min, in_max, out_min, out_max, dtypes, init, infer,  \
+               ref, cost, plan)                                                                    \
+    {domain, name, since, until, in_min, in_max, out_min, out_max, dtypes, init, infer, ref, cost, plan},
+#include "ops/list_all.inc"
+#undef NNF_OP
+};
+
+size_t nnf_op_count(void) { return sizeof op_table / sizeof op_table[0]; }
+
+const nnf_op_def *nnf_op_at(size_t i) { return i < nnf_op_count() ? &op_table[i] : NULL; }
+
+static int same_domain(const char *a, const char *b) {
+    if (!a || !strcmp(a, "ai.onnx"))
+        a = "";
+    if (!b || !strcmp(b, "ai.onnx"))
+        b = "";
+    return !strcmp(a, b);
+}
+
+const nnf_op_def *nnf_op_find(const char *domain, const char *name, int opset,
+                              const nnf_op_def **other_range) {
+    if (other_range)
+        *other_range = NULL;
+    for (size_t i = 0; i < nnf_op_count(); i++) {
+        const nnf_op_def *d = &op_table[i];
+        if (strcmp(d->name, name) || !same_domain(d->domain, domain))
+            continue;
+        if (opset >= d->since_version && opset <= d->until_version)
+            return d;
+        if (other_range)
+            *other_range = d;
+    }
+    return NULL;
+}
+
+nnf_status nnf_init_none(NNF_INIT_ARGS) { return NNF_OK; }
+double nnf_cost_none(NNF_COST_ARGS) { return 0.0; }
+nnf_status nnf_plan_none(NNF_PLAN_ARGS) { return NNF_OK; }
