@@ -1,1 +1,43 @@
-int main(void){return 0;}
+/* The `nnfuse` command: one binary, subcommands (see docs/CLI.md). */
+#include "cli.h"
+
+#include <stdio.h>
+#include <string.h>
+
+typedef struct command {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+    const char *summary;
+} command;
+
+static const command commands[] = {
+    {"info", cmd_info, "inputs, outputs, op histogram, parameters, GFLOPs of a model"},
+    {"ops", cmd_ops, "list supported operators; --check MODEL lists the unsupported ones"},
+    {"run", cmd_run, "run one inference, writing outputs as .npy"},
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: nnfuse <command> [options]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-9s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "\ncommon options: --threads N (0 = all cores), -O0..-O3, -v, --seed N\n"
+               "environment: NNF_LOG_LEVEL=error|warn|info|debug|trace, NNF_ISA=scalar|avx2|avx512\n"
+               "`nnfuse <command> --help` describes a command. Version " NNFUSE_VERSION ".\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return argc < 2 ? EXIT_USAGE : EXIT_OK;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("nnfuse %s\n", NNFUSE_VERSION);
+        return EXIT_OK;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name))
+            return commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "nnfuse: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return EXIT_USAGE;
+}

@@ -1,0 +1,241 @@
+/* Op binding, attribute parsing and static shape inference with constant
+ * folding. */
+#include "ir/bind.h"
+
+#include "ops/op.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static int node_opset(const nnf_graph *g, const nnf_node *n) {
+    return n->opset > 0 ? n->opset : (int)nnf_graph_opset(g, n->domain);
+}
+
+static void unsupported_line(const nnf_graph *g, const nnf_node *n, char *buf, size_t size) {
+    const nnf_op_def *other = NULL;
+    int opset = node_opset(g, n);
+    nnf_op_find(n->domain, n->op_type, opset, &other);
+    if (other)
+        snprintf(buf, size, "%s%s%s (opset %d; nnfuse has opsets %d-%d) at node '%s'",
+                 n->domain[0] ? n->domain : "", n->domain[0] ? "::" : "", n->op_type, opset,
+                 other->since_version, other->until_version, n->name);
+    else
+        snprintf(buf, size, "%s%s%s (opset %d) at node '%s'", n->domain[0] ? n->domain : "",
+                 n->domain[0] ? "::" : "", n->op_type, opset, n->name);
+}
+
+static int collect_unsupported(const nnf_graph *g, char (*lines)[256], int max, int count) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        const nnf_node *n = &g->nodes[i];
+        if (n->dead)
+            continue;
+        if (!nnf_op_find(n->domain, n->op_type, node_opset(g, n), NULL)) {
+            if (count < max)
+                unsupported_line(g, n, lines[count], sizeof lines[count]);
+            count++;
+        }
+        for (int a = 0; a < n->n_attrs; a++) {
+            const nnf_attr *at = &n->attrs[a];
+            if (at->type == NNF_ATTR_GRAPH && at->graph)
+                count = collect_unsupported(at->graph, lines, max, count);
+            for (int k = 0; at->type == NNF_ATTR_GRAPHS && k < at->count; k++)
+                count = collect_unsupported(at->graphs[k], lines, max, count);
+        }
+    }
+    return count;
+}
+
+int nnf_graph_unsupported(const nnf_graph *g, char (*lines)[256], int max) {
+    return collect_unsupported(g, lines, max, 0);
+}
+
+nnf_status nnf_graph_bind_ops(nnf_graph *g) {
+    enum { MAX_LISTED = 16 };
+    char lines[MAX_LISTED][256];
+    int bad = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        nnf_node *n = &g->nodes[i];
+        if (n->dead)
+            continue;
+        n->opset = node_opset(g, n);
+        n->op = nnf_op_find(n->domain, n->op_type, n->opset, NULL);
+        if (!n->op) {
+            if (bad < MAX_LISTED)
+                unsupported_line(g, n, lines[bad], sizeof lines[bad]);
+            bad++;
+        }
+    }
+    if (bad) {
+        char msg[NNF_ERROR_MAX];
+        size_t off = (size_t)snprintf(msg, sizeof msg, "%d unsupported operator%s: ", bad, bad > 1 ? "s" : "");
+        for (int k = 0; k < bad && k < MAX_LISTED && off < sizeof msg; k++)
+            off += (size_t)snprintf(msg + off, sizeof msg - off, "%s%s", k ? "; " : "", lines[k]);
+        if (bad > MAX_LISTED && off < sizeof msg)
+            off += (size_t)snprintf(msg + off, sizeof msg - off, "; and %d more", bad - MAX_LISTED);
+        if (off < sizeof msg)
+            snprintf(msg + off, sizeof msg - off,
+                     ". `nnfuse ops` lists what is supported; include/nnfuse_plugin.h adds custom operators");
+        return nnf_error(NNF_ERR_UNSUPPORTED, "%s", msg);
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        nnf_node *n = &g->nodes[i];
+        if (n->dead)
+            continue;
+        const nnf_op_def *d = n->op;
+        /* trailing omitted optionals do not count towards arity */
+        int nin = n->n_inputs;
+        while (nin > 0 && n->inputs[nin - 1] < 0)
+            nin--;
+        if (nin < d->min_inputs || nin > d->max_inputs)
+            return nnf_node_error(n, NNF_ERR_INVALID_MODEL, "has %d inputs; the operator takes %d to %d",
+                                  nin, d->min_inputs, d->max_inputs);
+        if (n->n_outputs < d->min_outputs || n->n_outputs > d->max_outputs)
+            return nnf_node_error(n, NNF_ERR_INVALID_MODEL, "has %d outputs; the operator takes %d to %d",
+                                  n->n_outputs, d->min_outputs, d->max_outputs);
+        for (int k = 0; k < d->min_inputs; k++)
+            if (n->inputs[k] < 0)
+                return nnf_node_error(n, NNF_ERR_INVALID_MODEL, "required input %d is missing", k);
+    }
+    return NNF_OK;
+}
+
+nnf_status nnf_graph_init_params(nnf_graph *g) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        nnf_node *n = &g->nodes[i];
+        if (n->dead || !n->op)
+            continue;
+        nnf_status st = n->op->init(n, &g->arena);
+        if (st != NNF_OK)
+            return st;
+    }
+    return NNF_OK;
+}
+
+static void value_tinfo(const nnf_graph *g, int v, nnf_tinfo *t) {
+    memset(t, 0, sizeof *t);
+    if (v < 0) {
+        t->shape.rank = -1;
+        return;
+    }
+    const nnf_value *val = &g->values[v];
+    t->present = true;
+    t->dtype = val->dtype;
+    t->shape = val->shape;
+    t->data = val->data;
+    /* an empty constant still counts as known */
+    static const int64_t empty_data[1];
+    if (!t->data && (val->kind == NNF_VALUE_INITIALIZER || val->kind == NNF_VALUE_CONSTANT))
+        t->data = empty_data;
+}
+
+/* Merge an inferred shape into what the file declared: inferred extents win,
+ * declared ones fill gaps, symbolic names are kept. */
+static void merge_shape(nnf_shape *dst, const nnf_shape *inferred) {
+    if (inferred->rank < 0)
+        return;
+    if (dst->rank != inferred->rank) {
+        *dst = *inferred;
+        return;
+    }
+    for (int i = 0; i < dst->rank; i++) {
+        if (inferred->dims[i] >= 0) {
+            dst->dims[i] = inferred->dims[i];
+            dst->dim_names[i] = NULL;
+        } else if (dst->dims[i] < 0 && !dst->dim_names[i]) {
+            dst->dim_names[i] = inferred->dim_names[i];
+        }
+    }
+}
+
+#define FOLD_MAX_ELEMENTS (1 << 16)
+
+static nnf_status fold_node(nnf_graph *g, nnf_node *n, const nnf_tinfo *in, nnf_tinfo *out) {
+    /* A Constant holding a tensor aliases the attribute's data (often weights
+     * in the mapped file) instead of copying it. */
+    const nnf_attr *cv = !strcmp(n->op_type, "Constant") && n->n_outputs == 1 && n->outputs[0] >= 0
+                             ? nnf_node_attr(n, "value") : NULL;
+    if (cv && cv->type == NNF_ATTR_TENSOR && cv->tensor) {
+        nnf_value *v = &g->values[n->outputs[0]];
+        v->data = cv->tensor->data;
+        v->nbytes = cv->tensor->nbytes;
+        v->kind = NNF_VALUE_CONSTANT;
+        n->dead = true;
+        return NNF_OK;
+    }
+    nnf_buf ib[16], ob[16];
+    nnf_buf *ip[16], *op[16];
+    if (n->n_inputs > 16 || n->n_outputs > 16)
+        return NNF_OK;
+    for (int k = 0; k < n->n_outputs; k++) {
+        int64_t numel = nnf_shape_numel(&out[k].shape);
+        size_t es = nnf_dtype_size(out[k].dtype);
+        if (n->outputs[k] < 0 || numel < 0 || numel > FOLD_MAX_ELEMENTS || !es)
+            return NNF_OK; /* not foldable: stays a node */
+    }
+    for (int k = 0; k < n->n_inputs; k++) {
+        if (!in[k].present) {
+            ip[k] = NULL;
+            continue;
+        }
+        ib[k] = (nnf_buf){.dtype = in[k].dtype, .rank = in[k].shape.rank, .data = (void *)in[k].data,
+                          .numel = (size_t)nnf_shape_numel(&in[k].shape)};
+        memcpy(ib[k].dims, in[k].shape.dims, sizeof ib[k].dims);
+        ip[k] = &ib[k];
+    }
+    for (int k = 0; k < n->n_outputs; k++) {
+        size_t numel = (size_t)nnf_shape_numel(&out[k].shape);
+        void *data = nnf_arena_alloc(&g->arena, numel * nnf_dtype_size(out[k].dtype));
+        if (!data)
+            return nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory folding node '%s'", n->name);
+        ob[k] = (nnf_buf){.dtype = out[k].dtype, .rank = out[k].shape.rank, .data = data, .numel = numel};
+        memcpy(ob[k].dims, out[k].shape.dims, sizeof ob[k].dims);
+        op[k] = &ob[k];
+    }
+    nnf_kctx ctx = {0};
+    NNF_CHECK(n->op->ref(n, ip, op, &ctx));
+    for (int k = 0; k < n->n_outputs; k++) {
+        nnf_value *v = &g->values[n->outputs[k]];
+        v->data = ob[k].data;
+        v->nbytes = ob[k].numel * nnf_dtype_size(ob[k].dtype);
+        v->kind = NNF_VALUE_CONSTANT;
+    }
+    n->dead = true;
+    return NNF_OK;
+}
+
+nnf_status nnf_graph_infer(nnf_graph *g) {
+    nnf_tinfo in[64], out[64];
+    for (int oi = 0; oi < g->n_order; oi++) {
+        nnf_node *n = &g->nodes[g->order[oi]];
+        if (n->dead || !n->op)
+            continue;
+        if (n->n_inputs > 64 || n->n_outputs > 64)
+            return nnf_node_error(n, NNF_ERR_UNSUPPORTED, "more than 64 inputs or outputs");
+        bool all_const = true;
+        for (int k = 0; k < n->n_inputs; k++) {
+            value_tinfo(g, n->inputs[k], &in[k]);
+            if (in[k].present && !in[k].data)
+                all_const = false;
+        }
+        for (int k = 0; k < n->n_outputs; k++) {
+            memset(&out[k], 0, sizeof out[k]);
+            out[k].present = n->outputs[k] >= 0;
+            out[k].shape.rank = -1;
+        }
+        nnf_status st = n->op->infer(n, in, out);
+        if (st != NNF_OK)
+            return nnf_error_prefix(st, "shape inference");
+        for (int k = 0; k < n->n_outputs; k++) {
+            if (n->outputs[k] < 0)
+                continue;
+            nnf_value *v = &g->values[n->outputs[k]];
+            if (out[k].dtype != NNF_DTYPE_UNDEFINED)
+                v->dtype = out[k].dtype;
+            merge_shape(&v->shape, &out[k].shape);
+            out[k].shape = v->shape;
+        }
+        if (all_const)
+            NNF_CHECK(fold_node(g, n, in, out));
+    }
+    return NNF_OK;
+}

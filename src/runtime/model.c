@@ -1,0 +1,125 @@
+/* Loading a model: map → import → bind → init → sort → verify → infer. */
+#include "runtime/model.h"
+
+#include "base/file.h"
+#include "base/log.h"
+#include "ir/bind.h"
+#include "onnx/import.h"
+
+#include <libgen.h>
+#include <string.h>
+
+NNF_API nnf_model_options nnf_model_options_default(void) {
+    return (nnf_model_options){.struct_size = sizeof(nnf_model_options), .opt_level = 3};
+}
+
+static nnf_status build_info(nnf_model *m) {
+    nnf_graph *g = m->graph;
+    m->input_info = nnf_calloc((size_t)g->n_inputs + 1, sizeof *m->input_info);
+    m->output_info = nnf_calloc((size_t)g->n_outputs + 1, sizeof *m->output_info);
+    if (!m->input_info || !m->output_info)
+        return nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory");
+    for (int pass = 0; pass < 2; pass++) {
+        int n = pass ? g->n_outputs : g->n_inputs;
+        for (int i = 0; i < n; i++) {
+            const nnf_value *v = &g->values[pass ? g->outputs[i] : g->inputs[i]];
+            nnf_value_info *info = pass ? &m->output_info[i] : &m->input_info[i];
+            info->name = v->name;
+            info->dtype = v->dtype;
+            info->rank = v->shape.rank;
+            info->dims = v->shape.dims;
+            info->dim_names = v->shape.dim_names;
+        }
+    }
+    return NNF_OK;
+}
+
+static nnf_status prepare(nnf_model *m) {
+    nnf_graph *g = m->graph;
+    NNF_CHECK(nnf_graph_bind_ops(g));
+    NNF_CHECK(nnf_graph_init_params(g));
+    NNF_CHECK(nnf_graph_toposort(g));
+    NNF_CHECK(nnf_graph_verify(g));
+    NNF_CHECK(nnf_graph_infer(g));
+    return build_info(m);
+}
+
+static nnf_status load(const void *data, size_t size, const char *source, const char *base_dir,
+                       const nnf_model_options *opts, nnf_mapping *file, nnf_model **out) {
+    nnf_model *m = nnf_calloc(1, sizeof *m);
+    nnf_status st = NNF_OK;
+    if (!m || !(m->source = nnf_strdup(source))) {
+        nnf_free(m);
+        nnf_mappings_free(file);
+        return nnf_error(NNF_ERR_OUT_OF_MEMORY, "%s: out of memory", source);
+    }
+    m->file = file;
+    m->opt_level = opts ? opts->opt_level : 3;
+    st = nnf_onnx_import(data, size, source, base_dir, &m->graph);
+    if (st != NNF_OK)
+        goto fail;
+    m->graph->source = m->source;
+    st = prepare(m);
+    if (st != NNF_OK) {
+        nnf_error_prefix(st, "%s", source);
+        goto fail;
+    }
+    NNF_LOG_INFO("loaded %s: %d nodes, %d values", source, m->graph->n_nodes, m->graph->n_values);
+    *out = m;
+    return NNF_OK;
+fail:
+    nnf_model_destroy(m);
+    return st;
+}
+
+NNF_API nnf_status nnf_model_load(const char *path, const nnf_model_options *opts, nnf_model **out) {
+    if (!path || !out)
+        return nnf_error(NNF_ERR_INVALID_ARGUMENT, "nnf_model_load: path and model_out are required");
+    *out = NULL;
+    nnf_mapping *file = NULL;
+    NNF_CHECK(nnf_file_map(path, &file));
+    char *dir_copy = nnf_strdup(path);
+    if (!dir_copy) {
+        nnf_mappings_free(file);
+        return nnf_error(NNF_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+    }
+    nnf_status st = load(file->addr, file->size, path, dirname(dir_copy), opts, file, out);
+    nnf_free(dir_copy);
+    return st;
+}
+
+NNF_API nnf_status nnf_model_load_buffer(const void *data, size_t size, const char *base_dir,
+                                         const nnf_model_options *opts, nnf_model **out) {
+    if ((!data && size) || !out)
+        return nnf_error(NNF_ERR_INVALID_ARGUMENT, "nnf_model_load_buffer: data and model_out are required");
+    *out = NULL;
+    return load(data, size, "<memory>", base_dir, opts, NULL, out);
+}
+
+NNF_API void nnf_model_destroy(nnf_model *m) {
+    if (!m)
+        return;
+    nnf_graph_destroy(m->graph);
+    nnf_mappings_free(m->file);
+    nnf_free(m->input_info);
+    nnf_free(m->output_info);
+    nnf_free(m->source);
+    nnf_free(m);
+}
+
+NNF_API size_t nnf_model_input_count(const nnf_model *m) { return m ? (size_t)m->graph->n_inputs : 0; }
+NNF_API size_t nnf_model_output_count(const nnf_model *m) { return m ? (size_t)m->graph->n_outputs : 0; }
+
+NNF_API nnf_status nnf_model_input_info(const nnf_model *m, size_t i, nnf_value_info *info) {
+    if (!m || !info || i >= (size_t)m->graph->n_inputs)
+        return nnf_error(NNF_ERR_INVALID_ARGUMENT, "input index %zu out of range", i);
+    *info = m->input_info[i];
+    return NNF_OK;
+}
+
+NNF_API nnf_status nnf_model_output_info(const nnf_model *m, size_t i, nnf_value_info *info) {
+    if (!m || !info || i >= (size_t)m->graph->n_outputs)
+        return nnf_error(NNF_ERR_INVALID_ARGUMENT, "output index %zu out of range", i);
+    *info = m->output_info[i];
+    return NNF_OK;
+}

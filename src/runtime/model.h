@@ -1,0 +1,16 @@
+/* The loaded model: an immutable, inferred IR graph plus the file mapping its
+ * weights point into. Shared read-only by every session. */
+#ifndef NNF_RUNTIME_MODEL_H
+#define NNF_RUNTIME_MODEL_H
+
+#include "ir/graph.h"
+
+struct nnf_model {
+    nnf_graph *graph;
+    nnf_mapping *file; /* the mapped .onnx (NULL when loaded from a caller's buffer) */
+    char *source;      /* path for messages */
+    int opt_level;
+    nnf_value_info *input_info, *output_info;
+};
+
+#endif

@@ -1,0 +1,403 @@
+/* The executor: runs the model's nodes in topological order on the kernels
+ * planned for them, allocating each intermediate when it is produced and
+ * releasing it after its last reader. (The static memory plan replaces the
+ * per-node allocation in a later step; the interface stays.) */
+#include "runtime/session.h"
+
+#include "base/log.h"
+#include "format/npy.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+NNF_API nnf_session_options nnf_session_options_default(void) {
+    return (nnf_session_options){.struct_size = sizeof(nnf_session_options)};
+}
+
+double nnf_now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+NNF_API const nnf_graph *nnf_model_graph(const nnf_model *m) { return m->graph; }
+
+static void value_tinfo(const nnf_graph *g, int v, nnf_tinfo *t) {
+    memset(t, 0, sizeof *t);
+    t->shape.rank = -1;
+    if (v < 0)
+        return;
+    t->present = true;
+    t->dtype = g->values[v].dtype;
+    t->shape = g->values[v].shape;
+    t->data = g->values[v].data;
+}
+
+/* Choose optimised kernels for nodes whose shapes are fully known now. */
+static nnf_status plan_kernels(nnf_session *s) {
+    const nnf_graph *g = s->model->graph;
+    if (s->opts.reference_kernels || s->model->opt_level == 0)
+        return NNF_OK;
+    nnf_tinfo in[64], out[64];
+    for (int oi = 0; oi < g->n_order; oi++) {
+        int id = g->order[oi];
+        const nnf_node *n = &g->nodes[id];
+        if (n->dead || !n->op->plan || n->op->plan == nnf_plan_none || n->n_inputs > 64 || n->n_outputs > 64)
+            continue;
+        bool known = true;
+        for (int k = 0; k < n->n_inputs; k++) {
+            value_tinfo(g, n->inputs[k], &in[k]);
+            known &= !in[k].present || nnf_shape_known(&in[k].shape);
+        }
+        for (int k = 0; k < n->n_outputs; k++) {
+            value_tinfo(g, n->outputs[k], &out[k]);
+            known &= !out[k].present || nnf_shape_known(&out[k].shape);
+        }
+        if (!known)
+            continue;
+        nnf_status st = n->op->plan(n, in, out, &s->plans[id]);
+        if (st != NNF_OK)
+            return nnf_error_prefix(st, "planning node '%s' (%s)", n->name, n->op_type);
+        if (s->plans[id].run)
+            NNF_LOG_DEBUG("node '%s' (%s): kernel %s", n->name, n->op_type, s->plans[id].name);
+    }
+    return NNF_OK;
+}
+
+NNF_API nnf_status nnf_session_create(const nnf_model *model, const nnf_session_options *opts,
+                                      nnf_session **out) {
+    if (!model || !out)
+        return nnf_error(NNF_ERR_INVALID_ARGUMENT, "nnf_session_create: model and session_out are required");
+    *out = NULL;
+    nnf_session *s = nnf_calloc(1, sizeof *s);
+    if (!s)
+        return nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory creating a session");
+    const nnf_graph *g = model->graph;
+    nnf_status st = NNF_OK;
+    s->model = model;
+    s->opts = nnf_session_options_default();
+    if (opts)
+        memcpy(&s->opts, opts, opts->struct_size < sizeof s->opts ? opts->struct_size : sizeof s->opts);
+    s->opts.struct_size = sizeof s->opts;
+    s->inject_node = -1;
+    s->t0_us = nnf_now_us();
+    size_t nv = (size_t)g->n_values + 1, nn = (size_t)g->n_nodes + 1;
+    s->plans = nnf_calloc(nn, sizeof *s->plans);
+    s->last_use = nnf_calloc(nv, sizeof *s->last_use);
+    s->bufs = nnf_calloc(nv, sizeof *s->bufs);
+    s->owned = nnf_calloc(nv, 1);
+    s->outputs = nnf_calloc((size_t)g->n_outputs + 1, sizeof *s->outputs);
+    s->output_shapes = nnf_calloc((size_t)g->n_outputs + 1, sizeof *s->output_shapes);
+    if (!s->plans || !s->last_use || !s->bufs || !s->owned || !s->outputs || !s->output_shapes) {
+        st = nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory creating a session");
+        goto fail;
+    }
+    for (int oi = 0; oi < g->n_order; oi++) {
+        const nnf_node *n = &g->nodes[g->order[oi]];
+        for (int k = 0; k < n->n_inputs; k++)
+            if (n->inputs[k] >= 0)
+                s->last_use[n->inputs[k]] = oi;
+    }
+    for (int k = 0; k < g->n_outputs; k++)
+        s->last_use[g->outputs[k]] = INT32_MAX;
+    st = nnf_threadpool_create(s->opts.threads, &s->pool);
+    if (st != NNF_OK)
+        goto fail;
+    st = plan_kernels(s);
+    if (st != NNF_OK)
+        goto fail;
+    *out = s;
+    return NNF_OK;
+fail:
+    nnf_session_destroy(s);
+    return st;
+}
+
+static void release(nnf_session *s, int v) {
+    if (s->owned[v])
+        nnf_free_aligned(s->bufs[v].data);
+    s->owned[v] = 0;
+    memset(&s->bufs[v], 0, sizeof s->bufs[v]);
+}
+
+static void release_all(nnf_session *s) {
+    for (int v = 0; v < s->model->graph->n_values; v++)
+        release(s, v);
+}
+
+NNF_API void nnf_session_destroy(nnf_session *s) {
+    if (!s)
+        return;
+    if (s->bufs && s->owned)
+        release_all(s);
+    if (s->plans)
+        for (int i = 0; i < s->model->graph->n_nodes; i++)
+            if (s->plans[i].free_state)
+                s->plans[i].free_state(s->plans[i].state);
+    nnf_threadpool_destroy(s->pool);
+    nnf_free(s->plans);
+    nnf_free(s->last_use);
+    nnf_free(s->bufs);
+    nnf_free(s->owned);
+    nnf_free(s->outputs);
+    nnf_free(s->output_shapes);
+    nnf_free(s->events);
+    nnf_free(s);
+}
+
+NNF_API const char *nnf_session_last_error(const nnf_session *s) { return s ? s->error : ""; }
+
+static nnf_status session_fail(nnf_session *s, nnf_status st) {
+    snprintf(s->error, sizeof s->error, "%s", nnf_error_message());
+    return st;
+}
+
+static nnf_status bind_inputs(nnf_session *s, const nnf_tensor *inputs, size_t count) {
+    const nnf_graph *g = s->model->graph;
+    const char *src = s->model->source;
+    for (int i = 0; i < g->n_inputs; i++) {
+        int v = g->inputs[i];
+        const nnf_value *val = &g->values[v];
+        const nnf_tensor *t = NULL;
+        for (size_t k = 0; k < count && !t; k++)
+            if (inputs[k].name && !strcmp(inputs[k].name, val->name))
+                t = &inputs[k];
+        if (!t && (size_t)i < count && !inputs[i].name)
+            t = &inputs[i];
+        if (!t)
+            return nnf_error(NNF_ERR_INVALID_ARGUMENT, "%s: input '%s' was not given", src, val->name);
+        if (val->dtype != NNF_DTYPE_UNDEFINED && t->dtype != val->dtype)
+            return nnf_error(NNF_ERR_SHAPE, "%s: input '%s' must be %s, got %s", src, val->name,
+                             nnf_dtype_name(val->dtype), nnf_dtype_name(t->dtype));
+        if (t->rank < 0 || t->rank > NNF_MAX_RANK || (t->rank > 0 && !t->shape) || (!t->data && t->rank >= 0 && 0))
+            return nnf_error(NNF_ERR_INVALID_ARGUMENT, "%s: input '%s' has an invalid rank %d", src, val->name, t->rank);
+        if (val->shape.rank >= 0 && t->rank != val->shape.rank)
+            return nnf_error(NNF_ERR_SHAPE, "%s: input '%s' must have rank %d, got %d", src, val->name,
+                             val->shape.rank, t->rank);
+        nnf_buf *b = &s->bufs[v];
+        b->dtype = t->dtype;
+        b->rank = t->rank;
+        size_t numel = 1;
+        for (int d = 0; d < t->rank; d++) {
+            if (t->shape[d] < 0 || !nnf_mul_size(numel, (size_t)t->shape[d], &numel))
+                return nnf_error(NNF_ERR_SHAPE, "%s: input '%s' has an invalid extent %lld in dim %d", src,
+                                 val->name, (long long)t->shape[d], d);
+            if (val->shape.rank >= 0 && val->shape.dims[d] >= 0 && val->shape.dims[d] != t->shape[d]) {
+                char want[128];
+                return nnf_error(NNF_ERR_SHAPE, "%s: input '%s' must have shape %s, got %lld in dim %d", src,
+                                 val->name, nnf_shape_str(&val->shape, want, sizeof want),
+                                 (long long)t->shape[d], d);
+            }
+            b->dims[d] = t->shape[d];
+        }
+        b->numel = numel;
+        if (!t->data && numel)
+            return nnf_error(NNF_ERR_INVALID_ARGUMENT, "%s: input '%s' has no data", src, val->name);
+        b->data = t->data;
+    }
+    return NNF_OK;
+}
+
+static void buf_tinfo(const nnf_buf *b, nnf_tinfo *t) {
+    memset(t, 0, sizeof *t);
+    t->present = true;
+    t->dtype = b->dtype;
+    t->shape.rank = b->rank;
+    memcpy(t->shape.dims, b->dims, sizeof b->dims);
+    t->data = b->data;
+}
+
+static bool plan_matches(const nnf_graph *g, const nnf_node *n, nnf_buf *const *in) {
+    for (int k = 0; k < n->n_inputs; k++) {
+        if (!in[k])
+            continue;
+        const nnf_shape *s = &g->values[n->inputs[k]].shape;
+        if (s->rank != in[k]->rank || memcmp(s->dims, in[k]->dims, sizeof(int64_t) * (size_t)s->rank))
+            return false;
+    }
+    return true;
+}
+
+static nnf_status record_event(nnf_session *s, int node, double t0, double t1, const char *kernel) {
+    if (s->n_events == s->cap_events) {
+        size_t cap = s->cap_events ? s->cap_events * 2 : 256;
+        nnf_profile_event *e = nnf_realloc(s->events, cap * sizeof *e);
+        if (!e)
+            return nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory recording the profile");
+        s->events = e;
+        s->cap_events = cap;
+    }
+    s->events[s->n_events++] = (nnf_profile_event){node, t0 - s->t0_us, t1 - t0, kernel};
+    return NNF_OK;
+}
+
+static bool dump_selected(const char *filter, const nnf_node *n) {
+    if (!filter || !filter[0])
+        return true;
+    size_t ln = strlen(n->name), lo = strlen(n->op_type);
+    for (const char *p = filter; *p;) {
+        const char *e = strchr(p, ',');
+        size_t l = e ? (size_t)(e - p) : strlen(p);
+        if ((l == ln && !strncmp(p, n->name, l)) || (l == lo && !strncmp(p, n->op_type, l)))
+            return true;
+        p += l + (e ? 1 : 0);
+    }
+    return false;
+}
+
+static nnf_status dump_output(nnf_session *s, const nnf_node *n, const nnf_value *v, const nnf_buf *b) {
+    char safe[256], path[4096];
+    nnf_npy_safe_name(v->name, safe, sizeof safe);
+    snprintf(path, sizeof path, "%s/%s.npy", s->opts.dump_dir, safe);
+    nnf_status st = nnf_npy_write(path, b->dtype, b->rank, b->dims, b->data);
+    return st == NNF_OK ? st : nnf_error_prefix(st, "dumping node '%s' (%s)", n->name, n->op_type);
+}
+
+static nnf_status run_node(nnf_session *s, int oi) {
+    const nnf_graph *g = s->model->graph;
+    int id = g->order[oi];
+    const nnf_node *n = &g->nodes[id];
+    nnf_buf *in[64], *out[64];
+    nnf_tinfo tin[64], tout[64];
+    if (n->n_inputs > 64 || n->n_outputs > 64)
+        return nnf_node_error(n, NNF_ERR_UNSUPPORTED, "more than 64 inputs or outputs");
+    for (int k = 0; k < n->n_inputs; k++) {
+        int v = n->inputs[k];
+        if (v < 0) {
+            in[k] = NULL;
+            memset(&tin[k], 0, sizeof tin[k]);
+            tin[k].shape.rank = -1;
+            continue;
+        }
+        in[k] = &s->bufs[v];
+        buf_tinfo(in[k], &tin[k]);
+    }
+    for (int k = 0; k < n->n_outputs; k++) {
+        memset(&tout[k], 0, sizeof tout[k]);
+        tout[k].present = n->outputs[k] >= 0;
+        tout[k].shape.rank = -1;
+    }
+    NNF_CHECK(n->op->infer(n, tin, tout));
+    for (int k = 0; k < n->n_outputs; k++) {
+        int v = n->outputs[k];
+        if (v < 0) {
+            out[k] = NULL;
+            continue;
+        }
+        int64_t numel = nnf_shape_numel(&tout[k].shape);
+        size_t es = nnf_dtype_size(tout[k].dtype), bytes;
+        if (numel < 0 || !es || !nnf_mul_size((size_t)numel, es, &bytes))
+            return nnf_node_error(n, NNF_ERR_INTERNAL, "output %d has no concrete shape or dtype at run time", k);
+        release(s, v);
+        nnf_buf *b = &s->bufs[v];
+        b->dtype = tout[k].dtype;
+        b->rank = tout[k].shape.rank;
+        memcpy(b->dims, tout[k].shape.dims, sizeof b->dims);
+        b->numel = (size_t)numel;
+        b->data = nnf_malloc_aligned(bytes);
+        if (!b->data)
+            return nnf_node_error(n, NNF_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes for output %d", bytes, k);
+        s->owned[v] = 1;
+        out[k] = b;
+    }
+    const nnf_kernel_plan *p = &s->plans[id];
+    bool fast = p->run && plan_matches(g, n, in);
+    nnf_kctx ctx = {.pool = s->pool, .state = fast ? p->state : NULL};
+    double t0 = s->opts.profile ? nnf_now_us() : 0;
+    nnf_status st = fast ? p->run(n, in, out, &ctx) : n->op->ref(n, in, out, &ctx);
+    if (st != NNF_OK)
+        return st;
+    if (s->opts.profile)
+        NNF_CHECK(record_event(s, id, t0, nnf_now_us(), fast ? p->name : "ref"));
+    if (id == s->inject_node && out[0] && out[0]->dtype == NNF_DTYPE_FLOAT32)
+        for (size_t i = 0; i < out[0]->numel; i++)
+            ((float *)out[0]->data)[i] += s->inject_delta;
+    for (int k = 0; k < n->n_outputs; k++) {
+        if (!out[k])
+            continue;
+        const nnf_value *v = &g->values[n->outputs[k]];
+        if (s->hook)
+            s->hook(s->hook_user, n, k, v, out[k]);
+        if (s->opts.dump_dir && dump_selected(s->opts.dump_filter, n))
+            NNF_CHECK(dump_output(s, n, v, out[k]));
+    }
+    NNF_LOG_TRACE("ran node '%s' (%s) with %s", n->name, n->op_type, fast ? p->name : "reference kernel");
+    for (int k = 0; k < n->n_inputs; k++) {
+        int v = n->inputs[k];
+        if (v >= 0 && s->last_use[v] == oi)
+            release(s, v);
+    }
+    return NNF_OK;
+}
+
+NNF_API nnf_status nnf_session_run(nnf_session *s, const nnf_tensor *inputs, size_t count,
+                                   const nnf_tensor **outputs_out, size_t *count_out) {
+    if (!s)
+        return nnf_error(NNF_ERR_INVALID_ARGUMENT, "nnf_session_run: session is NULL");
+    if ((!inputs && count) || !outputs_out || !count_out) {
+        nnf_error(NNF_ERR_INVALID_ARGUMENT, "nnf_session_run: outputs_out and output_count_out are required");
+        return session_fail(s, NNF_ERR_INVALID_ARGUMENT);
+    }
+    const nnf_graph *g = s->model->graph;
+    nnf_status st = NNF_OK;
+    release_all(s);
+    /* constants are visible as buffers pointing at their data */
+    for (int v = 0; v < g->n_values; v++) {
+        const nnf_value *val = &g->values[v];
+        if (val->kind != NNF_VALUE_INITIALIZER && val->kind != NNF_VALUE_CONSTANT)
+            continue;
+        nnf_buf *b = &s->bufs[v];
+        static int64_t empty;
+        b->dtype = val->dtype;
+        b->rank = val->shape.rank;
+        memcpy(b->dims, val->shape.dims, sizeof b->dims);
+        b->numel = (size_t)nnf_shape_numel(&val->shape);
+        b->data = val->data ? (void *)val->data : &empty;
+    }
+    st = bind_inputs(s, inputs, count);
+    if (st != NNF_OK)
+        goto fail;
+    for (int oi = 0; oi < g->n_order; oi++) {
+        if (g->nodes[g->order[oi]].dead)
+            continue;
+        st = run_node(s, oi);
+        if (st != NNF_OK) {
+            nnf_error_prefix(st, "%s", s->model->source);
+            goto fail;
+        }
+    }
+    for (int k = 0; k < g->n_outputs; k++) {
+        int v = g->outputs[k];
+        const nnf_buf *b = &s->bufs[v];
+        memcpy(s->output_shapes[k], b->dims, sizeof s->output_shapes[k]);
+        s->outputs[k] = (nnf_tensor){.name = g->values[v].name, .dtype = b->dtype, .rank = b->rank,
+                                     .shape = s->output_shapes[k], .data = b->data};
+    }
+    *outputs_out = s->outputs;
+    *count_out = (size_t)g->n_outputs;
+    s->error[0] = 0;
+    return NNF_OK;
+fail:
+    release_all(s);
+    return session_fail(s, st);
+}
+
+NNF_API void nnf_session_profile(const nnf_session *s, const nnf_profile_event **events, size_t *count) {
+    *events = s->events;
+    *count = s->n_events;
+}
+
+NNF_API void nnf_session_profile_reset(nnf_session *s) { s->n_events = 0; }
+
+NNF_API void nnf_session_set_hook(nnf_session *s, nnf_output_hook hook, void *user) {
+    s->hook = hook;
+    s->hook_user = user;
+}
+
+NNF_API void nnf_session_inject_error(nnf_session *s, int node, float delta) {
+    s->inject_node = node;
+    s->inject_delta = delta;
+}

@@ -1,0 +1,51 @@
+/* A session: one caller's execution state over a shared model. */
+#ifndef NNF_RUNTIME_SESSION_H
+#define NNF_RUNTIME_SESSION_H
+
+#include "ops/op.h"
+#include "runtime/model.h"
+
+/* One executed node, when profiling is on. Times in microseconds from the
+ * session's creation. */
+typedef struct nnf_profile_event {
+    int node;
+    double start_us, dur_us;
+    const char *kernel; /* the plan's kernel name, or "ref" */
+} nnf_profile_event;
+
+/* Called after every executed node for each of its outputs (dumps, compare).
+ * The buffer is borrowed for the call. */
+typedef void (*nnf_output_hook)(void *user, const nnf_node *node, int output_index, const nnf_value *value,
+                                const nnf_buf *buf);
+
+struct nnf_session {
+    const nnf_model *model;
+    nnf_session_options opts;
+    nnf_threadpool *pool;
+    nnf_kernel_plan *plans; /* per node id */
+    int *last_use;          /* per value: position in order of its last reader; INT32_MAX = keep */
+    nnf_buf *bufs;          /* per value, current run */
+    unsigned char *owned;   /* per value: bufs[v].data allocated by this session */
+    nnf_tensor *outputs;
+    int64_t (*output_shapes)[NNF_MAX_RANK];
+    char error[NNF_ERROR_MAX];
+    double t0_us;
+    nnf_profile_event *events;
+    size_t n_events, cap_events;
+    nnf_output_hook hook;
+    void *hook_user;
+    /* test-only: add `inject_delta` to every element of node `inject_node`'s first output */
+    int inject_node;
+    float inject_delta;
+};
+
+/* Profile events of the runs since the last reset (borrowed). */
+NNF_API void nnf_session_profile(const nnf_session *s, const nnf_profile_event **events, size_t *count);
+NNF_API void nnf_session_profile_reset(nnf_session *s);
+NNF_API void nnf_session_set_hook(nnf_session *s, nnf_output_hook hook, void *user);
+NNF_API const nnf_graph *nnf_model_graph(const nnf_model *m);
+/* Test hook for `nnfuse compare` tests: perturb one node's output. */
+NNF_API void nnf_session_inject_error(nnf_session *s, int node, float delta);
+double nnf_now_us(void);
+
+#endif

@@ -1,0 +1,64 @@
+/* Shared pieces of the `nnfuse` subcommands. */
+#ifndef NNF_TOOLS_CLI_H
+#define NNF_TOOLS_CLI_H
+
+#include "nnfuse.h"
+#include "runtime/session.h"
+
+#include <stdbool.h>
+
+enum {
+    EXIT_OK = 0,
+    EXIT_USAGE = 1,
+    EXIT_INVALID = 2,
+    EXIT_UNSUPPORTED = 3,
+    EXIT_ACCURACY = 4,
+    EXIT_OOM = 5,
+    EXIT_INTERNAL = 6,
+};
+
+/* Map a status to the exit code of CLI.md. */
+int cli_exit_code(nnf_status st);
+/* Print "nnfuse <cmd>: <message>" for a failed status; returns the exit code. */
+int cli_fail(const char *cmd, nnf_status st, const char *message);
+int cli_usage(const char *cmd, const char *usage);
+
+/* Options every model command accepts. */
+typedef struct cli_common {
+    const char *model;
+    int threads;         /* 0 = all cores */
+    int opt_level;       /* -O0..-O3 */
+    uint64_t seed;
+    int verbose;
+    const char *input_files[64]; /* "NAME=FILE.npy" */
+    int n_input_files;
+    const char *input_shapes[64]; /* "NAME:d0,d1,..." */
+    int n_input_shapes;
+} cli_common;
+
+/* Consume a common flag at argv[*i] (advancing *i past its value). Returns 1 if
+ * consumed, 0 if not a common flag, -1 on a malformed one. */
+int cli_common_flag(cli_common *c, int argc, char **argv, int *i);
+void cli_common_init(cli_common *c);
+
+/* Inputs for one run: from -i files, or a seeded generator (floats uniform in
+ * [-1,1), integers 0, bool false) with shapes from the model, with
+ * --input-shape overriding unknown/symbolic dims (unnamed unknown dims = 1). */
+typedef struct cli_inputs {
+    nnf_tensor tensors[64];
+    int64_t shapes[64][NNF_MAX_RANK];
+    void *data[64];
+    size_t n;
+} cli_inputs;
+nnf_status cli_inputs_make(const nnf_model *model, const cli_common *c, cli_inputs *out);
+void cli_inputs_free(cli_inputs *in);
+
+/* Load the model and create a session from the common options. */
+nnf_status cli_open(const cli_common *c, nnf_model **model, nnf_session **session,
+                    const nnf_session_options *extra);
+
+int cmd_info(int argc, char **argv);
+int cmd_ops(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+
+#endif

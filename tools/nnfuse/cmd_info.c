@@ -1,0 +1,182 @@
+/* nnfuse info MODEL [--json] [--graph] */
+#include "cli.h"
+
+#include "ops/op.h"
+
+#include <stdio.h>
+#include <string.h>
+
+typedef struct op_count {
+    const char *name;
+    int count;
+} op_count;
+
+static void json_string(const char *s) {
+    putchar('"');
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            putchar('\\');
+        if ((unsigned char)*s < 0x20)
+            printf("\\u%04x", *s);
+        else
+            putchar(*s);
+    }
+    putchar('"');
+}
+
+static void print_values(const nnf_graph *g, const int *ids, int n, int json) {
+    for (int i = 0; i < n; i++) {
+        const nnf_value *v = &g->values[ids[i]];
+        if (json) {
+            printf("%s{\"name\": ", i ? ", " : "");
+            json_string(v->name);
+            printf(", \"dtype\": \"%s\", \"shape\": ", nnf_dtype_name(v->dtype));
+            if (v->shape.rank < 0)
+                printf("null");
+            else {
+                putchar('[');
+                for (int d = 0; d < v->shape.rank; d++) {
+                    if (d)
+                        printf(", ");
+                    if (v->shape.dims[d] >= 0)
+                        printf("%lld", (long long)v->shape.dims[d]);
+                    else if (v->shape.dim_names[d])
+                        json_string(v->shape.dim_names[d]);
+                    else
+                        printf("null");
+                }
+                putchar(']');
+            }
+            putchar('}');
+        } else {
+            char buf[256];
+            printf("  %-32s %-8s %s\n", v->name, nnf_dtype_name(v->dtype), nnf_shape_str(&v->shape, buf, sizeof buf));
+        }
+    }
+}
+
+static double node_flops(const nnf_graph *g, const nnf_node *n) {
+    nnf_tinfo in[64], out[64];
+    if (n->n_inputs > 64 || n->n_outputs > 64)
+        return 0;
+    for (int pass = 0; pass < 2; pass++) {
+        int cnt = pass ? n->n_outputs : n->n_inputs;
+        const int *ids = pass ? n->outputs : n->inputs;
+        nnf_tinfo *t = pass ? out : in;
+        for (int k = 0; k < cnt; k++) {
+            memset(&t[k], 0, sizeof t[k]);
+            t[k].shape.rank = -1;
+            if (ids[k] < 0)
+                continue;
+            const nnf_value *v = &g->values[ids[k]];
+            t[k].present = true;
+            t[k].dtype = v->dtype;
+            t[k].shape = v->shape;
+            t[k].data = v->data;
+            if (!nnf_shape_known(&v->shape))
+                return 0; /* symbolic: counted as 0, reported below */
+        }
+    }
+    return n->op->cost(n, in, out);
+}
+
+int cmd_info(int argc, char **argv) {
+    cli_common c;
+    cli_common_init(&c);
+    int json = 0, graph = 0;
+    for (int i = 1; i < argc; i++) {
+        int r = cli_common_flag(&c, argc, argv, &i);
+        if (r > 0)
+            continue;
+        if (!strcmp(argv[i], "--json"))
+            json = 1;
+        else if (!strcmp(argv[i], "--graph"))
+            graph = 1;
+        else
+            return cli_usage("info", "MODEL [--json] [--graph]");
+    }
+    if (!c.model)
+        return cli_usage("info", "MODEL [--json] [--graph]");
+    nnf_model *model = NULL;
+    nnf_model_options mo = nnf_model_options_default();
+    nnf_status st = nnf_model_load(c.model, &mo, &model);
+    if (st != NNF_OK)
+        return cli_fail("info", st, nnf_last_error());
+    const nnf_graph *g = nnf_model_graph(model);
+
+    op_count hist[512];
+    int n_hist = 0, live = 0, unknown_cost = 0;
+    double flops = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const nnf_node *n = &g->nodes[i];
+        int h = 0;
+        while (h < n_hist && strcmp(hist[h].name, n->op_type))
+            h++;
+        if (h == n_hist && n_hist < 512)
+            hist[n_hist++] = (op_count){n->op_type, 0};
+        if (h < n_hist)
+            hist[h].count++;
+        if (n->dead)
+            continue;
+        live++;
+        double f = node_flops(g, n);
+        if (f == 0 && n->op->cost != nnf_cost_none)
+            unknown_cost++;
+        flops += f;
+    }
+    /* sort histogram by count, descending */
+    for (int a = 0; a < n_hist; a++)
+        for (int b = a + 1; b < n_hist; b++)
+            if (hist[b].count > hist[a].count) {
+                op_count t = hist[a];
+                hist[a] = hist[b];
+                hist[b] = t;
+            }
+    int64_t params = 0;
+    size_t weight_bytes = 0;
+    for (int v = 0; v < g->n_values; v++)
+        if (g->values[v].kind == NNF_VALUE_INITIALIZER) {
+            int64_t ne = nnf_shape_numel(&g->values[v].shape);
+            params += ne > 0 ? ne : 0;
+            weight_bytes += g->values[v].nbytes;
+        }
+    if (json) {
+        printf("{\"model\": ");
+        json_string(c.model);
+        printf(", \"producer\": ");
+        json_string(g->producer_name ? g->producer_name : "");
+        printf(", \"opset\": %lld, \"inputs\": [", (long long)nnf_graph_opset(g, ""));
+        print_values(g, g->inputs, g->n_inputs, 1);
+        printf("], \"outputs\": [");
+        print_values(g, g->outputs, g->n_outputs, 1);
+        printf("], \"nodes\": %d, \"nodes_after_folding\": %d, \"op_histogram\": {", g->n_nodes, live);
+        for (int h = 0; h < n_hist; h++) {
+            printf("%s", h ? ", " : "");
+            json_string(hist[h].name);
+            printf(": %d", hist[h].count);
+        }
+        printf("}, \"parameters\": %lld, \"weights_bytes\": %zu, \"gflops\": %.6f, \"nodes_without_cost\": %d}\n",
+               (long long)params, weight_bytes, flops / 1e9, unknown_cost);
+    } else {
+        printf("model:      %s\n", c.model);
+        printf("producer:   %s, opset %lld\n", g->producer_name ? g->producer_name : "?",
+               (long long)nnf_graph_opset(g, ""));
+        printf("inputs:\n");
+        print_values(g, g->inputs, g->n_inputs, 0);
+        printf("outputs:\n");
+        print_values(g, g->outputs, g->n_outputs, 0);
+        printf("nodes:      %d (%d after constant folding)\n", g->n_nodes, live);
+        printf("parameters: %lld (%.2f MiB)\n", (long long)params, (double)weight_bytes / (1 << 20));
+        printf("GFLOPs:     %.3f%s\n", flops / 1e9,
+               unknown_cost ? " (nodes with symbolic shapes not counted)" : "");
+        printf("operators:\n");
+        for (int h = 0; h < n_hist; h++)
+            printf("  %-24s %d\n", hist[h].name, hist[h].count);
+        if (graph) {
+            printf("graph:\n");
+            nnf_graph_dump(g, stdout);
+        }
+    }
+    nnf_model_destroy(model);
+    return EXIT_OK;
+}
