@@ -1,0 +1,181 @@
+"""nnfuse: Python bindings (ctypes) over the C library libnnfuse.so.
+
+    import nnfuse, numpy as np
+    sess = nnfuse.Session("model.onnx", threads=1)
+    outputs = sess.run({"input": np.zeros((1, 3, 224, 224), np.float32)})
+
+The library is found through $NNF_LIB, then the repository's build/ folder.
+"""
+import ctypes
+import os
+import pathlib
+
+import numpy as np
+
+__all__ = ["Model", "Session", "NnfError", "run_model"]
+
+_DTYPES = {
+    1: np.float32, 2: np.uint8, 3: np.int8, 4: np.uint16, 5: np.int16, 6: np.int32, 7: np.int64,
+    9: np.bool_, 10: np.float16, 11: np.float64, 12: np.uint32, 13: np.uint64,
+}
+_CODES = {np.dtype(v): k for k, v in _DTYPES.items()}
+
+
+class NnfError(RuntimeError):
+    """A failed nnfuse call: .status is the nnf_status code."""
+
+    def __init__(self, status, message):
+        super().__init__(message)
+        self.status = status
+
+
+class _Tensor(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("dtype", ctypes.c_int), ("rank", ctypes.c_int),
+                ("shape", ctypes.POINTER(ctypes.c_int64)), ("data", ctypes.c_void_p)]
+
+
+class _ValueInfo(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("dtype", ctypes.c_int), ("rank", ctypes.c_int),
+                ("dims", ctypes.POINTER(ctypes.c_int64)), ("dim_names", ctypes.POINTER(ctypes.c_char_p))]
+
+
+class _ModelOptions(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("opt_level", ctypes.c_int)]
+
+
+class _SessionOptions(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("threads", ctypes.c_int), ("profile", ctypes.c_int),
+                ("dump_dir", ctypes.c_char_p), ("dump_filter", ctypes.c_char_p),
+                ("reference_kernels", ctypes.c_int)]
+
+
+def _find_library():
+    env = os.environ.get("NNF_LIB")
+    if env:
+        return env
+    here = pathlib.Path(__file__).resolve()
+    for base in (here.parent, here.parents[2] / "build"):
+        cand = base / "libnnfuse.so"
+        if cand.exists():
+            return str(cand)
+    raise OSError("libnnfuse.so not found: build it with `make` or set NNF_LIB")
+
+
+_lib = ctypes.CDLL(_find_library())
+_lib.nnf_last_error.restype = ctypes.c_char_p
+_lib.nnf_session_last_error.restype = ctypes.c_char_p
+_lib.nnf_session_last_error.argtypes = [ctypes.c_void_p]
+_lib.nnf_model_load.argtypes = [ctypes.c_char_p, ctypes.POINTER(_ModelOptions), ctypes.POINTER(ctypes.c_void_p)]
+_lib.nnf_model_load_buffer.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p,
+                                       ctypes.POINTER(_ModelOptions), ctypes.POINTER(ctypes.c_void_p)]
+_lib.nnf_model_destroy.argtypes = [ctypes.c_void_p]
+_lib.nnf_model_input_count.argtypes = [ctypes.c_void_p]
+_lib.nnf_model_input_count.restype = ctypes.c_size_t
+_lib.nnf_model_output_count.argtypes = [ctypes.c_void_p]
+_lib.nnf_model_output_count.restype = ctypes.c_size_t
+_lib.nnf_model_input_info.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(_ValueInfo)]
+_lib.nnf_model_output_info.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(_ValueInfo)]
+_lib.nnf_session_create.argtypes = [ctypes.c_void_p, ctypes.POINTER(_SessionOptions),
+                                    ctypes.POINTER(ctypes.c_void_p)]
+_lib.nnf_session_destroy.argtypes = [ctypes.c_void_p]
+_lib.nnf_session_run.argtypes = [ctypes.c_void_p, ctypes.POINTER(_Tensor), ctypes.c_size_t,
+                                 ctypes.POINTER(ctypes.POINTER(_Tensor)), ctypes.POINTER(ctypes.c_size_t)]
+
+
+def _check(status, message_fn):
+    if status != 0:
+        raise NnfError(status, message_fn().decode(errors="replace"))
+
+
+def _info(fn, handle, i):
+    vi = _ValueInfo()
+    _check(fn(handle, i, ctypes.byref(vi)), _lib.nnf_last_error)
+    shape = None
+    if vi.rank >= 0:
+        shape = []
+        for d in range(vi.rank):
+            if vi.dims[d] >= 0:
+                shape.append(int(vi.dims[d]))
+            else:
+                name = vi.dim_names[d] if vi.dim_names else None
+                shape.append(name.decode() if name else None)
+    return {"name": vi.name.decode(), "dtype": _DTYPES.get(vi.dtype), "shape": shape}
+
+
+class Model:
+    """A loaded model (immutable; may be shared by sessions)."""
+
+    def __init__(self, source, opt_level=3):
+        opts = _ModelOptions(ctypes.sizeof(_ModelOptions), opt_level)
+        self._handle = ctypes.c_void_p()
+        self._buffer = None
+        if isinstance(source, (bytes, bytearray)):
+            # the library borrows the buffer for the model's lifetime
+            self._buffer = ctypes.create_string_buffer(bytes(source), len(source))
+            status = _lib.nnf_model_load_buffer(self._buffer, len(source), None, ctypes.byref(opts),
+                                                ctypes.byref(self._handle))
+        else:
+            status = _lib.nnf_model_load(os.fsencode(str(source)), ctypes.byref(opts), ctypes.byref(self._handle))
+        _check(status, _lib.nnf_last_error)
+        self.inputs = [_info(_lib.nnf_model_input_info, self._handle, i)
+                       for i in range(_lib.nnf_model_input_count(self._handle))]
+        self.outputs = [_info(_lib.nnf_model_output_info, self._handle, i)
+                        for i in range(_lib.nnf_model_output_count(self._handle))]
+
+    def __del__(self):
+        if getattr(self, "_handle", None):
+            _lib.nnf_model_destroy(self._handle)
+            self._handle = None
+
+
+class Session:
+    """One caller's execution state. `model` is a Model, a path, or ONNX bytes."""
+
+    def __init__(self, model, threads=0, opt_level=3, reference_kernels=False, dump_dir=None):
+        self.model = model if isinstance(model, Model) else Model(model, opt_level=opt_level)
+        self._dump = dump_dir.encode() if dump_dir else None
+        opts = _SessionOptions(ctypes.sizeof(_SessionOptions), threads, 0, self._dump, None,
+                               1 if reference_kernels else 0)
+        self._handle = ctypes.c_void_p()
+        _check(_lib.nnf_session_create(self.model._handle, ctypes.byref(opts), ctypes.byref(self._handle)),
+               _lib.nnf_last_error)
+
+    def run(self, feeds):
+        """feeds: {input name: array}. Returns {output name: numpy array (a copy)}."""
+        arrays, shapes = [], []
+        tensors = (_Tensor * max(1, len(feeds)))()
+        for i, (name, value) in enumerate(feeds.items()):
+            a = np.ascontiguousarray(value)
+            if a.dtype not in _CODES:
+                raise TypeError(f"input '{name}': dtype {a.dtype} is not supported")
+            shape = (ctypes.c_int64 * max(1, a.ndim))(*a.shape)
+            arrays.append(a)
+            shapes.append(shape)
+            tensors[i] = _Tensor(name.encode(), _CODES[a.dtype], a.ndim, shape, a.ctypes.data)
+        outs = ctypes.POINTER(_Tensor)()
+        count = ctypes.c_size_t()
+        status = _lib.nnf_session_run(self._handle, tensors, len(feeds), ctypes.byref(outs), ctypes.byref(count))
+        _check(status, lambda: _lib.nnf_session_last_error(self._handle))
+        result = {}
+        for k in range(count.value):
+            t = outs[k]
+            shape = tuple(t.shape[d] for d in range(t.rank))
+            dtype = np.dtype(_DTYPES[t.dtype])
+            n = int(np.prod(shape, dtype=np.int64)) if shape else 1
+            if n == 0:
+                arr = np.zeros(shape, dtype)
+            else:
+                buf = (ctypes.c_char * (n * dtype.itemsize)).from_address(t.data)
+                arr = np.frombuffer(buf, dtype=dtype, count=n).reshape(shape).copy()
+            result[t.name.decode()] = arr
+        return result
+
+    def __del__(self):
+        if getattr(self, "_handle", None):
+            _lib.nnf_session_destroy(self._handle)
+            self._handle = None
+
+
+def run_model(model, feeds, **session_options):
+    """Load `model` (path or ONNX bytes), run once on `feeds`, return the outputs."""
+    return Session(model, **session_options).run(feeds)
