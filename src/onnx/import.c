@@ -1,0 +1,925 @@
+/* ONNX ModelProto / GraphProto / NodeProto / AttributeProto / ValueInfoProto
+ * → IR. Tensors are in tensor.c.
+ *
+ * Each message is walked more than once: a first pass finds names (for
+ * messages), counts repeated fields (to size arrays once) and checks wire
+ * types; later passes decode. Protobuf allows fields in any order, and
+ * real writers put ModelProto.graph (7) before opset_import (8) and
+ * GraphProto.node (1) before initializer (5), so single-pass decoding would
+ * see nodes before the values and opsets they refer to. */
+#include "onnx/import.h"
+
+#include "onnx/internal.h"
+
+#include <inttypes.h>
+#include <limits.h>
+#include <string.h>
+
+enum { /* ModelProto */
+       M_IR_VERSION = 1,
+       M_PRODUCER_NAME = 2,
+       M_GRAPH = 7,
+       M_OPSET_IMPORT = 8,
+};
+enum { /* GraphProto */
+       G_NODE = 1,
+       G_NAME = 2,
+       G_INITIALIZER = 5,
+       G_INPUT = 11,
+       G_OUTPUT = 12,
+       G_VALUE_INFO = 13,
+       G_SPARSE_INITIALIZER = 15,
+};
+enum { /* NodeProto */
+       N_INPUT = 1,
+       N_OUTPUT = 2,
+       N_NAME = 3,
+       N_OP_TYPE = 4,
+       N_ATTRIBUTE = 5,
+       N_DOMAIN = 7,
+};
+enum { /* AttributeProto */
+       A_NAME = 1,
+       A_F = 2,
+       A_I = 3,
+       A_S = 4,
+       A_T = 5,
+       A_G = 6,
+       A_FLOATS = 7,
+       A_INTS = 8,
+       A_STRINGS = 9,
+       A_TENSORS = 10,
+       A_GRAPHS = 11,
+       A_TP = 14,
+       A_TYPE_PROTOS = 15,
+       A_TYPE = 20,
+       A_REF_ATTR_NAME = 21,
+       A_SPARSE_TENSOR = 22,
+       A_SPARSE_TENSORS = 23,
+};
+
+/* Message nesting the importer accepts: model → graph → node → attribute →
+ * graph ... Each subgraph level costs three. */
+#define MAX_DEPTH NNF_PB_MAX_DEPTH
+
+static nnf_status import_graph(nnf_onnx_ctx *cx, nnf_graph *g, const nnf_pb_field *span, int depth);
+
+/* ---- ValueInfoProto / TypeProto ------------------------------------------------------------ */
+
+typedef struct value_type {
+    bool has_type;
+    int64_t elem; /* TensorProto.DataType as written; 0 when not a tensor */
+    nnf_shape shape;
+} value_type;
+
+static nnf_status decode_dim(nnf_onnx_ctx *cx, nnf_arena *a, const nnf_pb_field *span,
+                             int64_t *dim, const char **dim_name) {
+    NNF_CHECK(nnf_pb_expect(span, NNF_PB_LEN, "shape.dim"));
+    nnf_pb r = nnf_onnx_msg(cx, span);
+    nnf_pb_field f;
+    bool more;
+    *dim = -1;
+    *dim_name = NULL;
+    for (;;) {
+        NNF_CHECK(nnf_pb_next(&r, &f, &more));
+        if (!more)
+            break;
+        if (f.number == 1) {
+            int64_t v;
+            NNF_CHECK(nnf_pb_int64(&f, "dim_value", &v));
+            /* A negative extent is how some exporters spell "unknown". */
+            *dim = v >= 0 ? v : -1;
+            *dim_name = NULL;
+        } else if (f.number == 2) {
+            NNF_CHECK(nnf_onnx_string(a, &f, "dim_param", 0, dim_name));
+            *dim = -1;
+            if (!(*dim_name)[0])
+                *dim_name = NULL;
+        }
+    }
+    return NNF_OK;
+}
+
+static nnf_status decode_shape(nnf_onnx_ctx *cx, nnf_arena *a, const nnf_pb_field *span,
+                               nnf_shape *s) {
+    NNF_CHECK(nnf_pb_expect(span, NNF_PB_LEN, "shape"));
+    nnf_pb r = nnf_onnx_msg(cx, span);
+    nnf_pb_field f;
+    bool more;
+    int rank = 0;
+    for (;;) {
+        NNF_CHECK(nnf_pb_next(&r, &f, &more));
+        if (!more)
+            break;
+        if (f.number != 1)
+            continue;
+        if (rank == NNF_MAX_RANK) {
+            /* Count the rest for the message. */
+            size_t total = (size_t)rank + 1;
+            for (;;) {
+                NNF_CHECK(nnf_pb_next(&r, &f, &more));
+                if (!more)
+                    break;
+                total += f.number == 1;
+            }
+            return nnf_error(NNF_ERR_UNSUPPORTED, "shape has %zu dims; nnfuse supports at most %d",
+                             total, NNF_MAX_RANK);
+        }
+        NNF_CHECK(decode_dim(cx, a, &f, &s->dims[rank], &s->dim_names[rank]));
+        rank++;
+    }
+    s->rank = rank;
+    return NNF_OK;
+}
+
+static nnf_status decode_tensor_type(nnf_onnx_ctx *cx, nnf_arena *a, const nnf_pb_field *span,
+                                     value_type *vt) {
+    NNF_CHECK(nnf_pb_expect(span, NNF_PB_LEN, "tensor_type"));
+    nnf_pb r = nnf_onnx_msg(cx, span);
+    nnf_pb_field f;
+    bool more;
+    for (;;) {
+        NNF_CHECK(nnf_pb_next(&r, &f, &more));
+        if (!more)
+            break;
+        if (f.number == 1) {
+            int32_t t;
+            NNF_CHECK(nnf_pb_int32(&f, "elem_type", &t));
+            vt->elem = t;
+        } else if (f.number == 2) {
+            memset(&vt->shape, 0, sizeof vt->shape);
+            NNF_CHECK(decode_shape(cx, a, &f, &vt->shape));
+        }
+    }
+    return NNF_OK;
+}
+
+/* Only tensor types carry a dtype and shape; sequence, map, optional and
+ * sparse types leave the value UNDEFINED with unknown rank. */
+static nnf_status decode_type(nnf_onnx_ctx *cx, nnf_arena *a, const nnf_pb_field *span,
+                              value_type *vt) {
+    NNF_CHECK(nnf_pb_expect(span, NNF_PB_LEN, "type"));
+    nnf_pb r = nnf_onnx_msg(cx, span);
+    nnf_pb_field f;
+    bool more;
+    vt->has_type = true;
+    for (;;) {
+        NNF_CHECK(nnf_pb_next(&r, &f, &more));
+        if (!more)
+            break;
+        if (f.number == 1)
+            NNF_CHECK(decode_tensor_type(cx, a, &f, vt));
+    }
+    return NNF_OK;
+}
+
+/* Decode a ValueInfoProto: its name and (when present) tensor type. */
+static nnf_status decode_value_info(nnf_onnx_ctx *cx, nnf_graph *g, const nnf_pb_field *span,
+                                    const char *what, const char **name, value_type *vt) {
+    memset(vt, 0, sizeof *vt);
+    vt->shape.rank = -1;
+    *name = NULL;
+    nnf_status st = nnf_pb_expect(span, NNF_PB_LEN, what);
+    if (st != NNF_OK)
+        return st;
+    /* Name first, so that errors in the type can say whose type it is. */
+    nnf_pb r = nnf_onnx_msg(cx, span);
+    nnf_pb_field f;
+    bool more;
+    for (;;) {
+        if ((st = nnf_pb_next(&r, &f, &more)) != NNF_OK)
+            goto fail;
+        if (!more)
+            break;
+        if (f.number == 1 && (st = nnf_onnx_string(&g->arena, &f, "name", 0, name)) != NNF_OK)
+            goto fail;
+    }
+    if (!*name || !(*name)[0]) {
+        st = NNF_CORRUPT("has no name");
+        goto fail;
+    }
+    r = nnf_onnx_msg(cx, span);
+    for (;;) {
+        if ((st = nnf_pb_next(&r, &f, &more)) != NNF_OK)
+            goto fail;
+        if (!more)
+            break;
+        if (f.number == 2 && (st = decode_type(cx, &g->arena, &f, vt)) != NNF_OK)
+            goto fail;
+    }
+    return NNF_OK;
+fail:
+    if (*name && (*name)[0])
+        return nnf_error_prefix(st, "%s '" NNF_ONNX_NAME_FMT "'", what, *name);
+    return nnf_error_prefix(st, "%s at offset %zu", what, span->offset);
+}
+
+/* A declared element type nnfuse cannot represent (complex, float8, int4...). */
+static bool exotic_type(const value_type *vt) {
+    return vt->has_type && vt->elem != 0 && !nnf_onnx_dtype_known(vt->elem) &&
+           vt->elem != NNF_DTYPE_STRING;
+}
+
+static nnf_status reject_exotic(const nnf_graph *g, int id, const value_type *vt, const char *what) {
+    if (!exotic_type(vt))
+        return NNF_OK;
+    return nnf_error(NNF_ERR_UNSUPPORTED,
+                     "%s '" NNF_ONNX_NAME_FMT "' has element type %" PRId64
+                     ", which nnfuse does not support",
+                     what, g->values[id].name, vt->elem);
+}
+
+/* Give value id the declared dtype and shape. Exotic types are left
+ * UNDEFINED: they matter only where the caller feeds or reads the value, and
+ * those places (graph inputs/outputs) reject them first. */
+static void apply_type(nnf_graph *g, int id, const value_type *vt) {
+    if (!vt->has_type || vt->elem == 0 || exotic_type(vt))
+        return;
+    nnf_value *v = &g->values[id];
+    v->dtype = (nnf_dtype)vt->elem;
+    v->shape = vt->shape;
+}
+
+/* ---- AttributeProto ------------------------------------------------------------------------- */
+
+typedef struct attr_scan {
+    const char *name;
+    int32_t type;
+    bool has_type;
+    size_t n[24]; /* occurrences (or elements, for packed scalars) by field number */
+} attr_scan;
+
+static nnf_status scan_attr(nnf_onnx_ctx *cx, nnf_arena *a, const nnf_pb_field *span,
+                            attr_scan *as) {
+    nnf_pb r = nnf_onnx_msg(cx, span);
+    nnf_pb_field f;
+    bool more;
+    for (;;) {
+        NNF_CHECK(nnf_pb_next(&r, &f, &more));
+        if (!more)
+            break;
+        switch (f.number) {
+        case A_NAME: NNF_CHECK(nnf_onnx_string(a, &f, "name", 0, &as->name)); break;
+        case A_TYPE:
+            NNF_CHECK(nnf_pb_int32(&f, "type", &as->type));
+            as->has_type = true;
+            break;
+        case A_F: NNF_CHECK(nnf_pb_expect(&f, NNF_PB_FIXED32, "f")); break;
+        case A_I: NNF_CHECK(nnf_pb_expect(&f, NNF_PB_VARINT, "i")); break;
+        case A_S: NNF_CHECK(nnf_pb_expect(&f, NNF_PB_LEN, "s")); break;
+        case A_T: NNF_CHECK(nnf_pb_expect(&f, NNF_PB_LEN, "t")); break;
+        case A_G: NNF_CHECK(nnf_pb_expect(&f, NNF_PB_LEN, "g")); break;
+        case A_STRINGS: NNF_CHECK(nnf_pb_expect(&f, NNF_PB_LEN, "strings")); break;
+        case A_TENSORS: NNF_CHECK(nnf_pb_expect(&f, NNF_PB_LEN, "tensors")); break;
+        case A_GRAPHS: NNF_CHECK(nnf_pb_expect(&f, NNF_PB_LEN, "graphs")); break;
+        case A_FLOATS:
+            NNF_CHECK(nnf_pb_repeated_count(&f, NNF_PB_SCALAR_FIXED32, "floats", &as->n[A_FLOATS]));
+            continue; /* counted as elements, not occurrences */
+        case A_INTS:
+            NNF_CHECK(nnf_pb_repeated_count(&f, NNF_PB_SCALAR_VARINT, "ints", &as->n[A_INTS]));
+            continue;
+        default: break;
+        }
+        if (f.number < sizeof as->n / sizeof as->n[0])
+            as->n[f.number]++;
+    }
+    return NNF_OK;
+}
+
+/* ONNX writers before IR v2 left AttributeProto.type unset; the value field
+ * that is present says the type then. Exactly one must be. */
+static nnf_status infer_attr_type(const attr_scan *as, int32_t *type) {
+    static const struct {
+        int field;
+        int32_t type;
+    } map[] = {{A_F, NNF_ATTR_FLOAT},     {A_I, NNF_ATTR_INT},          {A_S, NNF_ATTR_STRING},
+               {A_T, NNF_ATTR_TENSOR},    {A_G, NNF_ATTR_GRAPH},        {A_FLOATS, NNF_ATTR_FLOATS},
+               {A_INTS, NNF_ATTR_INTS},   {A_STRINGS, NNF_ATTR_STRINGS}, {A_TENSORS, NNF_ATTR_TENSORS},
+               {A_GRAPHS, NNF_ATTR_GRAPHS}, {A_SPARSE_TENSOR, 11},       {A_SPARSE_TENSORS, 12},
+               {A_TP, 13},                {A_TYPE_PROTOS, 14}};
+    int found = 0;
+    for (size_t k = 0; k < sizeof map / sizeof map[0]; k++)
+        if (as->n[map[k].field]) {
+            *type = map[k].type;
+            found++;
+        }
+    if (found == 0)
+        return NNF_CORRUPT("has neither a type nor a value");
+    if (found > 1)
+        return NNF_CORRUPT("has no type and values of %d different kinds", found);
+    return NNF_OK;
+}
+
+static nnf_status import_subgraph(nnf_onnx_ctx *cx, nnf_graph *g, const nnf_pb_field *f,
+                                  int depth, nnf_graph **out) {
+    nnf_graph *sg = NULL;
+    nnf_status st = nnf_graph_create(&sg);
+    if (st != NNF_OK)
+        return st;
+    sg->parent = g;
+    sg->source = nnf_arena_strdup(&sg->arena, g->source);
+    if (!sg->source) {
+        st = nnf_onnx_oom("a subgraph");
+        goto fail;
+    }
+    if ((st = import_graph(cx, sg, f, depth)) != NNF_OK)
+        goto fail;
+    *out = sg;
+    return NNF_OK;
+fail:
+    nnf_graph_destroy(sg);
+    return st;
+}
+
+/* Decode the value of an attribute whose type is known into at. Subgraphs are
+ * owned by at once it is appended to the node; until then by this function. */
+static nnf_status decode_attr_value(nnf_onnx_ctx *cx, nnf_graph *g, const nnf_pb_field *span,
+                                    const attr_scan *as, nnf_attr *at, int depth) {
+    nnf_arena *a = &g->arena;
+    nnf_pb r = nnf_onnx_msg(cx, span);
+    nnf_pb_field f;
+    bool more;
+    nnf_status st = NNF_OK;
+    size_t k = 0, cap = 0;
+    switch (at->type) {
+    case NNF_ATTR_FLOATS: cap = as->n[A_FLOATS]; break;
+    case NNF_ATTR_INTS: cap = as->n[A_INTS]; break;
+    case NNF_ATTR_STRINGS: cap = as->n[A_STRINGS]; break;
+    case NNF_ATTR_TENSORS: cap = as->n[A_TENSORS]; break;
+    case NNF_ATTR_GRAPHS: cap = as->n[A_GRAPHS]; break;
+    default: break;
+    }
+    if (cap > INT_MAX)
+        return NNF_CORRUPT("has %zu values", cap);
+    if (at->type == NNF_ATTR_FLOATS && !(at->floats = nnf_arena_calloc(a, cap, sizeof(float))))
+        return nnf_onnx_oom("floats");
+    if (at->type == NNF_ATTR_INTS && !(at->ints = nnf_arena_calloc(a, cap, sizeof(int64_t))))
+        return nnf_onnx_oom("ints");
+    if (at->type == NNF_ATTR_STRINGS && !(at->strings = nnf_arena_calloc(a, cap, sizeof(char *))))
+        return nnf_onnx_oom("strings");
+    if (at->type == NNF_ATTR_TENSORS &&
+        !(at->tensor = nnf_arena_calloc(a, cap, sizeof(nnf_const_tensor))))
+        return nnf_onnx_oom("tensors");
+    if (at->type == NNF_ATTR_GRAPHS && !(at->graphs = nnf_arena_calloc(a, cap, sizeof(nnf_graph *))))
+        return nnf_onnx_oom("graphs");
+    if (at->type == NNF_ATTR_STRING && !(at->s = nnf_arena_strdup(a, "")))
+        return nnf_onnx_oom("s");
+
+    for (;;) {
+        if ((st = nnf_pb_next(&r, &f, &more)) != NNF_OK)
+            goto fail;
+        if (!more)
+            break;
+        switch (at->type) {
+        case NNF_ATTR_FLOAT:
+            if (f.number == A_F && (st = nnf_pb_float(&f, "f", &at->f)) != NNF_OK)
+                goto fail;
+            break;
+        case NNF_ATTR_INT:
+            if (f.number == A_I && (st = nnf_pb_int64(&f, "i", &at->i)) != NNF_OK)
+                goto fail;
+            break;
+        case NNF_ATTR_STRING:
+            if (f.number == A_S) {
+                if ((st = nnf_onnx_string(a, &f, "s", 1, &at->s)) != NNF_OK)
+                    goto fail;
+                at->s_len = f.len;
+            }
+            break;
+        case NNF_ATTR_TENSOR:
+            if (f.number == A_T) {
+                if (!at->tensor && !(at->tensor = nnf_arena_calloc(a, 1, sizeof *at->tensor))) {
+                    st = nnf_onnx_oom("t");
+                    goto fail;
+                }
+                if ((st = nnf_onnx_tensor(cx, a, &f, "tensor", NULL, at->tensor)) != NNF_OK)
+                    goto fail;
+            }
+            break;
+        case NNF_ATTR_GRAPH:
+            if (f.number == A_G) {
+                /* Protobuf would merge repeated singular messages; a model
+                 * that relies on that is not one any exporter writes. */
+                if (at->graph) {
+                    st = NNF_CORRUPT("has more than one graph");
+                    goto fail;
+                }
+                if ((st = import_subgraph(cx, g, &f, depth, &at->graph)) != NNF_OK)
+                    goto fail;
+            }
+            break;
+        case NNF_ATTR_FLOATS:
+        case NNF_ATTR_INTS:
+            if ((int)f.number == (at->type == NNF_ATTR_FLOATS ? A_FLOATS : A_INTS)) {
+                nnf_pb_scalar kind =
+                    at->type == NNF_ATTR_FLOATS ? NNF_PB_SCALAR_FIXED32 : NNF_PB_SCALAR_VARINT;
+                nnf_pb_iter it;
+                uint64_t u;
+                nnf_pb_iter_init(&it, &f, kind);
+                while (nnf_pb_iter_next(&it, &u)) {
+                    if (k >= cap) {
+                        st = nnf_error(NNF_ERR_INTERNAL, "more values than counted");
+                        goto fail;
+                    }
+                    if (at->type == NNF_ATTR_FLOATS) {
+                        uint32_t bits = (uint32_t)u;
+                        memcpy((float *)at->floats + k, &bits, sizeof bits);
+                    } else {
+                        ((int64_t *)at->ints)[k] = (int64_t)u;
+                    }
+                    k++;
+                }
+            }
+            break;
+        case NNF_ATTR_STRINGS:
+            if (f.number == A_STRINGS && (st = nnf_onnx_string(a, &f, "strings", 1, &at->strings[k++])) != NNF_OK)
+                goto fail;
+            break;
+        case NNF_ATTR_TENSORS:
+            if (f.number == A_TENSORS &&
+                (st = nnf_onnx_tensor(cx, a, &f, "tensor", NULL, &at->tensor[k++])) != NNF_OK)
+                goto fail;
+            break;
+        case NNF_ATTR_GRAPHS:
+            if (f.number == A_GRAPHS) {
+                if ((st = import_subgraph(cx, g, &f, depth, &at->graphs[k])) != NNF_OK)
+                    goto fail;
+                at->count = (int)++k; /* the graphs imported so far, for cleanup */
+            }
+            break;
+        default: break;
+        }
+    }
+    if (at->type == NNF_ATTR_TENSOR && !at->tensor) {
+        st = NNF_CORRUPT("has type TENSOR but no tensor");
+        goto fail;
+    }
+    if (at->type == NNF_ATTR_GRAPH && !at->graph) {
+        st = NNF_CORRUPT("has type GRAPH but no graph");
+        goto fail;
+    }
+    at->count = (int)cap;
+    return NNF_OK;
+fail:
+    if (at->type == NNF_ATTR_GRAPH)
+        nnf_graph_destroy(at->graph);
+    if (at->type == NNF_ATTR_GRAPHS)
+        for (int j = 0; j < at->count; j++)
+            nnf_graph_destroy(at->graphs[j]);
+    at->graph = NULL;
+    at->count = 0;
+    return st;
+}
+
+static nnf_status import_attr(nnf_onnx_ctx *cx, nnf_graph *g, int node_id,
+                              const nnf_pb_field *span, int index, int depth) {
+    attr_scan as;
+    memset(&as, 0, sizeof as);
+    nnf_status st = nnf_pb_expect(span, NNF_PB_LEN, "attribute");
+    if (st == NNF_OK)
+        st = scan_attr(cx, &g->arena, span, &as);
+    if (st != NNF_OK)
+        goto fail;
+    if (!as.name || !as.name[0]) {
+        st = NNF_CORRUPT("has no name");
+        goto fail;
+    }
+    nnf_node *n = &g->nodes[node_id];
+    if (nnf_node_attr(n, as.name)) {
+        st = NNF_CORRUPT("appears twice");
+        goto fail;
+    }
+    if (as.n[A_REF_ATTR_NAME]) {
+        st = nnf_error(NNF_ERR_UNSUPPORTED, "refers to a function attribute (ref_attr_name), "
+                                            "which is only valid inside a function body");
+        goto fail;
+    }
+    int32_t type = as.type;
+    if (!as.has_type || type == NNF_ATTR_UNDEFINED) {
+        if ((st = infer_attr_type(&as, &type)) != NNF_OK)
+            goto fail;
+    }
+    if (type >= 11 && type <= 14) {
+        static const char *names[] = {"SPARSE_TENSOR", "SPARSE_TENSORS", "TYPE_PROTO", "TYPE_PROTOS"};
+        st = nnf_error(NNF_ERR_UNSUPPORTED, "has type %s, which nnfuse does not support",
+                       names[type - 11]);
+        goto fail;
+    }
+    if (type < NNF_ATTR_FLOAT || type > NNF_ATTR_GRAPHS) {
+        st = NNF_CORRUPT("has invalid type %d", (int)type);
+        goto fail;
+    }
+    nnf_attr at;
+    memset(&at, 0, sizeof at);
+    at.name = as.name;
+    at.type = (nnf_attr_type)type;
+    if ((st = decode_attr_value(cx, g, span, &as, &at, depth + 1)) != NNF_OK)
+        goto fail;
+    n = &g->nodes[node_id];
+    n->attrs[n->n_attrs++] = at;
+    return NNF_OK;
+fail:
+    if (as.name && as.name[0])
+        return nnf_error_prefix(st, "attribute '" NNF_ONNX_NAME_FMT "'", as.name);
+    return nnf_error_prefix(st, "attribute #%d", index);
+}
+
+/* ---- NodeProto ------------------------------------------------------------------------------ */
+
+typedef struct node_scan {
+    const char *name, *op_type, *domain;
+    size_t n_inputs, n_outputs, n_attrs;
+} node_scan;
+
+static nnf_status scan_node(nnf_onnx_ctx *cx, nnf_arena *a, const nnf_pb_field *span,
+                            node_scan *ns) {
+    nnf_pb r = nnf_onnx_msg(cx, span);
+    nnf_pb_field f;
+    bool more;
+    for (;;) {
+        NNF_CHECK(nnf_pb_next(&r, &f, &more));
+        if (!more)
+            break;
+        switch (f.number) {
+        case N_INPUT:
+            NNF_CHECK(nnf_pb_expect(&f, NNF_PB_LEN, "input"));
+            ns->n_inputs++;
+            break;
+        case N_OUTPUT:
+            NNF_CHECK(nnf_pb_expect(&f, NNF_PB_LEN, "output"));
+            ns->n_outputs++;
+            break;
+        case N_ATTRIBUTE:
+            NNF_CHECK(nnf_pb_expect(&f, NNF_PB_LEN, "attribute"));
+            ns->n_attrs++;
+            break;
+        case N_NAME: NNF_CHECK(nnf_onnx_string(a, &f, "name", 0, &ns->name)); break;
+        case N_OP_TYPE: NNF_CHECK(nnf_onnx_string(a, &f, "op_type", 0, &ns->op_type)); break;
+        case N_DOMAIN: NNF_CHECK(nnf_onnx_string(a, &f, "domain", 0, &ns->domain)); break;
+        default: break;
+        }
+    }
+    if (ns->n_inputs > INT_MAX || ns->n_outputs > INT_MAX || ns->n_attrs > INT_MAX)
+        return NNF_CORRUPT("has too many inputs, outputs or attributes");
+    return NNF_OK;
+}
+
+/* Resolve the node's input/output names to value ids ("" = omitted optional). */
+static nnf_status node_value_ids(nnf_onnx_ctx *cx, nnf_graph *g, const nnf_pb_field *span,
+                                 int *ins, int *outs) {
+    nnf_pb r = nnf_onnx_msg(cx, span);
+    nnf_pb_field f;
+    bool more;
+    int ni = 0, no = 0;
+    for (;;) {
+        NNF_CHECK(nnf_pb_next(&r, &f, &more));
+        if (!more)
+            break;
+        if (f.number != N_INPUT && f.number != N_OUTPUT)
+            continue;
+        const char *name;
+        NNF_CHECK(nnf_onnx_string(&g->arena, &f, f.number == N_INPUT ? "input" : "output", 0, &name));
+        int id = NNF_NO_VALUE;
+        if (name[0] && (id = nnf_graph_value(g, name)) < 0)
+            return nnf_onnx_oom("a node");
+        if (f.number == N_INPUT)
+            ins[ni++] = id;
+        else
+            outs[no++] = id;
+    }
+    return NNF_OK;
+}
+
+static nnf_status import_node(nnf_onnx_ctx *cx, nnf_graph *g, const nnf_pb_field *span, int index,
+                              int depth) {
+    node_scan ns;
+    memset(&ns, 0, sizeof ns);
+    int *ins = NULL, *outs = NULL;
+    nnf_status st = nnf_pb_expect(span, NNF_PB_LEN, "node");
+    if (st == NNF_OK)
+        st = scan_node(cx, &g->arena, span, &ns);
+    if (st != NNF_OK)
+        goto fail;
+    if (!ns.op_type || !ns.op_type[0]) {
+        st = NNF_CORRUPT("has no op_type");
+        goto fail;
+    }
+    const char *domain = ns.domain && strcmp(ns.domain, "ai.onnx") ? ns.domain : "";
+    ins = nnf_malloc(sizeof(int) * (ns.n_inputs ? ns.n_inputs : 1));
+    outs = nnf_malloc(sizeof(int) * (ns.n_outputs ? ns.n_outputs : 1));
+    if (!ins || !outs) {
+        st = nnf_onnx_oom("a node");
+        goto fail;
+    }
+    if ((st = node_value_ids(cx, g, span, ins, outs)) != NNF_OK)
+        goto fail;
+    int id = nnf_graph_add_node(g, ns.name, ns.op_type, domain, ins, (int)ns.n_inputs, outs,
+                                (int)ns.n_outputs);
+    if (id < 0) {
+        st = nnf_onnx_oom("a node");
+        goto fail;
+    }
+    for (size_t k = 0; k < ns.n_outputs; k++) {
+        if (outs[k] < 0)
+            continue;
+        nnf_value *v = &g->values[outs[k]];
+        if (v->producer >= 0) {
+            st = NNF_CORRUPT("output '" NNF_ONNX_NAME_FMT "' is already produced by node '"
+                             NNF_ONNX_NAME_FMT "'",
+                             v->name, g->nodes[v->producer].name);
+            goto fail;
+        }
+        if (v->kind == NNF_VALUE_INPUT || v->kind == NNF_VALUE_INITIALIZER) {
+            st = NNF_CORRUPT("output '" NNF_ONNX_NAME_FMT "' overwrites a graph %s", v->name,
+                             v->kind == NNF_VALUE_INPUT ? "input" : "initializer");
+            goto fail;
+        }
+        v->producer = id;
+    }
+    nnf_node *n = &g->nodes[id];
+    n->opset = (int)nnf_graph_opset(g, domain);
+    if (ns.n_attrs && !(n->attrs = nnf_arena_calloc(&g->arena, ns.n_attrs, sizeof(nnf_attr)))) {
+        st = nnf_onnx_oom("a node");
+        goto fail;
+    }
+    nnf_pb r = nnf_onnx_msg(cx, span);
+    nnf_pb_field f;
+    bool more;
+    int k = 0;
+    for (;;) {
+        if ((st = nnf_pb_next(&r, &f, &more)) != NNF_OK)
+            goto fail;
+        if (!more)
+            break;
+        if (f.number == N_ATTRIBUTE && (st = import_attr(cx, g, id, &f, k++, depth + 1)) != NNF_OK)
+            goto fail;
+    }
+    nnf_free(ins);
+    nnf_free(outs);
+    return NNF_OK;
+fail:
+    nnf_free(ins);
+    nnf_free(outs);
+    if (ns.name && ns.name[0])
+        return nnf_error_prefix(st, "node '" NNF_ONNX_NAME_FMT "' (%.64s)", ns.name,
+                                ns.op_type ? ns.op_type : "?");
+    return nnf_error_prefix(st, "node #%d (%.64s)", index, ns.op_type ? ns.op_type : "?");
+}
+
+/* ---- GraphProto ----------------------------------------------------------------------------- */
+
+typedef struct graph_scan {
+    size_t n_nodes, n_inits, n_inputs, n_outputs;
+} graph_scan;
+
+static nnf_status scan_graph(nnf_onnx_ctx *cx, nnf_graph *g, const nnf_pb_field *span,
+                             graph_scan *gs) {
+    nnf_pb r = nnf_onnx_msg(cx, span);
+    nnf_pb_field f;
+    bool more;
+    for (;;) {
+        NNF_CHECK(nnf_pb_next(&r, &f, &more));
+        if (!more)
+            break;
+        switch (f.number) {
+        case G_NODE:
+            NNF_CHECK(nnf_pb_expect(&f, NNF_PB_LEN, "node"));
+            gs->n_nodes++;
+            break;
+        case G_NAME: NNF_CHECK(nnf_onnx_string(&g->arena, &f, "graph name", 0, &g->name)); break;
+        case G_INITIALIZER:
+            NNF_CHECK(nnf_pb_expect(&f, NNF_PB_LEN, "initializer"));
+            gs->n_inits++;
+            break;
+        case G_INPUT:
+            NNF_CHECK(nnf_pb_expect(&f, NNF_PB_LEN, "input"));
+            gs->n_inputs++;
+            break;
+        case G_OUTPUT:
+            NNF_CHECK(nnf_pb_expect(&f, NNF_PB_LEN, "output"));
+            gs->n_outputs++;
+            break;
+        case G_VALUE_INFO: NNF_CHECK(nnf_pb_expect(&f, NNF_PB_LEN, "value_info")); break;
+        case G_SPARSE_INITIALIZER:
+            return nnf_error(NNF_ERR_UNSUPPORTED,
+                             "sparse_initializer (at offset %zu) is not supported", f.offset);
+        default: break;
+        }
+    }
+    if (gs->n_nodes > INT_MAX || gs->n_inputs > INT_MAX || gs->n_outputs > INT_MAX)
+        return NNF_CORRUPT("graph has too many nodes, inputs or outputs");
+    return NNF_OK;
+}
+
+static nnf_status graph_initializer(nnf_onnx_ctx *cx, nnf_graph *g, const nnf_pb_field *f) {
+    nnf_const_tensor t;
+    const char *name = NULL;
+    NNF_CHECK(nnf_onnx_tensor(cx, &g->arena, f, "initializer", &name, &t));
+    if (!name || !name[0])
+        return NNF_CORRUPT("initializer at offset %zu has no name", f->offset);
+    if (nnf_graph_find_value(g, name) >= 0)
+        return NNF_CORRUPT("initializer '" NNF_ONNX_NAME_FMT "' is defined twice", name);
+    int id = nnf_graph_value(g, name);
+    if (id < 0)
+        return nnf_onnx_oom("an initializer");
+    nnf_value *v = &g->values[id];
+    v->kind = NNF_VALUE_INITIALIZER;
+    v->dtype = t.dtype;
+    v->shape = t.shape;
+    v->data = t.data;
+    v->nbytes = t.nbytes;
+    return NNF_OK;
+}
+
+static nnf_status graph_input(nnf_onnx_ctx *cx, nnf_graph *g, const nnf_pb_field *f) {
+    const char *name;
+    value_type vt;
+    NNF_CHECK(decode_value_info(cx, g, f, "input", &name, &vt));
+    int id = nnf_graph_find_value(g, name);
+    if (id >= 0) {
+        /* ONNX lets an initialiser also be an input (an overridable default);
+         * nnfuse treats it as the constant it names. */
+        if (g->values[id].kind == NNF_VALUE_INITIALIZER)
+            return NNF_OK;
+        return NNF_CORRUPT("input '" NNF_ONNX_NAME_FMT "' is listed twice", name);
+    }
+    if ((id = nnf_graph_value(g, name)) < 0)
+        return nnf_onnx_oom("an input");
+    NNF_CHECK(reject_exotic(g, id, &vt, "input"));
+    g->values[id].kind = NNF_VALUE_INPUT;
+    apply_type(g, id, &vt);
+    g->inputs[g->n_inputs++] = id;
+    return NNF_OK;
+}
+
+static nnf_status graph_value_info(nnf_onnx_ctx *cx, nnf_graph *g, const nnf_pb_field *f) {
+    const char *name;
+    value_type vt;
+    NNF_CHECK(decode_value_info(cx, g, f, "value_info", &name, &vt));
+    int id = nnf_graph_value(g, name);
+    if (id < 0)
+        return nnf_onnx_oom("value_info");
+    /* Inputs and initialisers already carry their own types. */
+    if (g->values[id].kind != NNF_VALUE_INTERMEDIATE)
+        return NNF_OK;
+    apply_type(g, id, &vt);
+    return NNF_OK;
+}
+
+static nnf_status graph_output(nnf_onnx_ctx *cx, nnf_graph *g, const nnf_pb_field *f) {
+    const char *name;
+    value_type vt;
+    NNF_CHECK(decode_value_info(cx, g, f, "output", &name, &vt));
+    int id = nnf_graph_value(g, name);
+    if (id < 0)
+        return nnf_onnx_oom("an output");
+    NNF_CHECK(reject_exotic(g, id, &vt, "output"));
+    nnf_value *v = &g->values[id];
+    v->is_output = true;
+    /* value_info may have said more already; a declaration never overrides. */
+    if (v->kind == NNF_VALUE_INTERMEDIATE && v->dtype == NNF_DTYPE_UNDEFINED && v->shape.rank < 0)
+        apply_type(g, id, &vt);
+    g->outputs[g->n_outputs++] = id;
+    return NNF_OK;
+}
+
+static nnf_status import_graph(nnf_onnx_ctx *cx, nnf_graph *g, const nnf_pb_field *span, int depth) {
+    if (depth > MAX_DEPTH)
+        return NNF_CORRUPT("subgraphs nested deeper than %d messages (at offset %zu)", MAX_DEPTH,
+                           span->offset);
+    NNF_CHECK(nnf_pb_expect(span, NNF_PB_LEN, "graph"));
+    graph_scan gs;
+    memset(&gs, 0, sizeof gs);
+    NNF_CHECK(scan_graph(cx, g, span, &gs));
+    g->inputs = nnf_malloc(sizeof(int) * (gs.n_inputs ? gs.n_inputs : 1));
+    g->outputs = nnf_malloc(sizeof(int) * (gs.n_outputs ? gs.n_outputs : 1));
+    if (!g->inputs || !g->outputs)
+        return nnf_onnx_oom("a graph");
+    /* Definitions before uses: initialisers, inputs, declared types, nodes,
+     * then the outputs that name node results. */
+    static const int order[] = {G_INITIALIZER, G_INPUT, G_VALUE_INFO, G_NODE, G_OUTPUT};
+    int node_index = 0;
+    for (size_t pass = 0; pass < sizeof order / sizeof order[0]; pass++) {
+        nnf_pb r = nnf_onnx_msg(cx, span);
+        nnf_pb_field f;
+        bool more;
+        for (;;) {
+            NNF_CHECK(nnf_pb_next(&r, &f, &more));
+            if (!more)
+                break;
+            if ((int)f.number != order[pass])
+                continue;
+            switch (f.number) {
+            case G_INITIALIZER: NNF_CHECK(graph_initializer(cx, g, &f)); break;
+            case G_INPUT: NNF_CHECK(graph_input(cx, g, &f)); break;
+            case G_VALUE_INFO: NNF_CHECK(graph_value_info(cx, g, &f)); break;
+            case G_NODE: NNF_CHECK(import_node(cx, g, &f, node_index++, depth + 1)); break;
+            case G_OUTPUT: NNF_CHECK(graph_output(cx, g, &f)); break;
+            default: break;
+            }
+        }
+    }
+    return NNF_OK;
+}
+
+/* ---- ModelProto ----------------------------------------------------------------------------- */
+
+static nnf_status decode_opset(nnf_onnx_ctx *cx, nnf_graph *g, const nnf_pb_field *span,
+                               nnf_opset_import *op) {
+    NNF_CHECK(nnf_pb_expect(span, NNF_PB_LEN, "opset_import"));
+    nnf_pb r = nnf_onnx_msg(cx, span);
+    nnf_pb_field f;
+    bool more;
+    op->domain = "";
+    op->version = 0;
+    for (;;) {
+        NNF_CHECK(nnf_pb_next(&r, &f, &more));
+        if (!more)
+            break;
+        if (f.number == 1)
+            NNF_CHECK(nnf_onnx_string(&g->arena, &f, "opset_import domain", 0, &op->domain));
+        else if (f.number == 2)
+            NNF_CHECK(nnf_pb_int64(&f, "opset_import version", &op->version));
+    }
+    if (op->version < 0 || op->version > INT_MAX)
+        return NNF_CORRUPT("opset_import for domain '%.64s' has version %" PRId64, op->domain,
+                           op->version);
+    return NNF_OK;
+}
+
+static nnf_status import_model(nnf_onnx_ctx *cx, nnf_graph *g) {
+    nnf_pb r;
+    nnf_pb_init(&r, cx->base, cx->size);
+    nnf_pb_field f, graph = {0};
+    bool more, has_graph = false;
+    size_t n_opsets = 0;
+    for (;;) {
+        NNF_CHECK(nnf_pb_next(&r, &f, &more));
+        if (!more)
+            break;
+        switch (f.number) {
+        case M_IR_VERSION: NNF_CHECK(nnf_pb_int64(&f, "ir_version", &g->ir_version)); break;
+        case M_PRODUCER_NAME:
+            NNF_CHECK(nnf_onnx_string(&g->arena, &f, "producer_name", 0, &g->producer_name));
+            break;
+        case M_GRAPH:
+            NNF_CHECK(nnf_pb_expect(&f, NNF_PB_LEN, "graph"));
+            if (has_graph)
+                return NNF_CORRUPT("model has more than one graph (second at offset %zu)", f.offset);
+            graph = f;
+            has_graph = true;
+            break;
+        case M_OPSET_IMPORT:
+            NNF_CHECK(nnf_pb_expect(&f, NNF_PB_LEN, "opset_import"));
+            n_opsets++;
+            break;
+        default: break;
+        }
+    }
+    if (!has_graph)
+        return NNF_CORRUPT("no graph in the model (is this an ONNX file?)");
+    if (n_opsets > INT_MAX)
+        return NNF_CORRUPT("too many opset_import entries");
+    if (n_opsets) {
+        g->opsets = nnf_arena_calloc(&g->arena, n_opsets, sizeof *g->opsets);
+        if (!g->opsets)
+            return nnf_onnx_oom("opset_import");
+        nnf_pb_init(&r, cx->base, cx->size);
+        for (;;) {
+            NNF_CHECK(nnf_pb_next(&r, &f, &more));
+            if (!more)
+                break;
+            if (f.number == M_OPSET_IMPORT)
+                NNF_CHECK(decode_opset(cx, g, &f, &g->opsets[g->n_opsets++]));
+        }
+    }
+    return import_graph(cx, g, &graph, 1);
+}
+
+nnf_status nnf_onnx_import(const void *data, size_t size, const char *source, const char *base_dir,
+                           nnf_graph **graph_out) {
+    if (!graph_out)
+        return nnf_error(NNF_ERR_INVALID_ARGUMENT, "nnf_onnx_import: graph_out is NULL");
+    *graph_out = NULL;
+    if (!source)
+        source = "<memory>";
+    if (!data && size)
+        return nnf_error(NNF_ERR_INVALID_ARGUMENT, "%s: data is NULL", source);
+    nnf_graph *g = NULL;
+    nnf_status st = nnf_graph_create(&g);
+    if (st != NNF_OK)
+        goto fail;
+    if (!(g->source = nnf_arena_strdup(&g->arena, source))) {
+        st = nnf_onnx_oom("the model");
+        goto fail;
+    }
+    static const uint8_t empty[1];
+    nnf_onnx_ctx cx = {.base = data ? data : empty, .size = size, .base_dir = base_dir, .root = g};
+    if ((st = import_model(&cx, g)) != NNF_OK)
+        goto fail;
+    *graph_out = g;
+    return NNF_OK;
+fail:
+    nnf_graph_destroy(g);
+    return nnf_error_prefix(st, "%s", source);
+}

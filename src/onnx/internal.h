@@ -1,0 +1,41 @@
+/* Shared between the ONNX importer's files; not part of any API. */
+#ifndef NNF_ONNX_INTERNAL_H
+#define NNF_ONNX_INTERNAL_H
+
+#include "ir/graph.h"
+#include "onnx/pb.h"
+
+/* Names longer than this are cut in messages so the detail that follows
+ * them is not pushed out of the fixed-size error buffer. */
+#define NNF_ONNX_NAME_FMT "%.160s"
+
+typedef struct nnf_onnx_ctx {
+    const uint8_t *base; /* the whole model buffer */
+    size_t size;
+    const char *base_dir; /* NULL = current directory */
+    nnf_graph *root;      /* owns external-data mappings for all subgraphs */
+} nnf_onnx_ctx;
+
+nnf_status nnf_onnx_oom(const char *what);
+
+/* A reader over a LEN field's payload. */
+static inline nnf_pb nnf_onnx_msg(const nnf_onnx_ctx *cx, const nnf_pb_field *f) {
+    nnf_pb r = {.p = f->data, .end = f->data + f->len, .base = cx->base};
+    return r;
+}
+
+/* Copy a string field into the arena, NUL-terminated. Names (allow_nul = 0)
+ * may not contain NUL bytes: a C string would silently cut them. */
+nnf_status nnf_onnx_string(nnf_arena *a, const nnf_pb_field *f, const char *what, int allow_nul,
+                           const char **out);
+
+/* Decode a TensorProto. The data is borrowed from the model buffer or an
+ * external-data mapping when aligned to the element size, else copied into
+ * `arena`. `what` ("initializer", "tensor") starts the message prefix. */
+nnf_status nnf_onnx_tensor(nnf_onnx_ctx *cx, nnf_arena *arena, const nnf_pb_field *span,
+                           const char *what, const char **name_out, nnf_const_tensor *out);
+
+/* A dtype nnfuse can hold in a tensor (strings excluded). */
+int nnf_onnx_dtype_known(int64_t dtype);
+
+#endif
