@@ -117,8 +117,10 @@ fail:
 }
 
 static void release(nnf_session *s, int v) {
-    if (s->owned[v])
+    if (s->owned[v]) {
         nnf_free_aligned(s->bufs[v].data);
+        s->live_bytes -= s->bufs[v].numel * nnf_dtype_size(s->bufs[v].dtype);
+    }
     s->owned[v] = 0;
     memset(&s->bufs[v], 0, sizeof s->bufs[v]);
 }
@@ -301,6 +303,9 @@ static nnf_status run_node(nnf_session *s, int oi) {
         if (!b->data)
             return nnf_node_error(n, NNF_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes for output %d", bytes, k);
         s->owned[v] = 1;
+        s->live_bytes += bytes;
+        if (s->live_bytes > s->peak_bytes)
+            s->peak_bytes = s->live_bytes;
         out[k] = b;
     }
     const nnf_kernel_plan *p = &s->plans[id];
@@ -400,4 +405,11 @@ NNF_API void nnf_session_set_hook(nnf_session *s, nnf_output_hook hook, void *us
 NNF_API void nnf_session_inject_error(nnf_session *s, int node, float delta) {
     s->inject_node = node;
     s->inject_delta = delta;
+}
+
+NNF_API void nnf_session_memory(const nnf_session *s, size_t *live_out, size_t *peak_out) {
+    if (live_out)
+        *live_out = s ? s->live_bytes : 0;
+    if (peak_out)
+        *peak_out = s ? s->peak_bytes : 0;
 }

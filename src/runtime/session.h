@@ -37,6 +37,9 @@ struct nnf_session {
     /* test-only: add `inject_delta` to every element of node `inject_node`'s first output */
     int inject_node;
     float inject_delta;
+    /* bytes of intermediate buffers this session holds now / at most since
+     * creation (`nnfuse bench` reports the peak as "Arena") */
+    size_t live_bytes, peak_bytes;
 };
 
 /* Profile events of the runs since the last reset (borrowed). */
@@ -47,5 +50,7 @@ NNF_API const nnf_graph *nnf_model_graph(const nnf_model *m);
 /* Test hook for `nnfuse compare` tests: perturb one node's output. */
 NNF_API void nnf_session_inject_error(nnf_session *s, int node, float delta);
 double nnf_now_us(void);
+/* Current and peak bytes of live intermediate buffers (either may be NULL). */
+NNF_API void nnf_session_memory(const nnf_session *s, size_t *live_out, size_t *peak_out);
 
 #endif
