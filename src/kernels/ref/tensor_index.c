@@ -1,0 +1,405 @@
+/* Reference kernels for Gather, GatherElements, GatherND, ScatterND, OneHot,
+ * NonZero, TopK, Trilu and CumSum. Indices arrive from the caller, so every
+ * one is range-checked (NNF_ERR_INVALID_ARGUMENT), never trusted. */
+#include "kernels/ref/tensor_ref.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+/* A possibly negative index into an extent d; false when out of range. */
+static bool norm_index(int64_t v, int64_t d, int64_t *out) {
+    if (v < -d || v >= d)
+        return false;
+    *out = v < 0 ? v + d : v;
+    return true;
+}
+
+static nnf_status bad_index(const nnf_node *node, int64_t v, int64_t d) {
+    return nnf_node_error(node, NNF_ERR_INVALID_ARGUMENT,
+                          "index %lld is out of range for extent %lld", (long long)v,
+                          (long long)d);
+}
+
+nnf_status nnf_gather_ref(NNF_KERNEL_ARGS) {
+    const nnf_axis_params *p = node->params;
+    const nnf_buf *x = in[0], *idx = in[1];
+    int axis;
+    NNF_CHECK(nnf_norm_axis(node, p->axis, x->rank, &axis));
+    size_t es = nnf_dtype_size(x->dtype), outer = 1, inner = 1;
+    for (int i = 0; i < axis; i++)
+        outer *= (size_t)x->dims[i];
+    for (int i = axis + 1; i < x->rank; i++)
+        inner *= (size_t)x->dims[i];
+    int64_t d = x->dims[axis];
+    size_t n = idx->numel, block = inner * es;
+    const uint8_t *src = x->data;
+    uint8_t *dst = out[0]->data;
+    for (size_t j = 0; j < n; j++) {
+        int64_t v = nnf_read_index(idx->dtype, idx->data, (int64_t)j), k;
+        if (!norm_index(v, d, &k))
+            return bad_index(node, v, d);
+        for (size_t o = 0; o < outer; o++)
+            memcpy(dst + (o * n + j) * block, src + (o * (size_t)d + (size_t)k) * block, block);
+    }
+    return NNF_OK;
+}
+
+nnf_status nnf_gather_elements_ref(NNF_KERNEL_ARGS) {
+    const nnf_axis_params *p = node->params;
+    const nnf_buf *x = in[0], *idx = in[1];
+    int r = x->rank, axis;
+    NNF_CHECK(nnf_norm_axis(node, p->axis, r, &axis));
+    if (idx->rank != r)
+        return nnf_node_error(node, NNF_ERR_SHAPE, "indices have rank %d, data rank %d",
+                              idx->rank, r);
+    for (int k = 0; k < r; k++)
+        if (k != axis && idx->dims[k] > x->dims[k])
+            return nnf_node_error(node, NNF_ERR_SHAPE,
+                                  "indices extent %lld exceeds data extent %lld on axis %d",
+                                  (long long)idx->dims[k], (long long)x->dims[k], k);
+    int64_t xs[NNF_MAX_RANK], pos[NNF_MAX_RANK] = {0};
+    nnf_strides(r, x->dims, xs);
+    size_t es = nnf_dtype_size(x->dtype);
+    const uint8_t *src = x->data;
+    uint8_t *dst = out[0]->data;
+    int64_t d = x->dims[axis];
+    for (size_t i = 0; i < idx->numel; i++) {
+        int64_t v = nnf_read_index(idx->dtype, idx->data, (int64_t)i), k;
+        if (!norm_index(v, d, &k))
+            return bad_index(node, v, d);
+        int64_t off = 0;
+        for (int a = 0; a < r; a++)
+            off += (a == axis ? k : pos[a]) * xs[a];
+        memcpy(dst + i * es, src + (size_t)off * es, es);
+        for (int a = r - 1; a >= 0 && ++pos[a] == idx->dims[a]; a--)
+            pos[a] = 0;
+    }
+    return NNF_OK;
+}
+
+/* GatherND/ScatterND address: the element offset in data of one index tuple
+ * of m entries for batch b (data dims [batch..., indexed..., slice...]). */
+static nnf_status nd_offset(const nnf_node *node, const nnf_buf *x, int bdims, const int64_t *tuple,
+                            int64_t m, const int64_t *xs, int64_t *off) {
+    int64_t o = 0;
+    for (int64_t k = 0; k < m; k++) {
+        int64_t d = x->dims[bdims + k], v;
+        if (!norm_index(tuple[k], d, &v))
+            return bad_index(node, tuple[k], d);
+        o += v * xs[bdims + k];
+    }
+    *off = o;
+    return NNF_OK;
+}
+
+nnf_status nnf_gather_nd_ref(NNF_KERNEL_ARGS) {
+    const nnf_gathernd_params *p = node->params;
+    const nnf_buf *x = in[0], *idx = in[1];
+    int r = x->rank, q = idx->rank, b = (int)p->batch_dims;
+    int64_t m = idx->dims[q - 1];
+    for (int k = 0; k < b; k++)
+        if (idx->dims[k] != x->dims[k])
+            return nnf_node_error(node, NNF_ERR_SHAPE, "batch axis %d: indices %lld, data %lld",
+                                  k, (long long)idx->dims[k], (long long)x->dims[k]);
+    int64_t xs[NNF_MAX_RANK];
+    nnf_strides(r, x->dims, xs);
+    size_t es = nnf_dtype_size(x->dtype);
+    size_t batches = (size_t)nnf_dims_prod(idx->dims, 0, b);
+    size_t rows = (size_t)nnf_dims_prod(idx->dims, b, q - 1);
+    size_t slice = (size_t)nnf_dims_prod(x->dims, b + (int)m, r);
+    size_t batch_stride = (size_t)nnf_dims_prod(x->dims, b, r);
+    const int64_t *ind = idx->data;
+    const uint8_t *src = x->data;
+    uint8_t *dst = out[0]->data;
+    for (size_t bi = 0; bi < batches; bi++)
+        for (size_t ri = 0; ri < rows; ri++) {
+            int64_t off;
+            NNF_CHECK(nd_offset(node, x, b, ind + (bi * rows + ri) * (size_t)m, m, xs, &off));
+            memcpy(dst, src + (bi * batch_stride + (size_t)off) * es, slice * es);
+            dst += slice * es;
+        }
+    return NNF_OK;
+}
+
+/* dst[i] = dst[i] (op) src[i] for one element of a numeric dtype. */
+static void scatter_reduce(nnf_dtype t, nnf_scatter_reduction red, void *dst, const void *src) {
+#define RED(T)                                                                                     \
+    do {                                                                                           \
+        T a, b;                                                                                    \
+        memcpy(&a, dst, sizeof a);                                                                 \
+        memcpy(&b, src, sizeof b);                                                                 \
+        T v = red == NNF_SCATTER_ADD   ? (T)(a + b)                                                \
+              : red == NNF_SCATTER_MUL ? (T)(a * b)                                                \
+              : red == NNF_SCATTER_MAX ? (a > b ? a : b)                                           \
+                                       : (a < b ? a : b);                                          \
+        memcpy(dst, &v, sizeof v);                                                                 \
+    } while (0)
+    switch (t) {
+    case NNF_DTYPE_FLOAT32: RED(float); break;
+    case NNF_DTYPE_FLOAT64: RED(double); break;
+    case NNF_DTYPE_INT8: RED(int8_t); break;
+    case NNF_DTYPE_INT16: RED(int16_t); break;
+    case NNF_DTYPE_INT32: RED(int32_t); break;
+    case NNF_DTYPE_INT64: RED(int64_t); break;
+    case NNF_DTYPE_UINT8: RED(uint8_t); break;
+    case NNF_DTYPE_UINT16: RED(uint16_t); break;
+    case NNF_DTYPE_UINT32: RED(uint32_t); break;
+    case NNF_DTYPE_UINT64: RED(uint64_t); break;
+    case NNF_DTYPE_FLOAT16:
+    case NNF_DTYPE_BFLOAT16: {
+        float a = (float)nnf_load_f64(t, dst, 0), b = (float)nnf_load_f64(t, src, 0);
+        float v = red == NNF_SCATTER_ADD   ? a + b
+                  : red == NNF_SCATTER_MUL ? a * b
+                  : red == NNF_SCATTER_MAX ? (a > b ? a : b)
+                                           : (a < b ? a : b);
+        nnf_store_f64(t, dst, 0, v);
+        break;
+    }
+    default: break;
+    }
+#undef RED
+}
+
+nnf_status nnf_scatter_nd_ref(NNF_KERNEL_ARGS) {
+    const nnf_scatternd_params *p = node->params;
+    const nnf_buf *x = in[0], *idx = in[1], *upd = in[2];
+    nnf_buf *y = out[0];
+    int r = x->rank, q = idx->rank;
+    int64_t m = idx->dims[q - 1];
+    size_t es = nnf_dtype_size(x->dtype);
+    size_t rows = (size_t)nnf_dims_prod(idx->dims, 0, q - 1);
+    size_t slice = (size_t)nnf_dims_prod(x->dims, (int)m, r);
+    if (upd->numel != rows * slice)
+        return nnf_node_error(node, NNF_ERR_SHAPE, "updates hold %zu elements, expected %zu",
+                              upd->numel, rows * slice);
+    if (y->data != x->data && x->numel)
+        memcpy(y->data, x->data, x->numel * es);
+    int64_t xs[NNF_MAX_RANK];
+    nnf_strides(r, x->dims, xs);
+    const int64_t *ind = idx->data;
+    const uint8_t *u = upd->data;
+    uint8_t *dst = y->data;
+    for (size_t ri = 0; ri < rows; ri++) {
+        int64_t off;
+        NNF_CHECK(nd_offset(node, x, 0, ind + ri * (size_t)m, m, xs, &off));
+        uint8_t *d = dst + (size_t)off * es;
+        const uint8_t *s = u + ri * slice * es;
+        if (p->reduction == NNF_SCATTER_NONE)
+            memcpy(d, s, slice * es);
+        else
+            for (size_t i = 0; i < slice; i++)
+                scatter_reduce(x->dtype, p->reduction, d + i * es, s + i * es);
+    }
+    return NNF_OK;
+}
+
+nnf_status nnf_one_hot_ref(NNF_KERNEL_ARGS) {
+    const nnf_axis_params *p = node->params;
+    const nnf_buf *idx = in[0], *vals = in[2];
+    nnf_buf *y = out[0];
+    int axis;
+    NNF_CHECK(nnf_norm_axis(node, p->axis, y->rank, &axis));
+    if (vals->numel != 2)
+        return nnf_node_error(node, NNF_ERR_INVALID_ARGUMENT, "values must hold 2 elements");
+    int64_t depth = y->dims[axis];
+    size_t es = nnf_dtype_size(y->dtype), outer = 1, inner = 1;
+    for (int i = 0; i < axis; i++)
+        outer *= (size_t)y->dims[i];
+    for (int i = axis + 1; i < y->rank; i++)
+        inner *= (size_t)y->dims[i];
+    const uint8_t *off = vals->data, *on = off + es;
+    uint8_t *dst = y->data;
+    for (size_t i = 0; i < y->numel; i++)
+        nnf_copy_elem(dst + i * es, off, es);
+    for (size_t o = 0; o < outer; o++)
+        for (size_t i = 0; i < inner; i++) {
+            double v = nnf_load_f64(idx->dtype, idx->data, o * inner + i);
+            if (idx->dtype == NNF_DTYPE_INT64)
+                v = (double)((const int64_t *)idx->data)[o * inner + i];
+            if (!(v > -(double)depth - 1 && v < (double)depth))
+                continue;
+            int64_t k = (int64_t)v;
+            if (k < -depth || k >= depth)
+                continue;
+            if (k < 0)
+                k += depth;
+            nnf_copy_elem(dst + ((o * (size_t)depth + (size_t)k) * inner + i) * es, on, es);
+        }
+    return NNF_OK;
+}
+
+nnf_status nnf_non_zero_ref(NNF_KERNEL_ARGS) {
+    const nnf_buf *x = in[0];
+    nnf_buf *y = out[0];
+    int r = x->rank;
+    int64_t nz = y->rank == 2 ? y->dims[1] : -1, j = 0, pos[NNF_MAX_RANK] = {0};
+    int64_t *o = y->data;
+    for (size_t i = 0; i < x->numel; i++) {
+        if (nnf_elem_nonzero(x->dtype, x->data, i)) {
+            if (j >= nz)
+                return nnf_node_error(node, NNF_ERR_INTERNAL, "more non-zeros than inferred");
+            for (int k = 0; k < r; k++)
+                o[k * nz + j] = pos[k];
+            j++;
+        }
+        for (int k = r - 1; k >= 0 && ++pos[k] == x->dims[k]; k--)
+            pos[k] = 0;
+    }
+    if (j != nz)
+        return nnf_node_error(node, NNF_ERR_INTERNAL, "fewer non-zeros than inferred");
+    return NNF_OK;
+}
+
+/* TopK sorts (key, index) pairs; long double holds every int64, uint64 and
+ * double exactly, so one key type serves all dtypes. */
+typedef struct topk_item {
+    long double key;
+    int64_t index;
+} topk_item;
+
+static int topk_cmp(const topk_item *a, const topk_item *b, int largest) {
+    bool an = isnan(a->key), bn = isnan(b->key);
+    /* NaN sorts as the largest value, as numpy does */
+    if (an != bn)
+        return (an ? 1 : -1) * (largest ? -1 : 1);
+    if (!an && a->key != b->key)
+        return ((a->key < b->key) ? -1 : 1) * (largest ? -1 : 1);
+    return a->index < b->index ? -1 : a->index > b->index;
+}
+static int topk_cmp_largest(const void *a, const void *b) {
+    return topk_cmp(a, b, 1);
+}
+static int topk_cmp_smallest(const void *a, const void *b) {
+    return topk_cmp(a, b, 0);
+}
+
+static long double load_key(nnf_dtype t, const void *p, size_t i) {
+    switch (t) {
+    case NNF_DTYPE_INT64: return (long double)((const int64_t *)p)[i];
+    case NNF_DTYPE_UINT64: return (long double)((const uint64_t *)p)[i];
+    default: return nnf_load_f64(t, p, i);
+    }
+}
+
+nnf_status nnf_top_k_ref(NNF_KERNEL_ARGS) {
+    const nnf_topk_params *p = node->params;
+    const nnf_buf *x = in[0];
+    nnf_buf *vals = out[0], *inds = nnf_kout(node, out, 1);
+    int axis;
+    NNF_CHECK(nnf_norm_axis(node, p->axis, x->rank, &axis));
+    int64_t d = x->dims[axis], k = vals->dims[axis];
+    if (k > d)
+        return nnf_node_error(node, NNF_ERR_INTERNAL, "K = %lld > extent %lld", (long long)k,
+                              (long long)d);
+    size_t es = nnf_dtype_size(x->dtype), outer = 1, inner = 1;
+    for (int i = 0; i < axis; i++)
+        outer *= (size_t)x->dims[i];
+    for (int i = axis + 1; i < x->rank; i++)
+        inner *= (size_t)x->dims[i];
+    if (!k || !outer || !inner)
+        return NNF_OK;
+    topk_item *items = nnf_calloc((size_t)d, sizeof *items);
+    if (!items)
+        return nnf_node_error(node, NNF_ERR_OUT_OF_MEMORY, "out of memory for TopK");
+    const uint8_t *src = x->data;
+    for (size_t o = 0; o < outer; o++)
+        for (size_t i = 0; i < inner; i++) {
+            for (int64_t j = 0; j < d; j++) {
+                items[j].key = load_key(x->dtype, src, (o * (size_t)d + (size_t)j) * inner + i);
+                items[j].index = j;
+            }
+            qsort(items, (size_t)d, sizeof *items,
+                  p->largest ? topk_cmp_largest : topk_cmp_smallest);
+            for (int64_t j = 0; j < k; j++) {
+                size_t at = (o * (size_t)k + (size_t)j) * inner + i;
+                size_t from = (o * (size_t)d + (size_t)items[j].index) * inner + i;
+                memcpy((uint8_t *)vals->data + at * es, src + from * es, es);
+                if (inds)
+                    ((int64_t *)inds->data)[at] = items[j].index;
+            }
+        }
+    nnf_free(items);
+    return NNF_OK;
+}
+
+nnf_status nnf_trilu_ref(NNF_KERNEL_ARGS) {
+    const nnf_trilu_params *p = node->params;
+    const nnf_buf *x = in[0], *kb = nnf_kin(node, in, 1);
+    nnf_buf *y = out[0];
+    int64_t k = 0;
+    if (kb) {
+        if (kb->numel != 1 || !nnf_is_int_index_dtype(kb->dtype))
+            return nnf_node_error(node, NNF_ERR_INVALID_ARGUMENT, "k must be one integer");
+        k = nnf_read_index(kb->dtype, kb->data, 0);
+    }
+    int r = x->rank;
+    int64_t rows = x->dims[r - 2], cols = x->dims[r - 1];
+    size_t es = nnf_dtype_size(x->dtype), mat = (size_t)(rows * cols);
+    size_t n = mat ? x->numel / mat : 0;
+    const uint8_t *src = x->data;
+    uint8_t *dst = y->data;
+    for (size_t b = 0; b < n; b++)
+        for (int64_t i = 0; i < rows; i++)
+            for (int64_t j = 0; j < cols; j++) {
+                size_t at = (b * mat + (size_t)(i * cols + j)) * es;
+                bool keep = p->upper ? j - i >= k : j - i <= k;
+                if (keep)
+                    nnf_copy_elem(dst + at, src + at, es);
+                else
+                    memset(dst + at, 0, es); /* zero is all-zero bytes in every dtype */
+            }
+    return NNF_OK;
+}
+
+nnf_status nnf_cum_sum_ref(NNF_KERNEL_ARGS) {
+    const nnf_cumsum_params *p = node->params;
+    const nnf_buf *x = in[0], *ab = in[1];
+    nnf_buf *y = out[0];
+    if (ab->numel != 1 || !nnf_is_int_index_dtype(ab->dtype))
+        return nnf_node_error(node, NNF_ERR_INVALID_ARGUMENT, "axis must be one integer");
+    int axis;
+    NNF_CHECK(nnf_norm_axis(node, nnf_read_index(ab->dtype, ab->data, 0), x->rank, &axis));
+    size_t outer = 1, inner = 1, d = (size_t)x->dims[axis];
+    for (int i = 0; i < axis; i++)
+        outer *= (size_t)x->dims[i];
+    for (int i = axis + 1; i < x->rank; i++)
+        inner *= (size_t)x->dims[i];
+#define CUMSUM(T, ACC, LOAD, STORE)                                                                \
+    for (size_t o = 0; o < outer; o++)                                                             \
+        for (size_t i = 0; i < inner; i++) {                                                       \
+            ACC acc = 0;                                                                           \
+            for (size_t jj = 0; jj < d; jj++) {                                                    \
+                size_t j = p->reverse ? d - 1 - jj : jj;                                           \
+                size_t at = (o * d + j) * inner + i;                                               \
+                ACC v = LOAD(((const T *)x->data)[at]);                                            \
+                if (p->exclusive) {                                                                \
+                    ((T *)y->data)[at] = STORE(acc);                                               \
+                    acc += v;                                                                      \
+                } else {                                                                           \
+                    acc += v;                                                                      \
+                    ((T *)y->data)[at] = STORE(acc);                                               \
+                }                                                                                  \
+            }                                                                                      \
+        }
+#define AS_IS(v) (v)
+    switch (x->dtype) {
+    case NNF_DTYPE_FLOAT32: CUMSUM(float, float, AS_IS, AS_IS); break;
+    case NNF_DTYPE_FLOAT64: CUMSUM(double, double, AS_IS, AS_IS); break;
+    case NNF_DTYPE_INT8: CUMSUM(int8_t, int8_t, AS_IS, AS_IS); break;
+    case NNF_DTYPE_INT16: CUMSUM(int16_t, int16_t, AS_IS, AS_IS); break;
+    case NNF_DTYPE_INT32: CUMSUM(int32_t, uint32_t, AS_IS, (int32_t)); break;
+    case NNF_DTYPE_INT64: CUMSUM(int64_t, uint64_t, AS_IS, (int64_t)); break;
+    case NNF_DTYPE_UINT8: CUMSUM(uint8_t, uint8_t, AS_IS, AS_IS); break;
+    case NNF_DTYPE_UINT16: CUMSUM(uint16_t, uint16_t, AS_IS, AS_IS); break;
+    case NNF_DTYPE_UINT32: CUMSUM(uint32_t, uint32_t, AS_IS, AS_IS); break;
+    case NNF_DTYPE_UINT64: CUMSUM(uint64_t, uint64_t, AS_IS, AS_IS); break;
+    case NNF_DTYPE_FLOAT16: CUMSUM(uint16_t, float, nnf_f16_to_f32, nnf_f32_to_f16); break;
+    case NNF_DTYPE_BFLOAT16: CUMSUM(uint16_t, float, nnf_bf16_to_f32, nnf_f32_to_bf16); break;
+    default:
+        return nnf_node_error(node, NNF_ERR_UNSUPPORTED, "dtype %s is not supported",
+                              nnf_dtype_name(x->dtype));
+    }
+#undef CUMSUM
+#undef AS_IS
+    return NNF_OK;
+}
