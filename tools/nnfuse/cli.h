@@ -60,5 +60,9 @@ nnf_status cli_open(const cli_common *c, nnf_model **model, nnf_session **sessio
 int cmd_info(int argc, char **argv);
 int cmd_ops(int argc, char **argv);
 int cmd_run(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+int cmd_profile(int argc, char **argv);
+int cmd_compare(int argc, char **argv);
+int cmd_graph(int argc, char **argv);
 
 #endif

@@ -14,6 +14,10 @@ static const command commands[] = {
     {"info", cmd_info, "inputs, outputs, op histogram, parameters, GFLOPs of a model"},
     {"ops", cmd_ops, "list supported operators; --check MODEL lists the unsupported ones"},
     {"run", cmd_run, "run one inference, writing outputs as .npy"},
+    {"bench", cmd_bench, "latency, throughput, first inference, peak RSS and arena of a model"},
+    {"profile", cmd_profile, "per-node timing: a table per op and node, Chrome-trace JSON"},
+    {"compare", cmd_compare, "layer-by-layer accuracy against -O0 reference kernels, ONNX Runtime or .npy files"},
+    {"graph", cmd_graph, "the graph as Graphviz DOT or SVG"},
 };
 
 static void usage(FILE *f) {

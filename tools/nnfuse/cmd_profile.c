@@ -1,0 +1,461 @@
+/* nnfuse profile MODEL [-o trace.json] [--top N] [--iterations N] [--warmup N] [--peak FILE]
+ *
+ * Per-node wall time, msprof's task-time view. The session records one
+ * nnf_profile_event per executed node (a branch on opts.profile, so an
+ * unprofiled session pays nothing); this command adds, from the output hook,
+ * what the event lacks: the shapes the node really ran with, its FLOPs (the op
+ * table's cost function on those shapes) and the bytes it read and wrote. The
+ * hook runs after the node's timer stopped, so this bookkeeping is not timed.
+ *
+ * The trace uses ONNX Runtime's profiler field names, so scripts written for
+ * ORT traces read ours, and it opens in Perfetto and chrome://tracing. */
+#include "cli.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *usage = "MODEL [-o trace.json] [--top N] [--iterations N] [--warmup N] [--peak FILE] "
+                           "[--threads N] [-O0..-O3] [-i NAME=FILE.npy]... [--input-shape NAME:dims]...";
+
+/* What the hook learns about one profile event. */
+typedef struct prof_rec {
+    double flops, bytes;
+    char *shapes; /* JSON: "input_type_shape": [...], "output_type_shape": [...] */
+} prof_rec;
+
+typedef struct prof_ctx {
+    nnf_session *sess;
+    const nnf_graph *g;
+    prof_rec *recs; /* indexed like the session's events */
+    size_t n_recs, cap_recs;
+    nnf_status err;
+} prof_ctx;
+
+/* ONNX Runtime writes ONNX type names in output_type_shape. */
+static const char *ort_type_name(nnf_dtype t) {
+    switch (t) {
+    case NNF_DTYPE_FLOAT32: return "float";
+    case NNF_DTYPE_FLOAT64: return "double";
+    case NNF_DTYPE_FLOAT16: return "float16";
+    case NNF_DTYPE_BFLOAT16: return "bfloat16";
+    default: return nnf_dtype_name(t);
+    }
+}
+
+/* A growable string; on allocation failure it sticks to failed. */
+typedef struct sbuf {
+    char *p;
+    size_t len, cap;
+    int failed;
+} sbuf;
+
+static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_printf(sbuf *b, const char *fmt, ...) {
+    if (b->failed)
+        return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(b->p ? b->p + b->len : NULL, b->p ? b->cap - b->len : 0, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            b->failed = 1;
+            return;
+        }
+        if (b->p && b->len + (size_t)n < b->cap) {
+            b->len += (size_t)n;
+            return;
+        }
+        size_t cap = (b->cap ? b->cap * 2 : 256) + (size_t)n;
+        char *p = realloc(b->p, cap);
+        if (!p) {
+            b->failed = 1;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+}
+
+static void sb_shapes(sbuf *b, const char *key, nnf_buf *const *bufs, int n) {
+    sb_printf(b, "\"%s\": [", key);
+    int first = 1;
+    for (int k = 0; k < n; k++) {
+        if (!bufs[k])
+            continue;
+        sb_printf(b, "%s{\"%s\": [", first ? "" : ", ", ort_type_name(bufs[k]->dtype));
+        for (int d = 0; d < bufs[k]->rank; d++)
+            sb_printf(b, "%s%lld", d ? ", " : "", (long long)bufs[k]->dims[d]);
+        sb_printf(b, "]}");
+        first = 0;
+    }
+    sb_printf(b, "]");
+}
+
+static void buf_to_tinfo(const nnf_buf *b, nnf_tinfo *t) {
+    memset(t, 0, sizeof *t);
+    t->shape.rank = -1;
+    if (!b)
+        return;
+    t->present = true;
+    t->dtype = b->dtype;
+    t->shape.rank = b->rank;
+    memcpy(t->shape.dims, b->dims, sizeof b->dims);
+    t->data = b->data;
+}
+
+/* Called once per node output; the node's work is recorded at its first
+ * present output, when every output is written and no input released yet. */
+static void profile_hook(void *user, const nnf_node *node, int output_index, const nnf_value *value,
+                         const nnf_buf *buf) {
+    prof_ctx *ctx = user;
+    (void)value;
+    (void)buf;
+    int first = 0;
+    while (first < node->n_outputs && node->outputs[first] < 0)
+        first++;
+    if (output_index != first || ctx->err != NNF_OK)
+        return;
+    const nnf_profile_event *ev;
+    size_t n_ev;
+    nnf_session_profile(ctx->sess, &ev, &n_ev);
+    int id = (int)(node - ctx->g->nodes);
+    if (n_ev == 0 || ev[n_ev - 1].node != id || node->n_inputs > 64 || node->n_outputs > 64) {
+        ctx->err = nnf_node_error(node, NNF_ERR_INTERNAL, "profile event and output hook disagree");
+        return;
+    }
+    if (n_ev > ctx->cap_recs) {
+        size_t cap = ctx->cap_recs ? ctx->cap_recs * 2 : 256;
+        while (cap < n_ev)
+            cap *= 2;
+        prof_rec *r = realloc(ctx->recs, cap * sizeof *r);
+        if (!r) {
+            ctx->err = nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory recording the profile");
+            return;
+        }
+        memset(r + ctx->cap_recs, 0, (cap - ctx->cap_recs) * sizeof *r);
+        ctx->recs = r;
+        ctx->cap_recs = cap;
+    }
+    nnf_buf *in[64], *out[64];
+    nnf_tinfo tin[64], tout[64];
+    double bytes = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        int cnt = pass ? node->n_outputs : node->n_inputs;
+        const int *ids = pass ? node->outputs : node->inputs;
+        nnf_buf **bufs = pass ? out : in;
+        for (int k = 0; k < cnt; k++) {
+            /* the executor keeps a node's inputs alive until its hooks ran */
+            bufs[k] = ids[k] >= 0 ? &ctx->sess->bufs[ids[k]] : NULL;
+            buf_to_tinfo(bufs[k], pass ? &tout[k] : &tin[k]);
+            if (bufs[k])
+                bytes += (double)bufs[k]->numel * (double)nnf_dtype_size(bufs[k]->dtype);
+        }
+    }
+    prof_rec *r = &ctx->recs[n_ev - 1];
+    free(r->shapes);
+    r->flops = node->op->cost(node, tin, tout);
+    r->bytes = bytes;
+    sbuf sb = {0};
+    sb_shapes(&sb, "input_type_shape", in, node->n_inputs);
+    sb_printf(&sb, ", ");
+    sb_shapes(&sb, "output_type_shape", out, node->n_outputs);
+    if (sb.failed) {
+        free(sb.p);
+        sb.p = NULL;
+        ctx->err = nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory recording the profile");
+    }
+    r->shapes = sb.p;
+    if (n_ev > ctx->n_recs)
+        ctx->n_recs = n_ev;
+}
+
+static void json_string(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            fprintf(f, "\\%c", *s);
+        else if ((unsigned char)*s < 0x20)
+            fprintf(f, "\\u%04x", *s);
+        else
+            fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+/* Session-level span of one iteration, like ORT's "model_run" event. */
+typedef struct run_span {
+    double start_us, dur_us;
+} run_span;
+
+static int write_trace(const char *path, const prof_ctx *ctx, const nnf_profile_event *ev, size_t n_ev,
+                       const run_span *runs, int n_runs) {
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "nnfuse profile: cannot write %s\n", path);
+        return EXIT_INVALID;
+    }
+    int pid = (int)getpid();
+    fputs("[\n", f);
+    for (int r = 0; r < n_runs; r++)
+        fprintf(f,
+                "{\"cat\": \"Session\", \"pid\": %d, \"tid\": 0, \"dur\": %.3f, \"ts\": %.3f, \"ph\": \"X\", "
+                "\"name\": \"model_run\", \"args\": {\"iteration\": %d}},\n",
+                pid, runs[r].dur_us, runs[r].start_us, r);
+    for (size_t i = 0; i < n_ev; i++) {
+        const nnf_node *n = &ctx->g->nodes[ev[i].node];
+        const prof_rec *rec = i < ctx->n_recs ? &ctx->recs[i] : NULL;
+        fprintf(f, "{\"cat\": \"Node\", \"pid\": %d, \"tid\": 0, \"dur\": %.3f, \"ts\": %.3f, \"ph\": \"X\", \"name\": ",
+                pid, ev[i].dur_us, ev[i].start_us);
+        json_string(f, n->name);
+        fputs(", \"args\": {\"op_name\": ", f);
+        json_string(f, n->op_type);
+        fprintf(f, ", \"node_index\": \"%d\", \"provider\": \"nnfuse\", \"kernel\": ", ev[i].node);
+        json_string(f, ev[i].kernel ? ev[i].kernel : "ref");
+        if (rec && rec->shapes)
+            fprintf(f, ", %s, \"flops\": %.0f, \"bytes\": %.0f", rec->shapes, rec->flops, rec->bytes);
+        else
+            fputs(", \"input_type_shape\": [], \"output_type_shape\": []", f);
+        fprintf(f, "}}%s\n", i + 1 < n_ev ? "," : "");
+    }
+    fputs("]\n", f);
+    int bad = ferror(f);
+    bad |= fclose(f);
+    if (bad) {
+        fprintf(stderr, "nnfuse profile: error writing %s\n", path);
+        return EXIT_INVALID;
+    }
+    return EXIT_OK;
+}
+
+/* The peak tool's JSON: the first number after any of the keys, else 0. A
+ * lenient scan rather than a JSON parser, because the file is ours and flat. */
+static double json_number_of(const char *text, const char *const *keys) {
+    for (; *keys; keys++) {
+        char pat[96];
+        snprintf(pat, sizeof pat, "\"%s\"", *keys);
+        const char *p = strstr(text, pat);
+        if (!p)
+            continue;
+        p += strlen(pat);
+        while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+            p++;
+        if (*p++ != ':')
+            continue;
+        char *end;
+        double v = strtod(p, &end);
+        if (end != p && v > 0 && isfinite(v))
+            return v;
+    }
+    return 0;
+}
+
+typedef struct peak_info {
+    double gflops, gbs; /* for the threads this run used; 0 = unknown */
+} peak_info;
+
+static int read_peak(const char *path, int threads, peak_info *pk) {
+    memset(pk, 0, sizeof *pk);
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "nnfuse profile: cannot read %s\n", path);
+        return EXIT_INVALID;
+    }
+    char text[65536];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = 0;
+    static const char *const total_flops[] = {"peak_gflops", "fma_gflops", "gflops", NULL};
+    static const char *const core_flops[] = {"gflops_per_core", "fma_gflops_per_core", NULL};
+    static const char *const bandwidth[] = {"bandwidth_gbs", "stream_gbs", "memcpy_gbs", "gbs", "bandwidth", NULL};
+    double per_core = json_number_of(text, core_flops);
+    /* FMA peak scales with cores; a per-core figure is scaled to the threads used */
+    pk->gflops = per_core > 0 ? per_core * threads : json_number_of(text, total_flops);
+    pk->gbs = json_number_of(text, bandwidth);
+    if (pk->gflops <= 0 && pk->gbs <= 0)
+        fprintf(stderr, "nnfuse profile: %s has no peak figures (gflops_per_core, gflops, bandwidth_gbs)\n", path);
+    return EXIT_OK;
+}
+
+typedef struct agg {
+    const char *name, *op;
+    int node;
+    size_t calls;
+    double us, flops, bytes;
+} agg;
+
+static int cmp_agg(const void *a, const void *b) {
+    double x = ((const agg *)a)->us, y = ((const agg *)b)->us;
+    return (x < y) - (x > y);
+}
+
+static void print_table(const char *title, agg *rows, size_t n, size_t top, double total_us, const peak_info *pk) {
+    qsort(rows, n, sizeof *rows, cmp_agg);
+    printf("\n%s\n", title);
+    printf("%-32s %-18s %6s %10s %9s %6s %9s %10s %8s", "name", "op", "calls", "total ms", "avg ms", "%", "GFLOP/s",
+           "MB/call", "GB/s");
+    if (pk->gflops > 0 || pk->gbs > 0)
+        printf(" %8s", "% peak");
+    putchar('\n');
+    for (size_t i = 0; i < n && (top == 0 || i < top); i++) {
+        const agg *r = &rows[i];
+        double sec = r->us / 1e6;
+        double gflops = sec > 0 ? r->flops / sec / 1e9 : 0, gbs = sec > 0 ? r->bytes / sec / 1e9 : 0;
+        printf("%-32.32s %-18.18s %6zu %10.3f %9.4f %6.2f %9.2f %10.3f %8.2f", r->name, r->op, r->calls, r->us / 1e3,
+               r->us / 1e3 / (double)r->calls, total_us > 0 ? 100.0 * r->us / total_us : 0, gflops,
+               r->bytes / (double)r->calls / 1e6, gbs);
+        if (pk->gflops > 0 || pk->gbs > 0) {
+            /* roofline view: how close the node came to whichever limit binds it */
+            double fc = pk->gflops > 0 ? gflops / pk->gflops : 0, fm = pk->gbs > 0 ? gbs / pk->gbs : 0;
+            printf(" %7.1f%c", 100.0 * (fc > fm ? fc : fm), fc > fm ? 'F' : 'M');
+        }
+        putchar('\n');
+    }
+    if (top && n > top)
+        printf("... %zu more (--top 0 shows all)\n", n - top);
+}
+
+int cmd_profile(int argc, char **argv) {
+    cli_common c;
+    cli_common_init(&c);
+    const char *trace = NULL, *peak_file = NULL;
+    long top = 20, iterations = 1, warmup = 1;
+    for (int i = 1; i < argc; i++) {
+        int r = cli_common_flag(&c, argc, argv, &i);
+        if (r > 0)
+            continue;
+        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+        char *end = NULL;
+        if (r == 0 && !strcmp(argv[i], "-o") && val)
+            trace = argv[++i];
+        else if (r == 0 && !strcmp(argv[i], "--peak") && val)
+            peak_file = argv[++i];
+        else if (r == 0 && !strcmp(argv[i], "--top") && val)
+            top = strtol(argv[++i], &end, 10);
+        else if (r == 0 && !strcmp(argv[i], "--iterations") && val)
+            iterations = strtol(argv[++i], &end, 10);
+        else if (r == 0 && !strcmp(argv[i], "--warmup") && val)
+            warmup = strtol(argv[++i], &end, 10);
+        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            printf("usage: nnfuse profile %s\n"
+                   "Defaults: 1 warm-up run (not recorded), 1 profiled iteration, top 20 nodes.\n"
+                   "--peak FILE reads `peak --json` output (gflops_per_core or gflops, bandwidth_gbs).\n",
+                   usage);
+            return EXIT_OK;
+        } else
+            return cli_usage("profile", usage);
+        if (end && (*end || end == val))
+            return cli_usage("profile", usage);
+    }
+    if (!c.model || top < 0 || iterations < 1 || iterations > 1000000 || warmup < 0)
+        return cli_usage("profile", usage);
+
+    int rc = EXIT_OK;
+    nnf_model *model = NULL;
+    nnf_session *sess = NULL;
+    cli_inputs in = {0};
+    prof_ctx ctx = {0};
+    run_span *runs = NULL;
+    agg *ops = NULL, *nodes = NULL;
+    const nnf_tensor *outs = NULL;
+    size_t n_outs = 0;
+    nnf_session_options so = nnf_session_options_default();
+    so.profile = 1;
+    nnf_status st = cli_open(&c, &model, &sess, &so);
+    if (st != NNF_OK)
+        return cli_fail("profile", st, nnf_last_error());
+    ctx.sess = sess;
+    ctx.g = nnf_model_graph(model);
+    peak_info pk = {0};
+    if (peak_file && (rc = read_peak(peak_file, nnf_threadpool_size(sess->pool), &pk)) != EXIT_OK)
+        goto done;
+    st = cli_inputs_make(model, &c, &in);
+    if (st != NNF_OK) {
+        rc = cli_fail("profile", st, nnf_last_error());
+        goto done;
+    }
+    for (long w = 0; w < warmup; w++)
+        if ((st = nnf_session_run(sess, in.tensors, in.n, &outs, &n_outs)) != NNF_OK)
+            goto run_failed;
+    nnf_session_profile_reset(sess);
+    nnf_session_set_hook(sess, profile_hook, &ctx);
+    runs = calloc((size_t)iterations, sizeof *runs);
+    if (!runs) {
+        rc = cli_fail("profile", NNF_ERR_OUT_OF_MEMORY, "out of memory");
+        goto done;
+    }
+    for (long it = 0; it < iterations; it++) {
+        double t0 = nnf_now_us();
+        st = nnf_session_run(sess, in.tensors, in.n, &outs, &n_outs);
+        runs[it] = (run_span){t0 - sess->t0_us, nnf_now_us() - t0};
+        if (st != NNF_OK)
+            goto run_failed;
+        if (ctx.err != NNF_OK) {
+            rc = cli_fail("profile", ctx.err, nnf_last_error());
+            goto done;
+        }
+    }
+    const nnf_profile_event *ev;
+    size_t n_ev;
+    nnf_session_profile(sess, &ev, &n_ev);
+    const nnf_graph *g = ctx.g;
+    ops = calloc((size_t)g->n_nodes + 1, sizeof *ops);
+    nodes = calloc((size_t)g->n_nodes + 1, sizeof *nodes);
+    if (!ops || !nodes) {
+        rc = cli_fail("profile", NNF_ERR_OUT_OF_MEMORY, "out of memory");
+        goto done;
+    }
+    size_t n_ops = 0, n_nodes = 0;
+    double total_us = 0, run_us = 0;
+    for (long it = 0; it < iterations; it++)
+        run_us += runs[it].dur_us;
+    for (size_t i = 0; i < n_ev; i++) {
+        const nnf_node *n = &g->nodes[ev[i].node];
+        const prof_rec *rec = i < ctx.n_recs ? &ctx.recs[i] : NULL;
+        size_t k = 0;
+        while (k < n_nodes && nodes[k].node != ev[i].node)
+            k++;
+        if (k == n_nodes)
+            nodes[n_nodes++] = (agg){.name = n->name, .op = n->op_type, .node = ev[i].node};
+        size_t o = 0;
+        while (o < n_ops && strcmp(ops[o].op, n->op_type))
+            o++;
+        if (o == n_ops)
+            ops[n_ops++] = (agg){.name = n->op_type, .op = "", .node = -1};
+        agg *both[2] = {&nodes[k], &ops[o]};
+        for (int b = 0; b < 2; b++) {
+            both[b]->calls++;
+            both[b]->us += ev[i].dur_us;
+            both[b]->flops += rec ? rec->flops : 0;
+            both[b]->bytes += rec ? rec->bytes : 0;
+        }
+        total_us += ev[i].dur_us;
+    }
+    printf("Profiled %ld iteration%s of %s: %zu node events, %.3f ms in nodes, %.3f ms per run\n", iterations,
+           iterations > 1 ? "s" : "", c.model, n_ev, total_us / 1e3, run_us / 1e3 / (double)iterations);
+    print_table("Per operator type:", ops, n_ops, 0, total_us, &pk);
+    print_table("Per node:", nodes, n_nodes, (size_t)top, total_us, &pk);
+    if (trace) {
+        rc = write_trace(trace, &ctx, ev, n_ev, runs, (int)iterations);
+        if (rc == EXIT_OK)
+            printf("\nTrace: %s (Chrome trace format; open in https://ui.perfetto.dev or chrome://tracing)\n", trace);
+    }
+    goto done;
+run_failed:
+    rc = cli_fail("profile", st, nnf_session_last_error(sess));
+done:
+    for (size_t i = 0; i < ctx.cap_recs; i++)
+        free(ctx.recs[i].shapes);
+    free(ctx.recs);
+    free(runs);
+    free(ops);
+    free(nodes);
+    cli_inputs_free(&in);
+    nnf_session_destroy(sess);
+    nnf_model_destroy(model);
+    return rc;
+}
