@@ -659,7 +659,7 @@ def main(argv=None):
             print(f"{path}: {len(model.graph.node)} nodes; {outs}")
         if args.stats:
             p, gf, nn = model_stats(model)
-            print(f"  {spec.name}: params {p / 1e6:.2f} M, GFLOPs {gf:.2f}, nodes {nn}")
+            print(f"  {spec.name}: params {p / 1e6:.3f} M, GFLOPs {gf:.3f}, nodes {nn}")
     return 0
 
 

@@ -232,7 +232,8 @@ def compare(name: str, want: np.ndarray, got: np.ndarray, rtol: float, atol: flo
             i = np.unravel_index(int(np.nanargmax(err)) if np.isfinite(err).any() else 0,
                                  err.shape) if err.ndim else ()
             return (f"output {name}: {bad}/{want.size} values beyond rtol={rtol} atol={atol}; "
-                    f"e.g. at {list(i)} got {g[i]!r}, expected {w[i]!r}")
+                    f"e.g. at {[int(k) for k in i]} got {float(g[i]):.9g}, "
+                    f"expected {float(w[i]):.9g}")
         return ""
     if not np.array_equal(got, want):
         bad = int((got != want).sum())
@@ -375,7 +376,9 @@ def main(argv=None) -> int:
                     help="run `nnfuse ops --check` on every case that fails")
     ap.add_argument("--expected", default=EXPECTED, help="the expected-pass list")
     ap.add_argument("--update-expected", action="store_true")
-    ap.add_argument("-q", "--quiet", action="store_true", help="totals only")
+    ap.add_argument("-q", "--quiet", action="store_true", help="no per-operator table")
+    ap.add_argument("-v", "--verbose", action="store_true",
+                    help="list every newly passing case and every case that does not pass")
     a = ap.parse_args(argv)
 
     if not os.access(a.nnfuse, os.X_OK):
@@ -424,14 +427,20 @@ def main(argv=None) -> int:
     print(f"{len(results)} cases (source a: {src['a']}, b: {src['b']}) in {t_all:.1f} s "
           f"(loading {t_load:.1f} s), {a.jobs} jobs: "
           + ", ".join(f"{totals[s]} {s}" for s in STATUSES))
+    if a.verbose:
+        for r in results:
+            if r.status != "pass":
+                print(f"{r.status:<11} {r.name}: {r.message}")
     for n in regressions:
         r = by_name[n]
         print(f"REGRESSION {n}: {r.status}: {r.message}")
     for n in missing:
         print(f"REGRESSION {n}: listed in {os.path.basename(a.expected)} but no such case found")
     if new_passes:
+        shown = new_passes if a.verbose else new_passes[:20]
+        more = f" ... and {len(new_passes) - len(shown)} more" if len(shown) < len(new_passes) else ""
         print(f"{len(new_passes)} newly passing (not in {os.path.basename(a.expected)}; "
-              f"--update-expected adds them): " + " ".join(new_passes))
+              f"--update-expected adds them): " + " ".join(shown) + more)
 
     if a.report:
         os.makedirs(os.path.dirname(os.path.abspath(a.report)), exist_ok=True)
