@@ -1,0 +1,43 @@
+/* CPU features, detected once (CPUID + XGETBV) and shared by every kernel
+ * family's dispatch table.
+ *
+ * The tier in force is the best the CPU and the OS support, lowered by
+ * NNF_ISA=scalar|avx2|avx512 (read once; asking for more than the machine has
+ * logs a warning and keeps what it has). Tests switch tiers with
+ * nnf_cpu_force_isa so that every tier the machine has is exercised in one
+ * process. A kernel plan records the tier it was built for, so switching the
+ * tier never changes a plan that already exists. */
+#ifndef NNF_BASE_CPU_H
+#define NNF_BASE_CPU_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef enum nnf_isa {
+    NNF_ISA_SCALAR = 0, /* portable C, any x86-64 */
+    NNF_ISA_AVX2 = 1,   /* AVX2 + FMA3 (Haswell, Zen) */
+    NNF_ISA_AVX512 = 2, /* AVX-512 F/BW/DQ/VL (Skylake-X, Zen 4) */
+} nnf_isa;
+
+typedef struct nnf_cpu {
+    char vendor[13];
+    char brand[49];
+    bool avx, avx2, fma, f16c, avx512f, avx512bw, avx512dq, avx512vl;
+    bool os_ymm, os_zmm; /* XCR0 says the OS saves YMM / ZMM state */
+    nnf_isa max_isa;     /* best tier the CPU and OS support */
+    /* Cache sizes in bytes: l1d and l2 per core, l3 per package (shared). */
+    size_t l1d, l2, l3;
+} nnf_cpu;
+
+/* The machine's features; detected on the first call, thread-safe. */
+const nnf_cpu *nnf_cpu_get(void);
+/* The tier kernels should use now (NNF_ISA or nnf_cpu_force_isa applied). */
+nnf_isa nnf_cpu_isa(void);
+/* Force a tier (tests, tools); it is clamped to max_isa. Returns the tier now
+ * in force. */
+nnf_isa nnf_cpu_force_isa(nnf_isa isa);
+const char *nnf_isa_name(nnf_isa isa);
+/* "scalar", "avx2", "avx512" (case-insensitive); false if unknown. */
+bool nnf_isa_parse(const char *s, nnf_isa *out);
+
+#endif

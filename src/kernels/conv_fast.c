@@ -1,0 +1,301 @@
+/* Optimised convolution: algorithm selection, weight preparation, implicit
+ * im2col packing for the GEMM, and the depthwise driver. */
+#include "kernels/conv_fast.h"
+
+#include "base/alloc.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+nnf_conv_algo nnf_conv_select(const nnf_conv2d_shape *s, nnf_isa isa) {
+    (void)isa;
+    if (!s->group || s->c % s->group || s->oc % s->group || !s->kh || !s->kw || !s->sh || !s->sw ||
+        !s->dh || !s->dw || !s->oh || !s->ow)
+        return NNF_CONV_ALGO_NONE;
+    if (s->group == s->c && s->oc == s->c && s->kh == s->kw && (s->kh == 3 || s->kh == 5) &&
+        s->sh == s->sw && (s->sh == 1 || s->sh == 2) && s->dh == 1 && s->dw == 1 &&
+        s->pt < s->kh && s->pl < s->kw)
+        return NNF_CONV_ALGO_DEPTHWISE;
+    if (s->kh == 1 && s->kw == 1 && s->sh == 1 && s->sw == 1 && s->pt == 0 && s->pl == 0 &&
+        s->oh == s->h && s->ow == s->w)
+        return NNF_CONV_ALGO_GEMM_1X1;
+    return NNF_CONV_ALGO_IM2COL;
+}
+
+const char *nnf_conv_algo_name(nnf_conv_algo algo) {
+    switch (algo) {
+    case NNF_CONV_ALGO_NONE: return "reference";
+    case NNF_CONV_ALGO_GEMM_1X1: return "gemm1x1";
+    case NNF_CONV_ALGO_IM2COL: return "im2col";
+    case NNF_CONV_ALGO_DEPTHWISE: return "dw";
+    }
+    return "?";
+}
+
+void nnf_conv_kernel_destroy(nnf_conv_kernel *k) {
+    if (!k)
+        return;
+    if (k->packed_w)
+        for (size_t g = 0; g < k->s.group; g++)
+            nnf_gemm_packed_destroy(k->packed_w[g]);
+    nnf_free(k->packed_w);
+    nnf_free(k->dw_w);
+    nnf_free(k);
+}
+
+nnf_status nnf_conv_kernel_create(const nnf_conv2d_shape *s, nnf_conv_algo algo, nnf_isa isa,
+                                  const float *w, nnf_conv_kernel **out) {
+    *out = NULL;
+    nnf_status st = NNF_OK;
+    if (algo == NNF_CONV_ALGO_NONE)
+        return nnf_error(NNF_ERR_INTERNAL, "no optimised convolution for this shape");
+    nnf_conv_kernel *k = nnf_calloc(1, sizeof *k);
+    if (!k)
+        return nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory for a convolution kernel");
+    k->s = *s;
+    k->algo = algo;
+    k->isa = isa > nnf_cpu_get()->max_isa ? nnf_cpu_get()->max_isa : isa;
+    size_t taps = s->kh * s->kw, icg = s->c / s->group, ocg = s->oc / s->group;
+    size_t kdim, wcount;
+    if (!nnf_mul_size(icg, taps, &kdim) || !nnf_mul_size(kdim, s->oc, &wcount)) {
+        st = nnf_error(NNF_ERR_INVALID_ARGUMENT, "convolution weights are too large");
+        goto fail;
+    }
+    if (algo == NNF_CONV_ALGO_DEPTHWISE) {
+        k->dw_w = nnf_calloc(wcount, sizeof(float));
+        if (!k->dw_w) {
+            st = nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory for depthwise weights");
+            goto fail;
+        }
+        memcpy(k->dw_w, w, wcount * sizeof(float));
+        snprintf(k->name, sizeof k->name, "f32_dwconv%zux%zu_s%zu_%s", s->kh, s->kw, s->sh,
+                 k->isa == NNF_ISA_SCALAR ? "scalar" : "avx2");
+    } else {
+        k->cfg = nnf_gemm_cfg_for(k->isa);
+        k->packed_w = nnf_calloc(s->group, sizeof *k->packed_w);
+        if (!k->packed_w) {
+            st = nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory for packed weights");
+            goto fail;
+        }
+        for (size_t g = 0; g < s->group; g++) {
+            st = nnf_gemm_pack_a(k->cfg, ocg, kdim, w + g * ocg * kdim, kdim, 0, &k->packed_w[g]);
+            if (st != NNF_OK)
+                goto fail;
+        }
+        /* "f32_gemm_6x16_avx2" -> "f32_conv_im2col_6x16_avx2" */
+        snprintf(k->name, sizeof k->name, "f32_conv_%s_%s", nnf_conv_algo_name(algo),
+                 k->cfg->name + strlen("f32_gemm_"));
+    }
+    *out = k;
+    return NNF_OK;
+fail:
+    nnf_conv_kernel_destroy(k);
+    return st;
+}
+
+/* ---- implicit im2col ------------------------------------------------------ */
+
+typedef struct im2col_ctx {
+    const float *x; /* the group's first input channel of one image */
+    const nnf_conv2d_shape *s;
+} im2col_ctx;
+
+/* Column n of the virtual im2col matrix is output pixel (n / ow, n % ow); row
+ * k is (ic, kh, kw). Writes panel-major as gemm.h describes; r is a power of
+ * two. Runs along output rows so stride-1 taps become contiguous copies. */
+static void pack_im2col(const void *vctx, size_t n0, size_t nc, size_t k0, size_t kc, size_t r,
+                        float *dst) {
+    const im2col_ctx *c = vctx;
+    const nnf_conv2d_shape *s = c->s;
+    const size_t taps = s->kh * s->kw, rmask = r - 1, pstride = kc * r;
+    size_t shift = (size_t)__builtin_ctzll((unsigned long long)r);
+    for (size_t kk = 0; kk < kc; kk++) {
+        size_t k = k0 + kk, ic = k / taps, tap = k % taps;
+        size_t kh = tap / s->kw, kw = tap % s->kw;
+        const float *xc = c->x + ic * s->h * s->w;
+        float *drow = dst + kk * r;
+        size_t oh = n0 / s->ow, ow = n0 % s->ow, pos = 0;
+        while (pos < nc) {
+            size_t run = s->ow - ow < nc - pos ? s->ow - ow : nc - pos;
+            ptrdiff_t ih = (ptrdiff_t)(oh * s->sh + kh * s->dh) - (ptrdiff_t)s->pt;
+            bool row_ok = ih >= 0 && ih < (ptrdiff_t)s->h;
+            const float *xr = xc + (row_ok ? (size_t)ih * s->w : 0);
+            ptrdiff_t iw0 = (ptrdiff_t)(ow * s->sw + kw * s->dw) - (ptrdiff_t)s->pl;
+            for (size_t q = 0; q < run;) {
+                size_t p = pos + q;
+                size_t chunk = r - (p & rmask);
+                if (chunk > run - q)
+                    chunk = run - q;
+                float *d = drow + (p >> shift) * pstride + (p & rmask);
+                ptrdiff_t iw = iw0 + (ptrdiff_t)(q * s->sw);
+                if (!row_ok) {
+                    for (size_t e = 0; e < chunk; e++)
+                        d[e] = 0.0f;
+                } else if (s->sw == 1) {
+                    for (size_t e = 0; e < chunk; e++, iw++)
+                        d[e] = iw >= 0 && iw < (ptrdiff_t)s->w ? xr[iw] : 0.0f;
+                } else {
+                    for (size_t e = 0; e < chunk; e++, iw += (ptrdiff_t)s->sw)
+                        d[e] = iw >= 0 && iw < (ptrdiff_t)s->w ? xr[iw] : 0.0f;
+                }
+                q += chunk;
+            }
+            pos += run;
+            oh++;
+            ow = 0;
+        }
+        for (size_t p = nc; p & rmask; p++)
+            drow[(p >> shift) * pstride + (p & rmask)] = 0.0f;
+    }
+}
+
+static nnf_status conv_gemm(const nnf_conv_kernel *k, const float *x, float *y,
+                            const nnf_epilogue *ep, nnf_threadpool *pool) {
+    const nnf_conv2d_shape *s = &k->s;
+    size_t icg = s->c / s->group, ocg = s->oc / s->group;
+    size_t hw = s->h * s->w, ohw = s->oh * s->ow, kdim = icg * s->kh * s->kw;
+    for (size_t b = 0; b < s->n; b++) {
+        for (size_t g = 0; g < s->group; g++) {
+            const float *xg = x + (b * s->c + g * icg) * hw;
+            size_t yoff = (b * s->oc + g * ocg) * ohw;
+            nnf_epilogue e = *ep;
+            if (e.bias)
+                e.bias += g * ocg;
+            if (e.residual) {
+                e.residual += yoff;
+                e.ld_residual = ohw;
+            }
+            nnf_gemm_src a = nnf_gemm_src_packed(k->packed_w[g]);
+            im2col_ctx ctx = {.x = xg, .s = s};
+            nnf_gemm_src bsrc;
+            if (k->algo == NNF_CONV_ALGO_GEMM_1X1) {
+                bsrc = nnf_gemm_src_matrix(xg, hw, 0);
+            } else {
+                bsrc = (nnf_gemm_src){.pack = pack_im2col, .pack_ctx = &ctx};
+            }
+            NNF_CHECK(nnf_gemm_run(k->cfg, ocg, ohw, kdim, &a, &bsrc, y + yoff, ohw, &e, pool));
+        }
+    }
+    return NNF_OK;
+}
+
+/* ---- depthwise ------------------------------------------------------------- */
+
+void nnf_dw_row_scalar(const float *x, size_t wp, const float *w, size_t k, size_t s, float *y,
+                       size_t ow, const nnf_tile_ep *t) {
+    for (size_t o = 0; o < ow; o++) {
+        float acc = 0.0f;
+        for (size_t i = 0; i < k; i++)
+            for (size_t j = 0; j < k; j++)
+                acc += w[i * k + j] * x[i * wp + o * s + j];
+        y[o] = nnf_epilogue_scalar(t, 0, o, acc);
+    }
+}
+
+#define NNF_DW_MAX_SLOTS 256
+
+typedef struct dw_job {
+    const nnf_conv_kernel *k;
+    const float *x;
+    float *y;
+    const nnf_epilogue *ep;
+    nnf_dw_row_fn row;
+    float *scratch;
+    size_t hp, wp, slot_floats;
+    int slots;
+    atomic_int busy[NNF_DW_MAX_SLOTS];
+} dw_job;
+
+static void dw_task(void *ctx, size_t plane) {
+    dw_job *j = ctx;
+    const nnf_conv2d_shape *s = &j->k->s;
+    int slot;
+    for (;;) {
+        for (slot = 0; slot < j->slots; slot++)
+            if (!atomic_load_explicit(&j->busy[slot], memory_order_relaxed) &&
+                !atomic_exchange_explicit(&j->busy[slot], 1, memory_order_acquire))
+                goto claimed;
+    }
+claimed:;
+    float *xp = j->scratch + (size_t)slot * j->slot_floats;
+    const float *xs = j->x + plane * s->h * s->w;
+    size_t ch = plane % s->c;
+    /* Padded copy: zero borders, input rows at (pt, pl). */
+    for (size_t r = 0; r < j->hp; r++) {
+        float *d = xp + r * j->wp;
+        ptrdiff_t ih = (ptrdiff_t)r - (ptrdiff_t)s->pt;
+        if (ih < 0 || ih >= (ptrdiff_t)s->h) {
+            memset(d, 0, j->wp * sizeof(float));
+            continue;
+        }
+        size_t cols = s->w < j->wp - s->pl ? s->w : j->wp - s->pl;
+        memset(d, 0, s->pl * sizeof(float));
+        memcpy(d + s->pl, xs + (size_t)ih * s->w, cols * sizeof(float));
+        memset(d + s->pl + cols, 0, (j->wp - s->pl - cols) * sizeof(float));
+    }
+    const nnf_epilogue *ep = j->ep;
+    float *yp = j->y + plane * s->oh * s->ow;
+    const float *res = ep->residual ? ep->residual + plane * s->oh * s->ow : NULL;
+    const float *w = j->k->dw_w + ch * s->kh * s->kw;
+    for (size_t oh = 0; oh < s->oh; oh++) {
+        nnf_tile_ep t = {.ep = ep,
+                         .bias = ep->bias ? ep->bias + ch : NULL,
+                         .residual = res ? res + oh * s->ow : NULL};
+        j->row(xp + oh * s->sh * j->wp, j->wp, w, s->kh, s->sh, yp + oh * s->ow, s->ow, &t);
+    }
+    atomic_store_explicit(&j->busy[slot], 0, memory_order_release);
+}
+
+static _Thread_local float *t_dw_scratch;
+static _Thread_local size_t t_dw_floats;
+
+static nnf_status conv_depthwise(const nnf_conv_kernel *k, const float *x, float *y,
+                                 const nnf_epilogue *ep, nnf_threadpool *pool) {
+    const nnf_conv2d_shape *s = &k->s;
+    dw_job *j = nnf_calloc(1, sizeof *j);
+    if (!j)
+        return nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory for a depthwise job");
+    /* dw_row_avx2 reads 16 outputs' windows per step */
+    size_t ow16 = (s->ow + 15) / 16 * 16;
+    j->k = k;
+    j->x = x;
+    j->y = y;
+    j->ep = ep;
+    j->row = k->isa >= NNF_ISA_AVX2 ? nnf_dw_row_avx2 : nnf_dw_row_scalar;
+    j->hp = (s->oh - 1) * s->sh + s->kh;
+    j->wp = ow16 * s->sw + s->kw + 16;
+    if (j->wp < s->w + s->pl)
+        j->wp = s->w + s->pl;
+    j->slot_floats = j->hp * j->wp;
+    size_t planes = s->n * s->c;
+    int threads = nnf_threadpool_size(pool);
+    j->slots = threads < NNF_DW_MAX_SLOTS ? threads : NNF_DW_MAX_SLOTS;
+    size_t total = j->slot_floats * (size_t)j->slots;
+    if (total > t_dw_floats) {
+        float *p = nnf_malloc_aligned(total * sizeof(float));
+        if (!p) {
+            nnf_free(j);
+            return nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory for depthwise scratch");
+        }
+        nnf_free_aligned(t_dw_scratch);
+        t_dw_scratch = p;
+        t_dw_floats = total;
+    }
+    j->scratch = t_dw_scratch;
+    nnf_parallel_for(pool, planes, dw_task, j);
+    nnf_free(j);
+    return NNF_OK;
+}
+
+nnf_status nnf_conv_kernel_run(const nnf_conv_kernel *k, const float *x, float *y,
+                               const nnf_epilogue *ep, nnf_threadpool *pool) {
+    nnf_epilogue plain = nnf_epilogue_default();
+    if (!ep)
+        ep = &plain;
+    if (ep->bias && ep->bias_kind != NNF_BIAS_PER_ROW)
+        return nnf_error(NNF_ERR_INTERNAL, "%s: convolution bias must be per output channel", k->name);
+    if (k->algo == NNF_CONV_ALGO_DEPTHWISE)
+        return conv_depthwise(k, x, y, ep, pool);
+    return conv_gemm(k, x, y, ep, pool);
+}

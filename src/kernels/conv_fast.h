@@ -1,0 +1,72 @@
+/* Optimised 2-D convolution on NCHW tensors (1-D convs run as H = 1).
+ *
+ * Algorithms:
+ *   GEMM_1X1    1x1, stride 1, no padding: per image and group, Y (OCg x HW)
+ *               = W (OCg x ICg, prepacked as GEMM A) · X (ICg x HW, packed on
+ *               the fly as B). No im2col at all.
+ *   IM2COL      any other kernel/stride/dilation/padding: the same GEMM with
+ *               B packed straight from the input through an implicit im2col
+ *               (one kc x nc block at a time, so it stays in cache).
+ *   DEPTHWISE   group == IC == OC, 3x3 or 5x5, stride 1 or 2, no dilation:
+ *               per channel plane, padded into a per-thread buffer, vectorised
+ *               over output width.
+ * Every algorithm applies the same epilogue (bias per output channel,
+ * activation, residual add) before the output is stored.
+ * Not done: NCHWc blocked layouts and Winograd F(4x4,3x3). */
+#ifndef NNF_KERNELS_CONV_FAST_H
+#define NNF_KERNELS_CONV_FAST_H
+
+#include "kernels/gemm.h"
+
+typedef struct nnf_conv2d_shape {
+    size_t n, c, h, w; /* input */
+    size_t oc, group;
+    size_t kh, kw, sh, sw, dh, dw;
+    size_t pt, pl;     /* top/left padding; bottom/right follow from oh/ow */
+    size_t oh, ow;
+} nnf_conv2d_shape;
+
+typedef enum nnf_conv_algo {
+    NNF_CONV_ALGO_NONE = 0, /* not handled here: use the reference kernel */
+    NNF_CONV_ALGO_GEMM_1X1,
+    NNF_CONV_ALGO_IM2COL,
+    NNF_CONV_ALGO_DEPTHWISE,
+} nnf_conv_algo;
+
+/* Pure selection from the shape and tier. */
+nnf_conv_algo nnf_conv_select(const nnf_conv2d_shape *s, nnf_isa isa);
+const char *nnf_conv_algo_name(nnf_conv_algo algo);
+
+typedef struct nnf_conv_kernel {
+    nnf_conv2d_shape s;
+    nnf_conv_algo algo;
+    nnf_isa isa;
+    const nnf_gemm_cfg *cfg;     /* GEMM algorithms */
+    nnf_gemm_packed **packed_w;  /* per group (GEMM algorithms) */
+    float *dw_w;                 /* DEPTHWISE: C x kh*kw, a copy */
+    char name[64];               /* "f32_conv_im2col_6x16_avx2" */
+} nnf_conv_kernel;
+
+/* Prepare a kernel for algo (from nnf_conv_select) with the weights w
+ * (OC x IC/group x KH x KW, borrowed for the call; packed or copied). */
+nnf_status nnf_conv_kernel_create(const nnf_conv2d_shape *s, nnf_conv_algo algo, nnf_isa isa,
+                                  const float *w, nnf_conv_kernel **out);
+void nnf_conv_kernel_destroy(nnf_conv_kernel *k);
+
+/* y = epilogue(conv(x)). ep->bias (if any) holds OC values and must say
+ * NNF_BIAS_PER_ROW; ep->residual (if any) is shaped like y (ld_residual is
+ * ignored). Borrowed for the call. */
+nnf_status nnf_conv_kernel_run(const nnf_conv_kernel *k, const float *x, float *y,
+                               const nnf_epilogue *ep, nnf_threadpool *pool);
+
+/* Depthwise row kernels: one output row from kh padded input rows (row
+ * stride wp) starting at x; t->bias points at the channel's bias (row 0) and
+ * t->residual at the residual row. */
+typedef void (*nnf_dw_row_fn)(const float *x, size_t wp, const float *w, size_t k, size_t s,
+                              float *y, size_t ow, const nnf_tile_ep *t);
+void nnf_dw_row_scalar(const float *x, size_t wp, const float *w, size_t k, size_t s, float *y,
+                       size_t ow, const nnf_tile_ep *t);
+void nnf_dw_row_avx2(const float *x, size_t wp, const float *w, size_t k, size_t s, float *y,
+                     size_t ow, const nnf_tile_ep *t);
+
+#endif

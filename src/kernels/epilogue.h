@@ -1,0 +1,67 @@
+/* The post-ops a GEMM or convolution applies to its output tile while the
+ * tile is still in registers: what operator fusion buys.
+ *
+ *   y = alpha * (A·B) + bias[row or col]
+ *   y = y + residual_scale * R        (when residual && !residual_after_act)
+ *   y = act(y)
+ *   y = y + residual_scale * R        (when residual && residual_after_act)
+ *
+ * R is a matrix shaped like C with its own row stride. Every pointer is
+ * borrowed for the duration of the kernel call. */
+#ifndef NNF_KERNELS_EPILOGUE_H
+#define NNF_KERNELS_EPILOGUE_H
+
+#include "kernels/ref/activation.h"
+#include "ops/params.h"
+
+#include <stddef.h>
+
+typedef enum nnf_bias_kind {
+    NNF_BIAS_NONE = 0,
+    NNF_BIAS_PER_ROW, /* bias[i] for row i of C (conv: per output channel) */
+    NNF_BIAS_PER_COL, /* bias[j] for column j of C (Gemm/MatMul bias) */
+} nnf_bias_kind;
+
+typedef struct nnf_epilogue {
+    float alpha;
+    nnf_bias_kind bias_kind;
+    const float *bias;
+    nnf_activation act;
+    const float *residual; /* NULL = none */
+    size_t ld_residual;
+    float residual_scale;
+    int residual_after_act;
+} nnf_epilogue;
+
+static inline nnf_epilogue nnf_epilogue_default(void) {
+    nnf_epilogue e = {.alpha = 1.0f, .residual_scale = 1.0f};
+    return e;
+}
+
+/* What one microkernel call sees: C's tile is (m, n) at c. */
+typedef struct nnf_tile_ep {
+    int accumulate;           /* add the tile's current contents (K blocks after the first) */
+    const nnf_epilogue *ep;   /* NULL except on the last K block */
+    const float *bias;        /* ep->bias advanced to the tile's first row or column */
+    const float *residual;    /* ep->residual advanced to the tile's origin */
+} nnf_tile_ep;
+
+/* The epilogue on one value at (row i, col j) of the tile, with the shared
+ * reference formulas: the scalar tier and the oracle in tests use this. */
+static inline float nnf_epilogue_scalar(const nnf_tile_ep *t, size_t i, size_t j, float acc) {
+    const nnf_epilogue *e = t->ep;
+    float y = e->alpha * acc;
+    if (e->bias_kind == NNF_BIAS_PER_ROW)
+        y += t->bias[i];
+    else if (e->bias_kind == NNF_BIAS_PER_COL)
+        y += t->bias[j];
+    float r = t->residual ? e->residual_scale * t->residual[i * e->ld_residual + j] : 0.0f;
+    if (t->residual && !e->residual_after_act)
+        y += r;
+    y = nnf_act_apply(&e->act, y);
+    if (t->residual && e->residual_after_act)
+        y += r;
+    return y;
+}
+
+#endif

@@ -1,0 +1,432 @@
+/* GEMM driver: tier configuration, packing, cache blocking and threading.
+ * The microkernels live in the tier files (x86/gemm_avx2.c, ...) and the
+ * portable one at the end of this file. */
+#include "kernels/gemm.h"
+
+#include "base/alloc.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <string.h>
+
+/* ---- configurations ------------------------------------------------------ */
+
+static nnf_gemm_cfg g_cfgs[3];
+static pthread_once_t g_cfg_once = PTHREAD_ONCE_INIT;
+
+static size_t clamp_size(size_t v, size_t lo, size_t hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+/* kc: one kc x nr panel of B fills about half of L1 (the other half streams
+ * A's panel and C); mc: the packed mc x kc block of A fills about half of L2;
+ * nc: the kc x nc block of B a quarter of L3. */
+static void size_blocks(nnf_gemm_cfg *c, const nnf_cpu *cpu) {
+    c->kc = clamp_size(cpu->l1d / 2 / (c->nr * sizeof(float)), 64, 512) & ~(size_t)7;
+    size_t mc = clamp_size(cpu->l2 / 2 / (c->kc * sizeof(float)), c->mr, 1008);
+    c->mc = mc - mc % c->mr;
+    size_t nc = clamp_size(cpu->l3 / 4 / (c->kc * sizeof(float)), c->nr * 4, 4096);
+    c->nc = nc - nc % c->nr;
+}
+
+static void init_cfgs(void) {
+    const nnf_cpu *cpu = nnf_cpu_get();
+    g_cfgs[NNF_ISA_SCALAR] = (nnf_gemm_cfg){.name = "f32_gemm_4x8_scalar", .isa = NNF_ISA_SCALAR,
+                                            .mr = 4, .nr = 8,
+                                            .ukernel = nnf_gemm_ukernel_4x8_scalar};
+    g_cfgs[NNF_ISA_AVX2] = (nnf_gemm_cfg){.name = "f32_gemm_6x16_avx2", .isa = NNF_ISA_AVX2, .mr = 6,
+                                          .nr = 16, .ukernel = nnf_gemm_ukernel_6x16_avx2};
+    g_cfgs[NNF_ISA_AVX512] = (nnf_gemm_cfg){.name = "f32_gemm_14x32_avx512",
+                                            .isa = NNF_ISA_AVX512, .mr = 14, .nr = 32,
+                                            .ukernel = nnf_gemm_ukernel_14x32_avx512};
+    for (int i = 0; i < 3; i++)
+        size_blocks(&g_cfgs[i], cpu);
+}
+
+const nnf_gemm_cfg *nnf_gemm_cfg_for(nnf_isa isa) {
+    pthread_once(&g_cfg_once, init_cfgs);
+    nnf_isa max = nnf_cpu_get()->max_isa;
+    if (isa > max)
+        isa = max;
+    return &g_cfgs[isa];
+}
+
+/* ---- packing ------------------------------------------------------------- */
+
+/* Element (mn, k) of a strided operand lies at base[k * ld + mn] ("k-major":
+ * B as stored, A transposed) or base[mn * ld + k] ("mn-major"). */
+static int src_kmajor(nnf_gemm_side side, const nnf_gemm_src *s) {
+    return side == NNF_GEMM_A ? s->trans : !s->trans;
+}
+
+/* Constant-width copies so the compiler emits straight vector moves. */
+#define DEFINE_PACK_KMAJOR(R)                                                                  \
+    static void pack_kmajor_##R(const float *base, size_t ld, size_t mn0, size_t mnc,         \
+                                size_t k0, size_t kc, float *dst) {                           \
+        for (size_t p = 0; p < mnc; p += R) {                                                  \
+            size_t w = mnc - p < R ? mnc - p : R;                                              \
+            const float *s = base + k0 * ld + mn0 + p;                                         \
+            if (w == R) {                                                                      \
+                for (size_t kk = 0; kk < kc; kk++, s += ld, dst += R)                          \
+                    for (size_t q = 0; q < R; q++)                                             \
+                        dst[q] = s[q];                                                         \
+            } else {                                                                           \
+                for (size_t kk = 0; kk < kc; kk++, s += ld, dst += R) {                        \
+                    size_t q = 0;                                                              \
+                    for (; q < w; q++)                                                         \
+                        dst[q] = s[q];                                                         \
+                    for (; q < R; q++)                                                         \
+                        dst[q] = 0.0f;                                                         \
+                }                                                                              \
+            }                                                                                  \
+        }                                                                                      \
+    }
+DEFINE_PACK_KMAJOR(8)
+DEFINE_PACK_KMAJOR(16)
+DEFINE_PACK_KMAJOR(32)
+
+static void pack_kmajor_any(const float *base, size_t ld, size_t mn0, size_t mnc, size_t k0,
+                            size_t kc, size_t r, float *dst) {
+    for (size_t p = 0; p < mnc; p += r) {
+        size_t w = mnc - p < r ? mnc - p : r;
+        const float *s = base + k0 * ld + mn0 + p;
+        for (size_t kk = 0; kk < kc; kk++, s += ld, dst += r) {
+            size_t q = 0;
+            for (; q < w; q++)
+                dst[q] = s[q];
+            for (; q < r; q++)
+                dst[q] = 0.0f;
+        }
+    }
+}
+
+/* Reads run along k (contiguous); writes stride by r within an L1-sized panel. */
+static void pack_mnmajor(const float *base, size_t ld, size_t mn0, size_t mnc, size_t k0,
+                         size_t kc, size_t r, float *dst) {
+    for (size_t p = 0; p < mnc; p += r, dst += kc * r) {
+        size_t w = mnc - p < r ? mnc - p : r;
+        for (size_t q = 0; q < w; q++) {
+            const float *s = base + (mn0 + p + q) * ld + k0;
+            float *d = dst + q;
+            for (size_t kk = 0; kk < kc; kk++)
+                d[kk * r] = s[kk];
+        }
+        for (size_t q = w; q < r; q++)
+            for (size_t kk = 0; kk < kc; kk++)
+                dst[kk * r + q] = 0.0f;
+    }
+}
+
+static void pack_block(nnf_gemm_side side, const nnf_gemm_src *s, size_t mn0, size_t mnc,
+                       size_t k0, size_t kc, size_t r, float *dst) {
+    if (s->pack) {
+        s->pack(s->pack_ctx, mn0, mnc, k0, kc, r, dst);
+    } else if (src_kmajor(side, s)) {
+        switch (r) {
+        case 8: pack_kmajor_8(s->data, s->ld, mn0, mnc, k0, kc, dst); break;
+        case 16: pack_kmajor_16(s->data, s->ld, mn0, mnc, k0, kc, dst); break;
+        case 32: pack_kmajor_32(s->data, s->ld, mn0, mnc, k0, kc, dst); break;
+        default: pack_kmajor_any(s->data, s->ld, mn0, mnc, k0, kc, r, dst); break;
+        }
+    } else {
+        pack_mnmajor(s->data, s->ld, mn0, mnc, k0, kc, r, dst);
+    }
+}
+
+nnf_status nnf_gemm_pack(const nnf_gemm_cfg *cfg, nnf_gemm_side side, const nnf_gemm_src *src,
+                         size_t mn, size_t k, nnf_gemm_packed **out) {
+    *out = NULL;
+    size_t r = side == NNF_GEMM_A ? cfg->mr : cfg->nr;
+    size_t mn_pad, floats, bytes;
+    if (!nnf_add_size(mn, r - 1, &mn_pad))
+        return nnf_error(NNF_ERR_INVALID_ARGUMENT, "GEMM operand of %zu x %zu is too large", mn, k);
+    mn_pad -= mn_pad % r;
+    if (!nnf_mul_size(mn_pad, k ? k : 1, &floats) || !nnf_mul_size(floats, sizeof(float), &bytes))
+        return nnf_error(NNF_ERR_INVALID_ARGUMENT, "GEMM operand of %zu x %zu is too large", mn, k);
+    nnf_gemm_packed *p = nnf_calloc(1, sizeof *p);
+    if (!p)
+        return nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory packing a %zu x %zu operand", mn, k);
+    p->data = nnf_malloc_aligned(bytes);
+    if (!p->data) {
+        nnf_free(p);
+        return nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory packing a %zu x %zu operand (%zu bytes)",
+                         mn, k, bytes);
+    }
+    p->side = side;
+    p->mn = mn;
+    p->k = k;
+    p->kc = cfg->kc;
+    p->r = r;
+    p->mn_pad = mn_pad;
+    for (size_t pc = 0; pc < k; pc += cfg->kc) {
+        size_t kcb = k - pc < cfg->kc ? k - pc : cfg->kc;
+        if (mn)
+            pack_block(side, src, 0, mn, pc, kcb, r, p->data + pc * mn_pad);
+    }
+    *out = p;
+    return NNF_OK;
+}
+
+nnf_status nnf_gemm_pack_b(const nnf_gemm_cfg *cfg, size_t k, size_t n, const float *b, size_t ldb,
+                           int trans_b, nnf_gemm_packed **out) {
+    nnf_gemm_src s = nnf_gemm_src_matrix(b, ldb, trans_b);
+    return nnf_gemm_pack(cfg, NNF_GEMM_B, &s, n, k, out);
+}
+
+nnf_status nnf_gemm_pack_a(const nnf_gemm_cfg *cfg, size_t m, size_t k, const float *a, size_t lda,
+                           int trans_a, nnf_gemm_packed **out) {
+    nnf_gemm_src s = nnf_gemm_src_matrix(a, lda, trans_a);
+    return nnf_gemm_pack(cfg, NNF_GEMM_A, &s, m, k, out);
+}
+
+void nnf_gemm_packed_destroy(nnf_gemm_packed *p) {
+    if (!p)
+        return;
+    nnf_free_aligned(p->data);
+    nnf_free(p);
+}
+
+size_t nnf_gemm_packed_bytes(const nnf_gemm_packed *p) {
+    return p ? p->mn_pad * p->k * sizeof(float) : 0;
+}
+
+/* ---- scratch ------------------------------------------------------------- */
+
+static _Thread_local float *t_scratch;
+static _Thread_local size_t t_scratch_floats;
+
+static float *scratch_get(size_t floats) {
+    if (floats <= t_scratch_floats)
+        return t_scratch;
+    size_t bytes;
+    if (!nnf_mul_size(floats, sizeof(float), &bytes))
+        return NULL;
+    float *p = nnf_malloc_aligned(bytes);
+    if (!p)
+        return NULL;
+    nnf_free_aligned(t_scratch);
+    t_scratch = p;
+    t_scratch_floats = floats;
+    return p;
+}
+
+void nnf_gemm_scratch_release(void) {
+    nnf_free_aligned(t_scratch);
+    t_scratch = NULL;
+    t_scratch_floats = 0;
+}
+
+/* ---- driver -------------------------------------------------------------- */
+
+#define NNF_GEMM_MAX_SLOTS 256
+
+typedef struct gemm_job {
+    const nnf_gemm_cfg *cfg;
+    size_t m, n, k, ldc;
+    const nnf_gemm_src *a, *b;
+    float *c;
+    const nnf_epilogue *ep;
+    float *scratch;
+    size_t a_floats, b_floats; /* per slot */
+    int slots;
+    atomic_int busy[NNF_GEMM_MAX_SLOTS];
+} gemm_job;
+
+static int slot_claim(gemm_job *j) {
+    for (;;) {
+        for (int s = 0; s < j->slots; s++)
+            if (!atomic_load_explicit(&j->busy[s], memory_order_relaxed) &&
+                !atomic_exchange_explicit(&j->busy[s], 1, memory_order_acquire))
+                return s;
+    }
+}
+
+static const float *packed_panels(const nnf_gemm_packed *p, size_t mn0, size_t pc, size_t kcb) {
+    return p->data + pc * p->mn_pad + mn0 * kcb;
+}
+
+/* One task: C rows [i0, i0 + mi) x columns [j0, j0 + nj). */
+static void gemm_task(void *ctx, size_t i0, size_t j0, size_t mi, size_t nj) {
+    gemm_job *j = ctx;
+    const nnf_gemm_cfg *cfg = j->cfg;
+    const size_t mr = cfg->mr, nr = cfg->nr, kc = cfg->kc;
+    int slot = slot_claim(j);
+    float *abuf = j->scratch + (size_t)slot * (j->a_floats + j->b_floats);
+    float *bbuf = abuf + j->a_floats;
+    const nnf_epilogue *ep = j->ep;
+    size_t kblocks = j->k ? (j->k + kc - 1) / kc : 1;
+
+    for (size_t jc = j0; jc < j0 + nj; jc += cfg->nc) {
+        size_t ncb = j0 + nj - jc < cfg->nc ? j0 + nj - jc : cfg->nc;
+        for (size_t kb = 0; kb < kblocks; kb++) {
+            size_t pc = kb * kc;
+            size_t kcb = j->k - pc < kc ? j->k - pc : kc;
+            const float *bp;
+            if (j->b->packed) {
+                bp = packed_panels(j->b->packed, jc, pc, kcb);
+            } else {
+                pack_block(NNF_GEMM_B, j->b, jc, ncb, pc, kcb, nr, bbuf);
+                bp = bbuf;
+            }
+            nnf_tile_ep t = {.accumulate = kb > 0, .ep = kb + 1 == kblocks ? ep : NULL};
+            for (size_t ic = i0; ic < i0 + mi; ic += cfg->mc) {
+                size_t mcb = i0 + mi - ic < cfg->mc ? i0 + mi - ic : cfg->mc;
+                const float *ap;
+                if (j->a->packed) {
+                    ap = packed_panels(j->a->packed, ic, pc, kcb);
+                } else {
+                    pack_block(NNF_GEMM_A, j->a, ic, mcb, pc, kcb, mr, abuf);
+                    ap = abuf;
+                }
+                for (size_t jr = 0; jr < ncb; jr += nr) {
+                    size_t nn = ncb - jr < nr ? ncb - jr : nr;
+                    const float *bpanel = bp + jr * kcb;
+                    for (size_t ir = 0; ir < mcb; ir += mr) {
+                        size_t mm = mcb - ir < mr ? mcb - ir : mr;
+                        size_t row = ic + ir, col = jc + jr;
+                        if (t.ep) {
+                            t.bias = ep->bias_kind == NNF_BIAS_PER_ROW   ? ep->bias + row
+                                     : ep->bias_kind == NNF_BIAS_PER_COL ? ep->bias + col
+                                                                         : NULL;
+                            t.residual = ep->residual ? ep->residual + row * ep->ld_residual + col
+                                                      : NULL;
+                        }
+                        cfg->ukernel(kcb, ap + ir * kcb, bpanel, j->c + row * j->ldc + col, j->ldc,
+                                     mm, nn, &t);
+                    }
+                }
+            }
+        }
+    }
+    atomic_store_explicit(&j->busy[slot], 0, memory_order_release);
+}
+
+static size_t round_up(size_t v, size_t r) { return (v + r - 1) / r * r; }
+
+/* Tiles for the pool: whole-matrix on one thread; otherwise at least about
+ * three tasks per thread, cutting N first (each N tile re-packs only A's
+ * small blocks) and never below 4 register tiles a side. */
+static void choose_tiles(const nnf_gemm_cfg *cfg, size_t m, size_t n, size_t k, int threads,
+                         size_t *ti, size_t *tj) {
+    *ti = round_up(m, cfg->mr);
+    *tj = round_up(n, cfg->nr);
+    if (threads <= 1)
+        return;
+    size_t want = (size_t)threads * 3;
+    for (;;) {
+        size_t tasks = ((m + *ti - 1) / *ti) * ((n + *tj - 1) / *tj);
+        if (tasks >= want)
+            break;
+        int can_j = *tj >= 8 * cfg->nr, can_i = *ti >= 8 * cfg->mr;
+        if (can_j && (!can_i || *tj * cfg->mr >= *ti * cfg->nr))
+            *tj = round_up(*tj / 2, cfg->nr);
+        else if (can_i)
+            *ti = round_up(*ti / 2, cfg->mr);
+        else
+            break;
+    }
+    (void)k;
+}
+
+nnf_status nnf_gemm_run(const nnf_gemm_cfg *cfg, size_t m, size_t n, size_t k,
+                        const nnf_gemm_src *a, const nnf_gemm_src *b, float *c, size_t ldc,
+                        const nnf_epilogue *ep, nnf_threadpool *pool) {
+    if (m == 0 || n == 0)
+        return NNF_OK;
+    if ((a->packed && (a->packed->kc != cfg->kc || a->packed->r != cfg->mr || a->packed->mn < m ||
+                       a->packed->k != k || a->packed->side != NNF_GEMM_A)) ||
+        (b->packed && (b->packed->kc != cfg->kc || b->packed->r != cfg->nr || b->packed->mn < n ||
+                       b->packed->k != k || b->packed->side != NNF_GEMM_B)))
+        return nnf_error(NNF_ERR_INTERNAL, "%s: packed operand does not match the GEMM (%zu x %zu x %zu)",
+                         cfg->name, m, n, k);
+    nnf_epilogue plain = nnf_epilogue_default();
+    if (!ep)
+        ep = &plain;
+    /* C holds partial sums between K blocks, so a residual that overlaps C
+     * (an in-place Add) must be read from a copy when there is more than one. */
+    float *res_copy = NULL;
+    nnf_epilogue with_copy;
+    if (ep->residual && k > cfg->kc) {
+        const float *r0 = ep->residual, *r1 = ep->residual + (m - 1) * ep->ld_residual + n;
+        const float *c0 = c, *c1 = c + (m - 1) * ldc + n;
+        if ((uintptr_t)r0 < (uintptr_t)c1 && (uintptr_t)c0 < (uintptr_t)r1) {
+            size_t floats;
+            if (!nnf_mul_size(m, n, &floats) || !(res_copy = nnf_malloc(floats * sizeof(float))))
+                return nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory copying a GEMM residual");
+            for (size_t i = 0; i < m; i++)
+                memcpy(res_copy + i * n, ep->residual + i * ep->ld_residual, n * sizeof(float));
+            with_copy = *ep;
+            with_copy.residual = res_copy;
+            with_copy.ld_residual = n;
+            ep = &with_copy;
+        }
+    }
+
+    nnf_status st = NNF_OK;
+    gemm_job *j = nnf_calloc(1, sizeof *j);
+    if (!j) {
+        st = nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory for a GEMM job");
+        goto fail;
+    }
+    int threads = nnf_threadpool_size(pool);
+    size_t ti, tj;
+    choose_tiles(cfg, m, n, k, threads, &ti, &tj);
+    size_t tasks = ((m + ti - 1) / ti) * ((n + tj - 1) / tj);
+    j->cfg = cfg;
+    j->m = m;
+    j->n = n;
+    j->k = k;
+    j->ldc = ldc;
+    j->a = a;
+    j->b = b;
+    j->c = c;
+    j->ep = ep;
+    j->slots = threads < (int)tasks ? threads : (int)tasks;
+    if (j->slots > NNF_GEMM_MAX_SLOTS)
+        j->slots = NNF_GEMM_MAX_SLOTS;
+    size_t kcb = k < cfg->kc ? k : cfg->kc;
+    size_t mcb = ti < cfg->mc ? ti : cfg->mc;
+    size_t ncb = tj < cfg->nc ? tj : cfg->nc;
+    j->a_floats = a->packed ? 0 : round_up(mcb, cfg->mr) * kcb;
+    j->b_floats = b->packed ? 0 : round_up(ncb, cfg->nr) * kcb;
+    size_t total = (j->a_floats + j->b_floats) * (size_t)j->slots;
+    j->scratch = total ? scratch_get(total) : NULL;
+    if (total && !j->scratch) {
+        st = nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory for GEMM packing scratch (%zu floats)",
+                       total);
+        goto fail;
+    }
+    nnf_parallel_for_2d(pool, m, n, ti, tj, gemm_task, j);
+fail:
+    nnf_free(j);
+    nnf_free(res_copy);
+    return st;
+}
+
+nnf_status nnf_sgemm(int trans_a, int trans_b, size_t m, size_t n, size_t k, const float *a,
+                     size_t lda, const float *b, size_t ldb, float *c, size_t ldc,
+                     const nnf_epilogue *ep, nnf_threadpool *pool) {
+    const nnf_gemm_cfg *cfg = nnf_gemm_cfg_for(nnf_cpu_isa());
+    nnf_gemm_src sa = nnf_gemm_src_matrix(a, lda, trans_a);
+    nnf_gemm_src sb = nnf_gemm_src_matrix(b, ldb, trans_b);
+    return nnf_gemm_run(cfg, m, n, k, &sa, &sb, c, ldc, ep, pool);
+}
+
+/* ---- portable microkernel ------------------------------------------------ */
+
+void nnf_gemm_ukernel_4x8_scalar(size_t kc, const float *a, const float *b, float *c, size_t ldc,
+                                 size_t m, size_t n, const nnf_tile_ep *t) {
+    float acc[4][8] = {{0}};
+    for (size_t kk = 0; kk < kc; kk++, a += 4, b += 8)
+        for (int i = 0; i < 4; i++)
+            for (int q = 0; q < 8; q++)
+                acc[i][q] += a[i] * b[q];
+    for (size_t i = 0; i < m; i++) {
+        float *crow = c + i * ldc;
+        for (size_t q = 0; q < n; q++) {
+            float v = acc[i][q];
+            if (t->accumulate)
+                v += crow[q];
+            crow[q] = t->ep ? nnf_epilogue_scalar(t, i, q, v) : v;
+        }
+    }
+}

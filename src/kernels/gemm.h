@@ -1,0 +1,116 @@
+/* f32 GEMM: C (M x N, row stride ldc) = epilogue(A (M x K) · B (K x N)).
+ *
+ * BLIS-style: operands are packed into panels, the C tile of MR x NR lives in
+ * registers for the whole K block, K is cut into KC blocks (the B panel stays
+ * in L1), M into MC blocks (the packed A block stays in L2), N into NC blocks
+ * (the packed B block stays in L3). Packed layout (both sides, "r" = MR for A,
+ * NR for B): for each K block of kc rows, for each panel of r rows/columns,
+ * kc x r floats with the r values of one k adjacent; the last panel is padded
+ * with zeros.
+ *
+ * Either operand comes as a strided matrix (packed on the fly), as a packed
+ * matrix made once at plan time (weights), or through a pack callback (the
+ * convolution's implicit im2col). Every ISA tier binds its microkernel and
+ * tile sizes in one nnf_gemm_cfg. Results for one element do not depend on
+ * the thread count: the K reduction order is fixed by kc alone. */
+#ifndef NNF_KERNELS_GEMM_H
+#define NNF_KERNELS_GEMM_H
+
+#include "base/cpu.h"
+#include "base/status.h"
+#include "base/threadpool.h"
+#include "kernels/epilogue.h"
+
+#include <stddef.h>
+
+/* Multiply packed panels a (kc x mr) and b (kc x nr); write the top-left m x n
+ * of the result to c (row stride ldc), adding c's old contents when
+ * t->accumulate and applying t->ep when it is non-NULL. kc may be 0. */
+typedef void (*nnf_gemm_ukernel_fn)(size_t kc, const float *a, const float *b, float *c,
+                                    size_t ldc, size_t m, size_t n, const nnf_tile_ep *t);
+
+typedef struct nnf_gemm_cfg {
+    const char *name; /* "f32_gemm_6x16_avx2" */
+    nnf_isa isa;
+    size_t mr, nr;      /* register tile; nr is a power of two */
+    size_t kc, mc, nc;  /* cache blocks; mc % mr == 0, nc % nr == 0 */
+    nnf_gemm_ukernel_fn ukernel;
+} nnf_gemm_cfg;
+
+/* The configuration for a tier (clamped to what the CPU has), blocking sized
+ * from the CPU's caches. A pure function of (isa, cache sizes). */
+const nnf_gemm_cfg *nnf_gemm_cfg_for(nnf_isa isa);
+
+typedef enum nnf_gemm_side { NNF_GEMM_A = 0, NNF_GEMM_B = 1 } nnf_gemm_side;
+
+/* An operand packed for one cfg, made once and shared read-only by runs. */
+typedef struct nnf_gemm_packed {
+    nnf_gemm_side side;
+    size_t mn, k;   /* M (side A) or N (side B), and K */
+    size_t kc, r;   /* the cfg's kc and mr/nr baked into the layout */
+    size_t mn_pad;  /* mn rounded up to r */
+    float *data;    /* k * mn_pad floats, 64-byte aligned */
+} nnf_gemm_packed;
+
+/* Fill panels for the rows (side A) / columns (side B) [mn0, mn0 + mnc) and
+ * k in [k0, k0 + kc) into dst, in the packed layout above with panel width r;
+ * the tail of the last panel must be written as zeros. */
+typedef void (*nnf_gemm_pack_fn)(const void *ctx, size_t mn0, size_t mnc, size_t k0, size_t kc,
+                                 size_t r, float *dst);
+
+typedef struct nnf_gemm_src {
+    const nnf_gemm_packed *packed; /* if set, used as is */
+    nnf_gemm_pack_fn pack;         /* else if set, called with pack_ctx */
+    const void *pack_ctx;
+    const float *data; /* else a strided matrix: A is M x K, B is K x N, */
+    size_t ld;         /* as stored before the transpose flag applies */
+    int trans;
+} nnf_gemm_src;
+
+static inline nnf_gemm_src nnf_gemm_src_matrix(const float *data, size_t ld, int trans) {
+    nnf_gemm_src s = {.data = data, .ld = ld, .trans = trans};
+    return s;
+}
+static inline nnf_gemm_src nnf_gemm_src_packed(const nnf_gemm_packed *p) {
+    nnf_gemm_src s = {.packed = p};
+    return s;
+}
+
+/* Pack a whole operand: side A is mn x k (M x K), side B is k x mn (K x N). */
+nnf_status nnf_gemm_pack(const nnf_gemm_cfg *cfg, nnf_gemm_side side, const nnf_gemm_src *src,
+                         size_t mn, size_t k, nnf_gemm_packed **out);
+/* B (weights) for C = A·B: K x N, stored (trans_b ? N x K : K x N) with row stride ldb. */
+nnf_status nnf_gemm_pack_b(const nnf_gemm_cfg *cfg, size_t k, size_t n, const float *b, size_t ldb,
+                           int trans_b, nnf_gemm_packed **out);
+/* A (conv weights) for C = A·B: M x K, stored (trans_a ? K x M : M x K). */
+nnf_status nnf_gemm_pack_a(const nnf_gemm_cfg *cfg, size_t m, size_t k, const float *a, size_t lda,
+                           int trans_a, nnf_gemm_packed **out);
+void nnf_gemm_packed_destroy(nnf_gemm_packed *p);
+/* Bytes held by a packed operand (for plan reports). */
+size_t nnf_gemm_packed_bytes(const nnf_gemm_packed *p);
+
+/* C = epilogue(A·B). ep may be NULL (plain product). Packed operands must have
+ * been packed with this cfg. Scratch for on-the-fly packing is cached per
+ * calling thread (see nnf_gemm_scratch_release). */
+nnf_status nnf_gemm_run(const nnf_gemm_cfg *cfg, size_t m, size_t n, size_t k,
+                        const nnf_gemm_src *a, const nnf_gemm_src *b, float *c, size_t ldc,
+                        const nnf_epilogue *ep, nnf_threadpool *pool);
+
+/* Convenience: plain strided operands, the tier in force. */
+nnf_status nnf_sgemm(int trans_a, int trans_b, size_t m, size_t n, size_t k, const float *a,
+                     size_t lda, const float *b, size_t ldb, float *c, size_t ldc,
+                     const nnf_epilogue *ep, nnf_threadpool *pool);
+
+/* Frees the calling thread's packing scratch (it is otherwise kept to make
+ * the next call allocation-free). */
+void nnf_gemm_scratch_release(void);
+
+/* Microkernels, one per tier (defined in the tier's file). */
+void nnf_gemm_ukernel_4x8_scalar(size_t kc, const float *a, const float *b, float *c, size_t ldc,
+                                 size_t m, size_t n, const nnf_tile_ep *t);
+void nnf_gemm_ukernel_6x16_avx2(size_t kc, const float *a, const float *b, float *c, size_t ldc,
+                                size_t m, size_t n, const nnf_tile_ep *t);
+void nnf_gemm_ukernel_14x32_avx512(size_t kc, const float *a, const float *b, float *c,
+                                   size_t ldc, size_t m, size_t n, const nnf_tile_ep *t);
+
+#endif

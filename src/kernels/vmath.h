@@ -1,0 +1,25 @@
+/* Vectorised transcendental functions and activations over arrays, per tier.
+ * The scalar tier uses libm through the reference formulas; the AVX2 and
+ * AVX-512 tiers use the approximations whose error bounds are stated in
+ * x86/vmath_avx2.h (AVX-512 uses the same polynomials on 16 lanes). */
+#ifndef NNF_KERNELS_VMATH_H
+#define NNF_KERNELS_VMATH_H
+
+#include "base/cpu.h"
+#include "ops/params.h"
+
+#include <stddef.h>
+
+typedef enum nnf_vm_fn { NNF_VM_EXP = 0, NNF_VM_SIGMOID, NNF_VM_TANH, NNF_VM_ERF } nnf_vm_fn;
+
+/* y[i] = fn(x[i]); x and y may be the same array. */
+void nnf_vmath(nnf_isa isa, nnf_vm_fn fn, const float *x, float *y, size_t n);
+/* y[i] = act(x[i]); x and y may be the same array. */
+void nnf_act_array(nnf_isa isa, const nnf_activation *act, const float *x, float *y, size_t n);
+
+void nnf_vmath_avx2(nnf_vm_fn fn, const float *x, float *y, size_t n);
+void nnf_act_array_avx2(const nnf_activation *act, const float *x, float *y, size_t n);
+void nnf_vmath_avx512(nnf_vm_fn fn, const float *x, float *y, size_t n);
+void nnf_act_array_avx512(const nnf_activation *act, const float *x, float *y, size_t n);
+
+#endif

@@ -1,0 +1,73 @@
+/* f32_gemm_14x32_avx512: the AVX-512 microkernel, and the AVX-512 array math.
+ *
+ * Tile: 14 rows x 32 columns = 28 zmm accumulators, 2 for B, 1 broadcast: 31
+ * of the 32 registers. Per k: two loads of B, 14 broadcasts, 28 FMAs. Panels
+ * are kc x 14 (A) and kc x 32 (B), contiguous. This machine (the build host)
+ * may lack AVX-512: the file must compile everywhere, and it runs only where
+ * CPUID reports AVX-512 F/BW/DQ/VL. */
+#include "kernels/gemm.h"
+#include "kernels/vmath.h"
+#include "kernels/x86/vmath_avx512.h"
+
+static inline void store_row16(float *cr, __m512 v0, __m512 v1, size_t r, __mmask16 k0,
+                               __mmask16 k1, const nnf_tile_ep *t) {
+    if (t->accumulate) {
+        v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(k0, cr));
+        v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(k1, cr + 16));
+    }
+    if (t->ep) {
+        v0 = nnf_ep16(v0, t, r, 0, k0);
+        v1 = nnf_ep16(v1, t, r, 16, k1);
+    }
+    _mm512_mask_storeu_ps(cr, k0, v0);
+    _mm512_mask_storeu_ps(cr + 16, k1, v1);
+}
+
+void nnf_gemm_ukernel_14x32_avx512(size_t kc, const float *a, const float *b, float *c,
+                                   size_t ldc, size_t m, size_t n, const nnf_tile_ep *t) {
+#define Z(r) __m512 c##r##0 = _mm512_setzero_ps(), c##r##1 = _mm512_setzero_ps()
+    Z(0); Z(1); Z(2); Z(3); Z(4); Z(5); Z(6); Z(7); Z(8); Z(9); Z(10); Z(11); Z(12); Z(13);
+#undef Z
+#define R(r)                                                                                   \
+    do {                                                                                       \
+        __m512 av = _mm512_set1_ps(a[r]);                                                      \
+        c##r##0 = _mm512_fmadd_ps(av, b0, c##r##0);                                            \
+        c##r##1 = _mm512_fmadd_ps(av, b1, c##r##1);                                            \
+    } while (0)
+    for (size_t k = 0; k < kc; k++, a += 14, b += 32) {
+        __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
+        _mm_prefetch((const char *)(b + 512), _MM_HINT_T0);
+        R(0); R(1); R(2); R(3); R(4); R(5); R(6); R(7); R(8); R(9); R(10); R(11); R(12); R(13);
+    }
+#undef R
+    __mmask16 k0 = nnf_mask16(n), k1 = nnf_mask16(n > 16 ? n - 16 : 0);
+#define S(r)                                                                                   \
+    if (m > r)                                                                                 \
+        store_row16(c + r * ldc, c##r##0, c##r##1, r, k0, k1, t)
+    S(0); S(1); S(2); S(3); S(4); S(5); S(6); S(7); S(8); S(9); S(10); S(11); S(12); S(13);
+#undef S
+}
+
+static inline __m512 vm16(nnf_vm_fn fn, __m512 x) {
+    switch (fn) {
+    case NNF_VM_EXP: return nnf_exp16(x);
+    case NNF_VM_SIGMOID: return nnf_sigmoid16(x);
+    case NNF_VM_TANH: return nnf_tanh16(x);
+    case NNF_VM_ERF: return nnf_erf16(x);
+    }
+    return x;
+}
+
+void nnf_vmath_avx512(nnf_vm_fn fn, const float *x, float *y, size_t n) {
+    for (size_t i = 0; i < n; i += 16) {
+        __mmask16 k = nnf_mask16(n - i);
+        _mm512_mask_storeu_ps(y + i, k, vm16(fn, _mm512_maskz_loadu_ps(k, x + i)));
+    }
+}
+
+void nnf_act_array_avx512(const nnf_activation *act, const float *x, float *y, size_t n) {
+    for (size_t i = 0; i < n; i += 16) {
+        __mmask16 k = nnf_mask16(n - i);
+        _mm512_mask_storeu_ps(y + i, k, nnf_act16(_mm512_maskz_loadu_ps(k, x + i), act));
+    }
+}

@@ -1,0 +1,139 @@
+/* AVX-512 versions of x86/vmath_avx2.h: the same polynomials on 16 lanes, so
+ * the same error bounds hold. Included only by *_avx512.c files. */
+#ifndef NNF_KERNELS_X86_VMATH_AVX512_H
+#define NNF_KERNELS_X86_VMATH_AVX512_H
+
+#include "kernels/epilogue.h"
+
+#include <immintrin.h>
+
+static inline __m512 nnf_exp16(__m512 x) {
+    x = _mm512_min_ps(_mm512_set1_ps(88.0f), x);
+    x = _mm512_max_ps(_mm512_set1_ps(-87.33654f), x);
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500E-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507E-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073E-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894E-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459E-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201E-1f));
+    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r);
+    p = _mm512_add_ps(p, _mm512_set1_ps(1.0f));
+    __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+    return _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+}
+
+static inline __m512 nnf_sigmoid16(__m512 x) {
+    __m512 one = _mm512_set1_ps(1.0f);
+    __m512 e = nnf_exp16(_mm512_sub_ps(_mm512_setzero_ps(), x));
+    return _mm512_div_ps(one, _mm512_add_ps(one, e));
+}
+
+static inline __m512 nnf_tanh16(__m512 x) {
+    __m512 lim = _mm512_set1_ps(7.90531110763549805f);
+    x = _mm512_min_ps(lim, x);
+    x = _mm512_max_ps(_mm512_sub_ps(_mm512_setzero_ps(), lim), x);
+    __m512 x2 = _mm512_mul_ps(x, x);
+    __m512 p = _mm512_set1_ps(-2.76076847742355e-16f);
+    p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(2.00018790482477e-13f));
+    p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(-8.60467152213735e-11f));
+    p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(5.12229709037114e-08f));
+    p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(1.48572235717979e-05f));
+    p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(6.37261928875436e-04f));
+    p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(4.89352455891786e-03f));
+    p = _mm512_mul_ps(p, x);
+    __m512 q = _mm512_set1_ps(1.19825839466702e-06f);
+    q = _mm512_fmadd_ps(q, x2, _mm512_set1_ps(1.18534705686654e-04f));
+    q = _mm512_fmadd_ps(q, x2, _mm512_set1_ps(2.26843463243900e-03f));
+    q = _mm512_fmadd_ps(q, x2, _mm512_set1_ps(4.89352518554385e-03f));
+    return _mm512_div_ps(p, q);
+}
+
+static inline __m512 nnf_erf16(__m512 x) {
+    x = _mm512_min_ps(_mm512_set1_ps(4.0f), x);
+    x = _mm512_max_ps(_mm512_set1_ps(-4.0f), x);
+    __m512 x2 = _mm512_mul_ps(x, x);
+    __m512 p = _mm512_set1_ps(-2.72614225801306e-10f);
+    p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(2.77068142495902e-08f));
+    p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(-2.10102402082508e-06f));
+    p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(-5.69250639462346e-05f));
+    p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(-7.34990630326855e-04f));
+    p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(-2.95459980854025e-03f));
+    p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(-1.60960333262415e-02f));
+    p = _mm512_mul_ps(p, x);
+    __m512 q = _mm512_set1_ps(-1.45660718464996e-05f);
+    q = _mm512_fmadd_ps(q, x2, _mm512_set1_ps(-2.13374055278905e-04f));
+    q = _mm512_fmadd_ps(q, x2, _mm512_set1_ps(-1.68282697438203e-03f));
+    q = _mm512_fmadd_ps(q, x2, _mm512_set1_ps(-7.37332916720468e-03f));
+    q = _mm512_fmadd_ps(q, x2, _mm512_set1_ps(-1.42647390514189e-02f));
+    return _mm512_div_ps(p, q);
+}
+
+static inline __m512 nnf_hard_sigmoid16(__m512 x, float alpha, float beta) {
+    __m512 y = _mm512_fmadd_ps(x, _mm512_set1_ps(alpha), _mm512_set1_ps(beta));
+    y = _mm512_max_ps(_mm512_setzero_ps(), y);
+    return _mm512_min_ps(_mm512_set1_ps(1.0f), y);
+}
+
+static inline __m512 nnf_act16(__m512 v, const nnf_activation *a) {
+    switch (a->kind) {
+    case NNF_ACT_NONE: return v;
+    case NNF_ACT_RELU: return _mm512_max_ps(_mm512_setzero_ps(), v);
+    case NNF_ACT_CLIP:
+        return _mm512_min_ps(_mm512_set1_ps(a->beta), _mm512_max_ps(_mm512_set1_ps(a->alpha), v));
+    case NNF_ACT_LEAKY_RELU: {
+        __mmask16 neg = _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_LT_OQ);
+        return _mm512_mask_mul_ps(v, neg, v, _mm512_set1_ps(a->alpha));
+    }
+    case NNF_ACT_SIGMOID: return nnf_sigmoid16(v);
+    case NNF_ACT_SILU: return _mm512_mul_ps(v, nnf_sigmoid16(v));
+    case NNF_ACT_TANH: return nnf_tanh16(v);
+    case NNF_ACT_HARD_SIGMOID: return nnf_hard_sigmoid16(v, a->alpha, a->beta);
+    case NNF_ACT_HARD_SWISH: return _mm512_mul_ps(v, nnf_hard_sigmoid16(v, 1.0f / 6.0f, 0.5f));
+    case NNF_ACT_GELU_ERF: {
+        __m512 e = nnf_erf16(_mm512_mul_ps(v, _mm512_set1_ps(0.70710678118654752f)));
+        __m512 h = _mm512_mul_ps(v, _mm512_set1_ps(0.5f));
+        return _mm512_fmadd_ps(h, e, h);
+    }
+    case NNF_ACT_GELU_TANH: {
+        __m512 v3 = _mm512_mul_ps(_mm512_mul_ps(v, v), v);
+        __m512 in = _mm512_fmadd_ps(v3, _mm512_set1_ps(0.044715f), v);
+        __m512 th = nnf_tanh16(_mm512_mul_ps(in, _mm512_set1_ps(0.79788456080286536f)));
+        __m512 h = _mm512_mul_ps(v, _mm512_set1_ps(0.5f));
+        return _mm512_fmadd_ps(h, th, h);
+    }
+    }
+    return v;
+}
+
+static inline __mmask16 nnf_mask16(size_t n) {
+    return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1u);
+}
+
+/* The epilogue on 16 values at row r, columns [col, col + 16) of the tile. */
+static inline __m512 nnf_ep16(__m512 v, const nnf_tile_ep *t, size_t r, size_t col, __mmask16 k) {
+    const nnf_epilogue *e = t->ep;
+    if (e->alpha != 1.0f)
+        v = _mm512_mul_ps(v, _mm512_set1_ps(e->alpha));
+    if (e->bias_kind == NNF_BIAS_PER_ROW)
+        v = _mm512_add_ps(v, _mm512_set1_ps(t->bias[r]));
+    else if (e->bias_kind == NNF_BIAS_PER_COL)
+        v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(k, t->bias + col));
+    __m512 res = _mm512_setzero_ps();
+    if (t->residual) {
+        res = _mm512_maskz_loadu_ps(k, t->residual + r * e->ld_residual + col);
+        if (e->residual_scale != 1.0f)
+            res = _mm512_mul_ps(res, _mm512_set1_ps(e->residual_scale));
+        if (!e->residual_after_act)
+            v = _mm512_add_ps(v, res);
+    }
+    v = nnf_act16(v, &e->act);
+    if (t->residual && e->residual_after_act)
+        v = _mm512_add_ps(v, res);
+    return v;
+}
+
+#endif

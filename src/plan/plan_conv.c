@@ -1,0 +1,103 @@
+/* Plan for Conv: 1-D/2-D float32 with constant weights goes to
+ * kernels/conv_fast (1x1 GEMM, implicit-im2col GEMM, depthwise); everything
+ * else (3-D, non-constant weights, residuals that broadcast) keeps the
+ * reference kernel. */
+#include "plan/kernels.h"
+
+#include "base/alloc.h"
+#include "ops/conv.h"
+
+typedef struct conv_state {
+    nnf_conv_kernel *k;
+    int has_bias;
+    int residual_input;
+    nnf_activation act;
+} conv_state;
+
+static void conv_state_free(void *p) {
+    conv_state *s = p;
+    if (!s)
+        return;
+    nnf_conv_kernel_destroy(s->k);
+    nnf_free(s);
+}
+
+static nnf_status conv_run(NNF_KERNEL_ARGS) {
+    const conv_state *s = ctx->state;
+    const nnf_conv2d_shape *sh = &s->k->s;
+    const nnf_buf *x = in[0], *y = out[0];
+    size_t xn = sh->n * sh->c * sh->h * sh->w, yn = sh->n * sh->oc * sh->oh * sh->ow;
+    if (x->numel != xn || y->numel != yn || x->dims[0] != (int64_t)sh->n)
+        return nnf_node_error(node, NNF_ERR_SHAPE, "%s: input or output shape differs from the plan",
+                              s->k->name);
+    nnf_epilogue e = nnf_epilogue_default();
+    e.act = s->act;
+    if (s->has_bias && node->n_inputs > 2 && in[2]) {
+        if (in[2]->numel != sh->oc)
+            return nnf_node_error(node, NNF_ERR_SHAPE, "bias has %zu elements for %zu output channels",
+                                  in[2]->numel, sh->oc);
+        e.bias_kind = NNF_BIAS_PER_ROW;
+        e.bias = in[2]->data;
+    }
+    if (s->residual_input >= 0) {
+        const nnf_buf *r = in[s->residual_input];
+        if (!r || r->numel != yn)
+            return nnf_node_error(node, NNF_ERR_SHAPE, "fused residual must be shaped like the output");
+        e.residual = r->data;
+    }
+    nnf_status st = nnf_conv_kernel_run(s->k, x->data, y->data, &e, ctx->pool);
+    return st == NNF_OK ? st : nnf_error_prefix(st, "node %s (%s)", node->name, node->op_type);
+}
+
+nnf_status nnf_plan_conv(NNF_PLAN_ARGS) {
+    const nnf_conv_params *p = node->params;
+    const nnf_tinfo *x = &in[0], *w = &in[1], *y = &out[0];
+    if (!p || x->dtype != NNF_DTYPE_FLOAT32 || w->dtype != NNF_DTYPE_FLOAT32 || !w->data ||
+        !nnf_shape_known(&x->shape) || !nnf_shape_known(&w->shape) || !nnf_shape_known(&y->shape))
+        return NNF_OK;
+    int sp = x->shape.rank - 2;
+    if ((sp != 1 && sp != 2) || w->shape.rank != x->shape.rank || y->shape.rank != x->shape.rank ||
+        p->spatial != sp)
+        return NNF_OK;
+    int64_t pb[NNF_MAX_SPATIAL], pe[NNF_MAX_SPATIAL];
+    NNF_CHECK(nnf_conv_resolve_pads(p, x->shape.dims + 2, pb, pe));
+    const int64_t *xd = x->shape.dims, *wd = w->shape.dims, *yd = y->shape.dims;
+    /* 1-D convs run as H = 1 */
+    int h = sp == 2;
+    nnf_conv2d_shape s = {
+        .n = (size_t)xd[0], .c = (size_t)xd[1], .h = h ? (size_t)xd[2] : 1,
+        .w = (size_t)xd[1 + sp], .oc = (size_t)wd[0], .group = (size_t)p->group,
+        .kh = h ? (size_t)wd[2] : 1, .kw = (size_t)wd[1 + sp],
+        .sh = h ? (size_t)p->strides[0] : 1, .sw = (size_t)p->strides[sp - 1],
+        .dh = h ? (size_t)p->dilations[0] : 1, .dw = (size_t)p->dilations[sp - 1],
+        .pt = h ? (size_t)pb[0] : 0, .pl = (size_t)pb[sp - 1],
+        .oh = h ? (size_t)yd[2] : 1, .ow = (size_t)yd[1 + sp]};
+    if (wd[1] * p->group != xd[1] || yd[1] != wd[0] || yd[0] != xd[0])
+        return NNF_OK;
+    if (p->residual_input >= 0) {
+        const nnf_tinfo *r = p->residual_input < node->n_inputs ? &in[p->residual_input] : NULL;
+        if (!r || !r->present || r->dtype != NNF_DTYPE_FLOAT32 ||
+            nnf_shape_numel(&r->shape) != nnf_shape_numel(&y->shape))
+            return NNF_OK;
+    }
+    nnf_isa isa = nnf_cpu_isa();
+    nnf_conv_algo algo = nnf_conv_select(&s, isa);
+    if (algo == NNF_CONV_ALGO_NONE)
+        return NNF_OK;
+    conv_state *st = nnf_calloc(1, sizeof *st);
+    if (!st)
+        return nnf_node_error(node, NNF_ERR_OUT_OF_MEMORY, "out of memory for a conv plan");
+    nnf_status rc = nnf_conv_kernel_create(&s, algo, isa, w->data, &st->k);
+    if (rc != NNF_OK) {
+        conv_state_free(st);
+        return nnf_error_prefix(rc, "node %s (%s)", node->name, node->op_type);
+    }
+    st->has_bias = node->n_inputs > 2 && in[2].present;
+    st->residual_input = p->residual_input;
+    st->act = p->act;
+    plan->name = st->k->name;
+    plan->run = conv_run;
+    plan->state = st;
+    plan->free_state = conv_state_free;
+    return NNF_OK;
+}

@@ -1,0 +1,288 @@
+/* Plans for Gemm and MatMul: pick the tier's GEMM, prepack a constant B,
+ * and map C / a fused residual / the activation onto the epilogue. Cases the
+ * epilogue cannot express leave plan->run NULL (reference kernel). */
+#include "plan/kernels.h"
+
+#include "base/alloc.h"
+
+#include <string.h>
+
+nnf_gemm_choice nnf_gemm_choose(int64_t m, int64_t n, int64_t k, int64_t a_batch,
+                                int64_t b_batch, int b_const, nnf_isa isa) {
+    nnf_gemm_choice c = {0};
+    if (m < 0 || n < 0 || k < 0 || a_batch < 1 || b_batch < 1)
+        return c;
+    c.cfg = nnf_gemm_cfg_for(isa);
+    c.flatten = b_batch == 1 && a_batch > 1;
+    /* Packing B costs K*N once; worth it when it is reused across calls, i.e.
+     * always for a constant 2-D B. */
+    c.prepack_b = b_const && b_batch == 1 && n > 0 && k > 0;
+    return c;
+}
+
+enum { BIAS_NONE, BIAS_OWN, BIAS_INPUT, C_AS_RESIDUAL };
+
+typedef struct mm_state {
+    const nnf_gemm_cfg *cfg;
+    nnf_gemm_packed *pb;
+    int is_gemm;
+    int trans_a, trans_b;
+    float alpha, beta;
+    int bias_mode;
+    nnf_bias_kind bias_kind;
+    float *bias_own;
+    int bias_input;     /* input index holding a per-row/col bias (BIAS_INPUT) */
+    int residual_input; /* full-shaped residual, or -1 */
+    nnf_activation act;
+    int flatten;
+    char name[64];
+} mm_state;
+
+static void mm_state_free(void *p) {
+    mm_state *s = p;
+    if (!s)
+        return;
+    nnf_gemm_packed_destroy(s->pb);
+    nnf_free(s->bias_own);
+    nnf_free(s);
+}
+
+static int64_t numel(const nnf_shape *s) { return nnf_shape_numel(s); }
+
+/* The epilogue shared by every batch; residual/bias pointers set per call. */
+static nnf_epilogue base_ep(const mm_state *s, nnf_buf *const *in) {
+    nnf_epilogue e = nnf_epilogue_default();
+    e.alpha = s->alpha;
+    e.act = s->act;
+    if (s->bias_mode == BIAS_OWN) {
+        e.bias_kind = s->bias_kind;
+        e.bias = s->bias_own;
+    } else if (s->bias_mode == BIAS_INPUT) {
+        e.bias_kind = s->bias_kind;
+        e.bias = in[s->bias_input]->data;
+    }
+    return e;
+}
+
+static nnf_status mm_run(NNF_KERNEL_ARGS) {
+    const mm_state *s = ctx->state;
+    const nnf_buf *a = in[0], *b = in[1], *y = out[0];
+    if (a->dtype != NNF_DTYPE_FLOAT32 || b->dtype != NNF_DTYPE_FLOAT32)
+        return nnf_node_error(node, NNF_ERR_UNSUPPORTED, "%s takes float32 operands", s->name);
+    int ra = a->rank, rb = b->rank;
+    int64_t m, k, n;
+    if (s->is_gemm) {
+        m = a->dims[s->trans_a ? 1 : 0];
+        k = a->dims[s->trans_a ? 0 : 1];
+        n = b->dims[s->trans_b ? 0 : 1];
+    } else {
+        m = ra >= 2 ? a->dims[ra - 2] : 1;
+        k = a->dims[ra - 1];
+        n = rb >= 2 ? b->dims[rb - 1] : 1;
+    }
+    int64_t ybatch = m * n > 0 ? (int64_t)y->numel / (m * n) : 0;
+    if (m * n == 0 || (size_t)(ybatch * m * n) != y->numel)
+        return (size_t)(ybatch * m * n) == y->numel
+                   ? NNF_OK
+                   : nnf_node_error(node, NNF_ERR_SHAPE, "%s: output does not fit the operands", s->name);
+    if (s->pb && (s->pb->k != (size_t)k || s->pb->mn != (size_t)n))
+        return nnf_node_error(node, NNF_ERR_SHAPE, "%s: B is %lldx%lld, planned %zux%zu", s->name,
+                              (long long)k, (long long)n, s->pb->k, s->pb->mn);
+    nnf_epilogue e = base_ep(s, in);
+    const float *res = NULL;
+    if (s->residual_input >= 0)
+        res = in[s->residual_input]->data;
+    else if (s->bias_mode == C_AS_RESIDUAL)
+        res = in[2]->data;
+    if (res) {
+        e.residual_scale = s->bias_mode == C_AS_RESIDUAL ? s->beta : 1.0f;
+    }
+    nnf_gemm_src bsrc = s->pb ? nnf_gemm_src_packed(s->pb)
+                              : nnf_gemm_src_matrix(b->data, s->trans_b ? (size_t)k : (size_t)n,
+                                                    s->trans_b);
+    if (s->is_gemm || s->flatten || ybatch == 1) {
+        size_t mm = (size_t)(m * ybatch);
+        nnf_gemm_src asrc = nnf_gemm_src_matrix(a->data, s->trans_a ? (size_t)m : (size_t)k,
+                                                s->trans_a);
+        e.residual = res;
+        e.ld_residual = (size_t)n;
+        nnf_status st = nnf_gemm_run(s->cfg, mm, (size_t)n, (size_t)k, &asrc, &bsrc, y->data,
+                                     (size_t)n, &e, ctx->pool);
+        return st == NNF_OK ? st : nnf_error_prefix(st, "node %s (%s)", node->name, node->op_type);
+    }
+    /* Batched with broadcast: walk the output's batch axes. */
+    int br = y->rank - (ra >= 2) - (rb >= 2);
+    int bra = ra > 2 ? ra - 2 : 0, brb = rb > 2 ? rb - 2 : 0;
+    int64_t a_bs[NNF_MAX_RANK], b_bs[NNF_MAX_RANK], sa = m * k, sb = k * n;
+    for (int d = br - 1; d >= 0; d--) {
+        int ia = d - (br - bra), ib = d - (br - brb);
+        int64_t da = ia >= 0 ? a->dims[ia] : 1, db = ib >= 0 ? b->dims[ib] : 1;
+        if ((da != y->dims[d] && da != 1) || (db != y->dims[d] && db != 1))
+            return nnf_node_error(node, NNF_ERR_SHAPE, "%s: batch axis %d does not broadcast", s->name, d);
+        a_bs[d] = da == 1 ? 0 : sa;
+        b_bs[d] = db == 1 ? 0 : sb;
+        sa *= da;
+        sb *= db;
+    }
+    for (int64_t bi = 0; bi < ybatch; bi++) {
+        int64_t rem = bi, aoff = 0, boff = 0;
+        for (int d = br - 1; d >= 0; d--) {
+            int64_t idx = rem % y->dims[d];
+            rem /= y->dims[d];
+            aoff += idx * a_bs[d];
+            boff += idx * b_bs[d];
+        }
+        nnf_gemm_src asrc = nnf_gemm_src_matrix((const float *)a->data + aoff, (size_t)k, 0);
+        nnf_gemm_src bs = s->pb ? bsrc : nnf_gemm_src_matrix((const float *)b->data + boff, (size_t)n, 0);
+        e.residual = res ? res + bi * m * n : NULL;
+        e.ld_residual = (size_t)n;
+        nnf_status st = nnf_gemm_run(s->cfg, (size_t)m, (size_t)n, (size_t)k, &asrc, &bs,
+                                     (float *)y->data + bi * m * n, (size_t)n, &e, ctx->pool);
+        if (st != NNF_OK)
+            return nnf_error_prefix(st, "node %s (%s)", node->name, node->op_type);
+    }
+    return NNF_OK;
+}
+
+/* A fused residual the epilogue can take: shaped like Y, or a row vector
+ * broadcast over Y's rows (then it is a per-column bias). */
+static int residual_mode(const nnf_tinfo *r, const nnf_tinfo *y, int64_t n, int *as_col_bias) {
+    int64_t rn = numel(&r->shape), yn = numel(&y->shape);
+    *as_col_bias = 0;
+    if (r->dtype != NNF_DTYPE_FLOAT32 || rn < 0 || yn < 0)
+        return 0;
+    if (rn == yn && r->shape.rank <= y->shape.rank) {
+        for (int i = 0; i < r->shape.rank; i++)
+            if (r->shape.dims[i] != y->shape.dims[y->shape.rank - r->shape.rank + i])
+                return 0;
+        return 1;
+    }
+    if (rn == n && r->shape.rank >= 1 && r->shape.dims[r->shape.rank - 1] == n) {
+        *as_col_bias = 1;
+        return 1;
+    }
+    return 0;
+}
+
+static nnf_status plan_common(const nnf_node *node, const nnf_tinfo *in, const nnf_tinfo *out,
+                              nnf_kernel_plan *plan, int is_gemm) {
+    const nnf_gemm_params *p = node->params;
+    const nnf_tinfo *a = &in[0], *b = &in[1];
+    nnf_status st = NNF_OK;
+    if (!p || a->dtype != NNF_DTYPE_FLOAT32 || b->dtype != NNF_DTYPE_FLOAT32 ||
+        !nnf_shape_known(&a->shape) || !nnf_shape_known(&b->shape) ||
+        !nnf_shape_known(&out[0].shape) || a->shape.rank < 1 || b->shape.rank < 1)
+        return NNF_OK;
+    int ra = a->shape.rank, rb = b->shape.rank;
+    int64_t m, k, n, a_batch = 1, b_batch = 1;
+    if (is_gemm) {
+        if (ra != 2 || rb != 2)
+            return NNF_OK;
+        m = a->shape.dims[p->trans_a ? 1 : 0];
+        k = a->shape.dims[p->trans_a ? 0 : 1];
+        n = b->shape.dims[p->trans_b ? 0 : 1];
+    } else {
+        m = ra >= 2 ? a->shape.dims[ra - 2] : 1;
+        k = a->shape.dims[ra - 1];
+        n = rb >= 2 ? b->shape.dims[rb - 1] : 1;
+        for (int i = 0; i + 2 < ra; i++)
+            a_batch *= a->shape.dims[i];
+        for (int i = 0; i + 2 < rb; i++)
+            b_batch *= b->shape.dims[i];
+    }
+    nnf_gemm_choice ch = nnf_gemm_choose(m, n, k, a_batch, b_batch, b->data != NULL, nnf_cpu_isa());
+    if (!ch.cfg)
+        return NNF_OK;
+    mm_state *s = nnf_calloc(1, sizeof *s);
+    if (!s)
+        return nnf_node_error(node, NNF_ERR_OUT_OF_MEMORY, "out of memory for a GEMM plan");
+    s->cfg = ch.cfg;
+    s->is_gemm = is_gemm;
+    s->trans_a = is_gemm && p->trans_a;
+    s->trans_b = is_gemm && p->trans_b;
+    s->alpha = is_gemm ? p->alpha : 1.0f;
+    s->beta = is_gemm ? p->beta : 0.0f;
+    s->act = p->act;
+    s->flatten = ch.flatten;
+    s->residual_input = -1;
+    s->bias_input = -1;
+
+    if (p->residual_input >= 0) {
+        int col_bias;
+        if (p->residual_input >= node->n_inputs || !in[p->residual_input].present ||
+            !residual_mode(&in[p->residual_input], &out[0], n, &col_bias))
+            goto keep_reference;
+        if (col_bias) {
+            s->bias_mode = BIAS_INPUT;
+            s->bias_kind = NNF_BIAS_PER_COL;
+            s->bias_input = p->residual_input;
+        } else {
+            s->residual_input = p->residual_input;
+        }
+    }
+    if (is_gemm && node->n_inputs > 2 && in[2].present && p->beta != 0.0f) {
+        const nnf_tinfo *c = &in[2];
+        int64_t cn = numel(&c->shape);
+        int rc = c->shape.rank;
+        if (c->dtype != NNF_DTYPE_FLOAT32 || cn < 0 || s->bias_mode != BIAS_NONE)
+            goto keep_reference;
+        nnf_bias_kind kind;
+        if (cn == m * n && (rc == 2 || m == 1 || n == 1) && !(m == 1 && n == 1 && rc < 2)) {
+            if (s->residual_input >= 0)
+                goto keep_reference;
+            s->bias_mode = C_AS_RESIDUAL;
+            goto planned_c;
+        } else if (cn == 1) {
+            kind = NNF_BIAS_PER_COL; /* filled with beta*c below */
+        } else if (cn == n && c->shape.dims[rc - 1] == n) {
+            kind = NNF_BIAS_PER_COL;
+        } else if (cn == m && rc == 2 && c->shape.dims[0] == m && c->shape.dims[1] == 1) {
+            kind = NNF_BIAS_PER_ROW;
+        } else {
+            goto keep_reference;
+        }
+        s->bias_kind = kind;
+        if (c->data) {
+            size_t len = kind == NNF_BIAS_PER_COL ? (size_t)n : (size_t)m;
+            s->bias_own = nnf_calloc(len ? len : 1, sizeof(float));
+            if (!s->bias_own) {
+                st = nnf_node_error(node, NNF_ERR_OUT_OF_MEMORY, "out of memory for a GEMM bias");
+                goto fail;
+            }
+            const float *cd = c->data;
+            for (size_t i = 0; i < len; i++)
+                s->bias_own[i] = p->beta * cd[cn == 1 ? 0 : i];
+            s->bias_mode = BIAS_OWN;
+        } else if (cn != 1 && p->beta == 1.0f) {
+            s->bias_mode = BIAS_INPUT;
+            s->bias_input = 2;
+        } else {
+            goto keep_reference;
+        }
+    }
+planned_c:
+    if (ch.prepack_b) {
+        st = nnf_gemm_pack_b(s->cfg, (size_t)k, (size_t)n, b->data,
+                             s->trans_b ? (size_t)k : (size_t)n, s->trans_b, &s->pb);
+        if (st != NNF_OK) {
+            st = nnf_error_prefix(st, "node %s (%s): packing B", node->name, node->op_type);
+            goto fail;
+        }
+    }
+    snprintf(s->name, sizeof s->name, "%s%s", s->cfg->name, s->pb ? "_packed_b" : "");
+    plan->name = s->name;
+    plan->run = mm_run;
+    plan->state = s;
+    plan->free_state = mm_state_free;
+    return NNF_OK;
+keep_reference:
+    mm_state_free(s);
+    return NNF_OK;
+fail:
+    mm_state_free(s);
+    return st;
+}
+
+nnf_status nnf_plan_gemm(NNF_PLAN_ARGS) { return plan_common(node, in, out, plan, 1); }
+
+nnf_status nnf_plan_matmul(NNF_PLAN_ARGS) { return plan_common(node, in, out, plan, 0); }
