@@ -447,7 +447,7 @@ static long report(const cmp_ctx *ctx, const char *ref_name, int all) {
     printf("Reference: %s. Rule: MERE < T and MAX-RE < 10*T (T = %g for float32), "
            "relative error = |x-ref| / max(|ref|, 2^-10*max|ref|)\n\n",
            ref_name, ctx->tol);
-    printf("%4s  %-32s %-24s %-14s %-16s %11s %11s %11s %10s  %s\n", "#", "tensor", "node", "op", "shape", "max abs",
+    printf("%4s  %-32s %-24s %-18s %-16s %11s %11s %11s %10s  %s\n", "#", "tensor", "node", "op", "shape", "max abs",
            "mean rel", "max rel", "cosine", "status");
     size_t shown_after_fail = 0;
     for (size_t i = 0; i < ctx->n_rows; i++) {
@@ -461,10 +461,10 @@ static long report(const cmp_ctx *ctx, const char *ref_name, int all) {
         char shape[96];
         shape_text(r, shape, sizeof shape);
         if (r->status == CMP_MISSING)
-            printf("%4zu  %-32.32s %-24.24s %-14.14s %-16.16s %11s %11s %11s %10s  %s\n", i, r->tensor, r->node, r->op,
+            printf("%4zu  %-32.32s %-24.24s %-18.18s %-16.16s %11s %11s %11s %10s  %s\n", i, r->tensor, r->node, r->op,
                    shape, "-", "-", "-", "-", status_word(r->status));
         else
-            printf("%4zu  %-32.32s %-24.24s %-14.14s %-16.16s %11.3e %11.3e %11.3e %10.6f  %s\n", i, r->tensor, r->node,
+            printf("%4zu  %-32.32s %-24.24s %-18.18s %-16.16s %11.3e %11.3e %11.3e %10.6f  %s\n", i, r->tensor, r->node,
                    r->op, shape, r->max_abs, r->mere, r->max_re, r->cosine, status_word(r->status));
     }
     printf("\n%zu tensors compared, %zu beyond tolerance, %zu without a reference\n", compared, failed, missing);
@@ -617,8 +617,8 @@ int cmd_compare(int argc, char **argv) {
         const cmp_row *r = &ctx.rows[bad];
         fprintf(stderr,
                 "nnfuse compare: accuracy check failed: first tensor beyond tolerance is '%s' from node '%s' (%s): "
-                "%s MERE %.3e MAX-RE %.3e (T = %g), max abs %.3e, cosine %.6f\n",
-                r->tensor, r->node, r->op, r->status == CMP_MISMATCH ? "shape/dtype differs from the reference;" : "",
+                "%sMERE %.3e MAX-RE %.3e (T = %g), max abs %.3e, cosine %.6f\n",
+                r->tensor, r->node, r->op, r->status == CMP_MISMATCH ? "shape or dtype differs from the reference; " : "",
                 r->mere, r->max_re, r->tol, r->max_abs, r->cosine);
         rc = EXIT_ACCURACY;
     } else if (compared == 0) {

@@ -422,7 +422,7 @@ int cmd_profile(int argc, char **argv) {
         if (k == n_nodes)
             nodes[n_nodes++] = (agg){.name = n->name, .op = n->op_type, .node = ev[i].node};
         size_t o = 0;
-        while (o < n_ops && strcmp(ops[o].op, n->op_type))
+        while (o < n_ops && strcmp(ops[o].name, n->op_type))
             o++;
         if (o == n_ops)
             ops[n_ops++] = (agg){.name = n->op_type, .op = "", .node = -1};
