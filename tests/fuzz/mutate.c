@@ -13,7 +13,8 @@
  * not match the model's description); a crash is the other failure mode.
  * Iteration i uses its own generator seeded from (SEED, i), so ONLY = i
  * replays a single case; NNF_MUTATE_SAVE=DIR writes each case to DIR before
- * loading it, so the file that crashed is on disk. */
+ * loading it, so the file that crashed is on disk; NNF_MUTATE_VERBOSE=1
+ * prints why each rejected case was rejected. */
 #include "nnfuse.h"
 
 #include <inttypes.h>
@@ -340,6 +341,8 @@ static void try_one(const bytes *b, const char *base_dir, counts *c, long iter, 
     nnf_status st = nnf_model_load_buffer(b->p, b->n, base_dir, NULL, &model);
     if (st != NNF_OK) {
         c->rejected++;
+        if (getenv("NNF_MUTATE_VERBOSE"))
+            printf("iteration %ld [%s]: %s: %s\n", iter, desc, nnf_status_name(st), nnf_last_error());
         check_failure(c, iter, desc, st, nnf_last_error(), "nnf_model_load_buffer");
         if (model)
             inconsistent(c, iter, desc, "%s", "a failed load left a model behind");
