@@ -31,11 +31,14 @@ def default_bin() -> str:
     return os.environ.get("NNF_BIN", os.path.join(ROOT, "build", "nnfuse"))
 
 
-def ensure_zoo(cache_dir: str, names: list[str]) -> dict[str, str]:
+def ensure_zoo(cache_dir: str, names: list[str], flags=()) -> dict[str, str]:
     """Generate the named models into cache_dir unless a copy made by this very
-    make_zoo.py is there already; returns name -> path."""
+    make_zoo.py with these flags is there already; returns name -> path."""
+    h = hashlib.sha256()
     with open(make_zoo.__file__, "rb") as f:
-        stamp = hashlib.sha256(f.read()).hexdigest()[:16]
+        h.update(f.read())
+    h.update(repr(sorted(flags)).encode())
+    stamp = h.hexdigest()[:16]
     paths = {n: os.path.join(cache_dir, n + ".onnx") for n in names}
     stamp_file = os.path.join(cache_dir, "STAMP")
     fresh = os.path.exists(stamp_file) and open(stamp_file).read().strip() == stamp
@@ -47,17 +50,17 @@ def ensure_zoo(cache_dir: str, names: list[str]) -> dict[str, str]:
             for p in paths.values():
                 if os.path.exists(p):
                     os.remove(p)
-        make_zoo.main(["--out", cache_dir, "--only", ",".join(missing), "-q"])
+        make_zoo.main(["--out", cache_dir, "--only", ",".join(missing), "-q", *flags])
         with open(stamp_file + ".tmp", "w") as f:
             f.write(stamp + "\n")
         os.replace(stamp_file + ".tmp", stamp_file)
     return paths
 
 
-def feeds_for(model_path: str, seed: int = 1234) -> dict[str, np.ndarray]:
+def feeds_for(model_path: str, seed: int = 1234, batch: int = 1) -> dict[str, np.ndarray]:
     import onnx
     model = onnx.load(model_path, load_external_data=False)
-    return make_zoo.random_feeds(model, seed)
+    return make_zoo.random_feeds(model, seed, batch)
 
 
 def run_ort(model_path: str, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -129,9 +132,10 @@ def compare(ref: dict[str, np.ndarray], got: dict[str, np.ndarray]) -> list[Outp
     return checks
 
 
-def check_model(nnfuse: str, model_path: str, timeout: float = 600):
-    """-> (NnfuseResult, [OutputCheck]) for one model on one seeded input."""
-    feeds = feeds_for(model_path)
+def check_model(nnfuse: str, model_path: str, timeout: float = 600, batch: int = 1):
+    """-> (NnfuseResult, [OutputCheck]) for one model on one seeded input
+    (batch only matters for a model with a symbolic batch dimension)."""
+    feeds = feeds_for(model_path, batch=batch)
     ref = run_ort(model_path, feeds)
     res = run_nnfuse(nnfuse, model_path, feeds, list(ref), timeout=timeout)
     return res, compare(ref, res.outputs)

@@ -29,8 +29,14 @@ def full_zoo():
     return zoocheck.ensure_zoo(str(CACHE / "full"), zoocheck.FULL)
 
 
-def assert_matches(nnfuse_bin, model_path, timeout):
-    res, checks = zoocheck.check_model(nnfuse_bin, model_path, timeout=timeout)
+@pytest.fixture(scope="session")
+def tiny_zoo_dynamic():
+    return zoocheck.ensure_zoo(str(CACHE / "tiny_dynamic"), zoocheck.TINY,
+                               flags=("--dynamic-batch",))
+
+
+def assert_matches(nnfuse_bin, model_path, timeout, batch=1):
+    res, checks = zoocheck.check_model(nnfuse_bin, model_path, timeout=timeout, batch=batch)
     assert res.returncode == 0, f"nnfuse run exited {res.returncode}:\n{res.stderr[-2000:]}"
     bad = [c for c in checks if not c.ok]
     table = "\n".join(f"  {c.name}{list(c.shape)}: max abs err {c.max_abs_err:.3g} "
@@ -41,6 +47,12 @@ def assert_matches(nnfuse_bin, model_path, timeout):
 @pytest.mark.parametrize("name", zoocheck.TINY)
 def test_tiny_model_matches_onnxruntime(nnfuse_bin, tiny_zoo, name):
     assert_matches(nnfuse_bin, tiny_zoo[name], timeout=120)
+
+
+@pytest.mark.parametrize("name", zoocheck.TINY)
+def test_tiny_model_dynamic_batch_3(nnfuse_bin, tiny_zoo_dynamic, name):
+    """The --dynamic-batch variants (symbolic "batch", Shape-computed reshapes) at batch 3."""
+    assert_matches(nnfuse_bin, tiny_zoo_dynamic[name], timeout=120, batch=3)
 
 
 @pytest.mark.skipif(not FULL, reason="full-size zoo models: set NNF_ZOO_FULL=1")
