@@ -1,0 +1,537 @@
+/* f32 GEMM against a double-precision oracle, on every ISA tier this machine
+ * has (forced through nnf_cpu_force_isa / nnf_gemm_cfg_for).
+ *
+ * Tolerance, from the accumulation length K: |err| <= K * 2^-22 * sum_k |alpha a_ik b_kj|
+ * (4x the worst-case bound K*u of a float sum, u = 2^-24), plus for the
+ * epilogue 2^-20 * (|bias| + |residual| + |y|) and the stated error of the
+ * vector activations (vmath_avx2.h), scaled by |x| for SiLU/GELU.
+ * Also: vector math accuracy, NaN/Inf propagation, strides and transposes,
+ * prepacked operands, thread-count independence, in-place residual, the
+ * Gemm/MatMul plans against the reference kernels. */
+#include "base/alloc.h"
+#include "base/cpu.h"
+#include "base/threadpool.h"
+#include "kernels/gemm.h"
+#include "kernels/vmath.h"
+#include "plan/kernels.h"
+
+#include "check.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t rng = 88172645463325252ull;
+static float frand(void) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+static float *rand_buf(size_t n) {
+    float *p = malloc((n ? n : 1) * sizeof(float));
+    for (size_t i = 0; i < n; i++)
+        p[i] = frand();
+    return p;
+}
+
+/* Activation in double precision: the oracle. */
+static double act_d(const nnf_activation *a, double x) {
+    switch (a->kind) {
+    case NNF_ACT_NONE: return x;
+    case NNF_ACT_RELU: return x < 0 ? 0 : x;
+    case NNF_ACT_CLIP: return x < a->alpha ? a->alpha : x > a->beta ? a->beta : x;
+    case NNF_ACT_LEAKY_RELU: return x < 0 ? a->alpha * x : x;
+    case NNF_ACT_SIGMOID: return 1.0 / (1.0 + exp(-x));
+    case NNF_ACT_SILU: return x / (1.0 + exp(-x));
+    case NNF_ACT_TANH: return tanh(x);
+    case NNF_ACT_HARD_SIGMOID: {
+        double y = a->alpha * x + a->beta;
+        return y < 0 ? 0 : y > 1 ? 1 : y;
+    }
+    case NNF_ACT_HARD_SWISH: {
+        double y = x / 6.0 + 0.5;
+        return x * (y < 0 ? 0 : y > 1 ? 1 : y);
+    }
+    case NNF_ACT_GELU_ERF: return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
+    case NNF_ACT_GELU_TANH:
+        return 0.5 * x * (1.0 + tanh(0.79788456080286536 * (x + 0.044715 * x * x * x)));
+    }
+    return x;
+}
+
+static const nnf_activation k_acts[] = {
+    {NNF_ACT_NONE, 0, 0},          {NNF_ACT_RELU, 0, 0},        {NNF_ACT_CLIP, 0.0f, 6.0f},
+    {NNF_ACT_LEAKY_RELU, 0.1f, 0}, {NNF_ACT_SIGMOID, 0, 0},     {NNF_ACT_SILU, 0, 0},
+    {NNF_ACT_TANH, 0, 0},          {NNF_ACT_HARD_SIGMOID, 0.2f, 0.5f}, {NNF_ACT_HARD_SWISH, 0, 0},
+    {NNF_ACT_GELU_ERF, 0, 0},      {NNF_ACT_GELU_TANH, 0, 0},
+};
+#define N_ACTS (sizeof k_acts / sizeof k_acts[0])
+
+typedef struct gcase {
+    size_t m, n, k;
+    int ta, tb;
+    size_t lda, ldb, ldc; /* 0 = tight */
+    int pack_a, pack_b;
+    nnf_epilogue ep;
+    int use_ep;
+} gcase;
+
+/* Runs one case with cfg and checks it against the oracle; returns max error ratio. */
+static int run_case(const nnf_gemm_cfg *cfg, const gcase *g, nnf_threadpool *pool, const char *what) {
+    size_t m = g->m, n = g->n, k = g->k;
+    size_t ar = g->ta ? k : m, ac = g->ta ? m : k, br = g->tb ? n : k, bc = g->tb ? k : n;
+    size_t lda = g->lda ? g->lda : ac, ldb = g->ldb ? g->ldb : bc, ldc = g->ldc ? g->ldc : n;
+    float *a = rand_buf(ar * lda), *b = rand_buf(br * ldb);
+    size_t csize = m * ldc + 1;
+    float *c = rand_buf(csize), *c0 = malloc(csize * sizeof(float));
+    memcpy(c0, c, csize * sizeof(float));
+    nnf_gemm_packed *pa = NULL, *pb = NULL;
+    nnf_gemm_src sa = nnf_gemm_src_matrix(a, lda, g->ta), sb = nnf_gemm_src_matrix(b, ldb, g->tb);
+    if (g->pack_a) {
+        CHECK(nnf_gemm_pack_a(cfg, m, k, a, lda, g->ta, &pa) == NNF_OK);
+        sa = nnf_gemm_src_packed(pa);
+    }
+    if (g->pack_b) {
+        CHECK(nnf_gemm_pack_b(cfg, k, n, b, ldb, g->tb, &pb) == NNF_OK);
+        sb = nnf_gemm_src_packed(pb);
+    }
+    const nnf_epilogue *ep = g->use_ep ? &g->ep : NULL;
+    CHECK(nnf_gemm_run(cfg, m, n, k, &sa, &sb, c, ldc, ep, pool) == NNF_OK);
+    int bad = 0;
+    for (size_t i = 0; i < m && bad < 3; i++) {
+        for (size_t j = 0; j < ldc && bad < 3; j++) {
+            size_t ci = i * ldc + j;
+            if (j >= n) {
+                if (memcmp(&c[ci], &c0[ci], sizeof(float))) {
+                    fprintf(stderr, "%s: wrote outside C at (%zu,%zu)\n", what, i, j);
+                    bad++;
+                }
+                continue;
+            }
+            double acc = 0, mag = 0;
+            for (size_t q = 0; q < k; q++) {
+                double av = g->ta ? a[q * lda + i] : a[i * lda + q];
+                double bv = g->tb ? b[j * ldb + q] : b[q * ldb + j];
+                acc += av * bv;
+                mag += fabs(av * bv);
+            }
+            double y = acc, extra = 0, xin;
+            double alpha = ep ? ep->alpha : 1.0;
+            y *= alpha;
+            mag *= fabs(alpha);
+            if (ep) {
+                if (ep->bias_kind == NNF_BIAS_PER_ROW)
+                    y += ep->bias[i], extra += fabs(ep->bias[i]);
+                else if (ep->bias_kind == NNF_BIAS_PER_COL)
+                    y += ep->bias[j], extra += fabs(ep->bias[j]);
+                double r = ep->residual ? ep->residual_scale * ep->residual[i * ep->ld_residual + j] : 0;
+                extra += fabs(r);
+                if (!ep->residual_after_act)
+                    y += r;
+                xin = y;
+                y = act_d(&ep->act, y);
+                if (ep->residual_after_act)
+                    y += r;
+            } else {
+                xin = y;
+            }
+            double tol = (double)k * ldexp(1.0, -22) * mag + ldexp(1.0, -20) * (extra + fabs(y)) + 1e-30;
+            /* activation slope <= 1.2 carries the sum's error; plus its own approximation error */
+            tol = 1.2 * tol + 4e-7 * (1.0 + fabs(xin));
+            double got = c[ci];
+            if (!(fabs(got - y) <= tol)) {
+                fprintf(stderr, "%s: %s C(%zu,%zu) = %.9g, want %.9g (tol %.3g) [m=%zu n=%zu k=%zu]\n",
+                        what, cfg->name, i, j, got, y, tol, m, n, k);
+                bad++;
+            }
+        }
+    }
+    for (size_t ci = m * ldc; ci < csize; ci++)
+        if (memcmp(&c[ci], &c0[ci], sizeof(float)))
+            bad++;
+    nnf_gemm_packed_destroy(pa);
+    nnf_gemm_packed_destroy(pb);
+    free(a);
+    free(b);
+    free(c);
+    free(c0);
+    return bad;
+}
+
+static void test_sizes(const nnf_gemm_cfg *cfg) {
+    size_t mn[] = {1, 2, 7, 13, 31, 61, 127, cfg->mr - 1, cfg->mr, cfg->mr + 1, cfg->nr - 1,
+                   cfg->nr, cfg->nr + 1, 2 * cfg->nr + 1};
+    size_t ks[] = {1, 2, 7, 13, 61, cfg->kc, cfg->kc + 1, 2 * cfg->kc + 3};
+    int fails = 0, cases = 0;
+    for (size_t i = 0; i < sizeof mn / sizeof mn[0]; i++)
+        for (size_t j = 0; j < sizeof mn / sizeof mn[0]; j++)
+            for (size_t q = 0; q < sizeof ks / sizeof ks[0]; q++) {
+                if ((i + j + q) % 3 && ks[q] > 64) /* keep the run short: a third of the large-K combos */
+                    continue;
+                gcase g = {.m = mn[i], .n = mn[j], .k = ks[q], .pack_b = (i + q) & 1};
+                fails += run_case(cfg, &g, NULL, "sizes") != 0;
+                cases++;
+            }
+    CHECK_MSG(fails == 0, "%s: %d of %d size cases failed", cfg->name, fails, cases);
+}
+
+static void test_layouts(const nnf_gemm_cfg *cfg) {
+    int fails = 0;
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++)
+            for (int pk = 0; pk < 4; pk++) {
+                gcase g = {.m = 37, .n = 45, .k = cfg->kc + 19, .ta = ta, .tb = tb,
+                           .pack_a = pk & 1, .pack_b = pk >> 1};
+                fails += run_case(cfg, &g, NULL, "transposes") != 0;
+                g.lda = (ta ? g.m : g.k) + 5;
+                g.ldb = (tb ? g.k : g.n) + 3;
+                g.ldc = g.n + 7;
+                fails += run_case(cfg, &g, NULL, "strides") != 0;
+            }
+    CHECK_MSG(fails == 0, "%s: layout cases failed: %d", cfg->name, fails);
+}
+
+static void test_epilogues(const nnf_gemm_cfg *cfg) {
+    size_t m = 19, n = 37, k = 29;
+    float *bias_r = rand_buf(m), *bias_c = rand_buf(n), *res = rand_buf(m * (n + 3));
+    int fails = 0;
+    for (size_t a = 0; a < N_ACTS; a++)
+        for (int bk = 0; bk < 3; bk++)
+            for (int rmode = 0; rmode < 3; rmode++) {
+                gcase g = {.m = m, .n = n, .k = k, .use_ep = 1, .pack_b = (int)(a & 1)};
+                g.ep = nnf_epilogue_default();
+                g.ep.act = k_acts[a];
+                g.ep.alpha = bk == 2 ? 0.75f : 1.0f;
+                g.ep.bias_kind = (nnf_bias_kind)bk;
+                g.ep.bias = bk == 1 ? bias_r : bk == 2 ? bias_c : NULL;
+                if (rmode) {
+                    g.ep.residual = res;
+                    g.ep.ld_residual = n + 3;
+                    g.ep.residual_scale = rmode == 2 ? 0.5f : 1.0f;
+                    g.ep.residual_after_act = rmode == 2;
+                }
+                int bad = run_case(cfg, &g, NULL, "epilogue");
+                CHECK_MSG(!bad, "%s: act %d bias %d residual %d", cfg->name, (int)k_acts[a].kind, bk, rmode);
+                fails += bad != 0;
+                /* a multi-K-block version, where the epilogue runs after accumulation */
+                g.k = cfg->kc + 5;
+                g.m = 7;
+                bad = run_case(cfg, &g, NULL, "epilogue-kblocks");
+                CHECK_MSG(!bad, "%s: kblocks act %d bias %d residual %d", cfg->name, (int)k_acts[a].kind, bk, rmode);
+            }
+    /* K = 0: the epilogue of an all-zero product */
+    gcase g = {.m = 5, .n = 9, .k = 0, .use_ep = 1};
+    g.ep = nnf_epilogue_default();
+    g.ep.bias_kind = NNF_BIAS_PER_COL;
+    g.ep.bias = bias_c;
+    g.ep.act = k_acts[5];
+    CHECK(run_case(cfg, &g, NULL, "k=0") == 0);
+    free(bias_r);
+    free(bias_c);
+    free(res);
+}
+
+static void test_nan_inf(const nnf_gemm_cfg *cfg) {
+    size_t m = 9, n = 21, k = 11;
+    float *a = rand_buf(m * k), *b = rand_buf(k * n), *c = malloc(m * n * sizeof(float));
+    a[3 * k + 4] = NAN;          /* row 3 of C is NaN */
+    b[2 * n + 17] = INFINITY;    /* column 17 is +-Inf (or NaN in row 3) */
+    for (size_t ai = 0; ai < N_ACTS; ai++) {
+        nnf_epilogue ep = nnf_epilogue_default();
+        ep.act = k_acts[ai];
+        CHECK(nnf_gemm_run(cfg, m, n, k, &(nnf_gemm_src){.data = a, .ld = k},
+                           &(nnf_gemm_src){.data = b, .ld = n}, c, n, &ep, NULL) == NNF_OK);
+        int ok = 1;
+        for (size_t j = 0; j < n; j++)
+            ok &= isnan(c[3 * n + j]) != 0;
+        for (size_t i = 0; i < m; i++)
+            for (size_t j = 0; j < n; j++)
+                if (i != 3 && j != 17)
+                    ok &= isfinite(c[i * n + j]) != 0;
+        CHECK_MSG(ok, "%s: NaN propagation with act %d", cfg->name, (int)ep.act.kind);
+        if (ep.act.kind == NNF_ACT_NONE || ep.act.kind == NNF_ACT_RELU) {
+            for (size_t i = 0; i < m; i++) {
+                if (i == 3)
+                    continue;
+                float v = c[i * n + 17];
+                double sign = a[i * k + 2];
+                int want_inf = ep.act.kind == NNF_ACT_NONE || sign > 0;
+                CHECK_MSG(want_inf ? isinf(v) && (v > 0) == (sign > 0) : v == 0.0f,
+                          "%s: Inf column row %zu act %d: %g", cfg->name, i, (int)ep.act.kind, v);
+            }
+        }
+    }
+    free(a);
+    free(b);
+    free(c);
+}
+
+/* Same bits for 1, 2 and 3 threads; in-place residual with several K blocks. */
+static void test_threads(const nnf_gemm_cfg *cfg) {
+    size_t m = 131, n = 257, k = cfg->kc * 2 + 9;
+    float *a = rand_buf(m * k), *b = rand_buf(k * n), *bias = rand_buf(n);
+    float *c1 = malloc(m * n * sizeof(float)), *c2 = malloc(m * n * sizeof(float));
+    nnf_epilogue ep = nnf_epilogue_default();
+    ep.bias_kind = NNF_BIAS_PER_COL;
+    ep.bias = bias;
+    ep.act = k_acts[9];
+    nnf_gemm_src sa = nnf_gemm_src_matrix(a, k, 0), sb = nnf_gemm_src_matrix(b, n, 0);
+    CHECK(nnf_gemm_run(cfg, m, n, k, &sa, &sb, c1, n, &ep, NULL) == NNF_OK);
+    for (int t = 2; t <= 3; t++) {
+        nnf_threadpool *pool = NULL;
+        CHECK(nnf_threadpool_create(t, &pool) == NNF_OK);
+        memset(c2, 0, m * n * sizeof(float));
+        CHECK(nnf_gemm_run(cfg, m, n, k, &sa, &sb, c2, n, &ep, pool) == NNF_OK);
+        CHECK_MSG(!memcmp(c1, c2, m * n * sizeof(float)), "%s: %d threads differ from 1", cfg->name, t);
+        gcase g = {.m = 61, .n = 127, .k = 300, .pack_b = 1};
+        CHECK(run_case(cfg, &g, pool, "threaded") == 0);
+        nnf_threadpool_destroy(pool);
+    }
+    /* residual = C itself (an in-place Add), K spanning several blocks */
+    float *r = malloc(m * n * sizeof(float));
+    memcpy(c2, c1, m * n * sizeof(float));
+    memcpy(r, c1, m * n * sizeof(float));
+    nnf_epilogue e2 = nnf_epilogue_default();
+    e2.residual = c2;
+    e2.ld_residual = n;
+    CHECK(nnf_gemm_run(cfg, m, n, k, &sa, &sb, c2, n, &e2, NULL) == NNF_OK);
+    e2.residual = r;
+    CHECK(nnf_gemm_run(cfg, m, n, k, &sa, &sb, c1, n, &e2, NULL) == NNF_OK);
+    CHECK_MSG(!memcmp(c1, c2, m * n * sizeof(float)), "%s: in-place residual", cfg->name);
+    free(r);
+    free(a);
+    free(b);
+    free(bias);
+    free(c1);
+    free(c2);
+}
+
+static void test_real_shapes(const nnf_gemm_cfg *cfg) {
+    /* BERT-base projection and a ResNet-50 classifier row */
+    gcase bert = {.m = 128, .n = 768, .k = 768, .pack_b = 1};
+    CHECK_MSG(run_case(cfg, &bert, NULL, "bert") == 0, "%s: 128x768x768", cfg->name);
+    gcase fc = {.m = 1, .n = 1000, .k = 2048, .pack_b = 1, .tb = 1};
+    CHECK_MSG(run_case(cfg, &fc, NULL, "fc") == 0, "%s: 1x1000x2048", cfg->name);
+}
+
+/* exp/sigmoid/tanh/erf of the tier against double libm. */
+static void test_vmath(nnf_isa isa) {
+    size_t n = 200001;
+    float *x = malloc(n * sizeof(float)), *y = malloc(n * sizeof(float));
+    struct {
+        nnf_vm_fn fn;
+        double lo, hi, tol;
+        int rel;
+    } fns[] = {{NNF_VM_EXP, -87.0, 88.0, 3e-7, 1},
+               {NNF_VM_SIGMOID, -30.0, 30.0, 2e-7, 0},
+               {NNF_VM_TANH, -12.0, 12.0, 4e-7, 0},
+               {NNF_VM_ERF, -6.0, 6.0, 4e-7, 0}};
+    for (size_t f = 0; f < 4; f++) {
+        for (size_t i = 0; i < n; i++)
+            x[i] = (float)(fns[f].lo + (fns[f].hi - fns[f].lo) * (double)i / (double)(n - 1));
+        nnf_vmath(isa, fns[f].fn, x, y, n);
+        double worst = 0;
+        for (size_t i = 0; i < n; i++) {
+            double xd = x[i], want = fns[f].fn == NNF_VM_EXP       ? exp(xd)
+                                     : fns[f].fn == NNF_VM_SIGMOID ? 1.0 / (1.0 + exp(-xd))
+                                     : fns[f].fn == NNF_VM_TANH    ? tanh(xd)
+                                                                   : erf(xd);
+            double err = fabs(y[i] - want) / (fns[f].rel ? want : 1.0);
+            if (!(err <= worst))
+                worst = err;
+        }
+        printf("%s vmath fn %d: max %s error %.3g\n", nnf_isa_name(isa), (int)fns[f].fn,
+               fns[f].rel ? "rel" : "abs", worst);
+        CHECK_MSG(worst <= fns[f].tol, "%s fn %d error %g > %g", nnf_isa_name(isa), (int)fns[f].fn,
+                  worst, fns[f].tol);
+        float sp[5] = {NAN, INFINITY, -INFINITY, 0.0f, -0.0f}, so[5];
+        nnf_vmath(isa, fns[f].fn, sp, so, 5);
+        CHECK_MSG(isnan(so[0]), "%s fn %d NaN", nnf_isa_name(isa), (int)fns[f].fn);
+        if (fns[f].fn == NNF_VM_SIGMOID)
+            CHECK(so[1] == 1.0f && so[2] >= 0.0f && so[2] < 1e-30f && so[3] == 0.5f);
+        if (fns[f].fn == NNF_VM_TANH || fns[f].fn == NNF_VM_ERF)
+            CHECK(fabsf(so[1] - 1.0f) <= 1e-6f && fabsf(so[2] + 1.0f) <= 1e-6f && so[3] == 0.0f);
+        if (fns[f].fn == NNF_VM_EXP)
+            CHECK(so[3] == 1.0f && so[2] < 1e-30f);
+    }
+    /* every activation on arrays (odd length: the masked tail) against the reference formula */
+    for (size_t a = 0; a < N_ACTS; a++) {
+        size_t len = 1003;
+        for (size_t i = 0; i < len; i++)
+            x[i] = (float)(-9.0 + 18.0 * (double)i / (double)(len - 1));
+        x[7] = NAN;
+        nnf_act_array(isa, &k_acts[a], x, y, len);
+        int ok = isnan(y[7]);
+        for (size_t i = 0; i < len; i++)
+            if (i != 7)
+                ok &= fabs(y[i] - act_d(&k_acts[a], x[i])) <= 4e-7 * (1.0 + fabs(x[i]));
+        CHECK_MSG(ok, "%s act %d over an array", nnf_isa_name(isa), (int)k_acts[a].kind);
+    }
+    free(x);
+    free(y);
+}
+
+/* ---- plans against the reference kernels --------------------------------- */
+
+static void set_info(nnf_tinfo *t, int rank, const int64_t *dims, const void *data) {
+    memset(t, 0, sizeof *t);
+    t->present = true;
+    t->dtype = NNF_DTYPE_FLOAT32;
+    t->shape.rank = rank;
+    for (int i = 0; i < rank; i++)
+        t->shape.dims[i] = dims[i];
+    t->data = data;
+}
+
+static nnf_buf make_buf(int rank, const int64_t *dims, void *data) {
+    nnf_buf b = {.dtype = NNF_DTYPE_FLOAT32, .rank = rank, .data = data, .numel = 1};
+    for (int i = 0; i < rank; i++) {
+        b.dims[i] = dims[i];
+        b.numel *= (size_t)dims[i];
+    }
+    return b;
+}
+
+/* Plan node with inputs (shapes, data or NULL if not constant), run the fast
+ * kernel and the reference, compare. */
+static void check_plan(const char *op, nnf_gemm_params *p, int n_in, const int *ranks,
+                       const int64_t (*dims)[4], float **data, const int *is_const, int yrank,
+                       const int64_t *ydims, int expect_fast) {
+    nnf_node node = {.name = "n0", .op_type = op, .domain = "", .n_inputs = n_in, .n_outputs = 1, .params = p};
+    nnf_tinfo in[4], out[1];
+    nnf_buf bufs[4], ybuf, rbuf;
+    nnf_buf *inp[4];
+    for (int i = 0; i < n_in; i++) {
+        set_info(&in[i], ranks[i], dims[i], is_const[i] ? data[i] : NULL);
+        bufs[i] = make_buf(ranks[i], dims[i], data[i]);
+        inp[i] = &bufs[i];
+    }
+    set_info(&out[0], yrank, ydims, NULL);
+    nnf_kernel_plan plan = {0};
+    nnf_status st = !strcmp(op, "Gemm") ? nnf_plan_gemm(&node, in, out, &plan)
+                                        : nnf_plan_matmul(&node, in, out, &plan);
+    CHECK(st == NNF_OK);
+    CHECK_MSG((plan.run != NULL) == expect_fast, "%s plan fast=%d", op, plan.run != NULL);
+    if (!plan.run) {
+        if (plan.free_state)
+            plan.free_state(plan.state);
+        return;
+    }
+    ybuf = make_buf(yrank, ydims, NULL);
+    float *y = malloc(ybuf.numel * sizeof(float)), *yr = malloc(ybuf.numel * sizeof(float));
+    ybuf.data = y;
+    rbuf = ybuf;
+    rbuf.data = yr;
+    nnf_buf *yo = &ybuf, *ro = &rbuf;
+    nnf_kctx ctx = {.state = plan.state};
+    CHECK(plan.run(&node, inp, &yo, &ctx) == NNF_OK);
+    nnf_kctx rctx = {0};
+    CHECK((!strcmp(op, "Gemm") ? nnf_gemm_ref(&node, inp, &ro, &rctx) : nnf_matmul_ref(&node, inp, &ro, &rctx)) == NNF_OK);
+    double worst = 0;
+    for (size_t i = 0; i < ybuf.numel; i++) {
+        double e = fabs(y[i] - yr[i]) / (1.0 + fabs(yr[i]));
+        if (!(e <= worst))
+            worst = e;
+    }
+    CHECK_MSG(worst < 2e-5, "%s plan %s vs reference: %g", op, plan.name, worst);
+    plan.free_state(plan.state);
+    free(y);
+    free(yr);
+}
+
+static void test_plans(void) {
+    /* Gemm transB with bias vector, alpha/beta, GELU */
+    {
+        nnf_gemm_params p = {.trans_b = 1, .alpha = 0.5f, .beta = 2.0f, .act = {NNF_ACT_GELU_ERF, 0, 0}, .residual_input = -1};
+        int ranks[3] = {2, 2, 1};
+        int64_t dims[3][4] = {{33, 70}, {45, 70}, {45}};
+        float *d[3] = {rand_buf(33 * 70), rand_buf(45 * 70), rand_buf(45)};
+        int cst[3] = {0, 1, 1};
+        int64_t yd[2] = {33, 45};
+        check_plan("Gemm", &p, 3, ranks, dims, d, cst, 2, yd, 1);
+        /* C full (M, N), not constant: residual with beta */
+        int64_t dims2[3][4] = {{33, 70}, {45, 70}, {33, 45}};
+        float *d2[3] = {d[0], d[1], rand_buf(33 * 45)};
+        int cst2[3] = {0, 0, 0};
+        check_plan("Gemm", &p, 3, ranks[0] == 2 ? (int[]){2, 2, 2} : ranks, dims2, d2, cst2, 2, yd, 1);
+        /* C (M, 1) constant: per-row bias; transA */
+        nnf_gemm_params p3 = {.trans_a = 1, .alpha = 1.0f, .beta = 1.0f, .residual_input = -1};
+        int64_t dims3[3][4] = {{70, 33}, {70, 45}, {33, 1}};
+        float *d3[3] = {d[0], d[1], d2[2]};
+        int cst3[3] = {0, 1, 1};
+        check_plan("Gemm", &p3, 3, (int[]){2, 2, 2}, dims3, d3, cst3, 2, yd, 1);
+        for (int i = 0; i < 3; i++)
+            free(d[i]);
+        free(d2[2]);
+    }
+    /* MatMul: BERT-like 3-D x constant 2-D (flattened), with fused residual */
+    {
+        nnf_gemm_params p = {.alpha = 1.0f, .residual_input = 2, .act = {NNF_ACT_NONE, 0, 0}};
+        int64_t dims[3][4] = {{2, 16, 64}, {64, 48}, {2, 16, 48}};
+        float *d[3] = {rand_buf(2 * 16 * 64), rand_buf(64 * 48), rand_buf(2 * 16 * 48)};
+        int cst[3] = {0, 1, 0};
+        int64_t yd[3] = {2, 16, 48};
+        check_plan("MatMul", &p, 3, (int[]){3, 2, 3}, dims, d, cst, 3, yd, 1);
+        /* residual as a row vector: a per-column bias */
+        int64_t dims2[3][4] = {{2, 16, 64}, {64, 48}, {48}};
+        check_plan("MatMul", &p, 3, (int[]){3, 2, 1}, dims2, d, cst, 3, yd, 1);
+        for (int i = 0; i < 3; i++)
+            free(d[i]);
+    }
+    /* MatMul: 4-D broadcast batches, nothing constant (attention scores) */
+    {
+        nnf_gemm_params p = {.alpha = 1.0f, .residual_input = -1};
+        int64_t dims[2][4] = {{2, 3, 13, 8}, {1, 3, 8, 17}};
+        float *d[2] = {rand_buf(2 * 3 * 13 * 8), rand_buf(3 * 8 * 17)};
+        int cst[2] = {0, 0};
+        int64_t yd[4] = {2, 3, 13, 17};
+        check_plan("MatMul", &p, 2, (int[]){4, 4}, dims, d, cst, 4, yd, 1);
+        /* 1-D A */
+        int64_t dims1[2][4] = {{8}, {1, 3, 8, 17}};
+        int64_t yd1[3] = {1, 3, 17};
+        check_plan("MatMul", &p, 2, (int[]){1, 4}, dims1, d, cst, 3, yd1, 1);
+        free(d[0]);
+        free(d[1]);
+    }
+    /* selection is a pure function of the shapes and tier */
+    nnf_gemm_choice c = nnf_gemm_choose(128, 768, 768, 1, 1, 1, NNF_ISA_SCALAR);
+    CHECK(c.cfg && c.cfg->isa == NNF_ISA_SCALAR && c.prepack_b && !c.flatten);
+    c = nnf_gemm_choose(128, 768, 768, 4, 1, 1, NNF_ISA_AVX2);
+    CHECK(c.cfg && c.flatten && c.prepack_b);
+    CHECK(c.cfg->isa == (nnf_cpu_get()->max_isa >= NNF_ISA_AVX2 ? NNF_ISA_AVX2 : NNF_ISA_SCALAR));
+    c = nnf_gemm_choose(13, 17, 8, 6, 3, 0, NNF_ISA_AVX2);
+    CHECK(c.cfg && !c.flatten && !c.prepack_b);
+    c = nnf_gemm_choose(-1, 17, 8, 1, 1, 0, NNF_ISA_AVX2);
+    CHECK(c.cfg == NULL);
+}
+
+int main(void) {
+    const nnf_cpu *cpu = nnf_cpu_get();
+    printf("cpu: %s (%s), max tier %s, L1d %zu KiB, L2 %zu KiB, L3 %zu KiB\n", cpu->brand,
+           cpu->vendor, nnf_isa_name(cpu->max_isa), cpu->l1d >> 10, cpu->l2 >> 10, cpu->l3 >> 10);
+    for (int t = NNF_ISA_SCALAR; t <= (int)cpu->max_isa; t++) {
+        nnf_isa isa = (nnf_isa)t;
+        CHECK(nnf_cpu_force_isa(isa) == isa);
+        const nnf_gemm_cfg *cfg = nnf_gemm_cfg_for(nnf_cpu_isa());
+        CHECK(cfg->isa == isa);
+        CHECK(cfg->mc % cfg->mr == 0 && cfg->nc % cfg->nr == 0 && cfg->kc >= 64);
+        printf("tier %s: %s kc=%zu mc=%zu nc=%zu\n", nnf_isa_name(isa), cfg->name, cfg->kc, cfg->mc, cfg->nc);
+        test_vmath(isa);
+        test_sizes(cfg);
+        test_layouts(cfg);
+        test_epilogues(cfg);
+        test_nan_inf(cfg);
+        test_threads(cfg);
+        test_real_shapes(cfg);
+        test_plans();
+    }
+    /* a tier above the machine's is clamped */
+    CHECK(nnf_cpu_force_isa(NNF_ISA_AVX512) == cpu->max_isa);
+    nnf_isa parsed;
+    CHECK(nnf_isa_parse("AVX2", &parsed) && parsed == NNF_ISA_AVX2);
+    CHECK(!nnf_isa_parse("sse", &parsed));
+    nnf_gemm_scratch_release();
+    TEST_MAIN_END();
+}

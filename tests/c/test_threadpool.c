@@ -1,0 +1,132 @@
+/* Thread pool: every item runs exactly once, 2-D tiles cover the range with
+ * the right extents, many back-to-back jobs, nested calls run inline, the
+ * NULL pool runs inline, create/destroy repeatedly. */
+#include "base/threadpool.h"
+
+#include "check.h"
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct sum_ctx {
+    atomic_uint_fast64_t sum;
+    atomic_int *hits;
+} sum_ctx;
+
+static void add_item(void *ctx, size_t i) {
+    sum_ctx *c = ctx;
+    atomic_fetch_add(&c->sum, (uint_fast64_t)i);
+    if (c->hits)
+        atomic_fetch_add(&c->hits[i], 1);
+}
+
+typedef struct tile_ctx {
+    size_t ri, rj, ti, tj;
+    atomic_int *cells;
+    atomic_int bad;
+} tile_ctx;
+
+static void tile_item(void *ctx, size_t i, size_t j, size_t ni, size_t nj) {
+    tile_ctx *c = ctx;
+    if (i % c->ti || j % c->tj || ni == 0 || nj == 0 || ni > c->ti || nj > c->tj ||
+        (ni < c->ti && i + ni != c->ri) || (nj < c->tj && j + nj != c->rj))
+        atomic_fetch_add(&c->bad, 1);
+    for (size_t a = i; a < i + ni; a++)
+        for (size_t b = j; b < j + nj; b++)
+            atomic_fetch_add(&c->cells[a * c->rj + b], 1);
+}
+
+static nnf_threadpool *g_pool;
+static atomic_int g_nested;
+
+static void nested_inner(void *ctx, size_t i) {
+    (void)ctx;
+    (void)i;
+    atomic_fetch_add(&g_nested, 1);
+}
+
+static void nested_outer(void *ctx, size_t i) {
+    (void)ctx;
+    (void)i;
+    nnf_parallel_for(g_pool, 10, nested_inner, NULL);
+}
+
+static void check_pool(nnf_threadpool *pool, int expect_size) {
+    CHECK(nnf_threadpool_size(pool) == expect_size);
+    size_t sizes[] = {0, 1, 2, 3, 7, 64, 1000, 100003};
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        size_t n = sizes[s];
+        sum_ctx c = {.hits = calloc(n ? n : 1, sizeof(atomic_int))};
+        atomic_init(&c.sum, 0);
+        nnf_parallel_for(pool, n, add_item, &c);
+        CHECK_MSG(atomic_load(&c.sum) == (uint_fast64_t)(n ? n * (n - 1) / 2 : 0), "n=%zu", n);
+        int once = 1;
+        for (size_t i = 0; i < n; i++)
+            once &= atomic_load(&c.hits[i]) == 1;
+        CHECK_MSG(once, "every item exactly once, n=%zu", n);
+        free(c.hits);
+    }
+    size_t shapes[][4] = {{1, 1, 1, 1}, {13, 7, 4, 3}, {64, 64, 16, 16}, {100, 3, 7, 5}, {5, 9, 10, 20}, {33, 1, 6, 1}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        tile_ctx c = {.ri = shapes[s][0], .rj = shapes[s][1], .ti = shapes[s][2], .tj = shapes[s][3]};
+        c.cells = calloc(c.ri * c.rj, sizeof(atomic_int));
+        atomic_init(&c.bad, 0);
+        nnf_parallel_for_2d(pool, c.ri, c.rj, c.ti, c.tj, tile_item, &c);
+        int once = 1;
+        for (size_t i = 0; i < c.ri * c.rj; i++)
+            once &= atomic_load(&c.cells[i]) == 1;
+        CHECK_MSG(once && atomic_load(&c.bad) == 0, "2-D tiles %zux%zu by %zux%zu", c.ri, c.rj, c.ti, c.tj);
+        free(c.cells);
+    }
+    /* many back-to-back jobs: exercises spin hand-off and the sleep path */
+    uint64_t total = 0;
+    for (int r = 0; r < 500; r++) {
+        sum_ctx c = {.hits = NULL};
+        atomic_init(&c.sum, 0);
+        nnf_parallel_for(pool, (size_t)(r % 17) + 1, add_item, &c);
+        total += atomic_load(&c.sum);
+    }
+    uint64_t want = 0;
+    for (int r = 0; r < 500; r++) {
+        uint64_t n = (uint64_t)(r % 17) + 1;
+        want += n * (n - 1) / 2;
+    }
+    CHECK(total == want);
+    g_pool = pool;
+    atomic_store(&g_nested, 0);
+    nnf_parallel_for(pool, 8, nested_outer, NULL);
+    CHECK(atomic_load(&g_nested) == 80);
+}
+
+int main(void) {
+    nnf_threadpool *pool = NULL;
+    CHECK(nnf_threadpool_create(1, &pool) == NNF_OK && pool == NULL);
+    check_pool(NULL, 1);
+    CHECK(nnf_threadpool_create(-1, &pool) != NNF_OK);
+    int counts[] = {2, 3, 4, 8};
+    for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
+        CHECK(nnf_threadpool_create(counts[i], &pool) == NNF_OK && pool != NULL);
+        check_pool(pool, counts[i]);
+        nnf_threadpool_destroy(pool);
+    }
+    /* sleep path: idle long enough for workers to park, then work again */
+    CHECK(nnf_threadpool_create(3, &pool) == NNF_OK);
+    struct timespec ts = {0, 20 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    sum_ctx c = {.hits = NULL};
+    atomic_init(&c.sum, 0);
+    nnf_parallel_for(pool, 100, add_item, &c);
+    CHECK(atomic_load(&c.sum) == 4950);
+    nnf_threadpool_destroy(pool);
+    for (int r = 0; r < 50; r++) {
+        CHECK(nnf_threadpool_create(2 + r % 3, &pool) == NNF_OK);
+        nnf_threadpool_destroy(pool);
+    }
+    CHECK(nnf_threadpool_create(0, &pool) == NNF_OK);
+    nnf_threadpool_destroy(pool);
+    nnf_threadpool_destroy(NULL);
+    TEST_MAIN_END();
+}
