@@ -13,7 +13,7 @@
         generator `nnfuse run` uses: floats uniform in [-1, 1), integers 0),
         intra_op_num_threads = N, ORT_ENABLE_ALL, warm-up, N timed runs; prints
         JSON with the keys of `nnfuse bench --json` (first_ms = session
-        creation + first run, peak RSS of this process via getrusage).
+        creation + first run, peak RSS of this process: VmHWM, else getrusage).
 
 Safe names follow CLI.md: characters outside [A-Za-z0-9._-] become '_'.
 """
@@ -138,6 +138,19 @@ def cmd_dump(args) -> int:
     return 0
 
 
+def peak_rss_mb() -> float:
+    """VmHWM of this process image; getrusage's ru_maxrss survives execve and
+    would report the peak of whatever process started us."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
 def _percentile(sorted_vals, q):
     return float(np.percentile(np.asarray(sorted_vals), q * 100.0)) if sorted_vals else 0.0
 
@@ -175,7 +188,7 @@ def cmd_bench(args) -> int:
             "p90": _percentile(lat_sorted, 0.9), "p99": _percentile(lat_sorted, 0.99), "max": lat_sorted[-1],
         },
         "throughput": len(lat) / total if total > 0 else 0.0,
-        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+        "peak_rss_mb": peak_rss_mb(),
         "samples_ms": lat,
     }
     text = json.dumps(result)

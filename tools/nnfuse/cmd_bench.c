@@ -69,7 +69,23 @@ static void json_string(FILE *f, const char *s) {
     fputc('"', f);
 }
 
+/* Peak resident set of this process image. VmHWM first: getrusage's
+ * ru_maxrss survives execve, so a bench started by a large parent (Python's
+ * subprocess) would report the parent's peak instead of its own. */
 static double peak_rss_mib(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (f) {
+        char line[256];
+        long kib = -1;
+        while (fgets(line, sizeof line, f))
+            if (!strncmp(line, "VmHWM:", 6)) {
+                kib = strtol(line + 6, NULL, 10);
+                break;
+            }
+        fclose(f);
+        if (kib > 0)
+            return (double)kib / 1024.0;
+    }
     struct rusage ru;
     if (getrusage(RUSAGE_SELF, &ru) != 0)
         return 0;

@@ -1,0 +1,275 @@
+#!/usr/bin/env python3
+"""The scoreboard: nnfuse side by side with ONNX Runtime on the model suite.
+
+    bench/compare.py [--models resnet50,mobilenetv2,...|PATH.onnx] [--threads 1,2]
+                     [--iterations N] [--warmup N] [--rounds R] [--zoo DIR]
+                     [--out docs/PERFORMANCE.md]
+
+For every model and thread count, the two engines run in separate processes,
+alternately (nnfuse, ORT, nnfuse, ORT, ... for --rounds rounds), each process
+warming up and then timing --iterations runs on the same input (both use the
+seeded generator of `nnfuse run`). Reported, following
+/work/shared/guide/BENCHMARKS.md:
+  - median latency of each engine over all its timed runs, and their ratio
+    (nnfuse / ORT: below 1 is nnfuse faster);
+  - spread p90/median of each engine (noise: a ratio inside the spread is no result);
+  - peak RSS of each process (getrusage max RSS, minus nothing) and the ratio;
+  - first inference (load + session + first run) and the ratio.
+
+Writes OUT (markdown; when OUT exists and holds the markers
+<!-- scoreboard:begin --> / <!-- scoreboard:end -->, only the text between them
+is replaced), OUT with .json (every number, samples included) and OUT with .png
+(bar chart of the ratios). Missing zoo models are generated with
+zoo/make_zoo.py. A model that nnfuse cannot run gets a row saying why; the
+script goes on with the others.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import pathlib
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+DEFAULT_MODELS = "resnet50,mobilenetv2,yolov5s,bert-base"
+BEGIN, END = "<!-- scoreboard:begin -->", "<!-- scoreboard:end -->"
+
+
+def cpu_name() -> str:
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def percentile(values, q):
+    if not values:
+        return float("nan")
+    v = sorted(values)
+    pos = q * (len(v) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(v) - 1)
+    return v[lo] + (v[hi] - v[lo]) * (pos - lo)
+
+
+def resolve_model(name: str, zoo: pathlib.Path, python: str) -> pathlib.Path:
+    """A path to an .onnx file, or a zoo name generated on demand."""
+    if name.endswith(".onnx"):
+        return pathlib.Path(name)
+    path = zoo / f"{name}.onnx"
+    if not path.exists():
+        print(f"compare: generating {path} with zoo/make_zoo.py", file=sys.stderr)
+        subprocess.run([python, str(ROOT / "zoo" / "make_zoo.py"), "--out", str(zoo), "--only", name], check=True)
+    return path
+
+
+def run_json(cmd, json_path: pathlib.Path, timeout: float):
+    """Run one benchmark process; its JSON result, or an error line."""
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None, f"timed out after {timeout:.0f} s"
+    if proc.returncode != 0:
+        lines = (proc.stderr or proc.stdout).strip().splitlines()
+        return None, f"exit {proc.returncode}: {lines[0] if lines else ''}"[:300]
+    try:
+        return json.loads(json_path.read_text()), None
+    except (OSError, ValueError) as e:
+        return None, f"unreadable result: {e}"
+
+
+def summarize(runs):
+    samples = [s for r in runs for s in r.get("samples_ms", [])]
+    if not samples:  # an older binary without samples: fall back to per-process medians
+        samples = [r["latency_ms"]["median"] for r in runs]
+    med = statistics.median(samples)
+    return {
+        "median_ms": med,
+        "p90_ms": percentile(samples, 0.9),
+        "spread": percentile(samples, 0.9) / med if med > 0 else float("nan"),
+        "rss_mb": statistics.median(r["peak_rss_mb"] for r in runs),
+        "first_ms": statistics.median(r["first_ms"] for r in runs),
+        "processes": len(runs),
+        "timed_runs": len(samples),
+    }
+
+
+def bench_pair(model: pathlib.Path, threads: int, args, tmp: pathlib.Path):
+    nn_json, ort_json = tmp / "nnfuse.json", tmp / "ort.json"
+    nn_cmd = [args.nnfuse, "bench", str(model), "--threads", str(threads), "--warmup", str(args.warmup),
+              "--iterations", str(args.iterations), "--json", str(nn_json)]
+    ort_cmd = [args.python, str(ROOT / "bench" / "ort_run.py"), "bench", str(model), "--threads", str(threads),
+               "--warmup", str(args.warmup), "--iterations", str(args.iterations), "--json", str(ort_json)]
+    nn_runs, ort_runs, errors = [], [], []
+    for rnd in range(args.rounds):
+        for label, cmd, path, sink in (("nnfuse", nn_cmd, nn_json, nn_runs), ("onnxruntime", ort_cmd, ort_json, ort_runs)):
+            if path.exists():
+                path.unlink()
+            res, err = run_json(cmd, path, args.timeout)
+            if err:
+                errors.append(f"{label}: {err}")
+                print(f"compare: {model.name} x{threads} round {rnd + 1} {label}: {err}", file=sys.stderr)
+            else:
+                sink.append(res)
+        if errors and (not nn_runs or not ort_runs):
+            break  # an engine that fails once fails every round: do not wait for it again
+    row = {"model": model.stem, "threads": threads, "errors": errors}
+    if nn_runs:
+        row["nnfuse"] = summarize(nn_runs)
+        row["nnfuse_raw"] = nn_runs
+    if ort_runs:
+        row["onnxruntime"] = summarize(ort_runs)
+        row["onnxruntime_raw"] = ort_runs
+    if nn_runs and ort_runs:
+        a, b = row["nnfuse"], row["onnxruntime"]
+        row["latency_ratio"] = a["median_ms"] / b["median_ms"]
+        row["rss_ratio"] = a["rss_mb"] / b["rss_mb"]
+        row["first_ratio"] = a["first_ms"] / b["first_ms"]
+    return row
+
+
+def fmt(x, spec=".2f"):
+    return "–" if x is None or x != x else format(x, spec)
+
+
+def markdown(rows, meta) -> str:
+    out = [
+        f"Measured {meta['date']} on {meta['cpu']} ({meta['cores']} cores), nnfuse {meta['nnfuse_version']} vs "
+        f"ONNX Runtime {meta['ort_version']}; {meta['rounds']} alternating rounds x {meta['iterations']} timed "
+        f"runs (after {meta['warmup']} warm-up) per engine. Ratios are nnfuse / ORT: below 1.00 is better for nnfuse. "
+        "Targets (BENCHMARKS.md): latency <= 0.80, peak RSS <= 0.60, first inference <= 0.50.",
+        "",
+        "| model | threads | nnfuse median ms | ORT median ms | latency ratio | spread p90/med (nnfuse, ORT) "
+        "| nnfuse RSS MiB | ORT RSS MiB | RSS ratio | first ms (nnfuse, ORT) | first ratio |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        a, b = r.get("nnfuse"), r.get("onnxruntime")
+        if not a or not b:
+            why = "; ".join(r["errors"]) or "no result"
+            out.append(f"| {r['model']} | {r['threads']} | {fmt(a and a['median_ms'])} | {fmt(b and b['median_ms'])} "
+                       f"| – | – | – | – | – | – | not measured: {why.replace('|', '/')} |")
+            continue
+        out.append(
+            f"| {r['model']} | {r['threads']} | {fmt(a['median_ms'])} | {fmt(b['median_ms'])} | "
+            f"**{fmt(r['latency_ratio'])}** | {fmt(a['spread'])}, {fmt(b['spread'])} | {fmt(a['rss_mb'], '.1f')} | "
+            f"{fmt(b['rss_mb'], '.1f')} | **{fmt(r['rss_ratio'])}** | {fmt(a['first_ms'], '.1f')}, "
+            f"{fmt(b['first_ms'], '.1f')} | **{fmt(r['first_ratio'])}** |")
+    out.append("")
+    out.append(f"Command: `{meta['command']}`")
+    return "\n".join(out) + "\n"
+
+
+def write_markdown(path: pathlib.Path, table: str, png_name: str):
+    block = f"{BEGIN}\n{table}\n![nnfuse / ONNX Runtime ratios]({png_name})\n{END}"
+    if path.exists():
+        text = path.read_text()
+        if BEGIN in text and END in text:
+            head, rest = text.split(BEGIN, 1)
+            tail = rest.split(END, 1)[1]
+            path.write_text(head + block + tail)
+            return
+    path.write_text("# nnfuse vs ONNX Runtime\n\nWritten by `bench/compare.py`.\n\n" + block + "\n")
+
+
+def chart(rows, path: pathlib.Path) -> bool:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("compare: matplotlib is not installed (pip install -r requirements.txt): no chart", file=sys.stderr)
+        return False
+    good = [r for r in rows if "latency_ratio" in r]
+    labels = [f"{r['model']}\n{r['threads']} thr" for r in good]
+    series = [("latency", "latency_ratio", 0.8), ("peak RSS", "rss_ratio", 0.6), ("first inference", "first_ratio", 0.5)]
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.6 * len(good) + 2), 4.5))
+    width = 0.8 / len(series)
+    for k, (name, key, target) in enumerate(series):
+        xs = [i + (k - 1) * width for i in range(len(good))]
+        bars = ax.bar(xs, [r[key] for r in good], width, label=f"{name} (target ≤ {target})")
+        ax.bar_label(bars, fmt="%.2f", fontsize=7)
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_xticks(range(len(good)))
+    ax.set_xticklabels(labels, fontsize=8)
+    ax.set_ylabel("nnfuse / ONNX Runtime (lower is better)")
+    ax.set_title("nnfuse vs ONNX Runtime")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", default=DEFAULT_MODELS, help="comma list of zoo names or .onnx paths")
+    ap.add_argument("--threads", default=f"1,{os.cpu_count() or 1}", help="comma list (default 1 and all cores)")
+    ap.add_argument("--iterations", type=int, default=20, help="timed runs per process")
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=3, help="alternating A B rounds")
+    ap.add_argument("--zoo", default=str(ROOT / "zoo" / "models"))
+    ap.add_argument("--out", default=str(ROOT / "out" / "compare" / "PERFORMANCE.md"),
+                    help="markdown file; .json and .png are written beside it")
+    ap.add_argument("--nnfuse", default=os.environ.get("NNF_BIN", str(ROOT / "build" / "nnfuse")))
+    ap.add_argument("--python", default=os.environ.get("NNF_PYTHON", sys.executable),
+                    help="Python with onnxruntime, for the ORT processes")
+    ap.add_argument("--timeout", type=float, default=1800, help="seconds per benchmark process")
+    args = ap.parse_args(argv)
+    if args.iterations < 1 or args.rounds < 1 or args.warmup < 0:
+        ap.error("--iterations and --rounds must be >= 1, --warmup >= 0")
+    threads = sorted({int(t) for t in args.threads.split(",") if t.strip()})
+    if not os.access(args.nnfuse, os.X_OK):
+        print(f"compare: {args.nnfuse} not found; build with `make` or pass --nnfuse", file=sys.stderr)
+        return 2
+    out = pathlib.Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    zoo = pathlib.Path(args.zoo)
+    try:
+        import onnxruntime
+
+        ort_version = onnxruntime.__version__
+    except ImportError:
+        ort_version = "?"
+    version = subprocess.run([args.nnfuse, "--version"], capture_output=True, text=True).stdout.split()[-1:]
+    meta = {
+        "date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
+        "cpu": cpu_name(), "cores": os.cpu_count(), "nnfuse_version": version[0] if version else "?",
+        "ort_version": ort_version, "rounds": args.rounds, "iterations": args.iterations, "warmup": args.warmup,
+        "command": "bench/compare.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+    }
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="nnfuse-scoreboard-") as tmpdir:
+        tmp = pathlib.Path(tmpdir)
+        for name in [m.strip() for m in args.models.split(",") if m.strip()]:
+            try:
+                model = resolve_model(name, zoo, args.python)
+            except subprocess.CalledProcessError as e:
+                rows.extend({"model": name, "threads": t, "errors": [f"zoo generation failed: {e}"]} for t in threads)
+                continue
+            for t in threads:
+                print(f"compare: {model.stem}, {t} thread(s)", file=sys.stderr)
+                rows.append(bench_pair(model, t, args, tmp))
+    table = markdown(rows, meta)
+    png = out.with_suffix(".png")
+    have_png = chart(rows, png)
+    write_markdown(out, table, png.name if have_png else "(no chart: matplotlib missing)")
+    out.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
+    print(table)
+    print(f"compare: wrote {out}, {out.with_suffix('.json')}" + (f", {png}" if have_png else ""), file=sys.stderr)
+    return 0 if all("latency_ratio" in r for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
