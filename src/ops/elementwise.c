@@ -156,11 +156,8 @@ nnf_status nnf_binary_infer(NNF_INFER_ARGS) {
     nnf_dtype t0 = in[0].dtype;
     nnf_dtype t1 = n > 1 ? in[1].dtype : t0;
     if (!nnf_ref_binary_row(p, t0, t1))
-        return nnf_node_error(node, NNF_ERR_UNSUPPORTED, "no kernel for input types %s and %s%s",
-                              nnf_dtype_name(t0), nnf_dtype_name(t1),
-                              p->op == NNF_BIN_MOD && !p->fmod && t0 == NNF_DTYPE_FLOAT32
-                                  ? " (floating-point Mod requires fmod=1)"
-                                  : "");
+        return nnf_node_error(node, NNF_ERR_UNSUPPORTED, "no kernel for input types %s and %s",
+                              nnf_dtype_name(t0), nnf_dtype_name(t1));
     if (p->mean && t0 != NNF_DTYPE_FLOAT32)
         return bad_dtype(node, 0, t0);
     for (int k = 2; k < n; k++)

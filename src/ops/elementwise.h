@@ -16,7 +16,7 @@ typedef enum nnf_binop {
     NNF_BIN_POW,
     NNF_BIN_MAX,
     NNF_BIN_MIN,
-    NNF_BIN_MOD,   /* fmod=0: sign of the divisor (Python); fmod=1: sign of the dividend (C) */
+    NNF_BIN_MOD,   /* fmod=0: sign of the divisor (Python, floats too as in Mod-28); fmod=1: C fmod */
     NNF_BIN_PRELU, /* x < 0 ? slope * x : x; slope broadcasts to x only */
     NNF_BIN_EQUAL,
     NNF_BIN_LESS,
@@ -26,7 +26,7 @@ typedef enum nnf_binop {
     NNF_BIN_AND,
     NNF_BIN_OR,
     NNF_BIN_XOR,
-    NNF_BIN_SHIFT_LEFT,
+    NNF_BIN_SHIFT_LEFT, /* BitShift-28 semantics, signed types included */
     NNF_BIN_SHIFT_RIGHT,
 } nnf_binop;
 

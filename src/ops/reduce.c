@@ -92,7 +92,8 @@ nnf_status nnf_reduce_infer(NNF_INFER_ARGS) {
         return nnf_node_error(node, NNF_ERR_INVALID_MODEL, "input 0 is required");
     int idx = reduce_index(node->op_type);
     nnf_dtype t = in[0].dtype;
-    if (!(t == NNF_DTYPE_FLOAT32 ||
+    int minmax = p->kind == NNF_REDUCE_MAX || p->kind == NNF_REDUCE_MIN;
+    if (!(t == NNF_DTYPE_FLOAT32 || (t == NNF_DTYPE_BOOL && minmax) ||
           ((t == NNF_DTYPE_INT32 || t == NNF_DTYPE_INT64) && idx >= 0 && reduce_ops[idx].int_ok)))
         return nnf_node_error(node, NNF_ERR_UNSUPPORTED, "input 0 has unsupported type %s",
                               nnf_dtype_name(t));

@@ -138,13 +138,35 @@ static void test_integer_arith(void) {
     int64_t want_fmod[] = {-1, 1, -1, 1, 0, 0};
     CHECK(h_match_bytes(&o, NNF_DTYPE_INT64, want_fmod, 6));
     h_free(&o);
-    /* float Mod needs fmod=1 */
-    h_in fins[2] = {t_f32(1, D(2), FV(-7.5f, 7.5f)), t_f32(1, D(2), FV(2, -2))};
-    o = h_run("Mod", 13, NULL, 0, fins, 2);
-    CHECK(o.status == NNF_ERR_UNSUPPORTED);
-    h_free(&o);
+    /* float Mod: fmod=1 is C fmod; fmod=0 (defined by Mod-28) takes the divisor's sign */
+    h_in fins[2] = {t_f32(1, D(4), FV(-7.5f, 7.5f, 4, 3)), t_f32(1, D(4), FV(2, -2, -2, INFINITY))};
     o = h_run("Mod", 13, fm, 1, fins, 2);
-    CHECK(h_match_f32(&o, FV(-1.5f, 1.5f), 2, 0));
+    CHECK(h_match_f32(&o, FV(-1.5f, 1.5f, 0, 3), 4, 0));
+    h_free(&o);
+    o = h_run("Mod", 28, NULL, 0, fins, 2);
+    CHECK(h_match_f32(&o, FV(0.5f, -0.5f, -0.0f, 3), 4, 0));
+    CHECK(o.status == NNF_OK && signbit(((float *)o.data)[2]));
+    h_free(&o);
+
+    /* narrow and unsigned integer types */
+    h_in i8[2] = {t_typed(NNF_DTYPE_INT8, 1, D(3), (int8_t[]){100, -128, -7}),
+                  t_typed(NNF_DTYPE_INT8, 1, D(3), (int8_t[]){100, -1, 2})};
+    o = h_run("Add", 14, NULL, 0, i8, 2);
+    CHECK(h_match_bytes(&o, NNF_DTYPE_INT8, (int8_t[]){-56, 127, -5}, 3));
+    h_free(&o);
+    o = h_run("Div", 14, NULL, 0, i8, 2);
+    CHECK(h_match_bytes(&o, NNF_DTYPE_INT8, (int8_t[]){1, -128, -3}, 3));
+    h_free(&o);
+    h_in u16[2] = {t_typed(NNF_DTYPE_UINT16, 1, D(3), (uint16_t[]){65535, 3, 7}),
+                   t_typed(NNF_DTYPE_UINT16, 1, D(3), (uint16_t[]){65535, 5, 0})};
+    o = h_run("Mul", 14, NULL, 0, u16, 2);
+    CHECK(h_match_bytes(&o, NNF_DTYPE_UINT16, (uint16_t[]){1, 15, 0}, 3));
+    h_free(&o);
+    o = h_run("Sub", 14, NULL, 0, u16, 2);
+    CHECK(h_match_bytes(&o, NNF_DTYPE_UINT16, (uint16_t[]){0, 65534, 7}, 3));
+    h_free(&o);
+    o = h_run("Less", 13, NULL, 0, u16, 2);
+    CHECK(h_match_bytes(&o, NNF_DTYPE_BOOL, (uint8_t[]){0, 1, 0}, 3));
     h_free(&o);
     /* Mod does not exist before opset 10 */
     CHECK(nnf_op_find("", "Mod", 9, NULL) == NULL);
@@ -259,6 +281,15 @@ static void test_compare_logic(void) {
     h_free(&o);
     o = h_run("BitShift", 11, dr, 1, s, 2);
     CHECK(h_match_bytes(&o, NNF_DTYPE_UINT8, (uint8_t[]){8, 1, 0}, 3));
+    h_free(&o);
+    /* BitShift-28: signed, arithmetic right shift, out-of-range counts */
+    h_in ss[2] = {t_typed(NNF_DTYPE_INT8, 1, D(4), (int8_t[]){-16, -16, 64, -1}),
+                  t_typed(NNF_DTYPE_INT8, 1, D(4), (int8_t[]){2, 8, 1, -1})};
+    o = h_run("BitShift", 28, dr, 1, ss, 2);
+    CHECK(h_match_bytes(&o, NNF_DTYPE_INT8, (int8_t[]){-4, -1, 32, -1}, 4));
+    h_free(&o);
+    o = h_run("BitShift", 28, dl, 1, ss, 2);
+    CHECK(h_match_bytes(&o, NNF_DTYPE_INT8, (int8_t[]){-64, 0, -128, 0}, 4));
     h_free(&o);
     nnf_attr du[1] = {h_str("direction", "UP")};
     o = h_run("BitShift", 11, du, 1, s, 2);

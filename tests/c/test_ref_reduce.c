@@ -114,6 +114,7 @@ static void test_kinds(void) {
     h_in nan = t_f32(2, D(1, 3), FV(1, NAN, 2));
     red("ReduceMax", 11, a1, 2, &nan, 1, 1, D(1), FV(NAN), 1, 0);
 
+    nnf_attr a1k[1] = {h_int("keepdims", 0)};
     /* integers */
     h_in xi = {.dtype = NNF_DTYPE_INT64, .rank = 2, .dims = {2, 2},
                .data = (int64_t[]){1, -2, 3, -4}};
@@ -132,6 +133,18 @@ static void test_kinds(void) {
     h_in xi32 = {.dtype = NNF_DTYPE_INT32, .rank = 1, .dims = {3}, .data = (int32_t[]){5, -7, 2}};
     o = h_run("ReduceMax", 11, NULL, 0, &xi32, 1);
     CHECK(h_match_bytes(&o, NNF_DTYPE_INT32, (int32_t[]){5}, 1));
+    h_free(&o);
+    /* bool Max/Min (ReduceMax-20): any / all; empty gives false / true */
+    h_in xb = {.dtype = NNF_DTYPE_BOOL, .rank = 2, .dims = {2, 2}, .data = (uint8_t[]){0, 1, 1, 1}};
+    h_in xbs[2] = {xb, t_axes(1, D(1))};
+    o = h_run("ReduceMax", 20, a1k, 1, xbs, 2);
+    CHECK(h_match_bytes(&o, NNF_DTYPE_BOOL, (uint8_t[]){1, 1}, 2));
+    h_free(&o);
+    o = h_run("ReduceMin", 20, a1k, 1, xbs, 2);
+    CHECK(h_match_bytes(&o, NNF_DTYPE_BOOL, (uint8_t[]){0, 1}, 2));
+    h_free(&o);
+    o = h_run("ReduceSum", 13, NULL, 0, &xb, 1);
+    CHECK(o.status == NNF_ERR_UNSUPPORTED);
     h_free(&o);
     o = h_run("ReduceL2", 11, NULL, 0, &xi32, 1);
     CHECK(o.status == NNF_ERR_UNSUPPORTED);

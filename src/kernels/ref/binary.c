@@ -26,6 +26,15 @@ static inline float f32_max(float x, float y) { return (x > y || x != x) ? x : y
 static inline float f32_min(float x, float y) { return (x < y || x != x) ? x : y; }
 static inline float f32_prelu(float x, float s) { return x < 0.0f ? s * x : x; }
 
+/* Python-style float modulo (Mod-28, fmod=0): the result takes the divisor's
+ * sign; a zero result is a zero of the divisor's sign. */
+static inline float f32_mod(float x, float y) {
+    float r = fmodf(x, y);
+    if (r == 0.0f)
+        return copysignf(0.0f, y);
+    return (r < 0.0f) != (y < 0.0f) ? r + y : r;
+}
+
 /* double -> integer without undefined behaviour: NaN gives 0, range saturates. */
 static inline int64_t sat_i64(double v) {
     if (v != v)
@@ -46,32 +55,17 @@ static inline int32_t sat_i32(double v) {
     return (int32_t)v;
 }
 
-#define INT_FORMULAS(T, UT, S)                                                                    \
-    static inline T S##_add(T x, T y) { return (T)((UT)x + (UT)y); }                              \
-    static inline T S##_sub(T x, T y) { return (T)((UT)x - (UT)y); }                              \
-    static inline T S##_mul(T x, T y) { return (T)((UT)x * (UT)y); }                              \
+/* Integer formulas compute in W, an unsigned type at least as wide as int, so
+ * narrow types do not promote into signed overflow. */
+#define INT_COMMON(T, W, S)                                                                       \
+    static inline T S##_add(T x, T y) { return (T)((W)x + (W)y); }                               \
+    static inline T S##_sub(T x, T y) { return (T)((W)x - (W)y); }                                \
+    static inline T S##_mul(T x, T y) { return (T)((W)x * (W)y); }                                \
     static inline T S##_max(T x, T y) { return x > y ? x : y; }                                   \
     static inline T S##_min(T x, T y) { return x < y ? x : y; }                                   \
-    static inline T S##_prelu(T x, T s) { return x < 0 ? S##_mul(s, x) : x; }                     \
-    /* C truncation; -1 is special-cased because MIN / -1 traps on x86 */                        \
-    static inline T S##_div(T x, T y) {                                                           \
-        if (y == 0)                                                                               \
-            return 0;                                                                             \
-        if (y == -1)                                                                              \
-            return (T)(0 - (UT)x);                                                                \
-        return x / y;                                                                             \
-    }                                                                                             \
-    static inline T S##_fmod(T x, T y) { return (y == 0 || y == -1) ? 0 : x % y; }                \
-    /* Python/numpy: the result takes the divisor's sign */                                     \
-    static inline T S##_mod(T x, T y) {                                                           \
-        T r = S##_fmod(x, y);                                                                     \
-        return (r != 0 && ((r < 0) != (y < 0))) ? (T)(r + y) : r;                                 \
-    }                                                                                             \
-    /* exponentiation by squaring; negative exponents truncate toward zero */                    \
-    static inline T S##_ipow(T x, int64_t e) {                                                    \
-        if (e < 0)                                                                                \
-            return x == 1 ? 1 : (x == -1 ? ((e & 1) ? -1 : 1) : 0);                               \
-        UT r = 1, b = (UT)x;                                                                      \
+    /* exponentiation by squaring */                                                             \
+    static inline T S##_ipow_nonneg(T x, int64_t e) {                                             \
+        W r = 1, b = (W)x;                                                                        \
         while (e) {                                                                               \
             if (e & 1)                                                                            \
                 r *= b;                                                                           \
@@ -81,8 +75,55 @@ static inline int32_t sat_i32(double v) {
         return (T)r;                                                                              \
     }
 
-INT_FORMULAS(int32_t, uint32_t, i32)
-INT_FORMULAS(int64_t, uint64_t, i64)
+#define SIGNED_FORMULAS(T, W, S, BITS)                                                            \
+    INT_COMMON(T, W, S)                                                                           \
+    static inline T S##_prelu(T x, T s) { return x < 0 ? S##_mul(s, x) : x; }                     \
+    /* C truncation; -1 is special-cased because MIN / -1 traps on x86 */                        \
+    static inline T S##_div(T x, T y) {                                                           \
+        if (y == 0)                                                                               \
+            return 0;                                                                             \
+        if (y == -1)                                                                              \
+            return (T)(0 - (W)x);                                                                 \
+        return (T)(x / y);                                                                        \
+    }                                                                                             \
+    static inline T S##_fmod(T x, T y) { return (y == 0 || y == -1) ? 0 : (T)(x % y); }           \
+    /* Python/numpy: the result takes the divisor's sign */                                     \
+    static inline T S##_mod(T x, T y) {                                                           \
+        T r = S##_fmod(x, y);                                                                     \
+        return (r != 0 && ((r < 0) != (y < 0))) ? (T)(r + y) : r;                                 \
+    }                                                                                             \
+    /* negative exponents truncate toward zero */                                                \
+    static inline T S##_ipow(T x, int64_t e) {                                                    \
+        if (e < 0)                                                                                \
+            return x == 1 ? 1 : (x == -1 ? ((e & 1) ? -1 : 1) : 0);                               \
+        return S##_ipow_nonneg(x, e);                                                             \
+    }                                                                                             \
+    /* BitShift-28: out-of-range counts give what sign extension alone gives */                 \
+    static inline T S##_shl(T x, T y) { return (y < 0 || y >= BITS) ? 0 : (T)((W)x << y); }       \
+    static inline T S##_shr(T x, T y) {                                                           \
+        if (y < 0 || y >= BITS)                                                                   \
+            return x < 0 ? -1 : 0;                                                                \
+        return (T)(x >> y); /* arithmetic on every compiler we build with */                    \
+    }
+
+#define UNSIGNED_FORMULAS(T, W, S, BITS)                                                          \
+    INT_COMMON(T, W, S)                                                                           \
+    static inline T S##_prelu(T x, T s) { return (void)s, x; }                                    \
+    static inline T S##_div(T x, T y) { return y == 0 ? 0 : (T)(x / y); }                         \
+    static inline T S##_fmod(T x, T y) { return y == 0 ? 0 : (T)(x % y); }                        \
+    static inline T S##_mod(T x, T y) { return S##_fmod(x, y); }                                  \
+    static inline T S##_ipow(T x, int64_t e) { return e < 0 ? (x == 1) : S##_ipow_nonneg(x, e); } \
+    static inline T S##_shl(T x, T y) { return y >= BITS ? 0 : (T)((W)x << y); }                  \
+    static inline T S##_shr(T x, T y) { return y >= BITS ? 0 : (T)(x >> y); }
+
+SIGNED_FORMULAS(int8_t, uint32_t, i8, 8)
+SIGNED_FORMULAS(int16_t, uint32_t, i16, 16)
+SIGNED_FORMULAS(int32_t, uint32_t, i32, 32)
+SIGNED_FORMULAS(int64_t, uint64_t, i64, 64)
+UNSIGNED_FORMULAS(uint8_t, uint32_t, u8, 8)
+UNSIGNED_FORMULAS(uint16_t, uint32_t, u16, 16)
+UNSIGNED_FORMULAS(uint32_t, uint32_t, u32, 32)
+UNSIGNED_FORMULAS(uint64_t, uint64_t, u64, 64)
 
 /* ---- row functions ---------------------------------------------------- */
 
@@ -122,40 +163,63 @@ INT_FORMULAS(int64_t, uint64_t, i64)
         }                                                                                         \
     }
 
-/* Arithmetic on one type T with prefix S. */
-#define ARITH_ROWS(T, S)                                                                          \
+/* Every same-type binary op of one dtype. */
+typedef struct rowset {
+    nnf_bcast_row_fn add, sub, mul, div, max, min, prelu, mod, fmod;
+    nnf_bcast_row_fn eq, lt, gt, le, ge, shl, shr;
+} rowset;
+
+#define NUM_ROWS(T, S)                                                                            \
     ROW2(row_add_##S, T, T, T, S##_add(x, y))                                                     \
     ROW2(row_sub_##S, T, T, T, S##_sub(x, y))                                                     \
     ROW2(row_mul_##S, T, T, T, S##_mul(x, y))                                                     \
     ROW2(row_div_##S, T, T, T, S##_div(x, y))                                                     \
     ROW2(row_max_##S, T, T, T, S##_max(x, y))                                                     \
     ROW2(row_min_##S, T, T, T, S##_min(x, y))                                                     \
-    ROW2(row_prelu_##S, T, T, T, S##_prelu(x, y))
-
-#define CMP_ROWS(T, S)                                                                            \
+    ROW2(row_prelu_##S, T, T, T, S##_prelu(x, y))                                                 \
     ROW2(row_eq_##S, T, T, uint8_t, x == y)                                                       \
     ROW2(row_lt_##S, T, T, uint8_t, x < y)                                                        \
     ROW2(row_gt_##S, T, T, uint8_t, x > y)                                                        \
     ROW2(row_le_##S, T, T, uint8_t, x <= y)                                                       \
     ROW2(row_ge_##S, T, T, uint8_t, x >= y)
 
-ARITH_ROWS(float, f32)
-ARITH_ROWS(int32_t, i32)
-ARITH_ROWS(int64_t, i64)
-CMP_ROWS(float, f32)
-CMP_ROWS(int32_t, i32)
-CMP_ROWS(int64_t, i64)
-ROW2(row_eq_bool, uint8_t, uint8_t, uint8_t, (x != 0) == (y != 0))
+#define INT_ROWS(T, S)                                                                            \
+    NUM_ROWS(T, S)                                                                                \
+    ROW2(row_mod_##S, T, T, T, S##_mod(x, y))                                                     \
+    ROW2(row_fmod_##S, T, T, T, S##_fmod(x, y))                                                   \
+    ROW2(row_shl_##S, T, T, T, S##_shl(x, y))                                                     \
+    ROW2(row_shr_##S, T, T, T, S##_shr(x, y))                                                     \
+    static const rowset rows_##S = {row_add_##S, row_sub_##S, row_mul_##S,  row_div_##S,          \
+                                    row_max_##S, row_min_##S, row_prelu_##S, row_mod_##S,         \
+                                    row_fmod_##S, row_eq_##S, row_lt_##S,   row_gt_##S,           \
+                                    row_le_##S,  row_ge_##S,  row_shl_##S,  row_shr_##S};
 
+NUM_ROWS(float, f32)
+ROW2(row_mod_f32, float, float, float, f32_mod(x, y))
 ROW2(row_fmod_f32, float, float, float, fmodf(x, y))
-ROW2(row_fmod_i32, int32_t, int32_t, int32_t, i32_fmod(x, y))
-ROW2(row_fmod_i64, int64_t, int64_t, int64_t, i64_fmod(x, y))
-ROW2(row_mod_i32, int32_t, int32_t, int32_t, i32_mod(x, y))
-ROW2(row_mod_i64, int64_t, int64_t, int64_t, i64_mod(x, y))
+static const rowset rows_f32 = {row_add_f32, row_sub_f32, row_mul_f32,   row_div_f32,
+                                row_max_f32, row_min_f32, row_prelu_f32, row_mod_f32,
+                                row_fmod_f32, row_eq_f32, row_lt_f32,    row_gt_f32,
+                                row_le_f32,  row_ge_f32,  NULL,          NULL};
+INT_ROWS(int8_t, i8)
+INT_ROWS(int16_t, i16)
+INT_ROWS(int32_t, i32)
+INT_ROWS(int64_t, i64)
+INT_ROWS(uint8_t, u8)
+INT_ROWS(uint16_t, u16)
+INT_ROWS(uint32_t, u32)
+INT_ROWS(uint64_t, u64)
+
+ROW2(row_eq_bool, uint8_t, uint8_t, uint8_t, (x != 0) == (y != 0))
+ROW2(row_and, uint8_t, uint8_t, uint8_t, (x != 0) & (y != 0))
+ROW2(row_or, uint8_t, uint8_t, uint8_t, (x != 0) | (y != 0))
+ROW2(row_xor, uint8_t, uint8_t, uint8_t, (x != 0) ^ (y != 0))
 
 ROW2(row_pow_f32_f32, float, float, float, powf(x, y))
 ROW2(row_pow_f32_i32, float, int32_t, float, powf(x, (float)y))
 ROW2(row_pow_f32_i64, float, int64_t, float, powf(x, (float)y))
+ROW2(row_pow_f32_u32, float, uint32_t, float, powf(x, (float)y))
+ROW2(row_pow_f32_u64, float, uint64_t, float, powf(x, (float)y))
 ROW2(row_pow_i32_f32, int32_t, float, int32_t, sat_i32(pow((double)x, (double)y)))
 ROW2(row_pow_i64_f32, int64_t, float, int64_t, sat_i64(pow((double)x, (double)y)))
 ROW2(row_pow_i32_i32, int32_t, int32_t, int32_t, i32_ipow(x, y))
@@ -163,31 +227,32 @@ ROW2(row_pow_i32_i64, int32_t, int64_t, int32_t, i32_ipow(x, y))
 ROW2(row_pow_i64_i32, int64_t, int32_t, int64_t, i64_ipow(x, y))
 ROW2(row_pow_i64_i64, int64_t, int64_t, int64_t, i64_ipow(x, y))
 
-ROW2(row_and, uint8_t, uint8_t, uint8_t, (x != 0) & (y != 0))
-ROW2(row_or, uint8_t, uint8_t, uint8_t, (x != 0) | (y != 0))
-ROW2(row_xor, uint8_t, uint8_t, uint8_t, (x != 0) ^ (y != 0))
-
-/* Shifting by the type's width or more gives 0 (C leaves it undefined). */
-#define SHIFT_ROWS(T, BITS, S)                                                                    \
-    ROW2(row_shl_##S, T, T, T, y >= BITS ? 0 : (T)(x << y))                                       \
-    ROW2(row_shr_##S, T, T, T, y >= BITS ? 0 : (T)(x >> y))
-SHIFT_ROWS(uint8_t, 8, u8)
-SHIFT_ROWS(uint16_t, 16, u16)
-SHIFT_ROWS(uint32_t, 32, u32)
-SHIFT_ROWS(uint64_t, 64, u64)
-
 /* ---- selection -------------------------------------------------------- */
 
-#define PICK3(F32, I32, I64)                                                                      \
-    (a == NNF_DTYPE_FLOAT32 ? F32 : a == NNF_DTYPE_INT32 ? I32 : a == NNF_DTYPE_INT64 ? I64 : NULL)
+static const rowset *rowset_for(nnf_dtype t) {
+    switch (t) {
+    case NNF_DTYPE_FLOAT32: return &rows_f32;
+    case NNF_DTYPE_INT8: return &rows_i8;
+    case NNF_DTYPE_INT16: return &rows_i16;
+    case NNF_DTYPE_INT32: return &rows_i32;
+    case NNF_DTYPE_INT64: return &rows_i64;
+    case NNF_DTYPE_UINT8: return &rows_u8;
+    case NNF_DTYPE_UINT16: return &rows_u16;
+    case NNF_DTYPE_UINT32: return &rows_u32;
+    case NNF_DTYPE_UINT64: return &rows_u64;
+    default: return NULL;
+    }
+}
 
 static nnf_bcast_row_fn pow_row(nnf_dtype a, nnf_dtype b) {
     switch (a) {
     case NNF_DTYPE_FLOAT32:
-        return b == NNF_DTYPE_FLOAT32 ? row_pow_f32_f32
-               : b == NNF_DTYPE_INT32 ? row_pow_f32_i32
-               : b == NNF_DTYPE_INT64 ? row_pow_f32_i64
-                                      : NULL;
+        return b == NNF_DTYPE_FLOAT32  ? row_pow_f32_f32
+               : b == NNF_DTYPE_INT32  ? row_pow_f32_i32
+               : b == NNF_DTYPE_INT64  ? row_pow_f32_i64
+               : b == NNF_DTYPE_UINT32 ? row_pow_f32_u32
+               : b == NNF_DTYPE_UINT64 ? row_pow_f32_u64
+                                       : NULL;
     case NNF_DTYPE_INT32:
         return b == NNF_DTYPE_FLOAT32 ? row_pow_i32_f32
                : b == NNF_DTYPE_INT32 ? row_pow_i32_i32
@@ -202,44 +267,42 @@ static nnf_bcast_row_fn pow_row(nnf_dtype a, nnf_dtype b) {
     }
 }
 
-static nnf_bcast_row_fn shift_row(int left, nnf_dtype a) {
-    switch (a) {
-    case NNF_DTYPE_UINT8: return left ? row_shl_u8 : row_shr_u8;
-    case NNF_DTYPE_UINT16: return left ? row_shl_u16 : row_shr_u16;
-    case NNF_DTYPE_UINT32: return left ? row_shl_u32 : row_shr_u32;
-    case NNF_DTYPE_UINT64: return left ? row_shl_u64 : row_shr_u64;
-    default: return NULL;
-    }
-}
-
 nnf_bcast_row_fn nnf_ref_binary_row(const nnf_binary_params *p, nnf_dtype a, nnf_dtype b) {
     if (p->op == NNF_BIN_POW)
         return pow_row(a, b);
     if (a != b)
         return NULL;
+    if (a == NNF_DTYPE_BOOL) {
+        switch (p->op) {
+        case NNF_BIN_EQUAL: return row_eq_bool;
+        case NNF_BIN_AND: return row_and;
+        case NNF_BIN_OR: return row_or;
+        case NNF_BIN_XOR: return row_xor;
+        default: return NULL;
+        }
+    }
+    const rowset *r = rowset_for(a);
+    if (!r)
+        return NULL;
     switch (p->op) {
-    case NNF_BIN_ADD: return PICK3(row_add_f32, row_add_i32, row_add_i64);
-    case NNF_BIN_SUB: return PICK3(row_sub_f32, row_sub_i32, row_sub_i64);
-    case NNF_BIN_MUL: return PICK3(row_mul_f32, row_mul_i32, row_mul_i64);
-    case NNF_BIN_DIV: return PICK3(row_div_f32, row_div_i32, row_div_i64);
-    case NNF_BIN_MAX: return PICK3(row_max_f32, row_max_i32, row_max_i64);
-    case NNF_BIN_MIN: return PICK3(row_min_f32, row_min_i32, row_min_i64);
-    case NNF_BIN_PRELU: return PICK3(row_prelu_f32, row_prelu_i32, row_prelu_i64);
-    /* ONNX requires fmod=1 for floating point: Python-style float modulo is not defined */
-    case NNF_BIN_MOD:
-        return p->fmod ? PICK3(row_fmod_f32, row_fmod_i32, row_fmod_i64)
-                       : PICK3(NULL, row_mod_i32, row_mod_i64);
-    case NNF_BIN_EQUAL:
-        return a == NNF_DTYPE_BOOL ? row_eq_bool : PICK3(row_eq_f32, row_eq_i32, row_eq_i64);
-    case NNF_BIN_LESS: return PICK3(row_lt_f32, row_lt_i32, row_lt_i64);
-    case NNF_BIN_GREATER: return PICK3(row_gt_f32, row_gt_i32, row_gt_i64);
-    case NNF_BIN_LESS_EQUAL: return PICK3(row_le_f32, row_le_i32, row_le_i64);
-    case NNF_BIN_GREATER_EQUAL: return PICK3(row_ge_f32, row_ge_i32, row_ge_i64);
-    case NNF_BIN_AND: return a == NNF_DTYPE_BOOL ? row_and : NULL;
-    case NNF_BIN_OR: return a == NNF_DTYPE_BOOL ? row_or : NULL;
-    case NNF_BIN_XOR: return a == NNF_DTYPE_BOOL ? row_xor : NULL;
-    case NNF_BIN_SHIFT_LEFT: return shift_row(1, a);
-    case NNF_BIN_SHIFT_RIGHT: return shift_row(0, a);
+    case NNF_BIN_ADD: return r->add;
+    case NNF_BIN_SUB: return r->sub;
+    case NNF_BIN_MUL: return r->mul;
+    case NNF_BIN_DIV: return r->div;
+    case NNF_BIN_MAX: return r->max;
+    case NNF_BIN_MIN: return r->min;
+    case NNF_BIN_PRELU: return r->prelu;
+    case NNF_BIN_MOD: return p->fmod ? r->fmod : r->mod;
+    case NNF_BIN_EQUAL: return r->eq;
+    case NNF_BIN_LESS: return r->lt;
+    case NNF_BIN_GREATER: return r->gt;
+    case NNF_BIN_LESS_EQUAL: return r->le;
+    case NNF_BIN_GREATER_EQUAL: return r->ge;
+    case NNF_BIN_SHIFT_LEFT: return r->shl;
+    case NNF_BIN_SHIFT_RIGHT: return r->shr;
+    case NNF_BIN_AND:
+    case NNF_BIN_OR:
+    case NNF_BIN_XOR:
     case NNF_BIN_POW: break;
     }
     return NULL;

@@ -124,6 +124,8 @@ static void line_f32(nnf_reduce_kind kind, const void *line, size_t n, void *out
     }
 INT_LINE(line_i32, int32_t, uint32_t, INT32_MIN, INT32_MAX)
 INT_LINE(line_i64, int64_t, uint64_t, INT64_MIN, INT64_MAX)
+/* bool: Max is any, Min is all; only those two reach it (infer checks) */
+INT_LINE(line_bool, uint8_t, uint32_t, 0, 1)
 
 /* ---- the driver ------------------------------------------------------- */
 
@@ -215,6 +217,7 @@ nnf_status nnf_reduce_ref(NNF_KERNEL_ARGS) {
     case NNF_DTYPE_FLOAT32: fn = line_f32; break;
     case NNF_DTYPE_INT32: fn = line_i32; break;
     case NNF_DTYPE_INT64: fn = line_i64; break;
+    case NNF_DTYPE_BOOL: fn = line_bool; break;
     default:
         return nnf_node_error(node, NNF_ERR_UNSUPPORTED, "no %s kernel", nnf_dtype_name(x->dtype));
     }
