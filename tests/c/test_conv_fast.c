@@ -1,0 +1,288 @@
+/* Optimised convolutions (1x1 GEMM, implicit-im2col GEMM, depthwise) against
+ * a double-precision oracle on every tier this machine has, and the Conv plan
+ * against the reference kernel. Tolerance as in test_gemm.c:
+ * K * 2^-22 * sum|w x| with K = IC/group * KH * KW, plus the epilogue's. */
+#include "base/cpu.h"
+#include "base/threadpool.h"
+#include "kernels/conv_fast.h"
+#include "plan/kernels.h"
+
+#include "check.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static float frand(void) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+static float *rand_buf(size_t n) {
+    float *p = malloc((n ? n : 1) * sizeof(float));
+    for (size_t i = 0; i < n; i++)
+        p[i] = frand();
+    return p;
+}
+
+static size_t out_dim(size_t in, size_t k, size_t s, size_t d, size_t p0, size_t p1) {
+    size_t span = (k - 1) * d + 1;
+    return in + p0 + p1 < span ? 0 : (in + p0 + p1 - span) / s + 1;
+}
+
+static nnf_conv2d_shape shape(size_t n, size_t c, size_t h, size_t w, size_t oc, size_t g, size_t kh,
+                              size_t kw, size_t s, size_t d, size_t pt, size_t pl, size_t pb, size_t pr) {
+    nnf_conv2d_shape sh = {.n = n, .c = c, .h = h, .w = w, .oc = oc, .group = g, .kh = kh, .kw = kw,
+                           .sh = s, .sw = s, .dh = d, .dw = d, .pt = pt, .pl = pl};
+    sh.oh = out_dim(h, kh, s, d, pt, pb);
+    sh.ow = out_dim(w, kw, s, d, pl, pr);
+    return sh;
+}
+
+/* Runs the conv, compares with the oracle; 0 when everything is within tolerance. */
+static int run_conv(const nnf_conv2d_shape *s, nnf_isa isa, const nnf_activation *act, int use_bias,
+                    int use_res, nnf_threadpool *pool, nnf_conv_algo expect) {
+    nnf_conv_algo algo = nnf_conv_select(s, isa);
+    if (expect != NNF_CONV_ALGO_NONE && algo != expect) {
+        fprintf(stderr, "selected %s, expected %s\n", nnf_conv_algo_name(algo), nnf_conv_algo_name(expect));
+        return 1;
+    }
+    size_t icg = s->c / s->group, ocg = s->oc / s->group, taps = s->kh * s->kw;
+    size_t xn = s->n * s->c * s->h * s->w, yn = s->n * s->oc * s->oh * s->ow;
+    float *x = rand_buf(xn), *w = rand_buf(s->oc * icg * taps), *b = rand_buf(s->oc);
+    float *r = rand_buf(yn), *y = malloc(yn * sizeof(float));
+    nnf_conv_kernel *k = NULL;
+    int bad = 0;
+    if (nnf_conv_kernel_create(s, algo, isa, w, &k) != NNF_OK)
+        return 1;
+    nnf_epilogue ep = nnf_epilogue_default();
+    if (act)
+        ep.act = *act;
+    if (use_bias) {
+        ep.bias_kind = NNF_BIAS_PER_ROW;
+        ep.bias = b;
+    }
+    if (use_res)
+        ep.residual = r;
+    if (nnf_conv_kernel_run(k, x, y, &ep, pool) != NNF_OK)
+        bad++;
+    for (size_t bi = 0; bi < s->n && !bad; bi++)
+        for (size_t o = 0; o < s->oc && bad < 3; o++) {
+            size_t g = o / ocg;
+            for (size_t oh = 0; oh < s->oh; oh++)
+                for (size_t ow = 0; ow < s->ow; ow++) {
+                    double acc = 0, mag = 0;
+                    for (size_t ic = 0; ic < icg; ic++)
+                        for (size_t i = 0; i < s->kh; i++)
+                            for (size_t j = 0; j < s->kw; j++) {
+                                ptrdiff_t ih = (ptrdiff_t)(oh * s->sh + i * s->dh) - (ptrdiff_t)s->pt;
+                                ptrdiff_t iw = (ptrdiff_t)(ow * s->sw + j * s->dw) - (ptrdiff_t)s->pl;
+                                if (ih < 0 || iw < 0 || ih >= (ptrdiff_t)s->h || iw >= (ptrdiff_t)s->w)
+                                    continue;
+                                double xv = x[((bi * s->c + g * icg + ic) * s->h + (size_t)ih) * s->w + (size_t)iw];
+                                double wv = w[(o * icg + ic) * taps + i * s->kw + j];
+                                acc += xv * wv;
+                                mag += fabs(xv * wv);
+                            }
+                    size_t yi = ((bi * s->oc + o) * s->oh + oh) * s->ow + ow;
+                    double extra = 0;
+                    if (use_bias)
+                        acc += b[o], extra += fabs(b[o]);
+                    if (use_res)
+                        acc += r[yi], extra += fabs(r[yi]);
+                    double want = act ? (double)nnf_act_apply(act, (float)acc) : acc;
+                    double tol = (double)(icg * taps) * ldexp(1.0, -22) * mag + ldexp(1.0, -20) * (extra + fabs(want));
+                    tol = 1.2 * tol + 4e-7 * (1.0 + fabs(acc));
+                    if (!(fabs(y[yi] - want) <= tol)) {
+                        fprintf(stderr, "%s: y[%zu,%zu,%zu,%zu] = %.9g want %.9g (tol %.3g)\n", k->name,
+                                bi, o, oh, ow, y[yi], want, tol);
+                        bad++;
+                        break;
+                    }
+                }
+        }
+    nnf_conv_kernel_destroy(k);
+    free(x);
+    free(w);
+    free(b);
+    free(r);
+    free(y);
+    return bad;
+}
+
+static void test_tier(nnf_isa isa) {
+    const nnf_activation relu = {NNF_ACT_RELU, 0, 0}, silu = {NNF_ACT_SILU, 0, 0},
+                         relu6 = {NNF_ACT_CLIP, 0, 6}, hsw = {NNF_ACT_HARD_SWISH, 0, 0};
+    const char *t = nnf_isa_name(isa);
+    /* 1x1 stride 1: GEMM on NCHW directly */
+    size_t cs[] = {1, 2, 7, 13, 31};
+    size_t hws[] = {1, 2, 7, 13, 17};
+    for (size_t i = 0; i < 5; i++)
+        for (size_t j = 0; j < 5; j++) {
+            nnf_conv2d_shape s = shape(1 + (i & 1), cs[i], hws[j], hws[(j + 1) % 5], cs[(i + 2) % 5] * 3, 1, 1, 1, 1, 1, 0, 0, 0, 0);
+            CHECK_MSG(run_conv(&s, isa, &relu, 1, (int)(j & 1), NULL, NNF_CONV_ALGO_GEMM_1X1) == 0,
+                      "%s 1x1 c=%zu hw=%zux%zu", t, s.c, s.h, s.w);
+        }
+    /* general: strides, pads (asymmetric), dilation, groups, 1-D */
+    struct {
+        size_t n, c, h, w, oc, g, kh, kw, s, d, pt, pl, pb, pr;
+    } gen[] = {
+        {1, 3, 13, 13, 8, 1, 3, 3, 1, 1, 1, 1, 1, 1},   {2, 5, 9, 11, 7, 1, 3, 3, 2, 1, 1, 1, 1, 1},
+        {1, 4, 17, 15, 6, 1, 5, 5, 1, 1, 2, 2, 2, 2},   {1, 3, 23, 23, 16, 1, 7, 7, 2, 1, 3, 3, 3, 3},
+        {1, 6, 12, 12, 6, 1, 3, 3, 1, 2, 2, 2, 2, 2},   {1, 8, 10, 9, 12, 4, 3, 3, 1, 1, 1, 1, 1, 1},
+        {1, 6, 11, 11, 4, 2, 3, 3, 2, 1, 0, 1, 1, 0},   {1, 16, 8, 8, 32, 1, 1, 1, 2, 1, 0, 0, 0, 0},
+        {1, 5, 1, 37, 9, 1, 1, 3, 1, 1, 0, 1, 0, 1},    {1, 33, 7, 7, 40, 1, 3, 3, 1, 1, 1, 1, 1, 1},
+        {1, 8, 6, 6, 8, 8, 3, 3, 1, 2, 2, 2, 2, 2},     {1, 8, 9, 9, 16, 8, 3, 3, 1, 1, 1, 1, 1, 1},
+    };
+    for (size_t i = 0; i < sizeof gen / sizeof gen[0]; i++) {
+        nnf_conv2d_shape s = shape(gen[i].n, gen[i].c, gen[i].h, gen[i].w, gen[i].oc, gen[i].g, gen[i].kh,
+                                   gen[i].kw, gen[i].s, gen[i].d, gen[i].pt, gen[i].pl, gen[i].pb, gen[i].pr);
+        CHECK_MSG(run_conv(&s, isa, i & 1 ? &silu : NULL, (int)(i % 3 != 0), (int)(i % 4 == 1), NULL,
+                           NNF_CONV_ALGO_IM2COL) == 0,
+                  "%s general case %zu", t, i);
+    }
+    /* depthwise 3x3/5x5, stride 1/2, widths around the 16-wide step */
+    size_t ws[] = {1, 2, 7, 13, 16, 17, 31, 33};
+    for (size_t k = 3; k <= 5; k += 2)
+        for (size_t st = 1; st <= 2; st++)
+            for (size_t wi = 0; wi < sizeof ws / sizeof ws[0]; wi++) {
+                size_t p = k / 2 - (wi & 1 && k == 5 ? 1 : 0);
+                if (ws[wi] + 2 * p < k)
+                    continue;
+                nnf_conv2d_shape s = shape(1 + (wi & 1), 3 + wi, ws[(wi + 3) % 8] + 4, ws[wi], 3 + wi, 3 + wi, k, k,
+                                           st, 1, p, p, p, p);
+                CHECK_MSG(run_conv(&s, isa, wi & 2 ? &relu6 : &hsw, (int)(wi & 1), (int)(wi % 3 == 0), NULL,
+                                   NNF_CONV_ALGO_DEPTHWISE) == 0,
+                          "%s dw %zux%zu s%zu w=%zu", t, k, k, st, ws[wi]);
+            }
+    /* real layers: ResNet-50 3x3 and 1x1, MobileNetV2 depthwise, YOLOv5s stem */
+    nnf_conv2d_shape r1 = shape(1, 64, 28, 28, 64, 1, 3, 3, 1, 1, 1, 1, 1, 1);
+    CHECK_MSG(run_conv(&r1, isa, &relu, 1, 1, NULL, NNF_CONV_ALGO_IM2COL) == 0, "%s resnet 3x3", t);
+    nnf_conv2d_shape r2 = shape(1, 256, 14, 14, 64, 1, 1, 1, 1, 1, 0, 0, 0, 0);
+    CHECK_MSG(run_conv(&r2, isa, &relu, 1, 0, NULL, NNF_CONV_ALGO_GEMM_1X1) == 0, "%s resnet 1x1", t);
+    nnf_conv2d_shape m1 = shape(1, 32, 56, 56, 32, 32, 3, 3, 2, 1, 1, 1, 1, 1);
+    CHECK_MSG(run_conv(&m1, isa, &relu6, 1, 0, NULL, NNF_CONV_ALGO_DEPTHWISE) == 0, "%s mobilenet dw", t);
+    nnf_conv2d_shape y1 = shape(1, 3, 64, 64, 16, 1, 6, 6, 2, 1, 2, 2, 2, 2);
+    CHECK_MSG(run_conv(&y1, isa, &silu, 1, 0, NULL, NNF_CONV_ALGO_IM2COL) == 0, "%s yolo stem", t);
+    /* threads: same bits for 1 and 3 threads (im2col and depthwise) */
+    nnf_threadpool *pool = NULL;
+    CHECK(nnf_threadpool_create(3, &pool) == NNF_OK);
+    CHECK_MSG(run_conv(&r1, isa, &relu, 1, 1, pool, NNF_CONV_ALGO_IM2COL) == 0, "%s threaded resnet", t);
+    CHECK_MSG(run_conv(&m1, isa, &relu6, 1, 1, pool, NNF_CONV_ALGO_DEPTHWISE) == 0, "%s threaded dw", t);
+    for (int algo = 0; algo < 2; algo++) {
+        nnf_conv2d_shape s = algo ? m1 : r1;
+        size_t xn = s.n * s.c * s.h * s.w, yn = s.n * s.oc * s.oh * s.ow;
+        float *x = rand_buf(xn), *w = rand_buf(s.oc * s.c / s.group * s.kh * s.kw);
+        float *y1b = malloc(yn * sizeof(float)), *y3 = malloc(yn * sizeof(float));
+        nnf_conv_kernel *k = NULL;
+        CHECK(nnf_conv_kernel_create(&s, nnf_conv_select(&s, isa), isa, w, &k) == NNF_OK);
+        nnf_epilogue ep = nnf_epilogue_default();
+        ep.act = silu;
+        CHECK(nnf_conv_kernel_run(k, x, y1b, &ep, NULL) == NNF_OK);
+        CHECK(nnf_conv_kernel_run(k, x, y3, &ep, pool) == NNF_OK);
+        CHECK_MSG(!memcmp(y1b, y3, yn * sizeof(float)), "%s %s: threads change bits", t, k->name);
+        nnf_conv_kernel_destroy(k);
+        free(x);
+        free(w);
+        free(y1b);
+        free(y3);
+    }
+    nnf_threadpool_destroy(pool);
+}
+
+/* The Conv plan against the reference kernel, through the op table's types. */
+static void test_plan(void) {
+    nnf_conv_params p;
+    memset(&p, 0, sizeof p);
+    p.spatial = 2;
+    for (int i = 0; i < 2; i++) {
+        p.kernel[i] = 3;
+        p.strides[i] = 2;
+        p.dilations[i] = 1;
+        p.pads_begin[i] = 1;
+        p.pads_end[i] = 1;
+    }
+    p.group = 1;
+    p.act.kind = NNF_ACT_SILU;
+    p.residual_input = 3;
+    nnf_node node = {.name = "conv0", .op_type = "Conv", .domain = "", .n_inputs = 4, .n_outputs = 1, .params = &p};
+    int64_t xd[4] = {2, 5, 11, 13}, wd[4] = {7, 5, 3, 3}, bd[1] = {7}, yd[4] = {2, 7, 6, 7};
+    size_t xn = 2 * 5 * 11 * 13, wn = 7 * 5 * 9, yn = 2 * 7 * 6 * 7;
+    float *x = rand_buf(xn), *w = rand_buf(wn), *b = rand_buf(7), *r = rand_buf(yn);
+    float *y = malloc(yn * sizeof(float)), *yref = malloc(yn * sizeof(float));
+    nnf_tinfo in[4] = {{.present = true, .dtype = NNF_DTYPE_FLOAT32, .shape = {.rank = 4}},
+                       {.present = true, .dtype = NNF_DTYPE_FLOAT32, .shape = {.rank = 4}, .data = w},
+                       {.present = true, .dtype = NNF_DTYPE_FLOAT32, .shape = {.rank = 1}, .data = b},
+                       {.present = true, .dtype = NNF_DTYPE_FLOAT32, .shape = {.rank = 4}}};
+    nnf_tinfo out[1] = {{.present = true, .dtype = NNF_DTYPE_FLOAT32, .shape = {.rank = 4}}};
+    memcpy(in[0].shape.dims, xd, sizeof xd);
+    memcpy(in[1].shape.dims, wd, sizeof wd);
+    memcpy(in[2].shape.dims, bd, sizeof bd);
+    memcpy(in[3].shape.dims, yd, sizeof yd);
+    memcpy(out[0].shape.dims, yd, sizeof yd);
+    nnf_kernel_plan plan = {0};
+    CHECK(nnf_plan_conv(&node, in, out, &plan) == NNF_OK);
+    CHECK(plan.run != NULL);
+    if (plan.run) {
+        nnf_buf bx = {.dtype = NNF_DTYPE_FLOAT32, .rank = 4, .data = x, .numel = xn};
+        nnf_buf bw = {.dtype = NNF_DTYPE_FLOAT32, .rank = 4, .data = w, .numel = wn};
+        nnf_buf bb = {.dtype = NNF_DTYPE_FLOAT32, .rank = 1, .data = b, .numel = 7};
+        nnf_buf br = {.dtype = NNF_DTYPE_FLOAT32, .rank = 4, .data = r, .numel = yn};
+        nnf_buf by = {.dtype = NNF_DTYPE_FLOAT32, .rank = 4, .data = y, .numel = yn};
+        nnf_buf byr = by;
+        byr.data = yref;
+        memcpy(bx.dims, xd, sizeof xd);
+        memcpy(bw.dims, wd, sizeof wd);
+        memcpy(bb.dims, bd, sizeof bd);
+        memcpy(br.dims, yd, sizeof yd);
+        memcpy(by.dims, yd, sizeof yd);
+        memcpy(byr.dims, yd, sizeof yd);
+        nnf_buf *ins[4] = {&bx, &bw, &bb, &br}, *outs[1] = {&by}, *routs[1] = {&byr};
+        nnf_kctx ctx = {.state = plan.state}, rctx = {0};
+        CHECK(plan.run(&node, ins, outs, &ctx) == NNF_OK);
+        CHECK(nnf_conv_ref(&node, ins, routs, &rctx) == NNF_OK);
+        double worst = 0;
+        for (size_t i = 0; i < yn; i++) {
+            double e = fabs(y[i] - yref[i]) / (1.0 + fabs(yref[i]));
+            if (!(e <= worst))
+                worst = e;
+        }
+        CHECK_MSG(worst < 1e-5, "conv plan %s vs reference: %g", plan.name, worst);
+        plan.free_state(plan.state);
+    }
+    /* weights not constant: keep the reference kernel */
+    in[1].data = NULL;
+    nnf_kernel_plan plan2 = {0};
+    CHECK(nnf_plan_conv(&node, in, out, &plan2) == NNF_OK && plan2.run == NULL);
+    free(x);
+    free(w);
+    free(b);
+    free(r);
+    free(y);
+    free(yref);
+}
+
+int main(void) {
+    const nnf_cpu *cpu = nnf_cpu_get();
+    /* selection is pure */
+    nnf_conv2d_shape s = shape(1, 32, 112, 112, 32, 32, 3, 3, 1, 1, 1, 1, 1, 1);
+    CHECK(nnf_conv_select(&s, NNF_ISA_AVX2) == NNF_CONV_ALGO_DEPTHWISE);
+    s = shape(1, 64, 56, 56, 256, 1, 1, 1, 1, 1, 0, 0, 0, 0);
+    CHECK(nnf_conv_select(&s, NNF_ISA_SCALAR) == NNF_CONV_ALGO_GEMM_1X1);
+    s = shape(1, 64, 56, 56, 64, 1, 3, 3, 1, 1, 1, 1, 1, 1);
+    CHECK(nnf_conv_select(&s, NNF_ISA_AVX2) == NNF_CONV_ALGO_IM2COL);
+    s = shape(1, 32, 56, 56, 32, 32, 7, 7, 1, 1, 3, 3, 3, 3);
+    CHECK(nnf_conv_select(&s, NNF_ISA_AVX2) == NNF_CONV_ALGO_IM2COL);
+    s.group = 5; /* does not divide the channels */
+    CHECK(nnf_conv_select(&s, NNF_ISA_AVX2) == NNF_CONV_ALGO_NONE);
+    for (int t = NNF_ISA_SCALAR; t <= (int)cpu->max_isa; t++) {
+        nnf_cpu_force_isa((nnf_isa)t);
+        printf("tier %s\n", nnf_isa_name((nnf_isa)t));
+        test_tier((nnf_isa)t);
+        test_plan();
+    }
+    TEST_MAIN_END();
+}
