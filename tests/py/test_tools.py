@@ -1,0 +1,307 @@
+"""The measurement and debugging tools: bench, profile, dumps, compare, graph,
+logging, unsupported-operator messages and the ORT scoreboard script.
+
+Every model here is built with onnx.helper and has a handful of nodes, so the
+whole file runs in seconds. The command is build/nnfuse, or $NNF_BIN."""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+BIN = os.environ.get("NNF_BIN", str(ROOT / "build" / "nnfuse"))
+
+NODES = ["conv0", "relu0", "add0", "gap0", "flat0"]  # execution order of tiny_model
+OPS = ["Conv", "Relu", "Add", "GlobalAveragePool", "Flatten"]
+
+
+def nnfuse(*args, env=None, check=None):
+    full_env = dict(os.environ)
+    full_env.pop("NNF_TEST_INJECT", None)
+    full_env.update(env or {})
+    proc = subprocess.run([BIN, *map(str, args)], capture_output=True, text=True, env=full_env, timeout=120)
+    if check is not None:
+        assert proc.returncode == check, f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    return proc
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    """x -> Conv -> Relu -> Add(relu, conv) -> GlobalAveragePool -> Flatten -> y.
+    The conv output feeds two nodes, so an error injected in it spreads."""
+    if not os.access(BIN, os.X_OK):
+        pytest.fail(f"nnfuse command not found at {BIN} (build it, or set NNF_BIN)")
+    rng = np.random.default_rng(7)
+    w = numpy_helper.from_array((rng.standard_normal((4, 3, 3, 3)) * 0.3).astype(np.float32), "W")
+    b = numpy_helper.from_array((rng.standard_normal(4) * 0.1).astype(np.float32), "B")
+    nodes = [
+        helper.make_node("Conv", ["x", "W", "B"], ["conv_out"], name="conv0", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["conv_out"], ["relu/out"], name="relu0"),
+        helper.make_node("Add", ["relu/out", "conv_out"], ["sum"], name="add0"),
+        helper.make_node("GlobalAveragePool", ["sum"], ["pooled"], name="gap0"),
+        helper.make_node("Flatten", ["pooled"], ["y"], name="flat0"),
+    ]
+    graph = helper.make_graph(nodes, "tiny", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])], [w, b])
+    path = tmp_path_factory.mktemp("models") / "tiny.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
+# ---------------------------------------------------------------- bench
+
+def test_bench_json_schema(tiny_model, tmp_path):
+    out = tmp_path / "bench.json"
+    proc = nnfuse("bench", tiny_model, "--threads", 1, "--warmup", 2, "--iterations", 7, "--json", out, check=0)
+    for field in ("First inference", "Count", "Latency", "min", "mean", "median", "p90", "p99", "max",
+                  "Throughput", "Peak RSS", "Arena"):
+        assert field in proc.stdout
+    r = json.loads(out.read_text())
+    for key in ("model", "threads", "first_ms", "latency_ms", "throughput", "peak_rss_mb", "arena_bytes"):
+        assert key in r, key
+    lat = r["latency_ms"]
+    assert set(lat) == {"min", "mean", "median", "p90", "p99", "max"}
+    assert 0 < lat["min"] <= lat["median"] <= lat["p90"] <= lat["p99"] <= lat["max"]
+    assert lat["min"] <= lat["mean"] <= lat["max"]
+    assert r["model"] == str(tiny_model) and r["threads"] == 1 and r["count"] == 7
+    assert len(r["samples_ms"]) == 7
+    assert r["first_ms"] > 0 and r["throughput"] > 0
+    assert 0.5 < r["peak_rss_mb"] < 4096
+    # live intermediates at the peak: at least conv_out + relu/out (4x8x8 floats each)
+    assert r["arena_bytes"] >= 2 * 4 * 8 * 8 * 4
+
+
+def test_bench_duration_and_usage(tiny_model):
+    proc = nnfuse("bench", tiny_model, "--duration", "0.2", "--warmup", 0, "--json", "-", check=0)
+    r = json.loads(proc.stdout)
+    assert r["count"] >= 1
+    nnfuse("bench", tiny_model, "--duration", "1", "--iterations", 3, check=1)
+    nnfuse("bench", check=1)
+
+
+# ---------------------------------------------------------------- profile
+
+def test_profile_trace_one_event_per_node(tiny_model, tmp_path):
+    trace = tmp_path / "trace.json"
+    proc = nnfuse("profile", tiny_model, "-o", trace, "--iterations", 3, "--threads", 1, check=0)
+    events = json.loads(trace.read_text())
+    nodes = [e for e in events if e["cat"] == "Node"]
+    assert len(nodes) == 3 * len(NODES)
+    assert [e["name"] for e in nodes] == NODES * 3
+    for e in nodes:
+        assert e["ph"] == "X" and e["dur"] >= 0 and e["ts"] >= 0
+        assert {"pid", "tid", "args"} <= set(e)
+        assert {"op_name", "node_index", "output_type_shape", "kernel", "flops"} <= set(e["args"])
+    by_name = {e["name"]: e for e in nodes}
+    assert by_name["conv0"]["args"]["op_name"] == "Conv"
+    assert by_name["conv0"]["args"]["output_type_shape"] == [{"float": [1, 4, 8, 8]}]
+    assert by_name["flat0"]["args"]["output_type_shape"] == [{"float": [1, 4]}]
+    # 2 * MACs of a 3x3x3 -> 4 conv on 8x8 (bias adds may or may not be counted)
+    assert by_name["conv0"]["args"]["flops"] >= 2 * 4 * 8 * 8 * 27
+    # nodes run back to back within their iteration's span
+    runs = [e for e in events if e["cat"] == "Session"]
+    assert len(runs) == 3
+    for it, run in enumerate(runs):
+        for e in nodes[it * len(NODES):(it + 1) * len(NODES)]:
+            assert run["ts"] - 1 <= e["ts"] <= run["ts"] + run["dur"] + 1
+    assert "Per operator type" in proc.stdout and "Per node" in proc.stdout
+    for op in OPS:
+        assert op in proc.stdout
+    assert "GFLOP/s" in proc.stdout
+
+
+def test_profile_peak_and_top(tiny_model, tmp_path):
+    peak = tmp_path / "peak.json"
+    peak.write_text(json.dumps({"gflops_per_core": 50.0, "bandwidth_gbs": 20.0}))
+    proc = nnfuse("profile", tiny_model, "--peak", peak, "--top", 2, "--threads", 1, check=0)
+    assert "% peak" in proc.stdout
+    assert "3 more" in proc.stdout  # 5 nodes, 2 shown
+
+
+# ---------------------------------------------------------------- dumps
+
+def test_dump_every_node_output_equals_run_outputs(tiny_model, tmp_path):
+    dump, out = tmp_path / "dump", tmp_path / "out"
+    nnfuse("run", tiny_model, "--dump-dir", dump, "-o", out, check=0)
+    assert sorted(p.name for p in dump.iterdir()) == sorted(
+        ["conv_out.npy", "relu_out.npy", "sum.npy", "pooled.npy", "y.npy"])  # '/' became '_'
+    assert np.array_equal(np.load(dump / "y.npy"), np.load(out / "y.npy"))
+    conv = np.load(dump / "conv_out.npy")
+    assert np.array_equal(np.load(dump / "relu_out.npy"), np.maximum(conv, 0))
+    assert np.allclose(np.load(dump / "sum.npy"), np.maximum(conv, 0) + conv)
+
+
+def test_dump_env_and_filter(tiny_model, tmp_path):
+    env_dir = tmp_path / "env"
+    nnfuse("run", tiny_model, "-o", tmp_path / "o1", env={"NNF_DUMP_DIR": str(env_dir)}, check=0)
+    assert len(list(env_dir.iterdir())) == len(NODES)
+    by_name = tmp_path / "by_name"
+    nnfuse("run", tiny_model, "-o", tmp_path / "o2", "--dump-dir", by_name, "--dump-filter", "relu0", check=0)
+    assert [p.name for p in by_name.iterdir()] == ["relu_out.npy"]
+    by_op = tmp_path / "by_op"
+    nnfuse("run", tiny_model, "-o", tmp_path / "o3", env={"NNF_DUMP_DIR": str(by_op), "NNF_DUMP_FILTER": "Conv,Add"},
+           check=0)
+    assert sorted(p.name for p in by_op.iterdir()) == ["conv_out.npy", "sum.npy"]
+
+
+# ---------------------------------------------------------------- compare
+
+def test_compare_passes_without_injection(tiny_model):
+    proc = nnfuse("compare", tiny_model, check=0)
+    assert "5 tensors compared, 0 beyond tolerance" in proc.stdout
+
+
+@pytest.mark.parametrize("node,tensor", [("relu0", "relu/out"), ("conv0", "conv_out"), ("gap0", "pooled")])
+def test_compare_names_injected_node(tiny_model, node, tensor):
+    proc = nnfuse("compare", tiny_model, env={"NNF_TEST_INJECT": f"{node}:0.01"}, check=4)
+    assert f"first tensor beyond tolerance is '{tensor}' from node '{node}'" in proc.stderr
+    first_fail = next(line for line in proc.stdout.splitlines() if line.rstrip().endswith("FAIL"))
+    assert node in first_fail
+
+
+def test_compare_small_error_within_tolerance(tiny_model):
+    # 1e-7 on values of order 0.1..1 is far below MERE 2^-13
+    nnfuse("compare", tiny_model, env={"NNF_TEST_INJECT": "add0:1e-7"}, check=0)
+
+
+def test_compare_unknown_inject_node(tiny_model):
+    proc = nnfuse("compare", tiny_model, env={"NNF_TEST_INJECT": "nope:1"}, check=1)
+    assert "nope" in proc.stderr
+
+
+def test_compare_against_npy_folder(tiny_model, tmp_path):
+    ref = tmp_path / "ref"
+    nnfuse("run", tiny_model, "--dump-dir", ref, "-o", tmp_path / "o", "--seed", 3, check=0)
+    nnfuse("compare", tiny_model, "--reference", ref, "--seed", 3, check=0)
+    # the folder holds no inputs, so another seed gives other inputs: every tensor differs
+    nnfuse("compare", tiny_model, "--reference", ref, "--seed", 4, check=4)
+    # inputs found in the folder are used when -i does not give them
+    rng = np.random.default_rng(1)
+    x = rng.uniform(-1, 1, (1, 3, 8, 8)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    ref2 = tmp_path / "ref2"
+    nnfuse("run", tiny_model, "-i", f"x={tmp_path / 'x.npy'}", "--dump-dir", ref2, "-o", tmp_path / "o2", check=0)
+    np.save(ref2 / "x.npy", x)
+    nnfuse("compare", tiny_model, "--reference", ref2, check=0)
+    # a corrupted reference tensor is found and named
+    s = np.load(ref2 / "sum.npy")
+    s[0, 1, 2, 3] += 0.5
+    np.save(ref2 / "sum.npy", s)
+    proc = nnfuse("compare", tiny_model, "--reference", ref2, check=4)
+    assert "'sum' from node 'add0' (Add)" in proc.stderr
+
+
+def test_compare_against_onnxruntime(tiny_model):
+    pytest.importorskip("onnxruntime")
+    env = {"NNF_PYTHON": sys.executable}
+    proc = nnfuse("compare", tiny_model, "--reference", "onnxruntime", env=env, check=0)
+    assert "5 tensors compared, 0 beyond tolerance, 0 without a reference" in proc.stdout
+    env["NNF_TEST_INJECT"] = "add0:0.05"
+    proc = nnfuse("compare", tiny_model, "--reference", "onnxruntime", env=env, check=4)
+    assert "from node 'add0' (Add)" in proc.stderr
+
+
+def test_compare_bad_reference(tiny_model):
+    nnfuse("compare", tiny_model, "--reference", "/nonexistent/dir", check=1)
+
+
+def test_ort_runner_uses_the_nnfuse_input_generator(tmp_path):
+    """bench/compare.py relies on both engines seeing the same input."""
+    graph = helper.make_graph([helper.make_node("Identity", ["a"], ["b"], name="id0")], "g",
+                              [helper.make_tensor_value_info("a", TensorProto.FLOAT, [2, 5, 7])],
+                              [helper.make_tensor_value_info("b", TensorProto.FLOAT, [2, 5, 7])])
+    model = tmp_path / "id.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(model))
+    nnfuse("run", model, "-o", tmp_path, "--seed", 11, check=0)
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import ort_run
+    finally:
+        sys.path.pop(0)
+    feeds = ort_run.make_inputs(str(model), None, 11)
+    assert np.array_equal(feeds["a"], np.load(tmp_path / "b.npy"))
+
+
+# ---------------------------------------------------------------- graph
+
+def test_graph_dot_and_svg(tiny_model, tmp_path):
+    proc = nnfuse("graph", tiny_model, check=0)
+    assert proc.stdout.startswith("digraph")
+    for node in NODES:
+        assert node in proc.stdout
+    dot = tmp_path / "g.dot"
+    nnfuse("graph", tiny_model, "-o", dot, check=0)
+    assert dot.read_text() == proc.stdout
+    svg = tmp_path / "g.svg"
+    if subprocess.run(["which", "dot"], capture_output=True).returncode == 0:
+        nnfuse("graph", tiny_model, "-o", svg, check=0)
+        assert "<svg" in svg.read_text()
+    unsupported = nnfuse("graph", tiny_model, "-o", tmp_path / "g.onnx", check=1)
+    assert "not supported" in unsupported.stderr
+
+
+# ---------------------------------------------------------------- logging
+
+def test_log_levels(tiny_model, tmp_path):
+    trace = nnfuse("run", tiny_model, "-o", tmp_path, env={"NNF_LOG_LEVEL": "trace"}, check=0)
+    lines = [line for line in trace.stderr.splitlines() if line.startswith("nnfuse trace:")]
+    for node, op in zip(NODES, OPS):
+        assert sum(f"'{node}' ({op})" in line for line in lines) == 1, (node, lines)
+    quiet = nnfuse("run", tiny_model, "-o", tmp_path, env={"NNF_LOG_LEVEL": "error"}, check=0)
+    assert quiet.stderr == ""
+    info = nnfuse("run", tiny_model, "-o", tmp_path, env={"NNF_LOG_LEVEL": "info"}, check=0)
+    assert "nnfuse trace:" not in info.stderr and "nnfuse info:" in info.stderr
+
+
+# ---------------------------------------------------------------- unsupported operators
+
+def test_unsupported_ops_all_named(tmp_path):
+    nodes = [
+        helper.make_node("FrobnicateA", ["x"], ["a"], name="fa"),
+        helper.make_node("Relu", ["a"], ["b"], name="ok"),
+        helper.make_node("FrobnicateB", ["b"], ["c"], name="fb"),
+        helper.make_node("Quux", ["c"], ["y"], name="fc", domain="com.example"),
+    ]
+    graph = helper.make_graph(nodes, "bad", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.example", 1)])
+    path = tmp_path / "bad.onnx"
+    onnx.save(model, str(path))
+    run = nnfuse("run", path, "-o", tmp_path, check=3)
+    check = nnfuse("ops", "--check", path, check=3)
+    for text in (run.stderr, check.stdout):
+        for op, node in (("FrobnicateA", "fa"), ("FrobnicateB", "fb"), ("Quux", "fc")):
+            assert op in text and f"'{node}'" in text, (op, text)
+        assert "com.example" in text
+        assert "nnfuse ops" in text
+    assert "Relu" not in run.stderr
+
+
+# ---------------------------------------------------------------- scoreboard
+
+def test_scoreboard_script(tiny_model, tmp_path):
+    pytest.importorskip("onnxruntime")
+    out = tmp_path / "PERF.md"
+    out.write_text("# Performance\n\nintro\n\n<!-- scoreboard:begin -->\nold\n<!-- scoreboard:end -->\n\nfooter\n")
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "compare.py"), "--models", str(tiny_model), "--threads", "1",
+         "--iterations", "3", "--warmup", "1", "--rounds", "2", "--out", str(out), "--nnfuse", BIN],
+        capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    text = out.read_text()
+    assert text.startswith("# Performance\n\nintro") and text.rstrip().endswith("footer") and "old" not in text
+    assert "| tiny | 1 |" in text
+    data = json.loads(out.with_suffix(".json").read_text())
+    row = data["rows"][0]
+    assert row["nnfuse"]["processes"] == 2 and row["onnxruntime"]["processes"] == 2
+    assert row["nnfuse"]["timed_runs"] == 6
+    for key in ("latency_ratio", "rss_ratio", "first_ratio"):
+        assert row[key] > 0
+    pytest.importorskip("matplotlib")
+    assert out.with_suffix(".png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
