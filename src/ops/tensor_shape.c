@@ -494,13 +494,32 @@ nnf_status nnf_constant_of_shape_infer(NNF_INFER_ARGS) {
 
 static bool range_dtype_ok(nnf_dtype t) {
     return t == NNF_DTYPE_FLOAT32 || t == NNF_DTYPE_FLOAT64 || t == NNF_DTYPE_INT16 ||
-           t == NNF_DTYPE_INT32 || t == NNF_DTYPE_INT64;
+           t == NNF_DTYPE_INT32 || t == NNF_DTYPE_INT64 || t == NNF_DTYPE_FLOAT16 ||
+           t == NNF_DTYPE_BFLOAT16;
+}
+
+static bool range_is_float(nnf_dtype t) {
+    return t == NNF_DTYPE_FLOAT32 || t == NNF_DTYPE_FLOAT64 || t == NNF_DTYPE_FLOAT16 ||
+           t == NNF_DTYPE_BFLOAT16;
+}
+
+/* Opset 27 added float16/bfloat16 with stash_type: 1 (float, the default)
+ * computes in float32, which is what the kernel does for those types. */
+nnf_status nnf_range_init(NNF_INIT_ARGS) {
+    int64_t stash = nnf_attr_int(node, "stash_type", 1);
+    if (stash != NNF_DTYPE_FLOAT32)
+        return nnf_node_error(node, NNF_ERR_UNSUPPORTED,
+                              "attribute 'stash_type' = %lld is not supported (only 1, float)",
+                              (long long)stash);
+    return NNF_OK;
 }
 
 static double range_f64(nnf_dtype t, const void *p) {
     switch (t) {
     case NNF_DTYPE_FLOAT32: return *(const float *)p;
     case NNF_DTYPE_FLOAT64: return *(const double *)p;
+    case NNF_DTYPE_FLOAT16: return nnf_f16_to_f32(*(const uint16_t *)p);
+    case NNF_DTYPE_BFLOAT16: return nnf_bf16_to_f32(*(const uint16_t *)p);
     case NNF_DTYPE_INT16: return *(const int16_t *)p;
     case NNF_DTYPE_INT32: return *(const int32_t *)p;
     default: return (double)*(const int64_t *)p;
@@ -518,11 +537,11 @@ static int64_t range_i64(nnf_dtype t, const void *p) {
 /* max(ceil((limit - start) / delta), 0), exactly for integers. */
 static nnf_status range_count(const nnf_node *node, nnf_dtype t, const void *start,
                               const void *limit, const void *delta, int64_t *n) {
-    if (t == NNF_DTYPE_FLOAT32 || t == NNF_DTYPE_FLOAT64) {
+    if (range_is_float(t)) {
         double d = range_f64(t, delta);
-        /* ONNX Runtime subtracts in the input type, then divides in double */
-        double diff = t == NNF_DTYPE_FLOAT32
-                          ? (double)(*(const float *)limit - *(const float *)start)
+        /* ONNX Runtime subtracts in the input (or stash) type, then divides in double */
+        double diff = t != NNF_DTYPE_FLOAT64
+                          ? (double)((float)range_f64(t, limit) - (float)range_f64(t, start))
                           : range_f64(t, limit) - range_f64(t, start);
         double c = ceil(diff / d);
         if (d == 0 || isnan(c) || c >= 9.0e15)

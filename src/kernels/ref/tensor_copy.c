@@ -124,6 +124,8 @@ nnf_status nnf_range_ref(NNF_KERNEL_ARGS) {
     size_t n = out[0]->numel;
     void *o = out[0]->data;
     switch (t) {
+    case NNF_DTYPE_FLOAT16:
+    case NNF_DTYPE_BFLOAT16:
     case NNF_DTYPE_FLOAT32:
     case NNF_DTYPE_FLOAT64: {
         double s = nnf_load_f64(t, in[0]->data, 0), d = nnf_load_f64(t, in[2]->data, 0);
