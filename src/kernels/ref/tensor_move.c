@@ -105,19 +105,22 @@ nnf_status nnf_slice_ref(NNF_KERNEL_ARGS) {
 }
 
 /* Input index for output position o of a padded axis of extent d, or -1 for
- * the constant border. reflect folds like numpy (period 2(d-1)). */
-static int64_t pad_index(nnf_pad_mode mode, int64_t o, int64_t begin, int64_t d) {
+ * the constant border. Negative pads crop first and the other modes then see
+ * only the kept range [lo, hi), as ONNX Runtime does (it matters for wrap);
+ * reflect folds like numpy (period 2(n-1)). */
+static int64_t pad_index(nnf_pad_mode mode, int64_t o, int64_t begin, int64_t end, int64_t d) {
+    int64_t lo = begin < 0 ? -begin : 0, hi = end < 0 ? d + end : d, n = hi - lo;
     int64_t i = o - begin;
-    if (i >= 0 && i < d)
+    if (i >= lo && i < hi)
         return i;
     switch (mode) {
-    case NNF_PAD_EDGE: return i < 0 ? 0 : d - 1;
-    case NNF_PAD_WRAP: return ((i % d) + d) % d;
+    case NNF_PAD_EDGE: return i < lo ? lo : hi - 1;
+    case NNF_PAD_WRAP: return lo + ((i - lo) % n + n) % n;
     case NNF_PAD_REFLECT: {
-        if (d == 1)
-            return 0;
-        int64_t period = 2 * (d - 1), t = ((i % period) + period) % period;
-        return t < d ? t : period - t;
+        if (n == 1)
+            return lo;
+        int64_t period = 2 * (n - 1), t = ((i - lo) % period + period) % period;
+        return lo + (t < n ? t : period - t);
     }
     default: return -1;
     }
@@ -149,7 +152,8 @@ nnf_status nnf_pad_ref(NNF_KERNEL_ARGS) {
         if (y->dims[k] != x->dims[k] + begin[k] + end[k])
             return nnf_node_error(node, NNF_ERR_INTERNAL, "axis %d: output extent %lld", k,
                                   (long long)y->dims[k]);
-        if (x->dims[k] == 0 && y->dims[k] > 0 && p->mode != NNF_PAD_CONSTANT)
+        int64_t kept = x->dims[k] + (begin[k] < 0 ? begin[k] : 0) + (end[k] < 0 ? end[k] : 0);
+        if (kept <= 0 && (begin[k] > 0 || end[k] > 0) && p->mode != NNF_PAD_CONSTANT)
             return nnf_node_error(node, NNF_ERR_SHAPE,
                                   "cannot pad empty axis %d in a non-constant mode", k);
     }
@@ -160,7 +164,7 @@ nnf_status nnf_pad_ref(NNF_KERNEL_ARGS) {
     nnf_strides(r, x->dims, m.istride);
     for (int k = 0; k < r; k++)
         for (int64_t o = 0; o < y->dims[k]; o++)
-            m.map[k][o] = pad_index(p->mode, o, begin[k], x->dims[k]);
+            m.map[k][o] = pad_index(p->mode, o, begin[k], end[k], x->dims[k]);
     nnf_gather_map_run(&m, y->data, x->data, es, fill);
     nnf_gather_map_free(&m);
     return NNF_OK;

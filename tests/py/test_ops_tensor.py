@@ -1,0 +1,271 @@
+"""Tensor / shape / data-movement operators: one-op (and shape-chain) ONNX
+models run through nnfuse and compared with onnxruntime. Data movement must be
+bit-exact, so comparisons use array_equal; only the float arithmetic ops
+(CumSum, Range, Cast from float to float16) get a tolerance."""
+import itertools
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import nnfuse
+
+OPSET = 18
+RNG = np.random.default_rng(1234)
+
+NP2ONNX = {np.dtype(k): v for k, v in {
+    np.float32: TensorProto.FLOAT, np.float64: TensorProto.DOUBLE, np.float16: TensorProto.FLOAT16,
+    np.int8: TensorProto.INT8, np.int16: TensorProto.INT16, np.int32: TensorProto.INT32,
+    np.int64: TensorProto.INT64, np.uint8: TensorProto.UINT8, np.uint16: TensorProto.UINT16,
+    np.uint32: TensorProto.UINT32, np.uint64: TensorProto.UINT64, np.bool_: TensorProto.BOOL,
+}.items()}
+ALL_DTYPES = [np.float32, np.float64, np.float16, np.int8, np.int16, np.int32, np.int64, np.uint8,
+              np.uint16, np.uint32, np.uint64, np.bool_]
+
+
+def rand(shape, dtype=np.float32):
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        return RNG.random(shape) < 0.5
+    if dtype.kind == "f":
+        return RNG.uniform(-4, 4, shape).astype(dtype)
+    lo = 0 if dtype.kind == "u" else -50
+    return RNG.integers(lo, 100, shape).astype(dtype)
+
+
+def make_model(op, inputs, n_outputs=1, attrs=None, consts=None, opset=OPSET, dyn_shapes=None):
+    """inputs: list of (name, array); names listed in consts become initializers.
+    dyn_shapes: {name: shape list with None/str for symbolic dims} for graph inputs."""
+    consts = consts or set()
+    dyn_shapes = dyn_shapes or {}
+    g_inputs, inits, names = [], [], []
+    for name, arr in inputs:
+        names.append(name)
+        if name == "":
+            continue
+        if name in consts:
+            inits.append(numpy_helper.from_array(np.asarray(arr), name))
+        else:
+            shape = dyn_shapes.get(name, list(np.shape(arr)))
+            g_inputs.append(helper.make_tensor_value_info(name, NP2ONNX[np.asarray(arr).dtype], shape))
+    outs = [f"y{i}" for i in range(n_outputs)]
+    node = helper.make_node(op, names, outs, **(attrs or {}))
+    graph = helper.make_graph([node], "t", g_inputs,
+                              [onnx.ValueInfoProto(name=o) for o in outs],
+                              initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    return model.SerializeToString()
+
+
+def run_both(model_bytes, feeds):
+    sess = ort.InferenceSession(model_bytes, providers=["CPUExecutionProvider"])
+    want = sess.run(None, feeds)
+    got = nnfuse.run_model(model_bytes, feeds, threads=1)
+    names = [o.name for o in sess.get_outputs()]
+    return [got[n] for n in names], want
+
+
+def check(op, inputs, n_outputs=1, attrs=None, consts=(), opset=OPSET, tol=None, dyn_shapes=None):
+    model = make_model(op, inputs, n_outputs, attrs, set(consts), opset, dyn_shapes)
+    feeds = {n: np.asarray(a) for n, a in inputs if n and n not in consts}
+    got, want = run_both(model, feeds)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype, (g.dtype, w.dtype)
+        assert g.shape == w.shape, (g.shape, w.shape)
+        if tol is None:
+            assert np.array_equal(g, w, equal_nan=g.dtype.kind == "f"), f"{g}\nvs\n{w}"
+        else:
+            np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=tol, atol=tol)
+    return got
+
+
+# ---- data movement on every dtype ------------------------------------------
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=lambda d: np.dtype(d).name)
+def test_transpose_every_dtype(dtype):
+    x = rand((2, 3, 4), dtype)
+    check("Transpose", [("x", x)], attrs={"perm": [2, 0, 1]})
+
+
+@pytest.mark.parametrize("perm", list(itertools.permutations(range(4))))
+def test_transpose_all_perms(perm):
+    check("Transpose", [("x", rand((2, 3, 1, 5)))], attrs={"perm": list(perm)})
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.int64, np.bool_, np.uint8])
+def test_concat_split_dtypes(dtype):
+    a, b = rand((2, 3, 2), dtype), rand((2, 1, 2), dtype)
+    check("Concat", [("a", a), ("b", b)], attrs={"axis": -2})
+    check("Split", [("x", rand((2, 7, 2), dtype)), ("s", np.array([3, 0, 4], np.int64))],
+          n_outputs=3, attrs={"axis": 1}, consts={"s"})
+
+
+def test_split_num_outputs_uneven():
+    check("Split", [("x", rand((3, 7)))], n_outputs=3, attrs={"axis": 1, "num_outputs": 3})
+
+
+SLICE_CASES = [
+    ([0], [2], [0], [1]),
+    ([-1], [-1000], [0], [-1]),
+    ([100, -2], [-100, 0], [1, 0], [-2, -1]),
+    ([1, 0, 2], [1000, 5, -1], [-1, 0, 1], [1, 2, 1]),
+    ([5], [2], [2], [1]),  # empty
+    ([-3], [2**63 - 1], [1], [3]),
+]
+
+
+@pytest.mark.parametrize("case", SLICE_CASES, ids=[str(i) for i in range(len(SLICE_CASES))])
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.bool_])
+def test_slice(case, dtype):
+    starts, ends, axes, steps = (np.array(v, np.int64) for v in case)
+    x = rand((4, 5, 6), dtype)
+    ins = [("x", x), ("s", starts), ("e", ends), ("a", axes), ("st", steps)]
+    check("Slice", ins, consts={"s", "e", "a", "st"})
+    # the same with runtime (non-constant) index inputs
+    check("Slice", ins)
+
+
+@pytest.mark.parametrize("mode", ["constant", "reflect", "edge", "wrap"])
+@pytest.mark.parametrize("pads", [[1, 2, 2, -1], [0, -1, 0, 2], [2, 3, 2, 3], [0, 0, 0, 0]])
+def test_pad(mode, pads):
+    x = rand((3, 4))
+    ins = [("x", x), ("p", np.array(pads, np.int64))]
+    if mode == "constant":
+        ins.append(("v", np.array(2.5, np.float32)))
+    check("Pad", ins, attrs={"mode": mode}, consts={"p", "v"}, opset=19)
+
+
+def test_pad_axes_int64():
+    x = rand((2, 3, 4), np.int64)
+    check("Pad", [("x", x), ("p", np.array([1, 0, 2, 3], np.int64)), ("", None),
+                  ("a", np.array([-1, 0], np.int64))], consts={"p", "a"})
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_gather(axis):
+    x = rand((3, 4, 5), np.int32)
+    idx = np.array([[0, -1], [2, 1]], np.int64)
+    check("Gather", [("x", x), ("i", idx)], attrs={"axis": axis})
+    check("Gather", [("x", x), ("i", np.array(-2, np.int32))], attrs={"axis": axis}, consts={"i"})
+
+
+def test_gather_out_of_range_is_an_error():
+    model = make_model("Gather", [("x", rand((3, 2))), ("i", np.array([3], np.int64))])
+    with pytest.raises(nnfuse.NnfError):
+        nnfuse.run_model(model, {"x": rand((3, 2)), "i": np.array([3], np.int64)}, threads=1)
+
+
+def test_gather_elements_and_nd():
+    x = rand((3, 4))
+    idx = RNG.integers(-3, 3, (2, 4)).astype(np.int64)
+    check("GatherElements", [("x", x), ("i", idx)], attrs={"axis": 0})
+    ind = np.array([[[0, 1]], [[1, 2]]], np.int64)
+    check("GatherND", [("x", rand((2, 3, 4))), ("i", ind)], attrs={"batch_dims": 0})
+    check("GatherND", [("x", rand((2, 3, 4))), ("i", np.array([[1], [2]], np.int64))],
+          attrs={"batch_dims": 1})
+
+
+def test_scatter_nd():
+    x = rand((4, 3))
+    check("ScatterND", [("x", x), ("i", np.array([[2], [0]], np.int64)), ("u", rand((2, 3)))])
+    check("ScatterND", [("x", x), ("i", np.array([[1, 2], [1, 2]], np.int64)), ("u", rand((2,)))],
+          attrs={"reduction": "add"})
+
+
+def test_expand_tile():
+    check("Expand", [("x", rand((3, 1), np.int64)), ("s", np.array([2, 1, 4], np.int64))], consts={"s"})
+    check("Expand", [("x", rand((1,), np.bool_)), ("s", np.array([3, 2], np.int64))])
+    check("Tile", [("x", rand((2, 3), np.float16)), ("r", np.array([2, 3], np.int64))], consts={"r"})
+
+
+def test_squeeze_unsqueeze_flatten_reshape():
+    x = rand((1, 3, 1, 4))
+    check("Squeeze", [("x", x)])
+    check("Squeeze", [("x", x), ("a", np.array([-2], np.int64))], consts={"a"})
+    check("Unsqueeze", [("x", rand((3, 4))), ("a", np.array([-1, 0], np.int64))], consts={"a"})
+    check("Flatten", [("x", x)], attrs={"axis": -1})
+    check("Reshape", [("x", x), ("s", np.array([0, -1, 2], np.int64))])
+    check("Reshape", [("x", rand((0, 4))), ("s", np.array([0, 4], np.int64))],
+          attrs={"allowzero": 1})
+
+
+def test_constant_of_shape_range_eyelike_trilu():
+    check("ConstantOfShape", [("s", np.array([2, 3], np.int64))],
+          attrs={"value": numpy_helper.from_array(np.array([7], np.int32))})
+    for dt in (np.float32, np.int32, np.int64):
+        check("Range", [("a", np.array(10, dt)), ("b", np.array(-3, dt)), ("c", np.array(-3, dt))],
+              tol=1e-6, consts={"a", "b", "c"})
+    check("Range", [("a", np.array(0.5, np.float32)), ("b", np.array(3.1, np.float32)),
+                    ("c", np.array(0.3, np.float32))], tol=1e-5, consts={"a", "b", "c"})
+    check("EyeLike", [("x", rand((3, 5)))], attrs={"k": -1, "dtype": TensorProto.INT64})
+    check("Trilu", [("x", rand((2, 4, 3))), ("k", np.array(1, np.int64))], attrs={"upper": 0},
+          consts={"k"})
+
+
+def test_onehot_nonzero_topk_cumsum():
+    check("OneHot", [("i", np.array([[1, -1], [9, 0]], np.int64)), ("d", np.array(4, np.float32)),
+                     ("v", np.array([-1, 5], np.float32))], attrs={"axis": 1}, consts={"d"})
+    x = rand((3, 4), np.int32)
+    x[x % 3 == 0] = 0
+    check("NonZero", [("x", x)])
+    check("NonZero", [("x", np.zeros((2, 3), np.float32))])
+    y = RNG.permutation(24).reshape(2, 3, 4).astype(np.float32)
+    check("TopK", [("x", y), ("k", np.array([2], np.int64))], n_outputs=2, attrs={"axis": 1})
+    check("TopK", [("x", y), ("k", np.array([3], np.int64))], n_outputs=2,
+          attrs={"axis": -1, "largest": 0})
+    check("CumSum", [("x", rand((3, 4))), ("a", np.array(1, np.int32))],
+          attrs={"exclusive": 1, "reverse": 1}, tol=1e-5, consts={"a"})
+    check("CumSum", [("x", rand((3, 4), np.int64)), ("a", np.array(-2, np.int64))], consts={"a"})
+
+
+CAST_VALUES = np.array([0, 1, -1, 2.5, -2.5, 100.75, 65504, 1e-3, -0.0], np.float64)
+
+
+@pytest.mark.parametrize("src", ALL_DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("dst", ALL_DTYPES, ids=lambda d: np.dtype(d).name)
+def test_cast_matrix(src, dst):
+    vals = CAST_VALUES
+    if np.dtype(src).kind in "ui" or np.dtype(dst).kind in "ui":
+        vals = np.array([0, 1, 2, 7, 100, 127], np.float64)  # representable everywhere
+    x = vals.astype(src)
+    check("Cast", [("x", x)], attrs={"to": NP2ONNX[np.dtype(dst)]})
+
+
+def test_identity_dropout_size_shape():
+    x = rand((2, 3), np.uint16)
+    check("Identity", [("x", x)])
+    check("Dropout", [("x", rand((2, 3)))], n_outputs=2)
+    check("Size", [("x", x)])
+    check("Shape", [("x", rand((2, 3, 4, 5)))], attrs={"start": 1, "end": -1})
+
+
+def test_shape_chain_dynamic_batch():
+    """The Shape -> Gather -> Unsqueeze -> Concat -> Reshape chain of exported
+    models, with a symbolic batch dimension, run at two batch sizes."""
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Gather", ["s", "zero"], ["b"], axis=0),
+        helper.make_node("Unsqueeze", ["b", "ax0"], ["b1"]),
+        helper.make_node("Concat", ["b1", "minus1"], ["shape"], axis=0),
+        helper.make_node("Reshape", ["x", "shape"], ["flat"]),
+        helper.make_node("Transpose", ["flat"], ["y"], perm=[1, 0]),
+    ]
+    inits = [numpy_helper.from_array(np.array(0, np.int64), "zero"),
+             numpy_helper.from_array(np.array([0], np.int64), "ax0"),
+             numpy_helper.from_array(np.array([-1], np.int64), "minus1")]
+    graph = helper.make_graph(nodes, "chain",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [12, "N"])],
+                              initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    mb = model.SerializeToString()
+    sess = nnfuse.Session(mb, threads=1)
+    for n in (1, 5):
+        x = rand((n, 3, 4))
+        got = sess.run({"x": x})["y"]
+        assert np.array_equal(got, x.reshape(n, -1).T)
