@@ -41,12 +41,13 @@ def main():
         secs = time.time() - t0
         if res.returncode != 0:
             line = res.stderr.strip().splitlines()[:1]
-            rows.append((n, "-", "-", "-", f"FAIL (exit {res.returncode}: {line[0] if line else ''})"))
+            why = f"exit {res.returncode}: {line[0] if line else ''}"
+            rows.append((n, "-", "-", "-", f"FAIL ({why})"))
             all_ok = False
             continue
         for c in checks:
-            rows.append((n, f"{c.name}{list(c.shape)}", f"{c.max_abs_err:.3g}", f"{c.tolerance:.3g}",
-                         "pass" if c.ok else f"FAIL ({c.why})"))
+            rows.append((n, f"{c.name}{list(c.shape)}", f"{c.max_abs_err:.3g}",
+                         f"{c.tolerance:.3g}", "pass" if c.ok else f"FAIL ({c.why})"))
             all_ok &= c.ok
         print(f"# {n}: {secs:.1f} s", file=sys.stderr)
 

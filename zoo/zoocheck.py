@@ -94,7 +94,8 @@ def run_nnfuse(nnfuse: str, model_path: str, feeds: dict[str, np.ndarray], out_n
             np.save(path, arr)
             cmd += ["-i", f"{name}={path}"]
         cmd += list(extra)
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                           stdin=subprocess.DEVNULL)
         outs = {}
         for name in out_names:
             path = os.path.join(tmp, "out", npy_name(name))
@@ -123,8 +124,8 @@ def compare(ref: dict[str, np.ndarray], got: dict[str, np.ndarray]) -> list[Outp
             checks.append(OutputCheck(name, r.shape, float("inf"), tol, False, "not written"))
             continue
         if g.shape != r.shape or g.dtype != r.dtype:
-            checks.append(OutputCheck(name, r.shape, float("inf"), tol, False,
-                                      f"got {g.dtype}{list(g.shape)}, want {r.dtype}{list(r.shape)}"))
+            why = f"got {g.dtype}{list(g.shape)}, want {r.dtype}{list(r.shape)}"
+            checks.append(OutputCheck(name, r.shape, float("inf"), tol, False, why))
             continue
         err = float(np.abs(g.astype(np.float64) - r.astype(np.float64)).max()) if r.size else 0.0
         ok = bool(np.isfinite(err) and err <= tol)

@@ -283,7 +283,7 @@ def run_case(case: Case, nnfuse: str, work: str, timeout: float, check_ops: bool
                 cmd += ["-i", f"{name}={p}"]
             try:
                 p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                                   errors="replace")
+                                   stdin=subprocess.DEVNULL, errors="replace")
             except subprocess.TimeoutExpired:
                 res.status, res.message = "error", f"timeout after {timeout:g} s"
                 return res
@@ -327,7 +327,7 @@ def ops_check(nnfuse: str, case: Case, d: str, timeout: float) -> bool | None:
     path = case.model_path if case.source == "a" else os.path.join(d, "model.onnx")
     try:
         p = subprocess.run([nnfuse, "ops", "--check", path], capture_output=True,
-                           timeout=timeout)
+                           stdin=subprocess.DEVNULL, timeout=timeout)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return p.returncode == 0
@@ -441,7 +441,8 @@ def main(argv=None) -> int:
         print(f"REGRESSION {n}: listed in {os.path.basename(a.expected)} but no such case found")
     if new_passes:
         shown = new_passes if a.verbose else new_passes[:20]
-        more = f" ... and {len(new_passes) - len(shown)} more" if len(shown) < len(new_passes) else ""
+        rest = len(new_passes) - len(shown)
+        more = f" ... and {rest} more" if rest else ""
         print(f"{len(new_passes)} newly passing (not in {os.path.basename(a.expected)}; "
               f"--update-expected adds them): " + " ".join(shown) + more)
 
