@@ -25,8 +25,8 @@ typedef struct tin {
 typedef struct tres {
     nnf_status st;
     const char *stage;
-    nnf_tinfo out[4];
-    nnf_buf buf[4];
+    nnf_tinfo out[8];
+    nnf_buf buf[8];
     double cost;
 } tres;
 
@@ -53,9 +53,9 @@ static tres run(const char *op, int opset, nnf_attr *attrs, int n_attrs, const t
                 tweak_fn tweak, nnf_threadpool *pool, int infer_only) {
     tres r = {.st = NNF_OK};
     nnf_graph *g = NULL;
-    int vin[8], vout[4];
+    int vin[8], vout[8];
     nnf_tinfo ti[8];
-    nnf_buf ib[8], *ip[8], *op_[4];
+    nnf_buf ib[8], *ip[8], *op_[8];
     memset(ti, 0, sizeof ti);
     if (nnf_graph_create(&g) != NNF_OK)
         abort();
@@ -147,7 +147,7 @@ done:
 }
 
 static void tres_free(tres *r) {
-    for (int k = 0; k < 4; k++)
+    for (int k = 0; k < 8; k++)
         free(r->buf[k].data);
 }
 
