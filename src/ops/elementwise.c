@@ -68,7 +68,7 @@ static const struct {
 
 /* Ops whose opset-1..6 form used the legacy broadcast/axis attributes. */
 static int has_legacy_broadcast(const char *name) {
-    static const char *const names[] = {"Add", "Sub", "Mul", "Div", "Pow", "And",
+    static const char *const names[] = {"Add", "Sub", "Mul",   "Div",  "Pow",    "And",
                                         "Or",  "Xor", "Equal", "Less", "Greater"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (!strcmp(name, names[i]))
@@ -85,7 +85,8 @@ nnf_status nnf_binary_init(NNF_INIT_ARGS) {
     if (!p)
         return nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory");
     size_t i = 0;
-    while (i < sizeof binary_ops / sizeof binary_ops[0] && strcmp(binary_ops[i].name, node->op_type))
+    while (i < sizeof binary_ops / sizeof binary_ops[0] &&
+           strcmp(binary_ops[i].name, node->op_type))
         i++;
     if (i == sizeof binary_ops / sizeof binary_ops[0])
         return nnf_node_error(node, NNF_ERR_INTERNAL, "not a binary operator");
@@ -120,8 +121,8 @@ nnf_status nnf_binary_init(NNF_INIT_ARGS) {
 
 /* Opset < 7: without broadcast=1 the shapes must match; with it B is
  * broadcast to A, and the result always has A's shape. */
-static nnf_status legacy_shape(const nnf_node *node, const nnf_binary_params *p,
-                               const nnf_shape *a, const nnf_shape *b, nnf_shape *out) {
+static nnf_status legacy_shape(const nnf_node *node, const nnf_binary_params *p, const nnf_shape *a,
+                               const nnf_shape *b, nnf_shape *out) {
     *out = *a;
     if (a->rank < 0 || b->rank < 0)
         return NNF_OK;
@@ -210,7 +211,9 @@ nnf_status nnf_where_infer(NNF_INFER_ARGS) {
     return NNF_OK;
 }
 
-double nnf_where_cost(NNF_COST_ARGS) { return numel_or_zero(&out[0]); }
+double nnf_where_cost(NNF_COST_ARGS) {
+    return numel_or_zero(&out[0]);
+}
 
 /* ---- unary ------------------------------------------------------------ */
 
@@ -372,7 +375,9 @@ nnf_status nnf_clip_infer(NNF_INFER_ARGS) {
     return NNF_OK;
 }
 
-double nnf_clip_cost(NNF_COST_ARGS) { return 2.0 * numel_or_zero(&out[0]); }
+double nnf_clip_cost(NNF_COST_ARGS) {
+    return 2.0 * numel_or_zero(&out[0]);
+}
 
 /* ---- Softmax, LogSoftmax, Hardmax -------------------------------------- */
 
@@ -406,4 +411,6 @@ nnf_status nnf_softmax_infer(NNF_INFER_ARGS) {
     return NNF_OK;
 }
 
-double nnf_softmax_cost(NNF_COST_ARGS) { return 6.0 * numel_or_zero(&out[0]); }
+double nnf_softmax_cost(NNF_COST_ARGS) {
+    return 6.0 * numel_or_zero(&out[0]);
+}

@@ -16,7 +16,7 @@ typedef enum nnf_binop {
     NNF_BIN_POW,
     NNF_BIN_MAX,
     NNF_BIN_MIN,
-    NNF_BIN_MOD,   /* fmod=0: sign of the divisor (Python, floats too as in Mod-28); fmod=1: C fmod */
+    NNF_BIN_MOD, /* fmod=0: sign of the divisor (Python, floats too as in Mod-28); fmod=1: C fmod */
     NNF_BIN_PRELU, /* x < 0 ? slope * x : x; slope broadcasts to x only */
     NNF_BIN_EQUAL,
     NNF_BIN_LESS,
@@ -34,7 +34,7 @@ typedef enum nnf_binop {
 typedef struct nnf_binary_params {
     nnf_binop op;
     int fmod;
-    int mean;   /* Mean: the folded sum is divided by the input count */
+    int mean; /* Mean: the folded sum is divided by the input count */
     /* Opsets before 7 broadcast B to A only when broadcast=1, aligning B's
      * first dim with A's dim `legacy_axis` (-1 = align trailing dims). */
     int legacy;
@@ -44,10 +44,10 @@ typedef struct nnf_binary_params {
 
 typedef enum nnf_unop {
     NNF_UN_RELU = 0,
-    NNF_UN_LEAKY_RELU, /* alpha */
-    NNF_UN_ELU,        /* alpha */
-    NNF_UN_SELU,       /* alpha, gamma */
-    NNF_UN_CELU,       /* alpha */
+    NNF_UN_LEAKY_RELU,       /* alpha */
+    NNF_UN_ELU,              /* alpha */
+    NNF_UN_SELU,             /* alpha, gamma */
+    NNF_UN_CELU,             /* alpha */
     NNF_UN_THRESHOLDED_RELU, /* alpha */
     NNF_UN_SIGMOID,
     NNF_UN_HARD_SIGMOID, /* alpha, beta */
@@ -56,7 +56,7 @@ typedef enum nnf_unop {
     NNF_UN_SOFTPLUS,
     NNF_UN_SOFTSIGN,
     NNF_UN_MISH,
-    NNF_UN_GELU,      /* approximate: tanh when alpha != 0 */
+    NNF_UN_GELU, /* approximate: tanh when alpha != 0 */
     NNF_UN_ERF,
     NNF_UN_EXP,
     NNF_UN_LOG,

@@ -74,8 +74,8 @@ nnf_status nnf_reduce_mask(const nnf_node *node, const nnf_reduce_params *p, int
         return nnf_node_error(node, NNF_ERR_INVALID_MODEL, "axes must be int64, not %s",
                               nnf_dtype_name(axes_dtype));
     for (int64_t i = 0; i < n; i++) {
-        int64_t a = axes_dtype == NNF_DTYPE_INT64 ? ((const int64_t *)axes)[i]
-                                                  : ((const int32_t *)axes)[i];
+        int64_t a =
+            axes_dtype == NNF_DTYPE_INT64 ? ((const int64_t *)axes)[i] : ((const int32_t *)axes)[i];
         int ax;
         NNF_CHECK(nnf_norm_axis(node, a, rank, &ax));
         if (mask[ax])
@@ -128,8 +128,8 @@ nnf_status nnf_reduce_infer(NNF_INFER_ARGS) {
         return NNF_OK;
     }
     unsigned char mask[NNF_MAX_RANK];
-    NNF_CHECK(nnf_reduce_mask(node, p, x->rank, ax ? ax->data : NULL, ax ? ax->dtype : NNF_DTYPE_INT64,
-                              n_axes, mask));
+    NNF_CHECK(nnf_reduce_mask(node, p, x->rank, ax ? ax->data : NULL,
+                              ax ? ax->dtype : NNF_DTYPE_INT64, n_axes, mask));
     nnf_shape s = {.rank = 0};
     for (int i = 0; i < x->rank; i++) {
         if (!mask[i]) {
@@ -146,7 +146,9 @@ nnf_status nnf_reduce_infer(NNF_INFER_ARGS) {
 double nnf_reduce_cost(NNF_COST_ARGS) {
     int64_t n = nnf_shape_numel(&in[0].shape);
     const nnf_reduce_params *p = node->params;
-    double per = p && (p->kind == NNF_REDUCE_LOG_SUM_EXP) ? 5.0 : p && p->kind == NNF_REDUCE_L2 ? 2.0 : 1.0;
+    double per = p && (p->kind == NNF_REDUCE_LOG_SUM_EXP) ? 5.0
+                 : p && p->kind == NNF_REDUCE_L2          ? 2.0
+                                                          : 1.0;
     return n < 0 ? 0.0 : per * (double)n;
 }
 
@@ -188,8 +190,7 @@ nnf_status nnf_argminmax_infer(NNF_INFER_ARGS) {
         }
     }
     if (x->dims[axis] == 0 && nnf_shape_numel(&s) > 0)
-        return nnf_node_error(node, NNF_ERR_SHAPE, "axis %d has no elements to select from",
-                              axis);
+        return nnf_node_error(node, NNF_ERR_SHAPE, "axis %d has no elements to select from", axis);
     out[0].shape = s;
     return NNF_OK;
 }

@@ -48,8 +48,8 @@ static inline void h_free(h_out *o) {
 /* Run op (default domain) at opset with the given attributes and inputs.
  * Only the first output is returned. When infer_only is set the kernel is
  * not run. */
-static inline h_out h_run_ex(const char *op, int opset, nnf_attr *attrs, int n_attrs, const h_in *ins,
-                      int n_in, int infer_only) {
+static inline h_out h_run_ex(const char *op, int opset, nnf_attr *attrs, int n_attrs,
+                             const h_in *ins, int n_in, int infer_only) {
     h_out r = {.status = NNF_OK};
     nnf_graph *g = NULL;
     nnf_tinfo tin[8];
@@ -136,7 +136,7 @@ done:
 }
 
 static inline h_out h_run(const char *op, int opset, nnf_attr *attrs, int n_attrs, const h_in *ins,
-                   int n_in) {
+                          int n_in) {
     return h_run_ex(op, opset, attrs, n_attrs, ins, n_in, 0);
 }
 

@@ -41,8 +41,8 @@ static void bin_f32(const char *op, int opset, h_in a, h_in b, int rank, const i
 static void test_broadcast_shapes(void) {
     /* same shape */
     bin_f32("Add", 14, t_f32(2, D(2, 3), FV(1, 2, 3, 4, 5, 6)),
-            t_f32(2, D(2, 3), FV(10, 20, 30, 40, 50, 60)), 2, D(2, 3),
-            FV(11, 22, 33, 44, 55, 66), 6);
+            t_f32(2, D(2, 3), FV(10, 20, 30, 40, 50, 60)), 2, D(2, 3), FV(11, 22, 33, 44, 55, 66),
+            6);
     /* scalar (rank 0) on the right and on the left */
     bin_f32("Sub", 14, t_f32(2, D(2, 3), FV(1, 2, 3, 4, 5, 6)), t_f32(0, NULL, FV(1)), 2, D(2, 3),
             FV(0, 1, 2, 3, 4, 5), 6);
@@ -236,8 +236,10 @@ static void test_compare_logic(void) {
     struct {
         const char *op;
         uint8_t want[3];
-    } cases[] = {{"Equal", {0, 1, 0}},       {"Less", {1, 0, 0}},
-                 {"Greater", {0, 0, 1}},     {"LessOrEqual", {1, 1, 0}},
+    } cases[] = {{"Equal", {0, 1, 0}},
+                 {"Less", {1, 0, 0}},
+                 {"Greater", {0, 0, 1}},
+                 {"LessOrEqual", {1, 1, 0}},
                  {"GreaterOrEqual", {0, 1, 1}}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         h_out o = h_run(cases[i].op, 16, NULL, 0, c, 2);
@@ -352,8 +354,8 @@ static void test_unary(void) {
     nnf_attr ca[1] = {h_float("alpha", 2.0f)};
     un_f32("Celu", 12, ca, 1, FV(-2), FV(-1.2642411f), 1, t); /* 2*(e^-1 - 1) */
     un_f32("ThresholdedRelu", 10, NULL, 0, FV(0.5f, 1, 1.5f), FV(0, 0, 1.5f), 3, 0);
-    un_f32("Sigmoid", 13, NULL, 0, FV(0, 2, -2, 100, -100), FV(0.5f, 0.88079708f, 0.11920292f, 1, 0),
-           5, t);
+    un_f32("Sigmoid", 13, NULL, 0, FV(0, 2, -2, 100, -100),
+           FV(0.5f, 0.88079708f, 0.11920292f, 1, 0), 5, t);
     un_f32("HardSigmoid", 6, NULL, 0, FV(-3, 0, 1, 3), FV(0, 0.5f, 0.7f, 1), 4, t);
     un_f32("HardSwish", 14, NULL, 0, FV(-4, 1, 4), FV(0, 0.6666667f, 4), 3, t);
     un_f32("Tanh", 13, NULL, 0, FV(0, 1, -20), FV(0, 0.76159416f, -1), 3, t);
@@ -485,8 +487,8 @@ static void test_softmax(void) {
     h_out o = h_run("Softmax", 13, NULL, 0, &x, 1);
     CHECK(h_match_f32(&o, sm, 6, t));
     h_free(&o);
-    float lsm[] = {-2.40760596f, -1.40760596f, -0.40760596f, -2.40760596f, -1.40760596f,
-                   -0.40760596f};
+    float lsm[] = {-2.40760596f, -1.40760596f, -0.40760596f,
+                   -2.40760596f, -1.40760596f, -0.40760596f};
     o = h_run("LogSoftmax", 13, NULL, 0, &x, 1);
     CHECK(h_match_f32(&o, lsm, 6, t));
     h_free(&o);

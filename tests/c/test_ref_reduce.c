@@ -116,8 +116,8 @@ static void test_kinds(void) {
 
     nnf_attr a1k[1] = {h_int("keepdims", 0)};
     /* integers */
-    h_in xi = {.dtype = NNF_DTYPE_INT64, .rank = 2, .dims = {2, 2},
-               .data = (int64_t[]){1, -2, 3, -4}};
+    h_in xi = {
+        .dtype = NNF_DTYPE_INT64, .rank = 2, .dims = {2, 2}, .data = (int64_t[]){1, -2, 3, -4}};
     h_out o = h_run("ReduceSum", 11, a1, 2, &xi, 1);
     CHECK(h_match_bytes(&o, NNF_DTYPE_INT64, (int64_t[]){-1, -1}, 2));
     h_free(&o);
@@ -195,7 +195,8 @@ static void test_argminmax(void) {
     /* [[2,5,5],[7,1,7]] */
     h_in x = t_f32(2, D(2, 3), FV(2, 5, 5, 7, 1, 7));
     h_out o = h_run("ArgMax", 13, NULL, 0, &x, 1); /* axis 0, keepdims */
-    CHECK(h_shape_is(&o, 2, D(1, 3)) && h_match_bytes(&o, NNF_DTYPE_INT64, (int64_t[]){1, 0, 1}, 3));
+    CHECK(h_shape_is(&o, 2, D(1, 3)) &&
+          h_match_bytes(&o, NNF_DTYPE_INT64, (int64_t[]){1, 0, 1}, 3));
     h_free(&o);
     nnf_attr a[2] = {h_int("axis", -1), h_int("keepdims", 0)};
     o = h_run("ArgMax", 13, a, 2, &x, 1);

@@ -10,9 +10,13 @@
 
 #include <math.h>
 
-static inline float nnf_f32_relu(float x) { return x < 0.0f ? 0.0f : x; }
+static inline float nnf_f32_relu(float x) {
+    return x < 0.0f ? 0.0f : x;
+}
 
-static inline float nnf_f32_leaky_relu(float x, float alpha) { return x < 0.0f ? alpha * x : x; }
+static inline float nnf_f32_leaky_relu(float x, float alpha) {
+    return x < 0.0f ? alpha * x : x;
+}
 
 /* Clip: min(max(x, lo), hi); when lo > hi every value becomes hi (ONNX). */
 static inline float nnf_f32_clip(float x, float lo, float hi) {
@@ -31,9 +35,13 @@ static inline float nnf_f32_sigmoid(float x) {
     return e / (1.0f + e);
 }
 
-static inline float nnf_f32_silu(float x) { return x * nnf_f32_sigmoid(x); }
+static inline float nnf_f32_silu(float x) {
+    return x * nnf_f32_sigmoid(x);
+}
 
-static inline float nnf_f32_tanh(float x) { return tanhf(x); }
+static inline float nnf_f32_tanh(float x) {
+    return tanhf(x);
+}
 
 static inline float nnf_f32_hard_sigmoid(float x, float alpha, float beta) {
     float y = alpha * x + beta;
@@ -52,7 +60,9 @@ static inline float nnf_f32_gelu_tanh(float x) {
     return 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
 }
 
-static inline float nnf_f32_elu(float x, float alpha) { return x < 0.0f ? alpha * expm1f(x) : x; }
+static inline float nnf_f32_elu(float x, float alpha) {
+    return x < 0.0f ? alpha * expm1f(x) : x;
+}
 
 static inline float nnf_f32_selu(float x, float alpha, float gamma) {
     return x <= 0.0f ? gamma * alpha * expm1f(x) : gamma * x;
@@ -63,16 +73,22 @@ static inline float nnf_f32_celu(float x, float alpha) {
     return x > 0.0f ? x : alpha * expm1f(x / alpha);
 }
 
-static inline float nnf_f32_thresholded_relu(float x, float alpha) { return x > alpha ? x : 0.0f; }
+static inline float nnf_f32_thresholded_relu(float x, float alpha) {
+    return x > alpha ? x : 0.0f;
+}
 
 /* log(1 + e^x) without overflow for large x. */
 static inline float nnf_f32_softplus(float x) {
     return x > 0.0f ? x + log1pf(expf(-x)) : log1pf(expf(x));
 }
 
-static inline float nnf_f32_softsign(float x) { return x / (1.0f + fabsf(x)); }
+static inline float nnf_f32_softsign(float x) {
+    return x / (1.0f + fabsf(x));
+}
 
-static inline float nnf_f32_mish(float x) { return x * tanhf(nnf_f32_softplus(x)); }
+static inline float nnf_f32_mish(float x) {
+    return x * tanhf(nnf_f32_softplus(x));
+}
 
 /* Apply an epilogue activation to one value. NNF_ACT_NONE returns x. */
 float nnf_act_apply(const nnf_activation *act, float x);

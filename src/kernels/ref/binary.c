@@ -17,14 +17,28 @@
 
 /* ---- scalar formulas -------------------------------------------------- */
 
-static inline float f32_add(float x, float y) { return x + y; }
-static inline float f32_sub(float x, float y) { return x - y; }
-static inline float f32_mul(float x, float y) { return x * y; }
-static inline float f32_div(float x, float y) { return x / y; }
+static inline float f32_add(float x, float y) {
+    return x + y;
+}
+static inline float f32_sub(float x, float y) {
+    return x - y;
+}
+static inline float f32_mul(float x, float y) {
+    return x * y;
+}
+static inline float f32_div(float x, float y) {
+    return x / y;
+}
 /* NaN propagates from either side, as numpy.maximum does. */
-static inline float f32_max(float x, float y) { return (x > y || x != x) ? x : y; }
-static inline float f32_min(float x, float y) { return (x < y || x != x) ? x : y; }
-static inline float f32_prelu(float x, float s) { return x < 0.0f ? s * x : x; }
+static inline float f32_max(float x, float y) {
+    return (x > y || x != x) ? x : y;
+}
+static inline float f32_min(float x, float y) {
+    return (x < y || x != x) ? x : y;
+}
+static inline float f32_prelu(float x, float s) {
+    return x < 0.0f ? s * x : x;
+}
 
 /* Python-style float modulo (Mod-28, fmod=0): the result takes the divisor's
  * sign; a zero result is a zero of the divisor's sign. */
@@ -57,64 +71,94 @@ static inline int32_t sat_i32(double v) {
 
 /* Integer formulas compute in W, an unsigned type at least as wide as int, so
  * narrow types do not promote into signed overflow. */
-#define INT_COMMON(T, W, S)                                                                       \
-    static inline T S##_add(T x, T y) { return (T)((W)x + (W)y); }                               \
-    static inline T S##_sub(T x, T y) { return (T)((W)x - (W)y); }                                \
-    static inline T S##_mul(T x, T y) { return (T)((W)x * (W)y); }                                \
-    static inline T S##_max(T x, T y) { return x > y ? x : y; }                                   \
-    static inline T S##_min(T x, T y) { return x < y ? x : y; }                                   \
-    /* exponentiation by squaring */                                                             \
-    static inline T S##_ipow_nonneg(T x, int64_t e) {                                             \
-        W r = 1, b = (W)x;                                                                        \
-        while (e) {                                                                               \
-            if (e & 1)                                                                            \
-                r *= b;                                                                           \
-            b *= b;                                                                               \
-            e >>= 1;                                                                              \
-        }                                                                                         \
-        return (T)r;                                                                              \
+#define INT_COMMON(T, W, S)                                                                        \
+    static inline T S##_add(T x, T y) {                                                            \
+        return (T)((W)x + (W)y);                                                                   \
+    }                                                                                              \
+    static inline T S##_sub(T x, T y) {                                                            \
+        return (T)((W)x - (W)y);                                                                   \
+    }                                                                                              \
+    static inline T S##_mul(T x, T y) {                                                            \
+        return (T)((W)x * (W)y);                                                                   \
+    }                                                                                              \
+    static inline T S##_max(T x, T y) {                                                            \
+        return x > y ? x : y;                                                                      \
+    }                                                                                              \
+    static inline T S##_min(T x, T y) {                                                            \
+        return x < y ? x : y;                                                                      \
+    }                                                                                              \
+    /* exponentiation by squaring */                                                               \
+    static inline T S##_ipow_nonneg(T x, int64_t e) {                                              \
+        W r = 1, b = (W)x;                                                                         \
+        while (e) {                                                                                \
+            if (e & 1)                                                                             \
+                r *= b;                                                                            \
+            b *= b;                                                                                \
+            e >>= 1;                                                                               \
+        }                                                                                          \
+        return (T)r;                                                                               \
     }
 
-#define SIGNED_FORMULAS(T, W, S, BITS)                                                            \
-    INT_COMMON(T, W, S)                                                                           \
-    static inline T S##_prelu(T x, T s) { return x < 0 ? S##_mul(s, x) : x; }                     \
-    /* C truncation; -1 is special-cased because MIN / -1 traps on x86 */                        \
-    static inline T S##_div(T x, T y) {                                                           \
-        if (y == 0)                                                                               \
-            return 0;                                                                             \
-        if (y == -1)                                                                              \
-            return (T)(0 - (W)x);                                                                 \
-        return (T)(x / y);                                                                        \
-    }                                                                                             \
-    static inline T S##_fmod(T x, T y) { return (y == 0 || y == -1) ? 0 : (T)(x % y); }           \
-    /* Python/numpy: the result takes the divisor's sign */                                     \
-    static inline T S##_mod(T x, T y) {                                                           \
-        T r = S##_fmod(x, y);                                                                     \
-        return (r != 0 && ((r < 0) != (y < 0))) ? (T)(r + y) : r;                                 \
-    }                                                                                             \
-    /* negative exponents truncate toward zero */                                                \
-    static inline T S##_ipow(T x, int64_t e) {                                                    \
-        if (e < 0)                                                                                \
-            return x == 1 ? 1 : (x == -1 ? ((e & 1) ? -1 : 1) : 0);                               \
-        return S##_ipow_nonneg(x, e);                                                             \
-    }                                                                                             \
-    /* BitShift-28: out-of-range counts give what sign extension alone gives */                 \
-    static inline T S##_shl(T x, T y) { return (y < 0 || y >= BITS) ? 0 : (T)((W)x << y); }       \
-    static inline T S##_shr(T x, T y) {                                                           \
-        if (y < 0 || y >= BITS)                                                                   \
-            return x < 0 ? -1 : 0;                                                                \
-        return (T)(x >> y); /* arithmetic on every compiler we build with */                    \
+#define SIGNED_FORMULAS(T, W, S, BITS)                                                             \
+    INT_COMMON(T, W, S)                                                                            \
+    static inline T S##_prelu(T x, T s) {                                                          \
+        return x < 0 ? S##_mul(s, x) : x;                                                          \
+    }                                                                                              \
+    /* C truncation; -1 is special-cased because MIN / -1 traps on x86 */                          \
+    static inline T S##_div(T x, T y) {                                                            \
+        if (y == 0)                                                                                \
+            return 0;                                                                              \
+        if (y == -1)                                                                               \
+            return (T)(0 - (W)x);                                                                  \
+        return (T)(x / y);                                                                         \
+    }                                                                                              \
+    static inline T S##_fmod(T x, T y) {                                                           \
+        return (y == 0 || y == -1) ? 0 : (T)(x % y);                                               \
+    }                                                                                              \
+    /* Python/numpy: the result takes the divisor's sign */                                        \
+    static inline T S##_mod(T x, T y) {                                                            \
+        T r = S##_fmod(x, y);                                                                      \
+        return (r != 0 && ((r < 0) != (y < 0))) ? (T)(r + y) : r;                                  \
+    }                                                                                              \
+    /* negative exponents truncate toward zero */                                                  \
+    static inline T S##_ipow(T x, int64_t e) {                                                     \
+        if (e < 0)                                                                                 \
+            return x == 1 ? 1 : (x == -1 ? ((e & 1) ? -1 : 1) : 0);                                \
+        return S##_ipow_nonneg(x, e);                                                              \
+    }                                                                                              \
+    /* BitShift-28: out-of-range counts give what sign extension alone gives */                    \
+    static inline T S##_shl(T x, T y) {                                                            \
+        return (y < 0 || y >= BITS) ? 0 : (T)((W)x << y);                                          \
+    }                                                                                              \
+    static inline T S##_shr(T x, T y) {                                                            \
+        if (y < 0 || y >= BITS)                                                                    \
+            return x < 0 ? -1 : 0;                                                                 \
+        return (T)(x >> y); /* arithmetic on every compiler we build with */                       \
     }
 
-#define UNSIGNED_FORMULAS(T, W, S, BITS)                                                          \
-    INT_COMMON(T, W, S)                                                                           \
-    static inline T S##_prelu(T x, T s) { return (void)s, x; }                                    \
-    static inline T S##_div(T x, T y) { return y == 0 ? 0 : (T)(x / y); }                         \
-    static inline T S##_fmod(T x, T y) { return y == 0 ? 0 : (T)(x % y); }                        \
-    static inline T S##_mod(T x, T y) { return S##_fmod(x, y); }                                  \
-    static inline T S##_ipow(T x, int64_t e) { return e < 0 ? (x == 1) : S##_ipow_nonneg(x, e); } \
-    static inline T S##_shl(T x, T y) { return y >= BITS ? 0 : (T)((W)x << y); }                  \
-    static inline T S##_shr(T x, T y) { return y >= BITS ? 0 : (T)(x >> y); }
+#define UNSIGNED_FORMULAS(T, W, S, BITS)                                                           \
+    INT_COMMON(T, W, S)                                                                            \
+    static inline T S##_prelu(T x, T s) {                                                          \
+        return (void)s, x;                                                                         \
+    }                                                                                              \
+    static inline T S##_div(T x, T y) {                                                            \
+        return y == 0 ? 0 : (T)(x / y);                                                            \
+    }                                                                                              \
+    static inline T S##_fmod(T x, T y) {                                                           \
+        return y == 0 ? 0 : (T)(x % y);                                                            \
+    }                                                                                              \
+    static inline T S##_mod(T x, T y) {                                                            \
+        return S##_fmod(x, y);                                                                     \
+    }                                                                                              \
+    static inline T S##_ipow(T x, int64_t e) {                                                     \
+        return e < 0 ? (x == 1) : S##_ipow_nonneg(x, e);                                           \
+    }                                                                                              \
+    static inline T S##_shl(T x, T y) {                                                            \
+        return y >= BITS ? 0 : (T)((W)x << y);                                                     \
+    }                                                                                              \
+    static inline T S##_shr(T x, T y) {                                                            \
+        return y >= BITS ? 0 : (T)(x >> y);                                                        \
+    }
 
 SIGNED_FORMULAS(int8_t, uint32_t, i8, 8)
 SIGNED_FORMULAS(int16_t, uint32_t, i16, 16)
@@ -129,38 +173,38 @@ UNSIGNED_FORMULAS(uint64_t, uint64_t, u64, 64)
 
 /* The three common stride patterns get their own loops so the compiler can
  * vectorise them; the general form covers the rest. */
-#define ROW2(NAME, TA, TB, TO, EXPR)                                                              \
-    static void NAME(const void *ctx, size_t n, void *out, const void *const *in,                 \
-                     const ptrdiff_t *st) {                                                       \
-        const TA *a = in[0];                                                                      \
-        const TB *b = in[1];                                                                      \
-        TO *o = out;                                                                              \
-        (void)ctx;                                                                                \
-        if (st[0] == 1 && st[1] == 1) {                                                           \
-            for (size_t i = 0; i < n; i++) {                                                      \
-                TA x = a[i];                                                                      \
-                TB y = b[i];                                                                      \
-                o[i] = (TO)(EXPR);                                                                \
-            }                                                                                     \
-        } else if (st[0] == 1 && st[1] == 0) {                                                    \
-            const TB y = b[0];                                                                    \
-            for (size_t i = 0; i < n; i++) {                                                      \
-                TA x = a[i];                                                                      \
-                o[i] = (TO)(EXPR);                                                                \
-            }                                                                                     \
-        } else if (st[0] == 0 && st[1] == 1) {                                                    \
-            const TA x = a[0];                                                                    \
-            for (size_t i = 0; i < n; i++) {                                                      \
-                TB y = b[i];                                                                      \
-                o[i] = (TO)(EXPR);                                                                \
-            }                                                                                     \
-        } else {                                                                                  \
-            for (size_t i = 0; i < n; i++) {                                                      \
-                TA x = a[(ptrdiff_t)i * st[0]];                                                   \
-                TB y = b[(ptrdiff_t)i * st[1]];                                                   \
-                o[i] = (TO)(EXPR);                                                                \
-            }                                                                                     \
-        }                                                                                         \
+#define ROW2(NAME, TA, TB, TO, EXPR)                                                               \
+    static void NAME(const void *ctx, size_t n, void *out, const void *const *in,                  \
+                     const ptrdiff_t *st) {                                                        \
+        const TA *a = in[0];                                                                       \
+        const TB *b = in[1];                                                                       \
+        TO *o = out;                                                                               \
+        (void)ctx;                                                                                 \
+        if (st[0] == 1 && st[1] == 1) {                                                            \
+            for (size_t i = 0; i < n; i++) {                                                       \
+                TA x = a[i];                                                                       \
+                TB y = b[i];                                                                       \
+                o[i] = (TO)(EXPR);                                                                 \
+            }                                                                                      \
+        } else if (st[0] == 1 && st[1] == 0) {                                                     \
+            const TB y = b[0];                                                                     \
+            for (size_t i = 0; i < n; i++) {                                                       \
+                TA x = a[i];                                                                       \
+                o[i] = (TO)(EXPR);                                                                 \
+            }                                                                                      \
+        } else if (st[0] == 0 && st[1] == 1) {                                                     \
+            const TA x = a[0];                                                                     \
+            for (size_t i = 0; i < n; i++) {                                                       \
+                TB y = b[i];                                                                       \
+                o[i] = (TO)(EXPR);                                                                 \
+            }                                                                                      \
+        } else {                                                                                   \
+            for (size_t i = 0; i < n; i++) {                                                       \
+                TA x = a[(ptrdiff_t)i * st[0]];                                                    \
+                TB y = b[(ptrdiff_t)i * st[1]];                                                    \
+                o[i] = (TO)(EXPR);                                                                 \
+            }                                                                                      \
+        }                                                                                          \
     }
 
 /* Every same-type binary op of one dtype. */
@@ -169,38 +213,38 @@ typedef struct rowset {
     nnf_bcast_row_fn eq, lt, gt, le, ge, shl, shr;
 } rowset;
 
-#define NUM_ROWS(T, S)                                                                            \
-    ROW2(row_add_##S, T, T, T, S##_add(x, y))                                                     \
-    ROW2(row_sub_##S, T, T, T, S##_sub(x, y))                                                     \
-    ROW2(row_mul_##S, T, T, T, S##_mul(x, y))                                                     \
-    ROW2(row_div_##S, T, T, T, S##_div(x, y))                                                     \
-    ROW2(row_max_##S, T, T, T, S##_max(x, y))                                                     \
-    ROW2(row_min_##S, T, T, T, S##_min(x, y))                                                     \
-    ROW2(row_prelu_##S, T, T, T, S##_prelu(x, y))                                                 \
-    ROW2(row_eq_##S, T, T, uint8_t, x == y)                                                       \
-    ROW2(row_lt_##S, T, T, uint8_t, x < y)                                                        \
-    ROW2(row_gt_##S, T, T, uint8_t, x > y)                                                        \
-    ROW2(row_le_##S, T, T, uint8_t, x <= y)                                                       \
+#define NUM_ROWS(T, S)                                                                             \
+    ROW2(row_add_##S, T, T, T, S##_add(x, y))                                                      \
+    ROW2(row_sub_##S, T, T, T, S##_sub(x, y))                                                      \
+    ROW2(row_mul_##S, T, T, T, S##_mul(x, y))                                                      \
+    ROW2(row_div_##S, T, T, T, S##_div(x, y))                                                      \
+    ROW2(row_max_##S, T, T, T, S##_max(x, y))                                                      \
+    ROW2(row_min_##S, T, T, T, S##_min(x, y))                                                      \
+    ROW2(row_prelu_##S, T, T, T, S##_prelu(x, y))                                                  \
+    ROW2(row_eq_##S, T, T, uint8_t, x == y)                                                        \
+    ROW2(row_lt_##S, T, T, uint8_t, x < y)                                                         \
+    ROW2(row_gt_##S, T, T, uint8_t, x > y)                                                         \
+    ROW2(row_le_##S, T, T, uint8_t, x <= y)                                                        \
     ROW2(row_ge_##S, T, T, uint8_t, x >= y)
 
-#define INT_ROWS(T, S)                                                                            \
-    NUM_ROWS(T, S)                                                                                \
-    ROW2(row_mod_##S, T, T, T, S##_mod(x, y))                                                     \
-    ROW2(row_fmod_##S, T, T, T, S##_fmod(x, y))                                                   \
-    ROW2(row_shl_##S, T, T, T, S##_shl(x, y))                                                     \
-    ROW2(row_shr_##S, T, T, T, S##_shr(x, y))                                                     \
-    static const rowset rows_##S = {row_add_##S, row_sub_##S, row_mul_##S,  row_div_##S,          \
-                                    row_max_##S, row_min_##S, row_prelu_##S, row_mod_##S,         \
-                                    row_fmod_##S, row_eq_##S, row_lt_##S,   row_gt_##S,           \
-                                    row_le_##S,  row_ge_##S,  row_shl_##S,  row_shr_##S};
+#define INT_ROWS(T, S)                                                                             \
+    NUM_ROWS(T, S)                                                                                 \
+    ROW2(row_mod_##S, T, T, T, S##_mod(x, y))                                                      \
+    ROW2(row_fmod_##S, T, T, T, S##_fmod(x, y))                                                    \
+    ROW2(row_shl_##S, T, T, T, S##_shl(x, y))                                                      \
+    ROW2(row_shr_##S, T, T, T, S##_shr(x, y))                                                      \
+    static const rowset rows_##S = {row_add_##S,  row_sub_##S, row_mul_##S,   row_div_##S,         \
+                                    row_max_##S,  row_min_##S, row_prelu_##S, row_mod_##S,         \
+                                    row_fmod_##S, row_eq_##S,  row_lt_##S,    row_gt_##S,          \
+                                    row_le_##S,   row_ge_##S,  row_shl_##S,   row_shr_##S};
 
 NUM_ROWS(float, f32)
 ROW2(row_mod_f32, float, float, float, f32_mod(x, y))
 ROW2(row_fmod_f32, float, float, float, fmodf(x, y))
-static const rowset rows_f32 = {row_add_f32, row_sub_f32, row_mul_f32,   row_div_f32,
-                                row_max_f32, row_min_f32, row_prelu_f32, row_mod_f32,
-                                row_fmod_f32, row_eq_f32, row_lt_f32,    row_gt_f32,
-                                row_le_f32,  row_ge_f32,  NULL,          NULL};
+static const rowset rows_f32 = {row_add_f32,  row_sub_f32, row_mul_f32,   row_div_f32,
+                                row_max_f32,  row_min_f32, row_prelu_f32, row_mod_f32,
+                                row_fmod_f32, row_eq_f32,  row_lt_f32,    row_gt_f32,
+                                row_le_f32,   row_ge_f32,  NULL,          NULL};
 INT_ROWS(int8_t, i8)
 INT_ROWS(int16_t, i16)
 INT_ROWS(int32_t, i32)
@@ -362,15 +406,15 @@ nnf_status nnf_binary_ref(NNF_KERNEL_ARGS) {
 
 /* Where: operand 0 is the bool condition, 1 and 2 the values; only the
  * element size matters for a select. */
-#define WHERE_ROW(NAME, T)                                                                        \
-    static void NAME(const void *ctx, size_t n, void *out, const void *const *in,                 \
-                     const ptrdiff_t *st) {                                                       \
-        const uint8_t *c = in[0];                                                                 \
-        const T *x = in[1], *y = in[2];                                                           \
-        T *o = out;                                                                               \
-        (void)ctx;                                                                                \
-        for (size_t i = 0; i < n; i++)                                                            \
-            o[i] = c[(ptrdiff_t)i * st[0]] ? x[(ptrdiff_t)i * st[1]] : y[(ptrdiff_t)i * st[2]];   \
+#define WHERE_ROW(NAME, T)                                                                         \
+    static void NAME(const void *ctx, size_t n, void *out, const void *const *in,                  \
+                     const ptrdiff_t *st) {                                                        \
+        const uint8_t *c = in[0];                                                                  \
+        const T *x = in[1], *y = in[2];                                                            \
+        T *o = out;                                                                                \
+        (void)ctx;                                                                                 \
+        for (size_t i = 0; i < n; i++)                                                             \
+            o[i] = c[(ptrdiff_t)i * st[0]] ? x[(ptrdiff_t)i * st[1]] : y[(ptrdiff_t)i * st[2]];    \
     }
 WHERE_ROW(where_row_1, uint8_t)
 WHERE_ROW(where_row_2, uint16_t)

@@ -81,46 +81,46 @@ static void line_f32(nnf_reduce_kind kind, const void *line, size_t n, void *out
 }
 
 /* Integer folds wrap like the element-wise integer ops. */
-#define INT_LINE(NAME, T, UT, TMIN, TMAX)                                                         \
-    static void NAME(nnf_reduce_kind kind, const void *line, size_t n, void *out) {               \
-        const T *x = line;                                                                        \
-        UT acc = 0;                                                                               \
-        switch (kind) {                                                                           \
-        case NNF_REDUCE_MAX:                                                                      \
-        case NNF_REDUCE_MIN: {                                                                    \
-            T m = kind == NNF_REDUCE_MAX ? TMIN : TMAX;                                           \
-            for (size_t i = 0; i < n; i++)                                                        \
-                if (kind == NNF_REDUCE_MAX ? x[i] > m : x[i] < m)                                 \
-                    m = x[i];                                                                     \
-            *(T *)out = m;                                                                        \
-            return;                                                                               \
-        }                                                                                         \
-        case NNF_REDUCE_PROD:                                                                     \
-            acc = 1;                                                                              \
-            for (size_t i = 0; i < n; i++)                                                        \
-                acc *= (UT)x[i];                                                                  \
-            break;                                                                                \
-        case NNF_REDUCE_MEAN: {                                                                   \
-            int64_t s = 0;                                                                        \
-            for (size_t i = 0; i < n; i++)                                                        \
-                s = (int64_t)((uint64_t)s + (uint64_t)x[i]);                                      \
-            *(T *)out = n ? (T)(s / (int64_t)n) : 0;                                              \
-            return;                                                                               \
-        }                                                                                         \
-        case NNF_REDUCE_L1:                                                                       \
-            for (size_t i = 0; i < n; i++)                                                        \
-                acc += x[i] < 0 ? 0 - (UT)x[i] : (UT)x[i];                                        \
-            break;                                                                                \
-        case NNF_REDUCE_SUM_SQUARE:                                                               \
-            for (size_t i = 0; i < n; i++)                                                        \
-                acc += (UT)x[i] * (UT)x[i];                                                       \
-            break;                                                                                \
-        default:                                                                                  \
-            for (size_t i = 0; i < n; i++)                                                        \
-                acc += (UT)x[i];                                                                  \
-            break;                                                                                \
-        }                                                                                         \
-        *(T *)out = (T)acc;                                                                       \
+#define INT_LINE(NAME, T, UT, TMIN, TMAX)                                                          \
+    static void NAME(nnf_reduce_kind kind, const void *line, size_t n, void *out) {                \
+        const T *x = line;                                                                         \
+        UT acc = 0;                                                                                \
+        switch (kind) {                                                                            \
+        case NNF_REDUCE_MAX:                                                                       \
+        case NNF_REDUCE_MIN: {                                                                     \
+            T m = kind == NNF_REDUCE_MAX ? TMIN : TMAX;                                            \
+            for (size_t i = 0; i < n; i++)                                                         \
+                if (kind == NNF_REDUCE_MAX ? x[i] > m : x[i] < m)                                  \
+                    m = x[i];                                                                      \
+            *(T *)out = m;                                                                         \
+            return;                                                                                \
+        }                                                                                          \
+        case NNF_REDUCE_PROD:                                                                      \
+            acc = 1;                                                                               \
+            for (size_t i = 0; i < n; i++)                                                         \
+                acc *= (UT)x[i];                                                                   \
+            break;                                                                                 \
+        case NNF_REDUCE_MEAN: {                                                                    \
+            int64_t s = 0;                                                                         \
+            for (size_t i = 0; i < n; i++)                                                         \
+                s = (int64_t)((uint64_t)s + (uint64_t)x[i]);                                       \
+            *(T *)out = n ? (T)(s / (int64_t)n) : 0;                                               \
+            return;                                                                                \
+        }                                                                                          \
+        case NNF_REDUCE_L1:                                                                        \
+            for (size_t i = 0; i < n; i++)                                                         \
+                acc += x[i] < 0 ? 0 - (UT)x[i] : (UT)x[i];                                         \
+            break;                                                                                 \
+        case NNF_REDUCE_SUM_SQUARE:                                                                \
+            for (size_t i = 0; i < n; i++)                                                         \
+                acc += (UT)x[i] * (UT)x[i];                                                        \
+            break;                                                                                 \
+        default:                                                                                   \
+            for (size_t i = 0; i < n; i++)                                                         \
+                acc += (UT)x[i];                                                                   \
+            break;                                                                                 \
+        }                                                                                          \
+        *(T *)out = (T)acc;                                                                        \
     }
 INT_LINE(line_i32, int32_t, uint32_t, INT32_MIN, INT32_MAX)
 INT_LINE(line_i64, int64_t, uint64_t, INT64_MIN, INT64_MAX)
@@ -227,18 +227,18 @@ nnf_status nnf_reduce_ref(NNF_KERNEL_ARGS) {
 /* ---- ArgMax / ArgMin --------------------------------------------------- */
 
 /* Ties go to the first index, or the last with select_last_index. */
-#define ARG_LINES(T)                                                                              \
-    for (int64_t o = 0; o < outer; o++)                                                           \
-        for (int64_t j = 0; j < inner; j++) {                                                     \
-            const T *v = (const T *)x->data + o * n * inner + j;                                  \
-            int64_t best = 0;                                                                     \
-            for (int64_t k = 1; k < n; k++) {                                                     \
-                T a = v[k * inner], b = v[best * inner];                                          \
-                int better = p->is_max ? (a > b) : (a < b);                                       \
-                if (better || (p->select_last_index && a == b))                                   \
-                    best = k;                                                                     \
-            }                                                                                     \
-            y[o * inner + j] = best;                                                              \
+#define ARG_LINES(T)                                                                               \
+    for (int64_t o = 0; o < outer; o++)                                                            \
+        for (int64_t j = 0; j < inner; j++) {                                                      \
+            const T *v = (const T *)x->data + o * n * inner + j;                                   \
+            int64_t best = 0;                                                                      \
+            for (int64_t k = 1; k < n; k++) {                                                      \
+                T a = v[k * inner], b = v[best * inner];                                           \
+                int better = p->is_max ? (a > b) : (a < b);                                        \
+                if (better || (p->select_last_index && a == b))                                    \
+                    best = k;                                                                      \
+            }                                                                                      \
+            y[o * inner + j] = best;                                                               \
         }
 
 nnf_status nnf_argminmax_ref(NNF_KERNEL_ARGS) {

@@ -9,8 +9,7 @@
 
 #include <math.h>
 
-static void softmax_line(nnf_softmax_kind kind, const float *x, float *y, int64_t n,
-                         int64_t step) {
+static void softmax_line(nnf_softmax_kind kind, const float *x, float *y, int64_t n, int64_t step) {
     float mx = -INFINITY;
     int64_t arg = 0;
     for (int64_t k = 0; k < n; k++) {

@@ -12,17 +12,19 @@
 #include <stdint.h>
 #include <string.h>
 
-#define MAP(T_IN, T_OUT, EXPR)                                                                    \
-    do {                                                                                          \
-        const T_IN *src_ = in[0]->data;                                                           \
-        T_OUT *dst_ = out[0]->data;                                                               \
-        for (size_t i_ = 0; i_ < n; i_++) {                                                       \
-            T_IN x = src_[i_];                                                                    \
-            dst_[i_] = (EXPR);                                                                    \
-        }                                                                                         \
+#define MAP(T_IN, T_OUT, EXPR)                                                                     \
+    do {                                                                                           \
+        const T_IN *src_ = in[0]->data;                                                            \
+        T_OUT *dst_ = out[0]->data;                                                                \
+        for (size_t i_ = 0; i_ < n; i_++) {                                                        \
+            T_IN x = src_[i_];                                                                     \
+            dst_[i_] = (EXPR);                                                                     \
+        }                                                                                          \
     } while (0)
 
-static inline float f32_sign(float x) { return x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : x); }
+static inline float f32_sign(float x) {
+    return x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : x);
+}
 
 static nnf_status unary_f32(const nnf_node *node, const nnf_unary_params *p, nnf_buf *const *in,
                             nnf_buf *const *out, size_t n) {
@@ -76,22 +78,21 @@ static nnf_status unary_f32(const nnf_node *node, const nnf_unary_params *p, nnf
             (uint8_t)((p->detect_positive && x == INFINITY) ||
                       (p->detect_negative && x == -INFINITY)));
         break;
-    case NNF_UN_NOT:
-        return nnf_node_error(node, NNF_ERR_UNSUPPORTED, "no float32 kernel");
+    case NNF_UN_NOT: return nnf_node_error(node, NNF_ERR_UNSUPPORTED, "no float32 kernel");
     }
     return NNF_OK;
 }
 
 /* Negation and Abs wrap at the minimum value instead of overflowing. */
-#define INT_UNARY(T, UT)                                                                          \
-    switch (p->op) {                                                                              \
-    case NNF_UN_RELU: MAP(T, T, x < 0 ? 0 : x); break;                                           \
-    case NNF_UN_NEG: MAP(T, T, (T)(0 - (UT)x)); break;                                            \
-    case NNF_UN_ABS: MAP(T, T, x < 0 ? (T)(0 - (UT)x) : x); break;                                \
-    case NNF_UN_SIGN: MAP(T, T, (T)((x > 0) - (x < 0))); break;                                   \
-    default:                                                                                      \
-        return nnf_node_error(node, NNF_ERR_UNSUPPORTED, "no %s kernel",                          \
-                              nnf_dtype_name(in[0]->dtype));                                      \
+#define INT_UNARY(T, UT)                                                                           \
+    switch (p->op) {                                                                               \
+    case NNF_UN_RELU: MAP(T, T, x < 0 ? 0 : x); break;                                             \
+    case NNF_UN_NEG: MAP(T, T, (T)(0 - (UT)x)); break;                                             \
+    case NNF_UN_ABS: MAP(T, T, x < 0 ? (T)(0 - (UT)x) : x); break;                                 \
+    case NNF_UN_SIGN: MAP(T, T, (T)((x > 0) - (x < 0))); break;                                    \
+    default:                                                                                       \
+        return nnf_node_error(node, NNF_ERR_UNSUPPORTED, "no %s kernel",                           \
+                              nnf_dtype_name(in[0]->dtype));                                       \
     }
 
 nnf_status nnf_unary_ref(NNF_KERNEL_ARGS) {
