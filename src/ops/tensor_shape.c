@@ -205,7 +205,8 @@ nnf_status nnf_squeeze_infer(NNF_INFER_ARGS) {
     out[0].dtype = x->dtype;
     nnf_ivec axes;
     NNF_CHECK(axes_of(node, in, &axes));
-    bool axes_given = node->opset < 13 ? axes.n >= 0 : nnf_has_input(node, in, 1);
+    /* an empty axes list squeezes every 1, as ONNX Runtime does */
+    bool axes_given = (node->opset < 13 ? axes.n >= 0 : nnf_has_input(node, in, 1)) && axes.n != 0;
     int r = x->shape.rank;
     nnf_shape s;
     nnf_shape_unknown(&s, -1);

@@ -625,6 +625,19 @@ static void test_tile_expand_pad(void) {
     run_op(&r, "Pad", 13, NULL, 0, p, 2, 1, true);
     DATA_F32(r.bufs[0], 2, 3, 0, 0);
     run_free(&r);
+    /* wrap after a crop sees only the kept elements (ONNX Runtime semantics) */
+    int64_t wc[] = {-1, 2};
+    p[1].data = wc;
+    mode.s = "wrap";
+    run_op(&r, "Pad", 19, &mode, 1, p, 2, 1, true);
+    DATA_F32(r.bufs[0], 2, 3, 2, 3);
+    run_free(&r);
+    mode.s = "reflect";
+    int64_t all[] = {-3, 1};
+    p[1].data = all; /* nothing left to reflect */
+    run_op(&r, "Pad", 19, &mode, 1, p, 2, 1, true);
+    CHECK(r.st_ref == NNF_ERR_SHAPE);
+    run_free(&r);
     /* opset 18 axes input on a 2-D tensor; opset 2 attribute form */
     int64_t p2[] = {1, 0}, ax[] = {-2};
     tin q[4] = {{F32, 2, {2, 2}, a}, {I64, 1, {2}, p2}, {NNF_DTYPE_UNDEFINED}, {I64, 1, {1}, ax}};
@@ -864,6 +877,28 @@ static void test_cast(void) {
     run_free(&r);
 }
 
+/* A kernel whose scratch allocation fails reports OUT_OF_MEMORY, not a crash. */
+static void test_alloc_failure(void) {
+    trun r;
+    tin x = {F32, 2, {2, 3}, iota24};
+    nnf_alloc_fail_after(0);
+    bool saw_oom = false;
+    for (uint64_t n = 1; n < 8; n++) {
+        memset(&r, 0, sizeof r);
+        /* count allocations of init (arena) + the kernel; fail the n-th */
+        nnf_alloc_fail_after(n);
+        run_op(&r, "Transpose", 13, NULL, 0, &x, 1, 1, true);
+        nnf_alloc_fail_after(0);
+        nnf_status st = r.st_init != NNF_OK ? r.st_init : r.st_infer != NNF_OK ? r.st_infer : r.st_ref;
+        CHECK(st == NNF_OK || st == NNF_ERR_OUT_OF_MEMORY);
+        saw_oom |= st == NNF_ERR_OUT_OF_MEMORY;
+        if (st == NNF_OK)
+            DATA_F32(r.bufs[0], 0, 3, 1, 4, 2, 5);
+        run_free(&r);
+    }
+    CHECK(saw_oom);
+}
+
 int main(void) {
     test_reshape();
     test_flatten_squeeze();
@@ -877,5 +912,6 @@ int main(void) {
     test_gather();
     test_misc();
     test_cast();
+    test_alloc_failure();
     TEST_MAIN_END();
 }

@@ -269,3 +269,14 @@ def test_shape_chain_dynamic_batch():
         x = rand((n, 3, 4))
         got = sess.run({"x": x})["y"]
         assert np.array_equal(got, x.reshape(n, -1).T)
+
+
+def test_empty_tensors():
+    e = rand((2, 0, 3))
+    check("Transpose", [("x", e)], attrs={"perm": [2, 0, 1]})
+    check("Concat", [("a", e), ("b", rand((2, 2, 3)))], attrs={"axis": 1})
+    check("Slice", [("x", e), ("s", np.array([1], np.int64)), ("e", np.array([3], np.int64)),
+                    ("a", np.array([-1], np.int64))], consts={"s", "e", "a"})
+    check("Pad", [("x", e), ("p", np.array([0, 1, 0, 0, 1, 0], np.int64))], consts={"p"})
+    check("Squeeze", [("x", rand((1, 3, 1))), ("a", np.array([], np.int64))], consts={"a"})
+    check("NonZero", [("x", np.zeros((0, 4), np.int64))])
