@@ -145,7 +145,7 @@ class Session:
         arrays, shapes = [], []
         tensors = (_Tensor * max(1, len(feeds)))()
         for i, (name, value) in enumerate(feeds.items()):
-            a = np.ascontiguousarray(value)
+            a = np.asarray(value, order="C")  # ascontiguousarray would turn rank 0 into (1,)
             if a.dtype not in _CODES:
                 raise TypeError(f"input '{name}': dtype {a.dtype} is not supported")
             shape = (ctypes.c_int64 * max(1, a.ndim))(*a.shape)
