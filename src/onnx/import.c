@@ -13,6 +13,7 @@
 
 #include <inttypes.h>
 #include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 
 enum { /* ModelProto */
@@ -484,11 +485,6 @@ static nnf_status import_attr(nnf_onnx_ctx *cx, nnf_graph *g, int node_id,
         st = NNF_CORRUPT("has no name");
         goto fail;
     }
-    nnf_node *n = &g->nodes[node_id];
-    if (nnf_node_attr(n, as.name)) {
-        st = NNF_CORRUPT("appears twice");
-        goto fail;
-    }
     if (as.n[A_REF_ATTR_NAME]) {
         st = nnf_error(NNF_ERR_UNSUPPORTED, "refers to a function attribute (ref_attr_name), "
                                             "which is only valid inside a function body");
@@ -515,13 +511,90 @@ static nnf_status import_attr(nnf_onnx_ctx *cx, nnf_graph *g, int node_id,
     at.type = (nnf_attr_type)type;
     if ((st = decode_attr_value(cx, g, span, &as, &at, depth + 1)) != NNF_OK)
         goto fail;
-    n = &g->nodes[node_id];
+    nnf_node *n = &g->nodes[node_id];
     n->attrs[n->n_attrs++] = at;
     return NNF_OK;
 fail:
     if (as.name && as.name[0])
         return nnf_error_prefix(st, "attribute '" NNF_ONNX_NAME_FMT "'", as.name);
     return nnf_error_prefix(st, "attribute #%d", index);
+}
+
+static int cmp_names(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Attribute names must be unique within a node. Sorting keeps a node with a
+ * hostile number of attributes from costing quadratic time. */
+static nnf_status check_attr_names(const nnf_node *n) {
+    const char *dup = NULL;
+    if (n->n_attrs <= 16) {
+        for (int i = 0; i < n->n_attrs && !dup; i++)
+            for (int j = 0; j < i; j++)
+                if (!strcmp(n->attrs[i].name, n->attrs[j].name)) {
+                    dup = n->attrs[i].name;
+                    break;
+                }
+    } else {
+        const char **names = nnf_malloc(sizeof(char *) * (size_t)n->n_attrs);
+        if (!names)
+            return nnf_onnx_oom("a node");
+        for (int i = 0; i < n->n_attrs; i++)
+            names[i] = n->attrs[i].name;
+        qsort(names, (size_t)n->n_attrs, sizeof *names, cmp_names);
+        for (int i = 1; i < n->n_attrs && !dup; i++)
+            if (!strcmp(names[i], names[i - 1]))
+                dup = names[i];
+        nnf_free(names);
+    }
+    if (dup)
+        return NNF_CORRUPT("attribute '" NNF_ONNX_NAME_FMT "' appears twice", dup);
+    return NNF_OK;
+}
+
+static uint64_t hash_name(const char *s) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+/* "" and "ai.onnx" both name the default domain. */
+static const char *norm_domain(const char *d) { return d && strcmp(d, "ai.onnx") ? d : ""; }
+
+static nnf_status index_opsets(nnf_onnx_ctx *cx, const nnf_graph *g) {
+    size_t cap = 16;
+    while (cap < 2 * (size_t)g->n_opsets + 2)
+        cap *= 2;
+    cx->opset_keys = nnf_calloc(cap, sizeof *cx->opset_keys);
+    cx->opset_vals = nnf_calloc(cap, sizeof *cx->opset_vals);
+    if (!cx->opset_keys || !cx->opset_vals)
+        return nnf_onnx_oom("opset_import");
+    cx->opset_cap = cap;
+    for (int i = 0; i < g->n_opsets; i++) {
+        const char *d = norm_domain(g->opsets[i].domain);
+        size_t h = hash_name(d) & (cap - 1);
+        while (cx->opset_keys[h] && strcmp(cx->opset_keys[h], d))
+            h = (h + 1) & (cap - 1);
+        if (!cx->opset_keys[h]) { /* the first import of a domain wins, as in nnf_graph_opset */
+            cx->opset_keys[h] = d;
+            cx->opset_vals[h] = g->opsets[i].version;
+        }
+    }
+    return NNF_OK;
+}
+
+static int64_t lookup_opset(const nnf_onnx_ctx *cx, const char *domain) {
+    if (!cx->opset_cap)
+        return 0;
+    const char *d = norm_domain(domain);
+    size_t h = hash_name(d) & (cx->opset_cap - 1);
+    while (cx->opset_keys[h]) {
+        if (!strcmp(cx->opset_keys[h], d))
+            return cx->opset_vals[h];
+        h = (h + 1) & (cx->opset_cap - 1);
+    }
+    return 0;
 }
 
 /* ---- NodeProto ------------------------------------------------------------------------------ */
@@ -604,7 +677,7 @@ static nnf_status import_node(nnf_onnx_ctx *cx, nnf_graph *g, const nnf_pb_field
         st = NNF_CORRUPT("has no op_type");
         goto fail;
     }
-    const char *domain = ns.domain && strcmp(ns.domain, "ai.onnx") ? ns.domain : "";
+    const char *domain = norm_domain(ns.domain);
     ins = nnf_malloc(sizeof(int) * (ns.n_inputs ? ns.n_inputs : 1));
     outs = nnf_malloc(sizeof(int) * (ns.n_outputs ? ns.n_outputs : 1));
     if (!ins || !outs) {
@@ -637,7 +710,7 @@ static nnf_status import_node(nnf_onnx_ctx *cx, nnf_graph *g, const nnf_pb_field
         v->producer = id;
     }
     nnf_node *n = &g->nodes[id];
-    n->opset = (int)nnf_graph_opset(g, domain);
+    n->opset = (int)lookup_opset(cx, domain);
     if (ns.n_attrs && !(n->attrs = nnf_arena_calloc(&g->arena, ns.n_attrs, sizeof(nnf_attr)))) {
         st = nnf_onnx_oom("a node");
         goto fail;
@@ -654,6 +727,8 @@ static nnf_status import_node(nnf_onnx_ctx *cx, nnf_graph *g, const nnf_pb_field
         if (f.number == N_ATTRIBUTE && (st = import_attr(cx, g, id, &f, k++, depth + 1)) != NNF_OK)
             goto fail;
     }
+    if ((st = check_attr_names(&g->nodes[id])) != NNF_OK)
+        goto fail;
     nnf_free(ins);
     nnf_free(outs);
     return NNF_OK;
@@ -893,6 +968,7 @@ static nnf_status import_model(nnf_onnx_ctx *cx, nnf_graph *g) {
                 NNF_CHECK(decode_opset(cx, g, &f, &g->opsets[g->n_opsets++]));
         }
     }
+    NNF_CHECK(index_opsets(cx, g));
     return import_graph(cx, g, &graph, 1);
 }
 
@@ -915,7 +991,10 @@ nnf_status nnf_onnx_import(const void *data, size_t size, const char *source, co
     }
     static const uint8_t empty[1];
     nnf_onnx_ctx cx = {.base = data ? data : empty, .size = size, .base_dir = base_dir, .root = g};
-    if ((st = import_model(&cx, g)) != NNF_OK)
+    st = import_model(&cx, g);
+    nnf_free(cx.opset_keys);
+    nnf_free(cx.opset_vals);
+    if (st != NNF_OK)
         goto fail;
     *graph_out = g;
     return NNF_OK;

@@ -14,6 +14,11 @@ typedef struct nnf_onnx_ctx {
     size_t size;
     const char *base_dir; /* NULL = current directory */
     nnf_graph *root;      /* owns external-data mappings for all subgraphs */
+    /* domain → opset version, hashed: a hostile file may hold very many
+     * opset imports and nodes, and a linear lookup per node is quadratic. */
+    const char **opset_keys;
+    int64_t *opset_vals;
+    size_t opset_cap;
 } nnf_onnx_ctx;
 
 nnf_status nnf_onnx_oom(const char *what);

@@ -857,6 +857,56 @@ static void test_graph_errors(void) {
     free(m.p);
 }
 
+/* Sizes a hostile file can reach cheaply must not cost quadratic time:
+ * many attributes on one node, many opset imports with many nodes. */
+static void test_scale(void) {
+    enum { K = 20000 };
+    char name[32];
+    for (int dup = 0; dup < 2; dup++) {
+        pbuf g = relu_graph();
+        pbuf n = node("wide", "Relu", (const char *[]){"y"}, 1, (const char *[]){"w"}, 1);
+        for (int i = 0; i < K; i++) {
+            snprintf(name, sizeof name, "a%d", dup && i == K - 1 ? 17 : i);
+            put_attr_int(&n, name, i, 1);
+        }
+        put_msg(&g, G_NODE, &n);
+        pbuf m = model_of(&g);
+        nnf_graph *gr = EXPECT(&m, dup ? NNF_ERR_INVALID_MODEL : NNF_OK, "attribute 'a17' appears twice");
+        if (gr)
+            CHECK(gr->nodes[1].n_attrs == K && nnf_attr_int(&gr->nodes[1], "a12345", 0) == 12345);
+        nnf_graph_destroy(gr);
+        free(m.p);
+    }
+    pbuf g = {0}, m = {0};
+    const char *prev = "x";
+    char out[32];
+    for (int i = 0; i < K; i++) {
+        snprintf(out, sizeof out, "v%d", i);
+        snprintf(name, sizeof name, "d%d", i % 97);
+        pbuf n = node(NULL, "Op", (const char *[]){prev}, 1, (const char *[]){out}, 1);
+        put_str(&n, N_DOMAIN, name);
+        put_msg(&g, G_NODE, &n);
+        prev = i % 2 ? "x" : "v0";
+    }
+    pbuf in = value_info("x", 1, -1, NULL, NULL);
+    put_msg(&g, G_INPUT, &in);
+    put_msg(&m, M_GRAPH, &g);
+    for (int i = 0; i < K; i++) {
+        pbuf op = {0};
+        snprintf(name, sizeof name, "d%d", i);
+        put_str(&op, 1, name);
+        put_int(&op, 2, i + 1);
+        put_msg(&m, M_OPSET, &op);
+    }
+    nnf_graph *gr = EXPECT(&m, NNF_OK, NULL);
+    if (gr) {
+        CHECK(gr->n_nodes == K && gr->nodes[5].opset == 6 && !strcmp(gr->nodes[5].domain, "d5"));
+        CHECK(gr->nodes[200].opset == 200 % 97 + 1);
+    }
+    nnf_graph_destroy(gr);
+    free(m.p);
+}
+
 /* Subgraphs nested `levels` deep: each level is an If node with a then_branch. */
 static pbuf nested(int levels) {
     pbuf g = relu_graph();
@@ -1028,6 +1078,7 @@ int main(void) {
     test_tensor_errors();
     test_graph_errors();
     test_nesting();
+    test_scale();
     test_external();
     TEST_MAIN_END();
 }
