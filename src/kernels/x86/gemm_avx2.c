@@ -8,7 +8,7 @@
 #include "kernels/vmath.h"
 #include "kernels/x86/vmath_avx2.h"
 
-static inline void store_row(float *cr, __m256 v0, __m256 v1, size_t r, size_t n,
+static inline __attribute__((always_inline)) void store_row(float *cr, __m256 v0, __m256 v1, size_t r, size_t n,
                              __m256i m0, __m256i m1, const nnf_tile_ep *t) {
     int full = n == 16;
     if (t->accumulate) {
@@ -35,59 +35,171 @@ static inline void store_row(float *cr, __m256 v0, __m256 v1, size_t r, size_t n
 
 void nnf_gemm_ukernel_6x16_avx2(size_t kc, const float *a, const float *b, float *c, size_t ldc,
                                 size_t m, size_t n, const nnf_tile_ep *t) {
-    __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps();
-    __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps();
-    __m256 c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps();
-    __m256 c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps();
-    __m256 c40 = _mm256_setzero_ps(), c41 = _mm256_setzero_ps();
-    __m256 c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
-#define NNF_K_STEP(off)                                                                        \
-    do {                                                                                       \
-        __m256 b0 = _mm256_loadu_ps(b + 16 * (off)), b1 = _mm256_loadu_ps(b + 16 * (off) + 8); \
-        __m256 av = _mm256_broadcast_ss(a + 6 * (off) + 0);                                    \
-        c00 = _mm256_fmadd_ps(av, b0, c00);                                                    \
-        c01 = _mm256_fmadd_ps(av, b1, c01);                                                    \
-        av = _mm256_broadcast_ss(a + 6 * (off) + 1);                                           \
-        c10 = _mm256_fmadd_ps(av, b0, c10);                                                    \
-        c11 = _mm256_fmadd_ps(av, b1, c11);                                                    \
-        av = _mm256_broadcast_ss(a + 6 * (off) + 2);                                           \
-        c20 = _mm256_fmadd_ps(av, b0, c20);                                                    \
-        c21 = _mm256_fmadd_ps(av, b1, c21);                                                    \
-        av = _mm256_broadcast_ss(a + 6 * (off) + 3);                                           \
-        c30 = _mm256_fmadd_ps(av, b0, c30);                                                    \
-        c31 = _mm256_fmadd_ps(av, b1, c31);                                                    \
-        av = _mm256_broadcast_ss(a + 6 * (off) + 4);                                           \
-        c40 = _mm256_fmadd_ps(av, b0, c40);                                                    \
-        c41 = _mm256_fmadd_ps(av, b1, c41);                                                    \
-        av = _mm256_broadcast_ss(a + 6 * (off) + 5);                                           \
-        c50 = _mm256_fmadd_ps(av, b0, c50);                                                    \
-        c51 = _mm256_fmadd_ps(av, b1, c51);                                                    \
-    } while (0)
-    size_t k = 0;
-    for (; k + 4 <= kc; k += 4, a += 24, b += 64) {
-        _mm_prefetch((const char *)(b + 256), _MM_HINT_T0);
-        NNF_K_STEP(0);
-        NNF_K_STEP(1);
-        _mm_prefetch((const char *)(b + 288), _MM_HINT_T0);
-        NNF_K_STEP(2);
-        NNF_K_STEP(3);
+    /* C's rows are far apart (ldc) and get read back on every K block after
+     * the first: fetch them now, behind kc steps of FMAs, not at the store. */
+    for (size_t r = 0; r < m; r++) {
+        _mm_prefetch((const char *)(c + r * ldc), _MM_HINT_T0);
+        _mm_prefetch((const char *)(c + r * ldc + 15), _MM_HINT_T0);
     }
-    for (; k < kc; k++, a += 6, b += 16)
-        NNF_K_STEP(0);
-#undef NNF_K_STEP
+    /* The K loop is written in assembly: with intrinsics GCC spilled one of
+     * the 12 accumulators (15 of 16 registers are live), and the store/load
+     * round trip on the spilled chain capped the kernel near 60 % of peak.
+     * ymm4-15 accumulate, ymm0-1 hold B's row, ymm2-3 the broadcasts. */
+    float acc[96] __attribute__((aligned(32)));
+    size_t kk = kc;
+    __asm__ volatile(
+        "vxorps %%ymm4, %%ymm4, %%ymm4\n\t"
+        "vxorps %%ymm5, %%ymm5, %%ymm5\n\t"
+        "vxorps %%ymm6, %%ymm6, %%ymm6\n\t"
+        "vxorps %%ymm7, %%ymm7, %%ymm7\n\t"
+        "vxorps %%ymm8, %%ymm8, %%ymm8\n\t"
+        "vxorps %%ymm9, %%ymm9, %%ymm9\n\t"
+        "vxorps %%ymm10, %%ymm10, %%ymm10\n\t"
+        "vxorps %%ymm11, %%ymm11, %%ymm11\n\t"
+        "vxorps %%ymm12, %%ymm12, %%ymm12\n\t"
+        "vxorps %%ymm13, %%ymm13, %%ymm13\n\t"
+        "vxorps %%ymm14, %%ymm14, %%ymm14\n\t"
+        "vxorps %%ymm15, %%ymm15, %%ymm15\n\t"
+        "cmp $4, %[k]\n\t"
+        "jb 3f\n\t"
+        ".p2align 5\n"
+        "1:\n\t"
+        "prefetcht0 1024(%[b])\n\t"
+        "vmovups 0(%[b]), %%ymm0\n\t"
+        "vmovups 32(%[b]), %%ymm1\n\t"
+        "vbroadcastss 0(%[a]), %%ymm2\n\t"
+        "vfmadd231ps %%ymm0, %%ymm2, %%ymm4\n\t"
+        "vfmadd231ps %%ymm1, %%ymm2, %%ymm5\n\t"
+        "vbroadcastss 4(%[a]), %%ymm3\n\t"
+        "vfmadd231ps %%ymm0, %%ymm3, %%ymm6\n\t"
+        "vfmadd231ps %%ymm1, %%ymm3, %%ymm7\n\t"
+        "vbroadcastss 8(%[a]), %%ymm2\n\t"
+        "vfmadd231ps %%ymm0, %%ymm2, %%ymm8\n\t"
+        "vfmadd231ps %%ymm1, %%ymm2, %%ymm9\n\t"
+        "vbroadcastss 12(%[a]), %%ymm3\n\t"
+        "vfmadd231ps %%ymm0, %%ymm3, %%ymm10\n\t"
+        "vfmadd231ps %%ymm1, %%ymm3, %%ymm11\n\t"
+        "vbroadcastss 16(%[a]), %%ymm2\n\t"
+        "vfmadd231ps %%ymm0, %%ymm2, %%ymm12\n\t"
+        "vfmadd231ps %%ymm1, %%ymm2, %%ymm13\n\t"
+        "vbroadcastss 20(%[a]), %%ymm3\n\t"
+        "vfmadd231ps %%ymm0, %%ymm3, %%ymm14\n\t"
+        "vfmadd231ps %%ymm1, %%ymm3, %%ymm15\n\t"
+        "vmovups 64(%[b]), %%ymm0\n\t"
+        "vmovups 96(%[b]), %%ymm1\n\t"
+        "vbroadcastss 24(%[a]), %%ymm2\n\t"
+        "vfmadd231ps %%ymm0, %%ymm2, %%ymm4\n\t"
+        "vfmadd231ps %%ymm1, %%ymm2, %%ymm5\n\t"
+        "vbroadcastss 28(%[a]), %%ymm3\n\t"
+        "vfmadd231ps %%ymm0, %%ymm3, %%ymm6\n\t"
+        "vfmadd231ps %%ymm1, %%ymm3, %%ymm7\n\t"
+        "vbroadcastss 32(%[a]), %%ymm2\n\t"
+        "vfmadd231ps %%ymm0, %%ymm2, %%ymm8\n\t"
+        "vfmadd231ps %%ymm1, %%ymm2, %%ymm9\n\t"
+        "vbroadcastss 36(%[a]), %%ymm3\n\t"
+        "vfmadd231ps %%ymm0, %%ymm3, %%ymm10\n\t"
+        "vfmadd231ps %%ymm1, %%ymm3, %%ymm11\n\t"
+        "vbroadcastss 40(%[a]), %%ymm2\n\t"
+        "vfmadd231ps %%ymm0, %%ymm2, %%ymm12\n\t"
+        "vfmadd231ps %%ymm1, %%ymm2, %%ymm13\n\t"
+        "vbroadcastss 44(%[a]), %%ymm3\n\t"
+        "vfmadd231ps %%ymm0, %%ymm3, %%ymm14\n\t"
+        "vfmadd231ps %%ymm1, %%ymm3, %%ymm15\n\t"
+        "prefetcht0 1152(%[b])\n\t"
+        "vmovups 128(%[b]), %%ymm0\n\t"
+        "vmovups 160(%[b]), %%ymm1\n\t"
+        "vbroadcastss 48(%[a]), %%ymm2\n\t"
+        "vfmadd231ps %%ymm0, %%ymm2, %%ymm4\n\t"
+        "vfmadd231ps %%ymm1, %%ymm2, %%ymm5\n\t"
+        "vbroadcastss 52(%[a]), %%ymm3\n\t"
+        "vfmadd231ps %%ymm0, %%ymm3, %%ymm6\n\t"
+        "vfmadd231ps %%ymm1, %%ymm3, %%ymm7\n\t"
+        "vbroadcastss 56(%[a]), %%ymm2\n\t"
+        "vfmadd231ps %%ymm0, %%ymm2, %%ymm8\n\t"
+        "vfmadd231ps %%ymm1, %%ymm2, %%ymm9\n\t"
+        "vbroadcastss 60(%[a]), %%ymm3\n\t"
+        "vfmadd231ps %%ymm0, %%ymm3, %%ymm10\n\t"
+        "vfmadd231ps %%ymm1, %%ymm3, %%ymm11\n\t"
+        "vbroadcastss 64(%[a]), %%ymm2\n\t"
+        "vfmadd231ps %%ymm0, %%ymm2, %%ymm12\n\t"
+        "vfmadd231ps %%ymm1, %%ymm2, %%ymm13\n\t"
+        "vbroadcastss 68(%[a]), %%ymm3\n\t"
+        "vfmadd231ps %%ymm0, %%ymm3, %%ymm14\n\t"
+        "vfmadd231ps %%ymm1, %%ymm3, %%ymm15\n\t"
+        "vmovups 192(%[b]), %%ymm0\n\t"
+        "vmovups 224(%[b]), %%ymm1\n\t"
+        "vbroadcastss 72(%[a]), %%ymm2\n\t"
+        "vfmadd231ps %%ymm0, %%ymm2, %%ymm4\n\t"
+        "vfmadd231ps %%ymm1, %%ymm2, %%ymm5\n\t"
+        "vbroadcastss 76(%[a]), %%ymm3\n\t"
+        "vfmadd231ps %%ymm0, %%ymm3, %%ymm6\n\t"
+        "vfmadd231ps %%ymm1, %%ymm3, %%ymm7\n\t"
+        "vbroadcastss 80(%[a]), %%ymm2\n\t"
+        "vfmadd231ps %%ymm0, %%ymm2, %%ymm8\n\t"
+        "vfmadd231ps %%ymm1, %%ymm2, %%ymm9\n\t"
+        "vbroadcastss 84(%[a]), %%ymm3\n\t"
+        "vfmadd231ps %%ymm0, %%ymm3, %%ymm10\n\t"
+        "vfmadd231ps %%ymm1, %%ymm3, %%ymm11\n\t"
+        "vbroadcastss 88(%[a]), %%ymm2\n\t"
+        "vfmadd231ps %%ymm0, %%ymm2, %%ymm12\n\t"
+        "vfmadd231ps %%ymm1, %%ymm2, %%ymm13\n\t"
+        "vbroadcastss 92(%[a]), %%ymm3\n\t"
+        "vfmadd231ps %%ymm0, %%ymm3, %%ymm14\n\t"
+        "vfmadd231ps %%ymm1, %%ymm3, %%ymm15\n\t"
+        "add $96, %[a]\n\t"
+        "add $256, %[b]\n\t"
+        "sub $4, %[k]\n\t"
+        "cmp $4, %[k]\n\t"
+        "jae 1b\n"
+        "3:\n\t"
+        "test %[k], %[k]\n\t"
+        "jz 2f\n"
+        "4:\n\t"
+        "vmovups 0(%[b]), %%ymm0\n\t"
+        "vmovups 32(%[b]), %%ymm1\n\t"
+        "vbroadcastss 0(%[a]), %%ymm2\n\t"
+        "vfmadd231ps %%ymm0, %%ymm2, %%ymm4\n\t"
+        "vfmadd231ps %%ymm1, %%ymm2, %%ymm5\n\t"
+        "vbroadcastss 4(%[a]), %%ymm3\n\t"
+        "vfmadd231ps %%ymm0, %%ymm3, %%ymm6\n\t"
+        "vfmadd231ps %%ymm1, %%ymm3, %%ymm7\n\t"
+        "vbroadcastss 8(%[a]), %%ymm2\n\t"
+        "vfmadd231ps %%ymm0, %%ymm2, %%ymm8\n\t"
+        "vfmadd231ps %%ymm1, %%ymm2, %%ymm9\n\t"
+        "vbroadcastss 12(%[a]), %%ymm3\n\t"
+        "vfmadd231ps %%ymm0, %%ymm3, %%ymm10\n\t"
+        "vfmadd231ps %%ymm1, %%ymm3, %%ymm11\n\t"
+        "vbroadcastss 16(%[a]), %%ymm2\n\t"
+        "vfmadd231ps %%ymm0, %%ymm2, %%ymm12\n\t"
+        "vfmadd231ps %%ymm1, %%ymm2, %%ymm13\n\t"
+        "vbroadcastss 20(%[a]), %%ymm3\n\t"
+        "vfmadd231ps %%ymm0, %%ymm3, %%ymm14\n\t"
+        "vfmadd231ps %%ymm1, %%ymm3, %%ymm15\n\t"
+        "add $24, %[a]\n\t"
+        "add $64, %[b]\n\t"
+        "dec %[k]\n\t"
+        "jnz 4b\n"
+        "2:\n\t"
+        "vmovaps %%ymm4, 0(%[acc])\n\t"
+        "vmovaps %%ymm5, 32(%[acc])\n\t"
+        "vmovaps %%ymm6, 64(%[acc])\n\t"
+        "vmovaps %%ymm7, 96(%[acc])\n\t"
+        "vmovaps %%ymm8, 128(%[acc])\n\t"
+        "vmovaps %%ymm9, 160(%[acc])\n\t"
+        "vmovaps %%ymm10, 192(%[acc])\n\t"
+        "vmovaps %%ymm11, 224(%[acc])\n\t"
+        "vmovaps %%ymm12, 256(%[acc])\n\t"
+        "vmovaps %%ymm13, 288(%[acc])\n\t"
+        "vmovaps %%ymm14, 320(%[acc])\n\t"
+        "vmovaps %%ymm15, 352(%[acc])\n\t"
+        : [a] "+r"(a), [b] "+r"(b), [k] "+r"(kk)
+        : [acc] "r"(acc)
+        : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "memory", "cc");
 
     __m256i m0 = nnf_mask8(n), m1 = nnf_mask8(n > 8 ? n - 8 : 0);
-    store_row(c, c00, c01, 0, n, m0, m1, t);
-    if (m > 1)
-        store_row(c + ldc, c10, c11, 1, n, m0, m1, t);
-    if (m > 2)
-        store_row(c + 2 * ldc, c20, c21, 2, n, m0, m1, t);
-    if (m > 3)
-        store_row(c + 3 * ldc, c30, c31, 3, n, m0, m1, t);
-    if (m > 4)
-        store_row(c + 4 * ldc, c40, c41, 4, n, m0, m1, t);
-    if (m > 5)
-        store_row(c + 5 * ldc, c50, c51, 5, n, m0, m1, t);
+    for (size_t r = 0; r < m; r++)
+        store_row(c + r * ldc, _mm256_load_ps(acc + 16 * r), _mm256_load_ps(acc + 16 * r + 8), r, n,
+                  m0, m1, t);
 }
 
 static inline __m256 vm8(nnf_vm_fn fn, __m256 x) {

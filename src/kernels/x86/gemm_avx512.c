@@ -34,6 +34,10 @@ void nnf_gemm_ukernel_14x32_avx512(size_t kc, const float *a, const float *b, fl
         c##r##0 = _mm512_fmadd_ps(av, b0, c##r##0);                                            \
         c##r##1 = _mm512_fmadd_ps(av, b1, c##r##1);                                            \
     } while (0)
+    for (size_t r = 0; r < m; r++) { /* see gemm_avx2.c: C comes back on every K block */
+        _mm_prefetch((const char *)(c + r * ldc), _MM_HINT_T0);
+        _mm_prefetch((const char *)(c + r * ldc + 31), _MM_HINT_T0);
+    }
     for (size_t k = 0; k < kc; k++, a += 14, b += 32) {
         __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
         _mm_prefetch((const char *)(b + 512), _MM_HINT_T0);

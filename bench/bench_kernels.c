@@ -1,0 +1,198 @@
+/* bench_kernels: GFLOP/s of the optimised GEMM and conv kernels on shapes of
+ * the model suite (square GEMMs, BERT-base projections, ResNet-50,
+ * MobileNetV2 and YOLOv5s conv layers). Weights are prepacked as a plan
+ * would; each case is warmed up, then timed until it has run at least 10
+ * times and 0.3 s; median and best are reported. bench/kernels.py runs this
+ * beside ONNX Runtime and the measured peak.
+ * Usage: bench_kernels [--threads N] [--json] [--filter SUBSTR] */
+#include "base/cpu.h"
+#include "base/threadpool.h"
+#include "kernels/conv_fast.h"
+#include "kernels/gemm.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct bcase {
+    const char *name;
+    char kind; /* 'g' gemm, 'c' conv */
+    size_t m, n, k;                  /* gemm */
+    size_t c, h, w, oc, g, kh, s, p; /* conv (square kernel, stride, pad) */
+    nnf_act_kind act;
+} bcase;
+
+static const bcase cases[] = {
+    {"gemm_256", 'g', .m = 256, .n = 256, .k = 256},
+    {"gemm_512", 'g', .m = 512, .n = 512, .k = 512},
+    {"gemm_1024", 'g', .m = 1024, .n = 1024, .k = 1024},
+    {"gemm_2048", 'g', .m = 2048, .n = 2048, .k = 2048},
+    {"bert_qkv_128x768x768", 'g', .m = 128, .n = 768, .k = 768},
+    {"bert_ffn1_128x768x3072", 'g', .m = 128, .n = 3072, .k = 768, .act = NNF_ACT_GELU_ERF},
+    {"bert_ffn2_128x3072x768", 'g', .m = 128, .n = 768, .k = 3072},
+    {"r50_conv1_7x7s2", 'c', .c = 3, .h = 224, .w = 224, .oc = 64, .g = 1, .kh = 7, .s = 2, .p = 3, .act = NNF_ACT_RELU},
+    {"r50_l1_1x1_64_64", 'c', .c = 64, .h = 56, .w = 56, .oc = 64, .g = 1, .kh = 1, .s = 1, .act = NNF_ACT_RELU},
+    {"r50_l1_3x3_64_64", 'c', .c = 64, .h = 56, .w = 56, .oc = 64, .g = 1, .kh = 3, .s = 1, .p = 1, .act = NNF_ACT_RELU},
+    {"r50_l1_1x1_64_256", 'c', .c = 64, .h = 56, .w = 56, .oc = 256, .g = 1, .kh = 1, .s = 1},
+    {"r50_l1_1x1_256_64", 'c', .c = 256, .h = 56, .w = 56, .oc = 64, .g = 1, .kh = 1, .s = 1, .act = NNF_ACT_RELU},
+    {"r50_l2_3x3s2_128", 'c', .c = 128, .h = 56, .w = 56, .oc = 128, .g = 1, .kh = 3, .s = 2, .p = 1, .act = NNF_ACT_RELU},
+    {"r50_l2_3x3_128", 'c', .c = 128, .h = 28, .w = 28, .oc = 128, .g = 1, .kh = 3, .s = 1, .p = 1, .act = NNF_ACT_RELU},
+    {"r50_l2_1x1_128_512", 'c', .c = 128, .h = 28, .w = 28, .oc = 512, .g = 1, .kh = 1, .s = 1},
+    {"r50_l3_3x3_256", 'c', .c = 256, .h = 14, .w = 14, .oc = 256, .g = 1, .kh = 3, .s = 1, .p = 1, .act = NNF_ACT_RELU},
+    {"r50_l3_1x1_256_1024", 'c', .c = 256, .h = 14, .w = 14, .oc = 1024, .g = 1, .kh = 1, .s = 1},
+    {"r50_l3_1x1_1024_256", 'c', .c = 1024, .h = 14, .w = 14, .oc = 256, .g = 1, .kh = 1, .s = 1, .act = NNF_ACT_RELU},
+    {"r50_l4_3x3_512", 'c', .c = 512, .h = 7, .w = 7, .oc = 512, .g = 1, .kh = 3, .s = 1, .p = 1, .act = NNF_ACT_RELU},
+    {"r50_l4_1x1_512_2048", 'c', .c = 512, .h = 7, .w = 7, .oc = 2048, .g = 1, .kh = 1, .s = 1},
+    {"mbv2_dw3x3_32_112", 'c', .c = 32, .h = 112, .w = 112, .oc = 32, .g = 32, .kh = 3, .s = 1, .p = 1, .act = NNF_ACT_CLIP},
+    {"mbv2_pw_32_16_112", 'c', .c = 32, .h = 112, .w = 112, .oc = 16, .g = 1, .kh = 1, .s = 1},
+    {"mbv2_dw3x3s2_96_112", 'c', .c = 96, .h = 112, .w = 112, .oc = 96, .g = 96, .kh = 3, .s = 2, .p = 1, .act = NNF_ACT_CLIP},
+    {"mbv2_dw3x3_144_56", 'c', .c = 144, .h = 56, .w = 56, .oc = 144, .g = 144, .kh = 3, .s = 1, .p = 1, .act = NNF_ACT_CLIP},
+    {"mbv2_pw_144_24_56", 'c', .c = 144, .h = 56, .w = 56, .oc = 24, .g = 1, .kh = 1, .s = 1},
+    {"mbv2_pw_960_160_7", 'c', .c = 960, .h = 7, .w = 7, .oc = 160, .g = 1, .kh = 1, .s = 1},
+    {"yolo_stem_6x6s2", 'c', .c = 3, .h = 640, .w = 640, .oc = 32, .g = 1, .kh = 6, .s = 2, .p = 2, .act = NNF_ACT_SILU},
+    {"yolo_3x3s2_32_64", 'c', .c = 32, .h = 320, .w = 320, .oc = 64, .g = 1, .kh = 3, .s = 2, .p = 1, .act = NNF_ACT_SILU},
+    {"yolo_1x1_64_32", 'c', .c = 64, .h = 160, .w = 160, .oc = 32, .g = 1, .kh = 1, .s = 1, .act = NNF_ACT_SILU},
+    {"yolo_3x3_32_32", 'c', .c = 32, .h = 160, .w = 160, .oc = 32, .g = 1, .kh = 3, .s = 1, .p = 1, .act = NNF_ACT_SILU},
+    {"yolo_3x3s2_256_512", 'c', .c = 256, .h = 40, .w = 40, .oc = 512, .g = 1, .kh = 3, .s = 2, .p = 1, .act = NNF_ACT_SILU},
+};
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static float *rnd(size_t n) {
+    float *p = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n && p; i++)
+        p[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
+    return p;
+}
+
+int main(int argc, char **argv) {
+    int threads = 1, json = 0;
+    const char *filter = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--threads") && i + 1 < argc)
+            threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--json"))
+            json = 1;
+        else if (!strcmp(argv[i], "--filter") && i + 1 < argc)
+            filter = argv[++i];
+        else {
+            fprintf(stderr, "usage: bench_kernels [--threads N] [--json] [--filter SUBSTR]\n");
+            return 2;
+        }
+    }
+    nnf_threadpool *pool = NULL;
+    if (nnf_threadpool_create(threads, &pool) != NNF_OK) {
+        fprintf(stderr, "%s\n", nnf_error_message());
+        return 1;
+    }
+    nnf_isa isa = nnf_cpu_isa();
+    const nnf_gemm_cfg *cfg = nnf_gemm_cfg_for(isa);
+    if (json)
+        printf("[\n");
+    else
+        printf("%-26s %-34s %10s %10s %9s\n", "case", "kernel", "median ms", "best ms", "GFLOP/s");
+    int first = 1;
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        const bcase *b = &cases[ci];
+        if (filter && !strstr(b->name, filter))
+            continue;
+        double flops, bytes;
+        float *x = NULL, *w = NULL, *bias = NULL, *y = NULL;
+        nnf_gemm_packed *pb = NULL;
+        nnf_conv_kernel *ck = NULL;
+        nnf_conv2d_shape s = {0};
+        nnf_epilogue ep = nnf_epilogue_default();
+        ep.act.kind = b->act;
+        ep.act.beta = 6.0f; /* Clip = ReLU6 */
+        const char *kname;
+        if (b->kind == 'g') {
+            x = rnd(b->m * b->k);
+            w = rnd(b->k * b->n);
+            y = malloc(b->m * b->n * sizeof(float));
+            if (nnf_gemm_pack_b(cfg, b->k, b->n, w, b->n, 0, &pb) != NNF_OK)
+                return 1;
+            flops = 2.0 * (double)b->m * (double)b->n * (double)b->k;
+            bytes = 4.0 * ((double)b->m * (double)b->k + (double)b->k * (double)b->n + (double)b->m * (double)b->n);
+            kname = cfg->name;
+        } else {
+            s = (nnf_conv2d_shape){.n = 1, .c = b->c, .h = b->h, .w = b->w, .oc = b->oc, .group = b->g,
+                                   .kh = b->kh, .kw = b->kh, .sh = b->s, .sw = b->s, .dh = 1, .dw = 1,
+                                   .pt = b->p, .pl = b->p};
+            s.oh = (b->h + 2 * b->p - b->kh) / b->s + 1;
+            s.ow = (b->w + 2 * b->p - b->kh) / b->s + 1;
+            x = rnd(s.c * s.h * s.w);
+            w = rnd(s.oc * (s.c / s.group) * s.kh * s.kw);
+            bias = rnd(s.oc);
+            y = malloc(s.oc * s.oh * s.ow * sizeof(float));
+            if (nnf_conv_kernel_create(&s, nnf_conv_select(&s, isa), isa, w, &ck) != NNF_OK) {
+                fprintf(stderr, "%s: %s\n", b->name, nnf_error_message());
+                return 1;
+            }
+            ep.bias_kind = NNF_BIAS_PER_ROW;
+            ep.bias = bias;
+            flops = 2.0 * (double)(s.oc * s.oh * s.ow) * (double)(s.c / s.group * s.kh * s.kw);
+            bytes = 4.0 * (double)(s.c * s.h * s.w + s.oc * s.oh * s.ow +
+                                   s.oc * (s.c / s.group) * s.kh * s.kw);
+            kname = ck->name;
+        }
+        double times[1000];
+        int n = 0;
+        double start = now();
+        for (int rep = -2; n < 1000 && (n < 10 || now() - start < 0.3); rep++) {
+            double t0 = now();
+            nnf_status st;
+            if (b->kind == 'g') {
+                nnf_gemm_src sa = nnf_gemm_src_matrix(x, b->k, 0), sb = nnf_gemm_src_packed(pb);
+                st = nnf_gemm_run(cfg, b->m, b->n, b->k, &sa, &sb, y, b->n, &ep, pool);
+            } else {
+                st = nnf_conv_kernel_run(ck, x, y, &ep, pool);
+            }
+            if (st != NNF_OK) {
+                fprintf(stderr, "%s: %s\n", b->name, nnf_error_message());
+                return 1;
+            }
+            if (rep >= 0)
+                times[n++] = now() - t0;
+        }
+        qsort(times, (size_t)n, sizeof times[0], cmp_d);
+        double med = times[n / 2], best = times[0], p90 = times[(n * 9) / 10];
+        if (json) {
+            printf("%s  {\"name\": \"%s\", \"kind\": \"%s\", \"kernel\": \"%s\", \"threads\": %d, "
+                   "\"flops\": %.0f, \"bytes\": %.0f, \"median_ms\": %.4f, \"best_ms\": %.4f, "
+                   "\"p90_ms\": %.4f, \"runs\": %d",
+                   first ? "" : ",\n", b->name, b->kind == 'g' ? "gemm" : "conv", kname, threads,
+                   flops, bytes, med * 1e3, best * 1e3, p90 * 1e3, n);
+            if (b->kind == 'g')
+                printf(", \"m\": %zu, \"n\": %zu, \"k\": %zu, \"act\": %d}", b->m, b->n, b->k, (int)b->act);
+            else
+                printf(", \"c\": %zu, \"h\": %zu, \"w\": %zu, \"oc\": %zu, \"group\": %zu, \"kernel_size\": %zu, "
+                       "\"stride\": %zu, \"pad\": %zu, \"act\": %d}",
+                       b->c, b->h, b->w, b->oc, b->g, b->kh, b->s, b->p, (int)b->act);
+            first = 0;
+        } else {
+            printf("%-26s %-34s %10.3f %10.3f %9.1f\n", b->name, kname, med * 1e3, best * 1e3,
+                   flops / med * 1e-9);
+        }
+        fflush(stdout);
+        nnf_gemm_packed_destroy(pb);
+        nnf_conv_kernel_destroy(ck);
+        free(x);
+        free(w);
+        free(bias);
+        free(y);
+    }
+    if (json)
+        printf("\n]\n");
+    nnf_threadpool_destroy(pool);
+    return 0;
+}
