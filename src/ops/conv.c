@@ -160,11 +160,15 @@ nnf_status nnf_conv_transpose_resolve(const nnf_node *node, const nnf_conv_param
             int64_t out = p->has_output_shape ? p->output_shape[i] : in * s;
             int64_t total = full - out;
             if (total < 0)
-                total = 0; /* the extra tail holds only the bias, as in onnxruntime */
+                total = 0;
             int64_t small = total / 2, big = total - small;
             pads_begin[i] = p->auto_pad == NNF_AUTO_PAD_SAME_UPPER ? small : big;
             pads_end[i] = p->auto_pad == NNF_AUTO_PAD_SAME_UPPER ? big : small;
-            out_spatial[i] = out;
+            /* An explicit output_shape longer than the full result gets a
+             * tail that only the bias reaches. SAME padding whose stride
+             * outruns the kernel (in*stride > full) yields the full result,
+             * as onnxruntime does, not the spec's in*stride. */
+            out_spatial[i] = p->has_output_shape ? out : full - total;
         } else if (p->auto_pad == NNF_AUTO_PAD_VALID) {
             pads_begin[i] = pads_end[i] = 0;
             out_spatial[i] = full;

@@ -40,8 +40,9 @@ nnf_status nnf_conv_out_spatial(const nnf_node *node, const nnf_conv_params *p,
 /* ConvTranspose: the output extents and the pads to crop from the full
  * transposed result. With output_shape given, the pads are derived from it
  * (odd element to the end for SAME_UPPER, to the beginning otherwise, as in
- * the ONNX spec); with SAME_* auto_pad, out = in * stride. in_spatial must be
- * known. */
+ * the ONNX spec); with SAME_* auto_pad, out = in * stride, except that a
+ * stride longer than the dilated kernel plus output_padding gives the full
+ * transposed extent (what onnxruntime computes). in_spatial must be known. */
 nnf_status nnf_conv_transpose_resolve(const nnf_node *node, const nnf_conv_params *p,
                                       const int64_t *in_spatial, int64_t *pads_begin,
                                       int64_t *pads_end, int64_t *out_spatial);
