@@ -10,7 +10,9 @@ Cases come from two places:
      folder per case with model.onnx and test_data_set_*/{input,output}_*.pb;
   B  the installed onnx wheel, onnx.backend.test.loader.load_model_tests(
      kind="node"), which builds the (newer) cases in memory.
-A case in both is taken from B and reported with source "b".
+A case in both is taken from B and reported with source "b". Building B's
+cases takes 20-50 s, so they are cached (build/conformance/, per onnx and
+numpy version; --no-cache skips it).
 
 Each data set is one `nnfuse run MODEL -i NAME=FILE.npy ... -o DIR` in a
 subprocess with a timeout. Outcomes:
@@ -40,6 +42,7 @@ import concurrent.futures as cf
 import glob
 import json
 import os
+import pickle
 import re
 import shutil
 import subprocess
@@ -120,7 +123,37 @@ def cases_a(root: str) -> list[Case]:
     return cases
 
 
-def cases_b() -> list[Case]:
+def cases_b(cache_dir: str | None) -> list[Case]:
+    """The wheel's cases. Building them runs every case generator (20-50 s), so
+    the result is cached per onnx/numpy version as plain tuples in cache_dir."""
+    import onnx
+    path = None
+    if cache_dir:
+        key = f"onnx{onnx.__version__}-numpy{np.__version__}-py{sys.version_info[0]}" \
+              f".{sys.version_info[1]}"
+        path = os.path.join(cache_dir, f"node_cases_{key}.pickle")
+        if os.path.exists(path):
+            try:
+                with open(path, "rb") as f:  # written by this script, below
+                    rows = pickle.load(f)
+                return [Case(n, "b", model_bytes=m, data=d, rtol=r, atol=t)
+                        for n, m, d, r, t in rows]
+            except Exception:  # a damaged or foreign cache is rebuilt, not trusted
+                pass
+    cases = load_cases_b()
+    if path:
+        try:
+            os.makedirs(cache_dir, exist_ok=True)
+            rows = [(c.name, c.model_bytes, c.data, c.rtol, c.atol) for c in cases]
+            with open(path + ".tmp", "wb") as f:
+                pickle.dump(rows, f, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(path + ".tmp", path)
+        except OSError:
+            pass
+    return cases
+
+
+def load_cases_b() -> list[Case]:
     import onnx.backend.test.loader as loader
     with warnings.catch_warnings():
         # some case generators overflow on purpose (Cast to float8 etc.)
@@ -136,7 +169,8 @@ def cases_b() -> list[Case]:
     return cases
 
 
-def collect(source: str, filt: re.Pattern | None) -> tuple[list[Case], list[str]]:
+def collect(source: str, filt: re.Pattern | None,
+            cache_dir: str | None) -> tuple[list[Case], list[str]]:
     notes = []
     by_name: dict[str, Case] = {}
     if source in ("a", "all"):
@@ -147,7 +181,7 @@ def collect(source: str, filt: re.Pattern | None) -> tuple[list[Case], list[str]
             for c in cases_a(root):
                 by_name[c.name] = c
     if source in ("b", "all"):
-        for c in cases_b():
+        for c in cases_b(cache_dir):
             by_name[c.name] = c  # B's newer version wins
     cases = [c for n, c in sorted(by_name.items()) if filt is None or filt.search(n)]
     return cases, notes
@@ -375,6 +409,9 @@ def main(argv=None) -> int:
     ap.add_argument("--check-ops", action="store_true",
                     help="run `nnfuse ops --check` on every case that fails")
     ap.add_argument("--expected", default=EXPECTED, help="the expected-pass list")
+    ap.add_argument("--cache", default=os.path.join(ROOT, "build", "conformance"),
+                    help="where the onnx wheel's built cases are cached")
+    ap.add_argument("--no-cache", action="store_true", help="rebuild them in memory")
     ap.add_argument("--update-expected", action="store_true")
     ap.add_argument("-q", "--quiet", action="store_true", help="no per-operator table")
     ap.add_argument("-v", "--verbose", action="store_true",
@@ -391,7 +428,7 @@ def main(argv=None) -> int:
         return 2
 
     t0 = time.time()
-    cases, notes = collect(a.source, filt)
+    cases, notes = collect(a.source, filt, None if a.no_cache else a.cache)
     t_load = time.time() - t0
     for n in notes:
         print("note:", n, file=sys.stderr)
