@@ -104,6 +104,10 @@ typedef struct nnf_node {
     nnf_attr *attrs;
     void *params; /* the op's typed attribute struct, filled by op->init */
     bool dead;    /* removed by a pass; skipped everywhere */
+    /* names of the original nodes a fusion merged into this one (this node's own
+     * name first); NULL when the node was not fused. Arena-owned. */
+    const char **fused_from;
+    int n_fused_from;
 } nnf_node;
 
 typedef struct nnf_opset_import {

@@ -5,6 +5,7 @@
 #include "base/log.h"
 #include "ir/bind.h"
 #include "onnx/import.h"
+#include "passes/pass.h"
 
 #include <libgen.h>
 #include <string.h>
@@ -41,6 +42,10 @@ static nnf_status prepare(nnf_model *m) {
     NNF_CHECK(nnf_graph_toposort(g));
     NNF_CHECK(nnf_graph_verify(g));
     NNF_CHECK(nnf_graph_infer(g));
+    if (m->opt_level > 0) {
+        NNF_CHECK(nnf_passes_run(g, m->opt_level, NULL));
+        NNF_CHECK(nnf_graph_verify(g));
+    }
     return build_info(m);
 }
 

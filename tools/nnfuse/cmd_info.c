@@ -99,6 +99,7 @@ int cmd_info(int argc, char **argv) {
         return cli_usage("info", "MODEL [--json] [--graph]");
     nnf_model *model = NULL;
     nnf_model_options mo = nnf_model_options_default();
+    mo.opt_level = c.opt_level;
     nnf_status st = nnf_model_load(c.model, &mo, &model);
     if (st != NNF_OK)
         return cli_fail("info", st, nnf_last_error());
@@ -149,7 +150,7 @@ int cmd_info(int argc, char **argv) {
         print_values(g, g->inputs, g->n_inputs, 1);
         printf("], \"outputs\": [");
         print_values(g, g->outputs, g->n_outputs, 1);
-        printf("], \"nodes\": %d, \"nodes_after_folding\": %d, \"op_histogram\": {", g->n_nodes, live);
+        printf("], \"nodes\": %d, \"nodes_after_optimisation\": %d, \"opt_level\": %d, \"op_histogram\": {", g->n_nodes, live, c.opt_level);
         for (int h = 0; h < n_hist; h++) {
             printf("%s", h ? ", " : "");
             json_string(hist[h].name);
@@ -165,7 +166,7 @@ int cmd_info(int argc, char **argv) {
         print_values(g, g->inputs, g->n_inputs, 0);
         printf("outputs:\n");
         print_values(g, g->outputs, g->n_outputs, 0);
-        printf("nodes:      %d (%d after constant folding)\n", g->n_nodes, live);
+        printf("nodes:      %d (%d after constant folding and fusion at -O%d)\n", g->n_nodes, live, c.opt_level);
         printf("parameters: %lld (%.2f MiB)\n", (long long)params, (double)weight_bytes / (1 << 20));
         printf("GFLOPs:     %.3f%s\n", flops / 1e9,
                unknown_cost ? " (nodes with symbolic shapes not counted)" : "");

@@ -1,0 +1,87 @@
+/* Conv → BatchNormalization (inference) folds into the convolution:
+ *   W'[m] = W[m] · s[m],  b'[m] = (b[m] − mean[m]) · s[m] + beta[m],
+ *   s[m]  = gamma[m] / sqrt(var[m] + epsilon)
+ * The epsilon goes inside the square root, exactly as BN computes it (the
+ * seed's first debugging lesson: forgetting it costs > 1e-3 of accuracy). */
+#include "passes/pass.h"
+
+#include "ops/norm.h"
+#include "ops/params.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+static nnf_status fold_one(nnf_pass_ctx *ctx, nnf_node *bn, nnf_node *conv) {
+    nnf_graph *g = ctx->graph;
+    const nnf_norm_params *bp = bn->params;
+    int wv = conv->inputs[1], bv = conv->n_inputs > 2 ? conv->inputs[2] : NNF_NO_VALUE;
+    const float *w = nnf_pass_const_f32(g, wv);
+    const float *b = bv >= 0 ? nnf_pass_const_f32(g, bv) : NULL;
+    const float *gamma = nnf_pass_const_f32(g, bn->inputs[1]);
+    const float *beta = nnf_pass_const_f32(g, bn->inputs[2]);
+    const float *mean = nnf_pass_const_f32(g, bn->inputs[3]);
+    const float *var = nnf_pass_const_f32(g, bn->inputs[4]);
+    if (!w || (bv >= 0 && !b) || !gamma || !beta || !mean || !var)
+        return NNF_OK;
+    nnf_shape wshape = g->values[wv].shape;
+    if (wshape.rank < 3)
+        return NNF_OK;
+    int64_t m = wshape.dims[0];
+    int64_t per = nnf_shape_numel(&wshape) / (m ? m : 1);
+    const nnf_value *params[4] = {&g->values[bn->inputs[1]], &g->values[bn->inputs[2]],
+                                  &g->values[bn->inputs[3]], &g->values[bn->inputs[4]]};
+    for (int i = 0; i < 4; i++)
+        if (nnf_shape_numel(&params[i]->shape) != m)
+            return NNF_OK;
+    if (bv >= 0 && nnf_shape_numel(&g->values[bv].shape) != m)
+        return NNF_OK;
+    char name[300];
+    float *nw, *nb;
+    snprintf(name, sizeof name, "%s.weight_bn_folded", conv->name);
+    int nwv = nnf_pass_new_const(g, name, &wshape, &nw);
+    nnf_shape bshape = {.rank = 1, .dims = {m}};
+    snprintf(name, sizeof name, "%s.bias_bn_folded", conv->name);
+    int nbv = nwv >= 0 ? nnf_pass_new_const(g, name, &bshape, &nb) : -1;
+    if (nwv < 0 || nbv < 0)
+        return nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory folding '%s' into '%s'", bn->name, conv->name);
+    /* the graph's value array may have moved: re-read weight data pointers */
+    w = g->values[wv].data;
+    b = bv >= 0 ? g->values[bv].data : NULL;
+    for (int64_t o = 0; o < m; o++) {
+        float s = gamma[o] / sqrtf(var[o] + bp->epsilon);
+        for (int64_t i = 0; i < per; i++)
+            nw[o * per + i] = w[o * per + i] * s;
+        nb[o] = ((b ? b[o] : 0.0f) - mean[o]) * s + beta[o];
+    }
+    NNF_CHECK(nnf_pass_resize_inputs(conv, 3));
+    conv->inputs[1] = nwv;
+    conv->inputs[2] = nbv;
+    NNF_CHECK(nnf_pass_merge_names(ctx, conv, bn));
+    nnf_pass_take_output(ctx, conv, 0, bn->outputs[0]);
+    bn->dead = true;
+    ctx->fusions++;
+    return NNF_OK;
+}
+
+nnf_status nnf_pass_fold_batchnorm(nnf_pass_ctx *ctx) {
+    nnf_graph *g = ctx->graph;
+    for (int i = 0; i < g->n_nodes; i++) {
+        nnf_node *bn = &g->nodes[i];
+        if (bn->dead || strcmp(bn->op_type, "BatchNormalization") || bn->domain[0] || bn->n_inputs < 5)
+            continue;
+        /* training-mode outputs (running mean/var) must not be in use */
+        bool extra = false;
+        for (int k = 1; k < bn->n_outputs; k++)
+            extra |= bn->outputs[k] >= 0 && ctx->uses[bn->outputs[k]] > 0;
+        nnf_node *conv = nnf_pass_producer(ctx, bn->inputs[0]);
+        if (extra || !conv || strcmp(conv->op_type, "Conv") || conv->domain[0] ||
+            ctx->uses[bn->inputs[0]] != 1)
+            continue;
+        const nnf_conv_params *cp = conv->params;
+        if (cp->act.kind != NNF_ACT_NONE || cp->residual_input >= 0)
+            continue;
+        NNF_CHECK(fold_one(ctx, bn, conv));
+    }
+    return NNF_OK;
+}

@@ -1,0 +1,45 @@
+/* Conv → Add(conv, x) with x shaped like the output becomes a Conv with a
+ * residual epilogue: y = act(conv + bias + x). The Add's other operand joins
+ * the conv as input 3. */
+#include "passes/pass.h"
+
+#include "ops/params.h"
+
+#include <string.h>
+
+static bool same_shape(const nnf_shape *a, const nnf_shape *b) {
+    if (!nnf_shape_known(a) || !nnf_shape_known(b) || a->rank != b->rank)
+        return false;
+    return !memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->rank);
+}
+
+nnf_status nnf_pass_fuse_residual(nnf_pass_ctx *ctx) {
+    nnf_graph *g = ctx->graph;
+    for (int i = 0; i < g->n_nodes; i++) {
+        nnf_node *add = &g->nodes[i];
+        if (add->dead || strcmp(add->op_type, "Add") || add->domain[0] || add->n_inputs != 2 || add->opset < 7)
+            continue;
+        for (int side = 0; side < 2; side++) {
+            int cv = add->inputs[side], xv = add->inputs[1 - side];
+            nnf_node *conv = nnf_pass_producer(ctx, cv);
+            if (!conv || strcmp(conv->op_type, "Conv") || conv->domain[0] || ctx->uses[cv] != 1 || cv == xv)
+                continue;
+            nnf_conv_params *cp = conv->params;
+            if (cp->act.kind != NNF_ACT_NONE || cp->residual_input >= 0)
+                continue;
+            const nnf_value *c = &g->values[cv], *x = &g->values[xv];
+            if (c->dtype != NNF_DTYPE_FLOAT32 || x->dtype != NNF_DTYPE_FLOAT32 || !same_shape(&c->shape, &x->shape) ||
+                !same_shape(&c->shape, &g->values[add->outputs[0]].shape))
+                continue;
+            NNF_CHECK(nnf_pass_resize_inputs(conv, 4));
+            conv->inputs[3] = xv;
+            cp->residual_input = 3;
+            NNF_CHECK(nnf_pass_merge_names(ctx, conv, add));
+            nnf_pass_take_output(ctx, conv, 0, add->outputs[0]);
+            add->dead = true;
+            ctx->fusions++;
+            break;
+        }
+    }
+    return NNF_OK;
+}

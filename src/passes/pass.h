@@ -1,0 +1,41 @@
+/* Graph optimisation passes: one pass per file, run in the order pipeline.c
+ * lists, each switchable off by name. A pass rewrites the inferred graph in
+ * place (marking replaced nodes dead) and records what it fused for the
+ * compile report. Passes run once at load; the model is immutable after. */
+#ifndef NNF_PASSES_PASS_H
+#define NNF_PASSES_PASS_H
+
+#include "ir/graph.h"
+
+typedef struct nnf_pass_ctx {
+    nnf_graph *graph;
+    int *uses;          /* per value: number of live (node, input slot) readers + graph outputs */
+    int fusions;        /* count of rewrites done by the current pass */
+} nnf_pass_ctx;
+
+typedef struct nnf_pass {
+    const char *name;
+    int min_level; /* runs at -O<min_level> and above */
+    nnf_status (*run)(nnf_pass_ctx *ctx);
+} nnf_pass;
+
+/* Run every enabled pass for opt_level. disabled: comma-separated pass names
+ * (also read from NNF_DISABLE_PASSES). Re-sorts the graph afterwards. */
+nnf_status nnf_passes_run(nnf_graph *g, int opt_level, const char *disabled);
+
+/* Helpers shared by passes. */
+void nnf_pass_count_uses(nnf_pass_ctx *ctx);
+/* The live node producing value v, or NULL. */
+nnf_node *nnf_pass_producer(nnf_pass_ctx *ctx, int v);
+/* Record that `into` absorbed `from` (names kept for profile/compare). */
+nnf_status nnf_pass_merge_names(nnf_pass_ctx *ctx, nnf_node *into, const nnf_node *from);
+/* Make `node` produce `v` (the absorbed node's output) as its output k. */
+void nnf_pass_take_output(nnf_pass_ctx *ctx, nnf_node *node, int k, int v);
+/* Grow a node's input list to n entries (new ones NNF_NO_VALUE). */
+nnf_status nnf_pass_resize_inputs(nnf_node *node, int n);
+/* A float32 constant value's data, or NULL. */
+const float *nnf_pass_const_f32(const nnf_graph *g, int v);
+/* Add a new constant float32 value with the given shape; returns its id or -1. */
+int nnf_pass_new_const(nnf_graph *g, const char *name, const nnf_shape *shape, float **data_out);
+
+#endif

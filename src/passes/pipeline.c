@@ -1,0 +1,65 @@
+/* The pass pipeline: which passes run, in which order, at which -O level. */
+#include "passes/pass.h"
+
+#include "base/log.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+nnf_status nnf_pass_fold_batchnorm(nnf_pass_ctx *ctx);
+nnf_status nnf_pass_fuse_residual(nnf_pass_ctx *ctx);
+nnf_status nnf_pass_fuse_activation(nnf_pass_ctx *ctx);
+
+static const nnf_pass pipeline[] = {
+    {"fold_batchnorm", 1, nnf_pass_fold_batchnorm},   /* Conv → BN: scale weights, shift bias */
+    {"fuse_residual", 2, nnf_pass_fuse_residual},     /* Conv → Add(x): residual epilogue */
+    {"fuse_activation", 2, nnf_pass_fuse_activation}, /* Conv/Gemm → act (incl. Sigmoid·Mul = SiLU) */
+};
+
+static int listed(const char *list, const char *name) {
+    size_t n = strlen(name);
+    for (const char *p = list; p && *p;) {
+        const char *e = strchr(p, ',');
+        size_t l = e ? (size_t)(e - p) : strlen(p);
+        if (l == n && !strncmp(p, name, n))
+            return 1;
+        p += l + (e ? 1 : 0);
+    }
+    return 0;
+}
+
+nnf_status nnf_passes_run(nnf_graph *g, int opt_level, const char *disabled) {
+    const char *env = getenv("NNF_DISABLE_PASSES");
+    nnf_pass_ctx ctx = {.graph = g};
+    ctx.uses = nnf_calloc((size_t)g->n_values + 1, sizeof(int));
+    if (!ctx.uses)
+        return nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory running graph passes");
+    nnf_status st = NNF_OK;
+    for (size_t i = 0; i < sizeof pipeline / sizeof pipeline[0]; i++) {
+        const nnf_pass *p = &pipeline[i];
+        if (opt_level < p->min_level || listed(disabled, p->name) || listed(env, p->name))
+            continue;
+        ctx.fusions = 0;
+        nnf_pass_count_uses(&ctx);
+        st = p->run(&ctx);
+        if (st != NNF_OK) {
+            nnf_error_prefix(st, "pass %s", p->name);
+            break;
+        }
+        NNF_LOG_INFO("pass %s: %d rewrite%s", p->name, ctx.fusions, ctx.fusions == 1 ? "" : "s");
+        /* passes may add values: the use counts are resized on the next round */
+        if (g->n_values > 0) {
+            int *u = nnf_realloc(ctx.uses, ((size_t)g->n_values + 1) * sizeof(int));
+            if (!u) {
+                st = nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory running graph passes");
+                break;
+            }
+            ctx.uses = u;
+        }
+    }
+    nnf_free(ctx.uses);
+    if (st == NNF_OK)
+        st = nnf_graph_toposort(g);
+    return st;
+}

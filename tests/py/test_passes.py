@@ -1,0 +1,117 @@
+"""Graph passes: every fusion keeps results within tolerance of ONNX Runtime and of the
+unfused (-O0) run, and actually removes the nodes it claims to fuse."""
+import json
+import subprocess
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import nnfuse
+from conftest import NNF_BIN
+
+RNG = np.random.default_rng(7)
+
+
+def const(name, shape, scale=0.3, positive=False):
+    a = RNG.standard_normal(shape).astype(np.float32) * scale
+    if positive:
+        a = np.abs(a) + 0.5
+    return numpy_helper.from_array(a, name)
+
+
+def conv_bn(prefix, x, cin, cout):
+    inits = [const(f"{prefix}.w", (cout, cin, 3, 3)), const(f"{prefix}.b", (cout,)),
+             const(f"{prefix}.g", (cout,), positive=True), const(f"{prefix}.beta", (cout,)),
+             const(f"{prefix}.mean", (cout,)), const(f"{prefix}.var", (cout,), positive=True)]
+    nodes = [helper.make_node("Conv", [x, f"{prefix}.w", f"{prefix}.b"], [f"{prefix}.c"], pads=[1, 1, 1, 1]),
+             helper.make_node("BatchNormalization", [f"{prefix}.c", f"{prefix}.g", f"{prefix}.beta",
+                                                     f"{prefix}.mean", f"{prefix}.var"], [f"{prefix}.bn"],
+                              epsilon=1e-3)]
+    return nodes, inits, f"{prefix}.bn"
+
+
+def model(nodes, inits, out, shape=(1, 4, 9, 9)):
+    g = helper.make_graph(nodes, "passes", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
+                          [helper.make_tensor_value_info(out, TensorProto.FLOAT, None)], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    return m.SerializeToString()
+
+
+def case_conv_bn_relu():
+    n, i, y = conv_bn("a", "x", 4, 6)
+    return n + [helper.make_node("Relu", [y], ["y"])], i, 1
+
+
+def case_conv_bn_add_relu():
+    n1, i1, y1 = conv_bn("a", "x", 4, 4)
+    n2, i2, y2 = conv_bn("b", y1, 4, 4)
+    return n1 + n2 + [helper.make_node("Add", [y2, "x"], ["s"]), helper.make_node("Relu", ["s"], ["y"])], i1 + i2, 2
+
+
+def case_conv_silu():
+    n, i, y = conv_bn("a", "x", 4, 5)
+    return n + [helper.make_node("Sigmoid", [y], ["sg"]), helper.make_node("Mul", [y, "sg"], ["y"])], i, 1
+
+
+def case_conv_relu6():
+    n, i, y = conv_bn("a", "x", 4, 5)
+    lo, hi = numpy_helper.from_array(np.float32(0), "lo"), numpy_helper.from_array(np.float32(6), "hi")
+    return n + [helper.make_node("Clip", [y, "lo", "hi"], ["y"])], i + [lo, hi], 1
+
+
+def case_conv_hardswish_leaky():
+    n, i, y = conv_bn("a", "x", 4, 4)
+    n2, i2, y2 = conv_bn("b", "h", 4, 4)
+    return (n + [helper.make_node("HardSwish", [y], ["h"])] + n2 +
+            [helper.make_node("LeakyRelu", [y2], ["y"], alpha=0.2)], i + i2, 2)
+
+
+CASES = {f.__name__[5:]: f for f in (case_conv_bn_relu, case_conv_bn_add_relu, case_conv_silu,
+                                      case_conv_relu6, case_conv_hardswish_leaky)}
+
+
+def live_nodes(path, level):
+    out = subprocess.run([NNF_BIN, "info", str(path), "--json", f"-O{level}"], capture_output=True, text=True,
+                         check=True).stdout
+    return json.loads(out)["nodes_after_optimisation"]
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_fusion_matches_unfused_and_ort(name, tmp_path):
+    nodes, inits, n_convs = CASES[name]()
+    data = model(nodes, inits, "y")
+    path = tmp_path / f"{name}.onnx"
+    path.write_bytes(data)
+    x = RNG.standard_normal((1, 4, 9, 9)).astype(np.float32)
+    ref = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    fused = nnfuse.run_model(data, {"x": x}, threads=1)["y"]
+    unfused = nnfuse.run_model(data, {"x": x}, threads=1, opt_level=0)["y"]
+    tol = 1e-4 * max(1.0, float(np.abs(ref).max()))
+    np.testing.assert_allclose(fused, ref, rtol=0, atol=tol)
+    np.testing.assert_allclose(unfused, ref, rtol=0, atol=tol)
+    assert live_nodes(path, 3) == n_convs, "every BN/activation/residual should fold into its conv"
+    assert live_nodes(path, 0) == len(nodes)
+
+
+def test_fusion_skips_shared_conv_output(tmp_path):
+    """A conv output read by two consumers must not absorb either of them."""
+    n, i, y = conv_bn("a", "x", 4, 4)
+    nodes = n + [helper.make_node("Relu", [y], ["r"]), helper.make_node("Add", [y, "r"], ["y"])]
+    data = model(nodes, i, "y")
+    path = tmp_path / "shared.onnx"
+    path.write_bytes(data)
+    x = RNG.standard_normal((1, 4, 9, 9)).astype(np.float32)
+    ref = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(nnfuse.run_model(data, {"x": x})["y"], ref, rtol=0, atol=1e-4)
+    assert live_nodes(path, 3) == 3  # BN folds; Relu and Add stay
+
+
+def test_disable_pass_by_name(tmp_path, monkeypatch):
+    nodes, inits, _ = case_conv_bn_relu()
+    path = tmp_path / "m.onnx"
+    path.write_bytes(model(nodes, inits, "y"))
+    monkeypatch.setenv("NNF_DISABLE_PASSES", "fuse_activation")
+    assert live_nodes(path, 3) == 2
