@@ -127,6 +127,30 @@ static inline void nnf_shape_op_range(const nnf_shape_params *p, int r, int *lo,
     *hi = (int)(e > s ? e : s);
 }
 
+#define NNF_EINSUM_MAX_INPUTS 16
+#define NNF_EINSUM_MAX_LABELS 64
+
+typedef struct nnf_einsum_params {
+    int n_terms;
+    const char *terms[NNF_EINSUM_MAX_INPUTS]; /* per operand, spaces removed */
+    const char *out;                          /* NULL = implicit output */
+} nnf_einsum_params;
+
+/* Labels bound to dimensions: label l has extent[l] (-1 unknown); input i's
+ * dim k carries in_label[i][k]; the output's dims carry out_label[]. Labels
+ * absent from the output are summed over. */
+typedef struct nnf_einsum_plan {
+    int n_labels;
+    int64_t extent[NNF_EINSUM_MAX_LABELS];
+    int in_rank[NNF_EINSUM_MAX_INPUTS];
+    int in_label[NNF_EINSUM_MAX_INPUTS][NNF_MAX_RANK];
+    int out_rank;
+    int out_label[NNF_MAX_RANK];
+} nnf_einsum_plan;
+
+nnf_status nnf_einsum_resolve(const nnf_node *node, int n_in, const int *ranks,
+                              const int64_t *const *dims, nnf_einsum_plan *plan);
+
 /* ---- small helpers ----------------------------------------------------- */
 
 static inline bool nnf_is_int_index_dtype(nnf_dtype t) {

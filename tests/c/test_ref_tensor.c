@@ -877,6 +877,42 @@ static void test_cast(void) {
     run_free(&r);
 }
 
+static void test_einsum(void) {
+    trun r;
+    float a[] = {1, 2, 3, 4, 5, 6}, b[] = {1, 0, 0, 1, 1, 1};
+    tin mm[2] = {{F32, 2, {2, 3}, a}, {F32, 2, {3, 2}, b}};
+    nnf_attr eq = A_STR("equation", "ij, jk -> ik");
+    run_op(&r, "Einsum", 12, &eq, 1, mm, 2, 1, true);
+    CHECK(r.st_ref == NNF_OK);
+    SHAPE_IS(r.out[0].shape, 2, 2);
+    DATA_F32(r.bufs[0], 4, 5, 10, 11);
+    run_free(&r);
+    eq.s = "ji"; /* implicit output: alphabetical, i.e. a transpose */
+    run_op(&r, "Einsum", 12, &eq, 1, mm, 1, 1, true);
+    SHAPE_IS(r.out[0].shape, 3, 2);
+    DATA_F32(r.bufs[0], 1, 4, 2, 5, 3, 6);
+    run_free(&r);
+    tin sq = {F32, 2, {3, 3}, iota24};
+    eq.s = "ii->i";
+    run_op(&r, "Einsum", 12, &eq, 1, &sq, 1, 1, true);
+    DATA_F32(r.bufs[0], 0, 4, 8);
+    run_free(&r);
+    eq.s = "ii";
+    run_op(&r, "Einsum", 12, &eq, 1, &sq, 1, 1, true);
+    SHAPE_RANK0(r.out[0].shape);
+    DATA_F32(r.bufs[0], 12);
+    run_free(&r);
+    eq.s = "ij,jk->iz";
+    run_op(&r, "Einsum", 12, &eq, 1, mm, 2, 1, false);
+    CHECK(r.st_infer == NNF_ERR_INVALID_MODEL);
+    run_free(&r);
+    eq.s = "ij,jk->ik";
+    tin bad[2] = {{F32, 2, {2, 3}, a}, {F32, 2, {2, 3}, b}};
+    run_op(&r, "Einsum", 12, &eq, 1, bad, 2, 1, false);
+    CHECK(r.st_infer == NNF_ERR_SHAPE);
+    run_free(&r);
+}
+
 /* A kernel whose scratch allocation fails reports OUT_OF_MEMORY, not a crash. */
 static void test_alloc_failure(void) {
     trun r;
@@ -912,6 +948,7 @@ int main(void) {
     test_gather();
     test_misc();
     test_cast();
+    test_einsum();
     test_alloc_failure();
     TEST_MAIN_END();
 }

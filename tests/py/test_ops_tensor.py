@@ -280,3 +280,25 @@ def test_empty_tensors():
     check("Pad", [("x", e), ("p", np.array([0, 1, 0, 0, 1, 0], np.int64))], consts={"p"})
     check("Squeeze", [("x", rand((1, 3, 1))), ("a", np.array([], np.int64))], consts={"a"})
     check("NonZero", [("x", np.zeros((0, 4), np.int64))])
+
+
+EINSUM_CASES = [
+    ("ij,jk->ik", [(3, 4), (4, 5)]),
+    ("bij,bjk->bik", [(2, 3, 4), (2, 4, 2)]),
+    ("ij", [(3, 4)]),
+    ("ba", [(3, 4)]),
+    ("ii", [(3, 3)]),
+    ("ii->i", [(3, 3)]),
+    ("ij->", [(3, 4)]),
+    ("i,j->ij", [(3,), (4,)]),
+    ("...ij,...jk->...ik", [(2, 1, 3, 4), (2, 5, 4, 2)]),
+    ("bhqd, bhkd -> bhqk", [(1, 2, 3, 4), (1, 2, 5, 4)]),
+    ("i,i,i->", [(4,), (4,), (4,)]),
+]
+
+
+@pytest.mark.parametrize("eq,shapes", EINSUM_CASES, ids=[c[0] for c in EINSUM_CASES])
+@pytest.mark.parametrize("dtype", [np.float32, np.int64])
+def test_einsum(eq, shapes, dtype):
+    ins = [(f"x{i}", rand(s, dtype)) for i, s in enumerate(shapes)]
+    check("Einsum", ins, attrs={"equation": eq}, tol=1e-5 if dtype == np.float32 else None)
