@@ -20,3 +20,9 @@ def nnfuse_bin():
     if not os.access(NNF_BIN, os.X_OK):
         pytest.fail(f"nnfuse command not found at {NNF_BIN} (build it, or set NNF_BIN)")
     return NNF_BIN
+
+
+def pytest_addoption(parser):
+    parser.addoption("--full", action="store_true", default=False,
+                     help="also run the full-size zoo models against onnxruntime "
+                          "(same as NNF_ZOO_FULL=1; minutes)")
