@@ -211,10 +211,12 @@ nnf_status nnf_graph_infer(nnf_graph *g) {
             continue;
         if (n->n_inputs > 64 || n->n_outputs > 64)
             return nnf_node_error(n, NNF_ERR_UNSUPPORTED, "more than 64 inputs or outputs");
+        /* Shape and Size read only their input's shape: foldable once it is known */
+        bool shape_only = !n->domain[0] && (!strcmp(n->op_type, "Shape") || !strcmp(n->op_type, "Size"));
         bool all_const = true;
         for (int k = 0; k < n->n_inputs; k++) {
             value_tinfo(g, n->inputs[k], &in[k]);
-            if (in[k].present && !in[k].data)
+            if (in[k].present && !in[k].data && !(shape_only && nnf_shape_known(&in[k].shape)))
                 all_const = false;
         }
         for (int k = 0; k < n->n_outputs; k++) {

@@ -74,7 +74,7 @@ static double node_flops(const nnf_graph *g, const nnf_node *n) {
             t[k].shape = v->shape;
             t[k].data = v->data;
             if (!nnf_shape_known(&v->shape))
-                return 0; /* symbolic: counted as 0, reported below */
+                return -1; /* symbolic: not countable, reported below */
         }
     }
     return n->op->cost(n, in, out);
@@ -121,9 +121,10 @@ int cmd_info(int argc, char **argv) {
             continue;
         live++;
         double f = node_flops(g, n);
-        if (f == 0 && n->op->cost != nnf_cost_none)
+        if (f < 0)
             unknown_cost++;
-        flops += f;
+        else
+            flops += f;
     }
     /* sort histogram by count, descending */
     for (int a = 0; a < n_hist; a++)
