@@ -133,8 +133,20 @@ static void pack_im2col(const void *vctx, size_t n0, size_t nc, size_t k0, size_
                     for (size_t e = 0; e < chunk; e++)
                         d[e] = 0.0f;
                 } else if (s->sw == 1) {
-                    for (size_t e = 0; e < chunk; e++, iw++)
-                        d[e] = iw >= 0 && iw < (ptrdiff_t)s->w ? xr[iw] : 0.0f;
+                    /* zeros left of the image, a straight copy, zeros right of it */
+                    ptrdiff_t lo = iw < 0 ? -iw : 0, hi = (ptrdiff_t)s->w - iw;
+                    if (lo > (ptrdiff_t)chunk)
+                        lo = (ptrdiff_t)chunk;
+                    if (hi > (ptrdiff_t)chunk)
+                        hi = (ptrdiff_t)chunk;
+                    if (hi < lo)
+                        hi = lo;
+                    for (ptrdiff_t e = 0; e < lo; e++)
+                        d[e] = 0.0f;
+                    if (hi > lo)
+                        memcpy(d + lo, xr + iw + lo, (size_t)(hi - lo) * sizeof(float));
+                    for (ptrdiff_t e = hi; e < (ptrdiff_t)chunk; e++)
+                        d[e] = 0.0f;
                 } else {
                     for (size_t e = 0; e < chunk; e++, iw += (ptrdiff_t)s->sw)
                         d[e] = iw >= 0 && iw < (ptrdiff_t)s->w ? xr[iw] : 0.0f;

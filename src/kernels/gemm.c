@@ -58,25 +58,25 @@ static int src_kmajor(nnf_gemm_side side, const nnf_gemm_src *s) {
     return side == NNF_GEMM_A ? s->trans : !s->trans;
 }
 
-/* Constant-width copies so the compiler emits straight vector moves. */
+/* k outer, panels inner: the source is read row by row (sequential, so the
+ * hardware prefetcher streams it; a panel-first walk touched a new page per
+ * k when ld is large, as in a 1x1 conv's input), the writes land in the
+ * L2-sized destination block. Constant-width copies compile to vector moves. */
 #define DEFINE_PACK_KMAJOR(R)                                                                  \
     static void pack_kmajor_##R(const float *base, size_t ld, size_t mn0, size_t mnc,         \
                                 size_t k0, size_t kc, float *dst) {                           \
-        for (size_t p = 0; p < mnc; p += R) {                                                  \
-            size_t w = mnc - p < R ? mnc - p : R;                                              \
-            const float *s = base + k0 * ld + mn0 + p;                                         \
-            if (w == R) {                                                                      \
-                for (size_t kk = 0; kk < kc; kk++, s += ld, dst += R)                          \
-                    for (size_t q = 0; q < R; q++)                                             \
-                        dst[q] = s[q];                                                         \
-            } else {                                                                           \
-                for (size_t kk = 0; kk < kc; kk++, s += ld, dst += R) {                        \
-                    size_t q = 0;                                                              \
-                    for (; q < w; q++)                                                         \
-                        dst[q] = s[q];                                                         \
-                    for (; q < R; q++)                                                         \
-                        dst[q] = 0.0f;                                                         \
-                }                                                                              \
+        size_t full = mnc / R, tail = mnc % R;                                                 \
+        for (size_t kk = 0; kk < kc; kk++) {                                                   \
+            const float *s = base + (k0 + kk) * ld + mn0;                                      \
+            float *d = dst + kk * R;                                                           \
+            for (size_t p = 0; p < full; p++, s += R, d += kc * R)                             \
+                __builtin_memcpy(d, s, R * sizeof(float));                                    \
+            if (tail) {                                                                        \
+                size_t q = 0;                                                                  \
+                for (; q < tail; q++)                                                          \
+                    d[q] = s[q];                                                               \
+                for (; q < R; q++)                                                             \
+                    d[q] = 0.0f;                                                               \
             }                                                                                  \
         }                                                                                      \
     }

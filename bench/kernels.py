@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""Kernel benchmark: nnfuse's GEMM/conv kernels beside ONNX Runtime and the
+machine's measured peak.
+
+Runs BUILD/peak --json and BUILD/bench_kernels --json, then times the same
+shapes through onnxruntime as single-op models (MatMul with a constant B;
+Conv with constant W and B followed by the layer's activation as the exporter
+writes it: Relu, Clip(0, 6), Sigmoid+Mul for SiLU, the Erf chain for GELU),
+with the same thread count. Prints one table; --json FILE writes the rows.
+
+With one thread both engines are timed in thread CPU time (the bench tools
+document why: shared machines); with more, in wall time.
+
+Usage: .venv/bin/python bench/kernels.py [--build build] [--threads 1] [--json out.json] [--filter SUBSTR]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+
+def run_json(cmd):
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return json.loads(out)
+
+
+def ort_model(case):
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper
+
+    rng = np.random.default_rng(0)
+    nodes, inits = [], []
+    act = case["act"]
+    if case["kind"] == "gemm":
+        m, n, k = case["m"], case["n"], case["k"]
+        x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [m, k])
+        b = rng.uniform(-0.5, 0.5, (k, n)).astype(np.float32)
+        inits.append(onnx.numpy_helper.from_array(b, "B"))
+        nodes.append(helper.make_node("MatMul", ["x", "B"], ["z"]))
+        out_shape = [m, n]
+        feed = {"x": rng.uniform(-0.5, 0.5, (m, k)).astype(np.float32)}
+    else:
+        c, h, w, oc, g, ks, s, p = (case[key] for key in ("c", "h", "w", "oc", "group", "kernel_size", "stride", "pad"))
+        x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, h, w])
+        wt = rng.uniform(-0.5, 0.5, (oc, c // g, ks, ks)).astype(np.float32)
+        inits += [onnx.numpy_helper.from_array(wt, "W"),
+                  onnx.numpy_helper.from_array(rng.uniform(-0.5, 0.5, (oc,)).astype(np.float32), "Bc")]
+        nodes.append(helper.make_node("Conv", ["x", "W", "Bc"], ["z"], kernel_shape=[ks, ks], strides=[s, s],
+                                      pads=[p, p, p, p], group=g))
+        oh, ow = (h + 2 * p - ks) // s + 1, (w + 2 * p - ks) // s + 1
+        out_shape = [1, oc, oh, ow]
+        feed = {"x": rng.uniform(-0.5, 0.5, (1, c, h, w)).astype(np.float32)}
+    # activation as exported (nnf_act_kind values from src/ops/params.h)
+    last = "z"
+    if act == 1:
+        nodes.append(helper.make_node("Relu", ["z"], ["y"]))
+        last = "y"
+    elif act == 2:
+        inits += [onnx.numpy_helper.from_array(np.array(0, np.float32), "lo"),
+                  onnx.numpy_helper.from_array(np.array(6, np.float32), "hi")]
+        nodes.append(helper.make_node("Clip", ["z", "lo", "hi"], ["y"]))
+        last = "y"
+    elif act == 5:
+        nodes += [helper.make_node("Sigmoid", ["z"], ["s"]), helper.make_node("Mul", ["z", "s"], ["y"])]
+        last = "y"
+    elif act == 9:
+        inits += [onnx.numpy_helper.from_array(np.array(2 ** 0.5, np.float32), "r2"),
+                  onnx.numpy_helper.from_array(np.array(1, np.float32), "one"),
+                  onnx.numpy_helper.from_array(np.array(0.5, np.float32), "half")]
+        nodes += [helper.make_node("Div", ["z", "r2"], ["d"]), helper.make_node("Erf", ["d"], ["e"]),
+                  helper.make_node("Add", ["e", "one"], ["a"]), helper.make_node("Mul", ["z", "a"], ["u"]),
+                  helper.make_node("Mul", ["u", "half"], ["y"])]
+        last = "y"
+    y = helper.make_tensor_value_info(last, TensorProto.FLOAT, out_shape)
+    graph = helper.make_graph(nodes, case["name"], [x], [y], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model.SerializeToString(), feed
+
+
+def time_ort(case, threads):
+    import onnxruntime as ort
+
+    blob, feed = ort_model(case)
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    sess = ort.InferenceSession(blob, so, providers=["CPUExecutionProvider"])
+    clock = time.thread_time if threads == 1 else time.perf_counter
+    for _ in range(2):
+        sess.run(None, feed)
+    times, start = [], time.perf_counter()
+    while len(times) < 10 or (time.perf_counter() - start < 0.3 and len(times) < 1000):
+        t0 = clock()
+        sess.run(None, feed)
+        times.append(clock() - t0)
+    times.sort()
+    return statistics.median(times) * 1e3, times[0] * 1e3
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--json")
+    ap.add_argument("--filter")
+    ap.add_argument("--no-ort", action="store_true")
+    args = ap.parse_args()
+    peak = run_json([os.path.join(args.build, "peak"), "--json", "--threads", str(args.threads)])
+    cmd = [os.path.join(args.build, "bench_kernels"), "--json", "--threads", str(args.threads)]
+    if args.filter:
+        cmd += ["--filter", args.filter]
+    rows = run_json(cmd)
+    fl_peak = peak["fma_gflops_1"] if args.threads == 1 else peak["fma_gflops_n"]
+    bw_peak = peak["triad_gbs_1"] if args.threads == 1 else peak["triad_gbs_n"]
+    print(f"# {peak['cpu']}, {peak['isa']} tier, {args.threads} thread(s): FMA peak {fl_peak:.1f} GFLOP/s, "
+          f"triad {bw_peak:.1f} GB/s")
+    hdr = (f"{'case':26} {'nnf ms':>8} {'best':>8} {'GFLOP/s':>8} {'%peak':>6} {'%bw':>5} "
+           f"{'ORT ms':>8} {'best':>8} {'GFLOP/s':>8} {'ORT/nnf':>7}")
+    print(hdr)
+    for r in rows:
+        gf = r["flops"] / r["median_ms"] * 1e-6
+        r["gflops"] = gf
+        r["pct_peak"] = 100 * gf / fl_peak
+        r["pct_bw"] = 100 * (r["bytes"] / r["median_ms"] * 1e-6) / bw_peak
+        line = f"{r['name']:26} {r['median_ms']:8.3f} {r['best_ms']:8.3f} {gf:8.1f} {r['pct_peak']:6.1f} {r['pct_bw']:5.0f}"
+        if not args.no_ort:
+            om, ob = time_ort(r, args.threads)
+            r["ort_median_ms"], r["ort_best_ms"] = om, ob
+            r["speedup_vs_ort"] = om / r["median_ms"]
+            line += f" {om:8.3f} {ob:8.3f} {r['flops'] / om * 1e-6:8.1f} {om / r['median_ms']:7.2f}"
+        print(line, flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"peak": peak, "threads": args.threads, "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
