@@ -259,7 +259,8 @@ static void copy_batch_dim(nnf_shape *dst, const nnf_tinfo *x) {
 }
 
 nnf_status nnf_conv_infer(NNF_INFER_ARGS) {
-    nnf_conv_params *p = node->params;
+    /* a private copy: sessions infer concurrently and the model is immutable */
+    nnf_conv_params params = *(const nnf_conv_params *)node->params, *p = &params;
     const nnf_tinfo *x = &in[0], *w = &in[1], *b = opt_in(node, in, 2);
     int rank;
     NNF_CHECK(conv_check_inputs(node, p, in, &rank));
@@ -357,7 +358,7 @@ nnf_status nnf_conv_transpose_init(NNF_INIT_ARGS) {
 }
 
 nnf_status nnf_conv_transpose_infer(NNF_INFER_ARGS) {
-    nnf_conv_params *p = node->params;
+    nnf_conv_params params = *(const nnf_conv_params *)node->params, *p = &params;
     const nnf_tinfo *x = &in[0], *w = &in[1], *b = opt_in(node, in, 2);
     int rank;
     NNF_CHECK(conv_check_inputs(node, p, in, &rank));
@@ -382,7 +383,7 @@ nnf_status nnf_conv_transpose_infer(NNF_INFER_ARGS) {
     nnf_shape s = {.rank = rank};
     copy_batch_dim(&s, x);
     s.dims[1] = m;
-    int64_t in_sp[NNF_MAX_SPATIAL], pb[NNF_MAX_SPATIAL], pe[NNF_MAX_SPATIAL], o[NNF_MAX_SPATIAL];
+    int64_t in_sp[NNF_MAX_SPATIAL] = {0}, pb[NNF_MAX_SPATIAL], pe[NNF_MAX_SPATIAL], o[NNF_MAX_SPATIAL];
     int known = 1;
     for (int i = 0; i < p->spatial; i++) {
         in_sp[i] = x->shape.rank >= 0 ? x->shape.dims[2 + i] : -1;
