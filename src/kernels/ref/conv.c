@@ -150,10 +150,12 @@ nnf_status nnf_conv_ref(NNF_KERNEL_ARGS) {
     const nnf_buf *x = in[0], *w = in[1], *b = node->n_inputs > 2 ? in[2] : NULL, *y = out[0];
     NNF_CHECK(check_f32(node, in, 3));
     if (x->rank < 3 || x->rank - 2 > NNF_MAX_SPATIAL || w->rank != x->rank || y->rank != x->rank ||
-        p->spatial != x->rank - 2)
+        (p->spatial && p->spatial != x->rank - 2))
         return nnf_node_error(node, NNF_ERR_SHAPE, "input, weight and output ranks do not match the attributes");
-    /* the weight is the truth for the kernel extents, whatever inference saw */
+    /* the weight is the truth for the kernel extents (params without
+     * kernel_shape leave them to the weight; the model's params are never written) */
     nnf_conv_params lp = *node_params;
+    lp.spatial = x->rank - 2;
     for (int i = 0; i < lp.spatial; i++)
         lp.kernel[i] = w->dims[2 + i];
     p = &lp;
@@ -243,10 +245,12 @@ nnf_status nnf_conv_transpose_ref(NNF_KERNEL_ARGS) {
     const nnf_buf *x = in[0], *w = in[1], *b = node->n_inputs > 2 ? in[2] : NULL, *y = out[0];
     NNF_CHECK(check_f32(node, in, 3));
     if (x->rank < 3 || x->rank - 2 > NNF_MAX_SPATIAL || w->rank != x->rank || y->rank != x->rank ||
-        p->spatial != x->rank - 2)
+        (p->spatial && p->spatial != x->rank - 2))
         return nnf_node_error(node, NNF_ERR_SHAPE, "input, weight and output ranks do not match the attributes");
-    /* the weight is the truth for the kernel extents, whatever inference saw */
+    /* the weight is the truth for the kernel extents (params without
+     * kernel_shape leave them to the weight; the model's params are never written) */
     nnf_conv_params lp = *node_params;
+    lp.spatial = x->rank - 2;
     for (int i = 0; i < lp.spatial; i++)
         lp.kernel[i] = w->dims[2 + i];
     p = &lp;
