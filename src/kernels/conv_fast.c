@@ -141,12 +141,17 @@ static void pack_im2col(const void *vctx, size_t n0, size_t nc, size_t k0, size_
                         hi = (ptrdiff_t)chunk;
                     if (hi < lo)
                         hi = lo;
-                    for (ptrdiff_t e = 0; e < lo; e++)
-                        d[e] = 0.0f;
-                    if (hi > lo)
-                        memcpy(d + lo, xr + iw + lo, (size_t)(hi - lo) * sizeof(float));
-                    for (ptrdiff_t e = hi; e < (ptrdiff_t)chunk; e++)
-                        d[e] = 0.0f;
+                    if (lo == 0 && hi == (ptrdiff_t)chunk && chunk == 16) {
+                        /* the common interior case: one fixed-size (vector) copy */
+                        __builtin_memcpy(d, xr + iw, 16 * sizeof(float));
+                    } else {
+                        for (ptrdiff_t e = 0; e < lo; e++)
+                            d[e] = 0.0f;
+                        for (ptrdiff_t e = lo; e < hi; e++)
+                            d[e] = xr[iw + e];
+                        for (ptrdiff_t e = hi; e < (ptrdiff_t)chunk; e++)
+                            d[e] = 0.0f;
+                    }
                 } else {
                     for (size_t e = 0; e < chunk; e++, iw += (ptrdiff_t)s->sw)
                         d[e] = iw >= 0 && iw < (ptrdiff_t)s->w ? xr[iw] : 0.0f;
