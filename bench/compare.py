@@ -236,17 +236,11 @@ def main(argv=None) -> int:
     out = pathlib.Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     zoo = pathlib.Path(args.zoo)
-    try:
-        import onnxruntime
-
-        ort_version = onnxruntime.__version__
-    except ImportError:
-        ort_version = "?"
     version = subprocess.run([args.nnfuse, "--version"], capture_output=True, text=True).stdout.split()[-1:]
     meta = {
         "date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
         "cpu": cpu_name(), "cores": os.cpu_count(), "nnfuse_version": version[0] if version else "?",
-        "ort_version": ort_version, "rounds": args.rounds, "iterations": args.iterations, "warmup": args.warmup,
+        "ort_version": "?", "rounds": args.rounds, "iterations": args.iterations, "warmup": args.warmup,
         "command": "bench/compare.py " + " ".join(argv if argv is not None else sys.argv[1:]),
     }
     rows = []
@@ -261,6 +255,7 @@ def main(argv=None) -> int:
             for t in threads:
                 print(f"compare: {model.stem}, {t} thread(s)", file=sys.stderr)
                 rows.append(bench_pair(model, t, args, tmp))
+    meta["ort_version"] = next((r["onnxruntime_raw"][0].get("version", "?") for r in rows if r.get("onnxruntime_raw")), "?")
     table = markdown(rows, meta)
     png = out.with_suffix(".png")
     have_png = chart(rows, png)

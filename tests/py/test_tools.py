@@ -54,6 +54,24 @@ def tiny_model(tmp_path_factory):
     return path
 
 
+@pytest.fixture(scope="module")
+def fusable_model(tmp_path_factory):
+    """x -> Conv -> Relu -> GlobalAveragePool -> y: at -O3 Relu becomes the
+    Conv's epilogue, so the optimised run has no node 'relu1' of its own."""
+    rng = np.random.default_rng(3)
+    w = numpy_helper.from_array((rng.standard_normal((6, 3, 3, 3)) * 0.3).astype(np.float32), "W")
+    nodes = [
+        helper.make_node("Conv", ["x", "W"], ["c"], name="conv1", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["r"], name="relu1"),
+        helper.make_node("GlobalAveragePool", ["r"], ["y"], name="gap1"),
+    ]
+    graph = helper.make_graph(nodes, "fusable", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 6, 1, 1])], [w])
+    path = tmp_path_factory.mktemp("models") / "fusable.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
 # ---------------------------------------------------------------- bench
 
 def test_bench_json_schema(tiny_model, tmp_path):
@@ -163,6 +181,23 @@ def test_compare_names_injected_node(tiny_model, node, tensor):
     assert f"first tensor beyond tolerance is '{tensor}' from node '{node}'" in proc.stderr
     first_fail = next(line for line in proc.stdout.splitlines() if line.rstrip().endswith("FAIL"))
     assert node in first_fail
+
+
+def test_compare_fused_graph(fusable_model, tmp_path):
+    nnfuse("compare", fusable_model, check=0)
+    # the injected Relu lives inside the fused Conv: the report names the
+    # fused node by the original nodes it replaced, Relu among them
+    proc = nnfuse("compare", fusable_model, env={"NNF_TEST_INJECT": "relu1:0.01"}, check=4)
+    assert "first tensor beyond tolerance is 'r' from node '" in proc.stderr
+    named = proc.stderr.split("from node '")[1].split("'")[0]
+    assert "relu1" in named.split("+")
+    trace = tmp_path / "trace.json"
+    nnfuse("profile", fusable_model, "-o", trace, check=0)
+    nodes = [e for e in json.loads(trace.read_text()) if e["cat"] == "Node"]
+    fused = [e for e in nodes if "fused_from" in e["args"]]
+    if fused:  # present once the fusion pass fuses Conv+Relu
+        assert any("relu1" in e["args"]["fused_from"] for e in fused)
+        assert len(nodes) < 3
 
 
 def test_compare_small_error_within_tolerance(tiny_model):

@@ -24,7 +24,7 @@
  * Fusion can make a tensor disappear (a Conv's output inside Conv+ReLU) or
  * make one node stand for several. Lookups go through tensor_origin(): the
  * reference is searched by the tensor's original name, and a report names
- * every original node behind a fused one. */
+ * every original node behind a fused one (node->fused_from). */
 #include "cli.h"
 
 #include "format/npy.h"
@@ -100,13 +100,21 @@ static char *dup_str(const char *s) {
 /* ------------------------------------------------------------------ origin */
 
 /* The name the reference knows a tensor by, and the original node(s) behind
- * the node that produced it, as "a+b+c". No fusion pass rewrites names yet, so
- * both are the node's own; when nodes carry the list of nodes they replaced,
- * it is joined here and every caller reports it. */
+ * the node that produced it, as "a+b+c". Fusion passes keep the name of the
+ * fused group's last tensor on the fused node's output, so the tensor name is
+ * the value's own; the tensors inside the group no longer exist in the
+ * optimised run and are simply not compared. */
 static void tensor_origin(const nnf_node *node, const nnf_value *value, const char **tensor, char *nodes,
                           size_t size) {
     *tensor = value->name;
-    snprintf(nodes, size, "%s", node->name);
+    if (!node->fused_from || node->n_fused_from <= 0) {
+        snprintf(nodes, size, "%s", node->name);
+        return;
+    }
+    size_t off = 0;
+    nodes[0] = 0;
+    for (int k = 0; k < node->n_fused_from && off < size; k++)
+        off += (size_t)snprintf(nodes + off, size - off, "%s%s", k ? "+" : "", node->fused_from[k]);
 }
 
 /* ------------------------------------------------------------------ metrics */
@@ -563,6 +571,15 @@ int cmd_compare(int argc, char **argv) {
             if (strlen(g->nodes[i].name) == (size_t)(colon - inject) &&
                 !strncmp(g->nodes[i].name, inject, (size_t)(colon - inject)))
                 node = i;
+        /* a node fused away lives on inside the node that absorbed it */
+        for (int i = 0; node >= 0 && g->nodes[node].dead && i < g->n_nodes; i++) {
+            const nnf_node *f = &g->nodes[i];
+            for (int k = 0; !f->dead && f->fused_from && k < f->n_fused_from; k++)
+                if (!strcmp(f->fused_from[k], g->nodes[node].name)) {
+                    node = i;
+                    break;
+                }
+        }
         if (node < 0) {
             fprintf(stderr, "nnfuse compare: NNF_TEST_INJECT=%s names no node of %s (want NODE:DELTA)\n", inject,
                     c.model);
