@@ -1,0 +1,202 @@
+/* Optimised memory-bound kernels, float32: element-wise unary and binary
+ * (with the common broadcast patterns), softmax, layer/batch normalisation,
+ * pooling, reductions, transposes. One table of row kernels per ISA tier;
+ * the drivers here split a tensor into large contiguous chunks for the
+ * thread pool and call the tier's row kernels on them. The plans in
+ * src/plan/plan_{eltwise,norm,pool}.c pick a tier once (nnf_cpu_isa() at plan
+ * time) and keep its table.
+ *
+ * Accuracy against the reference kernels (tests/c/test_eltwise_fast.c and
+ * test_norm_pool_fast.c assert these):
+ *   scalar tier   the reference formulas (activation.h) in float: exact for
+ *                 the unary/binary ops, sums in double per block
+ *   AVX2/AVX-512  exp/sigmoid/tanh/erf from x86/vmath_avx2.h (bounds there);
+ *                 Exp itself keeps the full float range (overflow to +inf,
+ *                 gradual underflow) by squaring exp(x/2) outside [-87, 88];
+ *                 every other op is exact (the same IEEE operations as the
+ *                 reference, in the same order for the pools).
+ * NaN propagates wherever the reference lets it: max/min/clip/relu keep the
+ * reference's operand order so a NaN input gives a NaN output. */
+#ifndef NNF_KERNELS_ELTWISE_FAST_H
+#define NNF_KERNELS_ELTWISE_FAST_H
+
+#include "base/cpu.h"
+#include "base/threadpool.h"
+#include "ops/op.h"
+
+#include <stddef.h>
+
+typedef enum nnf_ew_unop {
+    NNF_EWU_RELU = 0,
+    NNF_EWU_LEAKY_RELU, /* alpha = slope */
+    NNF_EWU_CLIP,       /* alpha = lo, beta = hi (lo > hi gives hi everywhere) */
+    NNF_EWU_SIGMOID,
+    NNF_EWU_TANH,
+    NNF_EWU_EXP,
+    NNF_EWU_ERF,
+    NNF_EWU_GELU_ERF,
+    NNF_EWU_GELU_TANH,
+    NNF_EWU_HARD_SIGMOID, /* alpha, beta */
+    NNF_EWU_HARD_SWISH,
+    NNF_EWU_SQRT,
+    NNF_EWU_NEG,
+    NNF_EWU_ABS,
+    NNF_EWU_RECIPROCAL,
+    NNF_EWU_FLOOR,
+    NNF_EWU_CEIL,
+    NNF_EWU_ROUND, /* half to even */
+    NNF_EWU_SOFTSIGN,
+    NNF_EWU_SQUARE,   /* Pow(x, 2) */
+    NNF_EWU_POW_HALF, /* Pow(x, 0.5): sqrt, but powf's +0 for -0 and +inf for -inf */
+    NNF_EWU_COUNT
+} nnf_ew_unop;
+
+typedef struct nnf_ew_unary {
+    nnf_ew_unop op;
+    float alpha, beta;
+} nnf_ew_unary;
+
+typedef enum nnf_ew_binop {
+    NNF_EWB_ADD = 0,
+    NNF_EWB_SUB,
+    NNF_EWB_MUL,
+    NNF_EWB_DIV,
+    NNF_EWB_MAX, /* NaN from either side wins (numpy.maximum) */
+    NNF_EWB_MIN,
+    NNF_EWB_PRELU, /* a < 0 ? b * a : a */
+    NNF_EWB_COUNT
+} nnf_ew_binop;
+
+/* Which operand of a binary row kernel is a single value. */
+typedef enum nnf_ew_mode {
+    NNF_EW_VV = 0, /* a[i] op b[i] */
+    NNF_EW_VS,     /* a[i] op b[0] */
+    NNF_EW_SV,     /* a[0] op b[i] */
+} nnf_ew_mode;
+
+/* One span of output columns of a 2-D pool whose windows lie inside the
+ * input along W: y[o] for o in [0, n) reduces the taps
+ * x[kh * row_step + o * stride + kw * dw], kh in [0, nh), kw in [0, kw),
+ * visited kh-major like the reference kernel (so sums match it bit for bit). */
+typedef struct nnf_pool_span {
+    int is_max;
+    size_t nh, row_step;
+    size_t kw, dw, stride;
+    float divisor; /* AveragePool: y = sum / divisor; 0 gives 0 */
+} nnf_pool_span;
+
+/* The row kernels of one tier. Pointers are borrowed for the call; y may
+ * alias x (same position) in unary, binary and affine. */
+typedef struct nnf_ew_kernels {
+    nnf_isa isa;
+    const char *suffix; /* "scalar", "avx2", "avx512": the end of a plan's name */
+    void (*unary)(const nnf_ew_unary *u, const float *x, float *y, size_t n);
+    void (*binary)(nnf_ew_binop op, nnf_ew_mode mode, const float *a, const float *b, float *y,
+                   size_t n);
+    /* y = x * a + b */
+    void (*affine)(const float *x, float *y, size_t n, float a, float b);
+    /* one row of n > 0 values; log selects LogSoftmax */
+    void (*softmax)(const float *x, float *y, size_t n, int log);
+    /* one row of n > 0 values: y = (x - mean) / sqrt(var + eps) * scale + bias
+     * (bias may be NULL); mean/inv_std receive the statistics when non-NULL */
+    void (*layernorm)(const float *x, float *y, size_t n, const float *scale, const float *bias,
+                      float eps, float *mean, float *inv_std);
+    /* sum in float blocks of 256 carried in double */
+    double (*sum)(const float *x, size_t n);
+    /* max of n > 0 values; nan_wins = 0 skips NaNs (GlobalMaxPool), 1 returns
+     * NaN when any is NaN (ReduceMax) */
+    float (*max)(const float *x, size_t n, int nan_wins);
+    float (*min)(const float *x, size_t n); /* NaN wins */
+    void (*pool_span)(const nnf_pool_span *s, const float *x, float *y, size_t n);
+    /* y[c * ldy + r] = x[r * ldx + c] for a rows x cols block, 4-byte elements */
+    void (*transpose)(const float *x, size_t ldx, float *y, size_t ldy, size_t rows, size_t cols);
+} nnf_ew_kernels;
+
+/* The table of a tier (clamped to what the machine has). */
+const nnf_ew_kernels *nnf_ew_kernels_for(nnf_isa isa);
+
+/* The tier kernels (scalar ones in eltwise_fast.c). */
+void nnf_ew_unary_avx2(const nnf_ew_unary *u, const float *x, float *y, size_t n);
+void nnf_ew_binary_avx2(nnf_ew_binop op, nnf_ew_mode mode, const float *a, const float *b, float *y,
+                        size_t n);
+void nnf_ew_affine_avx2(const float *x, float *y, size_t n, float a, float b);
+void nnf_ew_softmax_avx2(const float *x, float *y, size_t n, int log);
+void nnf_ew_layernorm_avx2(const float *x, float *y, size_t n, const float *scale,
+                           const float *bias, float eps, float *mean, float *inv_std);
+double nnf_ew_sum_avx2(const float *x, size_t n);
+float nnf_ew_max_avx2(const float *x, size_t n, int nan_wins);
+float nnf_ew_min_avx2(const float *x, size_t n);
+void nnf_pool_span_avx2(const nnf_pool_span *s, const float *x, float *y, size_t n);
+void nnf_transpose_avx2(const float *x, size_t ldx, float *y, size_t ldy, size_t rows, size_t cols);
+
+void nnf_ew_unary_avx512(const nnf_ew_unary *u, const float *x, float *y, size_t n);
+void nnf_ew_binary_avx512(nnf_ew_binop op, nnf_ew_mode mode, const float *a, const float *b,
+                          float *y, size_t n);
+void nnf_ew_affine_avx512(const float *x, float *y, size_t n, float a, float b);
+void nnf_ew_softmax_avx512(const float *x, float *y, size_t n, int log);
+double nnf_ew_sum_avx512(const float *x, size_t n);
+
+/* ---- broadcast patterns of a binary op ------------------------------------ */
+
+typedef enum nnf_ew_bcast_kind {
+    NNF_EWBC_NONE = 0,  /* no fast path: keep the reference kernel */
+    NNF_EWBC_SAME,      /* both operands have the output's numel */
+    NNF_EWBC_SCALAR,    /* the small operand is one value */
+    NNF_EWBC_PER_ROW,   /* output [outer, c, inner]; small operand [c] broadcast along inner
+                           (NCHW bias [C,1,1]; outer = 1 is a column broadcast) */
+    NNF_EWBC_ROW,       /* output [rows, inner]; small operand [inner] repeated per row */
+} nnf_ew_bcast_kind;
+
+typedef struct nnf_ew_bcast {
+    nnf_ew_bcast_kind kind;
+    int small_is_a; /* the broadcast operand is A (else B); 0 for SAME */
+    size_t c;       /* PER_ROW: values of the small operand */
+    size_t inner;   /* run length over which the pattern repeats (numel for SAME/SCALAR) */
+    size_t numel;   /* output elements */
+} nnf_ew_bcast;
+
+/* Classify a (numpy-broadcast) binary op over known shapes. Pure. */
+nnf_ew_bcast nnf_ew_bcast_classify(const nnf_shape *a, const nnf_shape *b, const nnf_shape *out);
+const char *nnf_ew_bcast_name(nnf_ew_bcast_kind kind);
+
+/* ---- drivers: split over the pool in large contiguous chunks --------------- */
+
+void nnf_ew_unary_run(const nnf_ew_kernels *k, const nnf_ew_unary *u, const float *x, float *y,
+                      size_t n, nnf_threadpool *pool);
+void nnf_ew_binary_run(const nnf_ew_kernels *k, nnf_ew_binop op, const nnf_ew_bcast *bc,
+                       const float *a, const float *b, float *y, nnf_threadpool *pool);
+/* y = x * a[(row) % c] + b[(row) % c] over rows of `inner` (BatchNormalization). */
+void nnf_ew_affine_run(const nnf_ew_kernels *k, const float *x, float *y, size_t numel,
+                       size_t inner, size_t c, const float *a, const float *b,
+                       nnf_threadpool *pool);
+/* fn(ctx, first, count) over [0, n) in blocks of at least `grain` items,
+ * about four blocks per thread; inline when one block suffices. */
+typedef void (*nnf_ew_range_fn)(void *ctx, size_t first, size_t count);
+void nnf_ew_parallel_ranges(nnf_threadpool *pool, size_t n, size_t grain, nnf_ew_range_fn fn,
+                            void *ctx);
+
+/* ---- plans (operator-table entries; see src/plan/plan_*.c) ----------------- */
+
+nnf_status nnf_plan_unary(NNF_PLAN_ARGS);
+nnf_status nnf_plan_clip(NNF_PLAN_ARGS);
+nnf_status nnf_plan_binary(NNF_PLAN_ARGS);
+nnf_status nnf_plan_softmax(NNF_PLAN_ARGS);
+nnf_status nnf_plan_reduce(NNF_PLAN_ARGS);
+nnf_status nnf_plan_transpose(NNF_PLAN_ARGS);
+nnf_status nnf_plan_concat(NNF_PLAN_ARGS);
+nnf_status nnf_plan_layernorm(NNF_PLAN_ARGS);
+nnf_status nnf_plan_batchnorm(NNF_PLAN_ARGS);
+nnf_status nnf_plan_maxpool(NNF_PLAN_ARGS);
+nnf_status nnf_plan_avgpool(NNF_PLAN_ARGS);
+nnf_status nnf_plan_global_pool(NNF_PLAN_ARGS);
+
+/* Reduced form of a Transpose: size-1 axes dropped, axes that stay adjacent
+ * merged. dims are the input's merged extents, perm the merged permutation. */
+typedef struct nnf_perm_reduced {
+    int rank;
+    int64_t dims[NNF_MAX_RANK];
+    int perm[NNF_MAX_RANK];
+} nnf_perm_reduced;
+void nnf_perm_reduce(int rank, const int64_t *dims, const int *perm, nnf_perm_reduced *out);
+
+#endif

@@ -1,0 +1,443 @@
+/* AVX2+FMA row kernels of the element-wise ops, softmax, reductions and the
+ * 8x8 transpose. Loops run two vectors per step and finish with one masked
+ * vector, so any n (including 1) touches only [0, n). Each op's formula is a
+ * static inline function of the vector (and broadcast constants), expanded by
+ * one loop macro with the op switch outside the loop. */
+#include "kernels/eltwise_fast.h"
+#include "kernels/x86/vmath_avx2.h"
+
+#include <math.h>
+
+typedef struct uconst {
+    __m256 alpha, beta;
+} uconst;
+
+static inline __m256 u_relu(__m256 v, const uconst *c) {
+    (void)c;
+    return _mm256_max_ps(_mm256_setzero_ps(), v); /* NaN is the second operand: kept */
+}
+static inline __m256 u_leaky(__m256 v, const uconst *c) {
+    __m256 neg = _mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_LT_OQ);
+    return _mm256_blendv_ps(v, _mm256_mul_ps(v, c->alpha), neg);
+}
+/* x < lo ? lo : x, then > hi ? hi : x; NaN passes both */
+static inline __m256 u_clip(__m256 v, const uconst *c) {
+    return _mm256_min_ps(c->beta, _mm256_max_ps(c->alpha, v));
+}
+static inline __m256 u_sigmoid(__m256 v, const uconst *c) {
+    (void)c;
+    return nnf_sigmoid8(v);
+}
+static inline __m256 u_tanh(__m256 v, const uconst *c) {
+    (void)c;
+    return nnf_tanh8(v);
+}
+/* nnf_exp8 clamps to [-87.3, 88] so that 2^n stays normal; outside that
+ * exp(x) = exp(x/2)^2 gives +inf above 88.72 and gradual underflow below. */
+static inline __m256 u_exp(__m256 v, const uconst *c) {
+    (void)c;
+    __m256 e = nnf_exp8(v);
+    __m256 far = _mm256_or_ps(_mm256_cmp_ps(v, _mm256_set1_ps(88.0f), _CMP_GT_OQ),
+                              _mm256_cmp_ps(v, _mm256_set1_ps(-87.0f), _CMP_LT_OQ));
+    if (!_mm256_testz_ps(far, far)) {
+        __m256 h = nnf_exp8(_mm256_mul_ps(v, _mm256_set1_ps(0.5f)));
+        e = _mm256_blendv_ps(e, _mm256_mul_ps(h, h), far);
+    }
+    return e;
+}
+static inline __m256 u_erf(__m256 v, const uconst *c) {
+    (void)c;
+    return nnf_erf8(v);
+}
+static inline __m256 u_gelu_erf(__m256 v, const uconst *c) {
+    (void)c;
+    __m256 e = nnf_erf8(_mm256_mul_ps(v, _mm256_set1_ps(0.70710678118654752f)));
+    __m256 h = _mm256_mul_ps(v, _mm256_set1_ps(0.5f));
+    return _mm256_fmadd_ps(h, e, h);
+}
+static inline __m256 u_gelu_tanh(__m256 v, const uconst *c) {
+    (void)c;
+    __m256 v3 = _mm256_mul_ps(_mm256_mul_ps(v, v), v);
+    __m256 in = _mm256_fmadd_ps(v3, _mm256_set1_ps(0.044715f), v);
+    __m256 th = nnf_tanh8(_mm256_mul_ps(in, _mm256_set1_ps(0.79788456080286536f)));
+    __m256 h = _mm256_mul_ps(v, _mm256_set1_ps(0.5f));
+    return _mm256_fmadd_ps(h, th, h);
+}
+/* mul then add (not fmadd): the reference's rounding, so results match exactly */
+static inline __m256 hsig(__m256 v, __m256 a, __m256 b) {
+    __m256 y = _mm256_add_ps(_mm256_mul_ps(v, a), b);
+    y = _mm256_max_ps(_mm256_setzero_ps(), y);
+    return _mm256_min_ps(_mm256_set1_ps(1.0f), y);
+}
+static inline __m256 u_hard_sigmoid(__m256 v, const uconst *c) {
+    return hsig(v, c->alpha, c->beta);
+}
+static inline __m256 u_hard_swish(__m256 v, const uconst *c) {
+    (void)c;
+    return _mm256_mul_ps(v, hsig(v, _mm256_set1_ps(1.0f / 6.0f), _mm256_set1_ps(0.5f)));
+}
+static inline __m256 u_sqrt(__m256 v, const uconst *c) {
+    (void)c;
+    return _mm256_sqrt_ps(v);
+}
+static inline __m256 u_neg(__m256 v, const uconst *c) {
+    (void)c;
+    return _mm256_xor_ps(v, _mm256_set1_ps(-0.0f));
+}
+static inline __m256 u_abs(__m256 v, const uconst *c) {
+    (void)c;
+    return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v);
+}
+static inline __m256 u_recip(__m256 v, const uconst *c) {
+    (void)c;
+    return _mm256_div_ps(_mm256_set1_ps(1.0f), v);
+}
+static inline __m256 u_floor(__m256 v, const uconst *c) {
+    (void)c;
+    return _mm256_round_ps(v, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+}
+static inline __m256 u_ceil(__m256 v, const uconst *c) {
+    (void)c;
+    return _mm256_round_ps(v, _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC);
+}
+static inline __m256 u_round(__m256 v, const uconst *c) {
+    (void)c;
+    return _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+static inline __m256 u_softsign(__m256 v, const uconst *c) {
+    (void)c;
+    __m256 d = _mm256_add_ps(_mm256_set1_ps(1.0f), _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v));
+    return _mm256_div_ps(v, d);
+}
+static inline __m256 u_square(__m256 v, const uconst *c) {
+    (void)c;
+    return _mm256_mul_ps(v, v);
+}
+/* powf(x, 0.5): +0 for -0 (sqrt gives -0) and +inf for -inf (sqrt gives NaN) */
+static inline __m256 u_pow_half(__m256 v, const uconst *c) {
+    (void)c;
+    __m256 s = _mm256_add_ps(_mm256_sqrt_ps(v), _mm256_setzero_ps());
+    __m256 ninf = _mm256_cmp_ps(v, _mm256_set1_ps(-INFINITY), _CMP_EQ_OQ);
+    return _mm256_blendv_ps(s, _mm256_set1_ps(INFINITY), ninf);
+}
+
+#define UN_LOOP(F)                                                                                 \
+    do {                                                                                           \
+        size_t i = 0;                                                                              \
+        for (; i + 16 <= n; i += 16) {                                                             \
+            __m256 v0 = _mm256_loadu_ps(x + i), v1 = _mm256_loadu_ps(x + i + 8);                   \
+            _mm256_storeu_ps(y + i, F(v0, &c));                                                    \
+            _mm256_storeu_ps(y + i + 8, F(v1, &c));                                                \
+        }                                                                                          \
+        for (; i + 8 <= n; i += 8)                                                                 \
+            _mm256_storeu_ps(y + i, F(_mm256_loadu_ps(x + i), &c));                                \
+        if (i < n) {                                                                               \
+            __m256i m = nnf_mask8(n - i);                                                          \
+            _mm256_maskstore_ps(y + i, m, F(_mm256_maskload_ps(x + i, m), &c));                    \
+        }                                                                                          \
+    } while (0);                                                                                   \
+    break
+
+void nnf_ew_unary_avx2(const nnf_ew_unary *u, const float *x, float *y, size_t n) {
+    const uconst c = {_mm256_set1_ps(u->alpha), _mm256_set1_ps(u->beta)};
+    switch (u->op) {
+    case NNF_EWU_RELU: UN_LOOP(u_relu);
+    case NNF_EWU_LEAKY_RELU: UN_LOOP(u_leaky);
+    case NNF_EWU_CLIP: UN_LOOP(u_clip);
+    case NNF_EWU_SIGMOID: UN_LOOP(u_sigmoid);
+    case NNF_EWU_TANH: UN_LOOP(u_tanh);
+    case NNF_EWU_EXP: UN_LOOP(u_exp);
+    case NNF_EWU_ERF: UN_LOOP(u_erf);
+    case NNF_EWU_GELU_ERF: UN_LOOP(u_gelu_erf);
+    case NNF_EWU_GELU_TANH: UN_LOOP(u_gelu_tanh);
+    case NNF_EWU_HARD_SIGMOID: UN_LOOP(u_hard_sigmoid);
+    case NNF_EWU_HARD_SWISH: UN_LOOP(u_hard_swish);
+    case NNF_EWU_SQRT: UN_LOOP(u_sqrt);
+    case NNF_EWU_NEG: UN_LOOP(u_neg);
+    case NNF_EWU_ABS: UN_LOOP(u_abs);
+    case NNF_EWU_RECIPROCAL: UN_LOOP(u_recip);
+    case NNF_EWU_FLOOR: UN_LOOP(u_floor);
+    case NNF_EWU_CEIL: UN_LOOP(u_ceil);
+    case NNF_EWU_ROUND: UN_LOOP(u_round);
+    case NNF_EWU_SOFTSIGN: UN_LOOP(u_softsign);
+    case NNF_EWU_SQUARE: UN_LOOP(u_square);
+    case NNF_EWU_POW_HALF: UN_LOOP(u_pow_half);
+    case NNF_EWU_COUNT: break;
+    }
+}
+
+/* ---- binary ----------------------------------------------------------------------- */
+
+static inline __m256 b_add(__m256 p, __m256 q) {
+    return _mm256_add_ps(p, q);
+}
+static inline __m256 b_sub(__m256 p, __m256 q) {
+    return _mm256_sub_ps(p, q);
+}
+static inline __m256 b_mul(__m256 p, __m256 q) {
+    return _mm256_mul_ps(p, q);
+}
+static inline __m256 b_div(__m256 p, __m256 q) {
+    return _mm256_div_ps(p, q);
+}
+/* maxps gives p > q ? p : q (q when either is NaN); a NaN p is put back */
+static inline __m256 b_max(__m256 p, __m256 q) {
+    return _mm256_blendv_ps(_mm256_max_ps(p, q), p, _mm256_cmp_ps(p, p, _CMP_UNORD_Q));
+}
+static inline __m256 b_min(__m256 p, __m256 q) {
+    return _mm256_blendv_ps(_mm256_min_ps(p, q), p, _mm256_cmp_ps(p, p, _CMP_UNORD_Q));
+}
+static inline __m256 b_prelu(__m256 p, __m256 q) {
+    __m256 neg = _mm256_cmp_ps(p, _mm256_setzero_ps(), _CMP_LT_OQ);
+    return _mm256_blendv_ps(p, _mm256_mul_ps(q, p), neg);
+}
+
+#define LDA(i) (mode == NNF_EW_SV ? sa : _mm256_loadu_ps(a + (i)))
+#define LDB(i) (mode == NNF_EW_VS ? sb : _mm256_loadu_ps(b + (i)))
+
+/* The mode is a loop invariant; the compiler unswitches these three loops. */
+#define BIN_LOOP(F)                                                                                \
+    do {                                                                                           \
+        size_t i = 0;                                                                              \
+        for (; i + 16 <= n; i += 16) {                                                             \
+            __m256 r0 = F(LDA(i), LDB(i)), r1 = F(LDA(i + 8), LDB(i + 8));                         \
+            _mm256_storeu_ps(y + i, r0);                                                           \
+            _mm256_storeu_ps(y + i + 8, r1);                                                       \
+        }                                                                                          \
+        for (; i + 8 <= n; i += 8)                                                                 \
+            _mm256_storeu_ps(y + i, F(LDA(i), LDB(i)));                                            \
+        if (i < n) {                                                                               \
+            __m256i m = nnf_mask8(n - i);                                                          \
+            __m256 p = mode == NNF_EW_SV ? sa : _mm256_maskload_ps(a + i, m);                      \
+            __m256 q = mode == NNF_EW_VS ? sb : _mm256_maskload_ps(b + i, m);                      \
+            _mm256_maskstore_ps(y + i, m, F(p, q));                                                \
+        }                                                                                          \
+    } while (0);                                                                                   \
+    break
+
+void nnf_ew_binary_avx2(nnf_ew_binop op, nnf_ew_mode mode, const float *a, const float *b, float *y,
+                        size_t n) {
+    const __m256 sa = _mm256_set1_ps(a[0]), sb = _mm256_set1_ps(b[0]);
+    switch (op) {
+    case NNF_EWB_ADD: BIN_LOOP(b_add);
+    case NNF_EWB_SUB: BIN_LOOP(b_sub);
+    case NNF_EWB_MUL: BIN_LOOP(b_mul);
+    case NNF_EWB_DIV: BIN_LOOP(b_div);
+    case NNF_EWB_MAX: BIN_LOOP(b_max);
+    case NNF_EWB_MIN: BIN_LOOP(b_min);
+    case NNF_EWB_PRELU: BIN_LOOP(b_prelu);
+    case NNF_EWB_COUNT: break;
+    }
+}
+
+/* x * a + b as mul then add: BatchNormalization's reference rounding */
+void nnf_ew_affine_avx2(const float *x, float *y, size_t n, float a, float b) {
+    const __m256 va = _mm256_set1_ps(a), vb = _mm256_set1_ps(b);
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m256 r0 = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), va), vb);
+        __m256 r1 = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i + 8), va), vb);
+        _mm256_storeu_ps(y + i, r0);
+        _mm256_storeu_ps(y + i + 8, r1);
+    }
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), va), vb));
+    if (i < n) {
+        __m256i m = nnf_mask8(n - i);
+        _mm256_maskstore_ps(y + i, m, _mm256_add_ps(_mm256_mul_ps(_mm256_maskload_ps(x + i, m), va), vb));
+    }
+}
+
+/* ---- reductions --------------------------------------------------------------------- */
+
+static inline float hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+static inline float hmax8(__m256 v) {
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_max_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+static inline float hmin8(__m256 v) {
+    __m128 s = _mm_min_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_min_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_min_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* Blocks of 256 summed in four float vectors, blocks carried in double: the
+ * float error stays that of a 32-term sum whatever n is. */
+double nnf_ew_sum_avx2(const float *x, size_t n) {
+    double total = 0.0;
+    size_t i = 0;
+    while (i < n) {
+        size_t end = n - i > 256 ? i + 256 : n;
+        __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+        for (; i + 32 <= end; i += 32) {
+            s0 = _mm256_add_ps(s0, _mm256_loadu_ps(x + i));
+            s1 = _mm256_add_ps(s1, _mm256_loadu_ps(x + i + 8));
+            s2 = _mm256_add_ps(s2, _mm256_loadu_ps(x + i + 16));
+            s3 = _mm256_add_ps(s3, _mm256_loadu_ps(x + i + 24));
+        }
+        for (; i + 8 <= end; i += 8)
+            s0 = _mm256_add_ps(s0, _mm256_loadu_ps(x + i));
+        if (i < end) {
+            s1 = _mm256_add_ps(s1, _mm256_maskload_ps(x + i, nnf_mask8(end - i)));
+            i = end;
+        }
+        total += (double)hsum8(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+    }
+    return total;
+}
+
+float nnf_ew_max_avx2(const float *x, size_t n, int nan_wins) {
+    const __m256 ninf = _mm256_set1_ps(-INFINITY);
+    __m256 m0 = ninf, m1 = ninf, bad = _mm256_setzero_ps();
+    size_t i = 0;
+    /* maxps(x, m) keeps m when x is NaN, so NaNs are skipped and counted apart */
+    for (; i + 16 <= n; i += 16) {
+        __m256 v0 = _mm256_loadu_ps(x + i), v1 = _mm256_loadu_ps(x + i + 8);
+        m0 = _mm256_max_ps(v0, m0);
+        m1 = _mm256_max_ps(v1, m1);
+        bad = _mm256_or_ps(bad, _mm256_cmp_ps(v0, v1, _CMP_UNORD_Q));
+    }
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps(x + i);
+        m0 = _mm256_max_ps(v, m0);
+        bad = _mm256_or_ps(bad, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    }
+    if (i < n) {
+        __m256i mk = nnf_mask8(n - i);
+        __m256 v = _mm256_blendv_ps(ninf, _mm256_maskload_ps(x + i, mk), _mm256_castsi256_ps(mk));
+        m0 = _mm256_max_ps(v, m0);
+        bad = _mm256_or_ps(bad, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    }
+    if (nan_wins && !_mm256_testz_ps(bad, bad))
+        return NAN;
+    return hmax8(_mm256_max_ps(m0, m1));
+}
+
+float nnf_ew_min_avx2(const float *x, size_t n) {
+    const __m256 pinf = _mm256_set1_ps(INFINITY);
+    __m256 m0 = pinf, bad = _mm256_setzero_ps();
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps(x + i);
+        m0 = _mm256_min_ps(v, m0);
+        bad = _mm256_or_ps(bad, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    }
+    if (i < n) {
+        __m256i mk = nnf_mask8(n - i);
+        __m256 v = _mm256_blendv_ps(pinf, _mm256_maskload_ps(x + i, mk), _mm256_castsi256_ps(mk));
+        m0 = _mm256_min_ps(v, m0);
+        bad = _mm256_or_ps(bad, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    }
+    if (!_mm256_testz_ps(bad, bad))
+        return NAN;
+    return hmin8(m0);
+}
+
+/* ---- softmax -------------------------------------------------------------------------- */
+
+/* Three passes over a row that stays in L1/L2: max, exp(x - max) stored and
+ * summed, scale (LogSoftmax: the sum only, then x - max - log(sum)). A NaN
+ * anywhere gives a NaN row, an all -inf row NaN, as in the reference. */
+void nnf_ew_softmax_avx2(const float *x, float *y, size_t n, int log) {
+    const float mx = nnf_ew_max_avx2(x, n, 0);
+    const __m256 vm = _mm256_set1_ps(mx);
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0;
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m256 e0 = nnf_exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
+        __m256 e1 = nnf_exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i + 8), vm));
+        if (!log) {
+            _mm256_storeu_ps(y + i, e0);
+            _mm256_storeu_ps(y + i + 8, e1);
+        }
+        s0 = _mm256_add_ps(s0, e0);
+        s1 = _mm256_add_ps(s1, e1);
+    }
+    for (; i + 8 <= n; i += 8) {
+        __m256 e = nnf_exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
+        if (!log)
+            _mm256_storeu_ps(y + i, e);
+        s0 = _mm256_add_ps(s0, e);
+    }
+    if (i < n) {
+        __m256i mk = nnf_mask8(n - i);
+        __m256 e = nnf_exp8(_mm256_sub_ps(_mm256_maskload_ps(x + i, mk), vm));
+        e = _mm256_and_ps(e, _mm256_castsi256_ps(mk));
+        if (!log)
+            _mm256_maskstore_ps(y + i, mk, e);
+        s1 = _mm256_add_ps(s1, e);
+    }
+    float sum = hsum8(_mm256_add_ps(s0, s1));
+    if (log) {
+        /* (x - max) - log(sum), not x - (max + log(sum)): the first
+         * subtraction is exact near the max, where the result is small */
+        const __m256 ls = _mm256_set1_ps(logf(sum));
+        for (i = 0; i + 8 <= n; i += 8)
+            _mm256_storeu_ps(y + i, _mm256_sub_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm), ls));
+        if (i < n) {
+            __m256i mk = nnf_mask8(n - i);
+            _mm256_maskstore_ps(y + i, mk,
+                                _mm256_sub_ps(_mm256_sub_ps(_mm256_maskload_ps(x + i, mk), vm), ls));
+        }
+        return;
+    }
+    const __m256 inv = _mm256_set1_ps(1.0f / sum);
+    for (i = 0; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(y + i), inv));
+    if (i < n) {
+        __m256i mk = nnf_mask8(n - i);
+        _mm256_maskstore_ps(y + i, mk, _mm256_mul_ps(_mm256_maskload_ps(y + i, mk), inv));
+    }
+}
+
+/* ---- transpose ------------------------------------------------------------------------ */
+
+static inline void tr8x8(const float *x, size_t ldx, float *y, size_t ldy) {
+    __m256 r0 = _mm256_loadu_ps(x), r1 = _mm256_loadu_ps(x + ldx);
+    __m256 r2 = _mm256_loadu_ps(x + 2 * ldx), r3 = _mm256_loadu_ps(x + 3 * ldx);
+    __m256 r4 = _mm256_loadu_ps(x + 4 * ldx), r5 = _mm256_loadu_ps(x + 5 * ldx);
+    __m256 r6 = _mm256_loadu_ps(x + 6 * ldx), r7 = _mm256_loadu_ps(x + 7 * ldx);
+    __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+    __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+    __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+    __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+    __m256 u0 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0));
+    __m256 u1 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2));
+    __m256 u2 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0));
+    __m256 u3 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2));
+    __m256 u4 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(1, 0, 1, 0));
+    __m256 u5 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(3, 2, 3, 2));
+    __m256 u6 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(1, 0, 1, 0));
+    __m256 u7 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(3, 2, 3, 2));
+    _mm256_storeu_ps(y, _mm256_permute2f128_ps(u0, u4, 0x20));
+    _mm256_storeu_ps(y + ldy, _mm256_permute2f128_ps(u1, u5, 0x20));
+    _mm256_storeu_ps(y + 2 * ldy, _mm256_permute2f128_ps(u2, u6, 0x20));
+    _mm256_storeu_ps(y + 3 * ldy, _mm256_permute2f128_ps(u3, u7, 0x20));
+    _mm256_storeu_ps(y + 4 * ldy, _mm256_permute2f128_ps(u0, u4, 0x31));
+    _mm256_storeu_ps(y + 5 * ldy, _mm256_permute2f128_ps(u1, u5, 0x31));
+    _mm256_storeu_ps(y + 6 * ldy, _mm256_permute2f128_ps(u2, u6, 0x31));
+    _mm256_storeu_ps(y + 7 * ldy, _mm256_permute2f128_ps(u3, u7, 0x31));
+}
+
+/* Only bits move, so any 4-byte type goes through the float registers. */
+void nnf_transpose_avx2(const float *x, size_t ldx, float *y, size_t ldy, size_t rows, size_t cols) {
+    size_t r8 = rows & ~(size_t)7, c8 = cols & ~(size_t)7;
+    for (size_t r = 0; r < r8; r += 8) {
+        for (size_t c = 0; c < c8; c += 8)
+            tr8x8(x + r * ldx + c, ldx, y + c * ldy + r, ldy);
+        for (size_t c = c8; c < cols; c++)
+            for (size_t k = r; k < r + 8; k++)
+                y[c * ldy + k] = x[k * ldx + c];
+    }
+    for (size_t c = 0; c < cols; c++)
+        for (size_t k = r8; k < rows; k++)
+            y[c * ldy + k] = x[k * ldx + c];
+}

@@ -1,0 +1,68 @@
+/* AVX2+FMA LayerNormalization row: two passes for the statistics (mean,
+ * then centred variance, each in float blocks carried in double) and one
+ * for the output. The mean is applied as a float pair (hi + lo) so x - mean
+ * keeps its low bits when |mean| is much larger than the spread. */
+#include "kernels/eltwise_fast.h"
+#include "kernels/x86/vmath_avx2.h"
+
+#include <math.h>
+
+static inline float hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static inline __m256 centre(__m256 v, __m256 hi, __m256 lo) {
+    return _mm256_sub_ps(_mm256_sub_ps(v, hi), lo);
+}
+
+void nnf_ew_layernorm_avx2(const float *x, float *y, size_t n, const float *scale,
+                           const float *bias, float eps, float *mean_out, float *inv_out) {
+    double mean = nnf_ew_sum_avx2(x, n) / (double)n;
+    float fhi = (float)mean, flo = (float)(mean - (double)fhi);
+    const __m256 hi = _mm256_set1_ps(fhi), lo = _mm256_set1_ps(flo);
+    double var = 0.0;
+    size_t i = 0;
+    while (i < n) {
+        size_t end = n - i > 256 ? i + 256 : n;
+        __m256 s0 = _mm256_setzero_ps(), s1 = s0;
+        for (; i + 16 <= end; i += 16) {
+            __m256 d0 = centre(_mm256_loadu_ps(x + i), hi, lo);
+            __m256 d1 = centre(_mm256_loadu_ps(x + i + 8), hi, lo);
+            s0 = _mm256_fmadd_ps(d0, d0, s0);
+            s1 = _mm256_fmadd_ps(d1, d1, s1);
+        }
+        for (; i + 8 <= end; i += 8) {
+            __m256 d = centre(_mm256_loadu_ps(x + i), hi, lo);
+            s0 = _mm256_fmadd_ps(d, d, s0);
+        }
+        if (i < end) {
+            __m256i m = nnf_mask8(end - i);
+            __m256 d = _mm256_and_ps(centre(_mm256_maskload_ps(x + i, m), hi, lo), _mm256_castsi256_ps(m));
+            s1 = _mm256_fmadd_ps(d, d, s1);
+            i = end;
+        }
+        var += (double)hsum8(_mm256_add_ps(s0, s1));
+    }
+    float inv = (float)(1.0 / sqrt(var / (double)n + (double)eps));
+    const __m256 vi = _mm256_set1_ps(inv);
+    for (i = 0; i + 8 <= n; i += 8) {
+        __m256 t = _mm256_mul_ps(centre(_mm256_loadu_ps(x + i), hi, lo), vi);
+        __m256 r = bias ? _mm256_fmadd_ps(t, _mm256_loadu_ps(scale + i), _mm256_loadu_ps(bias + i))
+                        : _mm256_mul_ps(t, _mm256_loadu_ps(scale + i));
+        _mm256_storeu_ps(y + i, r);
+    }
+    if (i < n) {
+        __m256i m = nnf_mask8(n - i);
+        __m256 t = _mm256_mul_ps(centre(_mm256_maskload_ps(x + i, m), hi, lo), vi);
+        __m256 r = bias ? _mm256_fmadd_ps(t, _mm256_maskload_ps(scale + i, m), _mm256_maskload_ps(bias + i, m))
+                        : _mm256_mul_ps(t, _mm256_maskload_ps(scale + i, m));
+        _mm256_maskstore_ps(y + i, m, r);
+    }
+    if (mean_out)
+        *mean_out = fhi;
+    if (inv_out)
+        *inv_out = inv;
+}
