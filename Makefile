@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all build test demo deps venv clean asan zoo conformance format
+.PHONY: all build test demo deps venv clean asan zoo conformance format hostile
 
 all: build
 
@@ -29,10 +29,15 @@ $(VENV)/.ok: requirements.txt
 test: deps venv
 	@$(MAKE) --no-print-directory build CMAKE_FLAGS="-DNNF_WERROR=ON"
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	PY=$(PY) scripts/hostile_check.sh 250
 	$(PY) -m pytest -q tests/py
 
 asan: venv
 	@$(MAKE) --no-print-directory build BUILD=build-asan CMAKE_FLAGS="-DNNF_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug"
+
+# 250 mutated copies of each small zoo model through an ASan+UBSan build.
+hostile: venv
+	PY=$(PY) scripts/hostile_check.sh 250
 
 zoo: venv
 	$(PY) zoo/make_zoo.py --out zoo/models
