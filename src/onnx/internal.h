@@ -40,6 +40,15 @@ nnf_status nnf_onnx_string(nnf_arena *a, const nnf_pb_field *f, const char *what
 nnf_status nnf_onnx_tensor(nnf_onnx_ctx *cx, nnf_arena *arena, const nnf_pb_field *span,
                            const char *what, const char **name_out, nnf_const_tensor *out);
 
+/* Import a GraphProto into g (created by the caller, parent already set).
+ * depth counts message nesting from the model, for the nesting limit. */
+nnf_status nnf_onnx_graph(nnf_onnx_ctx *cx, nnf_graph *g, const nnf_pb_field *span, int depth);
+/* Decode one AttributeProto and append it to g->nodes[node_id].attrs (sized
+ * by the caller); index numbers it in messages when it has no name. */
+nnf_status nnf_onnx_attr(nnf_onnx_ctx *cx, nnf_graph *g, int node_id, const nnf_pb_field *span,
+                         int index, int depth);
+nnf_status nnf_onnx_check_attr_names(const nnf_node *n);
+
 /* A dtype nnfuse can hold in a tensor (strings excluded). */
 int nnf_onnx_dtype_known(int64_t dtype);
 

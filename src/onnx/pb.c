@@ -14,9 +14,12 @@ nnf_pb nnf_pb_sub(const nnf_pb *parent, const nnf_pb_field *f) {
     return r;
 }
 
-size_t nnf_pb_offset(const nnf_pb *r) { return (size_t)(r->p - r->base); }
+size_t nnf_pb_offset(const nnf_pb *r) {
+    return (size_t)(r->p - r->base);
+}
 
-nnf_status nnf_pb_varint(const uint8_t **pp, const uint8_t *end, const uint8_t *base, uint64_t *out) {
+nnf_status nnf_pb_varint(const uint8_t **pp, const uint8_t *end, const uint8_t *base,
+                         uint64_t *out) {
     const uint8_t *p = *pp;
     uint64_t v = 0;
     for (int i = 0; i < 10; i++) {
@@ -34,7 +37,8 @@ nnf_status nnf_pb_varint(const uint8_t **pp, const uint8_t *end, const uint8_t *
             return NNF_OK;
         }
     }
-    return NNF_CORRUPT("varint longer than 64 bits at offset %zu", (size_t)(*pp - base)); /* unreachable */
+    return NNF_CORRUPT("varint longer than 64 bits at offset %zu",
+                       (size_t)(*pp - base)); /* unreachable */
 }
 
 static nnf_status read_tag(const uint8_t **p, const uint8_t *end, const uint8_t *base,
@@ -55,8 +59,7 @@ static nnf_status skip_value(const uint8_t **p, const uint8_t *end, const uint8_
                              size_t tag_offset) {
     uint64_t v;
     switch (wire) {
-    case NNF_PB_VARINT:
-        return nnf_pb_varint(p, end, base, &v);
+    case NNF_PB_VARINT: return nnf_pb_varint(p, end, base, &v);
     case NNF_PB_FIXED64:
         if ((size_t)(end - *p) < 8)
             return NNF_CORRUPT("fixed64 field at offset %zu runs past the end", tag_offset);
@@ -75,8 +78,7 @@ static nnf_status skip_value(const uint8_t **p, const uint8_t *end, const uint8_
                                (unsigned long long)v, tag_offset, (size_t)(end - *p));
         *p += v;
         return NNF_OK;
-    default:
-        return NNF_CORRUPT("invalid wire type %d at offset %zu", wire, tag_offset);
+    default: return NNF_CORRUPT("invalid wire type %d at offset %zu", wire, tag_offset);
     }
 }
 
@@ -97,7 +99,8 @@ static nnf_status skip_group(const uint8_t **p, const uint8_t *end, const uint8_
         size_t off = (size_t)(here - base);
         if (w == NNF_PB_GROUP) {
             if (depth == NNF_PB_MAX_DEPTH)
-                return NNF_CORRUPT("groups nested deeper than %d at offset %zu", NNF_PB_MAX_DEPTH, off);
+                return NNF_CORRUPT("groups nested deeper than %d at offset %zu", NNF_PB_MAX_DEPTH,
+                                   off);
             stack[depth++] = n;
         } else if (w == NNF_PB_END_GROUP) {
             if (stack[depth - 1] != n)
@@ -124,9 +127,7 @@ nnf_status nnf_pb_next(nnf_pb *r, nnf_pb_field *f, bool *more) {
     nnf_pb_field out = {.number = number, .wire = wire, .offset = off};
     const uint8_t *p = r->p;
     switch (wire) {
-    case NNF_PB_VARINT:
-        NNF_CHECK(nnf_pb_varint(&p, r->end, r->base, &out.u));
-        break;
+    case NNF_PB_VARINT: NNF_CHECK(nnf_pb_varint(&p, r->end, r->base, &out.u)); break;
     case NNF_PB_FIXED64:
         if ((size_t)(r->end - p) < 8)
             return NNF_CORRUPT("fixed64 field %u at offset %zu runs past the end", number, off);

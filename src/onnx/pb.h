@@ -47,7 +47,7 @@ typedef struct nnf_pb_field {
     uint64_t u;          /* VARINT, FIXED32, FIXED64: the value */
     const uint8_t *data; /* LEN, GROUP: the payload (borrowed from the span) */
     size_t len;
-    size_t offset;       /* offset of the tag from base */
+    size_t offset; /* offset of the tag from base */
 } nnf_pb_field;
 
 /* The kind of element of a repeated scalar field. */

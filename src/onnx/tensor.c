@@ -217,8 +217,8 @@ static nnf_status scan_tensor(nnf_onnx_ctx *cx, nnf_arena *a, const nnf_pb_field
         case T_INT64_DATA:
         case T_DOUBLE_DATA:
         case T_UINT64_DATA:
-            NNF_CHECK(nnf_pb_repeated_count(&f, field_kind((int)f.number), field_name((int)f.number),
-                                            &ts->n_typed[f.number]));
+            NNF_CHECK(nnf_pb_repeated_count(&f, field_kind((int)f.number),
+                                            field_name((int)f.number), &ts->n_typed[f.number]));
             break;
         case T_STRING_DATA:
             NNF_CHECK(nnf_pb_expect(&f, NNF_PB_LEN, "string_data"));

@@ -36,7 +36,9 @@ static void put_raw(pbuf *b, const void *d, size_t n) {
         memcpy(b->p + b->n, d, n);
     b->n += n;
 }
-static void put_byte(pbuf *b, uint8_t x) { put_raw(b, &x, 1); }
+static void put_byte(pbuf *b, uint8_t x) {
+    put_raw(b, &x, 1);
+}
 static void put_varint(pbuf *b, uint64_t v) {
     while (v >= 0x80) {
         put_byte(b, (uint8_t)(v | 0x80));
@@ -44,7 +46,9 @@ static void put_varint(pbuf *b, uint64_t v) {
     }
     put_byte(b, (uint8_t)v);
 }
-static void put_tag(pbuf *b, uint32_t field, int wire) { put_varint(b, (uint64_t)field << 3 | (uint64_t)wire); }
+static void put_tag(pbuf *b, uint32_t field, int wire) {
+    put_varint(b, (uint64_t)field << 3 | (uint64_t)wire);
+}
 static void put_int(pbuf *b, uint32_t field, int64_t v) {
     put_tag(b, field, 0);
     put_varint(b, (uint64_t)v);
@@ -54,7 +58,9 @@ static void put_bytes(pbuf *b, uint32_t field, const void *d, size_t n) {
     put_varint(b, n);
     put_raw(b, d, n);
 }
-static void put_str(pbuf *b, uint32_t field, const char *s) { put_bytes(b, field, s, strlen(s)); }
+static void put_str(pbuf *b, uint32_t field, const char *s) {
+    put_bytes(b, field, s, strlen(s));
+}
 /* Appends sub as a length-delimited field and frees it. */
 static void put_msg(pbuf *b, uint32_t field, pbuf *sub) {
     put_bytes(b, field, sub->p, sub->n);
@@ -80,12 +86,44 @@ static void put_packed_f32(pbuf *b, uint32_t field, const float *v, int n) {
 
 /* onnx.proto field numbers used below. */
 enum { M_IR = 1, M_PRODUCER = 2, M_DOC = 6, M_GRAPH = 7, M_OPSET = 8 };
-enum { G_NODE = 1, G_NAME = 2, G_INIT = 5, G_INPUT = 11, G_OUTPUT = 12, G_VINFO = 13, G_SPARSE = 15 };
+enum {
+    G_NODE = 1,
+    G_NAME = 2,
+    G_INIT = 5,
+    G_INPUT = 11,
+    G_OUTPUT = 12,
+    G_VINFO = 13,
+    G_SPARSE = 15
+};
 enum { N_IN = 1, N_OUT = 2, N_NAME = 3, N_OP = 4, N_ATTR = 5, N_DOMAIN = 7 };
-enum { A_NAME = 1, A_F = 2, A_I = 3, A_S = 4, A_T = 5, A_G = 6, A_FLOATS = 7, A_INTS = 8,
-       A_STRINGS = 9, A_TENSORS = 10, A_GRAPHS = 11, A_TYPE = 20 };
-enum { T_DIMS = 1, T_DTYPE = 2, T_FLOAT = 4, T_INT32 = 5, T_STRING = 6, T_INT64 = 7, T_NAME = 8,
-       T_RAW = 9, T_DOUBLE = 10, T_UINT64 = 11, T_EXT = 13, T_LOC = 14 };
+enum {
+    A_NAME = 1,
+    A_F = 2,
+    A_I = 3,
+    A_S = 4,
+    A_T = 5,
+    A_G = 6,
+    A_FLOATS = 7,
+    A_INTS = 8,
+    A_STRINGS = 9,
+    A_TENSORS = 10,
+    A_GRAPHS = 11,
+    A_TYPE = 20
+};
+enum {
+    T_DIMS = 1,
+    T_DTYPE = 2,
+    T_FLOAT = 4,
+    T_INT32 = 5,
+    T_STRING = 6,
+    T_INT64 = 7,
+    T_NAME = 8,
+    T_RAW = 9,
+    T_DOUBLE = 10,
+    T_UINT64 = 11,
+    T_EXT = 13,
+    T_LOC = 14
+};
 
 static pbuf tensor_hdr(const char *name, int dtype, const int64_t *dims, int rank) {
     pbuf t = {0};
@@ -359,7 +397,9 @@ static pbuf full_model(size_t pad) {
     return m;
 }
 
-static const nnf_attr *attr(const nnf_node *n, const char *name) { return nnf_node_attr(n, name); }
+static const nnf_attr *attr(const nnf_node *n, const char *name) {
+    return nnf_node_attr(n, name);
+}
 
 static void check_body(const nnf_graph *sg, const nnf_graph *parent, const char *name) {
     CHECK(sg != NULL);
@@ -372,8 +412,8 @@ static void check_body(const nnf_graph *sg, const nnf_graph *parent, const char 
     int x = nnf_graph_find_value(sg, "x");
     CHECK(x >= 0 && sg->values[x].producer < 0 && sg->values[x].kind == NNF_VALUE_INTERMEDIATE);
     int one = nnf_graph_find_value(sg, "one");
-    CHECK(one >= 0 && sg->values[one].kind == NNF_VALUE_INITIALIZER &&
-          sg->values[one].data && *(const float *)sg->values[one].data == 1.0f);
+    CHECK(one >= 0 && sg->values[one].kind == NNF_VALUE_INITIALIZER && sg->values[one].data &&
+          *(const float *)sg->values[one].data == 1.0f);
     CHECK(nnf_graph_verify(sg) == NNF_OK);
 }
 
@@ -394,7 +434,8 @@ static void test_valid_model(size_t pad, int *saw_borrow, int *saw_copy) {
     CHECK(!strcmp(g->producer_name, "nnfuse-test"));
     CHECK(!strcmp(g->name, "main"));
     CHECK(!strcmp(g->source, "full.onnx"));
-    CHECK(g->n_opsets == 2 && nnf_graph_opset(g, "") == 13 && nnf_graph_opset(g, "com.example") == 2);
+    CHECK(g->n_opsets == 2 && nnf_graph_opset(g, "") == 13 &&
+          nnf_graph_opset(g, "com.example") == 2);
     CHECK(g->n_nodes == 2);
 
     /* inputs: x only (W is an initialiser with a default) */
@@ -455,7 +496,8 @@ static void test_valid_model(size_t pad, int *saw_borrow, int *saw_copy) {
     CHECK(!strcmp(z->name, "z") && z->is_output && z->producer == 1 && z->shape.rank == -1);
 
     const nnf_node *conv = &g->nodes[0];
-    CHECK(!strcmp(conv->name, "conv1") && !strcmp(conv->op_type, "Conv") && !strcmp(conv->domain, ""));
+    CHECK(!strcmp(conv->name, "conv1") && !strcmp(conv->op_type, "Conv") &&
+          !strcmp(conv->domain, ""));
     CHECK(conv->opset == 13);
     CHECK(conv->n_inputs == 3 && conv->inputs[0] == g->inputs[0] && conv->inputs[1] == wid &&
           conv->inputs[2] == NNF_NO_VALUE);
@@ -481,7 +523,8 @@ static void test_valid_model(size_t pad, int *saw_borrow, int *saw_copy) {
     a = attr(conv, "consts");
     CHECK(a && a->type == NNF_ATTR_TENSORS && a->count == 2);
     if (a && a->count == 2) {
-        CHECK(a->tensor[0].dtype == NNF_DTYPE_INT32 && ((const int32_t *)a->tensor[0].data)[1] == -2);
+        CHECK(a->tensor[0].dtype == NNF_DTYPE_INT32 &&
+              ((const int32_t *)a->tensor[0].data)[1] == -2);
         CHECK(a->tensor[1].shape.rank == 0 && a->tensor[1].nbytes == 4 &&
               *(const float *)a->tensor[1].data == 4.0f);
     }
@@ -535,7 +578,8 @@ static void test_valid_model(size_t pad, int *saw_borrow, int *saw_copy) {
             nnf_graph_destroy(tg);
             break;
         }
-        CHECK_MSG(st == NNF_ERR_OUT_OF_MEMORY, "alloc %llu: %s", (unsigned long long)k, nnf_last_error());
+        CHECK_MSG(st == NNF_ERR_OUT_OF_MEMORY, "alloc %llu: %s", (unsigned long long)k,
+                  nnf_last_error());
         oom++;
         if (k > 100000)
             break;
@@ -759,7 +803,8 @@ static void test_graph_errors(void) {
     pbuf n = node("r2", "Relu", (const char *[]){"x"}, 1, (const char *[]){"y"}, 1);
     put_msg(&g, G_NODE, &n);
     m = model_of(&g);
-    EXPECT(&m, NNF_ERR_INVALID_MODEL, "node 'r2' (Relu): output 'y' is already produced by node 'r'");
+    EXPECT(&m, NNF_ERR_INVALID_MODEL,
+           "node 'r2' (Relu): output 'y' is already produced by node 'r'");
     free(m.p);
 
     /* a node writing a graph input */
@@ -803,8 +848,9 @@ static void test_graph_errors(void) {
 
     /* attributes: no value, duplicated, sparse, bad type, no name */
     static const int bad_kind[] = {0, 1, 2, 3, 4, 5};
-    static const char *needle[] = {"neither a type nor a value", "appears twice", "SPARSE_TENSOR",
-                                   "invalid type", "no name", "no type and values of 2"};
+    static const char *needle[] = {
+        "neither a type nor a value", "appears twice", "SPARSE_TENSOR", "invalid type", "no name",
+        "no type and values of 2"};
     for (int k = 0; k < 6; k++) {
         g = relu_graph();
         n = node("bad", "Relu", (const char *[]){"y"}, 1, (const char *[]){"w"}, 1);
@@ -871,7 +917,8 @@ static void test_scale(void) {
         }
         put_msg(&g, G_NODE, &n);
         pbuf m = model_of(&g);
-        nnf_graph *gr = EXPECT(&m, dup ? NNF_ERR_INVALID_MODEL : NNF_OK, "attribute 'a17' appears twice");
+        nnf_graph *gr =
+            EXPECT(&m, dup ? NNF_ERR_INVALID_MODEL : NNF_OK, "attribute 'a17' appears twice");
         if (gr)
             CHECK(gr->nodes[1].n_attrs == K && nnf_attr_int(&gr->nodes[1], "a12345", 0) == 12345);
         nnf_graph_destroy(gr);
@@ -911,7 +958,8 @@ static void test_scale(void) {
 static pbuf nested(int levels) {
     pbuf g = relu_graph();
     for (int i = 0; i < levels; i++) {
-        pbuf outer = {0}, n = node(NULL, "If", (const char *[]){"c"}, 1, (const char *[]){"o"}, 1), a = {0};
+        pbuf outer = {0}, n = node(NULL, "If", (const char *[]){"c"}, 1, (const char *[]){"o"}, 1),
+             a = {0};
         put_str(&a, A_NAME, "then_branch");
         put_int(&a, A_TYPE, 5);
         put_msg(&a, A_G, &g);
@@ -1006,7 +1054,8 @@ static void test_external(void) {
     CHECK_MSG(st == NNF_OK, "%s", nnf_last_error());
     if (st == NNF_OK) {
         const nnf_value *va = &g->values[nnf_graph_find_value(g, "a")];
-        CHECK(va->nbytes == 16 && ((const float *)va->data)[0] == 3 && ((const float *)va->data)[3] == 6);
+        CHECK(va->nbytes == 16 && ((const float *)va->data)[0] == 3 &&
+              ((const float *)va->data)[3] == 6);
         const nnf_value *vb = &g->values[nnf_graph_find_value(g, "b")];
         CHECK(((const float *)vb->data)[1] == 2);
         /* zero-copy: a points into a mapping of weights.bin */
@@ -1045,7 +1094,8 @@ static void test_external(void) {
         {"", NULL, NULL, 1, NNF_ERR_INVALID_MODEL, "empty"},
         {"w/weights.bin", "100", NULL, 1, NNF_ERR_INVALID_MODEL, "runs past the end"},
         {"w/weights.bin", "16", NULL, 4, NNF_ERR_INVALID_MODEL, "runs past the end"},
-        {"w/weights.bin", "18446744073709551615", NULL, 1, NNF_ERR_INVALID_MODEL, "runs past the end"},
+        {"w/weights.bin", "18446744073709551615", NULL, 1, NNF_ERR_INVALID_MODEL,
+         "runs past the end"},
         {"w/weights.bin", "99999999999999999999", NULL, 1, NNF_ERR_INVALID_MODEL, "byte count"},
         {"w/weights.bin", "-1", NULL, 1, NNF_ERR_INVALID_MODEL, "byte count"},
         {"w/weights.bin", "0", "8", 1, NNF_ERR_INVALID_MODEL, "length is 8 bytes, dims need 4"},
@@ -1059,7 +1109,8 @@ static void test_external(void) {
         st = import_ext(&a, NULL, dir, &g);
         CHECK_MSG(st == bad[k].st && g == NULL, "case %zu: %s: %s", k, nnf_status_name(st),
                   nnf_last_error());
-        CHECK_MSG(strstr(nnf_last_error(), bad[k].needle) && !strncmp(nnf_last_error(), "ext.onnx: ", 10),
+        CHECK_MSG(strstr(nnf_last_error(), bad[k].needle) &&
+                      !strncmp(nnf_last_error(), "ext.onnx: ", 10),
                   "case %zu: '%s' not in '%s'", k, bad[k].needle, nnf_last_error());
         nnf_graph_destroy(g);
     }

@@ -63,7 +63,9 @@ static uint64_t next_rand(uint64_t *s) {
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
 }
-static size_t below(uint64_t *s, size_t n) { return n ? (size_t)(next_rand(s) % n) : 0; }
+static size_t below(uint64_t *s, size_t n) {
+    return n ? (size_t)(next_rand(s) % n) : 0;
+}
 
 /* ---- where the varints are ------------------------------------------------------------------ */
 
@@ -163,8 +165,9 @@ static size_t put_varint(uint8_t *out, uint64_t v) {
 static const char *mutate_varint(bytes *b, const site *st, uint64_t *rng) {
     uint8_t enc[16];
     size_t len;
-    static const uint64_t big[] = {0, 1, 0x7f, 0xffffffffull, 0x7fffffffull, 1ull << 32,
-                                   1ull << 62, 1ull << 63, UINT64_MAX, UINT64_MAX - 1};
+    static const uint64_t big[] = {
+        0,          1,          0x7f,       0xffffffffull, 0x7fffffffull,
+        1ull << 32, 1ull << 62, 1ull << 63, UINT64_MAX,    UINT64_MAX - 1};
     switch (below(rng, 4)) {
     case 0: /* the largest value of the same width: the rest stays in place */
         for (len = 0; len + 1 < st->len; len++)
@@ -229,7 +232,8 @@ static void mutate(bytes *b, const sites *s, uint64_t *rng, char *desc, size_t d
             uint8_t tmp[64];
             memcpy(tmp, b->p + pos, len);
             splice(b, to, 0, tmp, len);
-            snprintf(desc + strlen(desc), desc_size - strlen(desc), "dup@%zu+%zu->%zu ", pos, len, to);
+            snprintf(desc + strlen(desc), desc_size - strlen(desc), "dup@%zu+%zu->%zu ", pos, len,
+                     to);
             break;
         }
         }
@@ -242,9 +246,12 @@ typedef struct counts {
     long loaded, rejected, ran, run_failed, skipped, inconsistent;
 } counts;
 
-static bool status_valid(nnf_status st) { return st > NNF_OK && st <= NNF_ERR_INTERNAL; }
+static bool status_valid(nnf_status st) {
+    return st > NNF_OK && st <= NNF_ERR_INTERNAL;
+}
 
-static void inconsistent(counts *c, long iter, const char *desc, const char *fmt, const char *detail) {
+static void inconsistent(counts *c, long iter, const char *desc, const char *fmt,
+                         const char *detail) {
     c->inconsistent++;
     fprintf(stderr, "mutate: iteration %ld [%s]: ", iter, desc);
     fprintf(stderr, fmt, detail);
@@ -273,7 +280,8 @@ static void run_model(nnf_model *model, counts *c, long iter, const char *desc) 
         nnf_value_info info;
         nnf_status st = nnf_model_input_info(model, i, &info);
         if (st != NNF_OK) {
-            inconsistent(c, iter, desc, "input_info failed below input_count: %s", nnf_last_error());
+            inconsistent(c, iter, desc, "input_info failed below input_count: %s",
+                         nnf_last_error());
             goto done;
         }
         long long numel = 1;
@@ -281,7 +289,8 @@ static void run_model(nnf_model *model, counts *c, long iter, const char *desc) 
         if (info.rank < 0 || esize == 0)
             runnable = false;
         for (int d = 0; runnable && d < info.rank; d++)
-            if (info.dims[d] < 0 || __builtin_mul_overflow(numel, (long long)info.dims[d], &numel) ||
+            if (info.dims[d] < 0 ||
+                __builtin_mul_overflow(numel, (long long)info.dims[d], &numel) ||
                 numel > MAX_RUN_ELEMS)
                 runnable = false;
         if (!runnable)
@@ -289,8 +298,11 @@ static void run_model(nnf_model *model, counts *c, long iter, const char *desc) 
         bufs[i] = calloc((size_t)(numel ? numel : 1), esize);
         if (!bufs[i])
             die("out of memory");
-        ins[i] = (nnf_tensor){.name = info.name, .dtype = info.dtype, .rank = info.rank,
-                              .shape = info.dims, .data = bufs[i]};
+        ins[i] = (nnf_tensor){.name = info.name,
+                              .dtype = info.dtype,
+                              .rank = info.rank,
+                              .shape = info.dims,
+                              .data = bufs[i]};
     }
     nnf_value_info extra;
     if (nnf_model_input_info(model, n_in, &extra) == NNF_OK)
@@ -317,14 +329,16 @@ static void run_model(nnf_model *model, counts *c, long iter, const char *desc) 
     }
     c->ran++;
     if (n_outs != n_out)
-        inconsistent(c, iter, desc, "%s", "run returned a different number of outputs than the model has");
+        inconsistent(c, iter, desc, "%s",
+                     "run returned a different number of outputs than the model has");
     for (size_t k = 0; k < n_outs && outs; k++) {
         long long numel = 1;
         bool overflow = false;
         for (int d = 0; d < outs[k].rank; d++)
             overflow |= outs[k].shape[d] < 0 ||
                         __builtin_mul_overflow(numel, (long long)outs[k].shape[d], &numel);
-        if (outs[k].rank < 0 || overflow || (numel > 0 && !outs[k].data && nnf_dtype_size(outs[k].dtype)))
+        if (outs[k].rank < 0 || overflow ||
+            (numel > 0 && !outs[k].data && nnf_dtype_size(outs[k].dtype)))
             inconsistent(c, iter, desc, "output '%s' has a bad shape or no data",
                          outs[k].name ? outs[k].name : "?");
     }
@@ -342,7 +356,8 @@ static void try_one(const bytes *b, const char *base_dir, counts *c, long iter, 
     if (st != NNF_OK) {
         c->rejected++;
         if (getenv("NNF_MUTATE_VERBOSE"))
-            printf("iteration %ld [%s]: %s: %s\n", iter, desc, nnf_status_name(st), nnf_last_error());
+            printf("iteration %ld [%s]: %s: %s\n", iter, desc, nnf_status_name(st),
+                   nnf_last_error());
         check_failure(c, iter, desc, st, nnf_last_error(), "nnf_model_load_buffer");
         if (model)
             inconsistent(c, iter, desc, "%s", "a failed load left a model behind");
@@ -388,7 +403,8 @@ int main(int argc, char **argv) {
 
     sites s = {0};
     if (!scan(orig.p, orig.n, 0, 0, &s))
-        fprintf(stderr, "mutate: %s does not parse as protobuf; byte-level mutations only\n", argv[1]);
+        fprintf(stderr, "mutate: %s does not parse as protobuf; byte-level mutations only\n",
+                argv[1]);
 
     counts c = {0};
     {
@@ -425,7 +441,8 @@ int main(int argc, char **argv) {
         try_one(&b, base_dir, &c, i, desc);
     }
     printf("%ld loaded, %ld rejected, %ld ran\n", c.loaded, c.rejected, c.ran);
-    printf("(%ld runs skipped for unknown or huge input shapes, %ld failed to run, %ld inconsistencies)\n",
+    printf("(%ld runs skipped for unknown or huge input shapes, %ld failed to run, %ld "
+           "inconsistencies)\n",
            c.skipped, c.run_failed, c.inconsistent);
     free(b.p);
     free(orig.p);
