@@ -57,8 +57,14 @@ nnf_status nnf_plan_conv(NNF_PLAN_ARGS) {
         return NNF_OK;
     int sp = x->shape.rank - 2;
     if ((sp != 1 && sp != 2) || w->shape.rank != x->shape.rank || y->shape.rank != x->shape.rank ||
-        p->spatial != sp)
+        (p->spatial && p->spatial != sp))
         return NNF_OK;
+    /* kernel extents come from the weight (kernel_shape is optional) */
+    nnf_conv_params lp = *p;
+    lp.spatial = sp;
+    for (int i = 0; i < sp; i++)
+        lp.kernel[i] = w->shape.dims[2 + i];
+    p = &lp;
     int64_t pb[NNF_MAX_SPATIAL], pe[NNF_MAX_SPATIAL];
     NNF_CHECK(nnf_conv_resolve_pads(p, x->shape.dims + 2, pb, pe));
     const int64_t *xd = x->shape.dims, *wd = w->shape.dims, *yd = y->shape.dims;
