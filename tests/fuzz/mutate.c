@@ -14,7 +14,9 @@
  * Iteration i uses its own generator seeded from (SEED, i), so ONLY = i
  * replays a single case; NNF_MUTATE_SAVE=DIR writes each case to DIR before
  * loading it, so the file that crashed is on disk; NNF_MUTATE_VERBOSE=1
- * prints why each rejected case was rejected. */
+ * prints why each rejected case was rejected; NNF_MUTATE_STRICT=1 fails
+ * (exit 4) when the unmutated model does not load, so a test cannot pass
+ * by rejecting everything. */
 #include "nnfuse.h"
 
 #include <inttypes.h>
@@ -415,6 +417,10 @@ int main(int argc, char **argv) {
         printf("original: %s%s%s\n", base.loaded ? "loaded" : "rejected", base.loaded ? "" : ": ",
                base.loaded ? "" : nnf_last_error());
         c.inconsistent += base.inconsistent;
+        if (!base.loaded && getenv("NNF_MUTATE_STRICT")) {
+            fprintf(stderr, "mutate: NNF_MUTATE_STRICT: the unmutated model must load\n");
+            return 4;
+        }
     }
     bytes b = {0};
     char desc[512];

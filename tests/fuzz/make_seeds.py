@@ -1,0 +1,59 @@
+"""Write the small ONNX models that seed tests/fuzz (mutate's ctest, libFuzzer corpora).
+
+Run from the repository root: .venv/bin/python tests/fuzz/make_seeds.py
+The models are tiny on purpose: every mutation then reaches the tensors,
+attributes and shapes instead of mostly hitting weight bytes.
+"""
+import os
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "seeds")
+rng = np.random.default_rng(0)
+
+
+def t(name, shape, dtype=np.float32):
+    return numpy_helper.from_array(rng.uniform(-1, 1, shape).astype(dtype), name)
+
+
+def cnn():
+    nodes = [
+        helper.make_node("Conv", ["x", "w", "b"], ["c"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["r"]),
+        helper.make_node("MaxPool", ["r"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Flatten", ["p"], ["f"], axis=1),
+        helper.make_node("Gemm", ["f", "fw", "fb"], ["g"], transB=1),
+        helper.make_node("Softmax", ["g"], ["y"], axis=-1),
+    ]
+    inits = [t("w", (3, 2, 3, 3)), t("b", (3,)), t("fw", (4, 27)), t("fb", (4,))]
+    g = helper.make_graph(nodes, "cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 6, 6])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], producer_name="make_seeds")
+
+
+def shapes():
+    # Shape arithmetic and int64 constants: Reshape/Concat/Transpose paths.
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Constant", [], ["k"], value=helper.make_tensor("k", TensorProto.INT64, [1], [-1])),
+        helper.make_node("Gather", ["s", "zero"], ["n"], axis=0),
+        helper.make_node("Concat", ["n", "k"], ["ns"], axis=0),
+        helper.make_node("Reshape", ["x", "ns"], ["r"]),
+        helper.make_node("Transpose", ["r"], ["tr"], perm=[1, 0]),
+        helper.make_node("Add", ["tr", "bias"], ["y"]),
+    ]
+    inits = [numpy_helper.from_array(np.array([0], np.int64), "zero"), t("bias", (12, 1))]
+    g = helper.make_graph(nodes, "shapes", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [12, 2])], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], producer_name="make_seeds")
+
+
+if __name__ == "__main__":
+    os.makedirs(OUT, exist_ok=True)
+    for name, make in (("cnn", cnn), ("shapes", shapes)):
+        m = make()
+        onnx.checker.check_model(m, full_check=True)
+        onnx.save(m, os.path.join(OUT, name + ".onnx"))
+        print(name, os.path.getsize(os.path.join(OUT, name + ".onnx")), "bytes")
