@@ -6,6 +6,7 @@
 #include "ir/bind.h"
 #include "onnx/import.h"
 #include "passes/pass.h"
+#include "plan/plan.h"
 
 #include <libgen.h>
 #include <string.h>
@@ -45,6 +46,7 @@ static nnf_status prepare(nnf_model *m) {
     if (m->opt_level > 0) {
         NNF_CHECK(nnf_passes_run(g, m->opt_level, NULL));
         NNF_CHECK(nnf_graph_verify(g));
+        NNF_CHECK(nnf_graph_plan(g, &m->plans));
     }
     return build_info(m);
 }
@@ -104,6 +106,8 @@ NNF_API nnf_status nnf_model_load_buffer(const void *data, size_t size, const ch
 NNF_API void nnf_model_destroy(nnf_model *m) {
     if (!m)
         return;
+    if (m->graph)
+        nnf_graph_plans_free(m->graph, m->plans);
     nnf_graph_destroy(m->graph);
     nnf_mappings_free(m->file);
     nnf_free(m->input_info);

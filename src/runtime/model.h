@@ -3,7 +3,7 @@
 #ifndef NNF_RUNTIME_MODEL_H
 #define NNF_RUNTIME_MODEL_H
 
-#include "ir/graph.h"
+#include "ops/op.h"
 
 struct nnf_model {
     nnf_graph *graph;
@@ -11,6 +11,7 @@ struct nnf_model {
     char *source;      /* path for messages */
     int opt_level;
     nnf_value_info *input_info, *output_info;
+    nnf_kernel_plan *plans; /* per node id; NULL at -O0 (reference kernels only) */
 };
 
 #endif

@@ -25,48 +25,6 @@ double nnf_now_us(void) {
 
 NNF_API const nnf_graph *nnf_model_graph(const nnf_model *m) { return m->graph; }
 
-static void value_tinfo(const nnf_graph *g, int v, nnf_tinfo *t) {
-    memset(t, 0, sizeof *t);
-    t->shape.rank = -1;
-    if (v < 0)
-        return;
-    t->present = true;
-    t->dtype = g->values[v].dtype;
-    t->shape = g->values[v].shape;
-    t->data = g->values[v].data;
-}
-
-/* Choose optimised kernels for nodes whose shapes are fully known now. */
-static nnf_status plan_kernels(nnf_session *s) {
-    const nnf_graph *g = s->model->graph;
-    if (s->opts.reference_kernels || s->model->opt_level == 0)
-        return NNF_OK;
-    nnf_tinfo in[64], out[64];
-    for (int oi = 0; oi < g->n_order; oi++) {
-        int id = g->order[oi];
-        const nnf_node *n = &g->nodes[id];
-        if (n->dead || !n->op->plan || n->op->plan == nnf_plan_none || n->n_inputs > 64 || n->n_outputs > 64)
-            continue;
-        bool known = true;
-        for (int k = 0; k < n->n_inputs; k++) {
-            value_tinfo(g, n->inputs[k], &in[k]);
-            known &= !in[k].present || nnf_shape_known(&in[k].shape);
-        }
-        for (int k = 0; k < n->n_outputs; k++) {
-            value_tinfo(g, n->outputs[k], &out[k]);
-            known &= !out[k].present || nnf_shape_known(&out[k].shape);
-        }
-        if (!known)
-            continue;
-        nnf_status st = n->op->plan(n, in, out, &s->plans[id]);
-        if (st != NNF_OK)
-            return nnf_error_prefix(st, "planning node '%s' (%s)", n->name, n->op_type);
-        if (s->plans[id].run)
-            NNF_LOG_DEBUG("node '%s' (%s): kernel %s", n->name, n->op_type, s->plans[id].name);
-    }
-    return NNF_OK;
-}
-
 NNF_API nnf_status nnf_session_create(const nnf_model *model, const nnf_session_options *opts,
                                       nnf_session **out) {
     if (!model || !out)
@@ -84,14 +42,13 @@ NNF_API nnf_status nnf_session_create(const nnf_model *model, const nnf_session_
     s->opts.struct_size = sizeof s->opts;
     s->inject_node = -1;
     s->t0_us = nnf_now_us();
-    size_t nv = (size_t)g->n_values + 1, nn = (size_t)g->n_nodes + 1;
-    s->plans = nnf_calloc(nn, sizeof *s->plans);
+    size_t nv = (size_t)g->n_values + 1;
     s->last_use = nnf_calloc(nv, sizeof *s->last_use);
     s->bufs = nnf_calloc(nv, sizeof *s->bufs);
     s->owned = nnf_calloc(nv, 1);
     s->outputs = nnf_calloc((size_t)g->n_outputs + 1, sizeof *s->outputs);
     s->output_shapes = nnf_calloc((size_t)g->n_outputs + 1, sizeof *s->output_shapes);
-    if (!s->plans || !s->last_use || !s->bufs || !s->owned || !s->outputs || !s->output_shapes) {
+    if (!s->last_use || !s->bufs || !s->owned || !s->outputs || !s->output_shapes) {
         st = nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory creating a session");
         goto fail;
     }
@@ -106,9 +63,8 @@ NNF_API nnf_status nnf_session_create(const nnf_model *model, const nnf_session_
     st = nnf_threadpool_create(s->opts.threads, &s->pool);
     if (st != NNF_OK)
         goto fail;
-    st = plan_kernels(s);
-    if (st != NNF_OK)
-        goto fail;
+    /* the model's kernel plans are shared; a reference-only session ignores them */
+    s->plans = s->opts.reference_kernels ? NULL : model->plans;
     *out = s;
     return NNF_OK;
 fail:
@@ -135,12 +91,7 @@ NNF_API void nnf_session_destroy(nnf_session *s) {
         return;
     if (s->bufs && s->owned)
         release_all(s);
-    if (s->plans)
-        for (int i = 0; i < s->model->graph->n_nodes; i++)
-            if (s->plans[i].free_state)
-                s->plans[i].free_state(s->plans[i].state);
     nnf_threadpool_destroy(s->pool);
-    nnf_free(s->plans);
     nnf_free(s->last_use);
     nnf_free(s->bufs);
     nnf_free(s->owned);
@@ -308,7 +259,8 @@ static nnf_status run_node(nnf_session *s, int oi) {
             s->peak_bytes = s->live_bytes;
         out[k] = b;
     }
-    const nnf_kernel_plan *p = &s->plans[id];
+    static const nnf_kernel_plan none;
+    const nnf_kernel_plan *p = s->plans ? &s->plans[id] : &none;
     bool fast = p->run && plan_matches(g, n, in);
     nnf_kctx ctx = {.pool = s->pool, .state = fast ? p->state : NULL};
     double t0 = s->opts.profile ? nnf_now_us() : 0;

@@ -22,7 +22,7 @@ struct nnf_session {
     const nnf_model *model;
     nnf_session_options opts;
     nnf_threadpool *pool;
-    nnf_kernel_plan *plans; /* per node id */
+    const nnf_kernel_plan *plans; /* per node id, borrowed from the model; NULL = reference kernels only */
     int *last_use;          /* per value: position in order of its last reader; INT32_MAX = keep */
     nnf_buf *bufs;          /* per value, current run */
     unsigned char *owned;   /* per value: bufs[v].data allocated by this session */

@@ -1,0 +1,58 @@
+#include "plan/plan.h"
+
+#include "base/log.h"
+
+#include <string.h>
+
+static void value_tinfo(const nnf_graph *g, int v, nnf_tinfo *t) {
+    memset(t, 0, sizeof *t);
+    t->shape.rank = -1;
+    if (v < 0)
+        return;
+    t->present = true;
+    t->dtype = g->values[v].dtype;
+    t->shape = g->values[v].shape;
+    t->data = g->values[v].data;
+}
+
+nnf_status nnf_graph_plan(const nnf_graph *g, nnf_kernel_plan **plans_out) {
+    nnf_kernel_plan *plans = nnf_calloc((size_t)g->n_nodes + 1, sizeof *plans);
+    if (!plans)
+        return nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory planning kernels");
+    nnf_tinfo in[64], out[64];
+    for (int oi = 0; oi < g->n_order; oi++) {
+        int id = g->order[oi];
+        const nnf_node *n = &g->nodes[id];
+        if (n->dead || !n->op->plan || n->op->plan == nnf_plan_none || n->n_inputs > 64 || n->n_outputs > 64)
+            continue;
+        bool known = true;
+        for (int k = 0; k < n->n_inputs; k++) {
+            value_tinfo(g, n->inputs[k], &in[k]);
+            known &= !in[k].present || nnf_shape_known(&in[k].shape);
+        }
+        for (int k = 0; k < n->n_outputs; k++) {
+            value_tinfo(g, n->outputs[k], &out[k]);
+            known &= !out[k].present || nnf_shape_known(&out[k].shape);
+        }
+        if (!known)
+            continue;
+        nnf_status st = n->op->plan(n, in, out, &plans[id]);
+        if (st != NNF_OK) {
+            nnf_graph_plans_free(g, plans);
+            return nnf_error_prefix(st, "planning node '%s' (%s)", n->name, n->op_type);
+        }
+        if (plans[id].run)
+            NNF_LOG_DEBUG("node '%s' (%s): kernel %s", n->name, n->op_type, plans[id].name);
+    }
+    *plans_out = plans;
+    return NNF_OK;
+}
+
+void nnf_graph_plans_free(const nnf_graph *g, nnf_kernel_plan *plans) {
+    if (!plans)
+        return;
+    for (int i = 0; i < g->n_nodes; i++)
+        if (plans[i].free_state)
+            plans[i].free_state(plans[i].state);
+    nnf_free(plans);
+}
