@@ -1,0 +1,611 @@
+/* Plans for the element-wise, softmax, reduction and data-movement ops:
+ * recognise the shapes the fast kernels cover (float32, the broadcast
+ * patterns of nnf_ew_bcast_classify, softmax and reductions over the last
+ * axes, transposes that reduce to a row copy or a batched 2-D transpose,
+ * concatenation), record the tier's kernel table, and leave plan->run NULL
+ * for everything else so the reference kernel runs. A plan's state is
+ * read-only after planning. */
+#include "kernels/eltwise_fast.h"
+
+#include "base/alloc.h"
+#include "ops/elementwise.h"
+#include "ops/reduce.h"
+#include "ops/tensor_common.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Work items per thread hand-off: rows or bytes adding up to about 64 KB. */
+#define GRAIN_FLOATS 16384
+#define GRAIN_BYTES (256 * 1024)
+
+typedef struct ew_state {
+    const nnf_ew_kernels *k;
+    nnf_ew_unary u;     /* unary ops, Clip, Pow with a constant exponent */
+    nnf_ew_binop op;    /* binary ops */
+    nnf_ew_bcast bc;
+    int kind;           /* softmax: log; reduce: nnf_reduce_kind */
+    size_t rows, n;     /* softmax / reduce: rows of n */
+    char name[64];
+} ew_state;
+
+static void state_free(void *p) {
+    nnf_free(p);
+}
+
+static ew_state *state_new(const nnf_node *node, nnf_status *st) {
+    ew_state *s = nnf_calloc(1, sizeof *s);
+    *st = s ? NNF_OK : nnf_node_error(node, NNF_ERR_OUT_OF_MEMORY, "out of memory for a kernel plan");
+    if (s)
+        s->k = nnf_ew_kernels_for(nnf_cpu_isa());
+    return s;
+}
+
+static void plan_set(nnf_kernel_plan *plan, ew_state *s, nnf_kernel_fn run) {
+    plan->name = s->name;
+    plan->run = run;
+    plan->state = s;
+    plan->free_state = state_free;
+}
+
+static int f32_known(const nnf_tinfo *t) {
+    return t->present && t->dtype == NNF_DTYPE_FLOAT32 && nnf_shape_known(&t->shape) &&
+           nnf_shape_numel(&t->shape) > 0;
+}
+
+static const char *unop_name(nnf_ew_unop op) {
+    static const char *names[NNF_EWU_COUNT] = {
+        "relu", "leaky_relu", "clip", "sigmoid", "tanh", "exp", "erf", "gelu_erf", "gelu_tanh",
+        "hard_sigmoid", "hard_swish", "sqrt", "neg", "abs", "reciprocal", "floor", "ceil",
+        "round", "softsign", "square", "pow_half"};
+    return op < NNF_EWU_COUNT ? names[op] : "?";
+}
+
+static nnf_status check_same_numel(const nnf_node *node, const ew_state *s, const nnf_buf *x,
+                                   const nnf_buf *y) {
+    if (x->dtype != NNF_DTYPE_FLOAT32 || y->dtype != NNF_DTYPE_FLOAT32 || x->numel != y->numel)
+        return nnf_node_error(node, NNF_ERR_SHAPE, "%s: input and output must be float32 of %zu elements",
+                              s->name, y->numel);
+    return NNF_OK;
+}
+
+/* ---- unary, Clip ---------------------------------------------------------------- */
+
+static nnf_status unary_run(NNF_KERNEL_ARGS) {
+    const ew_state *s = ctx->state;
+    NNF_CHECK(check_same_numel(node, s, in[0], out[0]));
+    nnf_ew_unary_run(s->k, &s->u, in[0]->data, out[0]->data, out[0]->numel, ctx->pool);
+    return NNF_OK;
+}
+
+static int map_unop(const nnf_unary_params *p, nnf_ew_unary *u) {
+    u->alpha = p->alpha;
+    u->beta = p->beta;
+    switch (p->op) {
+    case NNF_UN_RELU: u->op = NNF_EWU_RELU; return 1;
+    case NNF_UN_LEAKY_RELU: u->op = NNF_EWU_LEAKY_RELU; return 1;
+    case NNF_UN_SIGMOID: u->op = NNF_EWU_SIGMOID; return 1;
+    case NNF_UN_HARD_SIGMOID: u->op = NNF_EWU_HARD_SIGMOID; return 1;
+    case NNF_UN_HARD_SWISH: u->op = NNF_EWU_HARD_SWISH; return 1;
+    case NNF_UN_TANH: u->op = NNF_EWU_TANH; return 1;
+    case NNF_UN_GELU: u->op = p->alpha != 0.0f ? NNF_EWU_GELU_TANH : NNF_EWU_GELU_ERF; return 1;
+    case NNF_UN_ERF: u->op = NNF_EWU_ERF; return 1;
+    case NNF_UN_EXP: u->op = NNF_EWU_EXP; return 1;
+    case NNF_UN_SQRT: u->op = NNF_EWU_SQRT; return 1;
+    case NNF_UN_RECIPROCAL: u->op = NNF_EWU_RECIPROCAL; return 1;
+    case NNF_UN_NEG: u->op = NNF_EWU_NEG; return 1;
+    case NNF_UN_ABS: u->op = NNF_EWU_ABS; return 1;
+    case NNF_UN_FLOOR: u->op = NNF_EWU_FLOOR; return 1;
+    case NNF_UN_CEIL: u->op = NNF_EWU_CEIL; return 1;
+    case NNF_UN_ROUND: u->op = NNF_EWU_ROUND; return 1;
+    case NNF_UN_SOFTSIGN: u->op = NNF_EWU_SOFTSIGN; return 1;
+    default: return 0;
+    }
+}
+
+nnf_status nnf_plan_unary(NNF_PLAN_ARGS) {
+    const nnf_unary_params *p = node->params;
+    nnf_ew_unary u;
+    nnf_status st;
+    if (!p || !f32_known(&in[0]) || out[0].dtype != NNF_DTYPE_FLOAT32 || !map_unop(p, &u))
+        return NNF_OK;
+    ew_state *s = state_new(node, &st);
+    if (!s)
+        return st;
+    s->u = u;
+    snprintf(s->name, sizeof s->name, "f32_%s_%s", unop_name(u.op), s->k->suffix);
+    plan_set(plan, s, unary_run);
+    return NNF_OK;
+}
+
+/* A constant scalar bound, read as the reference reads it; 0 = not usable. */
+static int clip_bound(const nnf_node *node, const nnf_tinfo *in, int k, float *v) {
+    if (k >= node->n_inputs || !in[k].present)
+        return 1;
+    if (!in[k].data || in[k].dtype != NNF_DTYPE_FLOAT32 || !nnf_shape_known(&in[k].shape))
+        return 0;
+    int64_t n = nnf_shape_numel(&in[k].shape);
+    if (n == 1)
+        *v = *(const float *)in[k].data;
+    return n <= 1;
+}
+
+nnf_status nnf_plan_clip(NNF_PLAN_ARGS) {
+    const nnf_clip_params *p = node->params;
+    nnf_status st;
+    if (!p || !f32_known(&in[0]) || out[0].dtype != NNF_DTYPE_FLOAT32)
+        return NNF_OK;
+    float lo = p->min, hi = p->max;
+    if (p->bounds_from_inputs && (!clip_bound(node, in, 1, &lo) || !clip_bound(node, in, 2, &hi)))
+        return NNF_OK;
+    ew_state *s = state_new(node, &st);
+    if (!s)
+        return st;
+    s->u = (nnf_ew_unary){NNF_EWU_CLIP, lo, hi};
+    snprintf(s->name, sizeof s->name, "f32_clip_%s", s->k->suffix);
+    plan_set(plan, s, unary_run);
+    return NNF_OK;
+}
+
+/* ---- binary ----------------------------------------------------------------------- */
+
+static nnf_status binary_run(NNF_KERNEL_ARGS) {
+    const ew_state *s = ctx->state;
+    if (!in[0] || !in[1] || out[0]->numel != s->bc.numel || out[0]->dtype != NNF_DTYPE_FLOAT32)
+        return nnf_node_error(node, NNF_ERR_SHAPE, "%s: operands do not match the plan", s->name);
+    nnf_ew_binary_run(s->k, s->op, &s->bc, in[0]->data, in[1]->data, out[0]->data, ctx->pool);
+    return NNF_OK;
+}
+
+static nnf_status pow_run(NNF_KERNEL_ARGS) {
+    const ew_state *s = ctx->state;
+    NNF_CHECK(check_same_numel(node, s, in[0], out[0]));
+    nnf_ew_unary_run(s->k, &s->u, in[0]->data, out[0]->data, out[0]->numel, ctx->pool);
+    return NNF_OK;
+}
+
+/* Pow with a constant scalar exponent of 2 or 0.5 is a unary op. */
+static int pow_unary(const nnf_tinfo *a, const nnf_tinfo *b, const nnf_tinfo *y, nnf_ew_unop *op) {
+    if (!b->present || !b->data || !nnf_shape_known(&b->shape) || nnf_shape_numel(&b->shape) != 1 ||
+        nnf_shape_numel(&a->shape) != nnf_shape_numel(&y->shape))
+        return 0;
+    double e;
+    if (b->dtype == NNF_DTYPE_FLOAT32)
+        e = *(const float *)b->data;
+    else if (b->dtype == NNF_DTYPE_INT32 || b->dtype == NNF_DTYPE_INT64)
+        e = (double)nnf_tinfo_int(b, 0);
+    else
+        return 0;
+    if (e == 2.0)
+        *op = NNF_EWU_SQUARE;
+    else if (e == 0.5)
+        *op = NNF_EWU_POW_HALF;
+    else
+        return 0;
+    return 1;
+}
+
+nnf_status nnf_plan_binary(NNF_PLAN_ARGS) {
+    const nnf_binary_params *p = node->params;
+    nnf_status st;
+    static const char *names[NNF_EWB_COUNT] = {"add", "sub", "mul", "div", "max", "min", "prelu"};
+    if (!p || node->n_inputs != 2 || p->mean || (p->legacy && p->legacy_broadcast) ||
+        !f32_known(&in[0]) || !in[1].present || !nnf_shape_known(&in[1].shape) ||
+        out[0].dtype != NNF_DTYPE_FLOAT32 || !nnf_shape_known(&out[0].shape))
+        return NNF_OK;
+    if (p->op == NNF_BIN_POW) {
+        nnf_ew_unop op;
+        if (!pow_unary(&in[0], &in[1], &out[0], &op))
+            return NNF_OK;
+        ew_state *s = state_new(node, &st);
+        if (!s)
+            return st;
+        s->u = (nnf_ew_unary){op, 0.0f, 0.0f};
+        snprintf(s->name, sizeof s->name, "f32_pow_%s_%s", op == NNF_EWU_SQUARE ? "2" : "half",
+                 s->k->suffix);
+        plan_set(plan, s, pow_run);
+        return NNF_OK;
+    }
+    nnf_ew_binop op;
+    switch (p->op) {
+    case NNF_BIN_ADD: op = NNF_EWB_ADD; break;
+    case NNF_BIN_SUB: op = NNF_EWB_SUB; break;
+    case NNF_BIN_MUL: op = NNF_EWB_MUL; break;
+    case NNF_BIN_DIV: op = NNF_EWB_DIV; break;
+    case NNF_BIN_MAX: op = NNF_EWB_MAX; break;
+    case NNF_BIN_MIN: op = NNF_EWB_MIN; break;
+    case NNF_BIN_PRELU: op = NNF_EWB_PRELU; break;
+    default: return NNF_OK;
+    }
+    if (in[1].dtype != NNF_DTYPE_FLOAT32)
+        return NNF_OK;
+    nnf_ew_bcast bc = nnf_ew_bcast_classify(&in[0].shape, &in[1].shape, &out[0].shape);
+    /* PRelu's slope broadcasts to X, never the other way */
+    if (bc.kind == NNF_EWBC_NONE || (op == NNF_EWB_PRELU && bc.small_is_a))
+        return NNF_OK;
+    ew_state *s = state_new(node, &st);
+    if (!s)
+        return st;
+    s->op = op;
+    s->bc = bc;
+    snprintf(s->name, sizeof s->name, "f32_%s_%s_%s", names[op], nnf_ew_bcast_name(bc.kind),
+             s->k->suffix);
+    plan_set(plan, s, binary_run);
+    return NNF_OK;
+}
+
+/* ---- softmax ---------------------------------------------------------------------- */
+
+typedef struct rows_job {
+    const ew_state *s;
+    const float *x;
+    float *y;
+} rows_job;
+
+static void softmax_rows(void *p, size_t first, size_t count) {
+    const rows_job *j = p;
+    size_t n = j->s->n;
+    for (size_t r = first; r < first + count; r++)
+        j->s->k->softmax(j->x + r * n, j->y + r * n, n, j->s->kind);
+}
+
+static size_t row_grain(size_t n) {
+    return n >= GRAIN_FLOATS ? 1 : GRAIN_FLOATS / n;
+}
+
+static nnf_status softmax_run(NNF_KERNEL_ARGS) {
+    const ew_state *s = ctx->state;
+    NNF_CHECK(check_same_numel(node, s, in[0], out[0]));
+    if (s->rows * s->n != out[0]->numel)
+        return nnf_node_error(node, NNF_ERR_SHAPE, "%s: %zu elements, planned %zu rows of %zu",
+                              s->name, out[0]->numel, s->rows, s->n);
+    rows_job j = {s, in[0]->data, out[0]->data};
+    nnf_ew_parallel_ranges(ctx->pool, s->rows, row_grain(s->n), softmax_rows, &j);
+    return NNF_OK;
+}
+
+nnf_status nnf_plan_softmax(NNF_PLAN_ARGS) {
+    const nnf_softmax_params *p = node->params;
+    nnf_status st;
+    if (!p || p->kind == NNF_HARDMAX || !f32_known(&in[0]) || in[0].shape.rank < 1)
+        return NNF_OK;
+    const nnf_shape *sh = &in[0].shape;
+    int axis;
+    if (p->axis < -sh->rank || p->axis >= sh->rank)
+        return NNF_OK; /* the reference kernel reports it */
+    axis = (int)(p->axis < 0 ? p->axis + sh->rank : p->axis);
+    size_t n = 1;
+    for (int i = axis; i < sh->rank; i++) {
+        /* opset 13+: only the last axis (later axes of extent 1) is a row */
+        if (i > axis && !p->coerce_2d && sh->dims[i] != 1)
+            return NNF_OK;
+        n *= (size_t)sh->dims[i];
+    }
+    ew_state *s = state_new(node, &st);
+    if (!s)
+        return st;
+    s->kind = p->kind == NNF_LOG_SOFTMAX;
+    s->n = n;
+    s->rows = (size_t)nnf_shape_numel(sh) / n;
+    snprintf(s->name, sizeof s->name, "f32_%s_lastaxis_%s", s->kind ? "logsoftmax" : "softmax",
+             s->k->suffix);
+    plan_set(plan, s, softmax_run);
+    return NNF_OK;
+}
+
+/* ---- reductions over the last axes -------------------------------------------------- */
+
+static void reduce_rows(void *p, size_t first, size_t count) {
+    const rows_job *j = p;
+    const ew_state *s = j->s;
+    for (size_t r = first; r < first + count; r++) {
+        const float *x = j->x + r * s->n;
+        switch (s->kind) {
+        case NNF_REDUCE_SUM: j->y[r] = (float)s->k->sum(x, s->n); break;
+        case NNF_REDUCE_MEAN: j->y[r] = (float)(s->k->sum(x, s->n) / (double)s->n); break;
+        case NNF_REDUCE_MAX: j->y[r] = s->k->max(x, s->n, 1); break;
+        default: j->y[r] = s->k->min(x, s->n); break;
+        }
+    }
+}
+
+static nnf_status reduce_run(NNF_KERNEL_ARGS) {
+    const ew_state *s = ctx->state;
+    if (in[0]->dtype != NNF_DTYPE_FLOAT32 || in[0]->numel != s->rows * s->n ||
+        out[0]->numel != s->rows)
+        return nnf_node_error(node, NNF_ERR_SHAPE, "%s: shapes do not match the plan", s->name);
+    rows_job j = {s, in[0]->data, out[0]->data};
+    nnf_ew_parallel_ranges(ctx->pool, s->rows, row_grain(s->n), reduce_rows, &j);
+    return NNF_OK;
+}
+
+nnf_status nnf_plan_reduce(NNF_PLAN_ARGS) {
+    const nnf_reduce_params *p = node->params;
+    nnf_status st;
+    if (!p || !f32_known(&in[0]) || out[0].dtype != NNF_DTYPE_FLOAT32 ||
+        (p->kind != NNF_REDUCE_SUM && p->kind != NNF_REDUCE_MEAN && p->kind != NNF_REDUCE_MAX &&
+         p->kind != NNF_REDUCE_MIN))
+        return NNF_OK;
+    const nnf_shape *sh = &in[0].shape;
+    unsigned char mask[NNF_MAX_RANK];
+    const void *axes = NULL;
+    nnf_dtype adt = NNF_DTYPE_INT64;
+    int64_t n_axes = 0;
+    if (p->axes_from_input && node->n_inputs > 1 && in[1].present) {
+        /* axes computed at run time could differ from what the plan saw */
+        if (!in[1].data || !nnf_shape_known(&in[1].shape))
+            return NNF_OK;
+        axes = in[1].data;
+        adt = in[1].dtype;
+        n_axes = nnf_shape_numel(&in[1].shape);
+    }
+    if (nnf_reduce_mask(node, p, sh->rank, axes, adt, n_axes, mask) != NNF_OK) {
+        nnf_error_clear(); /* the reference kernel reports it when the node runs */
+        return NNF_OK;
+    }
+    /* the reduced axes (ignoring extent 1) must be a trailing block */
+    size_t n = 1;
+    int seen = 0;
+    for (int i = 0; i < sh->rank; i++) {
+        if (sh->dims[i] == 1)
+            continue;
+        if (mask[i]) {
+            seen = 1;
+            n *= (size_t)sh->dims[i];
+        } else if (seen) {
+            return NNF_OK;
+        }
+    }
+    ew_state *s = state_new(node, &st);
+    if (!s)
+        return st;
+    static const char *names[] = {"sum", "mean", "max", "min"};
+    s->kind = (int)p->kind;
+    s->n = n;
+    s->rows = (size_t)nnf_shape_numel(sh) / n;
+    snprintf(s->name, sizeof s->name, "f32_reduce_%s_lastaxes_%s", names[p->kind], s->k->suffix);
+    plan_set(plan, s, reduce_run);
+    return NNF_OK;
+}
+
+/* ---- Transpose ------------------------------------------------------------------------ */
+
+enum { TR_COPY, TR_ROWS, TR_2D };
+
+typedef struct tr_state {
+    const nnf_ew_kernels *k;
+    int mode;
+    size_t es;
+    nnf_perm_reduced r;
+    /* TR_ROWS: output rows of `inner` elements; outer axes of the output with
+     * their input strides (elements) */
+    int no;
+    int64_t odims[NNF_MAX_RANK], ostr[NNF_MAX_RANK];
+    size_t inner, rows;
+    /* TR_2D: batch of R x C matrices */
+    size_t batch, R, C;
+    char name[64];
+} tr_state;
+
+typedef struct tr_job {
+    const tr_state *s;
+    const char *x;
+    char *y;
+} tr_job;
+
+static void tr_copy(void *p, size_t first, size_t count) {
+    const tr_job *j = p;
+    memcpy(j->y + first, j->x + first, count);
+}
+
+static void tr_rows(void *p, size_t first, size_t count) {
+    const tr_job *j = p;
+    const tr_state *s = j->s;
+    int64_t idx[NNF_MAX_RANK], off = 0;
+    size_t rem = first, bytes = s->inner * s->es;
+    for (int d = s->no - 1; d >= 0; d--) {
+        idx[d] = (int64_t)(rem % (size_t)s->odims[d]);
+        rem /= (size_t)s->odims[d];
+        off += idx[d] * s->ostr[d];
+    }
+    for (size_t r = first; r < first + count; r++) {
+        memcpy(j->y + r * bytes, j->x + (size_t)off * s->es, bytes);
+        for (int d = s->no - 1; d >= 0; d--) {
+            off += s->ostr[d];
+            if (++idx[d] < s->odims[d])
+                break;
+            off -= s->ostr[d] * s->odims[d];
+            idx[d] = 0;
+        }
+    }
+}
+
+/* 64 x 64 tiles: both the 16 KB read and the 16 KB written stay in L1/L2 */
+#define TR_TILE 64
+
+static void tr_2d(void *p, size_t first, size_t count) {
+    const tr_job *j = p;
+    const tr_state *s = j->s;
+    size_t rt = (s->R + TR_TILE - 1) / TR_TILE, ct = (s->C + TR_TILE - 1) / TR_TILE;
+    for (size_t t = first; t < first + count; t++) {
+        size_t b = t / (rt * ct), rc = t % (rt * ct);
+        size_t r0 = rc / ct * TR_TILE, c0 = rc % ct * TR_TILE;
+        size_t nr = s->R - r0 < TR_TILE ? s->R - r0 : TR_TILE;
+        size_t nc = s->C - c0 < TR_TILE ? s->C - c0 : TR_TILE;
+        const float *x = (const float *)j->x + b * s->R * s->C + r0 * s->C + c0;
+        float *y = (float *)j->y + b * s->R * s->C + c0 * s->R + r0;
+        s->k->transpose(x, s->C, y, s->R, nr, nc);
+    }
+}
+
+static nnf_status transpose_run(NNF_KERNEL_ARGS) {
+    const tr_state *s = ctx->state;
+    if (in[0]->numel != out[0]->numel || nnf_dtype_size(in[0]->dtype) != s->es)
+        return nnf_node_error(node, NNF_ERR_SHAPE, "%s: shapes do not match the plan", s->name);
+    tr_job j = {s, in[0]->data, out[0]->data};
+    switch (s->mode) {
+    case TR_COPY:
+        nnf_ew_parallel_ranges(ctx->pool, in[0]->numel * s->es, GRAIN_BYTES, tr_copy, &j);
+        break;
+    case TR_ROWS: {
+        size_t bytes = s->inner * s->es;
+        nnf_ew_parallel_ranges(ctx->pool, s->rows, bytes >= GRAIN_BYTES ? 1 : GRAIN_BYTES / bytes,
+                               tr_rows, &j);
+        break;
+    }
+    default: {
+        size_t tiles = s->batch * ((s->R + TR_TILE - 1) / TR_TILE) * ((s->C + TR_TILE - 1) / TR_TILE);
+        nnf_ew_parallel_ranges(ctx->pool, tiles, 16, tr_2d, &j);
+        break;
+    }
+    }
+    return NNF_OK;
+}
+
+static void tr_free(void *p) {
+    nnf_free(p);
+}
+
+nnf_status nnf_plan_transpose(NNF_PLAN_ARGS) {
+    const nnf_transpose_params *p = node->params;
+    const nnf_shape *sh = &in[0].shape;
+    if (!p || !in[0].present || !nnf_shape_known(sh) || nnf_shape_numel(sh) <= 0 ||
+        (p->n_perm && p->n_perm != sh->rank))
+        return NNF_OK;
+    size_t es = nnf_dtype_size(in[0].dtype);
+    if (!es)
+        return NNF_OK;
+    int perm[NNF_MAX_RANK];
+    for (int k = 0; k < sh->rank; k++)
+        perm[k] = p->n_perm ? p->perm[k] : sh->rank - 1 - k;
+    nnf_perm_reduced r;
+    nnf_perm_reduce(sh->rank, sh->dims, perm, &r);
+    int mode;
+    if (r.rank <= 1)
+        mode = TR_COPY;
+    else if (r.perm[r.rank - 1] == r.rank - 1)
+        mode = TR_ROWS;
+    else if (es == 4 && ((r.rank == 2 && r.perm[0] == 1) ||
+                         (r.rank == 3 && r.perm[0] == 0 && r.perm[1] == 2 && r.perm[2] == 1)))
+        mode = TR_2D;
+    else
+        return NNF_OK;
+    tr_state *s = nnf_calloc(1, sizeof *s);
+    if (!s)
+        return nnf_node_error(node, NNF_ERR_OUT_OF_MEMORY, "out of memory for a kernel plan");
+    s->k = nnf_ew_kernels_for(nnf_cpu_isa());
+    s->mode = mode;
+    s->es = es;
+    s->r = r;
+    if (mode == TR_ROWS) {
+        int64_t istr[NNF_MAX_RANK], st = 1;
+        for (int i = r.rank - 1; i >= 0; i--) {
+            istr[i] = st;
+            st *= r.dims[i];
+        }
+        s->inner = (size_t)r.dims[r.rank - 1];
+        s->no = r.rank - 1;
+        s->rows = 1;
+        for (int k = 0; k < s->no; k++) {
+            s->odims[k] = r.dims[r.perm[k]];
+            s->ostr[k] = istr[r.perm[k]];
+            s->rows *= (size_t)s->odims[k];
+        }
+    } else if (mode == TR_2D) {
+        s->batch = r.rank == 3 ? (size_t)r.dims[0] : 1;
+        s->R = (size_t)r.dims[r.rank - 2];
+        s->C = (size_t)r.dims[r.rank - 1];
+    }
+    static const char *names[] = {"copy", "rows", "2d"};
+    snprintf(s->name, sizeof s->name, "transpose_%s_%s", names[mode],
+             mode == TR_2D ? s->k->suffix : "memcpy");
+    plan->name = s->name;
+    plan->run = transpose_run;
+    plan->state = s;
+    plan->free_state = tr_free;
+    return NNF_OK;
+}
+
+/* ---- Concat ------------------------------------------------------------------------- */
+
+typedef struct concat_job {
+    const nnf_node *node;
+    nnf_buf *const *in;
+    char *y;
+    size_t yrow;           /* bytes of one output row (outer index) */
+    const size_t *off;     /* n_inputs + 1 byte offsets of each input inside a row */
+} concat_job;
+
+static void concat_range(void *p, size_t first, size_t count) {
+    const concat_job *j = p;
+    size_t end = first + count;
+    while (first < end) {
+        size_t o = first / j->yrow, w = first % j->yrow;
+        int i = 0;
+        while (w >= j->off[i + 1]) /* empty inputs have off[i] == off[i + 1] */
+            i++;
+        size_t xrow = j->off[i + 1] - j->off[i];
+        size_t len = j->off[i + 1] - w < end - first ? j->off[i + 1] - w : end - first;
+        memcpy(j->y + first, (const char *)j->in[i]->data + o * xrow + (w - j->off[i]), len);
+        first += len;
+    }
+}
+
+typedef struct concat_state {
+    int axis;
+    char name[32];
+} concat_state;
+
+static nnf_status concat_run(NNF_KERNEL_ARGS) {
+    const concat_state *s = ctx->state;
+    nnf_buf *y = out[0];
+    size_t es = nnf_dtype_size(y->dtype), outer = 1, inner = 1, stack[17], *off = stack;
+    nnf_status st = NNF_OK;
+    for (int i = 0; i < s->axis; i++)
+        outer *= (size_t)y->dims[i];
+    for (int i = s->axis + 1; i < y->rank; i++)
+        inner *= (size_t)y->dims[i];
+    if (node->n_inputs + 1 > 17 && !(off = nnf_calloc((size_t)node->n_inputs + 1, sizeof *off)))
+        return nnf_node_error(node, NNF_ERR_OUT_OF_MEMORY, "out of memory");
+    off[0] = 0;
+    for (int i = 0; i < node->n_inputs; i++) {
+        if (!in[i] || in[i]->rank != y->rank || nnf_dtype_size(in[i]->dtype) != es) {
+            st = nnf_node_error(node, NNF_ERR_SHAPE, "%s: input %d does not match the output", s->name, i);
+            goto fail;
+        }
+        off[i + 1] = off[i] + (size_t)in[i]->dims[s->axis] * inner * es;
+    }
+    size_t yrow = (size_t)y->dims[s->axis] * inner * es;
+    if (off[node->n_inputs] != yrow || outer * yrow != y->numel * es) {
+        st = nnf_node_error(node, NNF_ERR_SHAPE, "%s: inputs do not fill the output", s->name);
+        goto fail;
+    }
+    concat_job j = {node, in, y->data, yrow, off};
+    if (yrow)
+        nnf_ew_parallel_ranges(ctx->pool, outer * yrow, GRAIN_BYTES, concat_range, &j);
+fail:
+    if (off != stack)
+        nnf_free(off);
+    return st;
+}
+
+nnf_status nnf_plan_concat(NNF_PLAN_ARGS) {
+    const nnf_axis_params *p = node->params;
+    const nnf_shape *sh = &out[0].shape;
+    if (!p || !nnf_shape_known(sh) || sh->rank < 1 || !nnf_dtype_size(out[0].dtype) ||
+        p->axis < -sh->rank || p->axis >= sh->rank)
+        return NNF_OK;
+    for (int i = 0; i < node->n_inputs; i++)
+        if (!in[i].present || !nnf_shape_known(&in[i].shape) || in[i].shape.rank != sh->rank)
+            return NNF_OK;
+    concat_state *s = nnf_calloc(1, sizeof *s);
+    if (!s)
+        return nnf_node_error(node, NNF_ERR_OUT_OF_MEMORY, "out of memory for a kernel plan");
+    s->axis = (int)(p->axis < 0 ? p->axis + sh->rank : p->axis);
+    snprintf(s->name, sizeof s->name, "concat_memcpy");
+    plan->name = s->name;
+    plan->run = concat_run;
+    plan->state = s;
+    plan->free_state = tr_free;
+    return NNF_OK;
+}

@@ -1,0 +1,163 @@
+/* Plans for LayerNormalization (normalised axes trailing, dense scale/bias)
+ * and inference BatchNormalization (constant statistics folded at plan time
+ * into one scale and shift per channel, as the reference computes them, so
+ * both give the same floats). Other forms keep the reference kernel. */
+#include "kernels/eltwise_fast.h"
+
+#include "base/alloc.h"
+#include "ops/norm.h"
+
+#include <math.h>
+#include <stdio.h>
+
+#define GRAIN_FLOATS 16384
+
+typedef struct ln_state {
+    const nnf_ew_kernels *k;
+    float eps;
+    size_t rows, n;
+    char name[48];
+} ln_state;
+
+typedef struct ln_job {
+    const ln_state *s;
+    const float *x, *scale, *bias;
+    float *y, *mean, *inv;
+} ln_job;
+
+static void ln_rows(void *p, size_t first, size_t count) {
+    const ln_job *j = p;
+    size_t n = j->s->n;
+    for (size_t r = first; r < first + count; r++)
+        j->s->k->layernorm(j->x + r * n, j->y + r * n, n, j->scale, j->bias, j->s->eps,
+                           j->mean ? j->mean + r : NULL, j->inv ? j->inv + r : NULL);
+}
+
+static nnf_status ln_run(NNF_KERNEL_ARGS) {
+    const ln_state *s = ctx->state;
+    const nnf_buf *x = in[0], *b = node->n_inputs > 2 ? in[2] : NULL;
+    if (x->dtype != NNF_DTYPE_FLOAT32 || x->numel != s->rows * s->n || out[0]->numel != x->numel ||
+        !in[1] || in[1]->numel != s->n || in[1]->dtype != NNF_DTYPE_FLOAT32 ||
+        (b && (b->numel != s->n || b->dtype != NNF_DTYPE_FLOAT32)))
+        return nnf_node_error(node, NNF_ERR_SHAPE, "%s: shapes do not match the plan", s->name);
+    ln_job j = {s, x->data, in[1]->data, b ? b->data : NULL, out[0]->data, NULL, NULL};
+    for (int k = 1; k < node->n_outputs && k < 3; k++) {
+        if (!out[k])
+            continue;
+        if (out[k]->numel != s->rows || out[k]->dtype != NNF_DTYPE_FLOAT32)
+            return nnf_node_error(node, NNF_ERR_SHAPE, "%s: output %d must hold one float per row",
+                                  s->name, k);
+        if (k == 1)
+            j.mean = out[k]->data;
+        else
+            j.inv = out[k]->data;
+    }
+    nnf_ew_parallel_ranges(ctx->pool, s->rows, s->n >= GRAIN_FLOATS ? 1 : GRAIN_FLOATS / s->n,
+                           ln_rows, &j);
+    return NNF_OK;
+}
+
+static void state_free(void *p) {
+    nnf_free(p);
+}
+
+static int f32_dense(const nnf_tinfo *t, int64_t n) {
+    return t->present && t->dtype == NNF_DTYPE_FLOAT32 && nnf_shape_known(&t->shape) &&
+           nnf_shape_numel(&t->shape) == n;
+}
+
+nnf_status nnf_plan_layernorm(NNF_PLAN_ARGS) {
+    const nnf_norm_params *p = node->params;
+    const nnf_shape *sh = &in[0].shape;
+    if (!p || in[0].dtype != NNF_DTYPE_FLOAT32 || !nnf_shape_known(sh) || sh->rank < 1 ||
+        nnf_shape_numel(sh) <= 0 || p->axis < -sh->rank || p->axis >= sh->rank)
+        return NNF_OK;
+    int axis = (int)(p->axis < 0 ? p->axis + sh->rank : p->axis);
+    int64_t n = 1;
+    for (int i = axis; i < sh->rank; i++)
+        n *= sh->dims[i];
+    /* scale/bias that broadcast (fewer elements) keep the reference's expansion */
+    if (!f32_dense(&in[1], n) || (node->n_inputs > 2 && in[2].present && !f32_dense(&in[2], n)))
+        return NNF_OK;
+    ln_state *s = nnf_calloc(1, sizeof *s);
+    if (!s)
+        return nnf_node_error(node, NNF_ERR_OUT_OF_MEMORY, "out of memory for a kernel plan");
+    s->k = nnf_ew_kernels_for(nnf_cpu_isa());
+    s->eps = p->epsilon;
+    s->n = (size_t)n;
+    s->rows = (size_t)(nnf_shape_numel(sh) / n);
+    snprintf(s->name, sizeof s->name, "f32_layernorm_%s", s->k->suffix);
+    plan->name = s->name;
+    plan->run = ln_run;
+    plan->state = s;
+    plan->free_state = state_free;
+    return NNF_OK;
+}
+
+/* ---- BatchNormalization ------------------------------------------------------------ */
+
+typedef struct bn_state {
+    const nnf_ew_kernels *k;
+    size_t c;
+    float *a, *b; /* y = x * a[c] + b[c]; one allocation, a first */
+    char name[48];
+} bn_state;
+
+static void bn_free(void *p) {
+    bn_state *s = p;
+    if (!s)
+        return;
+    nnf_free(s->a);
+    nnf_free(s);
+}
+
+static nnf_status bn_run(NNF_KERNEL_ARGS) {
+    const bn_state *s = ctx->state;
+    const nnf_buf *x = in[0];
+    if (x->dtype != NNF_DTYPE_FLOAT32 || x->rank < 2 || (size_t)x->dims[1] != s->c ||
+        out[0]->numel != x->numel)
+        return nnf_node_error(node, NNF_ERR_SHAPE, "%s: shapes do not match the plan", s->name);
+    size_t planes = (size_t)x->dims[0] * s->c;
+    if (planes == 0)
+        return NNF_OK;
+    nnf_ew_affine_run(s->k, x->data, out[0]->data, x->numel, x->numel / planes, s->c, s->a, s->b,
+                      ctx->pool);
+    return NNF_OK;
+}
+
+nnf_status nnf_plan_batchnorm(NNF_PLAN_ARGS) {
+    const nnf_norm_params *p = node->params;
+    const nnf_shape *sh = &in[0].shape;
+    if (!p || node->n_inputs != 5 || in[0].dtype != NNF_DTYPE_FLOAT32 || !nnf_shape_known(sh) ||
+        sh->rank < 2 || nnf_shape_numel(sh) <= 0)
+        return NNF_OK;
+    for (int k = 1; k < node->n_outputs; k++)
+        if (out[k].present)
+            return NNF_OK;
+    int64_t c = sh->dims[1];
+    for (int k = 1; k < 5; k++)
+        if (!f32_dense(&in[k], c) || !in[k].data)
+            return NNF_OK;
+    bn_state *s = nnf_calloc(1, sizeof *s);
+    if (!s)
+        return nnf_node_error(node, NNF_ERR_OUT_OF_MEMORY, "out of memory for a kernel plan");
+    s->a = nnf_calloc(2 * (size_t)c, sizeof(float));
+    if (!s->a) {
+        bn_free(s);
+        return nnf_node_error(node, NNF_ERR_OUT_OF_MEMORY, "out of memory for a kernel plan");
+    }
+    s->b = s->a + c;
+    s->c = (size_t)c;
+    const float *scale = in[1].data, *bias = in[2].data, *mean = in[3].data, *var = in[4].data;
+    for (int64_t k = 0; k < c; k++) {
+        s->a[k] = scale[k] / sqrtf(var[k] + p->epsilon);
+        s->b[k] = bias[k] - mean[k] * s->a[k];
+    }
+    s->k = nnf_ew_kernels_for(nnf_cpu_isa());
+    snprintf(s->name, sizeof s->name, "f32_batchnorm_%s", s->k->suffix);
+    plan->name = s->name;
+    plan->run = bn_run;
+    plan->state = s;
+    plan->free_state = bn_free;
+    return NNF_OK;
+}

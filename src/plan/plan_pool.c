@@ -1,0 +1,228 @@
+/* Plans for 2-D MaxPool/AveragePool (NCHW, any kernel, stride, dilation,
+ * padding, ceil_mode; MaxPool without the Indices output) and for
+ * GlobalAveragePool/GlobalMaxPool. Each output row splits into border
+ * columns, whose windows cross the padding and are computed one by one as
+ * the reference does, and an interior span that the tier's pool_span
+ * kernel vectorises. Results equal the reference's bit for bit. */
+#include "kernels/eltwise_fast.h"
+
+#include "base/alloc.h"
+#include "ops/conv.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#define GRAIN_FLOATS 16384
+
+typedef struct pool_state {
+    const nnf_ew_kernels *k;
+    int is_max, include_pad;
+    int64_t h, w, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
+    size_t planes;
+    char name[48];
+} pool_state;
+
+/* Taps [lo, hi) of a window starting at `start` (spacing d) inside [0, in): as ref/pool.c. */
+static void taps(int64_t start, int64_t k, int64_t d, int64_t in, int64_t *lo, int64_t *hi) {
+    int64_t a = start >= 0 ? 0 : (-start + d - 1) / d;
+    int64_t b = in - 1 - start < 0 ? 0 : (in - 1 - start) / d + 1;
+    if (b > k)
+        b = k;
+    if (a > b)
+        a = b;
+    *lo = a;
+    *hi = b;
+}
+
+static int64_t padded_taps(int64_t start, int64_t k, int64_t d, int64_t in, int64_t pb, int64_t pe) {
+    int64_t lo, hi;
+    taps(start + pb, k, d, in + pb + pe, &lo, &hi);
+    return hi - lo;
+}
+
+/* One output whose window crosses the W padding: the reference's loop. */
+static float border(const pool_state *s, const float *plane, int64_t y0, int64_t h0, int64_t h1,
+                    int64_t count_h, int64_t ow) {
+    int64_t x0 = ow * s->sw - s->pl, w0, w1;
+    taps(x0, s->kw, s->dw, s->w, &w0, &w1);
+    float acc = s->is_max ? -INFINITY : 0.0f;
+    int first = 1;
+    for (int64_t i = h0; i < h1; i++) {
+        const float *row = plane + (y0 + i * s->dh) * s->w;
+        for (int64_t k = w0; k < w1; k++) {
+            float v = row[x0 + k * s->dw];
+            if (s->is_max) {
+                if (v > acc || first)
+                    acc = v;
+                first = 0;
+            } else {
+                acc += v;
+            }
+        }
+    }
+    if (s->is_max)
+        return acc;
+    int64_t count = s->include_pad ? count_h * padded_taps(x0, s->kw, s->dw, s->w, s->pl, s->pr)
+                                   : (h1 - h0) * (w1 - w0);
+    return count > 0 ? acc / (float)count : 0.0f;
+}
+
+typedef struct pool_job {
+    const pool_state *s;
+    const float *x;
+    float *y;
+    int64_t lo, hi; /* interior output columns */
+} pool_job;
+
+static void pool_rows(void *p, size_t first, size_t count) {
+    const pool_job *j = p;
+    const pool_state *s = j->s;
+    for (size_t r = first; r < first + count; r++) {
+        size_t plane = r / (size_t)s->oh;
+        int64_t oh = (int64_t)(r % (size_t)s->oh);
+        const float *xp = j->x + plane * (size_t)(s->h * s->w);
+        float *y = j->y + r * (size_t)s->ow;
+        int64_t y0 = oh * s->sh - s->pt, h0, h1;
+        taps(y0, s->kh, s->dh, s->h, &h0, &h1);
+        int64_t count_h = s->include_pad ? padded_taps(y0, s->kh, s->dh, s->h, s->pt, s->pb) : h1 - h0;
+        for (int64_t ow = 0; ow < j->lo; ow++)
+            y[ow] = border(s, xp, y0, h0, h1, count_h, ow);
+        if (j->hi > j->lo) {
+            nnf_pool_span sp = {.is_max = s->is_max, .nh = (size_t)(h1 - h0),
+                                .row_step = (size_t)(s->dh * s->w), .kw = (size_t)s->kw,
+                                .dw = (size_t)s->dw, .stride = (size_t)s->sw,
+                                .divisor = (float)(count_h * s->kw)};
+            const float *x0 = xp + (h1 > h0 ? (y0 + h0 * s->dh) * s->w : 0) + j->lo * s->sw - s->pl;
+            s->k->pool_span(&sp, x0, y + j->lo, (size_t)(j->hi - j->lo));
+        }
+        for (int64_t ow = j->hi; ow < s->ow; ow++)
+            y[ow] = border(s, xp, y0, h0, h1, count_h, ow);
+    }
+}
+
+static nnf_status pool_run(NNF_KERNEL_ARGS) {
+    const pool_state *s = ctx->state;
+    const nnf_buf *x = in[0], *y = out[0];
+    if (x->dtype != NNF_DTYPE_FLOAT32 || x->numel != s->planes * (size_t)(s->h * s->w) ||
+        y->numel != s->planes * (size_t)(s->oh * s->ow))
+        return nnf_node_error(node, NNF_ERR_SHAPE, "%s: shapes do not match the plan", s->name);
+    pool_job j = {s, x->data, y->data, 0, 0};
+    /* interior: every tap along W inside the input */
+    j.lo = (s->pl + s->sw - 1) / s->sw;
+    int64_t last = s->w - 1 + s->pl - (s->kw - 1) * s->dw;
+    j.hi = last < 0 ? 0 : last / s->sw + 1;
+    if (j.lo > s->ow)
+        j.lo = s->ow;
+    if (j.hi > s->ow)
+        j.hi = s->ow;
+    if (j.hi < j.lo)
+        j.hi = j.lo;
+    size_t rows = s->planes * (size_t)s->oh, per_row = (size_t)(s->ow * s->kh * s->kw);
+    nnf_ew_parallel_ranges(ctx->pool, rows, per_row >= GRAIN_FLOATS ? 1 : GRAIN_FLOATS / (per_row ? per_row : 1),
+                           pool_rows, &j);
+    return NNF_OK;
+}
+
+static void state_free(void *p) {
+    nnf_free(p);
+}
+
+static nnf_status plan_pool2d(const nnf_node *node, const nnf_tinfo *in, const nnf_tinfo *out,
+                              nnf_kernel_plan *plan, int is_max) {
+    const nnf_conv_params *p = node->params;
+    const nnf_shape *xs = &in[0].shape, *ys = &out[0].shape;
+    if (!p || p->spatial != 2 || in[0].dtype != NNF_DTYPE_FLOAT32 || !nnf_shape_known(xs) ||
+        !nnf_shape_known(ys) || xs->rank != 4 || ys->rank != 4 || nnf_shape_numel(xs) <= 0 ||
+        nnf_shape_numel(ys) <= 0)
+        return NNF_OK;
+    for (int k = 1; k < node->n_outputs; k++)
+        if (out[k].present)
+            return NNF_OK; /* MaxPool's Indices */
+    for (int i = 0; i < 2; i++)
+        if (p->kernel[i] < 1 || p->strides[i] < 1 || p->dilations[i] < 1)
+            return NNF_OK;
+    int64_t pb[NNF_MAX_SPATIAL], pe[NNF_MAX_SPATIAL];
+    if (nnf_conv_resolve_pads(p, xs->dims + 2, pb, pe) != NNF_OK) {
+        nnf_error_clear(); /* the reference kernel reports it */
+        return NNF_OK;
+    }
+    pool_state *s = nnf_calloc(1, sizeof *s);
+    if (!s)
+        return nnf_node_error(node, NNF_ERR_OUT_OF_MEMORY, "out of memory for a kernel plan");
+    *s = (pool_state){.k = nnf_ew_kernels_for(nnf_cpu_isa()), .is_max = is_max,
+                      .include_pad = p->count_include_pad, .h = xs->dims[2], .w = xs->dims[3],
+                      .oh = ys->dims[2], .ow = ys->dims[3], .kh = p->kernel[0], .kw = p->kernel[1],
+                      .sh = p->strides[0], .sw = p->strides[1], .dh = p->dilations[0],
+                      .dw = p->dilations[1], .pt = pb[0], .pl = pb[1], .pb = pe[0], .pr = pe[1],
+                      .planes = (size_t)(xs->dims[0] * xs->dims[1])};
+    const char *sv = s->sw <= 2 && s->k->isa != NNF_ISA_SCALAR ? (s->sw == 1 ? "_s1" : "_s2") : "";
+    snprintf(s->name, sizeof s->name, "f32_%s2d%s_%s", is_max ? "maxpool" : "avgpool", sv,
+             s->k->isa == NNF_ISA_AVX512 ? "avx2" : s->k->suffix);
+    plan->name = s->name;
+    plan->run = pool_run;
+    plan->state = s;
+    plan->free_state = state_free;
+    return NNF_OK;
+}
+
+nnf_status nnf_plan_maxpool(NNF_PLAN_ARGS) { return plan_pool2d(node, in, out, plan, 1); }
+
+nnf_status nnf_plan_avgpool(NNF_PLAN_ARGS) { return plan_pool2d(node, in, out, plan, 0); }
+
+/* ---- global pools ------------------------------------------------------------------ */
+
+typedef struct gp_state {
+    const nnf_ew_kernels *k;
+    int is_max;
+    size_t planes, plane;
+    char name[48];
+} gp_state;
+
+typedef struct gp_job {
+    const gp_state *s;
+    const float *x;
+    float *y;
+} gp_job;
+
+static void gp_planes(void *p, size_t first, size_t count) {
+    const gp_job *j = p;
+    const gp_state *s = j->s;
+    for (size_t i = first; i < first + count; i++) {
+        const float *x = j->x + i * s->plane;
+        j->y[i] = s->is_max ? s->k->max(x, s->plane, 0)
+                            : (float)(s->k->sum(x, s->plane) / (double)s->plane);
+    }
+}
+
+static nnf_status gp_run(NNF_KERNEL_ARGS) {
+    const gp_state *s = ctx->state;
+    if (in[0]->dtype != NNF_DTYPE_FLOAT32 || in[0]->numel != s->planes * s->plane ||
+        out[0]->numel != s->planes)
+        return nnf_node_error(node, NNF_ERR_SHAPE, "%s: shapes do not match the plan", s->name);
+    gp_job j = {s, in[0]->data, out[0]->data};
+    nnf_ew_parallel_ranges(ctx->pool, s->planes,
+                           s->plane >= GRAIN_FLOATS ? 1 : GRAIN_FLOATS / s->plane, gp_planes, &j);
+    return NNF_OK;
+}
+
+nnf_status nnf_plan_global_pool(NNF_PLAN_ARGS) {
+    const nnf_shape *xs = &in[0].shape;
+    int is_max = !strcmp(node->op_type, "GlobalMaxPool");
+    if ((!is_max && strcmp(node->op_type, "GlobalAveragePool")) || in[0].dtype != NNF_DTYPE_FLOAT32 ||
+        !nnf_shape_known(xs) || xs->rank < 2 || nnf_shape_numel(xs) <= 0)
+        return NNF_OK;
+    gp_state *s = nnf_calloc(1, sizeof *s);
+    if (!s)
+        return nnf_node_error(node, NNF_ERR_OUT_OF_MEMORY, "out of memory for a kernel plan");
+    s->k = nnf_ew_kernels_for(nnf_cpu_isa());
+    s->is_max = is_max;
+    s->planes = (size_t)(xs->dims[0] * xs->dims[1]);
+    s->plane = (size_t)nnf_shape_numel(xs) / s->planes;
+    snprintf(s->name, sizeof s->name, "f32_global_%spool_%s", is_max ? "max" : "avg", s->k->suffix);
+    plan->name = s->name;
+    plan->run = gp_run;
+    plan->state = s;
+    plan->free_state = state_free;
+    return NNF_OK;
+}

@@ -1,0 +1,526 @@
+/* The optimised element-wise, softmax, reduction, transpose and concat
+ * kernels against the reference kernels, through the op table (init, infer,
+ * plan), on every ISA tier this machine has, at sizes 1, 2, primes, vector
+ * widths +-1 and suite shapes, with NaN/Inf/-0/denormals mixed in.
+ *
+ * Tolerances (|fast - ref| <= abs + rel * |ref|):
+ *   exact (0, 0)   every op on the scalar tier (the reference formulas), and
+ *                  on all tiers the ops made of single IEEE operations:
+ *                  Relu, LeakyRelu, Clip, HardSigmoid, HardSwish, Neg, Abs,
+ *                  Sqrt, Reciprocal, Floor, Ceil, Round, Softsign, the binary
+ *                  ops, Max/Min reductions, Transpose, Concat
+ *   Pow 2 / 0.5    1 ulp (rel 1.2e-7): x*x and sqrt are correctly rounded,
+ *                  libm's powf within an ulp
+ *   Sigmoid        abs 2e-7     Tanh abs 4e-7     Erf abs 4e-7
+ *   Exp            rel 3e-7 (abs 1e-37 for results in the denormal range)
+ *   Gelu           abs 5e-7 * (1 + |x|)
+ *   Softmax        abs 1e-7 + rel 1e-6; LogSoftmax abs 1e-6 * (1 + |y|)
+ *   ReduceSum/Mean abs 1e-6 * sum|x| over the row (float blocks, double carry) */
+#include "fast_op_harness.h"
+#include "kernels/eltwise_fast.h"
+
+#include "check.h"
+
+static nnf_threadpool *g_pool;
+static const size_t sizes[] = {1, 2, 7, 13, 15, 16, 17, 31, 32, 33, 61, 127, 1000, 40000};
+#define N_SIZES (sizeof sizes / sizeof sizes[0])
+
+static f_in f32_in(const float *data, int rank, const int64_t *dims, int constant) {
+    f_in t = {.dtype = NNF_DTYPE_FLOAT32, .rank = rank, .data = data, .constant = constant};
+    for (int i = 0; i < rank; i++)
+        t.dims[i] = dims[i];
+    return t;
+}
+
+static size_t numel_of(int rank, const int64_t *dims) {
+    size_t n = 1;
+    for (int i = 0; i < rank; i++)
+        n *= (size_t)dims[i];
+    return n;
+}
+
+/* ---- unary --------------------------------------------------------------------- */
+
+typedef struct un_case {
+    const char *op;
+    int opset;
+    nnf_attr attrs[2];
+    int n_attrs;
+    double abs_tol, rel_tol, abs_per_x; /* on SIMD tiers; scalar tier is exact */
+    float lo, hi;
+} un_case;
+
+static void test_unary(nnf_isa isa) {
+    un_case cases[] = {
+        {"Relu", 14, {{0}}, 0, 0, 0, 0, -8, 8},
+        {"LeakyRelu", 16, {f_float("alpha", 0.1f)}, 1, 0, 0, 0, -8, 8},
+        {"Sigmoid", 13, {{0}}, 0, 2e-7, 0, 0, -30, 30},
+        {"Tanh", 13, {{0}}, 0, 4e-7, 0, 0, -10, 10},
+        {"Exp", 13, {{0}}, 0, 1e-37, 3e-7, 0, -100, 89},
+        {"Erf", 13, {{0}}, 0, 4e-7, 0, 0, -5, 5},
+        {"Gelu", 20, {{0}}, 0, 5e-7, 0, 5e-7, -8, 8},
+        {"Gelu", 20, {f_str("approximate", "tanh")}, 1, 5e-7, 0, 5e-7, -8, 8},
+        {"HardSigmoid", 6, {f_float("alpha", 0.2f), f_float("beta", 0.5f)}, 2, 0, 0, 0, -8, 8},
+        {"HardSwish", 14, {{0}}, 0, 0, 0, 0, -8, 8},
+        {"Sqrt", 13, {{0}}, 0, 0, 0, 0, -2, 50},
+        {"Neg", 13, {{0}}, 0, 0, 0, 0, -8, 8},
+        {"Abs", 13, {{0}}, 0, 0, 0, 0, -8, 8},
+        {"Reciprocal", 13, {{0}}, 0, 0, 0, 0, -8, 8},
+        {"Floor", 13, {{0}}, 0, 0, 0, 0, -8, 8},
+        {"Ceil", 13, {{0}}, 0, 0, 0, 0, -8, 8},
+        {"Round", 11, {{0}}, 0, 0, 0, 0, -8, 8},
+        {"Softsign", 1, {{0}}, 0, 0, 0, 0, -8, 8},
+        {"Clip", 6, {f_float("min", -1.0f), f_float("max", 2.5f)}, 2, 0, 0, 0, -8, 8},
+    };
+    const char *t = nnf_isa_name(isa);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        un_case *u = &cases[c];
+        double worst = 0;
+        for (size_t si = 0; si < N_SIZES; si++) {
+            size_t n = sizes[si];
+            int64_t d[1] = {(int64_t)n};
+            float *x = f_rand_buf(n, u->lo, u->hi);
+            f_specials(x, n, 5, n > 3 ? 3 : 0);
+            /* round halves for Round, exact ties for Floor/Ceil */
+            for (size_t i = 1; i < n; i += 11)
+                x[i] = (float)((int)x[i]) + 0.5f;
+            f_in in = f32_in(x, 1, d, 0);
+            f_res r = f_run(u->op, u->opset, u->attrs, u->n_attrs, &in, 1, 1, NULL, n > 1000 ? g_pool : NULL);
+            CHECK_MSG(r.planned && strstr(r.name, t), "%s %s n=%zu: planned %d name %s", t, u->op, n,
+                      r.planned, r.name);
+            double e = isa == NNF_ISA_SCALAR || (u->abs_tol == 0 && u->rel_tol == 0)
+                           ? (f_same_bytes(&r, 0) ? 0 : f_err(&r, 0, 0, 0, u->op))
+                           : 0;
+            if (isa != NNF_ISA_SCALAR && (u->abs_tol > 0 || u->rel_tol > 0)) {
+                /* Gelu's bound grows with |x|: check element by element */
+                const float *f = r.fast[0], *ref = r.ref[0];
+                for (size_t i = 0; r.planned && i < n; i++) {
+                    double tol = u->abs_tol + u->rel_tol * fabs(ref[i]) + u->abs_per_x * fabs(x[i]);
+                    double q = isnan(ref[i]) ? (isnan(f[i]) ? 0 : INFINITY)
+                               : isinf(ref[i]) ? (ref[i] == f[i] ? 0 : INFINITY)
+                                               : fabs((double)f[i] - ref[i]) / tol;
+                    if (q > 1)
+                        fprintf(stderr, "  %s x=%.9g fast %.9g ref %.9g\n", u->op, x[i], f[i], ref[i]);
+                    if (q > e)
+                        e = q;
+                }
+            }
+            if (e > worst)
+                worst = e;
+            CHECK_MSG(e <= 1, "%s %s n=%zu: error %.3g of tolerance", t, u->op, n, e);
+            f_free(&r);
+            free(x);
+        }
+        printf("  %-6s %-12s worst %.3f of tolerance\n", t, u->op, worst);
+    }
+    /* Clip-13 with constant bound inputs (and an omitted one); a non-constant bound keeps ref */
+    float lo = -0.5f, hi = 0.75f;
+    int64_t d[2] = {3, 37};
+    float *x = f_rand_buf(111, -2, 2);
+    f_specials(x, 111, 7, 1);
+    f_in in[3] = {f32_in(x, 2, d, 0), f32_in(&lo, 0, NULL, 1), f32_in(&hi, 0, NULL, 1)};
+    f_res r = f_run("Clip", 13, NULL, 0, in, 3, 1, NULL, NULL);
+    CHECK_MSG(f_same_bytes(&r, 0), "%s Clip-13 constant bounds", t);
+    f_free(&r);
+    in[1].absent = 1;
+    r = f_run("Clip", 13, NULL, 0, in, 3, 1, NULL, NULL);
+    CHECK_MSG(f_same_bytes(&r, 0), "%s Clip-13 max only", t);
+    f_free(&r);
+    in[1].absent = 0;
+    in[2].constant = 0;
+    r = f_run("Clip", 13, NULL, 0, in, 3, 1, NULL, NULL);
+    CHECK(r.status == NNF_OK && !r.planned);
+    f_free(&r);
+    /* lo > hi: every value becomes hi */
+    lo = 3.0f;
+    in[2].constant = 1;
+    r = f_run("Clip", 13, NULL, 0, in, 3, 1, NULL, NULL);
+    CHECK_MSG(f_same_bytes(&r, 0), "%s Clip-13 lo > hi", t);
+    f_free(&r);
+    /* int32 Relu and Selu stay on the reference */
+    int32_t xi[5] = {-3, 4, 0, -1, 9};
+    int64_t d5[1] = {5};
+    f_in ii = {.dtype = NNF_DTYPE_INT32, .rank = 1, .dims = {5}, .data = xi};
+    r = f_run("Relu", 14, NULL, 0, &ii, 1, 1, NULL, NULL);
+    CHECK(r.status == NNF_OK && !r.planned);
+    f_free(&r);
+    f_in fi = f32_in(x, 1, d5, 0);
+    r = f_run("Selu", 6, NULL, 0, &fi, 1, 1, NULL, NULL);
+    CHECK(r.status == NNF_OK && !r.planned);
+    f_free(&r);
+    free(x);
+}
+
+/* ---- binary -------------------------------------------------------------------- */
+
+typedef struct shape_pair {
+    int ra;
+    int64_t a[4];
+    int rb;
+    int64_t b[4];
+    const char *kind; /* expected plan kind; NULL = not planned */
+} shape_pair;
+
+static void test_binary(nnf_isa isa) {
+    const char *ops[] = {"Add", "Sub", "Mul", "Div", "Max", "Min", "PRelu"};
+    shape_pair pairs[] = {
+        {1, {1}, 1, {1}, "same"},
+        {1, {2}, 1, {2}, "same"},
+        {1, {7}, 1, {7}, "same"},
+        {1, {17}, 1, {17}, "same"},
+        {1, {127}, 1, {127}, "same"},
+        {4, {2, 3, 5, 7}, 4, {2, 3, 5, 7}, "same"},
+        {1, {100003}, 1, {100003}, "same"},
+        {1, {33}, 0, {0}, "scalar"},
+        {2, {13, 61}, 1, {1}, "scalar"},
+        {0, {0}, 1, {31}, "scalar"},
+        {4, {1, 3, 7, 7}, 3, {3, 1, 1}, "bcast_channel"},
+        {4, {2, 13, 5, 9}, 4, {1, 13, 1, 1}, "bcast_channel"},
+        {4, {1, 32, 56, 56}, 3, {32, 1, 1}, "bcast_channel"},
+        {3, {5, 1, 1}, 4, {2, 5, 3, 11}, "bcast_channel"},
+        {2, {31, 17}, 2, {31, 1}, "bcast_channel"},
+        {2, {9, 16}, 1, {16}, "bcast_row"},
+        {3, {2, 3, 33}, 1, {33}, "bcast_row"},
+        {1, {61}, 2, {7, 61}, "bcast_row"},
+        {3, {4, 128, 768}, 1, {768}, "bcast_row"},
+        {2, {13, 1}, 2, {1, 17}, NULL}, /* outer product */
+        {2, {64, 3}, 1, {3}, NULL},     /* rows too short */
+        {3, {4, 5, 6}, 3, {4, 1, 6}, NULL},
+    };
+    const char *t = nnf_isa_name(isa);
+    for (size_t pi = 0; pi < sizeof pairs / sizeof pairs[0]; pi++) {
+        shape_pair *sp = &pairs[pi];
+        size_t na = numel_of(sp->ra, sp->a), nb = numel_of(sp->rb, sp->b);
+        float *a = f_rand_buf(na, -4, 4), *b = f_rand_buf(nb, -4, 4);
+        f_specials(a, na, 9, 0);
+        f_specials(b, nb, 7, nb > 2 ? 2 : 0);
+        for (size_t oi = 0; oi < sizeof ops / sizeof ops[0]; oi++) {
+            int prelu = !strcmp(ops[oi], "PRelu");
+            int b_small = nb < na || (nb == na && sp->rb <= sp->ra);
+            if (prelu && !b_small)
+                continue; /* the slope broadcasts to X only */
+            f_in in[2] = {f32_in(a, sp->ra, sp->a, 0), f32_in(b, sp->rb, sp->b, 0)};
+            f_res r = f_run(ops[oi], prelu ? 16 : 14, NULL, 0, in, 2, 1, NULL, na * nb > 50000 ? g_pool : NULL);
+            if (sp->kind) {
+                CHECK_MSG(r.planned && strstr(r.name, sp->kind) && strstr(r.name, t),
+                          "%s %s pair %zu: planned %d name %s", t, ops[oi], pi, r.planned, r.name);
+                CHECK_MSG(f_same_bytes(&r, 0) || f_err(&r, 0, 0, 0, ops[oi]) == 0,
+                          "%s %s pair %zu differs from the reference", t, ops[oi], pi);
+            } else {
+                CHECK_MSG(r.status == NNF_OK && !r.planned, "%s %s pair %zu should keep ref", t, ops[oi], pi);
+            }
+            f_free(&r);
+        }
+        free(a);
+        free(b);
+    }
+    /* Pow with a constant exponent 2 or 0.5 */
+    float e2 = 2.0f, eh = 0.5f, e3 = 3.0f;
+    int64_t e2i = 2;
+    for (size_t si = 0; si < N_SIZES; si++) {
+        size_t n = sizes[si];
+        int64_t d[1] = {(int64_t)n};
+        float *x = f_rand_buf(n, -10, 10);
+        f_specials(x, n, 4, 0);
+        f_in in[2] = {f32_in(x, 1, d, 0), f32_in(&e2, 0, NULL, 1)};
+        f_res r = f_run("Pow", 15, NULL, 0, in, 2, 1, NULL, NULL);
+        CHECK_MSG(r.planned && f_err(&r, 0, 0, 1.2e-7, "Pow 2") <= 1, "%s Pow 2 n=%zu", t, n);
+        f_free(&r);
+        in[1].data = &eh;
+        r = f_run("Pow", 15, NULL, 0, in, 2, 1, NULL, NULL);
+        CHECK_MSG(r.planned && f_err(&r, 0, 0, 1.2e-7, "Pow 0.5") <= 1, "%s Pow 0.5 n=%zu", t, n);
+        f_free(&r);
+        in[1] = (f_in){.dtype = NNF_DTYPE_INT64, .rank = 1, .dims = {1}, .data = &e2i, .constant = 1};
+        r = f_run("Pow", 15, NULL, 0, in, 2, 1, NULL, NULL);
+        CHECK_MSG(r.planned && f_err(&r, 0, 0, 1.2e-7, "Pow int 2") <= 1, "%s Pow int64 2 n=%zu", t, n);
+        f_free(&r);
+        free(x);
+    }
+    float xs[4] = {1, 2, 3, 4};
+    int64_t d4[1] = {4};
+    f_in in3[2] = {f32_in(xs, 1, d4, 0), f32_in(&e3, 0, NULL, 1)};
+    f_res r = f_run("Pow", 15, NULL, 0, in3, 2, 1, NULL, NULL);
+    CHECK(r.status == NNF_OK && !r.planned);
+    f_free(&r);
+    in3[1].data = &e2;
+    in3[1].constant = 0; /* exponent known only at run time */
+    r = f_run("Pow", 15, NULL, 0, in3, 2, 1, NULL, NULL);
+    CHECK(r.status == NNF_OK && !r.planned);
+    f_free(&r);
+    /* variadic Sum of three and Mean stay on the reference; Sum of two is Add */
+    f_in v3[3] = {f32_in(xs, 1, d4, 0), f32_in(xs, 1, d4, 0), f32_in(xs, 1, d4, 0)};
+    r = f_run("Sum", 13, NULL, 0, v3, 3, 1, NULL, NULL);
+    CHECK(r.status == NNF_OK && !r.planned);
+    f_free(&r);
+    r = f_run("Sum", 13, NULL, 0, v3, 2, 1, NULL, NULL);
+    CHECK(r.planned && f_same_bytes(&r, 0));
+    f_free(&r);
+    r = f_run("Mean", 13, NULL, 0, v3, 2, 1, NULL, NULL);
+    CHECK(r.status == NNF_OK && !r.planned);
+    f_free(&r);
+}
+
+static void test_classify(void) {
+    nnf_shape a = {.rank = 4, .dims = {2, 8, 5, 5}}, b = {.rank = 3, .dims = {8, 1, 1}}, y = a;
+    nnf_ew_bcast bc = nnf_ew_bcast_classify(&a, &b, &y);
+    CHECK(bc.kind == NNF_EWBC_PER_ROW && bc.c == 8 && bc.inner == 25 && !bc.small_is_a && bc.numel == 400);
+    bc = nnf_ew_bcast_classify(&b, &a, &y);
+    CHECK(bc.kind == NNF_EWBC_PER_ROW && bc.small_is_a);
+    nnf_shape r = {.rank = 1, .dims = {5}};
+    bc = nnf_ew_bcast_classify(&a, &r, &y);
+    CHECK(bc.kind == NNF_EWBC_ROW && bc.inner == 5);
+    nnf_shape s1 = {.rank = 4, .dims = {1, 1, 1, 1}};
+    bc = nnf_ew_bcast_classify(&a, &s1, &y);
+    CHECK(bc.kind == NNF_EWBC_SCALAR && bc.inner == 400);
+    nnf_shape bad = {.rank = 1, .dims = {4}};
+    bc = nnf_ew_bcast_classify(&a, &bad, &y);
+    CHECK(bc.kind == NNF_EWBC_NONE);
+    nnf_shape e = {.rank = 2, .dims = {0, 3}};
+    bc = nnf_ew_bcast_classify(&e, &e, &e);
+    CHECK(bc.kind == NNF_EWBC_NONE);
+    /* [1,5,1] + [1] after dropping extent-1 dims is one run */
+    nnf_shape p = {.rank = 3, .dims = {1, 5, 1}};
+    bc = nnf_ew_bcast_classify(&p, &p, &p);
+    CHECK(bc.kind == NNF_EWBC_SAME && bc.numel == 5);
+}
+
+/* ---- softmax --------------------------------------------------------------------- */
+
+static void test_softmax(nnf_isa isa) {
+    const char *t = nnf_isa_name(isa);
+    for (int log = 0; log < 2; log++) {
+        const char *op = log ? "LogSoftmax" : "Softmax";
+        double at = log ? 1e-6 : 1e-7, rt = log ? 1e-6 : 1e-6, worst = 0;
+        for (size_t si = 0; si < N_SIZES; si++) {
+            size_t n = sizes[si];
+            if (n > 5000)
+                continue;
+            int64_t d[2] = {3, (int64_t)n};
+            float *x = f_rand_buf(3 * n, -20, 20);
+            /* row 1 carries -inf entries; row 2 gets a NaN (a NaN row) */
+            if (n > 1)
+                x[n + n / 2] = -INFINITY;
+            x[2 * n] = NAN;
+            nnf_attr ax = f_int("axis", -1);
+            f_in in = f32_in(x, 2, d, 0);
+            f_res r = f_run(op, 13, &ax, 1, &in, 1, 1, NULL, NULL);
+            CHECK_MSG(r.planned && strstr(r.name, t), "%s %s n=%zu planned", t, op, n);
+            double e = isa == NNF_ISA_SCALAR && !log ? f_err(&r, 0, 1e-7, 1e-6, op) : f_err(&r, 0, at, rt, op);
+            CHECK_MSG(e <= 1, "%s %s n=%zu: %.3g of tolerance", t, op, n, e);
+            worst = e > worst ? e : worst;
+            f_free(&r);
+            free(x);
+        }
+        printf("  %-6s %-12s worst %.3f of tolerance\n", t, op, worst);
+        /* suite shape: attention scores 1x12x128x128, threaded; same result inline */
+        int64_t d4[4] = {1, 12, 128, 128};
+        size_t n = numel_of(4, d4);
+        float *x = f_rand_buf(n, -10, 10);
+        f_in in = f32_in(x, 4, d4, 0);
+        f_res r = f_run(op, 13, NULL, 0, &in, 1, 1, NULL, g_pool);
+        CHECK_MSG(f_err(&r, 0, at, rt, op) <= 1, "%s %s 1x12x128x128", t, op);
+        f_res r1 = f_run(op, 13, NULL, 0, &in, 1, 1, NULL, NULL);
+        CHECK(r.planned && r1.planned && !memcmp(r.fast[0], r1.fast[0], n * sizeof(float)));
+        f_free(&r);
+        f_free(&r1);
+        /* opset 11 flattens from the axis: [2,3,4,5] at axis 1 is rows of 60 */
+        int64_t dc[4] = {2, 3, 4, 5};
+        nnf_attr ax1 = f_int("axis", 1);
+        in = f32_in(x, 4, dc, 0);
+        r = f_run(op, 11, &ax1, 1, &in, 1, 1, NULL, NULL);
+        CHECK_MSG(r.planned && f_err(&r, 0, at, rt, op) <= 1, "%s %s opset 11 coerced", t, op);
+        f_free(&r);
+        /* opset 13 along a middle axis keeps the reference */
+        r = f_run(op, 13, &ax1, 1, &in, 1, 1, NULL, NULL);
+        CHECK(r.status == NNF_OK && !r.planned);
+        f_free(&r);
+        /* ... unless the later axes are all 1 */
+        int64_t d1[4] = {2, 60, 1, 1};
+        in = f32_in(x, 4, d1, 0);
+        r = f_run(op, 13, &ax1, 1, &in, 1, 1, NULL, NULL);
+        CHECK_MSG(r.planned && f_err(&r, 0, at, rt, op) <= 1, "%s %s axis with trailing 1s", t, op);
+        f_free(&r);
+        free(x);
+    }
+    /* Hardmax stays on the reference */
+    float x[4] = {1, 3, 2, 0};
+    int64_t d[1] = {4};
+    f_in in = f32_in(x, 1, d, 0);
+    f_res r = f_run("Hardmax", 13, NULL, 0, &in, 1, 1, NULL, NULL);
+    CHECK(r.status == NNF_OK && !r.planned);
+    f_free(&r);
+}
+
+/* ---- reductions ------------------------------------------------------------------------ */
+
+static void test_reduce(nnf_isa isa) {
+    const char *t = nnf_isa_name(isa);
+    const char *ops[] = {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin"};
+    for (size_t oi = 0; oi < 4; oi++) {
+        int sum_like = oi < 2;
+        for (size_t si = 0; si < N_SIZES; si++) {
+            size_t n = sizes[si];
+            int64_t d[3] = {2, 3, (int64_t)n};
+            float *x = f_rand_buf(6 * n, -1, 1);
+            if (!sum_like) {
+                x[n / 2] = NAN; /* row 0: a NaN wins Max and Min */
+                x[n + n / 3] = INFINITY;
+                x[2 * n] = -INFINITY;
+            }
+            int64_t axes[1] = {-1};
+            nnf_attr at[2] = {f_ints("axes", axes, 1), f_int("keepdims", (int64_t)(si & 1))};
+            f_in in = f32_in(x, 3, d, 0);
+            f_res r = f_run(ops[oi], 11, at, 2, &in, 1, 1, NULL, NULL);
+            double tol = sum_like ? 1e-6 * (double)n : 0;
+            CHECK_MSG(r.planned && strstr(r.name, t) && f_err(&r, 0, tol, 0, ops[oi]) <= 1,
+                      "%s %s n=%zu", t, ops[oi], n);
+            f_free(&r);
+            free(x);
+        }
+        /* opset 18: axes [2,3] from a constant input over NCHW (a global pool) */
+        int64_t d[4] = {2, 16, 7, 7}, axes[2] = {2, 3};
+        float *x = f_rand_buf(2 * 16 * 49, -1, 1);
+        f_in in[2] = {f32_in(x, 4, d, 0), {.dtype = NNF_DTYPE_INT64, .rank = 1, .dims = {2}, .data = axes, .constant = 1}};
+        f_res r = f_run(ops[oi], 18, NULL, 0, in, 2, 1, NULL, g_pool);
+        CHECK_MSG(r.planned && f_err(&r, 0, sum_like ? 5e-5 : 0, 0, ops[oi]) <= 1, "%s %s axes [2,3]", t, ops[oi]);
+        f_free(&r);
+        /* a middle axis keeps the reference; so do axes known only at run time */
+        axes[0] = 1;
+        in[1].dims[0] = 1;
+        r = f_run(ops[oi], 18, NULL, 0, in, 2, 1, NULL, NULL);
+        CHECK(r.status == NNF_OK && !r.planned);
+        f_free(&r);
+        axes[0] = -1;
+        in[1].constant = 0;
+        r = f_run(ops[oi], 18, NULL, 0, in, 2, 1, NULL, NULL);
+        CHECK(r.status == NNF_OK && !r.planned);
+        f_free(&r);
+        free(x);
+    }
+}
+
+/* ---- Transpose / Concat ------------------------------------------------------------------ */
+
+static void check_transpose(const char *t, int rank, const int64_t *dims, const int64_t *perm,
+                            nnf_dtype dt, const char *expect) {
+    size_t n = numel_of(rank, dims), es = nnf_dtype_size(dt);
+    unsigned char *x = malloc(n * es + 1);
+    for (size_t i = 0; i < n * es; i++)
+        x[i] = (unsigned char)(i * 131u + 7u);
+    f_in in = {.dtype = dt, .rank = rank, .data = x};
+    memcpy(in.dims, dims, sizeof(int64_t) * (size_t)rank);
+    nnf_attr at = f_ints("perm", perm, rank);
+    f_res r = f_run("Transpose", 13, &at, perm ? 1 : 0, &in, 1, 1, nnf_plan_transpose, n > 100000 ? g_pool : NULL);
+    if (expect)
+        CHECK_MSG(r.planned && strstr(r.name, expect) && f_same_bytes(&r, 0),
+                  "%s transpose rank %d [%lld..] -> %s (got %s)", t, rank, (long long)dims[0], expect, r.name);
+    else
+        CHECK_MSG(r.status == NNF_OK && !r.planned, "%s transpose should keep ref (got %s)", t, r.name);
+    f_free(&r);
+    free(x);
+}
+
+static void test_transpose(nnf_isa isa) {
+    const char *t = nnf_isa_name(isa);
+    const int64_t p10[2] = {1, 0};
+    const size_t ext[] = {1, 2, 7, 8, 9, 13, 63, 64, 65, 127};
+    for (size_t i = 0; i < 10; i++)
+        for (size_t j = 0; j < 10; j++) {
+            int64_t d[2] = {(int64_t)ext[i], (int64_t)ext[j]};
+            /* a 1 x n transpose is a copy */
+            check_transpose(t, 2, d, p10, NNF_DTYPE_FLOAT32, ext[i] == 1 || ext[j] == 1 ? "copy" : "2d");
+        }
+    int64_t nchw[4] = {2, 24, 13, 11}, big[4] = {1, 64, 56, 56};
+    const int64_t to_nhwc[4] = {0, 2, 3, 1}, to_nchw[4] = {0, 3, 1, 2}, heads[4] = {0, 2, 1, 3};
+    const int64_t ident[4] = {0, 1, 2, 3}, odd[4] = {3, 1, 0, 2};
+    check_transpose(t, 4, nchw, to_nhwc, NNF_DTYPE_FLOAT32, "2d");
+    check_transpose(t, 4, nchw, to_nchw, NNF_DTYPE_INT32, "2d");
+    check_transpose(t, 4, big, to_nhwc, NNF_DTYPE_FLOAT32, "2d");
+    check_transpose(t, 4, nchw, heads, NNF_DTYPE_FLOAT32, "rows");
+    check_transpose(t, 4, nchw, heads, NNF_DTYPE_INT64, "rows");
+    check_transpose(t, 4, nchw, heads, NNF_DTYPE_UINT8, "rows");
+    int64_t bert[4] = {1, 128, 12, 64};
+    check_transpose(t, 4, bert, heads, NNF_DTYPE_FLOAT32, "rows");
+    check_transpose(t, 4, nchw, ident, NNF_DTYPE_FLOAT32, "copy");
+    check_transpose(t, 4, nchw, NULL, NNF_DTYPE_FLOAT32, NULL); /* reverse: [3,2,1,0] */
+    check_transpose(t, 4, nchw, odd, NNF_DTYPE_FLOAT32, NULL);
+    int64_t d2[2] = {9, 17};
+    check_transpose(t, 2, d2, p10, NNF_DTYPE_INT64, NULL); /* 8-byte 2-D transposes keep ref */
+}
+
+static void test_concat(nnf_isa isa) {
+    const char *t = nnf_isa_name(isa);
+    struct {
+        int rank, axis, n;
+        int64_t dims[4][4];
+        nnf_dtype dt;
+    } cases[] = {
+        {2, 0, 3, {{2, 5}, {1, 5}, {4, 5}}, NNF_DTYPE_FLOAT32},
+        {2, 1, 3, {{3, 2}, {3, 7}, {3, 1}}, NNF_DTYPE_FLOAT32},
+        {4, 1, 3, {{2, 3, 4, 5}, {2, 0, 4, 5}, {2, 6, 4, 5}}, NNF_DTYPE_INT64},
+        {3, -1, 2, {{4, 3, 13}, {4, 3, 1}}, NNF_DTYPE_UINT8},
+        {4, 1, 2, {{1, 256, 56, 56}, {1, 128, 56, 56}}, NNF_DTYPE_FLOAT32},
+        {4, 3, 4, {{1, 8, 40, 40}, {1, 8, 40, 40}, {1, 8, 40, 40}, {1, 8, 40, 40}}, NNF_DTYPE_FLOAT32},
+        {1, 0, 2, {{1}, {1}}, NNF_DTYPE_FLOAT32},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        f_in in[4];
+        void *bufs[4];
+        for (int i = 0; i < cases[c].n; i++) {
+            size_t n = numel_of(cases[c].rank, cases[c].dims[i]), es = nnf_dtype_size(cases[c].dt);
+            unsigned char *p = malloc(n * es + 1);
+            for (size_t k = 0; k < n * es; k++)
+                p[k] = (unsigned char)(k * 29u + (unsigned)i * 101u);
+            bufs[i] = p;
+            in[i] = (f_in){.dtype = cases[c].dt, .rank = cases[c].rank, .data = p};
+            memcpy(in[i].dims, cases[c].dims[i], sizeof(int64_t) * 4);
+        }
+        nnf_attr at = f_int("axis", cases[c].axis);
+        f_res r = f_run("Concat", 13, &at, 1, in, cases[c].n, 1, nnf_plan_concat, g_pool);
+        CHECK_MSG(f_same_bytes(&r, 0), "%s concat case %zu", t, c);
+        f_res r1 = f_run("Concat", 13, &at, 1, in, cases[c].n, 1, nnf_plan_concat, NULL);
+        CHECK_MSG(f_same_bytes(&r1, 0), "%s concat case %zu inline", t, c);
+        f_free(&r);
+        f_free(&r1);
+        for (int i = 0; i < cases[c].n; i++)
+            free(bufs[i]);
+    }
+}
+
+static void test_perm_reduce(void) {
+    int64_t d[4] = {2, 3, 4, 5};
+    int p[4] = {0, 2, 3, 1};
+    nnf_perm_reduced r;
+    nnf_perm_reduce(4, d, p, &r);
+    CHECK(r.rank == 3 && r.dims[0] == 2 && r.dims[1] == 3 && r.dims[2] == 20 && r.perm[0] == 0 &&
+          r.perm[1] == 2 && r.perm[2] == 1);
+    int64_t d1[4] = {1, 3, 1, 5};
+    int q[4] = {2, 3, 0, 1};
+    nnf_perm_reduce(4, d1, q, &r);
+    CHECK(r.rank == 2 && r.dims[0] == 3 && r.dims[1] == 5 && r.perm[0] == 1 && r.perm[1] == 0);
+    int id[4] = {0, 1, 2, 3};
+    nnf_perm_reduce(4, d, id, &r);
+    CHECK(r.rank == 1 && r.dims[0] == 120 && r.perm[0] == 0);
+}
+
+int main(void) {
+    const nnf_cpu *cpu = nnf_cpu_get();
+    if (nnf_threadpool_create(2, &g_pool) != NNF_OK)
+        return 1;
+    test_classify();
+    test_perm_reduce();
+    for (int t = NNF_ISA_SCALAR; t <= (int)cpu->max_isa; t++) {
+        nnf_isa isa = nnf_cpu_force_isa((nnf_isa)t);
+        printf("tier %s\n", nnf_isa_name(isa));
+        test_unary(isa);
+        test_binary(isa);
+        test_softmax(isa);
+        test_reduce(isa);
+        test_transpose(isa);
+        test_concat(isa);
+    }
+    if (cpu->max_isa < NNF_ISA_AVX512)
+        printf("AVX-512 tier not available on this CPU: its kernels are compiled, not run\n");
+    nnf_threadpool_destroy(g_pool);
+    TEST_MAIN_END();
+}
