@@ -9,6 +9,7 @@
 #include "plan/plan.h"
 
 #include <libgen.h>
+#include <sys/mman.h>
 #include <string.h>
 
 NNF_API nnf_model_options nnf_model_options_default(void) {
@@ -36,6 +37,18 @@ static nnf_status build_info(nnf_model *m) {
     return NNF_OK;
 }
 
+/* Folding and inference read weights from the file mapping; much of it is
+ * now held in folded form and will be held packed. Give the file's pages back
+ * before packing so the copies do not all peak together: a value still read
+ * from the mapping faults its pages in again from the page cache. */
+static void release_file_pages(nnf_model *m) {
+    if (m->file && m->file->addr)
+        madvise(m->file->addr, m->file->size, MADV_DONTNEED);
+    for (nnf_mapping *x = m->graph->mappings; x; x = x->next)
+        if (x->addr)
+            madvise(x->addr, x->size, MADV_DONTNEED);
+}
+
 static nnf_status prepare(nnf_model *m) {
     nnf_graph *g = m->graph;
     NNF_CHECK(nnf_graph_bind_ops(g));
@@ -46,6 +59,7 @@ static nnf_status prepare(nnf_model *m) {
     if (m->opt_level > 0) {
         NNF_CHECK(nnf_passes_run(g, m->opt_level, NULL));
         NNF_CHECK(nnf_graph_verify(g));
+        release_file_pages(m);
         NNF_CHECK(nnf_graph_plan(g, &m->plans));
     }
     return build_info(m);
