@@ -1,7 +1,8 @@
 /* AVX2+FMA LayerNormalization row: two passes for the statistics (mean,
  * then centred variance, each in float blocks carried in double) and one
- * for the output. The mean is applied as a float pair (hi + lo) so x - mean
- * keeps its low bits when |mean| is much larger than the spread. */
+ * for the output. The mean is summed relative to the row's first element and
+ * applied as a float pair (hi + lo), so the statistics keep their low bits
+ * when |mean| is much larger than the spread. */
 #include "kernels/eltwise_fast.h"
 #include "kernels/x86/vmath_avx2.h"
 
@@ -18,9 +19,35 @@ static inline __m256 centre(__m256 v, __m256 hi, __m256 lo) {
     return _mm256_sub_ps(_mm256_sub_ps(v, hi), lo);
 }
 
+/* sum of (x - p) in float blocks of 256 carried in double: with p = x[0] the
+ * float sums stay at the size of the spread, not of the mean */
+static double shifted_sum(const float *x, size_t n, float p) {
+    const __m256 vp = _mm256_set1_ps(p);
+    double total = 0.0;
+    size_t i = 0;
+    while (i < n) {
+        size_t end = n - i > 256 ? i + 256 : n;
+        __m256 s0 = _mm256_setzero_ps(), s1 = s0;
+        for (; i + 16 <= end; i += 16) {
+            s0 = _mm256_add_ps(s0, _mm256_sub_ps(_mm256_loadu_ps(x + i), vp));
+            s1 = _mm256_add_ps(s1, _mm256_sub_ps(_mm256_loadu_ps(x + i + 8), vp));
+        }
+        for (; i + 8 <= end; i += 8)
+            s0 = _mm256_add_ps(s0, _mm256_sub_ps(_mm256_loadu_ps(x + i), vp));
+        if (i < end) {
+            __m256i m = nnf_mask8(end - i);
+            __m256 d = _mm256_sub_ps(_mm256_maskload_ps(x + i, m), vp);
+            s1 = _mm256_add_ps(s1, _mm256_and_ps(d, _mm256_castsi256_ps(m)));
+            i = end;
+        }
+        total += (double)hsum8(_mm256_add_ps(s0, s1));
+    }
+    return total;
+}
+
 void nnf_ew_layernorm_avx2(const float *x, float *y, size_t n, const float *scale,
                            const float *bias, float eps, float *mean_out, float *inv_out) {
-    double mean = nnf_ew_sum_avx2(x, n) / (double)n;
+    double mean = (double)x[0] + shifted_sum(x, n, x[0]) / (double)n;
     float fhi = (float)mean, flo = (float)(mean - (double)fhi);
     const __m256 hi = _mm256_set1_ps(fhi), lo = _mm256_set1_ps(flo);
     double var = 0.0;
