@@ -288,20 +288,22 @@ nnf_status nnf_onnx_attr(nnf_onnx_ctx *cx, nnf_graph *g, int node_id, const nnf_
         if ((st = infer_attr_type(&as, &type)) != NNF_OK)
             goto fail;
     }
+    nnf_attr at;
+    memset(&at, 0, sizeof at);
+    at.name = as.name;
     if (type >= 11 && type <= 14) {
-        static const char *names[] = {"SPARSE_TENSOR", "SPARSE_TENSORS", "TYPE_PROTO",
-                                      "TYPE_PROTOS"};
-        st = nnf_error(NNF_ERR_UNSUPPORTED, "has type %s, which nnfuse does not support",
-                       names[type - 11]);
-        goto fail;
+        /* Sparse tensors and type protos are valid ONNX that nnfuse cannot
+         * hold. The attribute stays, typed UNDEFINED and without a value, so
+         * the node reaches operator binding, which names every unsupported
+         * node at once instead of the import stopping at the first. */
+        nnf_node *n = &g->nodes[node_id];
+        n->attrs[n->n_attrs++] = at;
+        return NNF_OK;
     }
     if (type < NNF_ATTR_FLOAT || type > NNF_ATTR_GRAPHS) {
         st = NNF_CORRUPT("has invalid type %d", (int)type);
         goto fail;
     }
-    nnf_attr at;
-    memset(&at, 0, sizeof at);
-    at.name = as.name;
     at.type = (nnf_attr_type)type;
     if ((st = decode_attr_value(cx, g, span, &as, &at, depth + 1)) != NNF_OK)
         goto fail;
