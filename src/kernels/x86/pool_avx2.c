@@ -1,5 +1,6 @@
 /* AVX2 spans of 2-D pooling: eight output columns per vector. Stride 1 loads
- * the taps directly; stride 2 loads sixteen inputs and keeps the even ones;
+ * the taps directly; stride 2 loads sixteen inputs and keeps the even ones
+ * (the last block of a span with masks);
  * other strides run the scalar loop. Taps are visited kh-major and MaxPool
  * starts from the first tap, as the reference does, so results (NaN
  * included) are bit-identical to it. */
@@ -30,9 +31,11 @@ static void span_scalar(const nnf_pool_span *s, const float *x, float *y, size_t
     }
 }
 
-/* Eight stride-2 outputs: the even elements of p[0..15]. */
-static inline __m256 load_even(const float *p) {
-    __m256 a = _mm256_loadu_ps(p), b = _mm256_loadu_ps(p + 8);
+/* Eight stride-2 outputs: the even elements of p[0..15] (masked loads only
+ * for a span's last block: vmaskmov is slow on some cores). */
+static inline __m256 load_even(const float *p, int full, __m256i m0, __m256i m1) {
+    __m256 a = full ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, m0);
+    __m256 b = full ? _mm256_loadu_ps(p + 8) : _mm256_maskload_ps(p + 8, m1);
     __m256 e = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0));
     return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), _MM_SHUFFLE(3, 1, 2, 0)));
 }
@@ -54,33 +57,43 @@ void nnf_pool_span_avx2(const nnf_pool_span *s, const float *x, float *y, size_t
     if (s->stride == 1) {
         for (; o < n; o += 8) {
             size_t left = n - o;
-            __m256i m = nnf_mask8(left < 8 ? left : 8);
+            int full = left >= 8;
+            __m256i m = nnf_mask8(full ? 8 : left);
             const float *w = x + o;
-            __m256 acc = s->is_max ? _mm256_maskload_ps(w, m) : _mm256_setzero_ps();
+            __m256 acc = !s->is_max ? _mm256_setzero_ps() : full ? _mm256_loadu_ps(w) : _mm256_maskload_ps(w, m);
             for (size_t h = 0; h < s->nh; h++)
                 for (size_t k = 0; k < s->kw; k++) {
                     if (s->is_max && h == 0 && k == 0)
                         continue;
-                    __m256 v = _mm256_maskload_ps(w + h * s->row_step + k * s->dw, m);
+                    const float *p = w + h * s->row_step + k * s->dw;
+                    __m256 v = full ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, m);
                     acc = s->is_max ? _mm256_max_ps(v, acc) : _mm256_add_ps(acc, v);
                 }
-            _mm256_maskstore_ps(y + o, m, finish(s, acc));
+            if (full)
+                _mm256_storeu_ps(y + o, finish(s, acc));
+            else
+                _mm256_maskstore_ps(y + o, m, finish(s, acc));
         }
         return;
     }
-    /* stride 2: the sixteenth load is one past the last tap of output o + 7,
-     * inside the input while output o + 8 exists */
-    for (; o + 8 < n; o += 8) {
+    /* stride 2: m outputs need 2m - 1 inputs per tap; masks keep the loads
+     * of the last block inside them */
+    for (; o < n; o += 8) {
+        size_t m = n - o < 8 ? n - o : 8, need = 2 * m - 1;
+        int full = o + 8 < n; /* the 16th element exists: it is output o + 8's first */
+        __m256i m0 = nnf_mask8(need < 8 ? need : 8), m1 = nnf_mask8(need > 8 ? need - 8 : 0);
         const float *w = x + 2 * o;
-        __m256 acc = s->is_max ? load_even(w) : _mm256_setzero_ps();
+        __m256 acc = s->is_max ? load_even(w, full, m0, m1) : _mm256_setzero_ps();
         for (size_t h = 0; h < s->nh; h++)
             for (size_t k = 0; k < s->kw; k++) {
                 if (s->is_max && h == 0 && k == 0)
                     continue;
-                __m256 v = load_even(w + h * s->row_step + k * s->dw);
+                __m256 v = load_even(w + h * s->row_step + k * s->dw, full, m0, m1);
                 acc = s->is_max ? _mm256_max_ps(v, acc) : _mm256_add_ps(acc, v);
             }
-        _mm256_storeu_ps(y + o, finish(s, acc));
+        if (m == 8)
+            _mm256_storeu_ps(y + o, finish(s, acc));
+        else
+            _mm256_maskstore_ps(y + o, nnf_mask8(m), finish(s, acc));
     }
-    span_scalar(s, x + 2 * o, y + o, n - o);
 }
