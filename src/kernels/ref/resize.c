@@ -41,7 +41,15 @@ static float source_coord(const nnf_resize_params *p, int64_t o, int64_t in, int
         return center * (1.0f - adj) + (xo + 0.5f) / scale - 0.5f;
     }
     case NNF_COORD_PYTORCH_HALF_PIXEL: return out > 1 ? (xo + 0.5f) / scale - 0.5f : 0.0f;
-    case NNF_COORD_ALIGN_CORNERS: return out == 1 ? 0.0f : xo * (float)(in - 1) / (float)(out - 1);
+    case NNF_COORD_ALIGN_CORNERS: {
+        /* The ONNX reference (and so the conformance data) uses the unrounded
+         * resized length in*scale when scales are given; with sizes it equals out.
+         * ONNX Runtime uses the rounded length: results differ for fractional scales. */
+        float len = scale * (float)in;
+        if (fabsf(len - (float)out) < 1e-3f)
+            len = (float)out; /* sizes given (scale = out/in): no float round-off */
+        return out == 1 || len == 1.0f ? 0.0f : xo * (float)(in - 1) / (len - 1.0f);
+    }
     case NNF_COORD_ASYMMETRIC: return xo / scale;
     case NNF_COORD_TF_HALF_PIXEL_FOR_NN: return (xo + 0.5f) / scale;
     case NNF_COORD_TF_CROP_AND_RESIZE:
