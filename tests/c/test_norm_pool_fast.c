@@ -196,8 +196,8 @@ static void test_pools(nnf_isa isa) {
         }
     /* MaxPool with the Indices output keeps the reference */
     int64_t dims[4] = {1, 1, 4, 4}, k[2] = {2, 2};
-    float x[16];
-    for (int i = 0; i < 16; i++)
+    float x[18];
+    for (int i = 0; i < 18; i++)
         x[i] = (float)i;
     nnf_attr at = f_ints("kernel_shape", k, 2);
     f_in in = f32_in(x, 4, dims, 0);
