@@ -17,15 +17,22 @@ static pthread_once_t g_cfg_once = PTHREAD_ONCE_INIT;
 
 static size_t clamp_size(size_t v, size_t lo, size_t hi) { return v < lo ? lo : v > hi ? hi : v; }
 
-/* kc: one kc x nr panel of B fills about half of L1 (the other half streams
- * A's panel and C); mc: the packed mc x kc block of A fills about half of L2;
- * nc: the kc x nc block of B a quarter of L3. */
+/* Loop order (see gemm_task): the mr x kc micropanel of A stays in L1 while
+ * the microkernel walks along a row of C tiles, the kc x nc block of B stays
+ * in L2 for every micropanel of A, and C is streamed row by row (sequential,
+ * so the hardware prefetcher keeps up; a column-of-tiles walk touched 2 x mr
+ * pages per tile and stalled on every one when K is short, as in a 1x1 conv
+ * with 64 input channels and a fused residual).
+ * kc: the A micropanel takes about a third of L1 (the rest streams B and C);
+ * nc: the kc x nc block of B about half of L2; mc bounds the packed A block,
+ * which need not stay in any cache (each micropanel is read once per nc
+ * block), so it is large: B is packed once per mc block. */
 static void size_blocks(nnf_gemm_cfg *c, const nnf_cpu *cpu) {
-    c->kc = clamp_size(cpu->l1d / 2 / (c->nr * sizeof(float)), 64, 512) & ~(size_t)7;
-    size_t mc = clamp_size(cpu->l2 / 2 / (c->kc * sizeof(float)), c->mr, 1008);
-    c->mc = mc - mc % c->mr;
-    size_t nc = clamp_size(cpu->l3 / 4 / (c->kc * sizeof(float)), c->nr * 4, 4096);
+    c->kc = clamp_size(cpu->l1d / 3 / (c->mr * sizeof(float)), 64, 512) & ~(size_t)7;
+    size_t nc = clamp_size(cpu->l2 / 2 / (c->kc * sizeof(float)), c->nr * 4, 4096);
     c->nc = nc - nc % c->nr;
+    size_t mc = 1024 + c->mr - 1;
+    c->mc = mc - mc % c->mr;
 }
 
 static void init_cfgs(void) {
@@ -34,7 +41,8 @@ static void init_cfgs(void) {
                                             .mr = 4, .nr = 8,
                                             .ukernel = nnf_gemm_ukernel_4x8_scalar};
     g_cfgs[NNF_ISA_AVX2] = (nnf_gemm_cfg){.name = "f32_gemm_6x16_avx2", .isa = NNF_ISA_AVX2, .mr = 6,
-                                          .nr = 16, .ukernel = nnf_gemm_ukernel_6x16_avx2};
+                                          .nr = 16, .ukernel = nnf_gemm_ukernel_6x16_avx2,
+                                          .pack_a_rows = nnf_gemm_pack_a6_avx2};
     g_cfgs[NNF_ISA_AVX512] = (nnf_gemm_cfg){.name = "f32_gemm_14x32_avx512",
                                             .isa = NNF_ISA_AVX512, .mr = 14, .nr = 32,
                                             .ukernel = nnf_gemm_ukernel_14x32_avx512};
@@ -48,6 +56,16 @@ const nnf_gemm_cfg *nnf_gemm_cfg_for(nnf_isa isa) {
     if (isa > max)
         isa = max;
     return &g_cfgs[isa];
+}
+
+size_t nnf_gemm_kc(const nnf_gemm_cfg *cfg, size_t k) {
+    /* K = 1024 with kc = 336 would leave a last block of 16: split K into
+     * equal blocks instead (each costs a pass over C). */
+    if (k <= cfg->kc)
+        return cfg->kc;
+    size_t blocks = (k + cfg->kc - 1) / cfg->kc;
+    size_t kc = ((k + blocks - 1) / blocks + 7) & ~(size_t)7;
+    return kc < cfg->kc ? kc : cfg->kc;
 }
 
 /* ---- packing ------------------------------------------------------------- */
@@ -116,8 +134,8 @@ static void pack_mnmajor(const float *base, size_t ld, size_t mn0, size_t mnc, s
     }
 }
 
-static void pack_block(nnf_gemm_side side, const nnf_gemm_src *s, size_t mn0, size_t mnc,
-                       size_t k0, size_t kc, size_t r, float *dst) {
+static void pack_block(const nnf_gemm_cfg *cfg, nnf_gemm_side side, const nnf_gemm_src *s,
+                       size_t mn0, size_t mnc, size_t k0, size_t kc, size_t r, float *dst) {
     if (s->pack) {
         s->pack(s->pack_ctx, mn0, mnc, k0, kc, r, dst);
     } else if (src_kmajor(side, s)) {
@@ -127,6 +145,8 @@ static void pack_block(nnf_gemm_side side, const nnf_gemm_src *s, size_t mn0, si
         case 32: pack_kmajor_32(s->data, s->ld, mn0, mnc, k0, kc, dst); break;
         default: pack_kmajor_any(s->data, s->ld, mn0, mnc, k0, kc, r, dst); break;
         }
+    } else if (side == NNF_GEMM_A && r == cfg->mr && cfg->pack_a_rows) {
+        cfg->pack_a_rows(s->data, s->ld, mn0, mnc, k0, kc, dst);
     } else {
         pack_mnmajor(s->data, s->ld, mn0, mnc, k0, kc, r, dst);
     }
@@ -154,13 +174,13 @@ nnf_status nnf_gemm_pack(const nnf_gemm_cfg *cfg, nnf_gemm_side side, const nnf_
     p->side = side;
     p->mn = mn;
     p->k = k;
-    p->kc = cfg->kc;
+    p->kc = nnf_gemm_kc(cfg, k);
     p->r = r;
     p->mn_pad = mn_pad;
-    for (size_t pc = 0; pc < k; pc += cfg->kc) {
-        size_t kcb = k - pc < cfg->kc ? k - pc : cfg->kc;
+    for (size_t pc = 0; pc < k; pc += p->kc) {
+        size_t kcb = k - pc < p->kc ? k - pc : p->kc;
         if (mn)
-            pack_block(side, src, 0, mn, pc, kcb, r, p->data + pc * mn_pad);
+            pack_block(cfg, side, src, 0, mn, pc, kcb, r, p->data + pc * mn_pad);
     }
     *out = p;
     return NNF_OK;
@@ -221,7 +241,7 @@ void nnf_gemm_scratch_release(void) {
 
 typedef struct gemm_job {
     const nnf_gemm_cfg *cfg;
-    size_t m, n, k, ldc;
+    size_t m, n, k, kc, ldc;
     const nnf_gemm_src *a, *b;
     float *c;
     const nnf_epilogue *ep;
@@ -244,54 +264,71 @@ static const float *packed_panels(const nnf_gemm_packed *p, size_t mn0, size_t p
     return p->data + pc * p->mn_pad + mn0 * kcb;
 }
 
+/* Fetch the next A micropanel into L1 a slice per microkernel call, so the
+ * first call on it does not wait for L3 on every broadcast. */
+static inline void prefetch_slice(const float *next, size_t bytes, size_t call, size_t calls) {
+    size_t lines = (bytes + 63) / 64, per = (lines + calls - 1) / calls;
+    const char *p = (const char *)next + call * per * 64;
+    for (size_t l = 0; l < per && (call * per + l) < lines; l++)
+        __builtin_prefetch(p + l * 64, 0, 3);
+}
+
 /* One task: C rows [i0, i0 + mi) x columns [j0, j0 + nj). */
 static void gemm_task(void *ctx, size_t i0, size_t j0, size_t mi, size_t nj) {
     gemm_job *j = ctx;
     const nnf_gemm_cfg *cfg = j->cfg;
-    const size_t mr = cfg->mr, nr = cfg->nr, kc = cfg->kc;
+    const size_t mr = cfg->mr, nr = cfg->nr, kc = j->kc;
     int slot = slot_claim(j);
     float *abuf = j->scratch + (size_t)slot * (j->a_floats + j->b_floats);
     float *bbuf = abuf + j->a_floats;
     const nnf_epilogue *ep = j->ep;
     size_t kblocks = j->k ? (j->k + kc - 1) / kc : 1;
 
-    for (size_t jc = j0; jc < j0 + nj; jc += cfg->nc) {
-        size_t ncb = j0 + nj - jc < cfg->nc ? j0 + nj - jc : cfg->nc;
-        for (size_t kb = 0; kb < kblocks; kb++) {
-            size_t pc = kb * kc;
-            size_t kcb = j->k - pc < kc ? j->k - pc : kc;
-            const float *bp;
-            if (j->b->packed) {
-                bp = packed_panels(j->b->packed, jc, pc, kcb);
+    for (size_t kb = 0; kb < kblocks; kb++) {
+        size_t pc = kb * kc;
+        size_t kcb = j->k - pc < kc ? j->k - pc : kc;
+        nnf_tile_ep t = {.accumulate = kb > 0, .ep = kb + 1 == kblocks ? ep : NULL};
+        for (size_t ic = i0; ic < i0 + mi; ic += cfg->mc) {
+            size_t mcb = i0 + mi - ic < cfg->mc ? i0 + mi - ic : cfg->mc;
+            const float *ap;
+            if (j->a->packed) {
+                ap = packed_panels(j->a->packed, ic, pc, kcb);
             } else {
-                pack_block(NNF_GEMM_B, j->b, jc, ncb, pc, kcb, nr, bbuf);
-                bp = bbuf;
+                pack_block(cfg, NNF_GEMM_A, j->a, ic, mcb, pc, kcb, mr, abuf);
+                ap = abuf;
             }
-            nnf_tile_ep t = {.accumulate = kb > 0, .ep = kb + 1 == kblocks ? ep : NULL};
-            for (size_t ic = i0; ic < i0 + mi; ic += cfg->mc) {
-                size_t mcb = i0 + mi - ic < cfg->mc ? i0 + mi - ic : cfg->mc;
-                const float *ap;
-                if (j->a->packed) {
-                    ap = packed_panels(j->a->packed, ic, pc, kcb);
+            for (size_t jc = j0; jc < j0 + nj; jc += cfg->nc) {
+                size_t ncb = j0 + nj - jc < cfg->nc ? j0 + nj - jc : cfg->nc;
+                const float *bp;
+                if (j->b->packed) {
+                    bp = packed_panels(j->b->packed, jc, pc, kcb);
                 } else {
-                    pack_block(NNF_GEMM_A, j->a, ic, mcb, pc, kcb, mr, abuf);
-                    ap = abuf;
+                    pack_block(cfg, NNF_GEMM_B, j->b, jc, ncb, pc, kcb, nr, bbuf);
+                    bp = bbuf;
                 }
-                for (size_t jr = 0; jr < ncb; jr += nr) {
-                    size_t nn = ncb - jr < nr ? ncb - jr : nr;
-                    const float *bpanel = bp + jr * kcb;
-                    for (size_t ir = 0; ir < mcb; ir += mr) {
-                        size_t mm = mcb - ir < mr ? mcb - ir : mr;
-                        size_t row = ic + ir, col = jc + jr;
+                size_t calls = (ncb + nr - 1) / nr;
+                for (size_t ir = 0; ir < mcb; ir += mr) {
+                    size_t mm = mcb - ir < mr ? mcb - ir : mr;
+                    const float *apanel = ap + ir * kcb;
+                    size_t row = ic + ir;
+                    if (t.ep)
+                        t.bias = ep->bias_kind == NNF_BIAS_PER_ROW ? ep->bias + row
+                                 : ep->bias_kind == NNF_BIAS_PER_COL ? ep->bias + jc
+                                                                     : NULL;
+                    float *crow = j->c + row * j->ldc + jc;
+                    const float *rrow =
+                        t.ep && ep->residual ? ep->residual + row * ep->ld_residual + jc : NULL;
+                    int more = ir + mr < mcb;
+                    for (size_t jr = 0, call = 0; jr < ncb; jr += nr, call++) {
+                        size_t nn = ncb - jr < nr ? ncb - jr : nr;
+                        if (more)
+                            prefetch_slice(apanel + mr * kcb, mr * kcb * sizeof(float), call, calls);
                         if (t.ep) {
-                            t.bias = ep->bias_kind == NNF_BIAS_PER_ROW   ? ep->bias + row
-                                     : ep->bias_kind == NNF_BIAS_PER_COL ? ep->bias + col
-                                                                         : NULL;
-                            t.residual = ep->residual ? ep->residual + row * ep->ld_residual + col
-                                                      : NULL;
+                            if (ep->bias_kind == NNF_BIAS_PER_COL)
+                                t.bias = ep->bias + jc + jr;
+                            t.residual = rrow ? rrow + jr : NULL;
                         }
-                        cfg->ukernel(kcb, ap + ir * kcb, bpanel, j->c + row * j->ldc + col, j->ldc,
-                                     mm, nn, &t);
+                        cfg->ukernel(kcb, apanel, bp + jr * kcb, crow + jr, j->ldc, mm, nn, &t);
                     }
                 }
             }
@@ -332,9 +369,10 @@ nnf_status nnf_gemm_run(const nnf_gemm_cfg *cfg, size_t m, size_t n, size_t k,
                         const nnf_epilogue *ep, nnf_threadpool *pool) {
     if (m == 0 || n == 0)
         return NNF_OK;
-    if ((a->packed && (a->packed->kc != cfg->kc || a->packed->r != cfg->mr || a->packed->mn < m ||
+    size_t kc = nnf_gemm_kc(cfg, k);
+    if ((a->packed && (a->packed->kc != kc || a->packed->r != cfg->mr || a->packed->mn < m ||
                        a->packed->k != k || a->packed->side != NNF_GEMM_A)) ||
-        (b->packed && (b->packed->kc != cfg->kc || b->packed->r != cfg->nr || b->packed->mn < n ||
+        (b->packed && (b->packed->kc != kc || b->packed->r != cfg->nr || b->packed->mn < n ||
                        b->packed->k != k || b->packed->side != NNF_GEMM_B)))
         return nnf_error(NNF_ERR_INTERNAL, "%s: packed operand does not match the GEMM (%zu x %zu x %zu)",
                          cfg->name, m, n, k);
@@ -345,7 +383,7 @@ nnf_status nnf_gemm_run(const nnf_gemm_cfg *cfg, size_t m, size_t n, size_t k,
      * (an in-place Add) must be read from a copy when there is more than one. */
     float *res_copy = NULL;
     nnf_epilogue with_copy;
-    if (ep->residual && k > cfg->kc) {
+    if (ep->residual && k > kc) {
         const float *r0 = ep->residual, *r1 = ep->residual + (m - 1) * ep->ld_residual + n;
         const float *c0 = c, *c1 = c + (m - 1) * ldc + n;
         if ((uintptr_t)r0 < (uintptr_t)c1 && (uintptr_t)c0 < (uintptr_t)r1) {
@@ -375,6 +413,7 @@ nnf_status nnf_gemm_run(const nnf_gemm_cfg *cfg, size_t m, size_t n, size_t k,
     j->m = m;
     j->n = n;
     j->k = k;
+    j->kc = kc;
     j->ldc = ldc;
     j->a = a;
     j->b = b;
@@ -383,7 +422,7 @@ nnf_status nnf_gemm_run(const nnf_gemm_cfg *cfg, size_t m, size_t n, size_t k,
     j->slots = threads < (int)tasks ? threads : (int)tasks;
     if (j->slots > NNF_GEMM_MAX_SLOTS)
         j->slots = NNF_GEMM_MAX_SLOTS;
-    size_t kcb = k < cfg->kc ? k : cfg->kc;
+    size_t kcb = k < kc ? k : kc;
     size_t mcb = ti < cfg->mc ? ti : cfg->mc;
     size_t ncb = tj < cfg->nc ? tj : cfg->nc;
     j->a_floats = a->packed ? 0 : round_up(mcb, cfg->mr) * kcb;

@@ -29,17 +29,27 @@
 typedef void (*nnf_gemm_ukernel_fn)(size_t kc, const float *a, const float *b, float *c,
                                     size_t ldc, size_t m, size_t n, const nnf_tile_ep *t);
 
+/* Pack rows [mn0, mn0 + mnc) x k in [k0, k0 + kc) of a row-major A (element
+ * (i, k) at base[i * ld + k]) into mr-row panels: a tier's vectorised packer. */
+typedef void (*nnf_gemm_pack_rows_fn)(const float *base, size_t ld, size_t mn0, size_t mnc,
+                                      size_t k0, size_t kc, float *dst);
+
 typedef struct nnf_gemm_cfg {
     const char *name; /* "f32_gemm_6x16_avx2" */
     nnf_isa isa;
     size_t mr, nr;      /* register tile; nr is a power of two */
     size_t kc, mc, nc;  /* cache blocks; mc % mr == 0, nc % nr == 0 */
     nnf_gemm_ukernel_fn ukernel;
+    nnf_gemm_pack_rows_fn pack_a_rows; /* NULL: the portable packer */
 } nnf_gemm_cfg;
 
 /* The configuration for a tier (clamped to what the CPU has), blocking sized
  * from the CPU's caches. A pure function of (isa, cache sizes). */
 const nnf_gemm_cfg *nnf_gemm_cfg_for(nnf_isa isa);
+
+/* The K block used for a GEMM of depth k: at most cfg->kc, K cut into equal
+ * blocks (multiples of 8). Packed operands bake it in. */
+size_t nnf_gemm_kc(const nnf_gemm_cfg *cfg, size_t k);
 
 typedef enum nnf_gemm_side { NNF_GEMM_A = 0, NNF_GEMM_B = 1 } nnf_gemm_side;
 
@@ -110,6 +120,8 @@ void nnf_gemm_ukernel_4x8_scalar(size_t kc, const float *a, const float *b, floa
                                  size_t m, size_t n, const nnf_tile_ep *t);
 void nnf_gemm_ukernel_6x16_avx2(size_t kc, const float *a, const float *b, float *c, size_t ldc,
                                 size_t m, size_t n, const nnf_tile_ep *t);
+void nnf_gemm_pack_a6_avx2(const float *base, size_t ld, size_t mn0, size_t mnc, size_t k0,
+                           size_t kc, float *dst);
 void nnf_gemm_ukernel_14x32_avx512(size_t kc, const float *a, const float *b, float *c,
                                    size_t ldc, size_t m, size_t n, const nnf_tile_ep *t);
 

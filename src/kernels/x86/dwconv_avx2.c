@@ -5,7 +5,9 @@
  * (conv_fast.c sizes it); the row's tail is stored with a mask. Used for the
  * AVX-512 tier as well (the kernel is memory-bound). */
 #include "kernels/conv_fast.h"
-#include "kernels/x86/vmath_avx2.h"
+#include "kernels/x86/ep_fast_avx2.h"
+
+static inline __m256i bias_mask_all(void) { return _mm256_set1_epi32(-1); }
 
 /* Eight inputs x[0], x[S], ..., x[7S] for S = 1 or 2. */
 static inline __m256 load_strided(const float *x, size_t s) {
@@ -16,8 +18,13 @@ static inline __m256 load_strided(const float *x, size_t s) {
     return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(even), 0xd8));
 }
 
-static inline void dw_row(const float *x, size_t wp, const float *w, const size_t k,
-                          const size_t s, float *y, size_t ow, const nnf_tile_ep *t) {
+static inline __attribute__((always_inline)) void
+dw_row(const float *x, size_t wp, const float *w, const size_t k, const size_t s, float *y,
+       size_t ow, const nnf_tile_ep *t) {
+    nnf_ep_fast f = nnf_ep_fast_init(t->ep);
+    __m256 bias = _mm256_set1_ps(t->ep->bias_kind == NNF_BIAS_PER_ROW ? t->bias[0] : 0.0f);
+    if (t->ep->bias_kind == NNF_BIAS_PER_COL)
+        f.clamp_only = 0;
     __m256 wv[25];
     for (size_t i = 0; i < k * k; i++)
         wv[i] = _mm256_broadcast_ss(w + i);
@@ -39,7 +46,20 @@ static inline void dw_row(const float *x, size_t wp, const float *w, const size_
         }
         __m256 v0 = _mm256_add_ps(a0, a1), v1 = _mm256_add_ps(b0, b1);
         size_t left = ow - o;
-        if (left >= 16) {
+        if (f.clamp_only) {
+            const float *res = t->residual ? t->residual + o : NULL;
+            if (left >= 16) {
+                _mm256_storeu_ps(y + o, nnf_ep_fast8(&f, v0, bias, res, 1, bias_mask_all()));
+                _mm256_storeu_ps(y + o + 8,
+                                 nnf_ep_fast8(&f, v1, bias, res ? res + 8 : NULL, 1, bias_mask_all()));
+            } else {
+                __m256i m0 = nnf_mask8(left), m1 = nnf_mask8(left > 8 ? left - 8 : 0);
+                _mm256_maskstore_ps(y + o, m0, nnf_ep_fast8(&f, v0, bias, res, 0, m0));
+                if (left > 8)
+                    _mm256_maskstore_ps(y + o + 8, m1,
+                                        nnf_ep_fast8(&f, v1, bias, res ? res + 8 : NULL, 0, m1));
+            }
+        } else if (left >= 16) {
             _mm256_storeu_ps(y + o, nnf_ep8(v0, t, 0, o, 1, nnf_mask8(8)));
             _mm256_storeu_ps(y + o + 8, nnf_ep8(v1, t, 0, o + 8, 1, nnf_mask8(8)));
         } else {
