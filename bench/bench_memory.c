@@ -53,23 +53,66 @@ static const bcase cases[] = {
     {"add_channel_1x32x112x112", "Add", 14, NULL, 2, {{4, {1, 32, 112, 112}}, {3, {32, 1, 1}, 1}}},
     {"add_row_128x3072", "Add", 14, NULL, 2, {{2, {128, 3072}}, {1, {3072}, 1}}},
     {"softmax_1x12x128x128", "Softmax", 13, NULL, 1, {{4, {1, 12, 128, 128}}}},
-    {"layernorm_128x768", "LayerNormalization", 17, nnf_plan_layernorm, 3,
+    {"layernorm_128x768",
+     "LayerNormalization",
+     17,
+     nnf_plan_layernorm,
+     3,
      {{2, {128, 768}}, {1, {768}, 1}, {1, {768}, 1}}},
-    {"batchnorm_1x64x112x112", "BatchNormalization", 15, nnf_plan_batchnorm, 5,
+    {"batchnorm_1x64x112x112",
+     "BatchNormalization",
+     15,
+     nnf_plan_batchnorm,
+     5,
      {{4, {1, 64, 112, 112}}, {1, {64}, 1}, {1, {64}, 1}, {1, {64}, 1}, {1, {64}, 1}}},
-    {"maxpool3x3s2_1x64x112x112", "MaxPool", 12, nnf_plan_maxpool, 1, {{4, {1, 64, 112, 112}}},
+    {"maxpool3x3s2_1x64x112x112",
+     "MaxPool",
+     12,
+     nnf_plan_maxpool,
+     1,
+     {{4, {1, 64, 112, 112}}},
      {{.name = "kernel_shape", .type = NNF_ATTR_INTS, .ints = k3, .count = 2},
       {.name = "strides", .type = NNF_ATTR_INTS, .ints = s2, .count = 2},
-      {.name = "pads", .type = NNF_ATTR_INTS, .ints = p1, .count = 4}}, 3},
-    {"global_avgpool_1x2048x7x7", "GlobalAveragePool", 1, nnf_plan_global_pool, 1, {{4, {1, 2048, 7, 7}}}},
-    {"reduce_mean_128x768", "ReduceMean", 13, NULL, 1, {{2, {128, 768}}},
-     {{.name = "axes", .type = NNF_ATTR_INTS, .ints = last, .count = 1}}, 1},
-    {"transpose_nhwc_1x64x112x112", "Transpose", 13, nnf_plan_transpose, 1, {{4, {1, 64, 112, 112}}},
-     {{.name = "perm", .type = NNF_ATTR_INTS, .ints = nhwc, .count = 4}}, 1},
-    {"transpose_heads_1x128x12x64", "Transpose", 13, nnf_plan_transpose, 1, {{4, {1, 128, 12, 64}}},
-     {{.name = "perm", .type = NNF_ATTR_INTS, .ints = heads, .count = 4}}, 1},
-    {"concat_c_2x(1x128x80x80)", "Concat", 13, nnf_plan_concat, 2, {{4, {1, 128, 80, 80}}, {4, {1, 128, 80, 80}}},
-     {{.name = "axis", .type = NNF_ATTR_INT, .i = 1}}, 1},
+      {.name = "pads", .type = NNF_ATTR_INTS, .ints = p1, .count = 4}},
+     3},
+    {"global_avgpool_1x2048x7x7",
+     "GlobalAveragePool",
+     1,
+     nnf_plan_global_pool,
+     1,
+     {{4, {1, 2048, 7, 7}}}},
+    {"reduce_mean_128x768",
+     "ReduceMean",
+     13,
+     NULL,
+     1,
+     {{2, {128, 768}}},
+     {{.name = "axes", .type = NNF_ATTR_INTS, .ints = last, .count = 1}},
+     1},
+    {"transpose_nhwc_1x64x112x112",
+     "Transpose",
+     13,
+     nnf_plan_transpose,
+     1,
+     {{4, {1, 64, 112, 112}}},
+     {{.name = "perm", .type = NNF_ATTR_INTS, .ints = nhwc, .count = 4}},
+     1},
+    {"transpose_heads_1x128x12x64",
+     "Transpose",
+     13,
+     nnf_plan_transpose,
+     1,
+     {{4, {1, 128, 12, 64}}},
+     {{.name = "perm", .type = NNF_ATTR_INTS, .ints = heads, .count = 4}},
+     1},
+    {"concat_c_2x(1x128x80x80)",
+     "Concat",
+     13,
+     nnf_plan_concat,
+     2,
+     {{4, {1, 128, 80, 80}}, {4, {1, 128, 80, 80}}},
+     {{.name = "axis", .type = NNF_ATTR_INT, .i = 1}},
+     1},
 };
 
 static double now(void) {
@@ -151,7 +194,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--json"))
             json = 1;
         else {
-            fprintf(stderr, "usage: bench_memory [--threads N] [--filter SUBSTR] [--bw GBS] [--no-peak] [--json]\n");
+            fprintf(stderr, "usage: bench_memory [--threads N] [--filter SUBSTR] [--bw GBS] "
+                            "[--no-peak] [--json]\n");
             return 2;
         }
     }
@@ -167,8 +211,8 @@ int main(int argc, char **argv) {
     if (!json) {
         printf("cpu %s, tier %s, %d thread(s); stream copy %.1f GB/s (1 thread), %.1f GB/s (%d)\n",
                nnf_cpu_get()->brand, nnf_isa_name(nnf_cpu_isa()), nt, bw1, bwn, nt);
-        printf("%-30s %-28s %9s %9s %7s %9s %7s\n", "case", "kernel", "ref GB/s", "GB/s 1t",
-               "% bw", "GB/s nt", "% bw");
+        printf("%-30s %-28s %9s %9s %7s %9s %7s\n", "case", "kernel", "ref GB/s", "GB/s 1t", "% bw",
+               "GB/s nt", "% bw");
     }
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
         const bcase *c = &cases[ci];
@@ -211,13 +255,16 @@ int main(int argc, char **argv) {
                 for (size_t k = 0; k < b->numel; k++)
                     ((float *)b->data)[k] = 1.0f + (float)k * 0.01f;
             pin[i] = b;
-            tin[i] = (nnf_tinfo){.present = true, .dtype = b->dtype, .shape = {.rank = b->rank},
+            tin[i] = (nnf_tinfo){.present = true,
+                                 .dtype = b->dtype,
+                                 .shape = {.rank = b->rank},
                                  .data = c->in[i].constant ? b->data : NULL};
             memcpy(tin[i].shape.dims, b->dims, sizeof b->dims);
             bytes += (double)(b->numel * nnf_dtype_size(b->dtype));
         }
         nnf_kernel_plan plan = {0};
-        if (!node->op || node->op->init(node, &g->arena) != NNF_OK || node->op->infer(node, tin, tout) != NNF_OK ||
+        if (!node->op || node->op->init(node, &g->arena) != NNF_OK ||
+            node->op->infer(node, tin, tout) != NNF_OK ||
             (c->plan ? c->plan : node->op->plan)(node, tin, tout, &plan) != NNF_OK) {
             fprintf(stderr, "%s: %s\n", c->name, nnf_last_error());
             return 1;

@@ -204,27 +204,50 @@ static void transpose_scalar(const float *x, size_t ldx, float *y, size_t ldy, s
 /* ---- tier tables ------------------------------------------------------------ */
 
 static const nnf_ew_kernels k_scalar = {
-    .isa = NNF_ISA_SCALAR, .suffix = "scalar", .unary = unary_scalar, .binary = binary_scalar,
-    .affine = affine_scalar, .softmax = softmax_scalar, .layernorm = layernorm_scalar,
-    .sum = sum_scalar, .max = max_scalar, .min = min_scalar, .pool_span = pool_span_scalar,
+    .isa = NNF_ISA_SCALAR,
+    .suffix = "scalar",
+    .unary = unary_scalar,
+    .binary = binary_scalar,
+    .affine = affine_scalar,
+    .softmax = softmax_scalar,
+    .layernorm = layernorm_scalar,
+    .sum = sum_scalar,
+    .max = max_scalar,
+    .min = min_scalar,
+    .pool_span = pool_span_scalar,
     .transpose = transpose_scalar,
 };
 
 static const nnf_ew_kernels k_avx2 = {
-    .isa = NNF_ISA_AVX2, .suffix = "avx2", .unary = nnf_ew_unary_avx2,
-    .binary = nnf_ew_binary_avx2, .affine = nnf_ew_affine_avx2, .softmax = nnf_ew_softmax_avx2,
-    .layernorm = nnf_ew_layernorm_avx2, .sum = nnf_ew_sum_avx2, .max = nnf_ew_max_avx2,
-    .min = nnf_ew_min_avx2, .pool_span = nnf_pool_span_avx2, .transpose = nnf_transpose_avx2,
+    .isa = NNF_ISA_AVX2,
+    .suffix = "avx2",
+    .unary = nnf_ew_unary_avx2,
+    .binary = nnf_ew_binary_avx2,
+    .affine = nnf_ew_affine_avx2,
+    .softmax = nnf_ew_softmax_avx2,
+    .layernorm = nnf_ew_layernorm_avx2,
+    .sum = nnf_ew_sum_avx2,
+    .max = nnf_ew_max_avx2,
+    .min = nnf_ew_min_avx2,
+    .pool_span = nnf_pool_span_avx2,
+    .transpose = nnf_transpose_avx2,
 };
 
 /* AVX-512 rows where 16 lanes pay; the rest (short rows, pools, transposes)
  * keep their AVX2 kernels, which every AVX-512 machine runs. */
 static const nnf_ew_kernels k_avx512 = {
-    .isa = NNF_ISA_AVX512, .suffix = "avx512", .unary = nnf_ew_unary_avx512,
-    .binary = nnf_ew_binary_avx512, .affine = nnf_ew_affine_avx512,
-    .softmax = nnf_ew_softmax_avx512, .layernorm = nnf_ew_layernorm_avx2,
-    .sum = nnf_ew_sum_avx512, .max = nnf_ew_max_avx2, .min = nnf_ew_min_avx2,
-    .pool_span = nnf_pool_span_avx2, .transpose = nnf_transpose_avx2,
+    .isa = NNF_ISA_AVX512,
+    .suffix = "avx512",
+    .unary = nnf_ew_unary_avx512,
+    .binary = nnf_ew_binary_avx512,
+    .affine = nnf_ew_affine_avx512,
+    .softmax = nnf_ew_softmax_avx512,
+    .layernorm = nnf_ew_layernorm_avx2,
+    .sum = nnf_ew_sum_avx512,
+    .max = nnf_ew_max_avx2,
+    .min = nnf_ew_min_avx2,
+    .pool_span = nnf_pool_span_avx2,
+    .transpose = nnf_transpose_avx2,
 };
 
 const nnf_ew_kernels *nnf_ew_kernels_for(nnf_isa isa) {
@@ -408,7 +431,9 @@ static void binary_range(void *p, size_t first, size_t count) {
         const float *small = bc->small_is_a ? j->a : j->b;
         const float *big = (bc->small_is_a ? j->b : j->a) + first;
         switch (bc->kind) {
-        case NNF_EWBC_SAME: j->k->binary(j->op, NNF_EW_VV, j->a + first, j->b + first, y, len); break;
+        case NNF_EWBC_SAME:
+            j->k->binary(j->op, NNF_EW_VV, j->a + first, j->b + first, y, len);
+            break;
         case NNF_EWBC_SCALAR:
         case NNF_EWBC_PER_ROW: {
             const float *s = small + (bc->kind == NNF_EWBC_PER_ROW ? row % bc->c : 0);

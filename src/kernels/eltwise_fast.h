@@ -139,12 +139,12 @@ double nnf_ew_sum_avx512(const float *x, size_t n);
 /* ---- broadcast patterns of a binary op ------------------------------------ */
 
 typedef enum nnf_ew_bcast_kind {
-    NNF_EWBC_NONE = 0,  /* no fast path: keep the reference kernel */
-    NNF_EWBC_SAME,      /* both operands have the output's numel */
-    NNF_EWBC_SCALAR,    /* the small operand is one value */
-    NNF_EWBC_PER_ROW,   /* output [outer, c, inner]; small operand [c] broadcast along inner
-                           (NCHW bias [C,1,1]; outer = 1 is a column broadcast) */
-    NNF_EWBC_ROW,       /* output [rows, inner]; small operand [inner] repeated per row */
+    NNF_EWBC_NONE = 0, /* no fast path: keep the reference kernel */
+    NNF_EWBC_SAME,     /* both operands have the output's numel */
+    NNF_EWBC_SCALAR,   /* the small operand is one value */
+    NNF_EWBC_PER_ROW,  /* output [outer, c, inner]; small operand [c] broadcast along inner
+                          (NCHW bias [C,1,1]; outer = 1 is a column broadcast) */
+    NNF_EWBC_ROW,      /* output [rows, inner]; small operand [inner] repeated per row */
 } nnf_ew_bcast_kind;
 
 typedef struct nnf_ew_bcast {

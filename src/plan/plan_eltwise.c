@@ -21,11 +21,11 @@
 
 typedef struct ew_state {
     const nnf_ew_kernels *k;
-    nnf_ew_unary u;     /* unary ops, Clip, Pow with a constant exponent */
-    nnf_ew_binop op;    /* binary ops */
+    nnf_ew_unary u;  /* unary ops, Clip, Pow with a constant exponent */
+    nnf_ew_binop op; /* binary ops */
     nnf_ew_bcast bc;
-    int kind;           /* softmax: log; reduce: nnf_reduce_kind */
-    size_t rows, n;     /* softmax / reduce: rows of n */
+    int kind;       /* softmax: log; reduce: nnf_reduce_kind */
+    size_t rows, n; /* softmax / reduce: rows of n */
     char name[64];
 } ew_state;
 
@@ -35,7 +35,8 @@ static void state_free(void *p) {
 
 static ew_state *state_new(const nnf_node *node, nnf_status *st) {
     ew_state *s = nnf_calloc(1, sizeof *s);
-    *st = s ? NNF_OK : nnf_node_error(node, NNF_ERR_OUT_OF_MEMORY, "out of memory for a kernel plan");
+    *st =
+        s ? NNF_OK : nnf_node_error(node, NNF_ERR_OUT_OF_MEMORY, "out of memory for a kernel plan");
     if (s)
         s->k = nnf_ew_kernels_for(nnf_cpu_isa());
     return s;
@@ -55,17 +56,18 @@ static int f32_known(const nnf_tinfo *t) {
 
 static const char *unop_name(nnf_ew_unop op) {
     static const char *names[NNF_EWU_COUNT] = {
-        "relu", "leaky_relu", "clip", "sigmoid", "tanh", "exp", "erf", "gelu_erf", "gelu_tanh",
-        "hard_sigmoid", "hard_swish", "sqrt", "neg", "abs", "reciprocal", "floor", "ceil",
-        "round", "softsign", "square", "pow_half"};
+        "relu",       "leaky_relu", "clip",         "sigmoid",    "tanh",     "exp",    "erf",
+        "gelu_erf",   "gelu_tanh",  "hard_sigmoid", "hard_swish", "sqrt",     "neg",    "abs",
+        "reciprocal", "floor",      "ceil",         "round",      "softsign", "square", "pow_half"};
     return op < NNF_EWU_COUNT ? names[op] : "?";
 }
 
 static nnf_status check_same_numel(const nnf_node *node, const ew_state *s, const nnf_buf *x,
                                    const nnf_buf *y) {
     if (x->dtype != NNF_DTYPE_FLOAT32 || y->dtype != NNF_DTYPE_FLOAT32 || x->numel != y->numel)
-        return nnf_node_error(node, NNF_ERR_SHAPE, "%s: input and output must be float32 of %zu elements",
-                              s->name, y->numel);
+        return nnf_node_error(node, NNF_ERR_SHAPE,
+                              "%s: input and output must be float32 of %zu elements", s->name,
+                              y->numel);
     return NNF_OK;
 }
 
@@ -454,7 +456,8 @@ static nnf_status transpose_run(NNF_KERNEL_ARGS) {
         break;
     }
     default: {
-        size_t tiles = s->batch * ((s->R + TR_TILE - 1) / TR_TILE) * ((s->C + TR_TILE - 1) / TR_TILE);
+        size_t tiles =
+            s->batch * ((s->R + TR_TILE - 1) / TR_TILE) * ((s->C + TR_TILE - 1) / TR_TILE);
         nnf_ew_parallel_ranges(ctx->pool, tiles, 16, tr_2d, &j);
         break;
     }
@@ -532,8 +535,8 @@ typedef struct concat_job {
     const nnf_node *node;
     nnf_buf *const *in;
     char *y;
-    size_t yrow;           /* bytes of one output row (outer index) */
-    const size_t *off;     /* n_inputs + 1 byte offsets of each input inside a row */
+    size_t yrow;       /* bytes of one output row (outer index) */
+    const size_t *off; /* n_inputs + 1 byte offsets of each input inside a row */
 } concat_job;
 
 static void concat_range(void *p, size_t first, size_t count) {
@@ -570,7 +573,8 @@ static nnf_status concat_run(NNF_KERNEL_ARGS) {
     off[0] = 0;
     for (int i = 0; i < node->n_inputs; i++) {
         if (!in[i] || in[i]->rank != y->rank || nnf_dtype_size(in[i]->dtype) != es) {
-            st = nnf_node_error(node, NNF_ERR_SHAPE, "%s: input %d does not match the output", s->name, i);
+            st = nnf_node_error(node, NNF_ERR_SHAPE, "%s: input %d does not match the output",
+                                s->name, i);
             goto fail;
         }
         off[i + 1] = off[i] + (size_t)in[i]->dims[s->axis] * inner * es;

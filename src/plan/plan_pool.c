@@ -35,7 +35,8 @@ static void taps(int64_t start, int64_t k, int64_t d, int64_t in, int64_t *lo, i
     *hi = b;
 }
 
-static int64_t padded_taps(int64_t start, int64_t k, int64_t d, int64_t in, int64_t pb, int64_t pe) {
+static int64_t padded_taps(int64_t start, int64_t k, int64_t d, int64_t in, int64_t pb,
+                           int64_t pe) {
     int64_t lo, hi;
     taps(start + pb, k, d, in + pb + pe, &lo, &hi);
     return hi - lo;
@@ -85,13 +86,17 @@ static void pool_rows(void *p, size_t first, size_t count) {
         float *y = j->y + r * (size_t)s->ow;
         int64_t y0 = oh * s->sh - s->pt, h0, h1;
         taps(y0, s->kh, s->dh, s->h, &h0, &h1);
-        int64_t count_h = s->include_pad ? padded_taps(y0, s->kh, s->dh, s->h, s->pt, s->pb) : h1 - h0;
+        int64_t count_h =
+            s->include_pad ? padded_taps(y0, s->kh, s->dh, s->h, s->pt, s->pb) : h1 - h0;
         for (int64_t ow = 0; ow < j->lo; ow++)
             y[ow] = border(s, xp, y0, h0, h1, count_h, ow);
         if (j->hi > j->lo) {
-            nnf_pool_span sp = {.is_max = s->is_max, .nh = (size_t)(h1 - h0),
-                                .row_step = (size_t)(s->dh * s->w), .kw = (size_t)s->kw,
-                                .dw = (size_t)s->dw, .stride = (size_t)s->sw,
+            nnf_pool_span sp = {.is_max = s->is_max,
+                                .nh = (size_t)(h1 - h0),
+                                .row_step = (size_t)(s->dh * s->w),
+                                .kw = (size_t)s->kw,
+                                .dw = (size_t)s->dw,
+                                .stride = (size_t)s->sw,
                                 .divisor = (float)(count_h * s->kw)};
             const float *x0 = xp + (h1 > h0 ? (y0 + h0 * s->dh) * s->w : 0) + j->lo * s->sw - s->pl;
             s->k->pool_span(&sp, x0, y + j->lo, (size_t)(j->hi - j->lo));
@@ -119,7 +124,8 @@ static nnf_status pool_run(NNF_KERNEL_ARGS) {
     if (j.hi < j.lo)
         j.hi = j.lo;
     size_t rows = s->planes * (size_t)s->oh, per_row = (size_t)(s->ow * s->kh * s->kw);
-    nnf_ew_parallel_ranges(ctx->pool, rows, per_row >= GRAIN_FLOATS ? 1 : GRAIN_FLOATS / (per_row ? per_row : 1),
+    nnf_ew_parallel_ranges(ctx->pool, rows,
+                           per_row >= GRAIN_FLOATS ? 1 : GRAIN_FLOATS / (per_row ? per_row : 1),
                            pool_rows, &j);
     return NNF_OK;
 }
@@ -150,11 +156,23 @@ static nnf_status plan_pool2d(const nnf_node *node, const nnf_tinfo *in, const n
     pool_state *s = nnf_calloc(1, sizeof *s);
     if (!s)
         return nnf_node_error(node, NNF_ERR_OUT_OF_MEMORY, "out of memory for a kernel plan");
-    *s = (pool_state){.k = nnf_ew_kernels_for(nnf_cpu_isa()), .is_max = is_max,
-                      .include_pad = p->count_include_pad, .h = xs->dims[2], .w = xs->dims[3],
-                      .oh = ys->dims[2], .ow = ys->dims[3], .kh = p->kernel[0], .kw = p->kernel[1],
-                      .sh = p->strides[0], .sw = p->strides[1], .dh = p->dilations[0],
-                      .dw = p->dilations[1], .pt = pb[0], .pl = pb[1], .pb = pe[0], .pr = pe[1],
+    *s = (pool_state){.k = nnf_ew_kernels_for(nnf_cpu_isa()),
+                      .is_max = is_max,
+                      .include_pad = p->count_include_pad,
+                      .h = xs->dims[2],
+                      .w = xs->dims[3],
+                      .oh = ys->dims[2],
+                      .ow = ys->dims[3],
+                      .kh = p->kernel[0],
+                      .kw = p->kernel[1],
+                      .sh = p->strides[0],
+                      .sw = p->strides[1],
+                      .dh = p->dilations[0],
+                      .dw = p->dilations[1],
+                      .pt = pb[0],
+                      .pl = pb[1],
+                      .pb = pe[0],
+                      .pr = pe[1],
                       .planes = (size_t)(xs->dims[0] * xs->dims[1])};
     const char *sv = s->sw <= 2 && s->k->isa != NNF_ISA_SCALAR ? (s->sw == 1 ? "_s1" : "_s2") : "";
     snprintf(s->name, sizeof s->name, "f32_%s2d%s_%s", is_max ? "maxpool" : "avgpool", sv,
@@ -166,9 +184,13 @@ static nnf_status plan_pool2d(const nnf_node *node, const nnf_tinfo *in, const n
     return NNF_OK;
 }
 
-nnf_status nnf_plan_maxpool(NNF_PLAN_ARGS) { return plan_pool2d(node, in, out, plan, 1); }
+nnf_status nnf_plan_maxpool(NNF_PLAN_ARGS) {
+    return plan_pool2d(node, in, out, plan, 1);
+}
 
-nnf_status nnf_plan_avgpool(NNF_PLAN_ARGS) { return plan_pool2d(node, in, out, plan, 0); }
+nnf_status nnf_plan_avgpool(NNF_PLAN_ARGS) {
+    return plan_pool2d(node, in, out, plan, 0);
+}
 
 /* ---- global pools ------------------------------------------------------------------ */
 
@@ -209,8 +231,9 @@ static nnf_status gp_run(NNF_KERNEL_ARGS) {
 nnf_status nnf_plan_global_pool(NNF_PLAN_ARGS) {
     const nnf_shape *xs = &in[0].shape;
     int is_max = !strcmp(node->op_type, "GlobalMaxPool");
-    if ((!is_max && strcmp(node->op_type, "GlobalAveragePool")) || in[0].dtype != NNF_DTYPE_FLOAT32 ||
-        !nnf_shape_known(xs) || xs->rank < 2 || nnf_shape_numel(xs) <= 0)
+    if ((!is_max && strcmp(node->op_type, "GlobalAveragePool")) ||
+        in[0].dtype != NNF_DTYPE_FLOAT32 || !nnf_shape_known(xs) || xs->rank < 2 ||
+        nnf_shape_numel(xs) <= 0)
         return NNF_OK;
     gp_state *s = nnf_calloc(1, sizeof *s);
     if (!s)

@@ -28,8 +28,8 @@ typedef struct f_in {
 } f_in;
 
 typedef struct f_res {
-    nnf_status status;  /* init/infer/plan/run failure, else NNF_OK */
-    int planned;        /* the plan chose a kernel */
+    nnf_status status; /* init/infer/plan/run failure, else NNF_OK */
+    int planned;       /* the plan chose a kernel */
     char name[64];
     nnf_dtype dtype[F_MAX_OUT];
     size_t numel[F_MAX_OUT];
@@ -166,7 +166,8 @@ done:
 
 /* Largest |fast - ref| / (abs_tol + rel_tol * |ref|) over output k; NaN must
  * meet NaN and infinities must be equal. > 1 fails. Prints the worst. */
-static inline double f_err(const f_res *r, int k, double abs_tol, double rel_tol, const char *what) {
+static inline double f_err(const f_res *r, int k, double abs_tol, double rel_tol,
+                           const char *what) {
     if (r->status != NNF_OK || !r->planned || r->dtype[k] != NNF_DTYPE_FLOAT32)
         return INFINITY;
     const float *f = r->fast[k], *e = r->ref[k];
@@ -179,7 +180,8 @@ static inline double f_err(const f_res *r, int k, double abs_tol, double rel_tol
         else if (isinf(e[i]) || isinf(f[i]))
             q = e[i] == f[i] ? 0 : INFINITY;
         else {
-            double d = fabs((double)f[i] - (double)e[i]), t = abs_tol + rel_tol * fabs((double)e[i]);
+            double d = fabs((double)f[i] - (double)e[i]),
+                   t = abs_tol + rel_tol * fabs((double)e[i]);
             q = d == 0 ? 0 : (t > 0 ? d / t : INFINITY);
         }
         if (q > worst) {
@@ -188,7 +190,8 @@ static inline double f_err(const f_res *r, int k, double abs_tol, double rel_tol
         }
     }
     if (worst > 1)
-        fprintf(stderr, "  %s [%s]: element %zu fast %.9g ref %.9g\n", what, r->name, at, f[at], e[at]);
+        fprintf(stderr, "  %s [%s]: element %zu fast %.9g ref %.9g\n", what, r->name, at, f[at],
+                e[at]);
     return worst;
 }
 
@@ -215,7 +218,8 @@ static inline float *f_rand_buf(size_t n, float lo, float hi) {
 /* Put NaN, infinities, signed zeros, a denormal and large values at every
  * stride-th element (from offset), so every size sees some. */
 static inline void f_specials(float *p, size_t n, size_t stride, size_t offset) {
-    static const float sp[] = {NAN, INFINITY, -INFINITY, -0.0f, 0.0f, 1e-40f, 100.0f, -100.0f, 88.5f, -95.0f};
+    static const float sp[] = {NAN,    INFINITY, -INFINITY, -0.0f, 0.0f,
+                               1e-40f, 100.0f,   -100.0f,   88.5f, -95.0f};
     size_t j = 0;
     for (size_t i = offset; i < n; i += stride)
         p[i] = sp[j++ % (sizeof sp / sizeof sp[0])];

@@ -85,9 +85,10 @@ static void test_unary(nnf_isa isa) {
             for (size_t i = 1; i < n; i += 11)
                 x[i] = (float)((int)x[i]) + 0.5f;
             f_in in = f32_in(x, 1, d, 0);
-            f_res r = f_run(u->op, u->opset, u->attrs, u->n_attrs, &in, 1, 1, NULL, n > 1000 ? g_pool : NULL);
-            CHECK_MSG(r.planned && strstr(r.name, t), "%s %s n=%zu: planned %d name %s", t, u->op, n,
-                      r.planned, r.name);
+            f_res r = f_run(u->op, u->opset, u->attrs, u->n_attrs, &in, 1, 1, NULL,
+                            n > 1000 ? g_pool : NULL);
+            CHECK_MSG(r.planned && strstr(r.name, t), "%s %s n=%zu: planned %d name %s", t, u->op,
+                      n, r.planned, r.name);
             double e = isa == NNF_ISA_SCALAR || (u->abs_tol == 0 && u->rel_tol == 0)
                            ? (f_same_bytes(&r, 0) ? 0 : f_err(&r, 0, 0, 0, u->op))
                            : 0;
@@ -96,11 +97,12 @@ static void test_unary(nnf_isa isa) {
                 const float *f = r.fast[0], *ref = r.ref[0];
                 for (size_t i = 0; r.planned && i < n; i++) {
                     double tol = u->abs_tol + u->rel_tol * fabs(ref[i]) + u->abs_per_x * fabs(x[i]);
-                    double q = isnan(ref[i]) ? (isnan(f[i]) ? 0 : INFINITY)
+                    double q = isnan(ref[i])   ? (isnan(f[i]) ? 0 : INFINITY)
                                : isinf(ref[i]) ? (ref[i] == f[i] ? 0 : INFINITY)
                                                : fabs((double)f[i] - ref[i]) / tol;
                     if (q > 1)
-                        fprintf(stderr, "  %s x=%.9g fast %.9g ref %.9g\n", u->op, x[i], f[i], ref[i]);
+                        fprintf(stderr, "  %s x=%.9g fast %.9g ref %.9g\n", u->op, x[i], f[i],
+                                ref[i]);
                     if (q > e)
                         e = q;
                 }
@@ -200,14 +202,16 @@ static void test_binary(nnf_isa isa) {
             if (prelu && !b_small)
                 continue; /* the slope broadcasts to X only */
             f_in in[2] = {f32_in(a, sp->ra, sp->a, 0), f32_in(b, sp->rb, sp->b, 0)};
-            f_res r = f_run(ops[oi], prelu ? 16 : 14, NULL, 0, in, 2, 1, NULL, na * nb > 50000 ? g_pool : NULL);
+            f_res r = f_run(ops[oi], prelu ? 16 : 14, NULL, 0, in, 2, 1, NULL,
+                            na * nb > 50000 ? g_pool : NULL);
             if (sp->kind) {
                 CHECK_MSG(r.planned && strstr(r.name, sp->kind) && strstr(r.name, t),
                           "%s %s pair %zu: planned %d name %s", t, ops[oi], pi, r.planned, r.name);
                 CHECK_MSG(f_same_bytes(&r, 0) || f_err(&r, 0, 0, 0, ops[oi]) == 0,
                           "%s %s pair %zu differs from the reference", t, ops[oi], pi);
             } else {
-                CHECK_MSG(r.status == NNF_OK && !r.planned, "%s %s pair %zu should keep ref", t, ops[oi], pi);
+                CHECK_MSG(r.status == NNF_OK && !r.planned, "%s %s pair %zu should keep ref", t,
+                          ops[oi], pi);
             }
             f_free(&r);
         }
@@ -230,9 +234,11 @@ static void test_binary(nnf_isa isa) {
         r = f_run("Pow", 15, NULL, 0, in, 2, 1, NULL, NULL);
         CHECK_MSG(r.planned && f_err(&r, 0, 0, 1.2e-7, "Pow 0.5") <= 1, "%s Pow 0.5 n=%zu", t, n);
         f_free(&r);
-        in[1] = (f_in){.dtype = NNF_DTYPE_INT64, .rank = 1, .dims = {1}, .data = &e2i, .constant = 1};
+        in[1] =
+            (f_in){.dtype = NNF_DTYPE_INT64, .rank = 1, .dims = {1}, .data = &e2i, .constant = 1};
         r = f_run("Pow", 15, NULL, 0, in, 2, 1, NULL, NULL);
-        CHECK_MSG(r.planned && f_err(&r, 0, 0, 1.2e-7, "Pow int 2") <= 1, "%s Pow int64 2 n=%zu", t, n);
+        CHECK_MSG(r.planned && f_err(&r, 0, 0, 1.2e-7, "Pow int 2") <= 1, "%s Pow int64 2 n=%zu", t,
+                  n);
         f_free(&r);
         free(x);
     }
@@ -263,7 +269,8 @@ static void test_binary(nnf_isa isa) {
 static void test_classify(void) {
     nnf_shape a = {.rank = 4, .dims = {2, 8, 5, 5}}, b = {.rank = 3, .dims = {8, 1, 1}}, y = a;
     nnf_ew_bcast bc = nnf_ew_bcast_classify(&a, &b, &y);
-    CHECK(bc.kind == NNF_EWBC_PER_ROW && bc.c == 8 && bc.inner == 25 && !bc.small_is_a && bc.numel == 400);
+    CHECK(bc.kind == NNF_EWBC_PER_ROW && bc.c == 8 && bc.inner == 25 && !bc.small_is_a &&
+          bc.numel == 400);
     bc = nnf_ew_bcast_classify(&b, &a, &y);
     CHECK(bc.kind == NNF_EWBC_PER_ROW && bc.small_is_a);
     nnf_shape r = {.rank = 1, .dims = {5}};
@@ -305,7 +312,8 @@ static void test_softmax(nnf_isa isa) {
             f_in in = f32_in(x, 2, d, 0);
             f_res r = f_run(op, 13, &ax, 1, &in, 1, 1, NULL, NULL);
             CHECK_MSG(r.planned && strstr(r.name, t), "%s %s n=%zu planned", t, op, n);
-            double e = isa == NNF_ISA_SCALAR && !log ? f_err(&r, 0, 1e-7, 1e-6, op) : f_err(&r, 0, at, rt, op);
+            double e = isa == NNF_ISA_SCALAR && !log ? f_err(&r, 0, 1e-7, 1e-6, op)
+                                                     : f_err(&r, 0, at, rt, op);
             CHECK_MSG(e <= 1, "%s %s n=%zu: %.3g of tolerance", t, op, n, e);
             worst = e > worst ? e : worst;
             f_free(&r);
@@ -380,9 +388,12 @@ static void test_reduce(nnf_isa isa) {
         /* opset 18: axes [2,3] from a constant input over NCHW (a global pool) */
         int64_t d[4] = {2, 16, 7, 7}, axes[2] = {2, 3};
         float *x = f_rand_buf(2 * 16 * 49, -1, 1);
-        f_in in[2] = {f32_in(x, 4, d, 0), {.dtype = NNF_DTYPE_INT64, .rank = 1, .dims = {2}, .data = axes, .constant = 1}};
+        f_in in[2] = {
+            f32_in(x, 4, d, 0),
+            {.dtype = NNF_DTYPE_INT64, .rank = 1, .dims = {2}, .data = axes, .constant = 1}};
         f_res r = f_run(ops[oi], 18, NULL, 0, in, 2, 1, NULL, g_pool);
-        CHECK_MSG(r.planned && f_err(&r, 0, sum_like ? 5e-5 : 0, 0, ops[oi]) <= 1, "%s %s axes [2,3]", t, ops[oi]);
+        CHECK_MSG(r.planned && f_err(&r, 0, sum_like ? 5e-5 : 0, 0, ops[oi]) <= 1,
+                  "%s %s axes [2,3]", t, ops[oi]);
         f_free(&r);
         /* a middle axis keeps the reference; so do axes known only at run time */
         axes[0] = 1;
@@ -410,12 +421,15 @@ static void check_transpose(const char *t, int rank, const int64_t *dims, const 
     f_in in = {.dtype = dt, .rank = rank, .data = x};
     memcpy(in.dims, dims, sizeof(int64_t) * (size_t)rank);
     nnf_attr at = f_ints("perm", perm, rank);
-    f_res r = f_run("Transpose", 13, &at, perm ? 1 : 0, &in, 1, 1, nnf_plan_transpose, n > 100000 ? g_pool : NULL);
+    f_res r = f_run("Transpose", 13, &at, perm ? 1 : 0, &in, 1, 1, nnf_plan_transpose,
+                    n > 100000 ? g_pool : NULL);
     if (expect)
         CHECK_MSG(r.planned && strstr(r.name, expect) && f_same_bytes(&r, 0),
-                  "%s transpose rank %d [%lld..] -> %s (got %s)", t, rank, (long long)dims[0], expect, r.name);
+                  "%s transpose rank %d [%lld..] -> %s (got %s)", t, rank, (long long)dims[0],
+                  expect, r.name);
     else
-        CHECK_MSG(r.status == NNF_OK && !r.planned, "%s transpose should keep ref (got %s)", t, r.name);
+        CHECK_MSG(r.status == NNF_OK && !r.planned, "%s transpose should keep ref (got %s)", t,
+                  r.name);
     f_free(&r);
     free(x);
 }
@@ -428,7 +442,8 @@ static void test_transpose(nnf_isa isa) {
         for (size_t j = 0; j < 10; j++) {
             int64_t d[2] = {(int64_t)ext[i], (int64_t)ext[j]};
             /* a 1 x n transpose is a copy */
-            check_transpose(t, 2, d, p10, NNF_DTYPE_FLOAT32, ext[i] == 1 || ext[j] == 1 ? "copy" : "2d");
+            check_transpose(t, 2, d, p10, NNF_DTYPE_FLOAT32,
+                            ext[i] == 1 || ext[j] == 1 ? "copy" : "2d");
         }
     int64_t nchw[4] = {2, 24, 13, 11}, big[4] = {1, 64, 56, 56};
     const int64_t to_nhwc[4] = {0, 2, 3, 1}, to_nchw[4] = {0, 3, 1, 2}, heads[4] = {0, 2, 1, 3};
@@ -460,7 +475,11 @@ static void test_concat(nnf_isa isa) {
         {4, 1, 3, {{2, 3, 4, 5}, {2, 0, 4, 5}, {2, 6, 4, 5}}, NNF_DTYPE_INT64},
         {3, -1, 2, {{4, 3, 13}, {4, 3, 1}}, NNF_DTYPE_UINT8},
         {4, 1, 2, {{1, 256, 56, 56}, {1, 128, 56, 56}}, NNF_DTYPE_FLOAT32},
-        {4, 3, 4, {{1, 8, 40, 40}, {1, 8, 40, 40}, {1, 8, 40, 40}, {1, 8, 40, 40}}, NNF_DTYPE_FLOAT32},
+        {4,
+         3,
+         4,
+         {{1, 8, 40, 40}, {1, 8, 40, 40}, {1, 8, 40, 40}, {1, 8, 40, 40}},
+         NNF_DTYPE_FLOAT32},
         {1, 0, 2, {{1}, {1}}, NNF_DTYPE_FLOAT32},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {

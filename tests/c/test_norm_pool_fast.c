@@ -43,7 +43,8 @@ static void test_layernorm(nnf_isa isa) {
             /* 0: centred data, bias, all outputs; 1: no bias, a mean far from
              * zero; 2: rows of a constant (zero variance) */
             int64_t d[2] = {5, (int64_t)n}, dn[1] = {(int64_t)n};
-            float *x = f_rand_buf(5 * n, -3, 3), *sc = f_rand_buf(n, 0.5f, 2), *b = f_rand_buf(n, -1, 1);
+            float *x = f_rand_buf(5 * n, -3, 3), *sc = f_rand_buf(n, 0.5f, 2),
+                  *b = f_rand_buf(n, -1, 1);
             if (variant == 1)
                 for (size_t i = 0; i < 5 * n; i++)
                     x[i] += 100.0f;
@@ -53,15 +54,18 @@ static void test_layernorm(nnf_isa isa) {
             f_in in[3] = {f32_in(x, 2, d, 0), f32_in(sc, 1, dn, 1), f32_in(b, 1, dn, 1)};
             nnf_attr at[2] = {f_int("axis", -1), f_float("epsilon", 1e-5f)};
             int n_in = variant == 1 ? 2 : 3, n_out = variant == 0 ? 3 : 1;
-            f_res r = f_run("LayerNormalization", 17, at, 2, in, n_in, n_out, nnf_plan_layernorm, n > 500 ? g_pool : NULL);
-            CHECK_MSG(r.planned && strstr(r.name, t), "%s layernorm n=%zu planned (%s)", t, n, r.name);
+            f_res r = f_run("LayerNormalization", 17, at, 2, in, n_in, n_out, nnf_plan_layernorm,
+                            n > 500 ? g_pool : NULL);
+            CHECK_MSG(r.planned && strstr(r.name, t), "%s layernorm n=%zu planned (%s)", t, n,
+                      r.name);
             double e = isa == NNF_ISA_SCALAR ? (f_same_bytes(&r, 0) ? 0 : 2)
                                              : f_err(&r, 0, 2e-6, 2e-6, "layernorm");
             CHECK_MSG(e <= 1, "%s layernorm n=%zu variant %d: %.3g of tolerance", t, n, variant, e);
             worst = e > worst ? e : worst;
             if (n_out == 3) {
                 CHECK_MSG(f_err(&r, 1, 3e-7, 1e-6, "mean") <= 1, "%s layernorm mean n=%zu", t, n);
-                CHECK_MSG(f_err(&r, 2, 0, 1e-6, "inv_std") <= 1, "%s layernorm inv_std n=%zu", t, n);
+                CHECK_MSG(f_err(&r, 2, 0, 1e-6, "inv_std") <= 1, "%s layernorm inv_std n=%zu", t,
+                          n);
             }
             f_free(&r);
             free(x);
@@ -72,7 +76,8 @@ static void test_layernorm(nnf_isa isa) {
     printf("  %-6s LayerNorm worst %.3f of tolerance\n", t, worst);
     /* BERT shape, threaded, same as inline; normalising the last two axes */
     int64_t d[3] = {1, 128, 768}, dn[1] = {768}, d2[2] = {128, 768};
-    float *x = f_rand_buf(128 * 768, -2, 2), *sc = f_rand_buf(128 * 768, 0.5f, 1.5f), *b = f_rand_buf(128 * 768, -1, 1);
+    float *x = f_rand_buf(128 * 768, -2, 2), *sc = f_rand_buf(128 * 768, 0.5f, 1.5f),
+          *b = f_rand_buf(128 * 768, -1, 1);
     f_in in[3] = {f32_in(x, 3, d, 0), f32_in(sc, 1, dn, 1), f32_in(b, 1, dn, 0)};
     nnf_attr at = f_int("axis", -1);
     f_res r = f_run("LayerNormalization", 17, &at, 1, in, 3, 1, nnf_plan_layernorm, g_pool);
@@ -102,7 +107,8 @@ static void test_layernorm(nnf_isa isa) {
 
 static void test_batchnorm(nnf_isa isa) {
     const char *t = nnf_isa_name(isa);
-    const int64_t shapes[][4] = {{1, 1, 1, 1}, {2, 3, 7, 7}, {1, 13, 1, 17}, {2, 16, 5, 5}, {1, 32, 56, 56}, {3, 5, 2, 1}};
+    const int64_t shapes[][4] = {{1, 1, 1, 1},  {2, 3, 7, 7},    {1, 13, 1, 17},
+                                 {2, 16, 5, 5}, {1, 32, 56, 56}, {3, 5, 2, 1}};
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         const int64_t *d = shapes[si];
         size_t n = numel_of(4, d), c = (size_t)d[1];
@@ -114,8 +120,10 @@ static void test_batchnorm(nnf_isa isa) {
         f_in in[5] = {f32_in(x, 4, d, 0), f32_in(p[0], 1, dc, 1), f32_in(p[1], 1, dc, 1),
                       f32_in(p[2], 1, dc, 1), f32_in(p[3], 1, dc, 1)};
         nnf_attr at = f_float("epsilon", 1e-3f);
-        f_res r = f_run("BatchNormalization", 15, &at, 1, in, 5, 1, nnf_plan_batchnorm, n > 50000 ? g_pool : NULL);
-        CHECK_MSG(r.planned && strstr(r.name, t) && f_same_bytes(&r, 0), "%s batchnorm shape %zu (%s)", t, si, r.name);
+        f_res r = f_run("BatchNormalization", 15, &at, 1, in, 5, 1, nnf_plan_batchnorm,
+                        n > 50000 ? g_pool : NULL);
+        CHECK_MSG(r.planned && strstr(r.name, t) && f_same_bytes(&r, 0),
+                  "%s batchnorm shape %zu (%s)", t, si, r.name);
         f_free(&r);
         in[4].constant = 0; /* statistics known only at run time: reference */
         r = f_run("BatchNormalization", 15, &at, 1, in, 5, 1, nnf_plan_batchnorm, NULL);
@@ -156,7 +164,8 @@ static int run_pool(nnf_isa isa, const pool_case *pc, int is_max, float *worst_o
     f_in in = f32_in(x, 4, dims, 0);
     f_res r = f_run(is_max ? "MaxPool" : "AveragePool", is_max ? 12 : 19, at, na, &in, 1, 1,
                     is_max ? nnf_plan_maxpool : nnf_plan_avgpool, n > 20000 ? g_pool : NULL);
-    int ok = r.planned && strstr(r.name, isa == NNF_ISA_SCALAR ? "scalar" : "avx2") && f_same_bytes(&r, 0);
+    int ok = r.planned && strstr(r.name, isa == NNF_ISA_SCALAR ? "scalar" : "avx2") &&
+             f_same_bytes(&r, 0);
     if (!ok && r.planned)
         f_err(&r, 0, 0, 0, is_max ? "maxpool" : "avgpool");
     (void)worst_out;
@@ -228,7 +237,8 @@ static void test_global_pools(nnf_isa isa) {
                             nnf_plan_global_pool, n > 50000 ? g_pool : NULL);
             CHECK_MSG(r.planned && strstr(r.name, t) &&
                           (is_max ? f_same_bytes(&r, 0) : f_err(&r, 0, 1e-7, 1e-6, "gap") <= 1),
-                      "%s %s plane %zu", t, is_max ? "GlobalMaxPool" : "GlobalAveragePool", planes[i]);
+                      "%s %s plane %zu", t, is_max ? "GlobalMaxPool" : "GlobalAveragePool",
+                      planes[i]);
             f_free(&r);
         }
         free(x);

@@ -244,7 +244,8 @@ void nnf_ew_affine_avx2(const float *x, float *y, size_t n, float a, float b) {
         _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), va), vb));
     if (i < n) {
         __m256i m = nnf_mask8(n - i);
-        _mm256_maskstore_ps(y + i, m, _mm256_add_ps(_mm256_mul_ps(_mm256_maskload_ps(x + i, m), va), vb));
+        _mm256_maskstore_ps(y + i, m,
+                            _mm256_add_ps(_mm256_mul_ps(_mm256_maskload_ps(x + i, m), va), vb));
     }
 }
 
@@ -384,8 +385,8 @@ void nnf_ew_softmax_avx2(const float *x, float *y, size_t n, int log) {
             _mm256_storeu_ps(y + i, _mm256_sub_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm), ls));
         if (i < n) {
             __m256i mk = nnf_mask8(n - i);
-            _mm256_maskstore_ps(y + i, mk,
-                                _mm256_sub_ps(_mm256_sub_ps(_mm256_maskload_ps(x + i, mk), vm), ls));
+            _mm256_maskstore_ps(
+                y + i, mk, _mm256_sub_ps(_mm256_sub_ps(_mm256_maskload_ps(x + i, mk), vm), ls));
         }
         return;
     }
@@ -428,7 +429,8 @@ static inline void tr8x8(const float *x, size_t ldx, float *y, size_t ldy) {
 }
 
 /* Only bits move, so any 4-byte type goes through the float registers. */
-void nnf_transpose_avx2(const float *x, size_t ldx, float *y, size_t ldy, size_t rows, size_t cols) {
+void nnf_transpose_avx2(const float *x, size_t ldx, float *y, size_t ldy, size_t rows,
+                        size_t cols) {
     size_t r8 = rows & ~(size_t)7, c8 = cols & ~(size_t)7;
     for (size_t r = 0; r < r8; r += 8) {
         for (size_t c = 0; c < c8; c += 8)

@@ -54,10 +54,20 @@ static inline __m512 un16(const nnf_ew_unary *u, __m512 v, __m512 a, __m512 b) {
 
 void nnf_ew_unary_avx512(const nnf_ew_unary *u, const float *x, float *y, size_t n) {
     switch (u->op) {
-    case NNF_EWU_RELU: case NNF_EWU_LEAKY_RELU: case NNF_EWU_CLIP: case NNF_EWU_SIGMOID:
-    case NNF_EWU_TANH: case NNF_EWU_EXP: case NNF_EWU_ERF: case NNF_EWU_GELU_ERF:
-    case NNF_EWU_HARD_SIGMOID: case NNF_EWU_HARD_SWISH: case NNF_EWU_SQRT: case NNF_EWU_NEG:
-    case NNF_EWU_SQUARE: case NNF_EWU_RECIPROCAL: break;
+    case NNF_EWU_RELU:
+    case NNF_EWU_LEAKY_RELU:
+    case NNF_EWU_CLIP:
+    case NNF_EWU_SIGMOID:
+    case NNF_EWU_TANH:
+    case NNF_EWU_EXP:
+    case NNF_EWU_ERF:
+    case NNF_EWU_GELU_ERF:
+    case NNF_EWU_HARD_SIGMOID:
+    case NNF_EWU_HARD_SWISH:
+    case NNF_EWU_SQRT:
+    case NNF_EWU_NEG:
+    case NNF_EWU_SQUARE:
+    case NNF_EWU_RECIPROCAL: break;
     default: nnf_ew_unary_avx2(u, x, y, n); return;
     }
     const __m512 a = _mm512_set1_ps(u->alpha), b = _mm512_set1_ps(u->beta);
@@ -111,7 +121,8 @@ void nnf_ew_affine_avx512(const float *x, float *y, size_t n, float a, float b) 
         _mm512_storeu_ps(y + i, _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(x + i), va), vb));
     if (i < n) {
         __mmask16 k = nnf_mask16(n - i);
-        _mm512_mask_storeu_ps(y + i, k, _mm512_add_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + i), va), vb));
+        _mm512_mask_storeu_ps(
+            y + i, k, _mm512_add_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + i), va), vb));
     }
 }
 

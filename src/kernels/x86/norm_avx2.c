@@ -67,7 +67,8 @@ void nnf_ew_layernorm_avx2(const float *x, float *y, size_t n, const float *scal
         }
         if (i < end) {
             __m256i m = nnf_mask8(end - i);
-            __m256 d = _mm256_and_ps(centre(_mm256_maskload_ps(x + i, m), hi, lo), _mm256_castsi256_ps(m));
+            __m256 d =
+                _mm256_and_ps(centre(_mm256_maskload_ps(x + i, m), hi, lo), _mm256_castsi256_ps(m));
             s1 = _mm256_fmadd_ps(d, d, s1);
             i = end;
         }
@@ -84,7 +85,8 @@ void nnf_ew_layernorm_avx2(const float *x, float *y, size_t n, const float *scal
     if (i < n) {
         __m256i m = nnf_mask8(n - i);
         __m256 t = _mm256_mul_ps(centre(_mm256_maskload_ps(x + i, m), hi, lo), vi);
-        __m256 r = bias ? _mm256_fmadd_ps(t, _mm256_maskload_ps(scale + i, m), _mm256_maskload_ps(bias + i, m))
+        __m256 r = bias ? _mm256_fmadd_ps(t, _mm256_maskload_ps(scale + i, m),
+                                          _mm256_maskload_ps(bias + i, m))
                         : _mm256_mul_ps(t, _mm256_maskload_ps(scale + i, m));
         _mm256_maskstore_ps(y + i, m, r);
     }

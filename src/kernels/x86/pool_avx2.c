@@ -60,7 +60,9 @@ void nnf_pool_span_avx2(const nnf_pool_span *s, const float *x, float *y, size_t
             int full = left >= 8;
             __m256i m = nnf_mask8(full ? 8 : left);
             const float *w = x + o;
-            __m256 acc = !s->is_max ? _mm256_setzero_ps() : full ? _mm256_loadu_ps(w) : _mm256_maskload_ps(w, m);
+            __m256 acc = !s->is_max ? _mm256_setzero_ps()
+                         : full     ? _mm256_loadu_ps(w)
+                                    : _mm256_maskload_ps(w, m);
             for (size_t h = 0; h < s->nh; h++)
                 for (size_t k = 0; k < s->kw; k++) {
                     if (s->is_max && h == 0 && k == 0)
