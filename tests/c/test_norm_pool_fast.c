@@ -10,8 +10,11 @@
  *   LayerNormalization: abs 2e-6 * (1 + |y|) on SIMD tiers (float statistics
  *     with the mean applied as a hi/lo pair), exact on the scalar tier;
  *     Mean output abs 1e-7 * max|x| (3e-7 here), InvStdDev rel 1e-6. */
+#include "base/alloc.h"
 #include "fast_op_harness.h"
 #include "kernels/eltwise_fast.h"
+#include "ops/conv.h"
+#include "ops/norm.h"
 
 #include "check.h"
 
@@ -255,6 +258,55 @@ static void test_global_pools(nnf_isa isa) {
     free(x);
 }
 
+/* Plans that run out of memory report it and leave no kernel (and no leak:
+ * the ASan build checks). BatchNormalization allocates twice. */
+static void test_plan_alloc_failures(void) {
+    nnf_norm_params np = {.epsilon = 1e-5f};
+    nnf_node node = {.name = "bn",
+                     .op_type = "BatchNormalization",
+                     .domain = "",
+                     .n_inputs = 5,
+                     .n_outputs = 1,
+                     .params = &np};
+    float c4[4] = {1, 2, 3, 4};
+    nnf_tinfo in[5], out[1] = {{.present = true,
+                                .dtype = NNF_DTYPE_FLOAT32,
+                                .shape = {.rank = 4, .dims = {1, 4, 3, 3}}}};
+    in[0] = out[0];
+    for (int k = 1; k < 5; k++)
+        in[k] = (nnf_tinfo){.present = true,
+                            .dtype = NNF_DTYPE_FLOAT32,
+                            .shape = {.rank = 1, .dims = {4}},
+                            .data = c4};
+    for (uint64_t fail = 1; fail <= 3; fail++) {
+        nnf_kernel_plan plan = {0};
+        nnf_alloc_fail_after(fail);
+        nnf_status st = nnf_plan_batchnorm(&node, in, out, &plan);
+        nnf_alloc_fail_after(0);
+        if (fail <= 2)
+            CHECK_MSG(st == NNF_ERR_OUT_OF_MEMORY && !plan.run,
+                      "batchnorm plan, allocation %d fails", (int)fail);
+        else
+            CHECK(st == NNF_OK && plan.run);
+        if (plan.free_state)
+            plan.free_state(plan.state);
+    }
+    nnf_conv_params cp = {.spatial = 2, .kernel = {2, 2}, .strides = {1, 1}, .dilations = {1, 1}};
+    nnf_node pn = {.name = "mp",
+                   .op_type = "MaxPool",
+                   .domain = "",
+                   .n_inputs = 1,
+                   .n_outputs = 1,
+                   .params = &cp};
+    nnf_tinfo po[1] = {
+        {.present = true, .dtype = NNF_DTYPE_FLOAT32, .shape = {.rank = 4, .dims = {1, 4, 2, 2}}}};
+    nnf_kernel_plan plan = {0};
+    nnf_alloc_fail_after(1);
+    nnf_status st = nnf_plan_maxpool(&pn, in, po, &plan);
+    nnf_alloc_fail_after(0);
+    CHECK(st == NNF_ERR_OUT_OF_MEMORY && !plan.run);
+}
+
 int main(void) {
     const nnf_cpu *cpu = nnf_cpu_get();
     if (nnf_threadpool_create(2, &g_pool) != NNF_OK)
@@ -267,6 +319,7 @@ int main(void) {
         test_pools(isa);
         test_global_pools(isa);
     }
+    test_plan_alloc_failures();
     if (cpu->max_isa < NNF_ISA_AVX512)
         printf("AVX-512 tier not available on this CPU: its kernels are compiled, not run\n");
     nnf_threadpool_destroy(g_pool);
