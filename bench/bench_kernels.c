@@ -22,6 +22,7 @@ typedef struct bcase {
     size_t m, n, k;                  /* gemm */
     size_t c, h, w, oc, g, kh, s, p; /* conv (square kernel, stride, pad) */
     nnf_act_kind act;
+    int res; /* conv: fused residual (same shape as the output) before act */
 } bcase;
 
 static const bcase cases[] = {
@@ -36,6 +37,7 @@ static const bcase cases[] = {
     {"r50_l1_1x1_64_64", 'c', .c = 64, .h = 56, .w = 56, .oc = 64, .g = 1, .kh = 1, .s = 1, .act = NNF_ACT_RELU},
     {"r50_l1_3x3_64_64", 'c', .c = 64, .h = 56, .w = 56, .oc = 64, .g = 1, .kh = 3, .s = 1, .p = 1, .act = NNF_ACT_RELU},
     {"r50_l1_1x1_64_256", 'c', .c = 64, .h = 56, .w = 56, .oc = 256, .g = 1, .kh = 1, .s = 1},
+    {"r50_l1_1x1_64_256_res", 'c', .c = 64, .h = 56, .w = 56, .oc = 256, .g = 1, .kh = 1, .s = 1, .act = NNF_ACT_RELU, .res = 1},
     {"r50_l1_1x1_256_64", 'c', .c = 256, .h = 56, .w = 56, .oc = 64, .g = 1, .kh = 1, .s = 1, .act = NNF_ACT_RELU},
     {"r50_l2_3x3s2_128", 'c', .c = 128, .h = 56, .w = 56, .oc = 128, .g = 1, .kh = 3, .s = 2, .p = 1, .act = NNF_ACT_RELU},
     {"r50_l2_3x3_128", 'c', .c = 128, .h = 28, .w = 28, .oc = 128, .g = 1, .kh = 3, .s = 1, .p = 1, .act = NNF_ACT_RELU},
@@ -114,7 +116,7 @@ int main(int argc, char **argv) {
         if (filter && !strstr(b->name, filter))
             continue;
         double flops, bytes;
-        float *x = NULL, *w = NULL, *bias = NULL, *y = NULL;
+        float *x = NULL, *w = NULL, *bias = NULL, *y = NULL, *res = NULL;
         nnf_gemm_packed *pb = NULL;
         nnf_conv_kernel *ck = NULL;
         nnf_conv2d_shape s = {0};
@@ -147,8 +149,12 @@ int main(int argc, char **argv) {
             }
             ep.bias_kind = NNF_BIAS_PER_ROW;
             ep.bias = bias;
+            if (b->res) {
+                res = rnd(s.oc * s.oh * s.ow);
+                ep.residual = res;
+            }
             flops = 2.0 * (double)(s.oc * s.oh * s.ow) * (double)(s.c / s.group * s.kh * s.kw);
-            bytes = 4.0 * (double)(s.c * s.h * s.w + s.oc * s.oh * s.ow +
+            bytes = 4.0 * (double)(s.c * s.h * s.w + (b->res ? 2 : 1) * s.oc * s.oh * s.ow +
                                    s.oc * (s.c / s.group) * s.kh * s.kw);
             kname = ck->name;
         }
@@ -183,8 +189,8 @@ int main(int argc, char **argv) {
                 printf(", \"m\": %zu, \"n\": %zu, \"k\": %zu, \"act\": %d}", b->m, b->n, b->k, (int)b->act);
             else
                 printf(", \"c\": %zu, \"h\": %zu, \"w\": %zu, \"oc\": %zu, \"group\": %zu, \"kernel_size\": %zu, "
-                       "\"stride\": %zu, \"pad\": %zu, \"act\": %d}",
-                       b->c, b->h, b->w, b->oc, b->g, b->kh, b->s, b->p, (int)b->act);
+                       "\"stride\": %zu, \"pad\": %zu, \"act\": %d, \"res\": %d}",
+                       b->c, b->h, b->w, b->oc, b->g, b->kh, b->s, b->p, (int)b->act, b->res);
             first = 0;
         } else {
             printf("%-26s %-34s %10.3f %10.3f %9.1f\n", b->name, kname, med * 1e3, best * 1e3,
@@ -196,6 +202,7 @@ int main(int argc, char **argv) {
         free(x);
         free(w);
         free(bias);
+        free(res);
         free(y);
     }
     if (json)

@@ -54,6 +54,13 @@ def ort_model(case):
         oh, ow = (h + 2 * p - ks) // s + 1, (w + 2 * p - ks) // s + 1
         out_shape = [1, oc, oh, ow]
         feed = {"x": rng.uniform(-0.5, 0.5, (1, c, h, w)).astype(np.float32)}
+    inputs = [x]
+    if case.get("res"):
+        # the residual Add of a ResNet block, before the activation
+        inputs.append(helper.make_tensor_value_info("r", TensorProto.FLOAT, out_shape))
+        feed["r"] = rng.uniform(-0.5, 0.5, out_shape).astype(np.float32)
+        nodes[-1].output[0] = "c"
+        nodes.append(helper.make_node("Add", ["c", "r"], ["z"]))
     # activation as exported (nnf_act_kind values from src/ops/params.h)
     last = "z"
     if act == 1:
@@ -76,7 +83,7 @@ def ort_model(case):
                   helper.make_node("Mul", ["u", "half"], ["y"])]
         last = "y"
     y = helper.make_tensor_value_info(last, TensorProto.FLOAT, out_shape)
-    graph = helper.make_graph(nodes, case["name"], [x], [y], inits)
+    graph = helper.make_graph(nodes, case["name"], inputs, [y], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     return model.SerializeToString(), feed

@@ -5,6 +5,7 @@
 #include "base/alloc.h"
 
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -96,17 +97,13 @@ fail:
 
 /* ---- implicit im2col ------------------------------------------------------ */
 
-typedef struct im2col_ctx {
-    const float *x; /* the group's first input channel of one image */
-    const nnf_conv2d_shape *s;
-} im2col_ctx;
 
 /* Column n of the virtual im2col matrix is output pixel (n / ow, n % ow); row
  * k is (ic, kh, kw). Writes panel-major as gemm.h describes; r is a power of
  * two. Runs along output rows so stride-1 taps become contiguous copies. */
-static void pack_im2col(const void *vctx, size_t n0, size_t nc, size_t k0, size_t kc, size_t r,
-                        float *dst) {
-    const im2col_ctx *c = vctx;
+void nnf_im2col_pack_scalar(const void *vctx, size_t n0, size_t nc, size_t k0, size_t kc, size_t r,
+                            float *dst) {
+    const nnf_im2col_ctx *c = vctx;
     const nnf_conv2d_shape *s = c->s;
     const size_t taps = s->kh * s->kw, rmask = r - 1, pstride = kc * r;
     size_t shift = (size_t)__builtin_ctzll((unsigned long long)r);
@@ -184,12 +181,17 @@ static nnf_status conv_gemm(const nnf_conv_kernel *k, const float *x, float *y,
                 e.ld_residual = ohw;
             }
             nnf_gemm_src a = nnf_gemm_src_packed(k->packed_w[g]);
-            im2col_ctx ctx = {.x = xg, .s = s};
+            nnf_im2col_ctx ctx = {.x = xg, .s = s};
             nnf_gemm_src bsrc;
             if (k->algo == NNF_CONV_ALGO_GEMM_1X1) {
                 bsrc = nnf_gemm_src_matrix(xg, hw, 0);
             } else {
-                bsrc = (nnf_gemm_src){.pack = pack_im2col, .pack_ctx = &ctx};
+                /* the AVX2 packer serves every tier whose panels are a
+                 * multiple of 8 wide (AVX-512 CPUs have AVX2) */
+                int vec = k->isa >= NNF_ISA_AVX2 && k->cfg->nr % 8 == 0 &&
+                          s->h * s->w <= (size_t)INT32_MAX / 2;
+                bsrc = (nnf_gemm_src){.pack = vec ? nnf_im2col_pack_avx2 : nnf_im2col_pack_scalar,
+                                      .pack_ctx = &ctx};
             }
             NNF_CHECK(nnf_gemm_run(k->cfg, ocg, ohw, kdim, &a, &bsrc, y + yoff, ohw, &e, pool));
         }

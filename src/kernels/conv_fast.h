@@ -59,6 +59,19 @@ void nnf_conv_kernel_destroy(nnf_conv_kernel *k);
 nnf_status nnf_conv_kernel_run(const nnf_conv_kernel *k, const float *x, float *y,
                                const nnf_epilogue *ep, nnf_threadpool *pool);
 
+/* Implicit im2col: the pack callback (nnf_gemm_pack_fn) that fills GEMM B
+ * panels straight from the input. Column n of the virtual im2col matrix is
+ * output pixel (n / ow, n % ow) and row k is (ic, kh, kw) of the group. */
+typedef struct nnf_im2col_ctx {
+    const float *x; /* the group's first input channel of one image */
+    const nnf_conv2d_shape *s;
+} nnf_im2col_ctx;
+void nnf_im2col_pack_scalar(const void *ctx, size_t n0, size_t nc, size_t k0, size_t kc, size_t r,
+                            float *dst);
+/* AVX2: r must be a multiple of 8 and h * w at most INT32_MAX / 2. */
+void nnf_im2col_pack_avx2(const void *ctx, size_t n0, size_t nc, size_t k0, size_t kc, size_t r,
+                          float *dst);
+
 /* Depthwise row kernels: one output row from kh padded input rows (row
  * stride wp) starting at x; t->bias points at the channel's bias (row 0) and
  * t->residual at the residual row. */

@@ -13,6 +13,7 @@
 typedef struct nnf_ep_fast {
     int clamp_only; /* the fast form applies */
     int clamp;      /* lo/hi are not both infinite */
+    int bias;       /* add the bias vector (adding 0 would turn -0 into +0) */
     __m256 lo, hi;
 } nnf_ep_fast;
 
@@ -28,6 +29,7 @@ static inline nnf_ep_fast nnf_ep_fast_init(const nnf_epilogue *e) {
     default: return f;
     }
     f.clamp_only = 1;
+    f.bias = e->bias_kind != NNF_BIAS_NONE;
     f.clamp = lo != -INFINITY || hi != INFINITY;
     f.lo = _mm256_set1_ps(lo);
     f.hi = _mm256_set1_ps(hi);
@@ -38,7 +40,8 @@ static inline nnf_ep_fast nnf_ep_fast_init(const nnf_epilogue *e) {
  * residual (NULL: none; loaded whole when full, else under mask), clamped. */
 static inline __attribute__((always_inline)) __m256
 nnf_ep_fast8(const nnf_ep_fast *f, __m256 v, __m256 bias, const float *res, int full, __m256i mask) {
-    v = _mm256_add_ps(v, bias);
+    if (f->bias)
+        v = _mm256_add_ps(v, bias);
     if (res)
         v = _mm256_add_ps(v, full ? _mm256_loadu_ps(res) : _mm256_maskload_ps(res, mask));
     if (f->clamp)

@@ -6,7 +6,7 @@
  * gemm.c's packers: a is kc x 6, b is kc x 16, both contiguous. */
 #include "kernels/gemm.h"
 #include "kernels/vmath.h"
-#include "kernels/x86/vmath_avx2.h"
+#include "kernels/x86/ep_fast_avx2.h"
 
 static inline __attribute__((always_inline)) void store_row(float *cr, __m256 v0, __m256 v1, size_t r, size_t n,
                              __m256i m0, __m256i m1, const nnf_tile_ep *t) {
@@ -199,6 +199,38 @@ void nnf_gemm_ukernel_6x16_avx2(size_t kc, const float *a, const float *b, float
         : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "memory", "cc");
 
     __m256i m0 = nnf_mask8(n), m1 = nnf_mask8(n > 8 ? n - 8 : 0);
+    /* bias + residual + ReLU/Clip (a conv's usual tail) without a call per
+     * vector: with K = 64 the epilogue is a fifth of the tile's work */
+    nnf_ep_fast f = nnf_ep_fast_init(t->ep);
+    if (f.clamp_only) {
+        const nnf_epilogue *e = t->ep;
+        int full = n == 16;
+        __m256 bc0 = _mm256_setzero_ps(), bc1 = _mm256_setzero_ps();
+        if (e->bias_kind == NNF_BIAS_PER_COL) {
+            bc0 = full || n >= 8 ? _mm256_loadu_ps(t->bias) : _mm256_maskload_ps(t->bias, m0);
+            bc1 = full ? _mm256_loadu_ps(t->bias + 8) : _mm256_maskload_ps(t->bias + 8, m1);
+        }
+        for (size_t r = 0; r < m; r++) {
+            float *cr = c + r * ldc;
+            __m256 v0 = _mm256_load_ps(acc + 16 * r), v1 = _mm256_load_ps(acc + 16 * r + 8);
+            if (t->accumulate) {
+                v0 = _mm256_add_ps(v0, full ? _mm256_loadu_ps(cr) : _mm256_maskload_ps(cr, m0));
+                v1 = _mm256_add_ps(v1, full ? _mm256_loadu_ps(cr + 8) : _mm256_maskload_ps(cr + 8, m1));
+            }
+            __m256 b0 = bc0, b1 = bc1;
+            if (e->bias_kind == NNF_BIAS_PER_ROW)
+                b0 = b1 = _mm256_set1_ps(t->bias[r]);
+            const float *res = t->residual ? t->residual + r * e->ld_residual : NULL;
+            if (full) {
+                _mm256_storeu_ps(cr, nnf_ep_fast8(&f, v0, b0, res, 1, m0));
+                _mm256_storeu_ps(cr + 8, nnf_ep_fast8(&f, v1, b1, res ? res + 8 : NULL, 1, m1));
+            } else {
+                _mm256_maskstore_ps(cr, m0, nnf_ep_fast8(&f, v0, b0, res, 0, m0));
+                _mm256_maskstore_ps(cr + 8, m1, nnf_ep_fast8(&f, v1, b1, res ? res + 8 : NULL, 0, m1));
+            }
+        }
+        return;
+    }
     for (size_t r = 0; r < m; r++)
         store_row(c + r * ldc, _mm256_load_ps(acc + 16 * r), _mm256_load_ps(acc + 16 * r + 8), r, n,
                   m0, m1, t);
