@@ -158,9 +158,34 @@ static void test_tier(nnf_isa isa) {
                                    NNF_CONV_ALGO_DEPTHWISE) == 0,
                           "%s dw %zux%zu s%zu w=%zu", t, k, k, st, ws[wi]);
             }
+    /* widths around the packer's 8-lane groups and the 16-wide panels,
+     * strides 1 and 2, every clamp-only epilogue (the fast path) and a
+     * residual; depthwise with the same epilogues */
+    const nnf_activation none = {NNF_ACT_NONE, 0, 0};
+    const nnf_activation *clamps[3] = {&none, &relu, &relu6};
+    size_t ew[] = {7, 8, 9, 15, 16, 17, 23, 24, 25};
+    for (size_t wi = 0; wi < sizeof ew / sizeof ew[0]; wi++)
+        for (size_t st = 1; st <= 2; st++) {
+            nnf_conv2d_shape s = shape(1, 5, 6, ew[wi], 7, 1, 3, 3, st, 1, 1, 1, 1, 1);
+            CHECK_MSG(run_conv(&s, isa, clamps[wi % 3], (int)(wi & 1), (int)(st == 1 || wi % 3 == 0), NULL,
+                               NNF_CONV_ALGO_IM2COL) == 0,
+                      "%s im2col w=%zu s%zu", t, ew[wi], st);
+            nnf_conv2d_shape d = shape(1, 4, 5, ew[wi], 4, 4, 3, 3, st, 1, 1, 1, 1, 1);
+            CHECK_MSG(run_conv(&d, isa, clamps[(wi + st) % 3], (int)(wi & 1), (int)(wi % 2 == 0), NULL,
+                               NNF_CONV_ALGO_DEPTHWISE) == 0,
+                      "%s dw clamp epilogue w=%zu s%zu", t, ew[wi], st);
+            nnf_conv2d_shape p1 = shape(1, 3 + wi, 2, ew[wi], 2 * wi + 1, 1, 1, 1, 1, 1, 0, 0, 0, 0);
+            CHECK_MSG(run_conv(&p1, isa, clamps[(wi + st) % 3], (int)(st & 1), 1, NULL,
+                               NNF_CONV_ALGO_GEMM_1X1) == 0,
+                      "%s 1x1 residual w=%zu", t, ew[wi]);
+        }
     /* real layers: ResNet-50 3x3 and 1x1, MobileNetV2 depthwise, YOLOv5s stem */
     nnf_conv2d_shape r1 = shape(1, 64, 28, 28, 64, 1, 3, 3, 1, 1, 1, 1, 1, 1);
     CHECK_MSG(run_conv(&r1, isa, &relu, 1, 1, NULL, NNF_CONV_ALGO_IM2COL) == 0, "%s resnet 3x3", t);
+    nnf_conv2d_shape r0 = shape(1, 3, 224, 224, 64, 1, 7, 7, 2, 1, 3, 3, 3, 3);
+    CHECK_MSG(run_conv(&r0, isa, &relu, 1, 0, NULL, NNF_CONV_ALGO_IM2COL) == 0, "%s resnet conv1", t);
+    nnf_conv2d_shape r3 = shape(1, 64, 56, 56, 256, 1, 1, 1, 1, 1, 0, 0, 0, 0);
+    CHECK_MSG(run_conv(&r3, isa, &relu, 1, 1, NULL, NNF_CONV_ALGO_GEMM_1X1) == 0, "%s resnet 1x1 + residual", t);
     nnf_conv2d_shape r2 = shape(1, 256, 14, 14, 64, 1, 1, 1, 1, 1, 0, 0, 0, 0);
     CHECK_MSG(run_conv(&r2, isa, &relu, 1, 0, NULL, NNF_CONV_ALGO_GEMM_1X1) == 0, "%s resnet 1x1", t);
     nnf_conv2d_shape m1 = shape(1, 32, 56, 56, 32, 32, 3, 3, 2, 1, 1, 1, 1, 1);
@@ -191,6 +216,55 @@ static void test_tier(nnf_isa isa) {
         free(y3);
     }
     nnf_threadpool_destroy(pool);
+}
+
+/* The AVX2 im2col packer only moves values: it must match the scalar packer
+ * bit for bit (including the zero tail of the last panel) for every block
+ * the GEMM driver can ask for: offsets into N and K, widths around the
+ * 8-lane groups, strides 1/2 (vector paths) and 3 (gather), dilation,
+ * asymmetric padding, 1-D. */
+static void test_im2col_packer(void) {
+    if (nnf_cpu_get()->max_isa < NNF_ISA_AVX2)
+        return;
+    struct {
+        size_t c, h, w, kh, kw, s, d, pt, pl, pb, pr;
+    } cs[] = {
+        {3, 9, 1, 3, 3, 1, 1, 1, 1, 1, 1},  {2, 5, 7, 3, 3, 1, 1, 1, 1, 1, 1},
+        {2, 6, 8, 3, 3, 1, 1, 1, 1, 1, 1},  {2, 5, 9, 3, 3, 2, 1, 1, 1, 1, 1},
+        {3, 4, 15, 3, 3, 1, 1, 0, 0, 0, 0}, {2, 3, 16, 5, 5, 2, 1, 2, 2, 2, 2},
+        {2, 4, 17, 7, 7, 2, 1, 3, 3, 3, 3}, {2, 3, 33, 3, 3, 3, 1, 1, 1, 1, 1},
+        {2, 5, 31, 3, 3, 1, 2, 2, 2, 2, 2}, {1, 3, 57, 3, 3, 1, 1, 1, 1, 1, 1},
+        {1, 3, 55, 3, 3, 2, 1, 1, 1, 1, 1}, {1, 1, 61, 1, 7, 1, 1, 0, 3, 0, 3},
+        {2, 2, 20, 6, 6, 2, 1, 2, 2, 2, 2}, {2, 7, 13, 3, 3, 2, 1, 0, 1, 1, 0},
+    };
+    int bad = 0;
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0] && !bad; i++) {
+        nnf_conv2d_shape s = shape(1, cs[i].c, cs[i].h, cs[i].w, 4, 1, cs[i].kh, cs[i].kw, cs[i].s, cs[i].d,
+                                   cs[i].pt, cs[i].pl, cs[i].pb, cs[i].pr);
+        size_t K = s.c * s.kh * s.kw, N = s.oh * s.ow;
+        float *x = rand_buf(s.c * s.h * s.w);
+        nnf_im2col_ctx ctx = {.x = x, .s = &s};
+        size_t ns[4][2] = {{0, N}, {N > 1, N - (N > 1)}, {N / 3, N - N / 3 < 13 ? N - N / 3 : 13}, {N - 1, 1}};
+        size_t ks[4][2] = {{0, K}, {K > 1, K - (K > 1)}, {K / 2, K - K / 2}, {K - 1, 1}};
+        for (size_t r = 16; r <= 32; r += 16)
+            for (int a = 0; a < 4; a++)
+                for (int b = 0; b < 4; b++) {
+                    size_t n0 = ns[a][0], nc = ns[a][1], k0 = ks[b][0], kc = ks[b][1];
+                    size_t floats = (nc + r - 1) / r * r * kc;
+                    float *d1 = malloc(floats * sizeof(float)), *d2 = malloc(floats * sizeof(float));
+                    for (size_t q = 0; q < floats; q++)
+                        d1[q] = d2[q] = NAN;
+                    nnf_im2col_pack_scalar(&ctx, n0, nc, k0, kc, r, d1);
+                    nnf_im2col_pack_avx2(&ctx, n0, nc, k0, kc, r, d2);
+                    if (memcmp(d1, d2, floats * sizeof(float)) && bad++ < 3)
+                        fprintf(stderr, "im2col case %zu r=%zu n0=%zu nc=%zu k0=%zu kc=%zu differs\n", i, r,
+                                n0, nc, k0, kc);
+                    free(d1);
+                    free(d2);
+                }
+        free(x);
+    }
+    CHECK_MSG(bad == 0, "AVX2 im2col packer differs from the scalar one in %d blocks", bad);
 }
 
 /* The Conv plan against the reference kernel, through the op table's types. */
@@ -278,6 +352,7 @@ int main(void) {
     CHECK(nnf_conv_select(&s, NNF_ISA_AVX2) == NNF_CONV_ALGO_IM2COL);
     s.group = 5; /* does not divide the channels */
     CHECK(nnf_conv_select(&s, NNF_ISA_AVX2) == NNF_CONV_ALGO_NONE);
+    test_im2col_packer();
     for (int t = NNF_ISA_SCALAR; t <= (int)cpu->max_isa; t++) {
         nnf_cpu_force_isa((nnf_isa)t);
         printf("tier %s\n", nnf_isa_name((nnf_isa)t));

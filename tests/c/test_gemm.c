@@ -507,6 +507,48 @@ static void test_plans(void) {
     CHECK(c.cfg == NULL);
 }
 
+/* K blocking: never above cfg->kc, equal blocks (multiples of 8) and no
+ * more of them than ceil(K / kc); packed A through the tier's packer (the
+ * AVX2 one transposes 8 k at a time) laid out exactly as gemm.h says. */
+static void test_blocking_and_packing(const nnf_gemm_cfg *cfg) {
+    int bad = 0;
+    for (size_t k = 1; k <= 4 * cfg->kc + 9; k++) {
+        size_t kc = nnf_gemm_kc(cfg, k);
+        size_t blocks = (k + kc - 1) / kc, want = (k + cfg->kc - 1) / cfg->kc;
+        if (kc > cfg->kc || (k > cfg->kc && kc % 8) || blocks != want)
+            bad++;
+    }
+    CHECK_MSG(bad == 0, "%s: nnf_gemm_kc wrong for %d depths", cfg->name, bad);
+    size_t rows[] = {1, 5, 6, 7, 12, 13, 31};
+    size_t ks[] = {1, 7, 8, 9, 17, cfg->kc + 3};
+    for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++)
+        for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
+            size_t m = rows[ri], k = ks[ki], lda = k + 3;
+            float *a = malloc(m * lda * sizeof(float));
+            for (size_t i = 0; i < m * lda; i++)
+                a[i] = (float)i * 0.5f - 7.0f;
+            nnf_gemm_packed *p = NULL;
+            CHECK(nnf_gemm_pack_a(cfg, m, k, a, lda, 0, &p) == NNF_OK);
+            if (!p) {
+                free(a);
+                continue;
+            }
+            size_t kc = p->kc, r = p->r, wrong = 0;
+            for (size_t pc = 0; pc < k; pc += kc) {
+                size_t kcb = k - pc < kc ? k - pc : kc;
+                for (size_t i = 0; i < p->mn_pad; i++)
+                    for (size_t kk = 0; kk < kcb; kk++) {
+                        float got = p->data[pc * p->mn_pad + (i / r) * kcb * r + kk * r + i % r];
+                        float want = i < m ? a[i * lda + pc + kk] : 0.0f;
+                        wrong += got != want;
+                    }
+            }
+            CHECK_MSG(wrong == 0, "%s: packed A %zux%zu has %zu wrong values", cfg->name, m, k, wrong);
+            nnf_gemm_packed_destroy(p);
+            free(a);
+        }
+}
+
 int main(void) {
     const nnf_cpu *cpu = nnf_cpu_get();
     printf("cpu: %s (%s), max tier %s, L1d %zu KiB, L2 %zu KiB, L3 %zu KiB\n", cpu->brand,
@@ -519,6 +561,7 @@ int main(void) {
         CHECK(cfg->mc % cfg->mr == 0 && cfg->nc % cfg->nr == 0 && cfg->kc >= 64);
         printf("tier %s: %s kc=%zu mc=%zu nc=%zu\n", nnf_isa_name(isa), cfg->name, cfg->kc, cfg->mc, cfg->nc);
         test_vmath(isa);
+        test_blocking_and_packing(cfg);
         test_sizes(cfg);
         test_layouts(cfg);
         test_epilogues(cfg);
