@@ -46,9 +46,10 @@ NNF_API nnf_status nnf_session_create(const nnf_model *model, const nnf_session_
     s->last_use = nnf_calloc(nv, sizeof *s->last_use);
     s->bufs = nnf_calloc(nv, sizeof *s->bufs);
     s->owned = nnf_calloc(nv, 1);
+    s->capacity = nnf_calloc(nv, sizeof *s->capacity);
     s->outputs = nnf_calloc((size_t)g->n_outputs + 1, sizeof *s->outputs);
     s->output_shapes = nnf_calloc((size_t)g->n_outputs + 1, sizeof *s->output_shapes);
-    if (!s->last_use || !s->bufs || !s->owned || !s->outputs || !s->output_shapes) {
+    if (!s->last_use || !s->bufs || !s->owned || !s->capacity || !s->outputs || !s->output_shapes) {
         st = nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory creating a session");
         goto fail;
     }
@@ -72,9 +73,40 @@ fail:
     return st;
 }
 
+/* Keep a released buffer for reuse; free it when the cache cannot grow. */
+static void cache_put(nnf_session *s, void *data, size_t capacity) {
+    if (s->n_cache == s->cap_cache) {
+        size_t cap = s->cap_cache ? s->cap_cache * 2 : 64;
+        struct nnf_buf_cache *c = nnf_realloc(s->cache, cap * sizeof *c);
+        if (!c) {
+            nnf_free_aligned(data);
+            return;
+        }
+        s->cache = c;
+        s->cap_cache = cap;
+    }
+    s->cache[s->n_cache++] = (struct nnf_buf_cache){data, capacity};
+}
+
+/* The smallest cached buffer of at least `bytes`, or a new one. */
+static void *cache_get(nnf_session *s, size_t bytes, size_t *capacity) {
+    size_t best = s->n_cache;
+    for (size_t i = 0; i < s->n_cache; i++)
+        if (s->cache[i].capacity >= bytes && (best == s->n_cache || s->cache[i].capacity < s->cache[best].capacity))
+            best = i;
+    if (best < s->n_cache) {
+        void *d = s->cache[best].data;
+        *capacity = s->cache[best].capacity;
+        s->cache[best] = s->cache[--s->n_cache];
+        return d;
+    }
+    *capacity = bytes;
+    return nnf_malloc_aligned(bytes);
+}
+
 static void release(nnf_session *s, int v) {
     if (s->owned[v]) {
-        nnf_free_aligned(s->bufs[v].data);
+        cache_put(s, s->bufs[v].data, s->capacity[v]);
         s->live_bytes -= s->bufs[v].numel * nnf_dtype_size(s->bufs[v].dtype);
     }
     s->owned[v] = 0;
@@ -91,6 +123,10 @@ NNF_API void nnf_session_destroy(nnf_session *s) {
         return;
     if (s->bufs && s->owned)
         release_all(s);
+    for (size_t i = 0; i < s->n_cache; i++)
+        nnf_free_aligned(s->cache[i].data);
+    nnf_free(s->cache);
+    nnf_free(s->capacity);
     nnf_threadpool_destroy(s->pool);
     nnf_free(s->last_use);
     nnf_free(s->bufs);
@@ -250,7 +286,7 @@ static nnf_status run_node(nnf_session *s, int oi) {
         b->rank = tout[k].shape.rank;
         memcpy(b->dims, tout[k].shape.dims, sizeof b->dims);
         b->numel = (size_t)numel;
-        b->data = nnf_malloc_aligned(bytes);
+        b->data = cache_get(s, bytes, &s->capacity[v]);
         if (!b->data)
             return nnf_node_error(n, NNF_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes for output %d", bytes, k);
         s->owned[v] = 1;

@@ -40,6 +40,15 @@ struct nnf_session {
     /* bytes of intermediate buffers this session holds now / at most since
      * creation (`nnfuse bench` reports the peak as "Arena") */
     size_t live_bytes, peak_bytes;
+    /* released intermediate buffers kept for reuse (best fit by capacity), so
+     * steady-state runs allocate nothing and fault in no fresh pages. The
+     * static memory plan will replace this with one arena of offsets. */
+    struct nnf_buf_cache {
+        void *data;
+        size_t capacity;
+    } *cache;
+    size_t n_cache, cap_cache;
+    size_t *capacity; /* per value: capacity of bufs[v].data when owned */
 };
 
 /* Profile events of the runs since the last reset (borrowed). */
