@@ -1,7 +1,8 @@
 /* Conv / Gemm → activation becomes the producer's epilogue, applied while the
  * output tile is still in registers. Sigmoid(x)·x (the exporters' SiLU) is
  * recognised as one activation: the conv output feeds both the Sigmoid and the
- * Mul, so the pattern is a small DAG, not a chain. */
+ * Mul, so the pattern is a small DAG, not a chain. The exporters' erf GELU
+ * (Div, Erf, Add, Mul, Mul) is recognised the same way. */
 #include "passes/pass.h"
 
 #include "ops/params.h"
@@ -19,7 +20,7 @@ static nnf_activation *epilogue_slot(nnf_pass_ctx *ctx, int v, nnf_node **prod_o
     nnf_activation *act = NULL;
     if (is_op(p, "Conv"))
         act = &((nnf_conv_params *)p->params)->act;
-    else if (is_op(p, "Gemm"))
+    else if (is_op(p, "Gemm") || is_op(p, "MatMul"))
         act = &((nnf_gemm_params *)p->params)->act;
     if (!act || act->kind != NNF_ACT_NONE)
         return NULL;
@@ -103,6 +104,56 @@ static nnf_status try_silu(nnf_pass_ctx *ctx, nnf_node *mul) {
     return NNF_OK;
 }
 
+/* The constant scalar operand of a binary node equal to want (±tol), and the
+ * index of the other operand; -1 if none. */
+static int scalar_operand(const nnf_graph *g, const nnf_node *n, float want, float tol) {
+    if (n->n_inputs != 2)
+        return -1;
+    for (int k = 0; k < 2; k++) {
+        float v;
+        if (n->inputs[k] >= 0 && g->values[n->inputs[k]].data && scalar_const(g, n->inputs[k], &v) &&
+            v >= want - tol && v <= want + tol)
+            return 1 - k;
+    }
+    return -1;
+}
+
+/* The exporters' GELU: Mul(Mul(x, Add(Erf(Div(x, sqrt2)), 1)), 0.5), rooted at
+ * the last Mul; every intermediate has one reader, x has exactly two. */
+static nnf_status try_gelu(nnf_pass_ctx *ctx, nnf_node *m2) {
+    nnf_graph *g = ctx->graph;
+    int k = scalar_operand(g, m2, 0.5f, 1e-6f);
+    nnf_node *m1 = k >= 0 ? nnf_pass_producer(ctx, m2->inputs[k]) : NULL;
+    if (!is_op(m1, "Mul") || m1->n_inputs != 2 || ctx->uses[m1->outputs[0]] != 1)
+        return NNF_OK;
+    for (int side = 0; side < 2; side++) {
+        int x = m1->inputs[side];
+        nnf_node *add = nnf_pass_producer(ctx, m1->inputs[1 - side]);
+        if (!is_op(add, "Add") || ctx->uses[add->outputs[0]] != 1)
+            continue;
+        int ka = scalar_operand(g, add, 1.0f, 1e-6f);
+        nnf_node *erf = ka >= 0 ? nnf_pass_producer(ctx, add->inputs[ka]) : NULL;
+        if (!is_op(erf, "Erf") || ctx->uses[erf->outputs[0]] != 1)
+            continue;
+        nnf_node *div = nnf_pass_producer(ctx, erf->inputs[0]);
+        if (!is_op(div, "Div") || ctx->uses[div->outputs[0]] != 1 || div->inputs[0] != x ||
+            scalar_operand(g, div, 1.41421356f, 1e-4f) != 0 || ctx->uses[x] != 2)
+            continue;
+        nnf_node *prod = NULL;
+        nnf_activation *slot = epilogue_slot(ctx, x, &prod);
+        if (!slot)
+            continue;
+        nnf_activation gelu = {NNF_ACT_GELU_ERF, 0, 0};
+        nnf_node *absorbed[] = {div, erf, add, m1};
+        for (int i = 0; i < 4; i++) {
+            NNF_CHECK(nnf_pass_merge_names(ctx, prod, absorbed[i]));
+            absorbed[i]->dead = true;
+        }
+        return absorb(ctx, prod, slot, &gelu, m2, NULL);
+    }
+    return NNF_OK;
+}
+
 nnf_status nnf_pass_fuse_activation(nnf_pass_ctx *ctx) {
     nnf_graph *g = ctx->graph;
     for (int i = 0; i < g->n_nodes; i++) {
@@ -111,6 +162,8 @@ nnf_status nnf_pass_fuse_activation(nnf_pass_ctx *ctx) {
             continue;
         if (is_op(n, "Mul")) {
             NNF_CHECK(try_silu(ctx, n));
+            if (!n->dead)
+                NNF_CHECK(try_gelu(ctx, n));
             continue;
         }
         nnf_activation act;

@@ -1,6 +1,8 @@
 /* Conv → Add(conv, x) with x shaped like the output becomes a Conv with a
- * residual epilogue: y = act(conv + bias + x). The Add's other operand joins
- * the conv as input 3. */
+ * residual epilogue: y = act(conv + bias + x); x joins the conv as input 3.
+ * MatMul → Add(matmul, x) likewise, where x is shaped like the output or is a
+ * constant row of the output's last extent (the bias of a Linear layer); x
+ * joins the MatMul as input 2. */
 #include "passes/pass.h"
 
 #include "ops/params.h"
@@ -13,11 +15,52 @@ static bool same_shape(const nnf_shape *a, const nnf_shape *b) {
     return !memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->rank);
 }
 
+/* A constant vector [N] (or [1..1, N]) matching the output's last extent. */
+static bool bias_row(const nnf_value *x, const nnf_shape *out) {
+    if (!x->data || !nnf_shape_known(&x->shape) || out->rank < 1 || x->shape.rank < 1)
+        return false;
+    for (int i = 0; i + 1 < x->shape.rank; i++)
+        if (x->shape.dims[i] != 1)
+            return false;
+    return x->shape.rank <= out->rank && x->shape.dims[x->shape.rank - 1] == out->dims[out->rank - 1];
+}
+
+static nnf_status fuse_matmul(nnf_pass_ctx *ctx, nnf_node *add) {
+    nnf_graph *g = ctx->graph;
+    for (int side = 0; side < 2; side++) {
+        int mv = add->inputs[side], xv = add->inputs[1 - side];
+        nnf_node *mm = nnf_pass_producer(ctx, mv);
+        if (!mm || strcmp(mm->op_type, "MatMul") || mm->domain[0] || ctx->uses[mv] != 1 || mv == xv ||
+            mm->n_inputs != 2)
+            continue;
+        nnf_gemm_params *gp = mm->params;
+        if (gp->act.kind != NNF_ACT_NONE || gp->residual_input >= 0)
+            continue;
+        const nnf_value *m = &g->values[mv], *x = &g->values[xv];
+        const nnf_shape *out = &g->values[add->outputs[0]].shape;
+        if (m->dtype != NNF_DTYPE_FLOAT32 || x->dtype != NNF_DTYPE_FLOAT32 || !same_shape(&m->shape, out) ||
+            !(same_shape(&x->shape, out) || bias_row(x, out)))
+            continue;
+        NNF_CHECK(nnf_pass_resize_inputs(mm, 3));
+        mm->inputs[2] = xv;
+        gp->residual_input = 2;
+        NNF_CHECK(nnf_pass_merge_names(ctx, mm, add));
+        nnf_pass_take_output(ctx, mm, 0, add->outputs[0]);
+        add->dead = true;
+        ctx->fusions++;
+        return NNF_OK;
+    }
+    return NNF_OK;
+}
+
 nnf_status nnf_pass_fuse_residual(nnf_pass_ctx *ctx) {
     nnf_graph *g = ctx->graph;
     for (int i = 0; i < g->n_nodes; i++) {
         nnf_node *add = &g->nodes[i];
         if (add->dead || strcmp(add->op_type, "Add") || add->domain[0] || add->n_inputs != 2 || add->opset < 7)
+            continue;
+        NNF_CHECK(fuse_matmul(ctx, add));
+        if (add->dead)
             continue;
         for (int side = 0; side < 2; side++) {
             int cv = add->inputs[side], xv = add->inputs[1 - side];

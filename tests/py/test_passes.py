@@ -69,8 +69,20 @@ def case_conv_hardswish_leaky():
             [helper.make_node("LeakyRelu", [y2], ["y"], alpha=0.2)], i + i2, 2)
 
 
+def case_matmul_bias_gelu():
+    """A Linear layer as exported: MatMul + Add(bias), then the erf GELU chain."""
+    w, b = const("w", (9, 7)), const("bias", (7,))
+    c = [numpy_helper.from_array(np.float32(v), n) for v, n in ((1.4142135381698608, "sqrt2"), (1.0, "one"),
+                                                               (0.5, "half"))]
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Add", ["m", "bias"], ["h"]),
+             helper.make_node("Div", ["h", "sqrt2"], ["d"]), helper.make_node("Erf", ["d"], ["e"]),
+             helper.make_node("Add", ["e", "one"], ["a"]), helper.make_node("Mul", ["h", "a"], ["g"]),
+             helper.make_node("Mul", ["g", "half"], ["y"])]
+    return nodes, [w, b] + c, 1
+
+
 CASES = {f.__name__[5:]: f for f in (case_conv_bn_relu, case_conv_bn_add_relu, case_conv_silu,
-                                      case_conv_relu6, case_conv_hardswish_leaky)}
+                                      case_conv_relu6, case_conv_hardswish_leaky, case_matmul_bias_gelu)}
 
 
 def live_nodes(path, level):
@@ -82,17 +94,18 @@ def live_nodes(path, level):
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_fusion_matches_unfused_and_ort(name, tmp_path):
     nodes, inits, n_convs = CASES[name]()
-    data = model(nodes, inits, "y")
+    shape = (1, 3, 5, 9) if "matmul" in name else (1, 4, 9, 9)
+    data = model(nodes, inits, "y", shape)
     path = tmp_path / f"{name}.onnx"
     path.write_bytes(data)
-    x = RNG.standard_normal((1, 4, 9, 9)).astype(np.float32)
+    x = RNG.standard_normal(shape).astype(np.float32)
     ref = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     fused = nnfuse.run_model(data, {"x": x}, threads=1)["y"]
     unfused = nnfuse.run_model(data, {"x": x}, threads=1, opt_level=0)["y"]
     tol = 1e-4 * max(1.0, float(np.abs(ref).max()))
     np.testing.assert_allclose(fused, ref, rtol=0, atol=tol)
     np.testing.assert_allclose(unfused, ref, rtol=0, atol=tol)
-    assert live_nodes(path, 3) == n_convs, "every BN/activation/residual should fold into its conv"
+    assert live_nodes(path, 3) == n_convs, "every BN/bias/activation/residual should fold into its producer"
     assert live_nodes(path, 0) == len(nodes)
 
 
