@@ -19,13 +19,17 @@ typedef struct nnf_ep_fast {
 
 static inline nnf_ep_fast nnf_ep_fast_init(const nnf_epilogue *e) {
     nnf_ep_fast f = {.clamp_only = 0, .clamp = 0};
-    if (!e || e->alpha != 1.0f || (e->residual && (e->residual_after_act || e->residual_scale != 1.0f)))
+    if (!e || e->alpha != 1.0f ||
+        (e->residual && (e->residual_after_act || e->residual_scale != 1.0f)))
         return f;
     float lo = -INFINITY, hi = INFINITY;
     switch (e->act.kind) {
     case NNF_ACT_NONE: break;
     case NNF_ACT_RELU: lo = 0.0f; break;
-    case NNF_ACT_CLIP: lo = e->act.alpha; hi = e->act.beta; break;
+    case NNF_ACT_CLIP:
+        lo = e->act.alpha;
+        hi = e->act.beta;
+        break;
     default: return f;
     }
     f.clamp_only = 1;
@@ -38,8 +42,9 @@ static inline nnf_ep_fast nnf_ep_fast_init(const nnf_epilogue *e) {
 
 /* v + bias (already a vector: broadcast per row, or loaded per column) +
  * residual (NULL: none; loaded whole when full, else under mask), clamped. */
-static inline __attribute__((always_inline)) __m256
-nnf_ep_fast8(const nnf_ep_fast *f, __m256 v, __m256 bias, const float *res, int full, __m256i mask) {
+static inline __attribute__((always_inline)) __m256 nnf_ep_fast8(const nnf_ep_fast *f, __m256 v,
+                                                                 __m256 bias, const float *res,
+                                                                 int full, __m256i mask) {
     if (f->bias)
         v = _mm256_add_ps(v, bias);
     if (res)

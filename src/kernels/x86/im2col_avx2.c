@@ -21,9 +21,9 @@ static inline __m256 load_even16(const float *x) {
 }
 
 typedef struct group_info {
-    size_t off;      /* floats from dst to the group's row 0 */
-    int32_t ih, iw;  /* first lane's input origin before the tap offset */
-    int contiguous;  /* 8 lanes in one output row, stride 1 or 2 */
+    size_t off;     /* floats from dst to the group's row 0 */
+    int32_t ih, iw; /* first lane's input origin before the tap offset */
+    int contiguous; /* 8 lanes in one output row, stride 1 or 2 */
 } group_info;
 
 void nnf_im2col_pack_avx2(const void *vctx, size_t n0, size_t nc, size_t k0, size_t kc, size_t r,
@@ -33,7 +33,8 @@ void nnf_im2col_pack_avx2(const void *vctx, size_t n0, size_t nc, size_t k0, siz
     const size_t taps = s->kh * s->kw, plane = s->h * s->w, sw = s->sw;
     const int32_t h = (int32_t)s->h, w = (int32_t)s->w, span = sw == 1 ? 8 : 16;
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    const __m256i vh = _mm256_set1_epi32(h), vw = _mm256_set1_epi32(w), neg1 = _mm256_set1_epi32(-1);
+    const __m256i vh = _mm256_set1_epi32(h), vw = _mm256_set1_epi32(w),
+                  neg1 = _mm256_set1_epi32(-1);
     const __m256i lane_sw = _mm256_mullo_epi32(lane, _mm256_set1_epi32((int32_t)sw));
     size_t groups = (nc + r - 1) / r * (r / 8);
     group_info gi[GCHUNK];
@@ -74,7 +75,8 @@ void nnf_im2col_pack_avx2(const void *vctx, size_t n0, size_t nc, size_t k0, siz
                 for (size_t g = 0; g < gn; g += 2) {
                     int32_t ih = gi[g].ih + ph, iw = gi[g].iw + pw;
                     if (ih >= 0 && ih < h && iw >= 0 && iw < w)
-                        _mm_prefetch((const char *)(xp + (size_t)ih * s->w + (size_t)iw), _MM_HINT_T0);
+                        _mm_prefetch((const char *)(xp + (size_t)ih * s->w + (size_t)iw),
+                                     _MM_HINT_T0);
                 }
             }
             for (size_t g = 0; g < gn; g++) {
@@ -103,9 +105,10 @@ void nnf_im2col_pack_avx2(const void *vctx, size_t n0, size_t nc, size_t k0, siz
                                                    _mm256_set1_epi32(dh));
                     __m256i iwv = _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)iwl[g]),
                                                    _mm256_set1_epi32(dw));
-                    __m256i m = _mm256_and_si256(
-                        _mm256_and_si256(_mm256_cmpgt_epi32(ihv, neg1), _mm256_cmpgt_epi32(vh, ihv)),
-                        _mm256_and_si256(_mm256_cmpgt_epi32(iwv, neg1), _mm256_cmpgt_epi32(vw, iwv)));
+                    __m256i m = _mm256_and_si256(_mm256_and_si256(_mm256_cmpgt_epi32(ihv, neg1),
+                                                                  _mm256_cmpgt_epi32(vh, ihv)),
+                                                 _mm256_and_si256(_mm256_cmpgt_epi32(iwv, neg1),
+                                                                  _mm256_cmpgt_epi32(vw, iwv)));
                     m = _mm256_and_si256(m, _mm256_cmpgt_epi32(_mm256_set1_epi32(nvalid[g]), lane));
                     __m256i idx = _mm256_add_epi32(_mm256_mullo_epi32(ihv, vw), iwv);
                     v = _mm256_mask_i32gather_ps(_mm256_setzero_ps(), xc, idx,
