@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all build test demo deps venv clean asan zoo conformance format hostile
+.PHONY: all build test demo deps venv clean asan zoo conformance format hostile python
 
 all: build
 
@@ -34,6 +34,12 @@ test: deps venv
 
 asan: venv
 	@$(MAKE) --no-print-directory build BUILD=build-asan CMAKE_FLAGS="-DNNF_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug"
+
+# The Python package, installed into the project venv with the library inside it.
+python: venv build
+	cp $(BUILD)/libnnfuse.so python/nnfuse/libnnfuse.so
+	$(VENV)/bin/pip install -q ./python
+	rm -f python/nnfuse/libnnfuse.so
 
 # 250 mutated copies of each small zoo model through an ASan+UBSan build.
 hostile: venv
