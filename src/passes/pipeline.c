@@ -10,11 +10,13 @@
 nnf_status nnf_pass_fold_batchnorm(nnf_pass_ctx *ctx);
 nnf_status nnf_pass_fuse_residual(nnf_pass_ctx *ctx);
 nnf_status nnf_pass_fuse_activation(nnf_pass_ctx *ctx);
+nnf_status nnf_pass_fuse_layernorm(nnf_pass_ctx *ctx);
 
 static const nnf_pass pipeline[] = {
     {"fold_batchnorm", 1, nnf_pass_fold_batchnorm},   /* Conv → BN: scale weights, shift bias */
     {"fuse_residual", 2, nnf_pass_fuse_residual},     /* Conv → Add(x): residual epilogue */
-    {"fuse_activation", 2, nnf_pass_fuse_activation}, /* Conv/Gemm → act (incl. Sigmoid·Mul = SiLU) */
+    {"fuse_activation", 2, nnf_pass_fuse_activation}, /* Conv/Gemm/MatMul → act (SiLU, GELU chains too) */
+    {"fuse_layernorm", 2, nnf_pass_fuse_layernorm},   /* ReduceMean…Div·gamma+beta → LayerNormalization */
 };
 
 static int listed(const char *list, const char *name) {

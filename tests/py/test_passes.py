@@ -81,8 +81,23 @@ def case_matmul_bias_gelu():
     return nodes, [w, b] + c, 1
 
 
+def case_matmul_layernorm_chain():
+    """LayerNorm as opset<17 exporters write it: ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div, Mul, Add."""
+    w = const("w", (9, 7))
+    inits = [w, const("gamma", (7,), positive=True), const("beta", (7,)),
+             numpy_helper.from_array(np.float32(2.0), "two"), numpy_helper.from_array(np.float32(1e-5), "eps")]
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]),
+             helper.make_node("ReduceMean", ["h"], ["m"], axes=[-1]), helper.make_node("Sub", ["h", "m"], ["d"]),
+             helper.make_node("Pow", ["d", "two"], ["p"]), helper.make_node("ReduceMean", ["p"], ["v"], axes=[-1]),
+             helper.make_node("Add", ["v", "eps"], ["a"]), helper.make_node("Sqrt", ["a"], ["s"]),
+             helper.make_node("Div", ["d", "s"], ["n"]), helper.make_node("Mul", ["n", "gamma"], ["g"]),
+             helper.make_node("Add", ["g", "beta"], ["y"])]
+    return nodes, inits, 2
+
+
 CASES = {f.__name__[5:]: f for f in (case_conv_bn_relu, case_conv_bn_add_relu, case_conv_silu,
-                                      case_conv_relu6, case_conv_hardswish_leaky, case_matmul_bias_gelu)}
+                                      case_conv_relu6, case_conv_hardswish_leaky, case_matmul_bias_gelu,
+                                      case_matmul_layernorm_chain)}
 
 
 def live_nodes(path, level):
