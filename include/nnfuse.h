@@ -116,6 +116,11 @@ typedef struct nnf_session nnf_session;
 typedef struct nnf_model_options {
     size_t struct_size;
     int opt_level; /* 0 = no graph optimisation ... 3 = all (default) */
+    /* non-zero: keep the unpacked copy of weights that optimised kernels
+     * packed at load, so sessions with reference_kernels can run this model.
+     * Default 0: the copies are released (a model's resident memory roughly
+     * halves). */
+    int keep_unpacked_weights;
 } nnf_model_options;
 
 typedef struct nnf_session_options {
@@ -124,7 +129,8 @@ typedef struct nnf_session_options {
     int profile;           /* non-zero: record per-node timing (nnf_session_profile) */
     const char *dump_dir;  /* non-NULL: write every node output there as .npy (borrowed) */
     const char *dump_filter; /* comma list of node names or op types to dump; NULL = all */
-    int reference_kernels; /* non-zero: run only the portable reference kernels */
+    int reference_kernels; /* non-zero: run only the portable reference kernels (needs a model
+                              loaded at opt_level 0 or with keep_unpacked_weights) */
 } nnf_session_options;
 
 NNF_API nnf_model_options nnf_model_options_default(void);

@@ -40,7 +40,8 @@ class _ValueInfo(ctypes.Structure):
 
 
 class _ModelOptions(ctypes.Structure):
-    _fields_ = [("struct_size", ctypes.c_size_t), ("opt_level", ctypes.c_int)]
+    _fields_ = [("struct_size", ctypes.c_size_t), ("opt_level", ctypes.c_int),
+                ("keep_unpacked_weights", ctypes.c_int)]
 
 
 class _SessionOptions(ctypes.Structure):
@@ -105,8 +106,8 @@ def _info(fn, handle, i):
 class Model:
     """A loaded model (immutable; may be shared by sessions)."""
 
-    def __init__(self, source, opt_level=3):
-        opts = _ModelOptions(ctypes.sizeof(_ModelOptions), opt_level)
+    def __init__(self, source, opt_level=3, keep_unpacked_weights=False):
+        opts = _ModelOptions(ctypes.sizeof(_ModelOptions), opt_level, 1 if keep_unpacked_weights else 0)
         self._handle = ctypes.c_void_p()
         self._buffer = None
         if isinstance(source, (bytes, bytearray)):
@@ -132,7 +133,8 @@ class Session:
     """One caller's execution state. `model` is a Model, a path, or ONNX bytes."""
 
     def __init__(self, model, threads=0, opt_level=3, reference_kernels=False, dump_dir=None):
-        self.model = model if isinstance(model, Model) else Model(model, opt_level=opt_level)
+        self.model = model if isinstance(model, Model) else Model(model, opt_level=opt_level,
+                                                                  keep_unpacked_weights=reference_kernels)
         self._dump = dump_dir.encode() if dump_dir else None
         opts = _SessionOptions(ctypes.sizeof(_SessionOptions), threads, 0, self._dump, None,
                                1 if reference_kernels else 0)

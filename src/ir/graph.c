@@ -4,6 +4,8 @@
 #include "base/file.h"
 
 #include <inttypes.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -17,6 +19,8 @@ typedef struct name_index {
 typedef struct graph_private {
     nnf_graph g;
     name_index idx;
+    void **blocks; /* nnf_graph_block_alloc; NULL entries were released */
+    size_t n_blocks, cap_blocks;
 } graph_private;
 
 static uint64_t hash_str(const char *s) {
@@ -62,6 +66,9 @@ void nnf_graph_destroy(nnf_graph *g) {
     nnf_free(g->outputs);
     nnf_free(g->order);
     nnf_free(p->idx.slots);
+    for (size_t i = 0; i < p->n_blocks; i++)
+        nnf_free_aligned(p->blocks[i]);
+    nnf_free(p->blocks);
     nnf_mappings_free(g->mappings);
     nnf_arena_free(&g->arena);
     nnf_free(p);
@@ -85,6 +92,59 @@ static int index_rebuild(graph_private *p, size_t cap) {
     for (int i = 0; i < p->g.n_values; i++)
         index_insert(&p->idx, p->g.values, i);
     return 0;
+}
+
+static graph_private *root_of(nnf_graph *g) {
+    while (g->parent)
+        g = g->parent;
+    return (graph_private *)g;
+}
+
+void *nnf_graph_block_alloc(nnf_graph *g, size_t size) {
+    graph_private *p = root_of(g);
+    if (p->n_blocks == p->cap_blocks) {
+        size_t cap = p->cap_blocks ? p->cap_blocks * 2 : 64;
+        void **b = nnf_realloc(p->blocks, cap * sizeof *b);
+        if (!b)
+            return NULL;
+        p->blocks = b;
+        p->cap_blocks = cap;
+    }
+    void *d = nnf_malloc_aligned(size);
+    if (d)
+        p->blocks[p->n_blocks++] = d;
+    return d;
+}
+
+bool nnf_graph_release_value_data(nnf_graph *g, int v) {
+    graph_private *p = root_of(g);
+    nnf_value *val = &g->values[v];
+    if (!val->data)
+        return false;
+    for (size_t i = 0; i < p->n_blocks; i++)
+        if (p->blocks[i] == val->data) {
+            nnf_free_aligned(p->blocks[i]);
+            p->blocks[i] = NULL;
+            val->data = NULL;
+            val->released = true;
+            return true;
+        }
+    /* Borrowed from a file mapping: hand back the whole pages inside it (the
+     * partial pages at its ends may hold neighbouring tensors). */
+    const char *d = val->data;
+    for (const nnf_mapping *m = p->g.mappings; m; m = m->next) {
+        const char *base = m->addr;
+        if (!base || d < base || d + val->nbytes > base + m->size)
+            continue;
+        uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+        uintptr_t lo = ((uintptr_t)d + page - 1) & ~(page - 1), hi = ((uintptr_t)d + val->nbytes) & ~(page - 1);
+        if (hi > lo)
+            madvise((void *)lo, hi - lo, MADV_DONTNEED);
+        val->data = NULL;
+        val->released = true;
+        return true;
+    }
+    return false;
 }
 
 int nnf_graph_find_value(const nnf_graph *g, const char *name) {

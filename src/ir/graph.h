@@ -48,6 +48,9 @@ typedef struct nnf_value {
      * graph arena. */
     const void *data;
     size_t nbytes;
+    /* the data was released after load (packed into a kernel plan, or no
+     * longer read by any node): only planned kernels may run on it */
+    bool released;
 } nnf_value;
 
 /* ONNX AttributeProto.AttributeType values. */
@@ -149,6 +152,14 @@ struct nnf_graph {
 
 nnf_status nnf_graph_create(nnf_graph **out);
 void nnf_graph_destroy(nnf_graph *g);
+
+/* A 64-byte aligned block of constant data owned by the graph (or its root
+ * graph, for subgraphs) that, unlike the arena, can be released early once
+ * nothing reads it. NULL on OOM. */
+void *nnf_graph_block_alloc(nnf_graph *g, size_t size);
+/* Release value v's data if it lives in a block of g: sets data NULL and
+ * released. Returns true if memory was freed. */
+bool nnf_graph_release_value_data(nnf_graph *g, int v);
 
 /* Find a value by name; -1 if absent. Linear-time lookup with a hash built on
  * demand is an internal detail. */

@@ -647,8 +647,8 @@ static nnf_status import_model(nnf_onnx_ctx *cx, nnf_graph *g) {
     return nnf_onnx_graph(cx, g, &graph, 1);
 }
 
-nnf_status nnf_onnx_import(const void *data, size_t size, const char *source, const char *base_dir,
-                           nnf_graph **graph_out) {
+static nnf_status import_buffer(const void *data, size_t size, bool is_mapping, const char *source,
+                                const char *base_dir, nnf_graph **graph_out) {
     if (!graph_out)
         return nnf_error(NNF_ERR_INVALID_ARGUMENT, "nnf_onnx_import: graph_out is NULL");
     *graph_out = NULL;
@@ -665,7 +665,8 @@ nnf_status nnf_onnx_import(const void *data, size_t size, const char *source, co
         goto fail;
     }
     static const uint8_t empty[1];
-    nnf_onnx_ctx cx = {.base = data ? data : empty, .size = size, .base_dir = base_dir, .root = g};
+    nnf_onnx_ctx cx = {.base = data ? data : empty, .size = size, .base_dir = base_dir, .root = g,
+                       .base_is_mapping = is_mapping && data};
     st = import_model(&cx, g);
     nnf_free(cx.opset_keys);
     nnf_free(cx.opset_vals);
@@ -676,4 +677,14 @@ nnf_status nnf_onnx_import(const void *data, size_t size, const char *source, co
 fail:
     nnf_graph_destroy(g);
     return nnf_error_prefix(st, "%s", source);
+}
+
+nnf_status nnf_onnx_import(const void *data, size_t size, const char *source, const char *base_dir,
+                           nnf_graph **graph_out) {
+    return import_buffer(data, size, false, source, base_dir, graph_out);
+}
+
+nnf_status nnf_onnx_import_mapping(const nnf_mapping *file, const char *source, const char *base_dir,
+                                   nnf_graph **graph_out) {
+    return import_buffer(file->addr, file->size, true, source, base_dir, graph_out);
 }

@@ -30,4 +30,10 @@
 nnf_status nnf_onnx_import(const void *data, size_t size, const char *source, const char *base_dir,
                            nnf_graph **graph_out);
 
+/* As nnf_onnx_import, for a private read-only file mapping the caller owns:
+ * after copying a tensor out of it the importer hands the pages back, so the
+ * file and the copies are not both resident. */
+nnf_status nnf_onnx_import_mapping(const nnf_mapping *file, const char *source, const char *base_dir,
+                                   nnf_graph **graph_out);
+
 #endif

@@ -14,6 +14,7 @@ typedef struct nnf_onnx_ctx {
     size_t size;
     const char *base_dir; /* NULL = current directory */
     nnf_graph *root;      /* owns external-data mappings for all subgraphs */
+    bool base_is_mapping; /* base is a private file mapping: copied pages may be handed back */
     /* domain → opset version, hashed: a hostile file may hold very many
      * opset imports and nodes, and a linear lookup per node is quadratic. */
     const char **opset_keys;

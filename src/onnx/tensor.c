@@ -5,6 +5,8 @@
 
 #include <inttypes.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 enum {
     T_DIMS = 1,
@@ -296,9 +298,31 @@ done:
     return st;
 }
 
+/* Tensor data the importer must own. Large tensors (weights) get their own
+ * block so a later stage can release them once they are folded or packed;
+ * small ones go to the arena. */
+#define OWN_BLOCK_MIN 4096
+static void *tensor_alloc(nnf_onnx_ctx *cx, nnf_arena *a, size_t nbytes) {
+    return nbytes >= OWN_BLOCK_MIN ? nnf_graph_block_alloc(cx->root, nbytes) : nnf_arena_alloc(a, nbytes);
+}
+
+/* After copying from a file mapping of ours, hand its whole pages back so the
+ * file and the copy are not both resident (never for a caller's buffer). */
+static void release_source_pages(nnf_onnx_ctx *cx, const uint8_t *src, size_t nbytes) {
+    bool ours = cx->base_is_mapping && src >= cx->base && src + nbytes <= cx->base + cx->size;
+    for (const nnf_mapping *m = cx->root->mappings; m && !ours; m = m->next)
+        ours = m->addr && src >= (const uint8_t *)m->addr && src + nbytes <= (const uint8_t *)m->addr + m->size;
+    if (!ours)
+        return;
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = ((uintptr_t)src + page - 1) & ~(page - 1), hi = ((uintptr_t)src + nbytes) & ~(page - 1);
+    if (hi > lo)
+        madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
 /* Point at (or copy) data that is already in the tensor's layout. */
-static nnf_status borrow_or_copy(nnf_arena *a, const uint8_t *src, size_t nbytes, size_t esize,
-                                 const void **out) {
+static nnf_status borrow_or_copy(nnf_onnx_ctx *cx, nnf_arena *a, const uint8_t *src, size_t nbytes,
+                                 size_t esize, const void **out) {
     if (nbytes == 0) {
         *out = NULL;
         return NNF_OK;
@@ -307,11 +331,12 @@ static nnf_status borrow_or_copy(nnf_arena *a, const uint8_t *src, size_t nbytes
         *out = src;
         return NNF_OK;
     }
-    void *copy = nnf_arena_alloc(a, nbytes);
+    void *copy = tensor_alloc(cx, a, nbytes);
     if (!copy)
         return nnf_onnx_oom("tensor data");
     memcpy(copy, src, nbytes);
     *out = copy;
+    release_source_pages(cx, src, nbytes);
     return NNF_OK;
 }
 
@@ -328,12 +353,12 @@ static nnf_status load_external(nnf_onnx_ctx *cx, nnf_arena *a, const tensor_sca
         return NNF_CORRUPT("external data at offset %" PRIu64 " + %zu bytes runs past the end of "
                            "'%.200s' (%zu bytes)",
                            ts->ext_offset, nbytes, ts->location, m->size);
-    return borrow_or_copy(a, (const uint8_t *)m->addr + ts->ext_offset, nbytes, esize, out);
+    return borrow_or_copy(cx, a, (const uint8_t *)m->addr + ts->ext_offset, nbytes, esize, out);
 }
 
 static nnf_status decode_typed(nnf_onnx_ctx *cx, nnf_arena *a, const nnf_pb_field *span, int field,
                                nnf_dtype t, size_t numel, size_t nbytes, const void **out) {
-    void *dst = nnf_arena_alloc(a, nbytes);
+    void *dst = tensor_alloc(cx, a, nbytes);
     if (!dst)
         return nnf_onnx_oom("tensor data");
     nnf_pb r = nnf_onnx_msg(cx, span);
@@ -415,7 +440,7 @@ static nnf_status tensor_body(nnf_onnx_ctx *cx, nnf_arena *a, const nnf_pb_field
     if (ts->has_raw) {
         if (ts->raw_len != nbytes)
             return NNF_CORRUPT("raw_data has %zu bytes, dims need %zu", ts->raw_len, nbytes);
-        return borrow_or_copy(a, ts->raw, nbytes, esize, &out->data);
+        return borrow_or_copy(cx, a, ts->raw, nbytes, esize, &out->data);
     }
     if (ext)
         return load_external(cx, a, ts, nbytes, esize, &out->data);

@@ -60,6 +60,9 @@ typedef struct nnf_kernel_plan {
     nnf_kernel_fn run;
     void *state;             /* packed weights etc., owned by the plan */
     void (*free_state)(void *state);
+    /* bit k set: input k's constant data was packed into state and run never
+     * reads it, so the loader may release the unpacked copy */
+    unsigned packed_inputs;
 } nnf_kernel_plan;
 /* Shapes in in/out are fully known; constant inputs (weights) carry data. */
 #define NNF_PLAN_ARGS const nnf_node *node, const nnf_tinfo *in, const nnf_tinfo *out, nnf_kernel_plan *plan

@@ -57,6 +57,11 @@ static nnf_status fold_one(nnf_pass_ctx *ctx, nnf_node *bn, nnf_node *conv) {
     NNF_CHECK(nnf_pass_resize_inputs(conv, 3));
     conv->inputs[1] = nwv;
     conv->inputs[2] = nbv;
+    /* the unfolded weights go now, so old and new copies never all coexist */
+    if (--ctx->uses[wv] == 0)
+        nnf_graph_release_value_data(g, wv);
+    if (bv >= 0 && --ctx->uses[bv] == 0)
+        nnf_graph_release_value_data(g, bv);
     NNF_CHECK(nnf_pass_merge_names(ctx, conv, bn));
     nnf_pass_take_output(ctx, conv, 0, bn->outputs[0]);
     bn->dead = true;

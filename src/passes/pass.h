@@ -35,6 +35,9 @@ void nnf_pass_take_output(nnf_pass_ctx *ctx, nnf_node *node, int k, int v);
 nnf_status nnf_pass_resize_inputs(nnf_node *node, int n);
 /* A float32 constant value's data, or NULL. */
 const float *nnf_pass_const_f32(const nnf_graph *g, int v);
+/* Release the data of constants no live node reads any more (weights that
+ * were folded into new ones). */
+void nnf_pass_release_unused(nnf_pass_ctx *ctx);
 /* Add a new constant float32 value with the given shape; returns its id or -1. */
 int nnf_pass_new_const(nnf_graph *g, const char *name, const nnf_shape *shape, float **data_out);
 

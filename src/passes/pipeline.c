@@ -50,15 +50,15 @@ nnf_status nnf_passes_run(nnf_graph *g, int opt_level, const char *disabled) {
             break;
         }
         NNF_LOG_INFO("pass %s: %d rewrite%s", p->name, ctx.fusions, ctx.fusions == 1 ? "" : "s");
-        /* passes may add values: the use counts are resized on the next round */
-        if (g->n_values > 0) {
-            int *u = nnf_realloc(ctx.uses, ((size_t)g->n_values + 1) * sizeof(int));
-            if (!u) {
-                st = nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory running graph passes");
-                break;
-            }
-            ctx.uses = u;
+        /* passes may add values: resize the use counts before counting again */
+        int *u = nnf_realloc(ctx.uses, ((size_t)g->n_values + 1) * sizeof(int));
+        if (!u) {
+            st = nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory running graph passes");
+            break;
         }
+        ctx.uses = u;
+        if (ctx.fusions)
+            nnf_pass_release_unused(&ctx);
     }
     nnf_free(ctx.uses);
     if (st == NNF_OK)

@@ -84,7 +84,7 @@ int nnf_pass_new_const(nnf_graph *g, const char *name, const nnf_shape *shape, f
     int64_t numel = nnf_shape_numel(shape);
     if (numel < 0)
         return -1;
-    float *data = nnf_arena_calloc(&g->arena, (size_t)numel ? (size_t)numel : 1, sizeof(float));
+    float *data = nnf_graph_block_alloc(g, ((size_t)numel ? (size_t)numel : 1) * sizeof(float));
     if (!data)
         return -1;
     int v = nnf_graph_value(g, unique);
@@ -98,4 +98,12 @@ int nnf_pass_new_const(nnf_graph *g, const char *name, const nnf_shape *shape, f
     val->nbytes = (size_t)numel * sizeof(float);
     *data_out = data;
     return v;
+}
+
+void nnf_pass_release_unused(nnf_pass_ctx *ctx) {
+    nnf_graph *g = ctx->graph;
+    nnf_pass_count_uses(ctx);
+    for (int v = 0; v < g->n_values; v++)
+        if (ctx->uses[v] == 0 && (g->values[v].kind == NNF_VALUE_INITIALIZER || g->values[v].kind == NNF_VALUE_CONSTANT))
+            nnf_graph_release_value_data(g, v);
 }

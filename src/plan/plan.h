@@ -6,8 +6,10 @@
 
 #include "ops/op.h"
 
-/* *plans_out: one entry per node id (run NULL = reference kernel). */
-nnf_status nnf_graph_plan(const nnf_graph *g, nnf_kernel_plan **plans_out);
+/* *plans_out: one entry per node id (run NULL = reference kernel). With
+ * release_packed, a constant that a plan packed and that no other node reads
+ * is released right after packing (see nnf_kernel_plan.packed_inputs). */
+nnf_status nnf_graph_plan(nnf_graph *g, bool release_packed, nnf_kernel_plan **plans_out);
 void nnf_graph_plans_free(const nnf_graph *g, nnf_kernel_plan *plans);
 
 #endif

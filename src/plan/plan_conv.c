@@ -105,5 +105,6 @@ nnf_status nnf_plan_conv(NNF_PLAN_ARGS) {
     plan->run = conv_run;
     plan->state = st;
     plan->free_state = conv_state_free;
+    plan->packed_inputs = 1u << 1; /* every algorithm copies or packs W; run reads only the state */
     return NNF_OK;
 }

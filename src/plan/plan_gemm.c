@@ -274,6 +274,8 @@ planned_c:
     plan->run = mm_run;
     plan->state = s;
     plan->free_state = mm_state_free;
+    if (s->pb)
+        plan->packed_inputs = 1u << 1; /* B is packed; mm_run reads only its dims */
     return NNF_OK;
 keep_reference:
     mm_state_free(s);

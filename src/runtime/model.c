@@ -9,6 +9,7 @@
 #include "plan/plan.h"
 
 #include <libgen.h>
+#include <stddef.h>
 #include <sys/mman.h>
 #include <string.h>
 
@@ -42,8 +43,6 @@ static nnf_status build_info(nnf_model *m) {
  * before packing so the copies do not all peak together: a value still read
  * from the mapping faults its pages in again from the page cache. */
 static void release_file_pages(nnf_model *m) {
-    if (m->file && m->file->addr)
-        madvise(m->file->addr, m->file->size, MADV_DONTNEED);
     for (nnf_mapping *x = m->graph->mappings; x; x = x->next)
         if (x->addr)
             madvise(x->addr, x->size, MADV_DONTNEED);
@@ -60,7 +59,7 @@ static nnf_status prepare(nnf_model *m) {
         NNF_CHECK(nnf_passes_run(g, m->opt_level, NULL));
         NNF_CHECK(nnf_graph_verify(g));
         release_file_pages(m);
-        NNF_CHECK(nnf_graph_plan(g, &m->plans));
+        NNF_CHECK(nnf_graph_plan(g, !m->keep_unpacked, &m->plans));
     }
     return build_info(m);
 }
@@ -76,10 +75,22 @@ static nnf_status load(const void *data, size_t size, const char *source, const 
     }
     m->file = file;
     m->opt_level = opts ? opts->opt_level : 3;
-    st = nnf_onnx_import(data, size, source, base_dir, &m->graph);
+    m->keep_unpacked = opts && opts->struct_size >= offsetof(nnf_model_options, keep_unpacked_weights) + sizeof(int)
+                           ? opts->keep_unpacked_weights
+                           : 0;
+    st = file ? nnf_onnx_import_mapping(file, source, base_dir, &m->graph)
+              : nnf_onnx_import(data, size, source, base_dir, &m->graph);
     if (st != NNF_OK)
         goto fail;
     m->graph->source = m->source;
+    /* the graph owns every mapping its values point into */
+    if (file) {
+        file->next = m->graph->mappings;
+        m->graph->mappings = file;
+        m->file = NULL;
+    }
+    /* import copied what it could not point at; the rest faults back in on use */
+    release_file_pages(m);
     st = prepare(m);
     if (st != NNF_OK) {
         nnf_error_prefix(st, "%s", source);

@@ -7,9 +7,10 @@
 
 struct nnf_model {
     nnf_graph *graph;
-    nnf_mapping *file; /* the mapped .onnx (NULL when loaded from a caller's buffer) */
+    nnf_mapping *file; /* the mapped .onnx until import hands it to the graph (NULL for buffers) */
     char *source;      /* path for messages */
     int opt_level;
+    int keep_unpacked; /* nnf_model_options.keep_unpacked_weights */
     nnf_value_info *input_info, *output_info;
     nnf_kernel_plan *plans; /* per node id; NULL at -O0 (reference kernels only) */
 };

@@ -66,6 +66,14 @@ NNF_API nnf_status nnf_session_create(const nnf_model *model, const nnf_session_
         goto fail;
     /* the model's kernel plans are shared; a reference-only session ignores them */
     s->plans = s->opts.reference_kernels ? NULL : model->plans;
+    for (int v = 0; s->opts.reference_kernels && v < g->n_values; v++)
+        if (g->values[v].released) {
+            st = nnf_error(NNF_ERR_INVALID_ARGUMENT,
+                           "%s: reference_kernels needs the unpacked weights ('%s' lives only packed): load the "
+                           "model with keep_unpacked_weights or at opt_level 0",
+                           model->source, g->values[v].name);
+            goto fail;
+        }
     *out = s;
     return NNF_OK;
 fail:
@@ -298,6 +306,12 @@ static nnf_status run_node(nnf_session *s, int oi) {
     static const nnf_kernel_plan none;
     const nnf_kernel_plan *p = s->plans ? &s->plans[id] : &none;
     bool fast = p->run && plan_matches(g, n, in);
+    if (!fast)
+        for (int k = 0; k < n->n_inputs; k++)
+            if (n->inputs[k] >= 0 && g->values[n->inputs[k]].released)
+                return nnf_node_error(n, NNF_ERR_SHAPE,
+                                      "run-time shapes differ from the ones its kernel was planned and its weights "
+                                      "packed for at load (load with keep_unpacked_weights to allow this)");
     nnf_kctx ctx = {.pool = s->pool, .state = fast ? p->state : NULL};
     double t0 = s->opts.profile ? nnf_now_us() : 0;
     nnf_status st = fast ? p->run(n, in, out, &ctx) : n->op->ref(n, in, out, &ctx);
