@@ -200,3 +200,16 @@ uint16_t nnf_f32_to_bf16(float f) {
     x += 0x7fff + ((x >> 16) & 1);
     return (uint16_t)(x >> 16);
 }
+
+void *nnf_tensor_params_alloc(nnf_node *node, nnf_arena *arena, size_t size) {
+    void *p = nnf_arena_calloc(arena, 1, size);
+    if (p)
+        node->params = p;
+    return p;
+}
+
+nnf_status nnf_check_fixed_dtype(const nnf_node *node, nnf_dtype t) {
+    if (t != NNF_DTYPE_UNDEFINED && nnf_dtype_size(t) == 0)
+        return nnf_node_error(node, NNF_ERR_UNSUPPORTED, "dtype %s is not supported", nnf_dtype_name(t));
+    return NNF_OK;
+}

@@ -251,6 +251,15 @@ nnf_status nnf_pad_resolve(const nnf_node *node, int rank, const nnf_ivec *pads,
 nnf_status nnf_axes_mask(const nnf_node *node, const nnf_ivec *axes, int rank, bool *mask);
 
 /* Software IEEE half / bfloat16 conversion (round to nearest even). */
+/* The node's zeroed params struct from the arena (NULL on OOM). */
+void *nnf_tensor_params_alloc(nnf_node *node, nnf_arena *arena, size_t size);
+#define ALLOC_PARAMS(type, var)                                                                    \
+    type *var = nnf_tensor_params_alloc(node, arena, sizeof(type));                                \
+    if (!var)                                                                                      \
+    return nnf_node_error(node, NNF_ERR_OUT_OF_MEMORY, "out of memory for attributes")
+/* Data-movement ops accept every fixed-size dtype; strings have no size. */
+nnf_status nnf_check_fixed_dtype(const nnf_node *node, nnf_dtype t);
+
 float nnf_f16_to_f32(uint16_t h);
 uint16_t nnf_f32_to_f16(float f);
 float nnf_bf16_to_f32(uint16_t h);

@@ -2,25 +2,6 @@
  * NonZero, TopK, Trilu, CumSum. */
 #include "ops/tensor_common.h"
 
-static void *params_alloc(nnf_node *node, nnf_arena *arena, size_t size) {
-    void *p = nnf_arena_calloc(arena, 1, size);
-    if (p)
-        node->params = p;
-    return p;
-}
-
-#define ALLOC_PARAMS(type, var)                                                                    \
-    type *var = params_alloc(node, arena, sizeof(type));                                           \
-    if (!var)                                                                                      \
-    return nnf_node_error(node, NNF_ERR_OUT_OF_MEMORY, "out of memory for attributes")
-
-static nnf_status check_fixed_dtype(const nnf_node *node, nnf_dtype t) {
-    if (t != NNF_DTYPE_UNDEFINED && nnf_dtype_size(t) == 0)
-        return nnf_node_error(node, NNF_ERR_UNSUPPORTED, "dtype %s is not supported",
-                              nnf_dtype_name(t));
-    return NNF_OK;
-}
-
 static nnf_status check_numeric_dtype(const nnf_node *node, nnf_dtype t) {
     if (t != NNF_DTYPE_UNDEFINED && !nnf_is_numeric_dtype(t))
         return nnf_node_error(node, NNF_ERR_UNSUPPORTED, "dtype %s is not supported",
@@ -58,7 +39,7 @@ nnf_status nnf_axis0_init(NNF_INIT_ARGS) {
 nnf_status nnf_gather_infer(NNF_INFER_ARGS) {
     const nnf_axis_params *p = node->params;
     const nnf_tinfo *x = &in[0], *idx = &in[1];
-    NNF_CHECK(check_fixed_dtype(node, x->dtype));
+    NNF_CHECK(nnf_check_fixed_dtype(node, x->dtype));
     NNF_CHECK(check_index_dtype(node, idx->dtype, "indices"));
     out[0].dtype = x->dtype;
     int r = x->shape.rank, q = idx->shape.rank;
@@ -94,7 +75,7 @@ nnf_status nnf_gather_infer(NNF_INFER_ARGS) {
 nnf_status nnf_gather_elements_infer(NNF_INFER_ARGS) {
     const nnf_axis_params *p = node->params;
     const nnf_tinfo *x = &in[0], *idx = &in[1];
-    NNF_CHECK(check_fixed_dtype(node, x->dtype));
+    NNF_CHECK(nnf_check_fixed_dtype(node, x->dtype));
     NNF_CHECK(check_index_dtype(node, idx->dtype, "indices"));
     out[0].dtype = x->dtype;
     out[0].shape = idx->shape;
@@ -122,7 +103,7 @@ nnf_status nnf_gather_nd_init(NNF_INIT_ARGS) {
 nnf_status nnf_gather_nd_infer(NNF_INFER_ARGS) {
     const nnf_gathernd_params *p = node->params;
     const nnf_tinfo *x = &in[0], *idx = &in[1];
-    NNF_CHECK(check_fixed_dtype(node, x->dtype));
+    NNF_CHECK(nnf_check_fixed_dtype(node, x->dtype));
     if (idx->dtype != NNF_DTYPE_UNDEFINED && idx->dtype != NNF_DTYPE_INT64)
         return nnf_node_error(node, NNF_ERR_INVALID_MODEL, "indices must be int64");
     out[0].dtype = x->dtype;
@@ -175,7 +156,7 @@ nnf_status nnf_scatter_nd_infer(NNF_INFER_ARGS) {
     if (p->reduction != NNF_SCATTER_NONE)
         NNF_CHECK(check_numeric_dtype(node, x->dtype));
     else
-        NNF_CHECK(check_fixed_dtype(node, x->dtype));
+        NNF_CHECK(nnf_check_fixed_dtype(node, x->dtype));
     if (idx->dtype != NNF_DTYPE_UNDEFINED && idx->dtype != NNF_DTYPE_INT64)
         return nnf_node_error(node, NNF_ERR_INVALID_MODEL, "indices must be int64");
     if (upd->dtype != x->dtype)
@@ -233,7 +214,7 @@ nnf_status nnf_one_hot_infer(NNF_INFER_ARGS) {
     const nnf_tinfo *idx = &in[0], *depth = &in[1], *vals = &in[2];
     NNF_CHECK(check_numeric_dtype(node, idx->dtype));
     NNF_CHECK(check_numeric_dtype(node, depth->dtype));
-    NNF_CHECK(check_fixed_dtype(node, vals->dtype));
+    NNF_CHECK(nnf_check_fixed_dtype(node, vals->dtype));
     if (depth->shape.rank > 1 || (depth->shape.rank == 1 && depth->shape.dims[0] >= 0 &&
                                   depth->shape.dims[0] != 1))
         return nnf_node_error(node, NNF_ERR_INVALID_MODEL, "depth must be a scalar");
@@ -265,7 +246,7 @@ nnf_status nnf_one_hot_infer(NNF_INFER_ARGS) {
 
 nnf_status nnf_non_zero_infer(NNF_INFER_ARGS) {
     const nnf_tinfo *x = &in[0];
-    NNF_CHECK(check_fixed_dtype(node, x->dtype));
+    NNF_CHECK(nnf_check_fixed_dtype(node, x->dtype));
     out[0].dtype = NNF_DTYPE_INT64;
     nnf_shape_unknown(&out[0].shape, 2);
     out[0].shape.dims[0] = x->shape.rank;
@@ -330,7 +311,7 @@ nnf_status nnf_trilu_init(NNF_INIT_ARGS) {
 }
 
 nnf_status nnf_trilu_infer(NNF_INFER_ARGS) {
-    NNF_CHECK(check_fixed_dtype(node, in[0].dtype));
+    NNF_CHECK(nnf_check_fixed_dtype(node, in[0].dtype));
     if (in[0].shape.rank >= 0 && in[0].shape.rank < 2)
         return nnf_node_error(node, NNF_ERR_INVALID_MODEL, "input must have rank >= 2, has %d",
                               in[0].shape.rank);

@@ -2,25 +2,6 @@
  * Slice, Tile, Pad. */
 #include "ops/tensor_common.h"
 
-static void *params_alloc(nnf_node *node, nnf_arena *arena, size_t size) {
-    void *p = nnf_arena_calloc(arena, 1, size);
-    if (p)
-        node->params = p;
-    return p;
-}
-
-#define ALLOC_PARAMS(type, var)                                                                    \
-    type *var = params_alloc(node, arena, sizeof(type));                                           \
-    if (!var)                                                                                      \
-    return nnf_node_error(node, NNF_ERR_OUT_OF_MEMORY, "out of memory for attributes")
-
-static nnf_status check_fixed_dtype(const nnf_node *node, nnf_dtype t) {
-    if (t != NNF_DTYPE_UNDEFINED && nnf_dtype_size(t) == 0)
-        return nnf_node_error(node, NNF_ERR_UNSUPPORTED, "dtype %s is not supported",
-                              nnf_dtype_name(t));
-    return NNF_OK;
-}
-
 static void copy_dim(nnf_shape *dst, int i, const nnf_shape *src, int j) {
     dst->dims[i] = src->dims[j];
     dst->dim_names[i] = src->dim_names[j];
@@ -51,7 +32,7 @@ nnf_status nnf_transpose_init(NNF_INIT_ARGS) {
 nnf_status nnf_transpose_infer(NNF_INFER_ARGS) {
     const nnf_transpose_params *p = node->params;
     const nnf_tinfo *x = &in[0];
-    NNF_CHECK(check_fixed_dtype(node, x->dtype));
+    NNF_CHECK(nnf_check_fixed_dtype(node, x->dtype));
     out[0].dtype = x->dtype;
     int r = x->shape.rank;
     if (r < 0) {
@@ -85,7 +66,7 @@ nnf_status nnf_concat_infer(NNF_INFER_ARGS) {
     int r = -1;
     nnf_dtype t = NNF_DTYPE_UNDEFINED;
     for (int i = 0; i < node->n_inputs; i++) {
-        NNF_CHECK(check_fixed_dtype(node, in[i].dtype));
+        NNF_CHECK(nnf_check_fixed_dtype(node, in[i].dtype));
         if (t == NNF_DTYPE_UNDEFINED)
             t = in[i].dtype;
         else if (in[i].dtype != NNF_DTYPE_UNDEFINED && in[i].dtype != t)
@@ -156,7 +137,7 @@ nnf_status nnf_split_init(NNF_INIT_ARGS) {
 nnf_status nnf_split_infer(NNF_INFER_ARGS) {
     const nnf_split_params *p = node->params;
     const nnf_tinfo *x = &in[0];
-    NNF_CHECK(check_fixed_dtype(node, x->dtype));
+    NNF_CHECK(nnf_check_fixed_dtype(node, x->dtype));
     int n_out = node->n_outputs;
     for (int i = 0; i < n_out; i++) {
         out[i].dtype = x->dtype;
@@ -246,7 +227,7 @@ void nnf_slice_args_attr(const nnf_slice_params *p, nnf_ivec *v) {
 nnf_status nnf_slice_infer(NNF_INFER_ARGS) {
     const nnf_slice_params *p = node->params;
     const nnf_tinfo *x = &in[0];
-    NNF_CHECK(check_fixed_dtype(node, x->dtype));
+    NNF_CHECK(nnf_check_fixed_dtype(node, x->dtype));
     out[0].dtype = x->dtype;
     int r = x->shape.rank;
     nnf_ivec v[4];
@@ -295,7 +276,7 @@ nnf_status nnf_slice_infer(NNF_INFER_ARGS) {
 
 nnf_status nnf_tile_infer(NNF_INFER_ARGS) {
     const nnf_tinfo *x = &in[0];
-    NNF_CHECK(check_fixed_dtype(node, x->dtype));
+    NNF_CHECK(nnf_check_fixed_dtype(node, x->dtype));
     out[0].dtype = x->dtype;
     nnf_ivec rep;
     NNF_CHECK(nnf_tinfo_ivec(node, &in[1], "repeats", &rep));
@@ -350,7 +331,7 @@ nnf_status nnf_pad_init(NNF_INIT_ARGS) {
 nnf_status nnf_pad_infer(NNF_INFER_ARGS) {
     const nnf_pad_params *p = node->params;
     const nnf_tinfo *x = &in[0];
-    NNF_CHECK(check_fixed_dtype(node, x->dtype));
+    NNF_CHECK(nnf_check_fixed_dtype(node, x->dtype));
     out[0].dtype = x->dtype;
     int r = x->shape.rank;
     nnf_shape_unknown(&out[0].shape, r);

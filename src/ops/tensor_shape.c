@@ -7,26 +7,6 @@
 
 #include <math.h>
 
-static void *params_alloc(nnf_node *node, nnf_arena *arena, size_t size) {
-    void *p = nnf_arena_calloc(arena, 1, size);
-    if (p)
-        node->params = p;
-    return p;
-}
-
-#define ALLOC_PARAMS(type, var)                                                                    \
-    type *var = params_alloc(node, arena, sizeof(type));                                           \
-    if (!var)                                                                                      \
-    return nnf_node_error(node, NNF_ERR_OUT_OF_MEMORY, "out of memory for attributes")
-
-/* Data-movement ops accept every fixed-size dtype; strings have no size. */
-static nnf_status check_fixed_dtype(const nnf_node *node, nnf_dtype t) {
-    if (t != NNF_DTYPE_UNDEFINED && nnf_dtype_size(t) == 0)
-        return nnf_node_error(node, NNF_ERR_UNSUPPORTED, "dtype %s is not supported",
-                              nnf_dtype_name(t));
-    return NNF_OK;
-}
-
 static nnf_status check_rank(const nnf_node *node, int64_t rank) {
     if (rank > NNF_MAX_RANK)
         return nnf_node_error(node, NNF_ERR_UNSUPPORTED, "output rank %lld exceeds %d",
@@ -72,7 +52,7 @@ static int64_t known_prod(const nnf_shape *s, int skip) {
 nnf_status nnf_reshape_infer(NNF_INFER_ARGS) {
     const nnf_reshape_params *p = node->params;
     const nnf_tinfo *x = &in[0];
-    NNF_CHECK(check_fixed_dtype(node, x->dtype));
+    NNF_CHECK(nnf_check_fixed_dtype(node, x->dtype));
     out[0].dtype = x->dtype;
     nnf_ivec spec = {p->n_shape, NNF_DTYPE_INT64, p->shape};
     if (p->n_shape < 0)
@@ -161,7 +141,7 @@ static void merge_dims(const nnf_shape *x, int lo, int hi, nnf_shape *s, int at)
 nnf_status nnf_flatten_infer(NNF_INFER_ARGS) {
     const nnf_axis_params *p = node->params;
     const nnf_tinfo *x = &in[0];
-    NNF_CHECK(check_fixed_dtype(node, x->dtype));
+    NNF_CHECK(nnf_check_fixed_dtype(node, x->dtype));
     out[0].dtype = x->dtype;
     nnf_shape s;
     nnf_shape_unknown(&s, 2);
@@ -201,7 +181,7 @@ static nnf_status axes_of(const nnf_node *node, const nnf_tinfo *in, nnf_ivec *a
 
 nnf_status nnf_squeeze_infer(NNF_INFER_ARGS) {
     const nnf_tinfo *x = &in[0];
-    NNF_CHECK(check_fixed_dtype(node, x->dtype));
+    NNF_CHECK(nnf_check_fixed_dtype(node, x->dtype));
     out[0].dtype = x->dtype;
     nnf_ivec axes;
     NNF_CHECK(axes_of(node, in, &axes));
@@ -262,7 +242,7 @@ nnf_status nnf_unsqueeze_init(NNF_INIT_ARGS) {
 
 nnf_status nnf_unsqueeze_infer(NNF_INFER_ARGS) {
     const nnf_tinfo *x = &in[0];
-    NNF_CHECK(check_fixed_dtype(node, x->dtype));
+    NNF_CHECK(nnf_check_fixed_dtype(node, x->dtype));
     out[0].dtype = x->dtype;
     nnf_ivec axes;
     NNF_CHECK(axes_of(node, in, &axes));
@@ -322,7 +302,7 @@ nnf_status nnf_size_infer(NNF_INFER_ARGS) {
 /* ---- Identity / Dropout ------------------------------------------------ */
 
 nnf_status nnf_identity_infer(NNF_INFER_ARGS) {
-    NNF_CHECK(check_fixed_dtype(node, in[0].dtype));
+    NNF_CHECK(nnf_check_fixed_dtype(node, in[0].dtype));
     out[0].dtype = in[0].dtype;
     out[0].shape = in[0].shape;
     return NNF_OK;
@@ -350,7 +330,7 @@ nnf_status nnf_dropout_infer(NNF_INFER_ARGS) {
 
 nnf_status nnf_expand_infer(NNF_INFER_ARGS) {
     const nnf_tinfo *x = &in[0];
-    NNF_CHECK(check_fixed_dtype(node, x->dtype));
+    NNF_CHECK(nnf_check_fixed_dtype(node, x->dtype));
     out[0].dtype = x->dtype;
     nnf_ivec spec;
     NNF_CHECK(nnf_tinfo_ivec(node, &in[1], "shape", &spec));
@@ -600,7 +580,7 @@ nnf_status nnf_eye_like_init(NNF_INIT_ARGS) {
 
 nnf_status nnf_eye_like_infer(NNF_INFER_ARGS) {
     const nnf_eyelike_params *p = node->params;
-    NNF_CHECK(check_fixed_dtype(node, in[0].dtype));
+    NNF_CHECK(nnf_check_fixed_dtype(node, in[0].dtype));
     if (in[0].shape.rank >= 0 && in[0].shape.rank != 2)
         return nnf_node_error(node, NNF_ERR_INVALID_MODEL, "input must be 2-D, has rank %d",
                               in[0].shape.rank);
