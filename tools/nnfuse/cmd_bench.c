@@ -56,19 +56,6 @@ static void stats_compute(double *lat, size_t n, bench_stats *st) {
     st->p99 = percentile(lat, n, 0.99);
 }
 
-static void json_string(FILE *f, const char *s) {
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\')
-            fprintf(f, "\\%c", *s);
-        else if ((unsigned char)*s < 0x20)
-            fprintf(f, "\\u%04x", *s);
-        else
-            fputc(*s, f);
-    }
-    fputc('"', f);
-}
-
 /* Peak resident set of this process image. VmHWM first: getrusage's
  * ru_maxrss survives execve, so a bench started by a large parent (Python's
  * subprocess) would report the parent's peak instead of its own. */
@@ -108,7 +95,7 @@ static int write_json(const char *path, const bench_result *r) {
         return EXIT_INVALID;
     }
     fprintf(f, "{\"model\": ");
-    json_string(f, r->model);
+    cli_json_string(f, r->model);
     fprintf(f,
             ", \"threads\": %d, \"opt_level\": %d, \"warmup\": %d, \"count\": %zu, \"first_ms\": %.4f, "
             "\"latency_ms\": {\"min\": %.4f, \"mean\": %.4f, \"median\": %.4f, \"p90\": %.4f, \"p99\": %.4f, "

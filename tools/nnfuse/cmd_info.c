@@ -11,25 +11,12 @@ typedef struct op_count {
     int count;
 } op_count;
 
-static void json_string(const char *s) {
-    putchar('"');
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\')
-            putchar('\\');
-        if ((unsigned char)*s < 0x20)
-            printf("\\u%04x", *s);
-        else
-            putchar(*s);
-    }
-    putchar('"');
-}
-
 static void print_values(const nnf_graph *g, const int *ids, int n, int json) {
     for (int i = 0; i < n; i++) {
         const nnf_value *v = &g->values[ids[i]];
         if (json) {
             printf("%s{\"name\": ", i ? ", " : "");
-            json_string(v->name);
+            cli_json_string(stdout, v->name);
             printf(", \"dtype\": \"%s\", \"shape\": ", nnf_dtype_name(v->dtype));
             if (v->shape.rank < 0)
                 printf("null");
@@ -41,7 +28,7 @@ static void print_values(const nnf_graph *g, const int *ids, int n, int json) {
                     if (v->shape.dims[d] >= 0)
                         printf("%lld", (long long)v->shape.dims[d]);
                     else if (v->shape.dim_names[d])
-                        json_string(v->shape.dim_names[d]);
+                        cli_json_string(stdout, v->shape.dim_names[d]);
                     else
                         printf("null");
                 }
@@ -144,9 +131,9 @@ int cmd_info(int argc, char **argv) {
         }
     if (json) {
         printf("{\"model\": ");
-        json_string(c.model);
+        cli_json_string(stdout, c.model);
         printf(", \"producer\": ");
-        json_string(g->producer_name ? g->producer_name : "");
+        cli_json_string(stdout, g->producer_name ? g->producer_name : "");
         printf(", \"opset\": %lld, \"inputs\": [", (long long)nnf_graph_opset(g, ""));
         print_values(g, g->inputs, g->n_inputs, 1);
         printf("], \"outputs\": [");
@@ -154,7 +141,7 @@ int cmd_info(int argc, char **argv) {
         printf("], \"nodes\": %d, \"nodes_after_optimisation\": %d, \"opt_level\": %d, \"op_histogram\": {", g->n_nodes, live, c.opt_level);
         for (int h = 0; h < n_hist; h++) {
             printf("%s", h ? ", " : "");
-            json_string(hist[h].name);
+            cli_json_string(stdout, hist[h].name);
             printf(": %d", hist[h].count);
         }
         printf("}, \"parameters\": %lld, \"weights_bytes\": %zu, \"gflops\": %.6f, \"nodes_without_cost\": %d}\n",

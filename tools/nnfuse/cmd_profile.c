@@ -174,19 +174,6 @@ static void profile_hook(void *user, const nnf_node *node, int output_index, con
         ctx->n_recs = n_ev;
 }
 
-static void json_string(FILE *f, const char *s) {
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\')
-            fprintf(f, "\\%c", *s);
-        else if ((unsigned char)*s < 0x20)
-            fprintf(f, "\\u%04x", *s);
-        else
-            fputc(*s, f);
-    }
-    fputc('"', f);
-}
-
 /* Session-level span of one iteration, like ORT's "model_run" event. */
 typedef struct run_span {
     double start_us, dur_us;
@@ -211,17 +198,17 @@ static int write_trace(const char *path, const prof_ctx *ctx, const nnf_profile_
         const prof_rec *rec = i < ctx->n_recs ? &ctx->recs[i] : NULL;
         fprintf(f, "{\"cat\": \"Node\", \"pid\": %d, \"tid\": 0, \"dur\": %.3f, \"ts\": %.3f, \"ph\": \"X\", \"name\": ",
                 pid, ev[i].dur_us, ev[i].start_us);
-        json_string(f, n->name);
+        cli_json_string(f, n->name);
         fputs(", \"args\": {\"op_name\": ", f);
-        json_string(f, n->op_type);
+        cli_json_string(f, n->op_type);
         fprintf(f, ", \"node_index\": \"%d\", \"provider\": \"nnfuse\", \"kernel\": ", ev[i].node);
-        json_string(f, ev[i].kernel ? ev[i].kernel : "ref");
+        cli_json_string(f, ev[i].kernel ? ev[i].kernel : "ref");
         if (n->fused_from && n->n_fused_from > 0) {
             fputs(", \"fused_from\": [", f);
             for (int k = 0; k < n->n_fused_from; k++) {
                 if (k)
                     fputs(", ", f);
-                json_string(f, n->fused_from[k]);
+                cli_json_string(f, n->fused_from[k]);
             }
             fputc(']', f);
         }

@@ -31,6 +31,19 @@ int cli_usage(const char *cmd, const char *usage) {
     return EXIT_USAGE;
 }
 
+void cli_json_string(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            fprintf(f, "\\%c", *s);
+        else if ((unsigned char)*s < 0x20)
+            fprintf(f, "\\u%04x", *s);
+        else
+            fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
 void cli_common_init(cli_common *c) {
     memset(c, 0, sizeof *c);
     c->threads = 0;
