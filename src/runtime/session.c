@@ -253,6 +253,32 @@ static nnf_status dump_output(nnf_session *s, const nnf_node *n, const nnf_value
     return st == NNF_OK ? st : nnf_error_prefix(st, "dumping node '%s' (%s)", n->name, n->op_type);
 }
 
+/* Ops whose output 0 is input 0's elements unchanged, only re-shaped. */
+static bool is_view_op(const nnf_node *n) {
+    static const char *const views[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"};
+    if (n->domain[0])
+        return false;
+    for (size_t i = 0; i < sizeof views / sizeof views[0]; i++)
+        if (!strcmp(n->op_type, views[i]))
+            return true;
+    return false;
+}
+
+/* A view op whose input dies here hands its buffer on instead of copying it
+ * (not for graph outputs, whose buffers the caller reads after the run). */
+static bool can_alias(const nnf_session *s, const nnf_node *n, int oi) {
+    if (!is_view_op(n) || n->n_inputs < 1 || n->inputs[0] < 0 || n->outputs[0] < 0)
+        return false;
+    for (int k = 1; k < n->n_outputs; k++)
+        if (n->outputs[k] >= 0)
+            return false; /* Dropout's mask */
+    int v = n->inputs[0];
+    for (int k = 1; k < n->n_inputs; k++)
+        if (n->inputs[k] == v)
+            return false;
+    return s->owned[v] && s->last_use[v] == oi && s->last_use[n->outputs[0]] != INT32_MAX;
+}
+
 static nnf_status run_node(nnf_session *s, int oi) {
     const nnf_graph *g = s->model->graph;
     int id = g->order[oi];
@@ -278,6 +304,7 @@ static nnf_status run_node(nnf_session *s, int oi) {
         tout[k].shape.rank = -1;
     }
     NNF_CHECK(n->op->infer(n, tin, tout));
+    bool alias = can_alias(s, n, oi);
     for (int k = 0; k < n->n_outputs; k++) {
         int v = n->outputs[k];
         if (v < 0) {
@@ -294,6 +321,15 @@ static nnf_status run_node(nnf_session *s, int oi) {
         b->rank = tout[k].shape.rank;
         memcpy(b->dims, tout[k].shape.dims, sizeof b->dims);
         b->numel = (size_t)numel;
+        if (k == 0 && alias) {
+            int iv = n->inputs[0];
+            b->data = s->bufs[iv].data;
+            s->capacity[v] = s->capacity[iv];
+            s->owned[iv] = 0; /* ownership moves to the output */
+            s->owned[v] = 1;
+            out[k] = b;
+            continue;
+        }
         b->data = cache_get(s, bytes, &s->capacity[v]);
         if (!b->data)
             return nnf_node_error(n, NNF_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes for output %d", bytes, k);
@@ -314,11 +350,11 @@ static nnf_status run_node(nnf_session *s, int oi) {
                                       "packed for at load (load with keep_unpacked_weights to allow this)");
     nnf_kctx ctx = {.pool = s->pool, .state = fast ? p->state : NULL};
     double t0 = s->opts.profile ? nnf_now_us() : 0;
-    nnf_status st = fast ? p->run(n, in, out, &ctx) : n->op->ref(n, in, out, &ctx);
+    nnf_status st = alias ? NNF_OK : fast ? p->run(n, in, out, &ctx) : n->op->ref(n, in, out, &ctx);
     if (st != NNF_OK)
         return st;
     if (s->opts.profile)
-        NNF_CHECK(record_event(s, id, t0, nnf_now_us(), fast ? p->name : "ref"));
+        NNF_CHECK(record_event(s, id, t0, nnf_now_us(), alias ? "view" : fast ? p->name : "ref"));
     if (id == s->inject_node && out[0] && out[0]->dtype == NNF_DTYPE_FLOAT32)
         for (size_t i = 0; i < out[0]->numel; i++)
             ((float *)out[0]->data)[i] += s->inject_delta;
