@@ -2,9 +2,8 @@
 
 test_no_regressions fails when a case listed in tests/conformance/expected_pass.txt
 no longer passes, and reports (as a warning) cases that pass but are not listed
-yet. test_supported_ops_pass is the stricter goal, xfail while the operator
-table is being filled: a case whose operators `nnfuse ops --check` all claims
-must pass.
+yet. test_supported_ops_pass is the stricter rule: a case whose operators
+`nnfuse ops --check` all claims must pass.
 """
 import json
 import pathlib
@@ -45,8 +44,6 @@ def test_no_regressions(conformance):
     assert not lines, f"{len(lines)} conformance regressions:\n" + "\n".join(lines)
 
 
-@pytest.mark.xfail(strict=False, reason="op table still being filled; the lead decides when "
-                                        "this becomes a hard requirement")
 def test_supported_ops_pass(conformance):
     bad = [c for c in conformance["cases"]
            if c["status"] in ("fail", "error") and c["ops_supported"]]
