@@ -9,8 +9,28 @@
 #include <stdio.h>
 #include <string.h>
 
+const double nnf_wino_g[6][3] = {{1.0 / 4, 0, 0},           {-1.0 / 6, -1.0 / 6, -1.0 / 6},
+                                  {-1.0 / 6, 1.0 / 6, -1.0 / 6}, {1.0 / 24, 1.0 / 12, 1.0 / 6},
+                                  {1.0 / 24, -1.0 / 12, 1.0 / 6}, {0, 0, 1}};
+const double nnf_wino_bt[6][6] = {{4, 0, -5, 0, 1, 0},  {0, -4, -4, 1, 1, 0}, {0, 4, -4, -1, 1, 0},
+                                   {0, -2, -1, 2, 1, 0}, {0, 2, -1, -2, 1, 0}, {0, 4, 0, -5, 0, 1}};
+const double nnf_wino_at[4][6] = {
+    {1, 1, 1, 1, 1, 0}, {0, 1, -1, 2, -2, 0}, {0, 1, 1, 4, 4, 0}, {0, 1, -1, 8, -8, 1}};
+
+/* Winograd pays when the 36 GEMMs are big enough to run near peak (some
+ * channels) and the tile rows, padded to 8 tiles for the transforms, are not
+ * mostly empty: 7x7 outputs would waste 75 % of the columns. */
+static int winograd_fits(const nnf_conv2d_shape *s, nnf_isa isa) {
+    if (isa < NNF_ISA_AVX2 || nnf_gemm_cfg_for(isa)->nr % 8 || s->group != 1 || s->kh != 3 ||
+        s->kw != 3 || s->sh != 1 || s->sw != 1 || s->dh != 1 || s->dw != 1 || s->c < 16 ||
+        s->oc < 16)
+        return 0;
+    size_t tw = (s->ow + 3) / 4, twp = (tw + 7) / 8 * 8, th = (s->oh + 3) / 4;
+    /* useful outputs over computed outputs at least 5/8 */
+    return s->oh * s->ow * 8 >= th * twp * 16 * 5 && s->w <= (1u << 20);
+}
+
 nnf_conv_algo nnf_conv_select(const nnf_conv2d_shape *s, nnf_isa isa) {
-    (void)isa;
     if (!s->group || s->c % s->group || s->oc % s->group || !s->kh || !s->kw || !s->sh || !s->sw ||
         !s->dh || !s->dw || !s->oh || !s->ow)
         return NNF_CONV_ALGO_NONE;
@@ -21,6 +41,8 @@ nnf_conv_algo nnf_conv_select(const nnf_conv2d_shape *s, nnf_isa isa) {
     if (s->kh == 1 && s->kw == 1 && s->sh == 1 && s->sw == 1 && s->pt == 0 && s->pl == 0 &&
         s->oh == s->h && s->ow == s->w)
         return NNF_CONV_ALGO_GEMM_1X1;
+    if (winograd_fits(s, isa))
+        return NNF_CONV_ALGO_WINOGRAD;
     return NNF_CONV_ALGO_IM2COL;
 }
 
@@ -30,6 +52,7 @@ const char *nnf_conv_algo_name(nnf_conv_algo algo) {
     case NNF_CONV_ALGO_GEMM_1X1: return "gemm1x1";
     case NNF_CONV_ALGO_IM2COL: return "im2col";
     case NNF_CONV_ALGO_DEPTHWISE: return "dw";
+    case NNF_CONV_ALGO_WINOGRAD: return "winograd4x4";
     }
     return "?";
 }
@@ -38,11 +61,52 @@ void nnf_conv_kernel_destroy(nnf_conv_kernel *k) {
     if (!k)
         return;
     if (k->packed_w)
-        for (size_t g = 0; g < k->s.group; g++)
+        for (size_t g = 0; g < k->n_packed; g++)
             nnf_gemm_packed_destroy(k->packed_w[g]);
     nnf_free(k->packed_w);
     nnf_free(k->dw_w);
     nnf_free(k);
+}
+
+/* U = G g G^T per (oc, c), computed in double and rounded once, then packed
+ * per point xi = 6k + l as a GEMM A operand (OC x C). */
+static nnf_status winograd_weights(nnf_conv_kernel *k, const float *w) {
+    const nnf_conv2d_shape *s = &k->s;
+    nnf_status st = NNF_OK;
+    size_t n;
+    float *u = NULL;
+    if (!nnf_mul_size(s->oc, s->c, &n) || !nnf_mul_size(n, 36, &n))
+        return nnf_error(NNF_ERR_INVALID_ARGUMENT, "convolution weights are too large");
+    k->cfg = nnf_gemm_cfg_for(k->isa);
+    k->packed_w = nnf_calloc(36, sizeof *k->packed_w);
+    u = nnf_malloc(n * sizeof(float));
+    if (!k->packed_w || !u) {
+        st = nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory for Winograd weights");
+        goto fail;
+    }
+    k->n_packed = 36;
+    size_t occ = s->oc * s->c;
+    for (size_t i = 0; i < occ; i++) {
+        const float *g = w + i * 9;
+        double t[6][3]; /* G g */
+        for (int a = 0; a < 6; a++)
+            for (int b = 0; b < 3; b++)
+                t[a][b] = nnf_wino_g[a][0] * g[b] + nnf_wino_g[a][1] * g[3 + b] +
+                          nnf_wino_g[a][2] * g[6 + b];
+        for (int a = 0; a < 6; a++)
+            for (int b = 0; b < 6; b++)
+                u[(size_t)(a * 6 + b) * occ + i] =
+                    (float)(t[a][0] * nnf_wino_g[b][0] + t[a][1] * nnf_wino_g[b][1] +
+                            t[a][2] * nnf_wino_g[b][2]);
+    }
+    for (size_t xi = 0; xi < 36; xi++) {
+        st = nnf_gemm_pack_a(k->cfg, s->oc, s->c, u + xi * occ, s->c, 0, &k->packed_w[xi]);
+        if (st != NNF_OK)
+            goto fail;
+    }
+fail:
+    nnf_free(u);
+    return st;
 }
 
 nnf_status nnf_conv_kernel_create(const nnf_conv2d_shape *s, nnf_conv_algo algo, nnf_isa isa,
@@ -72,8 +136,15 @@ nnf_status nnf_conv_kernel_create(const nnf_conv2d_shape *s, nnf_conv_algo algo,
         memcpy(k->dw_w, w, wcount * sizeof(float));
         snprintf(k->name, sizeof k->name, "f32_dwconv%zux%zu_s%zu_%s", s->kh, s->kw, s->sh,
                  k->isa == NNF_ISA_SCALAR ? "scalar" : "avx2");
+    } else if (algo == NNF_CONV_ALGO_WINOGRAD) {
+        st = winograd_weights(k, w);
+        if (st != NNF_OK)
+            goto fail;
+        snprintf(k->name, sizeof k->name, "f32_conv_%s_%s", nnf_conv_algo_name(algo),
+                 k->cfg->name + strlen("f32_gemm_"));
     } else {
         k->cfg = nnf_gemm_cfg_for(k->isa);
+        k->n_packed = s->group;
         k->packed_w = nnf_calloc(s->group, sizeof *k->packed_w);
         if (!k->packed_w) {
             st = nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory for packed weights");
@@ -316,5 +387,7 @@ nnf_status nnf_conv_kernel_run(const nnf_conv_kernel *k, const float *x, float *
         return nnf_error(NNF_ERR_INTERNAL, "%s: convolution bias must be per output channel", k->name);
     if (k->algo == NNF_CONV_ALGO_DEPTHWISE)
         return conv_depthwise(k, x, y, ep, pool);
+    if (k->algo == NNF_CONV_ALGO_WINOGRAD)
+        return nnf_conv_winograd_avx2(k, x, y, ep, pool);
     return conv_gemm(k, x, y, ep, pool);
 }

@@ -10,9 +10,15 @@
  *   DEPTHWISE   group == IC == OC, 3x3 or 5x5, stride 1 or 2, no dilation:
  *               per channel plane, padded into a per-thread buffer, vectorised
  *               over output width.
+ *   WINOGRAD    3x3, stride 1, no dilation, one group, enough channels and
+ *               output width (AVX2 tiers): F(4x4,3x3). Per block of tile
+ *               rows, the input transform writes 36 GEMM B operands (C x
+ *               tiles) straight in the packed layout, 36 GEMMs with the
+ *               prepacked transformed weights (OC x C) give 36 OC x tiles
+ *               products, the output transform applies the epilogue.
  * Every algorithm applies the same epilogue (bias per output channel,
  * activation, residual add) before the output is stored.
- * Not done: NCHWc blocked layouts and Winograd F(4x4,3x3). */
+ * Not done: NCHWc blocked layouts. */
 #ifndef NNF_KERNELS_CONV_FAST_H
 #define NNF_KERNELS_CONV_FAST_H
 
@@ -31,6 +37,7 @@ typedef enum nnf_conv_algo {
     NNF_CONV_ALGO_GEMM_1X1,
     NNF_CONV_ALGO_IM2COL,
     NNF_CONV_ALGO_DEPTHWISE,
+    NNF_CONV_ALGO_WINOGRAD,
 } nnf_conv_algo;
 
 /* Pure selection from the shape and tier. */
@@ -42,7 +49,8 @@ typedef struct nnf_conv_kernel {
     nnf_conv_algo algo;
     nnf_isa isa;
     const nnf_gemm_cfg *cfg;     /* GEMM algorithms */
-    nnf_gemm_packed **packed_w;  /* per group (GEMM algorithms) */
+    nnf_gemm_packed **packed_w;  /* per group (GEMM algorithms), per point (WINOGRAD) */
+    size_t n_packed;             /* entries in packed_w */
     float *dw_w;                 /* DEPTHWISE: C x kh*kw, a copy */
     char name[64];               /* "f32_conv_im2col_6x16_avx2" */
 } nnf_conv_kernel;
@@ -81,5 +89,14 @@ void nnf_dw_row_scalar(const float *x, size_t wp, const float *w, size_t k, size
                        size_t ow, const nnf_tile_ep *t);
 void nnf_dw_row_avx2(const float *x, size_t wp, const float *w, size_t k, size_t s, float *y,
                      size_t ow, const nnf_tile_ep *t);
+
+/* Winograd F(4x4,3x3) with points 0, +-1, +-2, inf (Lavin & Gray): Y = A^T
+ * [(G g G^T) . (B^T d B)] A on 6x6 input tiles d, 4x4 output tiles. */
+extern const double nnf_wino_g[6][3];
+extern const double nnf_wino_bt[6][6];
+extern const double nnf_wino_at[4][6];
+/* The whole Winograd convolution (AVX2 transforms, the tier's GEMM). */
+nnf_status nnf_conv_winograd_avx2(const nnf_conv_kernel *k, const float *x, float *y,
+                                  const nnf_epilogue *ep, nnf_threadpool *pool);
 
 #endif

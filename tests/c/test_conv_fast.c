@@ -42,10 +42,86 @@ static nnf_conv2d_shape shape(size_t n, size_t c, size_t h, size_t w, size_t oc,
     return sh;
 }
 
+/* Winograd F(4x4,3x3) error bound. With U = G g G^T (rounded once from
+ * double), V = B^T d B (float, a few adds/FMAs per direction), M = U.V summed
+ * over C (the GEMM) and y = A^T M A (float), the rounding error of every
+ * stage is a small multiple of u = 2^-24 times the same stage computed on
+ * absolute values, so
+ *   |y - y_exact| <= (C + c0) u sum_{k,l} |A^T|_{ik} |A^T|_{jl}
+ *                    sum_c (|G||g||G^T|)_{kl} (|B^T||d||B|)_{kl}
+ * with c0 bounded by the transforms' depth (3 + 3 for B, 1 for U, 3 + 3 for
+ * A: c0 = 13); the check uses (C + 16) * 4u like the GEMM tests. This can
+ * be far above the direct conv's bound: the transformed values grow
+ * (|B^T| rows sum to 10, |A^T| to 18), which is the price of Winograd. */
+typedef struct wino_mag {
+    double *u;  /* [oc][c][36] */
+    double *v;  /* [n][tiles][c][36] */
+    size_t th, tw;
+} wino_mag;
+
+static void wino_mag_init(wino_mag *m, const nnf_conv2d_shape *s, const float *x, const float *w) {
+    m->th = (s->oh + 3) / 4;
+    m->tw = (s->ow + 3) / 4;
+    m->u = malloc(s->oc * s->c * 36 * sizeof(double));
+    m->v = malloc(s->n * m->th * m->tw * s->c * 36 * sizeof(double));
+    for (size_t i = 0; i < s->oc * s->c; i++)
+        for (int k = 0; k < 6; k++)
+            for (int l = 0; l < 6; l++) {
+                double acc = 0;
+                for (int a = 0; a < 3; a++)
+                    for (int b = 0; b < 3; b++)
+                        acc += fabs(nnf_wino_g[k][a]) * fabs(w[i * 9 + a * 3 + b]) * fabs(nnf_wino_g[l][b]);
+                m->u[i * 36 + k * 6 + l] = acc;
+            }
+    for (size_t b = 0; b < s->n; b++)
+        for (size_t t = 0; t < m->th * m->tw; t++)
+            for (size_t c = 0; c < s->c; c++) {
+                double d[6][6];
+                for (int i = 0; i < 6; i++)
+                    for (int j = 0; j < 6; j++) {
+                        ptrdiff_t ih = (ptrdiff_t)((t / m->tw) * 4 + (size_t)i) - (ptrdiff_t)s->pt;
+                        ptrdiff_t iw = (ptrdiff_t)((t % m->tw) * 4 + (size_t)j) - (ptrdiff_t)s->pl;
+                        d[i][j] = ih < 0 || iw < 0 || ih >= (ptrdiff_t)s->h || iw >= (ptrdiff_t)s->w
+                                      ? 0.0
+                                      : fabs(x[((b * s->c + c) * s->h + (size_t)ih) * s->w + (size_t)iw]);
+                    }
+                double *o = m->v + ((b * m->th * m->tw + t) * s->c + c) * 36;
+                for (int k = 0; k < 6; k++)
+                    for (int l = 0; l < 6; l++) {
+                        double acc = 0;
+                        for (int i = 0; i < 6; i++)
+                            for (int j = 0; j < 6; j++)
+                                acc += fabs(nnf_wino_bt[k][i]) * d[i][j] * fabs(nnf_wino_bt[l][j]);
+                        o[k * 6 + l] = acc;
+                    }
+            }
+}
+
+static double wino_mag_at(const wino_mag *m, const nnf_conv2d_shape *s, size_t b, size_t o, size_t oh,
+                          size_t ow) {
+    size_t t = (oh / 4) * m->tw + ow / 4, i = oh % 4, j = ow % 4;
+    const double *v = m->v + (b * m->th * m->tw + t) * s->c * 36, *u = m->u + o * s->c * 36;
+    double acc = 0;
+    for (int k = 0; k < 6; k++)
+        for (int l = 0; l < 6; l++) {
+            double a = fabs(nnf_wino_at[i][k]) * fabs(nnf_wino_at[j][l]);
+            if (a == 0)
+                continue;
+            double sum = 0;
+            for (size_t c = 0; c < s->c; c++)
+                sum += u[c * 36 + k * 6 + l] * v[c * 36 + k * 6 + l];
+            acc += a * sum;
+        }
+    return acc;
+}
+
+static double worst_ratio; /* largest |error| / tolerance seen by run_conv */
+static nnf_conv_algo force_algo; /* set: run this algorithm whatever selection says */
+
 /* Runs the conv, compares with the oracle; 0 when everything is within tolerance. */
 static int run_conv(const nnf_conv2d_shape *s, nnf_isa isa, const nnf_activation *act, int use_bias,
                     int use_res, nnf_threadpool *pool, nnf_conv_algo expect) {
-    nnf_conv_algo algo = nnf_conv_select(s, isa);
+    nnf_conv_algo algo = force_algo ? force_algo : nnf_conv_select(s, isa);
     if (expect != NNF_CONV_ALGO_NONE && algo != expect) {
         fprintf(stderr, "selected %s, expected %s\n", nnf_conv_algo_name(algo), nnf_conv_algo_name(expect));
         return 1;
@@ -69,6 +145,9 @@ static int run_conv(const nnf_conv2d_shape *s, nnf_isa isa, const nnf_activation
         ep.residual = r;
     if (nnf_conv_kernel_run(k, x, y, &ep, pool) != NNF_OK)
         bad++;
+    wino_mag wm = {0};
+    if (algo == NNF_CONV_ALGO_WINOGRAD)
+        wino_mag_init(&wm, s, x, w);
     for (size_t bi = 0; bi < s->n && !bad; bi++)
         for (size_t o = 0; o < s->oc && bad < 3; o++) {
             size_t g = o / ocg;
@@ -94,8 +173,13 @@ static int run_conv(const nnf_conv2d_shape *s, nnf_isa isa, const nnf_activation
                     if (use_res)
                         acc += r[yi], extra += fabs(r[yi]);
                     double want = act ? (double)nnf_act_apply(act, (float)acc) : acc;
-                    double tol = (double)(icg * taps) * ldexp(1.0, -22) * mag + ldexp(1.0, -20) * (extra + fabs(want));
+                    double tol = (double)(icg * taps) * ldexp(1.0, -22) * mag;
+                    if (algo == NNF_CONV_ALGO_WINOGRAD)
+                        tol = (double)(icg + 16) * ldexp(1.0, -22) * wino_mag_at(&wm, s, bi, o, oh, ow);
+                    tol += ldexp(1.0, -20) * (extra + fabs(want));
                     tol = 1.2 * tol + 4e-7 * (1.0 + fabs(acc));
+                    if (fabs(y[yi] - want) / tol > worst_ratio)
+                        worst_ratio = fabs(y[yi] - want) / tol;
                     if (!(fabs(y[yi] - want) <= tol)) {
                         fprintf(stderr, "%s: y[%zu,%zu,%zu,%zu] = %.9g want %.9g (tol %.3g)\n", k->name,
                                 bi, o, oh, ow, y[yi], want, tol);
@@ -105,6 +189,8 @@ static int run_conv(const nnf_conv2d_shape *s, nnf_isa isa, const nnf_activation
                 }
         }
     nnf_conv_kernel_destroy(k);
+    free(wm.u);
+    free(wm.v);
     free(x);
     free(w);
     free(b);
@@ -181,7 +267,9 @@ static void test_tier(nnf_isa isa) {
         }
     /* real layers: ResNet-50 3x3 and 1x1, MobileNetV2 depthwise, YOLOv5s stem */
     nnf_conv2d_shape r1 = shape(1, 64, 28, 28, 64, 1, 3, 3, 1, 1, 1, 1, 1, 1);
-    CHECK_MSG(run_conv(&r1, isa, &relu, 1, 1, NULL, NNF_CONV_ALGO_IM2COL) == 0, "%s resnet 3x3", t);
+    CHECK_MSG(run_conv(&r1, isa, &relu, 1, 1, NULL,
+                       isa >= NNF_ISA_AVX2 ? NNF_CONV_ALGO_WINOGRAD : NNF_CONV_ALGO_IM2COL) == 0,
+              "%s resnet 3x3", t);
     nnf_conv2d_shape r0 = shape(1, 3, 224, 224, 64, 1, 7, 7, 2, 1, 3, 3, 3, 3);
     CHECK_MSG(run_conv(&r0, isa, &relu, 1, 0, NULL, NNF_CONV_ALGO_IM2COL) == 0, "%s resnet conv1", t);
     nnf_conv2d_shape r3 = shape(1, 64, 56, 56, 256, 1, 1, 1, 1, 1, 0, 0, 0, 0);
@@ -192,10 +280,41 @@ static void test_tier(nnf_isa isa) {
     CHECK_MSG(run_conv(&m1, isa, &relu6, 1, 0, NULL, NNF_CONV_ALGO_DEPTHWISE) == 0, "%s mobilenet dw", t);
     nnf_conv2d_shape y1 = shape(1, 3, 64, 64, 16, 1, 6, 6, 2, 1, 2, 2, 2, 2);
     CHECK_MSG(run_conv(&y1, isa, &silu, 1, 0, NULL, NNF_CONV_ALGO_IM2COL) == 0, "%s yolo stem", t);
+    /* Winograd F(4x4,3x3), forced, at awkward sizes: 1, 2, primes, 4-row and
+     * 32-column (8-tile) edges +-1, channels around the GEMM tiles, every
+     * padding the transforms see, batch 2, all epilogue kinds */
+    if (isa >= NNF_ISA_AVX2) {
+        size_t wh[] = {1, 2, 3, 4, 5, 7, 13, 31, 32, 33, 35, 37};
+        size_t ch[] = {1, 5, 16, 17, 31};
+        const nnf_activation *acts[5] = {&none, &relu, &relu6, &silu, &hsw};
+        force_algo = NNF_CONV_ALGO_WINOGRAD;
+        worst_ratio = 0;
+        for (size_t i = 0; i < sizeof wh / sizeof wh[0]; i++)
+            for (size_t pi = 0; pi < 3; pi++) {
+                size_t p0 = pi == 0 ? 1 : pi == 1 ? 0 : 2, p1 = pi == 2 ? 0 : p0;
+                size_t hh = wh[(i + 5) % 12], ww = wh[i];
+                if (hh + p0 + p1 < 3 || ww + p0 + p1 < 3)
+                    continue;
+                nnf_conv2d_shape s = shape(1 + (i % 4 == 1), ch[i % 5], hh, ww, ch[(i + pi + 2) % 5], 1, 3, 3, 1,
+                                           1, p0, p0, p1, p1);
+                CHECK_MSG(run_conv(&s, isa, acts[(i + pi) % 5], (int)((i + pi) & 1), (int)(i % 3 != 1), NULL,
+                                   NNF_CONV_ALGO_WINOGRAD) == 0,
+                          "%s winograd c=%zu oc=%zu %zux%zu pad %zu/%zu", t, s.c, s.oc, hh, ww, p0, p1);
+            }
+        force_algo = NNF_CONV_ALGO_NONE;
+        /* real layers through selection: ResNet-50 layer 1 / 3, YOLOv5s (half size) */
+        nnf_conv2d_shape wr1 = shape(1, 64, 56, 56, 64, 1, 3, 3, 1, 1, 1, 1, 1, 1);
+        CHECK_MSG(run_conv(&wr1, isa, &relu, 1, 0, NULL, NNF_CONV_ALGO_WINOGRAD) == 0, "%s winograd r50 l1", t);
+        nnf_conv2d_shape wr3 = shape(1, 256, 14, 14, 256, 1, 3, 3, 1, 1, 1, 1, 1, 1);
+        CHECK_MSG(run_conv(&wr3, isa, &relu, 1, 1, NULL, NNF_CONV_ALGO_NONE) == 0, "%s r50 l3", t);
+        nnf_conv2d_shape wy = shape(1, 32, 80, 80, 32, 1, 3, 3, 1, 1, 1, 1, 1, 1);
+        CHECK_MSG(run_conv(&wy, isa, &silu, 1, 1, NULL, NNF_CONV_ALGO_WINOGRAD) == 0, "%s winograd yolo", t);
+        printf("%s winograd: worst error / bound %.3g\n", t, worst_ratio);
+    }
     /* threads: same bits for 1 and 3 threads (im2col and depthwise) */
     nnf_threadpool *pool = NULL;
     CHECK(nnf_threadpool_create(3, &pool) == NNF_OK);
-    CHECK_MSG(run_conv(&r1, isa, &relu, 1, 1, pool, NNF_CONV_ALGO_IM2COL) == 0, "%s threaded resnet", t);
+    CHECK_MSG(run_conv(&r1, isa, &relu, 1, 1, pool, NNF_CONV_ALGO_NONE) == 0, "%s threaded resnet", t);
     CHECK_MSG(run_conv(&m1, isa, &relu6, 1, 1, pool, NNF_CONV_ALGO_DEPTHWISE) == 0, "%s threaded dw", t);
     for (int algo = 0; algo < 2; algo++) {
         nnf_conv2d_shape s = algo ? m1 : r1;
@@ -347,6 +466,11 @@ int main(void) {
     s = shape(1, 64, 56, 56, 256, 1, 1, 1, 1, 1, 0, 0, 0, 0);
     CHECK(nnf_conv_select(&s, NNF_ISA_SCALAR) == NNF_CONV_ALGO_GEMM_1X1);
     s = shape(1, 64, 56, 56, 64, 1, 3, 3, 1, 1, 1, 1, 1, 1);
+    CHECK(nnf_conv_select(&s, NNF_ISA_AVX2) == NNF_CONV_ALGO_WINOGRAD);
+    CHECK(nnf_conv_select(&s, NNF_ISA_SCALAR) == NNF_CONV_ALGO_IM2COL);
+    s = shape(1, 512, 7, 7, 512, 1, 3, 3, 1, 1, 1, 1, 1, 1); /* 7x7: 2 of 8 tiles per row useful */
+    CHECK(nnf_conv_select(&s, NNF_ISA_AVX2) == NNF_CONV_ALGO_IM2COL);
+    s = shape(1, 64, 56, 56, 64, 1, 3, 3, 2, 1, 1, 1, 1, 1);
     CHECK(nnf_conv_select(&s, NNF_ISA_AVX2) == NNF_CONV_ALGO_IM2COL);
     s = shape(1, 32, 56, 56, 32, 32, 7, 7, 1, 1, 3, 3, 3, 3);
     CHECK(nnf_conv_select(&s, NNF_ISA_AVX2) == NNF_CONV_ALGO_IM2COL);
