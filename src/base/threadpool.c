@@ -1,19 +1,39 @@
-/* Thread pool: workers park on a generation counter. A job is published by
- * bumping the generation; workers spin on it for a short while (so back-to-back
- * kernels of one inference do not pay a wake-up), then sleep on a condition
- * variable. Items are claimed from a shared atomic counter: which thread runs
- * an item varies, but the items (and so every result) do not. */
+/* Thread pool. A job is published by opening a new epoch in one atomic word
+ * that also counts the workers inside the job; workers spin on it for a while
+ * (so the back-to-back kernels of one inference never pay a wake-up), then
+ * sleep on a condition variable. The caller drains items too and, once every
+ * item is claimed, closes the epoch and waits only for the workers that
+ * joined: a worker that was asleep and wakes late finds the epoch closed and
+ * does nothing, so a small job never waits for a wake-up. Items are claimed
+ * from a shared counter: which thread runs an item varies, the items (and so
+ * every result) do not. */
 #include "base/threadpool.h"
 
 #include "base/alloc.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
 #include <unistd.h>
 
-/* About 50-100 us of polling before a worker sleeps. */
-#define NNF_SPIN_ITERS 4000
+/* How long a worker polls for the next job before it sleeps. Long enough to
+ * bridge the serial stretches between the parallel kernels of one inference
+ * (a reference kernel, a small op run inline), short enough that an idle
+ * pool stops burning CPU within a millisecond of the last run. */
+#define NNF_SPIN_NS 1000000
+/* Pure pause-spinning for the first part; after that each poll also yields,
+ * so a spinning worker gives its core up to a runnable thread (the caller's
+ * own thread on a loaded machine) instead of starving it. */
+#define NNF_SPIN_HOT_NS 100000
+
+/* state = epoch << 33 | closed << 32 | workers inside the job */
+#define ST_COUNT_MASK 0xffffffffull
+#define ST_CLOSED (1ull << 32)
+#define ST_EPOCH_SHIFT 33
 
 typedef struct job {
     nnf_task_1d_fn fn1;
@@ -35,11 +55,13 @@ struct nnf_threadpool {
     int sleepers;      /* workers waiting on wake (under lock) */
     bool caller_waits; /* the caller sleeps on done (under lock) */
     bool stop;
+    job cur; /* written only while the epoch is closed with no worker inside */
 
-    atomic_uint_fast64_t generation;
-    atomic_size_t next;    /* next unclaimed item */
-    atomic_int remaining;  /* workers that have not finished the current job */
-    job cur;
+    /* Each hot word on its own cache line: workers poll state while the
+     * caller and workers hammer next. */
+    _Alignas(64) _Atomic uint64_t state;
+    _Alignas(64) atomic_size_t next; /* next unclaimed item */
+    char pad_[64 - sizeof(atomic_size_t)];
 };
 
 /* Set while a thread runs pool work, so a nested parallel_for runs inline
@@ -50,6 +72,29 @@ static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
 #endif
+}
+
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* One poll step of a spin that started at t0 (0: not started, set here).
+ * Returns false once the spin budget is spent. */
+static bool spin_step(uint64_t *t0, unsigned *polls) {
+    cpu_relax();
+    if ((++*polls & 63) != 0)
+        return true;
+    uint64_t t = now_ns();
+    if (!*t0)
+        *t0 = t;
+    uint64_t dt = t - *t0;
+    if (dt >= NNF_SPIN_NS)
+        return false;
+    if (dt >= NNF_SPIN_HOT_NS)
+        sched_yield();
+    return true;
 }
 
 static void run_item(const job *j, size_t idx) {
@@ -74,19 +119,24 @@ static void drain(nnf_threadpool *p) {
     }
 }
 
+/* An open job this worker has not seen yet? */
+static inline bool has_new_job(uint64_t s, uint64_t seen_epoch) {
+    return !(s & ST_CLOSED) && (s >> ST_EPOCH_SHIFT) != seen_epoch;
+}
+
 static void *worker_main(void *arg) {
     nnf_threadpool *p = arg;
     t_in_pool = true;
-    uint_fast64_t seen = 0;
+    uint64_t seen = 0;
     for (;;) {
-        uint_fast64_t gen = atomic_load_explicit(&p->generation, memory_order_acquire);
-        for (int s = 0; gen == seen && s < NNF_SPIN_ITERS; s++) {
-            cpu_relax();
-            gen = atomic_load_explicit(&p->generation, memory_order_acquire);
-        }
-        if (gen == seen) {
+        uint64_t s = atomic_load_explicit(&p->state, memory_order_acquire);
+        uint64_t t0 = 0;
+        unsigned polls = 0;
+        while (!has_new_job(s, seen) && spin_step(&t0, &polls))
+            s = atomic_load_explicit(&p->state, memory_order_acquire);
+        if (!has_new_job(s, seen)) {
             pthread_mutex_lock(&p->lock);
-            while (!p->stop && (gen = atomic_load(&p->generation)) == seen) {
+            while (!p->stop && !has_new_job(s = atomic_load(&p->state), seen)) {
                 p->sleepers++;
                 pthread_cond_wait(&p->wake, &p->lock);
                 p->sleepers--;
@@ -96,9 +146,22 @@ static void *worker_main(void *arg) {
             if (stop)
                 return NULL;
         }
-        seen = gen;
+        seen = s >> ST_EPOCH_SHIFT;
+        /* Join only while the epoch is still open: once the caller closes it,
+         * p->cur may be rewritten for the next job. */
+        bool joined = false;
+        while (!(s & ST_CLOSED) && (s >> ST_EPOCH_SHIFT) == seen) {
+            if (atomic_compare_exchange_weak_explicit(&p->state, &s, s + 1, memory_order_acquire,
+                                                      memory_order_acquire)) {
+                joined = true;
+                break;
+            }
+        }
+        if (!joined)
+            continue;
         drain(p);
-        if (atomic_fetch_sub_explicit(&p->remaining, 1, memory_order_acq_rel) == 1) {
+        uint64_t old = atomic_fetch_sub_explicit(&p->state, 1, memory_order_acq_rel);
+        if ((old & ST_COUNT_MASK) == 1 && (old & ST_CLOSED)) {
             pthread_mutex_lock(&p->lock);
             if (p->caller_waits)
                 pthread_cond_signal(&p->done);
@@ -117,22 +180,23 @@ nnf_status nnf_threadpool_create(int threads, nnf_threadpool **out) {
     }
     if (threads == 1)
         return NNF_OK;
-    nnf_threadpool *p = nnf_calloc(1, sizeof *p);
+    nnf_threadpool *p = nnf_malloc_aligned(sizeof *p);
     if (!p)
         return nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory for a thread pool");
+    memset(p, 0, sizeof *p);
     p->threads = threads;
     p->workers = nnf_calloc((size_t)threads - 1, sizeof *p->workers);
     if (!p->workers) {
-        nnf_free(p);
+        nnf_free_aligned(p);
         return nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory for a thread pool of %d", threads);
     }
     pthread_mutex_init(&p->submit, NULL);
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->wake, NULL);
     pthread_cond_init(&p->done, NULL);
-    atomic_init(&p->generation, 0);
+    /* Epoch 0 closed: a worker starts with nothing to join. */
+    atomic_init(&p->state, ST_CLOSED);
     atomic_init(&p->next, 0);
-    atomic_init(&p->remaining, 0);
     for (int i = 0; i < threads - 1; i++) {
         if (pthread_create(&p->workers[i], NULL, worker_main, p) != 0) {
             nnf_threadpool_destroy(p);
@@ -159,20 +223,22 @@ void nnf_threadpool_destroy(nnf_threadpool *p) {
     pthread_mutex_destroy(&p->lock);
     pthread_mutex_destroy(&p->submit);
     nnf_free(p->workers);
-    nnf_free(p);
+    nnf_free_aligned(p);
 }
 
 int nnf_threadpool_size(const nnf_threadpool *pool) { return pool ? pool->threads : 1; }
 
 static void run_job(nnf_threadpool *p, const job *j) {
     pthread_mutex_lock(&p->submit);
+    /* The previous epoch is closed with no worker inside, so nobody reads cur. */
     p->cur = *j;
     atomic_store_explicit(&p->next, 0, memory_order_relaxed);
-    atomic_store_explicit(&p->remaining, p->n_workers, memory_order_relaxed);
-    /* Publishing under the lock pairs with the sleepers' re-check, so no
-     * worker can miss the new generation between its check and its wait. */
+    uint64_t epoch = (atomic_load_explicit(&p->state, memory_order_relaxed) >> ST_EPOCH_SHIFT) + 1;
+    epoch &= (1ull << (64 - ST_EPOCH_SHIFT)) - 1;
+    /* Only sleepers need the lock: publishing under it pairs with their
+     * re-check, so none misses the epoch between its check and its wait. */
     pthread_mutex_lock(&p->lock);
-    atomic_fetch_add_explicit(&p->generation, 1, memory_order_release);
+    atomic_store_explicit(&p->state, epoch << ST_EPOCH_SHIFT, memory_order_release);
     if (p->sleepers)
         pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->lock);
@@ -181,14 +247,19 @@ static void run_job(nnf_threadpool *p, const job *j) {
     drain(p);
     t_in_pool = false;
 
-    for (int s = 0; atomic_load_explicit(&p->remaining, memory_order_acquire) > 0; s++) {
-        if (s < NNF_SPIN_ITERS) {
-            cpu_relax();
+    /* Every item is claimed: close the epoch, then wait for the workers that
+     * joined to finish theirs. */
+    uint64_t s = atomic_fetch_or_explicit(&p->state, ST_CLOSED, memory_order_acq_rel) | ST_CLOSED;
+    uint64_t t0 = 0;
+    unsigned polls = 0;
+    while ((s & ST_COUNT_MASK) != 0) {
+        if (spin_step(&t0, &polls)) {
+            s = atomic_load_explicit(&p->state, memory_order_acquire);
             continue;
         }
         pthread_mutex_lock(&p->lock);
         p->caller_waits = true;
-        while (atomic_load_explicit(&p->remaining, memory_order_acquire) > 0)
+        while ((atomic_load_explicit(&p->state, memory_order_acquire) & ST_COUNT_MASK) != 0)
             pthread_cond_wait(&p->done, &p->lock);
         p->caller_waits = false;
         pthread_mutex_unlock(&p->lock);

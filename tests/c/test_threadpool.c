@@ -1,6 +1,8 @@
 /* Thread pool: every item runs exactly once, 2-D tiles cover the range with
  * the right extents, many back-to-back jobs, nested calls run inline, the
- * NULL pool runs inline, create/destroy repeatedly. */
+ * NULL pool runs inline, create/destroy repeatedly, jobs published around
+ * the spin-to-sleep boundary (late joiners must not run a closed job), and an
+ * idle pool burns no CPU. */
 #include "base/threadpool.h"
 
 #include "check.h"
@@ -101,6 +103,56 @@ static void check_pool(nnf_threadpool *pool, int expect_size) {
     CHECK(atomic_load(&g_nested) == 80);
 }
 
+static double cpu_seconds(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static void sleep_us(long us) {
+    struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
+    nanosleep(&ts, NULL);
+}
+
+/* Jobs separated by pauses around the workers' spin budget (~1 ms): some find
+ * workers spinning, some asleep, some waking while the caller already closed
+ * the job. Every item must still run exactly once, and only for its own job. */
+static void check_spin_boundary(void) {
+    nnf_threadpool *pool = NULL;
+    CHECK(nnf_threadpool_create(3, &pool) == NNF_OK);
+    int ok = 1;
+    for (int r = 0; r < 60; r++) {
+        size_t n = (size_t)(r % 5) + 2;
+        atomic_int hits[8];
+        for (size_t i = 0; i < 8; i++)
+            atomic_init(&hits[i], 0);
+        sum_ctx c = {.hits = hits};
+        atomic_init(&c.sum, 0);
+        nnf_parallel_for(pool, n, add_item, &c);
+        for (size_t i = 0; i < 8; i++)
+            ok &= atomic_load(&hits[i]) == (i < n);
+        sleep_us(200 + (r % 7) * 250);
+    }
+    CHECK_MSG(ok, "items ran exactly once across spin/sleep hand-offs");
+    nnf_threadpool_destroy(pool);
+}
+
+/* Idle workers must park: after a short settle, 100 ms of idleness may cost
+ * a few milliseconds of polling, not a spinning core (100 ms per worker). */
+static void check_idle_cpu(void) {
+    nnf_threadpool *pool = NULL;
+    CHECK(nnf_threadpool_create(3, &pool) == NNF_OK);
+    sum_ctx c = {.hits = NULL};
+    atomic_init(&c.sum, 0);
+    nnf_parallel_for(pool, 1000, add_item, &c);
+    sleep_us(20000);
+    double t0 = cpu_seconds();
+    sleep_us(100000);
+    double used = cpu_seconds() - t0;
+    CHECK_MSG(used < 0.02, "idle pool used %.1f ms of CPU in 100 ms", used * 1e3);
+    nnf_threadpool_destroy(pool);
+}
+
 int main(void) {
     nnf_threadpool *pool = NULL;
     CHECK(nnf_threadpool_create(1, &pool) == NNF_OK && pool == NULL);
@@ -128,5 +180,7 @@ int main(void) {
     CHECK(nnf_threadpool_create(0, &pool) == NNF_OK);
     nnf_threadpool_destroy(pool);
     nnf_threadpool_destroy(NULL);
+    check_spin_boundary();
+    check_idle_cpu();
     TEST_MAIN_END();
 }
