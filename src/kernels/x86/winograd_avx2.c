@@ -32,8 +32,9 @@ typedef struct wg_job {
     size_t th, tw, twp;      /* tile rows, tiles per row, padded to 8 */
     size_t rows_blk, blocks; /* tile rows per work item, items per image */
     size_t ncols, npad, kc;  /* GEMM N of a full block, N rounded to nr, K block */
-    size_t wst;              /* strip width in floats */
-    size_t off_tmp, off_v, off_m, slot_floats;
+    size_t wst;              /* transformed row width in floats */
+    size_t vstride, mstride; /* floats between the 36 B operands / products */
+    size_t off_v, off_m, slot_floats;
     float *scratch;
     int slots;
     atomic_int failed;
@@ -76,26 +77,38 @@ static inline __attribute__((always_inline)) void tr4(__m256 *a, __m256 *b, __m2
 
 /* Input transform of channel ch, tile row th into GEMM columns [col0, col0 +
  * twp) of the 36 packed B operands at v (each C x npad). */
-static void input_tile_row(const wg_job *j, const float *xc, size_t ch, size_t th, size_t col0,
-                           float *strip, float *tmp, float *v) {
+static __attribute__((noinline)) void input_tile_row(const wg_job *j, const float *xc, size_t ch,
+                                                     size_t th, size_t col0, float *tmp, float *v) {
     const nnf_conv2d_shape *s = &j->k->s;
     const size_t wst = j->wst, r = j->k->cfg->nr, kc = j->kc, C = s->c;
+    /* B^T down the columns, read straight from the input rows: vectors
+     * inside the image are plain loads, the few that straddle its edges (or
+     * the padding) are assembled in a small zeroed buffer */
+    const float *rowp[6];
+    int all_rows = 1;
     for (size_t i = 0; i < 6; i++) {
-        float *d = strip + i * wst;
         ptrdiff_t ih = (ptrdiff_t)(th * 4 + i) - (ptrdiff_t)s->pt;
-        if (ih < 0 || ih >= (ptrdiff_t)s->h || s->pl >= wst) {
-            memset(d, 0, wst * sizeof(float));
-            continue;
-        }
-        size_t cols = s->w < wst - s->pl ? s->w : wst - s->pl;
-        memset(d, 0, s->pl * sizeof(float));
-        memcpy(d + s->pl, xc + (size_t)ih * s->w, cols * sizeof(float));
-        memset(d + s->pl + cols, 0, (wst - s->pl - cols) * sizeof(float));
+        rowp[i] = ih >= 0 && ih < (ptrdiff_t)s->h ? xc + (size_t)ih * s->w : NULL;
+        all_rows &= rowp[i] != NULL;
     }
+    const ptrdiff_t wi = (ptrdiff_t)s->w, pl = (ptrdiff_t)s->pl;
     for (size_t q = 0; q < wst; q += 8) {
         __m256 d[6], o[6];
-        for (int i = 0; i < 6; i++)
-            d[i] = _mm256_loadu_ps(strip + (size_t)i * wst + q);
+        ptrdiff_t iw = (ptrdiff_t)q - pl;
+        if (iw >= 0 && iw + 8 <= wi) {
+            for (int i = 0; i < 6; i++)
+                d[i] = all_rows || rowp[i] ? _mm256_loadu_ps(rowp[i] + iw) : _mm256_setzero_ps();
+        } else if (iw >= wi || iw + 8 <= 0) {
+            for (int i = 0; i < 6; i++)
+                d[i] = _mm256_setzero_ps();
+        } else {
+            for (int i = 0; i < 6; i++) {
+                float e[8];
+                for (ptrdiff_t l = 0; l < 8; l++)
+                    e[l] = rowp[i] && iw + l >= 0 && iw + l < wi ? rowp[i][iw + l] : 0.0f;
+                d[i] = _mm256_loadu_ps(e);
+            }
+        }
         bt6(d, o);
         for (int i = 0; i < 6; i++)
             _mm256_storeu_ps(tmp + (size_t)i * wst + q, o[i]);
@@ -103,7 +116,7 @@ static void input_tile_row(const wg_job *j, const float *xc, size_t ch, size_t t
     /* where row ch of a B operand lives in the packed layout */
     size_t kb = ch / kc, kk = ch % kc, kcb = C - kb * kc < kc ? C - kb * kc : kc;
     float *vrow = v + kb * kc * j->npad + kk * r;
-    const size_t vstride = C * j->npad;
+    const size_t vstride = j->vstride;
     for (size_t g = 0; g < j->twp; g += 8) {
         size_t n = col0 + g;
         float *dst = vrow + (n / r) * r * kcb + n % r;
@@ -125,11 +138,11 @@ static void input_tile_row(const wg_job *j, const float *xc, size_t ch, size_t t
 
 /* Output transform of channel oc, tile row th from GEMM columns starting at
  * col0 of the 36 products m (each OC x ncols), epilogue, store. */
-static void output_tile_row(const wg_job *j, const float *m, size_t ncols, size_t oc, size_t th,
+static __attribute__((noinline)) void output_tile_row(const wg_job *j, const float *m, size_t ncols, size_t oc, size_t th,
                             size_t col0, float *yc, const float *resc, const nnf_ep_fast *f,
                             __m256 bias, const nnf_tile_ep *tep) {
     const nnf_conv2d_shape *s = &j->k->s;
-    const size_t mstride = s->oc * ncols, ow = s->ow;
+    const size_t mstride = j->mstride, ow = s->ow;
     for (size_t g = 0; g < j->twp; g += 8) {
         const float *mp = m + oc * ncols + col0 + g;
         __m256 t[4][6];
@@ -189,14 +202,14 @@ static void wg_task(void *ctx, size_t item) {
     }
 claimed:;
     float *base = j->scratch + (size_t)slot * j->slot_floats;
-    float *strip = base, *tmp = base + j->off_tmp, *v = base + j->off_v, *m = base + j->off_m;
+    float *tmp = base, *v = base + j->off_v, *m = base + j->off_m;
     size_t b = item / j->blocks, blk = item % j->blocks;
     size_t th0 = blk * j->rows_blk, rows = j->th - th0 < j->rows_blk ? j->th - th0 : j->rows_blk;
     size_t ncols = rows * j->twp, plane = s->h * s->w, oplane = s->oh * s->ow;
     const float *xb = j->x + b * s->c * plane;
     for (size_t ch = 0; ch < s->c; ch++)
         for (size_t r = 0; r < rows; r++)
-            input_tile_row(j, xb + ch * plane, ch, th0 + r, r * j->twp, strip, tmp, v);
+            input_tile_row(j, xb + ch * plane, ch, th0 + r, r * j->twp, tmp, v);
     /* columns [ncols, npad) of the last panel are multiplied but never
      * stored: zero them so stale scratch (denormals) cannot slow the GEMM */
     if (ncols < j->npad) {
@@ -205,16 +218,16 @@ claimed:;
             for (size_t ch = 0; ch < s->c; ch++) {
                 size_t kb = ch / j->kc, kk = ch % j->kc;
                 size_t kcb = s->c - kb * j->kc < j->kc ? s->c - kb * j->kc : j->kc;
-                float *row = v + xi * s->c * j->npad + kb * j->kc * j->npad +
+                float *row = v + xi * j->vstride + kb * j->kc * j->npad +
                              (ncols / r) * r * kcb + kk * r;
                 memset(row + ncols % r, 0, (r - ncols % r) * sizeof(float));
             }
     }
     for (size_t xi = 0; xi < 36; xi++) {
         nnf_gemm_packed bp = {.side = NNF_GEMM_B, .mn = ncols, .k = s->c, .kc = j->kc,
-                              .r = k->cfg->nr, .mn_pad = j->npad, .data = v + xi * s->c * j->npad};
+                              .r = k->cfg->nr, .mn_pad = j->npad, .data = v + xi * j->vstride};
         nnf_gemm_src a = nnf_gemm_src_packed(k->packed_w[xi]), bsrc = nnf_gemm_src_packed(&bp);
-        if (nnf_gemm_run(k->cfg, s->oc, ncols, s->c, &a, &bsrc, m + xi * s->oc * ncols, ncols,
+        if (nnf_gemm_run(k->cfg, s->oc, ncols, s->c, &a, &bsrc, m + xi * j->mstride, ncols,
                          NULL, NULL) != NNF_OK) {
             atomic_store(&j->failed, 1);
             goto done;
@@ -238,6 +251,14 @@ static _Thread_local float *t_wg_scratch;
 static _Thread_local size_t t_wg_floats;
 
 static size_t round16(size_t n) { return (n + 15) / 16 * 16; }
+/* The 36 operands are read or written together: a stride of a multiple of
+ * 4 KiB (or a large power of two) maps them all to a few L1 sets, which
+ * cost the first version a third of its transforms. An odd number of cache
+ * lines spreads them over every set. */
+static size_t odd_lines(size_t n) {
+    n = round16(n);
+    return (n / 16) % 2 ? n : n + 16;
+}
 
 nnf_status nnf_conv_winograd_avx2(const nnf_conv_kernel *k, const float *x, float *y,
                                   const nnf_epilogue *ep, nnf_threadpool *pool) {
@@ -273,12 +294,14 @@ nnf_status nnf_conv_winograd_avx2(const nnf_conv_kernel *k, const float *x, floa
     j->ncols = rows * j->twp;
     j->npad = (j->ncols + k->cfg->nr - 1) / k->cfg->nr * k->cfg->nr;
     size_t vf, mf, total;
-    if (!nnf_mul_size(36 * s->c, j->npad, &vf) || !nnf_mul_size(36 * s->oc, j->ncols, &mf)) {
+    if (!nnf_mul_size(s->c, j->npad, &vf) || !nnf_mul_size(s->oc, j->ncols, &mf) ||
+        !nnf_mul_size(odd_lines(vf), 36, &vf) || !nnf_mul_size(odd_lines(mf), 36, &mf)) {
         st = nnf_error(NNF_ERR_INVALID_ARGUMENT, "%s: convolution too large", k->name);
         goto fail;
     }
-    j->off_tmp = round16(6 * j->wst);
-    j->off_v = j->off_tmp + round16(6 * j->wst);
+    j->vstride = odd_lines(s->c * j->npad);
+    j->mstride = odd_lines(s->oc * j->ncols);
+    j->off_v = round16(6 * j->wst);
     j->off_m = j->off_v + round16(vf);
     j->slot_floats = j->off_m + round16(mf);
     size_t items = s->n * j->blocks;
