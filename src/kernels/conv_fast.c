@@ -18,16 +18,16 @@ const double nnf_wino_at[4][6] = {
     {1, 1, 1, 1, 1, 0}, {0, 1, -1, 2, -2, 0}, {0, 1, 1, 4, 4, 0}, {0, 1, -1, 8, -8, 1}};
 
 /* Winograd pays when the 36 GEMMs are big enough to run near peak (some
- * channels) and the tile rows, padded to 8 tiles for the transforms, are not
- * mostly empty: 7x7 outputs would waste 75 % of the columns. */
+ * channels) and the tiles, counted in groups of 8 for the transforms, are
+ * mostly useful: a 7x7 output (4 tiles of 8) would waste 60 %. */
 static int winograd_fits(const nnf_conv2d_shape *s, nnf_isa isa) {
     if (isa < NNF_ISA_AVX2 || nnf_gemm_cfg_for(isa)->nr % 8 || s->group != 1 || s->kh != 3 ||
         s->kw != 3 || s->sh != 1 || s->sw != 1 || s->dh != 1 || s->dw != 1 || s->c < 16 ||
         s->oc < 16)
         return 0;
-    size_t tw = (s->ow + 3) / 4, twp = (tw + 7) / 8 * 8, th = (s->oh + 3) / 4;
+    size_t tiles = ((s->oh + 3) / 4) * ((s->ow + 3) / 4), t8 = (tiles + 7) / 8 * 8;
     /* useful outputs over computed outputs at least 5/8 */
-    return s->oh * s->ow * 8 >= th * twp * 16 * 5 && s->w <= (1u << 20);
+    return s->oh * s->ow * 8 >= t8 * 16 * 5 && s->w <= (1u << 20) && s->oh <= (1u << 20);
 }
 
 nnf_conv_algo nnf_conv_select(const nnf_conv2d_shape *s, nnf_isa isa) {

@@ -1,10 +1,11 @@
 /* Winograd F(4x4,3x3) convolution, AVX2 transforms around the tier's GEMM.
  *
- * Work item: one block of tile rows of one image. Per input channel and tile
- * row, the 6 input rows are copied (zero padded) into a strip, B^T is applied
- * down the columns (contiguous vectors), then across each tile: 8 tiles at a
- * time, the 4-wide tile columns are turned into vectors by a 4x4 transpose in
- * each 128-bit lane. That transpose leaves the tiles in the order 0 2 4 6 1 3
+ * Work item: a block of tiles (row-major over the image, a multiple of 8)
+ * of one image. Per input channel, B^T is applied down the columns of each
+ * tile row the block touches (contiguous vectors from the input rows), then
+ * across each tile: 8 tiles at a time, the 4-wide tile columns (one 128-bit
+ * load each) are turned into vectors by a 4x4 transpose in each 128-bit
+ * lane. That transpose leaves the tiles in the order 0 2 4 6 1 3
  * 5 7; the GEMM columns keep that order and the output transform undoes it
  * with the same transpose, so nothing is shuffled twice. The 36 transformed
  * values go straight into 36 GEMM B operands in the packed layout (gemm.h),
@@ -12,14 +13,15 @@
  * 4x4 output tiles and the epilogue (bias, activation, residual) is applied
  * before the one store of each output.
  *
- * Tile rows are padded to a multiple of 8 tiles (selection keeps the waste
- * small); padded tiles read zeros and their outputs are never stored. */
+ * A group of 8 tiles may span tile rows (a 14x14 output has 4 tiles per
+ * row); tiles past the image's last read zeros and are never stored. */
 #include "kernels/conv_fast.h"
 #include "kernels/x86/ep_fast_avx2.h"
 
 #include "base/alloc.h"
 
 #include <stdatomic.h>
+#include <stdint.h>
 #include <string.h>
 
 #define WG_MAX_SLOTS 256
@@ -29,12 +31,12 @@ typedef struct wg_job {
     const float *x;
     float *y;
     const nnf_epilogue *ep;
-    size_t th, tw, twp;      /* tile rows, tiles per row, padded to 8 */
-    size_t rows_blk, blocks; /* tile rows per work item, items per image */
-    size_t ncols, npad, kc;  /* GEMM N of a full block, N rounded to nr, K block */
+    size_t th, tw, tiles;    /* tile rows, tiles per row, tiles per image */
+    size_t blk, blocks;      /* tiles per work item (a multiple of 8), items per image */
+    size_t npad, kc;         /* GEMM N of a full block rounded to nr, K block */
     size_t wst;              /* transformed row width in floats */
     size_t vstride, mstride; /* floats between the 36 B operands / products */
-    size_t off_v, off_m, slot_floats;
+    size_t off_v, off_m, off_idx, slot_floats;
     float *scratch;
     int slots;
     atomic_int failed;
@@ -75,15 +77,13 @@ static inline __attribute__((always_inline)) void tr4(__m256 *a, __m256 *b, __m2
     *d = _mm256_shuffle_ps(t1, t3, 0xEE);
 }
 
-/* Input transform of channel ch, tile row th into GEMM columns [col0, col0 +
- * twp) of the 36 packed B operands at v (each C x npad). */
-static __attribute__((noinline)) void input_tile_row(const wg_job *j, const float *xc, size_t ch,
-                                                     size_t th, size_t col0, float *tmp, float *v) {
+/* B^T down the columns of tile row th of one channel into tmp (6 rows of
+ * wst), read straight from the input rows: vectors inside the image are
+ * plain loads, the few that straddle its edges (or the padding) are
+ * assembled in a small zeroed buffer. */
+static void vertical_row(const wg_job *j, const float *xc, size_t th, float *tmp) {
     const nnf_conv2d_shape *s = &j->k->s;
-    const size_t wst = j->wst, r = j->k->cfg->nr, kc = j->kc, C = s->c;
-    /* B^T down the columns, read straight from the input rows: vectors
-     * inside the image are plain loads, the few that straddle its edges (or
-     * the padding) are assembled in a small zeroed buffer */
+    const size_t wst = j->wst;
     const float *rowp[6];
     int all_rows = 1;
     for (size_t i = 0; i < 6; i++) {
@@ -102,10 +102,11 @@ static __attribute__((noinline)) void input_tile_row(const wg_job *j, const floa
             for (int i = 0; i < 6; i++)
                 d[i] = _mm256_setzero_ps();
         } else {
+            ptrdiff_t lo = iw < 0 ? -iw : 0, hi = wi - iw < 8 ? wi - iw : 8;
             for (int i = 0; i < 6; i++) {
-                float e[8];
-                for (ptrdiff_t l = 0; l < 8; l++)
-                    e[l] = rowp[i] && iw + l >= 0 && iw + l < wi ? rowp[i][iw + l] : 0.0f;
+                float e[8] = {0};
+                if (rowp[i])
+                    memcpy(e + lo, rowp[i] + iw + lo, (size_t)(hi - lo) * sizeof(float));
                 d[i] = _mm256_loadu_ps(e);
             }
         }
@@ -113,19 +114,51 @@ static __attribute__((noinline)) void input_tile_row(const wg_job *j, const floa
         for (int i = 0; i < 6; i++)
             _mm256_storeu_ps(tmp + (size_t)i * wst + q, o[i]);
     }
+}
+
+static const float wg_zeros[8];
+
+static inline __m256 load2(const float *lo, const float *hi) {
+    return _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(lo)), _mm_loadu_ps(hi), 1);
+}
+
+/* Input transform of channel ch for the block's tiles [t0, t0 + nt) (nt a
+ * multiple of 8; tiles past the image read zeros) into the 36 packed B
+ * operands at v. Tiles are linear over the image, so a group of 8 may span
+ * tile rows: each tile's 4 columns are one 128-bit load. */
+static __attribute__((noinline)) void input_block(const wg_job *j, const float *xc, size_t ch,
+                                                  size_t t0, size_t nt, const size_t *toff,
+                                                  float *tmp, float *v) {
+    const size_t wst = j->wst, r = j->k->cfg->nr, kc = j->kc, C = j->k->s.c, tw = j->tw;
+    size_t row0 = t0 / tw, last = t0 + nt < j->tiles ? t0 + nt : j->tiles;
+    size_t rows = (last - 1) / tw - row0 + 1;
+    for (size_t q = 0; q < rows; q++)
+        vertical_row(j, xc, row0 + q, tmp + q * 6 * wst);
     /* where row ch of a B operand lives in the packed layout */
     size_t kb = ch / kc, kk = ch % kc, kcb = C - kb * kc < kc ? C - kb * kc : kc;
     float *vrow = v + kb * kc * j->npad + kk * r;
     const size_t vstride = j->vstride;
-    for (size_t g = 0; g < j->twp; g += 8) {
-        size_t n = col0 + g;
-        float *dst = vrow + (n / r) * r * kcb + n % r;
+    for (size_t g = 0; g < nt; g += 8) {
+        float *dst = vrow + (g / r) * r * kcb + g % r;
+        const float *tp[8];
+        for (size_t e = 0; e < 8; e++)
+            tp[e] = toff[g + e] != SIZE_MAX ? tmp + toff[g + e] : wg_zeros;
         for (size_t k = 0; k < 6; k++) {
-            const float *t = tmp + k * wst + g * 4;
-            __m256 a0 = _mm256_loadu_ps(t), a1 = _mm256_loadu_ps(t + 8),
-                   a2 = _mm256_loadu_ps(t + 16), a3 = _mm256_loadu_ps(t + 24);
-            __m256 b0 = _mm256_loadu_ps(t + 4), b1 = _mm256_loadu_ps(t + 12),
-                   b2 = _mm256_loadu_ps(t + 20), b3 = _mm256_loadu_ps(t + 28);
+            size_t ko = k * wst;
+            /* wg_zeros rows: the offset must stay 0 */
+            __m256 a0, a1, a2, a3, b0, b1, b2, b3;
+#define WG_P(e) (tp[e] == wg_zeros ? wg_zeros : tp[e] + ko)
+            const float *p0 = WG_P(0), *p1 = WG_P(1), *p2 = WG_P(2), *p3 = WG_P(3), *p4 = WG_P(4),
+                        *p5 = WG_P(5), *p6 = WG_P(6), *p7 = WG_P(7);
+#undef WG_P
+            a0 = load2(p0, p1);
+            a1 = load2(p2, p3);
+            a2 = load2(p4, p5);
+            a3 = load2(p6, p7);
+            b0 = load2(p0 + (p0 != wg_zeros) * 4, p1 + (p1 != wg_zeros) * 4);
+            b1 = load2(p2 + (p2 != wg_zeros) * 4, p3 + (p3 != wg_zeros) * 4);
+            b2 = load2(p4 + (p4 != wg_zeros) * 4, p5 + (p5 != wg_zeros) * 4);
+            b3 = load2(p6 + (p6 != wg_zeros) * 4, p7 + (p7 != wg_zeros) * 4);
             tr4(&a0, &a1, &a2, &a3);
             tr4(&b0, &b1, &b2, &b3);
             __m256 d[6] = {a0, a1, a2, a3, b0, b1}, o[6];
@@ -136,15 +169,20 @@ static __attribute__((noinline)) void input_tile_row(const wg_job *j, const floa
     }
 }
 
-/* Output transform of channel oc, tile row th from GEMM columns starting at
- * col0 of the 36 products m (each OC x ncols), epilogue, store. */
-static __attribute__((noinline)) void output_tile_row(const wg_job *j, const float *m, size_t ncols, size_t oc, size_t th,
-                            size_t col0, float *yc, const float *resc, const nnf_ep_fast *f,
-                            __m256 bias, const nnf_tile_ep *tep) {
+/* Output transform of channel oc for the block's tiles from the 36 products
+ * m (each OC x ncols, stride mstride), epilogue, store. After the final
+ * transpose a vector holds two tiles' output rows (4 columns each). */
+static __attribute__((noinline)) void output_block(const wg_job *j, const float *m, size_t ncols,
+                                                   size_t oc, size_t t0, const size_t *opos,
+                                                   const size_t *ocr, float *yc,
+                                                   const float *resc, const nnf_ep_fast *f,
+                                                   __m256 bias, const nnf_tile_ep *tep) {
     const nnf_conv2d_shape *s = &j->k->s;
     const size_t mstride = j->mstride, ow = s->ow;
-    for (size_t g = 0; g < j->twp; g += 8) {
-        const float *mp = m + oc * ncols + col0 + g;
+    nnf_tile_ep te = *tep;
+    float rbuf[8];
+    for (size_t g = 0; g < ncols && t0 + g < j->tiles; g += 8) {
+        const float *mp = m + oc * ncols + g;
         __m256 t[4][6];
         for (size_t l = 0; l < 6; l++) {
             __m256 v[6], o[4];
@@ -154,36 +192,44 @@ static __attribute__((noinline)) void output_tile_row(const wg_job *j, const flo
             for (int i = 0; i < 4; i++)
                 t[i][l] = o[i];
         }
-        size_t x0 = g * 4;
-        if (x0 >= ow)
-            break;
+        const size_t *pos = opos + g, *cr = ocr + g;
         for (size_t i = 0; i < 4; i++) {
-            size_t oh = th * 4 + i;
-            if (oh >= s->oh)
-                break;
             __m256 o[4];
             at4(t[i], o);
             tr4(&o[0], &o[1], &o[2], &o[3]);
-            float *yr = yc + oh * ow;
-            const float *rr = resc ? resc + oh * ow : NULL;
-            nnf_tile_ep te = *tep;
-            te.residual = rr;
             for (size_t q = 0; q < 4; q++) {
-                size_t x = x0 + q * 8;
-                if (x >= ow)
-                    break;
-                size_t left = ow - x;
-                int full = left >= 8;
-                __m256i mask = nnf_mask8(full ? 8 : left);
+                size_t e0 = 2 * q, e1 = 2 * q + 1;
+                int ok0 = i < cr[e0] / 8, ok1 = i < cr[e1] / 8;
+                if (!ok0 && !ok1)
+                    continue;
+                size_t p0 = pos[e0] + i * ow, p1 = pos[e1] + i * ow;
+                size_t c0 = ok0 ? cr[e0] % 8 : 0, c1 = ok1 ? cr[e1] % 8 : 0;
+                if (resc) {
+                    __m128 r0 = c0 == 4   ? _mm_loadu_ps(resc + p0)
+                                : c0      ? _mm_maskload_ps(resc + p0, _mm256_castsi256_si128(nnf_mask8(c0)))
+                                          : _mm_setzero_ps();
+                    __m128 r1 = c1 == 4   ? _mm_loadu_ps(resc + p1)
+                                : c1      ? _mm_maskload_ps(resc + p1, _mm256_castsi256_si128(nnf_mask8(c1)))
+                                          : _mm_setzero_ps();
+                    _mm_storeu_ps(rbuf, r0);
+                    _mm_storeu_ps(rbuf + 4, r1);
+                }
                 __m256 val;
-                if (f->clamp_only)
-                    val = nnf_ep_fast8(f, o[q], bias, rr ? rr + x : NULL, full, mask);
-                else
-                    val = nnf_ep8(o[q], &te, 0, x, full, mask);
-                if (full)
-                    _mm256_storeu_ps(yr + x, val);
-                else
-                    _mm256_maskstore_ps(yr + x, mask, val);
+                if (f->clamp_only) {
+                    val = nnf_ep_fast8(f, o[q], bias, resc ? rbuf : NULL, 1, nnf_mask8(8));
+                } else {
+                    te.residual = resc ? rbuf : NULL;
+                    val = nnf_ep8(o[q], &te, 0, 0, 1, nnf_mask8(8));
+                }
+                __m128 lo = _mm256_castps256_ps128(val), hi = _mm256_extractf128_ps(val, 1);
+                if (c0 == 4)
+                    _mm_storeu_ps(yc + p0, lo);
+                else if (c0)
+                    _mm_maskstore_ps(yc + p0, _mm256_castsi256_si128(nnf_mask8(c0)), lo);
+                if (c1 == 4)
+                    _mm_storeu_ps(yc + p1, hi);
+                else if (c1)
+                    _mm_maskstore_ps(yc + p1, _mm256_castsi256_si128(nnf_mask8(c1)), hi);
             }
         }
     }
@@ -203,32 +249,44 @@ static void wg_task(void *ctx, size_t item) {
 claimed:;
     float *base = j->scratch + (size_t)slot * j->slot_floats;
     float *tmp = base, *v = base + j->off_v, *m = base + j->off_m;
-    size_t b = item / j->blocks, blk = item % j->blocks;
-    size_t th0 = blk * j->rows_blk, rows = j->th - th0 < j->rows_blk ? j->th - th0 : j->rows_blk;
-    size_t ncols = rows * j->twp, plane = s->h * s->w, oplane = s->oh * s->ow;
+    size_t b = item / j->blocks, t0 = (item % j->blocks) * j->blk;
+    size_t nt = j->tiles - t0 < j->blk ? j->tiles - t0 : j->blk;
+    size_t ncols = (nt + 7) / 8 * 8, plane = s->h * s->w, oplane = s->oh * s->ow;
     const float *xb = j->x + b * s->c * plane;
+    /* per tile of the block: its columns in the vertical pass's rows, its
+     * output origin, and its valid rows * 8 + columns (0: past the image) */
+    size_t *toff = (size_t *)(base + j->off_idx), *opos = toff + j->blk, *ocr = opos + j->blk;
+    for (size_t e = 0; e < ncols; e++) {
+        size_t t = t0 + e;
+        if (t >= j->tiles) {
+            toff[e] = SIZE_MAX;
+            opos[e] = ocr[e] = 0;
+            continue;
+        }
+        size_t ty = t / j->tw, tx = t % j->tw, y0 = ty * 4, x0 = tx * 4;
+        toff[e] = (ty - t0 / j->tw) * 6 * j->wst + x0;
+        opos[e] = y0 * s->ow + x0;
+        ocr[e] = (s->oh - y0 < 4 ? s->oh - y0 : 4) * 8 + (s->ow - x0 < 4 ? s->ow - x0 : 4);
+    }
     for (size_t ch = 0; ch < s->c; ch++)
-        for (size_t r = 0; r < rows; r++)
-            input_tile_row(j, xb + ch * plane, ch, th0 + r, r * j->twp, tmp, v);
+        input_block(j, xb + ch * plane, ch, t0, ncols, toff, tmp, v);
     /* columns [ncols, npad) of the last panel are multiplied but never
      * stored: zero them so stale scratch (denormals) cannot slow the GEMM */
-    if (ncols < j->npad) {
-        const size_t r = k->cfg->nr;
+    const size_t r = k->cfg->nr, npad_blk = (ncols + r - 1) / r * r;
+    if (ncols < npad_blk)
         for (size_t xi = 0; xi < 36; xi++)
             for (size_t ch = 0; ch < s->c; ch++) {
                 size_t kb = ch / j->kc, kk = ch % j->kc;
                 size_t kcb = s->c - kb * j->kc < j->kc ? s->c - kb * j->kc : j->kc;
-                float *row = v + xi * j->vstride + kb * j->kc * j->npad +
-                             (ncols / r) * r * kcb + kk * r;
+                float *row = v + xi * j->vstride + kb * j->kc * j->npad + (ncols / r) * r * kcb + kk * r;
                 memset(row + ncols % r, 0, (r - ncols % r) * sizeof(float));
             }
-    }
     for (size_t xi = 0; xi < 36; xi++) {
         nnf_gemm_packed bp = {.side = NNF_GEMM_B, .mn = ncols, .k = s->c, .kc = j->kc,
                               .r = k->cfg->nr, .mn_pad = j->npad, .data = v + xi * j->vstride};
         nnf_gemm_src a = nnf_gemm_src_packed(k->packed_w[xi]), bsrc = nnf_gemm_src_packed(&bp);
-        if (nnf_gemm_run(k->cfg, s->oc, ncols, s->c, &a, &bsrc, m + xi * j->mstride, ncols,
-                         NULL, NULL) != NNF_OK) {
+        if (nnf_gemm_run(k->cfg, s->oc, ncols, s->c, &a, &bsrc, m + xi * j->mstride, ncols, NULL,
+                         NULL) != NNF_OK) {
             atomic_store(&j->failed, 1);
             goto done;
         }
@@ -239,9 +297,8 @@ claimed:;
         size_t yo = (b * s->oc + oc) * oplane;
         __m256 bias = _mm256_set1_ps(ep->bias ? ep->bias[oc] : 0.0f);
         nnf_tile_ep te = {.ep = ep, .bias = ep->bias ? ep->bias + oc : NULL};
-        for (size_t r = 0; r < rows; r++)
-            output_tile_row(j, m, ncols, oc, th0 + r, r * j->twp, j->y + yo,
-                            ep->residual ? ep->residual + yo : NULL, &f, bias, &te);
+        output_block(j, m, ncols, oc, t0, opos, ocr, j->y + yo, ep->residual ? ep->residual + yo : NULL, &f,
+                     bias, &te);
     }
 done:
     atomic_store_explicit(&j->busy[slot], 0, memory_order_release);
@@ -273,37 +330,46 @@ nnf_status nnf_conv_winograd_avx2(const nnf_conv_kernel *k, const float *x, floa
     j->ep = ep;
     j->th = (s->oh + 3) / 4;
     j->tw = (s->ow + 3) / 4;
-    j->twp = (j->tw + 7) / 8 * 8;
-    j->wst = j->twp * 4 + 8;
+    j->tiles = j->th * j->tw;
+    j->wst = (j->tw * 4 + 8 + 7) / 8 * 8;
     j->kc = nnf_gemm_kc(k->cfg, s->c);
     /* A block's 36 transformed inputs and 36 products should stay in L2/L3
      * while the GEMMs and the output transform read them back. */
     size_t target = (size_t)(2u << 20) / (36 * sizeof(float) * (s->c + s->oc));
-    size_t rows = target / j->twp;
-    if (rows < 1)
-        rows = 1;
-    if (rows > j->th)
-        rows = j->th;
+    /* whole tile rows when they fit: a row cut between blocks has its
+     * vertical pass done twice */
+    size_t unit = j->tw % 8 == 0 ? j->tw : j->tw % 4 == 0 ? 2 * j->tw : j->tw % 2 == 0 ? 4 * j->tw : 8 * j->tw;
+    size_t blk = unit <= target ? target / unit * unit : target / 16 * 16;
+    if (blk < 16)
+        blk = 16;
+    size_t tiles8 = (j->tiles + 7) / 8 * 8;
+    if (blk > tiles8)
+        blk = tiles8;
     /* enough items for every thread */
     int threads = nnf_threadpool_size(pool);
     size_t items_min = (size_t)(threads > 1 ? 2 * threads : 1);
-    while (rows > 1 && s->n * ((j->th + rows - 1) / rows) < items_min)
-        rows = (rows + 1) / 2;
-    j->rows_blk = rows;
-    j->blocks = (j->th + rows - 1) / rows;
-    j->ncols = rows * j->twp;
-    j->npad = (j->ncols + k->cfg->nr - 1) / k->cfg->nr * k->cfg->nr;
+    while (blk > 16 && s->n * ((j->tiles + blk - 1) / blk) < items_min)
+        blk = blk / 2 % unit == 0 ? blk / 2 : (blk / 2 + 7) / 8 * 8;
+    j->blk = blk;
+    j->blocks = (j->tiles + blk - 1) / blk;
+    j->npad = (blk + k->cfg->nr - 1) / k->cfg->nr * k->cfg->nr;
+    /* the tile rows a block touches, for the vertical pass */
+    size_t trows = blk / j->tw + 2;
+    if (trows > j->th)
+        trows = j->th;
     size_t vf, mf, total;
-    if (!nnf_mul_size(s->c, j->npad, &vf) || !nnf_mul_size(s->oc, j->ncols, &mf) ||
+    if (!nnf_mul_size(s->c, j->npad, &vf) || !nnf_mul_size(s->oc, j->blk, &mf) ||
         !nnf_mul_size(odd_lines(vf), 36, &vf) || !nnf_mul_size(odd_lines(mf), 36, &mf)) {
         st = nnf_error(NNF_ERR_INVALID_ARGUMENT, "%s: convolution too large", k->name);
         goto fail;
     }
     j->vstride = odd_lines(s->c * j->npad);
-    j->mstride = odd_lines(s->oc * j->ncols);
-    j->off_v = round16(6 * j->wst);
+    j->mstride = odd_lines(s->oc * j->blk);
+    j->off_v = round16(trows * 6 * j->wst);
     j->off_m = j->off_v + round16(vf);
-    j->slot_floats = j->off_m + round16(mf);
+    j->off_idx = j->off_m + round16(mf);
+    /* three size_t tables of blk entries */
+    j->slot_floats = j->off_idx + round16(3 * j->blk * (sizeof(size_t) / sizeof(float)));
     size_t items = s->n * j->blocks;
     j->slots = threads < WG_MAX_SLOTS ? threads : WG_MAX_SLOTS;
     if ((size_t)j->slots > items)
