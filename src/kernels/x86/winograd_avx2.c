@@ -338,7 +338,11 @@ nnf_status nnf_conv_winograd_avx2(const nnf_conv_kernel *k, const float *x, floa
     size_t target = (size_t)(2u << 20) / (36 * sizeof(float) * (s->c + s->oc));
     /* whole tile rows when they fit: a row cut between blocks has its
      * vertical pass done twice */
-    size_t unit = j->tw % 8 == 0 ? j->tw : j->tw % 4 == 0 ? 2 * j->tw : j->tw % 2 == 0 ? 4 * j->tw : 8 * j->tw;
+    size_t unit = j->tw % 16 == 0  ? j->tw
+                  : j->tw % 8 == 0 ? 2 * j->tw
+                  : j->tw % 4 == 0 ? 4 * j->tw
+                  : j->tw % 2 == 0 ? 8 * j->tw
+                                   : 16 * j->tw; /* lcm(16, tw): whole GEMM panels too */
     size_t blk = unit <= target ? target / unit * unit : target / 16 * 16;
     if (blk < 16)
         blk = 16;
