@@ -12,6 +12,9 @@
 
 /* ---- configurations ------------------------------------------------------ */
 
+static void gemv_panel_8_scalar(size_t k, size_t kc, const float *a, size_t a_stride,
+                                const float *bdata, size_t mn_pad, size_t col0, float *y);
+
 static nnf_gemm_cfg g_cfgs[3];
 static pthread_once_t g_cfg_once = PTHREAD_ONCE_INIT;
 
@@ -39,10 +42,12 @@ static void init_cfgs(void) {
     const nnf_cpu *cpu = nnf_cpu_get();
     g_cfgs[NNF_ISA_SCALAR] = (nnf_gemm_cfg){.name = "f32_gemm_4x8_scalar", .isa = NNF_ISA_SCALAR,
                                             .mr = 4, .nr = 8,
-                                            .ukernel = nnf_gemm_ukernel_4x8_scalar};
+                                            .ukernel = nnf_gemm_ukernel_4x8_scalar,
+                                            .gemv_panel = gemv_panel_8_scalar};
     g_cfgs[NNF_ISA_AVX2] = (nnf_gemm_cfg){.name = "f32_gemm_6x16_avx2", .isa = NNF_ISA_AVX2, .mr = 6,
                                           .nr = 16, .ukernel = nnf_gemm_ukernel_6x16_avx2,
-                                          .pack_a_rows = nnf_gemm_pack_a6_avx2};
+                                          .pack_a_rows = nnf_gemm_pack_a6_avx2,
+                                          .gemv_panel = nnf_gemv_panel_16_avx2};
     g_cfgs[NNF_ISA_AVX512] = (nnf_gemm_cfg){.name = "f32_gemm_14x32_avx512",
                                             .isa = NNF_ISA_AVX512, .mr = 14, .nr = 32,
                                             .ukernel = nnf_gemm_ukernel_14x32_avx512};
@@ -214,6 +219,18 @@ size_t nnf_gemm_packed_bytes(const nnf_gemm_packed *p) {
 static _Thread_local float *t_scratch;
 static _Thread_local size_t t_scratch_floats;
 
+/* Pool workers run whole GEMMs of a batch and keep scratch like any caller;
+ * the key's destructor frees it when the worker exits (pool destroyed). */
+static pthread_key_t g_scratch_key;
+static pthread_once_t g_scratch_once = PTHREAD_ONCE_INIT;
+static int g_scratch_key_ok;
+
+static void scratch_free_at_exit(void *p) { nnf_free_aligned(p); }
+
+static void scratch_key_init(void) {
+    g_scratch_key_ok = pthread_key_create(&g_scratch_key, scratch_free_at_exit) == 0;
+}
+
 static float *scratch_get(size_t floats) {
     if (floats <= t_scratch_floats)
         return t_scratch;
@@ -226,6 +243,9 @@ static float *scratch_get(size_t floats) {
     nnf_free_aligned(t_scratch);
     t_scratch = p;
     t_scratch_floats = floats;
+    pthread_once(&g_scratch_once, scratch_key_init);
+    if (g_scratch_key_ok)
+        pthread_setspecific(g_scratch_key, p);
     return p;
 }
 
@@ -233,6 +253,8 @@ void nnf_gemm_scratch_release(void) {
     nnf_free_aligned(t_scratch);
     t_scratch = NULL;
     t_scratch_floats = 0;
+    if (g_scratch_key_ok)
+        pthread_setspecific(g_scratch_key, NULL);
 }
 
 /* ---- driver -------------------------------------------------------------- */
@@ -339,6 +361,17 @@ static void gemm_task(void *ctx, size_t i0, size_t j0, size_t mi, size_t nj) {
 
 static size_t round_up(size_t v, size_t r) { return (v + r - 1) / r * r; }
 
+/* Below this many multiply-adds a GEMM runs on the calling thread: it takes
+ * a few microseconds, about what handing half of it to a worker costs. */
+#define NNF_GEMM_INLINE_FMAS ((size_t)1 << 16)
+
+static size_t fmas(size_t m, size_t n, size_t k) {
+    size_t mn, mnk;
+    if (!nnf_mul_size(m, n, &mn) || !nnf_mul_size(mn, k ? k : 1, &mnk))
+        return SIZE_MAX;
+    return mnk;
+}
+
 /* Tiles for the pool: whole-matrix on one thread; otherwise at least about
  * three tasks per thread, cutting N first (each N tile re-packs only A's
  * small blocks) and never below 4 register tiles a side. */
@@ -364,6 +397,59 @@ static void choose_tiles(const nnf_gemm_cfg *cfg, size_t m, size_t n, size_t k, 
     (void)k;
 }
 
+/* ---- M = 1 (GEMV) against a packed B ------------------------------------- */
+
+typedef struct gemv_job {
+    const nnf_gemm_cfg *cfg;
+    const nnf_gemm_packed *b;
+    const float *a;
+    size_t a_stride, n, k;
+    float *c;
+    const nnf_epilogue *ep;
+} gemv_job;
+
+/* Columns [j0, j0 + nj), whole panels. The raw sums of a panel go to a
+ * register-sized buffer; the microkernel with kc = 0 then adds them
+ * ("accumulate") and applies the epilogue in registers, as on any tile. */
+static void gemv_task(void *ctx, size_t i0, size_t j0, size_t mi, size_t nj) {
+    (void)i0;
+    (void)mi;
+    const gemv_job *j = ctx;
+    const nnf_gemm_cfg *cfg = j->cfg;
+    const size_t nr = cfg->nr;
+    _Alignas(64) float buf[64];
+    const nnf_epilogue *ep = j->ep;
+    for (size_t jr = j0; jr < j0 + nj; jr += nr) {
+        size_t nn = j0 + nj - jr < nr ? j0 + nj - jr : nr;
+        cfg->gemv_panel(j->k, j->b->kc, j->a, j->a_stride, j->b->data, j->b->mn_pad, jr, buf);
+        nnf_tile_ep t = {.accumulate = 1, .ep = ep};
+        t.bias = ep->bias_kind == NNF_BIAS_PER_ROW ? ep->bias
+                 : ep->bias_kind == NNF_BIAS_PER_COL ? ep->bias + jr
+                                                     : NULL;
+        t.residual = ep->residual ? ep->residual + jr : NULL;
+        cfg->ukernel(0, buf, buf, buf, nr, 1, nn, &t);
+        memcpy(j->c + jr, buf, nn * sizeof(float));
+    }
+}
+
+static void run_gemv(const nnf_gemm_cfg *cfg, size_t n, size_t k, const nnf_gemm_src *a,
+                     const nnf_gemm_packed *b, float *c, const nnf_epilogue *ep,
+                     nnf_threadpool *pool) {
+    gemv_job j = {.cfg = cfg, .b = b, .a = a->data, .a_stride = a->trans ? a->ld : 1, .n = n,
+                  .k = k, .c = c, .ep = ep};
+    /* Whole panels per task, about four tasks per thread; each task streams
+     * its own slice of B. */
+    size_t threads = (size_t)nnf_threadpool_size(pool);
+    size_t panels = (n + cfg->nr - 1) / cfg->nr;
+    size_t per = panels;
+    if (threads > 1) {
+        per = (panels + threads * 4 - 1) / (threads * 4);
+        if (per < 2)
+            per = 2;
+    }
+    nnf_parallel_for_2d(pool, 1, n, 1, per * cfg->nr, gemv_task, &j);
+}
+
 nnf_status nnf_gemm_run(const nnf_gemm_cfg *cfg, size_t m, size_t n, size_t k,
                         const nnf_gemm_src *a, const nnf_gemm_src *b, float *c, size_t ldc,
                         const nnf_epilogue *ep, nnf_threadpool *pool) {
@@ -376,14 +462,19 @@ nnf_status nnf_gemm_run(const nnf_gemm_cfg *cfg, size_t m, size_t n, size_t k,
                        b->packed->k != k || b->packed->side != NNF_GEMM_B)))
         return nnf_error(NNF_ERR_INTERNAL, "%s: packed operand does not match the GEMM (%zu x %zu x %zu)",
                          cfg->name, m, n, k);
+    if (fmas(m, n, k) < NNF_GEMM_INLINE_FMAS)
+        pool = NULL;
+    int gemv = m == 1 && k > 0 && cfg->gemv_panel && cfg->nr <= 64 && b->packed && !a->packed &&
+               !a->pack;
     nnf_epilogue plain = nnf_epilogue_default();
     if (!ep)
         ep = &plain;
-    /* C holds partial sums between K blocks, so a residual that overlaps C
-     * (an in-place Add) must be read from a copy when there is more than one. */
+    /* C holds partial sums between K blocks, and a GEMV stores panels while
+     * later ones still read the residual, so a residual that overlaps C (an
+     * in-place Add) must then be read from a copy. */
     float *res_copy = NULL;
     nnf_epilogue with_copy;
-    if (ep->residual && k > kc) {
+    if (ep->residual && (k > kc || gemv)) {
         const float *r0 = ep->residual, *r1 = ep->residual + (m - 1) * ep->ld_residual + n;
         const float *c0 = c, *c1 = c + (m - 1) * ldc + n;
         if ((uintptr_t)r0 < (uintptr_t)c1 && (uintptr_t)c0 < (uintptr_t)r1) {
@@ -400,7 +491,12 @@ nnf_status nnf_gemm_run(const nnf_gemm_cfg *cfg, size_t m, size_t n, size_t k,
     }
 
     nnf_status st = NNF_OK;
-    gemm_job *j = nnf_calloc(1, sizeof *j);
+    gemm_job *j = NULL;
+    if (gemv) {
+        run_gemv(cfg, n, k, a, b->packed, c, ep, pool);
+        goto fail;
+    }
+    j = nnf_calloc(1, sizeof *j);
     if (!j) {
         st = nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory for a GEMM job");
         goto fail;
@@ -441,6 +537,68 @@ fail:
     return st;
 }
 
+/* ---- batches ------------------------------------------------------------- */
+
+typedef struct batch_job {
+    const nnf_gemm_cfg *cfg;
+    size_t m, n, k, ldc;
+    nnf_gemm_batch_fn at;
+    const void *ctx;
+    const nnf_epilogue *ep;
+    atomic_int failed;    /* first failure's status, 0 = none */
+    atomic_size_t failed_at;
+} batch_job;
+
+static nnf_status batch_one(const batch_job *j, size_t bi, nnf_threadpool *pool) {
+    nnf_gemm_src a = {0}, b = {0};
+    float *c = NULL;
+    const float *res = NULL;
+    j->at(j->ctx, bi, &a, &b, &c, &res);
+    nnf_epilogue e = *j->ep;
+    e.residual = res;
+    return nnf_gemm_run(j->cfg, j->m, j->n, j->k, &a, &b, c, j->ldc, &e, pool);
+}
+
+static void batch_task(void *ctx, size_t bi) {
+    batch_job *j = ctx;
+    nnf_status st = batch_one(j, bi, NULL);
+    int none = 0;
+    if (st != NNF_OK && atomic_compare_exchange_strong(&j->failed, &none, (int)st))
+        atomic_store(&j->failed_at, bi);
+}
+
+nnf_status nnf_gemm_run_batch(const nnf_gemm_cfg *cfg, size_t count, size_t m, size_t n, size_t k,
+                              nnf_gemm_batch_fn at, const void *ctx, size_t ldc,
+                              const nnf_epilogue *ep, nnf_threadpool *pool) {
+    nnf_epilogue plain = nnf_epilogue_default();
+    batch_job j = {.cfg = cfg, .m = m, .n = n, .k = k, .ldc = ldc, .at = at, .ctx = ctx,
+                   .ep = ep ? ep : &plain};
+    atomic_init(&j.failed, 0);
+    atomic_init(&j.failed_at, 0);
+    size_t threads = (size_t)nnf_threadpool_size(pool);
+    /* Whole GEMMs per thread when they share out evenly (or are so many that
+     * the last round hardly matters), or are too small to split well: each is
+     * then packed once and never handed off tile by tile. */
+    size_t per = fmas(m, n, k);
+    int across = threads > 1 && count >= threads &&
+                 (count % threads == 0 || count >= 4 * threads || per < ((size_t)1 << 21));
+    if (!across) {
+        for (size_t bi = 0; bi < count; bi++) {
+            nnf_status st = batch_one(&j, bi, pool);
+            if (st != NNF_OK)
+                return nnf_error_prefix(st, "GEMM %zu of a batch of %zu", bi, count);
+        }
+        return NNF_OK;
+    }
+    nnf_parallel_for(pool, count, batch_task, &j);
+    int failed = atomic_load(&j.failed);
+    if (failed)
+        /* The worker's message stayed on its thread: say what failed here. */
+        return nnf_error((nnf_status)failed, "%s: GEMM %zu of a batch of %zu (%zu x %zu x %zu) failed",
+                         cfg->name, atomic_load(&j.failed_at), count, m, n, k);
+    return NNF_OK;
+}
+
 nnf_status nnf_sgemm(int trans_a, int trans_b, size_t m, size_t n, size_t k, const float *a,
                      size_t lda, const float *b, size_t ldb, float *c, size_t ldc,
                      const nnf_epilogue *ep, nnf_threadpool *pool) {
@@ -468,4 +626,20 @@ void nnf_gemm_ukernel_4x8_scalar(size_t kc, const float *a, const float *b, floa
             crow[q] = t->ep ? nnf_epilogue_scalar(t, i, q, v) : v;
         }
     }
+}
+
+static void gemv_panel_8_scalar(size_t k, size_t kc, const float *a, size_t a_stride,
+                                const float *bdata, size_t mn_pad, size_t col0, float *y) {
+    float acc[8] = {0};
+    for (size_t pc = 0; pc < k; pc += kc) {
+        size_t kcb = k - pc < kc ? k - pc : kc;
+        const float *b = bdata + pc * mn_pad + col0 * kcb;
+        for (size_t kk = 0; kk < kcb; kk++, b += 8) {
+            float av = a[(pc + kk) * a_stride];
+            for (int q = 0; q < 8; q++)
+                acc[q] += av * b[q];
+        }
+    }
+    for (int q = 0; q < 8; q++)
+        y[q] = acc[q];
 }

@@ -34,6 +34,14 @@ typedef void (*nnf_gemm_ukernel_fn)(size_t kc, const float *a, const float *b, f
 typedef void (*nnf_gemm_pack_rows_fn)(const float *base, size_t ld, size_t mn0, size_t mnc,
                                       size_t k0, size_t kc, float *dst);
 
+/* y[0, r) = sum over k of a[k * a_stride] * B(k, col0 + q) for one r-wide
+ * panel of a packed B (data / mn_pad / kc as in nnf_gemm_packed; col0 a
+ * multiple of r): the M = 1 product, which streams B once instead of feeding
+ * a register tile that is mostly zero rows. Columns past B's edge read the
+ * packed zero padding. */
+typedef void (*nnf_gemv_panel_fn)(size_t k, size_t kc, const float *a, size_t a_stride,
+                                  const float *bdata, size_t mn_pad, size_t col0, float *y);
+
 typedef struct nnf_gemm_cfg {
     const char *name; /* "f32_gemm_6x16_avx2" */
     nnf_isa isa;
@@ -41,6 +49,7 @@ typedef struct nnf_gemm_cfg {
     size_t kc, mc, nc;  /* cache blocks; mc % mr == 0, nc % nr == 0 */
     nnf_gemm_ukernel_fn ukernel;
     nnf_gemm_pack_rows_fn pack_a_rows; /* NULL: the portable packer */
+    nnf_gemv_panel_fn gemv_panel;      /* NULL: M = 1 runs through the microkernel */
 } nnf_gemm_cfg;
 
 /* The configuration for a tier (clamped to what the CPU has), blocking sized
@@ -106,6 +115,22 @@ nnf_status nnf_gemm_run(const nnf_gemm_cfg *cfg, size_t m, size_t n, size_t k,
                         const nnf_gemm_src *a, const nnf_gemm_src *b, float *c, size_t ldc,
                         const nnf_epilogue *ep, nnf_threadpool *pool);
 
+/* One GEMM of a batch: fill its operands, its output (row stride ldc as
+ * given to nnf_gemm_run_batch) and, when the epilogue has a residual, the
+ * residual's origin (same row stride as the epilogue's). Called from worker
+ * threads, concurrently. */
+typedef void (*nnf_gemm_batch_fn)(const void *ctx, size_t index, nnf_gemm_src *a,
+                                  nnf_gemm_src *b, float **c, const float **residual);
+
+/* count GEMMs of one shape (batched MatMul, attention heads). With enough of
+ * them each runs whole on one thread (operands packed once, no hand-off per
+ * tile); otherwise one after another, each split over the pool. Results are
+ * those of nnf_gemm_run for each, whatever the thread count. The epilogue's
+ * residual pointer is ignored: at() supplies one per GEMM. */
+nnf_status nnf_gemm_run_batch(const nnf_gemm_cfg *cfg, size_t count, size_t m, size_t n, size_t k,
+                              nnf_gemm_batch_fn at, const void *ctx, size_t ldc,
+                              const nnf_epilogue *ep, nnf_threadpool *pool);
+
 /* Convenience: plain strided operands, the tier in force. */
 nnf_status nnf_sgemm(int trans_a, int trans_b, size_t m, size_t n, size_t k, const float *a,
                      size_t lda, const float *b, size_t ldb, float *c, size_t ldc,
@@ -122,6 +147,8 @@ void nnf_gemm_ukernel_6x16_avx2(size_t kc, const float *a, const float *b, float
                                 size_t m, size_t n, const nnf_tile_ep *t);
 void nnf_gemm_pack_a6_avx2(const float *base, size_t ld, size_t mn0, size_t mnc, size_t k0,
                            size_t kc, float *dst);
+void nnf_gemv_panel_16_avx2(size_t k, size_t kc, const float *a, size_t a_stride,
+                            const float *bdata, size_t mn_pad, size_t col0, float *y);
 void nnf_gemm_ukernel_14x32_avx512(size_t kc, const float *a, const float *b, float *c,
                                    size_t ldc, size_t m, size_t n, const nnf_tile_ep *t);
 

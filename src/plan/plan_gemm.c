@@ -64,6 +64,33 @@ static nnf_epilogue base_ep(const mm_state *s, nnf_buf *const *in) {
     return e;
 }
 
+/* A batched MatMul whose batch axes broadcast: batch bi of Y reads A and B
+ * at offsets from its multi-index (stride 0 on a broadcast axis). */
+typedef struct mm_batch {
+    const float *a, *b, *res;
+    float *y;
+    const nnf_gemm_src *bsrc; /* a packed B shared by every batch, or NULL */
+    int br;
+    int64_t m, n, k;
+    int64_t ydims[NNF_MAX_RANK], a_bs[NNF_MAX_RANK], b_bs[NNF_MAX_RANK];
+} mm_batch;
+
+static void mm_batch_at(const void *ctx, size_t index, nnf_gemm_src *a, nnf_gemm_src *b, float **c,
+                        const float **residual) {
+    const mm_batch *t = ctx;
+    int64_t bi = (int64_t)index, rem = bi, aoff = 0, boff = 0;
+    for (int d = t->br - 1; d >= 0; d--) {
+        int64_t idx = rem % t->ydims[d];
+        rem /= t->ydims[d];
+        aoff += idx * t->a_bs[d];
+        boff += idx * t->b_bs[d];
+    }
+    *a = nnf_gemm_src_matrix(t->a + aoff, (size_t)t->k, 0);
+    *b = t->bsrc ? *t->bsrc : nnf_gemm_src_matrix(t->b + boff, (size_t)t->n, 0);
+    *c = t->y + bi * t->m * t->n;
+    *residual = t->res ? t->res + bi * t->m * t->n : NULL;
+}
+
 static nnf_status mm_run(NNF_KERNEL_ARGS) {
     const mm_state *s = ctx->state;
     const nnf_buf *a = in[0], *b = in[1], *y = out[0];
@@ -124,24 +151,17 @@ static nnf_status mm_run(NNF_KERNEL_ARGS) {
         sa *= da;
         sb *= db;
     }
-    for (int64_t bi = 0; bi < ybatch; bi++) {
-        int64_t rem = bi, aoff = 0, boff = 0;
-        for (int d = br - 1; d >= 0; d--) {
-            int64_t idx = rem % y->dims[d];
-            rem /= y->dims[d];
-            aoff += idx * a_bs[d];
-            boff += idx * b_bs[d];
-        }
-        nnf_gemm_src asrc = nnf_gemm_src_matrix((const float *)a->data + aoff, (size_t)k, 0);
-        nnf_gemm_src bs = s->pb ? bsrc : nnf_gemm_src_matrix((const float *)b->data + boff, (size_t)n, 0);
-        e.residual = res ? res + bi * m * n : NULL;
-        e.ld_residual = (size_t)n;
-        nnf_status st = nnf_gemm_run(s->cfg, (size_t)m, (size_t)n, (size_t)k, &asrc, &bs,
-                                     (float *)y->data + bi * m * n, (size_t)n, &e, ctx->pool);
-        if (st != NNF_OK)
-            return nnf_error_prefix(st, "node %s (%s)", node->name, node->op_type);
+    mm_batch bt = {.a = a->data, .b = b->data, .y = y->data, .res = res, .bsrc = s->pb ? &bsrc : NULL,
+                   .br = br, .m = m, .n = n, .k = k};
+    for (int d = 0; d < br; d++) {
+        bt.ydims[d] = y->dims[d];
+        bt.a_bs[d] = a_bs[d];
+        bt.b_bs[d] = b_bs[d];
     }
-    return NNF_OK;
+    e.ld_residual = (size_t)n;
+    nnf_status st = nnf_gemm_run_batch(s->cfg, (size_t)ybatch, (size_t)m, (size_t)n, (size_t)k,
+                                       mm_batch_at, &bt, (size_t)n, &e, ctx->pool);
+    return st == NNF_OK ? st : nnf_error_prefix(st, "node %s (%s)", node->name, node->op_type);
 }
 
 /* A fused residual the epilogue can take: shaped like Y, or a row vector

@@ -7,7 +7,8 @@
  * vector activations (vmath_avx2.h), scaled by |x| for SiLU/GELU.
  * Also: vector math accuracy, NaN/Inf propagation, strides and transposes,
  * prepacked operands, thread-count independence, in-place residual, the
- * Gemm/MatMul plans against the reference kernels. */
+ * M = 1 (GEMV) path, batches of GEMMs against lone ones bit for bit, the
+ * Gemm/MatMul plans against the reference kernels (inline and threaded). */
 #include "base/alloc.h"
 #include "base/cpu.h"
 #include "base/threadpool.h"
@@ -308,6 +309,158 @@ static void test_threads(const nnf_gemm_cfg *cfg) {
     free(c2);
 }
 
+/* M = 1 against a packed B (the GEMV path): panel edges, several K blocks,
+ * a strided (transposed) A, every bias kind and a residual, threads. */
+static void test_gemv(const nnf_gemm_cfg *cfg) {
+    size_t ns[] = {1, 2, cfg->nr - 1, cfg->nr, cfg->nr + 1, 2 * cfg->nr + 1, 61, 127, 1000};
+    size_t ks[] = {1, 3, 7, 13, cfg->kc, cfg->kc + 1, 2 * cfg->kc + 3, 2048};
+    float *bias = rand_buf(1000), *res = rand_buf(1000 + 5);
+    nnf_threadpool *pool2 = NULL, *pool3 = NULL;
+    CHECK(nnf_threadpool_create(2, &pool2) == NNF_OK && nnf_threadpool_create(3, &pool3) == NNF_OK);
+    int fails = 0, cases = 0;
+    for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++)
+        for (size_t q = 0; q < sizeof ks / sizeof ks[0]; q++) {
+            int v = (int)(i + q);
+            gcase g = {.m = 1, .n = ns[i], .k = ks[q], .pack_b = 1, .tb = v & 1, .ta = (v >> 1) & 1,
+                       .lda = (v >> 1) & 1 ? 3 : 0, .use_ep = v % 3 != 0};
+            g.ep = nnf_epilogue_default();
+            g.ep.act = k_acts[(size_t)v % N_ACTS];
+            g.ep.bias_kind = (nnf_bias_kind)(v % 3);
+            g.ep.bias = g.ep.bias_kind == NNF_BIAS_PER_ROW ? bias + 3 : bias;
+            g.ep.alpha = v & 4 ? 0.5f : 1.0f;
+            if (v & 2) {
+                g.ep.residual = res + 1;
+                g.ep.ld_residual = ns[i];
+                g.ep.residual_after_act = v & 8;
+            }
+            nnf_threadpool *pool = v % 3 == 0 ? NULL : v % 3 == 1 ? pool2 : pool3;
+            fails += run_case(cfg, &g, pool, "gemv") != 0;
+            cases++;
+        }
+    CHECK_MSG(fails == 0, "%s: %d of %d GEMV cases failed", cfg->name, fails, cases);
+
+    /* same bits for 1, 2, 3 threads; residual = C itself (in place) */
+    size_t n = 1000, k = 2048;
+    float *a = rand_buf(k), *b = rand_buf(k * n), *c1 = malloc(n * sizeof(float)),
+          *c2 = malloc(n * sizeof(float)), *c3 = malloc(n * sizeof(float));
+    nnf_gemm_packed *pb = NULL;
+    CHECK(nnf_gemm_pack_b(cfg, k, n, b, n, 0, &pb) == NNF_OK);
+    nnf_gemm_src sa = nnf_gemm_src_matrix(a, k, 0), sb = nnf_gemm_src_packed(pb);
+    nnf_epilogue ep = nnf_epilogue_default();
+    ep.bias_kind = NNF_BIAS_PER_COL;
+    ep.bias = bias;
+    ep.act = k_acts[3];
+    CHECK(nnf_gemm_run(cfg, 1, n, k, &sa, &sb, c1, n, &ep, NULL) == NNF_OK);
+    CHECK(nnf_gemm_run(cfg, 1, n, k, &sa, &sb, c2, n, &ep, pool2) == NNF_OK);
+    CHECK(nnf_gemm_run(cfg, 1, n, k, &sa, &sb, c3, n, &ep, pool3) == NNF_OK);
+    CHECK_MSG(!memcmp(c1, c2, n * sizeof(float)) && !memcmp(c1, c3, n * sizeof(float)),
+              "%s: GEMV differs across thread counts", cfg->name);
+    /* in place, and shifted by one element either way (a panel must not
+     * overwrite what a later panel still reads) */
+    for (int shift = -1; shift <= 1; shift++) {
+        float *buf = malloc((n + 2) * sizeof(float)), *want = malloc(n * sizeof(float));
+        for (size_t i = 0; i < n + 2; i++)
+            buf[i] = (float)i * 0.01f - 3.0f;
+        nnf_epilogue e2 = nnf_epilogue_default();
+        e2.residual = buf + 1 + shift;
+        e2.ld_residual = n;
+        CHECK(nnf_gemm_run(cfg, 1, n, k, &sa, &sb, want, n, &e2, NULL) == NNF_OK);
+        CHECK(nnf_gemm_run(cfg, 1, n, k, &sa, &sb, buf + 1, n, &e2, pool2) == NNF_OK);
+        CHECK_MSG(!memcmp(want, buf + 1, n * sizeof(float)), "%s: GEMV residual overlapping C (%d)",
+                  cfg->name, shift);
+        free(buf);
+        free(want);
+    }
+    nnf_gemm_packed_destroy(pb);
+    nnf_threadpool_destroy(pool2);
+    nnf_threadpool_destroy(pool3);
+    free(a);
+    free(b);
+    free(c1);
+    free(c2);
+    free(c3);
+    free(bias);
+    free(res);
+}
+
+/* Batches: A per GEMM, B shared by every third (a broadcast), a residual per
+ * GEMM; each must equal a lone nnf_gemm_run bit for bit, whatever the thread
+ * count or the split (whole GEMMs per thread or tiles of each). */
+typedef struct bctx {
+    const float *a, *b, *r;
+    float *c;
+    const nnf_gemm_packed *pb;
+    size_t m, n, k;
+} bctx;
+
+static void batch_at(const void *ctx, size_t i, nnf_gemm_src *a, nnf_gemm_src *b, float **c,
+                     const float **r) {
+    const bctx *t = ctx;
+    *a = nnf_gemm_src_matrix(t->a + i * t->m * t->k, t->k, 0);
+    *b = t->pb ? nnf_gemm_src_packed(t->pb) : nnf_gemm_src_matrix(t->b + (i % 3) * t->k * t->n, t->n, 0);
+    *c = t->c + i * t->m * t->n;
+    *r = t->r ? t->r + i * t->m * t->n : NULL;
+}
+
+static void test_batch(const nnf_gemm_cfg *cfg) {
+    size_t shapes[][3] = {{1, 1, 1},   {7, 13, 5},  {cfg->mr + 1, cfg->nr - 1, 61},
+                          {1, 33, 70}, {31, 2 * cfg->nr + 1, cfg->kc + 3}, {128, 128, 64}};
+    size_t counts[] = {1, 2, 3, 5, 12};
+    nnf_threadpool *pools[3] = {NULL, NULL, NULL};
+    CHECK(nnf_threadpool_create(2, &pools[1]) == NNF_OK && nnf_threadpool_create(3, &pools[2]) == NNF_OK);
+    int bad = 0;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++) {
+            size_t m = shapes[s][0], n = shapes[s][1], k = shapes[s][2], cnt = counts[ci];
+            if (m * n * k * cnt > 2000000 && cnt != 12)
+                continue;
+            float *a = rand_buf(cnt * m * k), *b = rand_buf(3 * k * n), *r = rand_buf(cnt * m * n);
+            float *want = malloc(cnt * m * n * sizeof(float)), *got = malloc(cnt * m * n * sizeof(float));
+            int packed = (s + ci) & 1, with_res = (s + ci) % 3 == 0;
+            nnf_gemm_packed *pb = NULL;
+            if (packed)
+                CHECK(nnf_gemm_pack_b(cfg, k, n, b, n, 0, &pb) == NNF_OK);
+            nnf_epilogue ep = nnf_epilogue_default();
+            ep.act = k_acts[(s + ci) % N_ACTS];
+            ep.ld_residual = n;
+            bctx t = {.a = a, .b = b, .r = with_res ? r : NULL, .c = want, .pb = pb, .m = m, .n = n, .k = k};
+            for (size_t i = 0; i < cnt; i++) {
+                nnf_gemm_src sa, sb;
+                float *c;
+                const float *res;
+                batch_at(&t, i, &sa, &sb, &c, &res);
+                nnf_epilogue e = ep;
+                e.residual = res;
+                CHECK(nnf_gemm_run(cfg, m, n, k, &sa, &sb, c, n, &e, NULL) == NNF_OK);
+                if (i == 0 && s < 2) {
+                    /* the lone GEMM itself against the oracle */
+                    gcase g = {.m = m, .n = n, .k = k, .pack_b = packed, .use_ep = 1, .ep = ep};
+                    g.ep.residual = NULL;
+                    bad += run_case(cfg, &g, NULL, "batch-one") != 0;
+                }
+            }
+            t.c = got;
+            for (int p = 0; p < 3; p++) {
+                memset(got, 0xff, cnt * m * n * sizeof(float));
+                CHECK(nnf_gemm_run_batch(cfg, cnt, m, n, k, batch_at, &t, n, &ep, pools[p]) == NNF_OK);
+                if (memcmp(want, got, cnt * m * n * sizeof(float))) {
+                    fprintf(stderr, "%s: batch %zu x %zux%zux%zu, %d threads differs\n", cfg->name, cnt,
+                            m, n, k, p + 1);
+                    bad++;
+                }
+            }
+            nnf_gemm_packed_destroy(pb);
+            free(a);
+            free(b);
+            free(r);
+            free(want);
+            free(got);
+        }
+    CHECK_MSG(bad == 0, "%s: %d batched GEMM cases differ", cfg->name, bad);
+    nnf_threadpool_destroy(pools[1]);
+    nnf_threadpool_destroy(pools[2]);
+}
+
 static void test_real_shapes(const nnf_gemm_cfg *cfg) {
     /* BERT-base projection and a ResNet-50 classifier row */
     gcase bert = {.m = 128, .n = 768, .k = 768, .pack_b = 1};
@@ -396,6 +549,9 @@ static nnf_buf make_buf(int rank, const int64_t *dims, void *data) {
 
 /* Plan node with inputs (shapes, data or NULL if not constant), run the fast
  * kernel and the reference, compare. */
+/* Plans run on this pool (NULL, then 2 and 3 threads). */
+static nnf_threadpool *g_plan_pool;
+
 static void check_plan(const char *op, nnf_gemm_params *p, int n_in, const int *ranks,
                        const int64_t (*dims)[4], float **data, const int *is_const, int yrank,
                        const int64_t *ydims, int expect_fast) {
@@ -425,7 +581,7 @@ static void check_plan(const char *op, nnf_gemm_params *p, int n_in, const int *
     rbuf = ybuf;
     rbuf.data = yr;
     nnf_buf *yo = &ybuf, *ro = &rbuf;
-    nnf_kctx ctx = {.state = plan.state};
+    nnf_kctx ctx = {.state = plan.state, .pool = g_plan_pool};
     CHECK(plan.run(&node, inp, &yo, &ctx) == NNF_OK);
     nnf_kctx rctx = {0};
     CHECK((!strcmp(op, "Gemm") ? nnf_gemm_ref(&node, inp, &ro, &rctx) : nnf_matmul_ref(&node, inp, &ro, &rctx)) == NNF_OK);
@@ -488,6 +644,21 @@ static void test_plans(void) {
         int cst[2] = {0, 0};
         int64_t yd[4] = {2, 3, 13, 17};
         check_plan("MatMul", &p, 2, (int[]){4, 4}, dims, d, cst, 4, yd, 1);
+        /* 12 heads (BERT attention), B batch broadcast over A's first axis */
+        int64_t dh[2][4] = {{1, 12, 13, 8}, {1, 12, 8, 17}};
+        float *dd[2] = {rand_buf(12 * 13 * 8), rand_buf(12 * 8 * 17)};
+        int64_t ydh[4] = {1, 12, 13, 17};
+        check_plan("MatMul", &p, 2, (int[]){4, 4}, dh, dd, cst, 4, ydh, 1);
+        int64_t db[2][4] = {{2, 1, 7, 8}, {3, 8, 17}};
+        int64_t ydb[4] = {2, 3, 7, 17};
+        check_plan("MatMul", &p, 2, (int[]){4, 3}, db, dd, cst, 4, ydb, 1);
+        /* constant B (packed) with a batched broadcast A and a batched B of 1 */
+        int64_t dc[2][4] = {{5, 2, 7, 8}, {1, 1, 8, 17}};
+        int64_t ydc[4] = {5, 2, 7, 17};
+        int cstb[2] = {0, 1};
+        check_plan("MatMul", &p, 2, (int[]){4, 4}, dc, dd, cstb, 4, ydc, 1);
+        free(dd[0]);
+        free(dd[1]);
         /* 1-D A */
         int64_t dims1[2][4] = {{8}, {1, 3, 8, 17}};
         int64_t yd1[3] = {1, 3, 17};
@@ -568,7 +739,15 @@ int main(void) {
         test_nan_inf(cfg);
         test_threads(cfg);
         test_real_shapes(cfg);
+        test_gemv(cfg);
+        test_batch(cfg);
         test_plans();
+        nnf_threadpool *pp = NULL;
+        CHECK(nnf_threadpool_create(isa == NNF_ISA_SCALAR ? 3 : 2, &pp) == NNF_OK);
+        g_plan_pool = pp;
+        test_plans();
+        g_plan_pool = NULL;
+        nnf_threadpool_destroy(pp);
     }
     /* a tier above the machine's is clamped */
     CHECK(nnf_cpu_force_isa(NNF_ISA_AVX512) == cpu->max_isa);

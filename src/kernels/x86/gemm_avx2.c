@@ -316,3 +316,42 @@ void nnf_gemm_pack_a6_avx2(const float *base, size_t ld, size_t mn0, size_t mnc,
                 dst[kk * 6 + q] = q < rows ? r[q][kk] : 0.0f;
     }
 }
+
+/* M = 1 against a packed B: one 16-column panel, all K blocks. Four k steps
+ * in flight (8 accumulators) cover the FMA latency; B is read once, in
+ * order, 64 bytes per k, which is what bounds it (memory, not FMAs). */
+void nnf_gemv_panel_16_avx2(size_t k, size_t kc, const float *a, size_t a_stride,
+                            const float *bdata, size_t mn_pad, size_t col0, float *y) {
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0,
+           s7 = s0;
+    for (size_t pc = 0; pc < k; pc += kc) {
+        size_t kcb = k - pc < kc ? k - pc : kc, kk = 0;
+        const float *b = bdata + pc * mn_pad + col0 * kcb;
+        const float *ak = a + pc * a_stride;
+        for (; kk + 4 <= kcb; kk += 4, b += 64) {
+            _mm_prefetch((const char *)(b + 512), _MM_HINT_T0);
+            _mm_prefetch((const char *)(b + 528), _MM_HINT_T0);
+            _mm_prefetch((const char *)(b + 544), _MM_HINT_T0);
+            _mm_prefetch((const char *)(b + 560), _MM_HINT_T0);
+            __m256 a0 = _mm256_set1_ps(ak[kk * a_stride]);
+            __m256 a1 = _mm256_set1_ps(ak[(kk + 1) * a_stride]);
+            __m256 a2 = _mm256_set1_ps(ak[(kk + 2) * a_stride]);
+            __m256 a3 = _mm256_set1_ps(ak[(kk + 3) * a_stride]);
+            s0 = _mm256_fmadd_ps(a0, _mm256_loadu_ps(b), s0);
+            s1 = _mm256_fmadd_ps(a0, _mm256_loadu_ps(b + 8), s1);
+            s2 = _mm256_fmadd_ps(a1, _mm256_loadu_ps(b + 16), s2);
+            s3 = _mm256_fmadd_ps(a1, _mm256_loadu_ps(b + 24), s3);
+            s4 = _mm256_fmadd_ps(a2, _mm256_loadu_ps(b + 32), s4);
+            s5 = _mm256_fmadd_ps(a2, _mm256_loadu_ps(b + 40), s5);
+            s6 = _mm256_fmadd_ps(a3, _mm256_loadu_ps(b + 48), s6);
+            s7 = _mm256_fmadd_ps(a3, _mm256_loadu_ps(b + 56), s7);
+        }
+        for (; kk < kcb; kk++, b += 16) {
+            __m256 a0 = _mm256_set1_ps(ak[kk * a_stride]);
+            s0 = _mm256_fmadd_ps(a0, _mm256_loadu_ps(b), s0);
+            s1 = _mm256_fmadd_ps(a0, _mm256_loadu_ps(b + 8), s1);
+        }
+    }
+    _mm256_storeu_ps(y, _mm256_add_ps(_mm256_add_ps(s0, s2), _mm256_add_ps(s4, s6)));
+    _mm256_storeu_ps(y + 8, _mm256_add_ps(_mm256_add_ps(s1, s3), _mm256_add_ps(s5, s7)));
+}
