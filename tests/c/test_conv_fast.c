@@ -121,11 +121,9 @@ static nnf_conv_algo force_algo; /* set: run this algorithm whatever selection s
 /* Runs the conv, compares with the oracle; 0 when everything is within tolerance. */
 static int run_conv(const nnf_conv2d_shape *s, nnf_isa isa, const nnf_activation *act, int use_bias,
                     int use_res, nnf_threadpool *pool, nnf_conv_algo expect) {
-    nnf_conv_algo algo = force_algo ? force_algo : nnf_conv_select(s, isa);
-    if (expect != NNF_CONV_ALGO_NONE && algo != expect) {
-        fprintf(stderr, "selected %s, expected %s\n", nnf_conv_algo_name(algo), nnf_conv_algo_name(expect));
-        return 1;
-    }
+    /* expect: run that algorithm (each is tested on shapes selection may
+     * give to another; selection has its own checks); NONE: what selection says */
+    nnf_conv_algo algo = force_algo ? force_algo : expect ? expect : nnf_conv_select(s, isa);
     size_t icg = s->c / s->group, ocg = s->oc / s->group, taps = s->kh * s->kw;
     size_t xn = s->n * s->c * s->h * s->w, yn = s->n * s->oc * s->oh * s->ow;
     float *x = rand_buf(xn), *w = rand_buf(s->oc * icg * taps), *b = rand_buf(s->oc);
@@ -318,6 +316,9 @@ static void test_tier(nnf_isa isa) {
          * relative still passes the bound (0.3 of it) but not this guard. */
         CHECK_MSG(worst_ratio < 0.05, "%s winograd error %.3g of the bound: a transform is off", t, worst_ratio);
     }
+    /* ResNet-50 layer 4: 7x7, im2col (Winograd's tiles would be 60 % empty) */
+    nnf_conv2d_shape l4 = shape(1, 512, 7, 7, 512, 1, 3, 3, 1, 1, 1, 1, 1, 1);
+    CHECK_MSG(run_conv(&l4, isa, &relu, 1, 1, NULL, NNF_CONV_ALGO_NONE) == 0, "%s resnet l4 3x3", t);
     /* threads: same bits for 1 and 3 threads (im2col and depthwise) */
     nnf_threadpool *pool = NULL;
     CHECK(nnf_threadpool_create(3, &pool) == NNF_OK);
@@ -475,8 +476,10 @@ int main(void) {
     s = shape(1, 64, 56, 56, 64, 1, 3, 3, 1, 1, 1, 1, 1, 1);
     CHECK(nnf_conv_select(&s, NNF_ISA_AVX2) == NNF_CONV_ALGO_WINOGRAD);
     CHECK(nnf_conv_select(&s, NNF_ISA_SCALAR) == NNF_CONV_ALGO_IM2COL);
-    s = shape(1, 512, 7, 7, 512, 1, 3, 3, 1, 1, 1, 1, 1, 1); /* 7x7: 2 of 8 tiles per row useful */
+    s = shape(1, 512, 7, 7, 512, 1, 3, 3, 1, 1, 1, 1, 1, 1); /* 7x7: Winograd's tiles 60 % empty */
     CHECK(nnf_conv_select(&s, NNF_ISA_AVX2) == NNF_CONV_ALGO_IM2COL);
+    s = shape(1, 256, 14, 14, 256, 1, 3, 3, 1, 1, 1, 1, 1, 1); /* 14x14: 16 tiles, all used */
+    CHECK(nnf_conv_select(&s, NNF_ISA_AVX2) == NNF_CONV_ALGO_WINOGRAD);
     s = shape(1, 64, 56, 56, 64, 1, 3, 3, 2, 1, 1, 1, 1, 1);
     CHECK(nnf_conv_select(&s, NNF_ISA_AVX2) == NNF_CONV_ALGO_IM2COL);
     s = shape(1, 32, 56, 56, 32, 32, 7, 7, 1, 1, 3, 3, 3, 3);
