@@ -316,6 +316,9 @@ static void test_tier(nnf_isa isa) {
          * relative still passes the bound (0.3 of it) but not this guard. */
         CHECK_MSG(worst_ratio < 0.05, "%s winograd error %.3g of the bound: a transform is off", t, worst_ratio);
     }
+    /* ResNet-50 v1.5 downsampling: strided 1x1 (im2col) */
+    nnf_conv2d_shape ds = shape(1, 256, 56, 56, 128, 1, 1, 1, 2, 1, 0, 0, 0, 0);
+    CHECK_MSG(run_conv(&ds, isa, NULL, 1, 1, NULL, NNF_CONV_ALGO_NONE) == 0, "%s resnet downsample", t);
     /* ResNet-50 layer 4: 7x7, im2col (Winograd's tiles would be 60 % empty) */
     nnf_conv2d_shape l4 = shape(1, 512, 7, 7, 512, 1, 3, 3, 1, 1, 1, 1, 1, 1);
     CHECK_MSG(run_conv(&l4, isa, &relu, 1, 1, NULL, NNF_CONV_ALGO_NONE) == 0, "%s resnet l4 3x3", t);
