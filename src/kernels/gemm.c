@@ -397,6 +397,32 @@ static void choose_tiles(const nnf_gemm_cfg *cfg, size_t m, size_t n, size_t k, 
     (void)k;
 }
 
+/* ---- B packed once for all threads --------------------------------------- */
+
+/* When the tiles cut M, every M tile would pack the same B columns again (a
+ * conv's im2col for each of them: with 512 output channels over 49 pixels,
+ * eight tiles packed B eight times). Packing B once, split over the pool, in
+ * the same layout as a prepacked B gives the same values, so the same bits. */
+typedef struct bpack_job {
+    const nnf_gemm_cfg *cfg;
+    const nnf_gemm_src *b;
+    size_t n, k, kc, nblocks;
+    float *data;
+    size_t mn_pad;
+} bpack_job;
+
+static void bpack_task(void *ctx, size_t i) {
+    const bpack_job *j = ctx;
+    size_t pc = i / j->nblocks * j->kc, jc = i % j->nblocks * j->cfg->nc;
+    size_t kcb = j->k - pc < j->kc ? j->k - pc : j->kc;
+    size_t ncb = j->n - jc < j->cfg->nc ? j->n - jc : j->cfg->nc;
+    pack_block(j->cfg, NNF_GEMM_B, j->b, jc, ncb, pc, kcb, j->cfg->nr,
+               j->data + pc * j->mn_pad + jc * kcb);
+}
+
+/* Shared B above this many floats (16 MiB) is left to each tile. */
+#define NNF_GEMM_SHARED_B_MAX ((size_t)1 << 22)
+
 /* ---- M = 1 (GEMV) against a packed B ------------------------------------- */
 
 typedef struct gemv_job {
@@ -521,14 +547,30 @@ nnf_status nnf_gemm_run(const nnf_gemm_cfg *cfg, size_t m, size_t n, size_t k,
     size_t kcb = k < kc ? k : kc;
     size_t mcb = ti < cfg->mc ? ti : cfg->mc;
     size_t ncb = tj < cfg->nc ? tj : cfg->nc;
+    size_t n_pad = round_up(n, cfg->nr), shared_floats = 0;
+    if (threads > 1 && !b->packed && k > 0 && ti < m &&
+        (!nnf_mul_size(n_pad, k, &shared_floats) || shared_floats > NNF_GEMM_SHARED_B_MAX))
+        shared_floats = 0;
     j->a_floats = a->packed ? 0 : round_up(mcb, cfg->mr) * kcb;
-    j->b_floats = b->packed ? 0 : round_up(ncb, cfg->nr) * kcb;
-    size_t total = (j->a_floats + j->b_floats) * (size_t)j->slots;
-    j->scratch = total ? scratch_get(total) : NULL;
-    if (total && !j->scratch) {
+    j->b_floats = b->packed || shared_floats ? 0 : round_up(ncb, cfg->nr) * kcb;
+    size_t total = (j->a_floats + j->b_floats) * (size_t)j->slots + shared_floats;
+    float *buf = total ? scratch_get(total) : NULL;
+    if (total && !buf) {
         st = nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory for GEMM packing scratch (%zu floats)",
                        total);
         goto fail;
+    }
+    j->scratch = buf ? buf + shared_floats : NULL;
+    nnf_gemm_packed shared_b;
+    nnf_gemm_src shared_src;
+    if (shared_floats) {
+        shared_b = (nnf_gemm_packed){.side = NNF_GEMM_B, .mn = n, .k = k, .kc = kc, .r = cfg->nr,
+                                     .mn_pad = n_pad, .data = buf};
+        bpack_job pj = {.cfg = cfg, .b = b, .n = n, .k = k, .kc = kc,
+                        .nblocks = (n + cfg->nc - 1) / cfg->nc, .data = buf, .mn_pad = n_pad};
+        nnf_parallel_for(pool, ((k + kc - 1) / kc) * pj.nblocks, bpack_task, &pj);
+        shared_src = nnf_gemm_src_packed(&shared_b);
+        j->b = &shared_src;
     }
     nnf_parallel_for_2d(pool, m, n, ti, tj, gemm_task, j);
 fail:

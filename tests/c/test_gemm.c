@@ -290,6 +290,29 @@ static void test_threads(const nnf_gemm_cfg *cfg) {
         CHECK(run_case(cfg, &g, pool, "threaded") == 0);
         nnf_threadpool_destroy(pool);
     }
+    /* Tall and narrow (a late conv layer: the tiles cut M, so B is packed
+     * once for all threads), B transposed and strided, several K blocks */
+    {
+        size_t mt = 301, nt = 49, kt = cfg->kc * 2 + 9, ldb = kt + 5;
+        float *at = rand_buf(mt * kt), *bt = rand_buf(nt * ldb);
+        float *t1 = malloc(mt * nt * sizeof(float)), *t2 = malloc(mt * nt * sizeof(float));
+        nnf_gemm_src ta = nnf_gemm_src_matrix(at, kt, 0), tb = nnf_gemm_src_matrix(bt, ldb, 1);
+        CHECK(nnf_gemm_run(cfg, mt, nt, kt, &ta, &tb, t1, nt, &ep, NULL) == NNF_OK);
+        for (int t = 2; t <= 3; t++) {
+            nnf_threadpool *pool = NULL;
+            CHECK(nnf_threadpool_create(t, &pool) == NNF_OK);
+            CHECK(nnf_gemm_run(cfg, mt, nt, kt, &ta, &tb, t2, nt, &ep, pool) == NNF_OK);
+            CHECK_MSG(!memcmp(t1, t2, mt * nt * sizeof(float)), "%s: tall GEMM, %d threads differ",
+                      cfg->name, t);
+            gcase g = {.m = 97, .n = 2 * cfg->nr + 1, .k = cfg->kc + 3, .tb = t & 1, .use_ep = 1, .ep = ep};
+            CHECK(run_case(cfg, &g, pool, "shared-b") == 0);
+            nnf_threadpool_destroy(pool);
+        }
+        free(at);
+        free(bt);
+        free(t1);
+        free(t2);
+    }
     /* residual = C itself (an in-place Add), K spanning several blocks */
     float *r = malloc(m * n * sizeof(float));
     memcpy(c2, c1, m * n * sizeof(float));
