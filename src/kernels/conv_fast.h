@@ -8,8 +8,9 @@
  *               B packed straight from the input through an implicit im2col
  *               (one kc x nc block at a time, so it stays in cache).
  *   DEPTHWISE   group == IC == OC, 3x3 or 5x5, stride 1 or 2, no dilation:
- *               per channel plane, padded into a per-thread buffer, vectorised
- *               over output width.
+ *               per channel plane, row by row straight from the input (only
+ *               the edge outputs go through a small padded window),
+ *               vectorised over output width.
  *   WINOGRAD    3x3, stride 1, no dilation, one group, enough channels and
  *               output width (AVX2 tiers): F(4x4,3x3). Per block of tile
  *               rows, the input transform writes 36 GEMM B operands (C x
@@ -80,14 +81,15 @@ void nnf_im2col_pack_scalar(const void *ctx, size_t n0, size_t nc, size_t k0, si
 void nnf_im2col_pack_avx2(const void *ctx, size_t n0, size_t nc, size_t k0, size_t kc, size_t r,
                           float *dst);
 
-/* Depthwise row kernels: one output row from kh padded input rows (row
- * stride wp) starting at x; t->bias points at the channel's bias (row 0) and
- * t->residual at the residual row. */
-typedef void (*nnf_dw_row_fn)(const float *x, size_t wp, const float *w, size_t k, size_t s,
-                              float *y, size_t ow, const nnf_tile_ep *t);
-void nnf_dw_row_scalar(const float *x, size_t wp, const float *w, size_t k, size_t s, float *y,
+/* Depthwise row kernels: ow outputs of one row; x[i] (i < k) points at the
+ * input of row i under output 0's first tap, and must be readable for
+ * (ceil(ow / 16) * 16) s + k - 1 floats (16 outputs per step). t->bias
+ * points at the channel's bias (row 0), t->residual at the residual row. */
+typedef void (*nnf_dw_row_fn)(const float *const *x, const float *w, size_t k, size_t s, float *y,
+                              size_t ow, const nnf_tile_ep *t);
+void nnf_dw_row_scalar(const float *const *x, const float *w, size_t k, size_t s, float *y,
                        size_t ow, const nnf_tile_ep *t);
-void nnf_dw_row_avx2(const float *x, size_t wp, const float *w, size_t k, size_t s, float *y,
+void nnf_dw_row_avx2(const float *const *x, const float *w, size_t k, size_t s, float *y,
                      size_t ow, const nnf_tile_ep *t);
 
 /* Winograd F(4x4,3x3) with points 0, +-1, +-2, inf (Lavin & Gray): Y = A^T

@@ -1,8 +1,9 @@
 /* f32_dwconv{3,5}_s{1,2}_avx2: one output row of a depthwise convolution
- * from a zero-padded plane, 16 outputs per step (two accumulator chains per
+ * from k input row pointers, 16 outputs per step (two accumulator chains per
  * vector so the FMA latency is hidden), the epilogue applied in registers.
- * The padded plane is wide enough that every vector load stays inside it
- * (conv_fast.c sizes it); the row's tail is stored with a mask. Used for the
+ * The caller guarantees every vector load's window is readable (conv_fast.c:
+ * input rows for interior outputs, a padded window at the edges); the
+ * row's tail is stored with a mask. Used for the
  * AVX-512 tier as well (the kernel is memory-bound). */
 #include "kernels/conv_fast.h"
 #include "kernels/x86/ep_fast_avx2.h"
@@ -19,8 +20,8 @@ static inline __m256 load_strided(const float *x, size_t s) {
 }
 
 static inline __attribute__((always_inline)) void
-dw_row(const float *x, size_t wp, const float *w, const size_t k, const size_t s, float *y,
-       size_t ow, const nnf_tile_ep *t) {
+dw_row(const float *const *x, const float *w, const size_t k, const size_t s, float *y, size_t ow,
+       const nnf_tile_ep *t) {
     nnf_ep_fast f = nnf_ep_fast_init(t->ep);
     __m256 bias = _mm256_set1_ps(t->ep->bias_kind == NNF_BIAS_PER_ROW ? t->bias[0] : 0.0f);
     if (t->ep->bias_kind == NNF_BIAS_PER_COL)
@@ -32,7 +33,7 @@ dw_row(const float *x, size_t wp, const float *w, const size_t k, const size_t s
         __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
         __m256 b0 = _mm256_setzero_ps(), b1 = _mm256_setzero_ps();
         for (size_t i = 0; i < k; i++) {
-            const float *xr = x + i * wp + o * s;
+            const float *xr = x[i] + o * s;
             for (size_t j = 0; j < k; j++) {
                 __m256 wij = wv[i * k + j];
                 if (j & 1) {
@@ -71,17 +72,17 @@ dw_row(const float *x, size_t wp, const float *w, const size_t k, const size_t s
     }
 }
 
-void nnf_dw_row_avx2(const float *x, size_t wp, const float *w, size_t k, size_t s, float *y,
+void nnf_dw_row_avx2(const float *const *x, const float *w, size_t k, size_t s, float *y,
                      size_t ow, const nnf_tile_ep *t) {
     /* constant k and s let the compiler unroll the taps */
     if (k == 3 && s == 1)
-        dw_row(x, wp, w, 3, 1, y, ow, t);
+        dw_row(x, w, 3, 1, y, ow, t);
     else if (k == 3 && s == 2)
-        dw_row(x, wp, w, 3, 2, y, ow, t);
+        dw_row(x, w, 3, 2, y, ow, t);
     else if (k == 5 && s == 1)
-        dw_row(x, wp, w, 5, 1, y, ow, t);
+        dw_row(x, w, 5, 1, y, ow, t);
     else if (k == 5 && s == 2)
-        dw_row(x, wp, w, 5, 2, y, ow, t);
+        dw_row(x, w, 5, 2, y, ow, t);
     else
-        nnf_dw_row_scalar(x, wp, w, k, s, y, ow, t);
+        nnf_dw_row_scalar(x, w, k, s, y, ow, t);
 }
