@@ -1,5 +1,6 @@
 /* Plan for Conv: 1-D/2-D float32 with constant weights goes to
- * kernels/conv_fast (1x1 GEMM, implicit-im2col GEMM, depthwise); everything
+ * kernels/conv_fast (1x1 GEMM, implicit-im2col GEMM, Winograd F(4x4,3x3),
+ * depthwise); everything
  * else (3-D, non-constant weights, residuals that broadcast) keeps the
  * reference kernel. */
 #include "plan/kernels.h"
