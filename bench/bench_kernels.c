@@ -59,6 +59,10 @@ static const bcase cases[] = {
     {"yolo_3x3s2_32_64", 'c', .c = 32, .h = 320, .w = 320, .oc = 64, .g = 1, .kh = 3, .s = 2, .p = 1, .act = NNF_ACT_SILU},
     {"yolo_1x1_64_32", 'c', .c = 64, .h = 160, .w = 160, .oc = 32, .g = 1, .kh = 1, .s = 1, .act = NNF_ACT_SILU},
     {"yolo_3x3_32_32", 'c', .c = 32, .h = 160, .w = 160, .oc = 32, .g = 1, .kh = 3, .s = 1, .p = 1, .act = NNF_ACT_SILU},
+    {"yolo_3x3_64_64_80", 'c', .c = 64, .h = 80, .w = 80, .oc = 64, .g = 1, .kh = 3, .s = 1, .p = 1, .act = NNF_ACT_SILU},
+    {"yolo_3x3_128_128_40", 'c', .c = 128, .h = 40, .w = 40, .oc = 128, .g = 1, .kh = 3, .s = 1, .p = 1, .act = NNF_ACT_SILU},
+    {"yolo_3x3_256_256_20", 'c', .c = 256, .h = 20, .w = 20, .oc = 256, .g = 1, .kh = 3, .s = 1, .p = 1, .act = NNF_ACT_SILU},
+    {"r50_l3_3x3_256_res", 'c', .c = 256, .h = 14, .w = 14, .oc = 256, .g = 1, .kh = 3, .s = 1, .p = 1, .act = NNF_ACT_RELU, .res = 1},
     {"yolo_3x3s2_256_512", 'c', .c = 256, .h = 40, .w = 40, .oc = 512, .g = 1, .kh = 3, .s = 2, .p = 1, .act = NNF_ACT_SILU},
 };
 
