@@ -174,9 +174,9 @@ static __attribute__((noinline)) void input_block(const wg_job *j, const float *
  * transpose a vector holds two tiles' output rows (4 columns each). */
 static __attribute__((noinline)) void output_block(const wg_job *j, const float *m, size_t ncols,
                                                    size_t oc, size_t t0, const size_t *opos,
-                                                   const size_t *ocr, float *yc,
-                                                   const float *resc, const nnf_ep_fast *f,
-                                                   __m256 bias, const nnf_tile_ep *tep) {
+                                                   const size_t *ocr, float *yc, const float *resc,
+                                                   const nnf_ep_fast *f, __m256 bias,
+                                                   const nnf_tile_ep *tep) {
     const nnf_conv2d_shape *s = &j->k->s;
     const size_t mstride = j->mstride, ow = s->ow;
     nnf_tile_ep te = *tep;
@@ -205,12 +205,14 @@ static __attribute__((noinline)) void output_block(const wg_job *j, const float 
                 size_t p0 = pos[e0] + i * ow, p1 = pos[e1] + i * ow;
                 size_t c0 = ok0 ? cr[e0] % 8 : 0, c1 = ok1 ? cr[e1] % 8 : 0;
                 if (resc) {
-                    __m128 r0 = c0 == 4   ? _mm_loadu_ps(resc + p0)
-                                : c0      ? _mm_maskload_ps(resc + p0, _mm256_castsi256_si128(nnf_mask8(c0)))
-                                          : _mm_setzero_ps();
-                    __m128 r1 = c1 == 4   ? _mm_loadu_ps(resc + p1)
-                                : c1      ? _mm_maskload_ps(resc + p1, _mm256_castsi256_si128(nnf_mask8(c1)))
-                                          : _mm_setzero_ps();
+                    __m128 r0 =
+                        c0 == 4 ? _mm_loadu_ps(resc + p0)
+                        : c0    ? _mm_maskload_ps(resc + p0, _mm256_castsi256_si128(nnf_mask8(c0)))
+                                : _mm_setzero_ps();
+                    __m128 r1 =
+                        c1 == 4 ? _mm_loadu_ps(resc + p1)
+                        : c1    ? _mm_maskload_ps(resc + p1, _mm256_castsi256_si128(nnf_mask8(c1)))
+                                : _mm_setzero_ps();
                     _mm_storeu_ps(rbuf, r0);
                     _mm_storeu_ps(rbuf + 4, r1);
                 }
@@ -278,12 +280,18 @@ claimed:;
             for (size_t ch = 0; ch < s->c; ch++) {
                 size_t kb = ch / j->kc, kk = ch % j->kc;
                 size_t kcb = s->c - kb * j->kc < j->kc ? s->c - kb * j->kc : j->kc;
-                float *row = v + xi * j->vstride + kb * j->kc * j->npad + (ncols / r) * r * kcb + kk * r;
+                float *row =
+                    v + xi * j->vstride + kb * j->kc * j->npad + (ncols / r) * r * kcb + kk * r;
                 memset(row + ncols % r, 0, (r - ncols % r) * sizeof(float));
             }
     for (size_t xi = 0; xi < 36; xi++) {
-        nnf_gemm_packed bp = {.side = NNF_GEMM_B, .mn = ncols, .k = s->c, .kc = j->kc,
-                              .r = k->cfg->nr, .mn_pad = j->npad, .data = v + xi * j->vstride};
+        nnf_gemm_packed bp = {.side = NNF_GEMM_B,
+                              .mn = ncols,
+                              .k = s->c,
+                              .kc = j->kc,
+                              .r = k->cfg->nr,
+                              .mn_pad = j->npad,
+                              .data = v + xi * j->vstride};
         nnf_gemm_src a = nnf_gemm_src_packed(k->packed_w[xi]), bsrc = nnf_gemm_src_packed(&bp);
         if (nnf_gemm_run(k->cfg, s->oc, ncols, s->c, &a, &bsrc, m + xi * j->mstride, ncols, NULL,
                          NULL) != NNF_OK) {
@@ -297,8 +305,8 @@ claimed:;
         size_t yo = (b * s->oc + oc) * oplane;
         __m256 bias = _mm256_set1_ps(ep->bias ? ep->bias[oc] : 0.0f);
         nnf_tile_ep te = {.ep = ep, .bias = ep->bias ? ep->bias + oc : NULL};
-        output_block(j, m, ncols, oc, t0, opos, ocr, j->y + yo, ep->residual ? ep->residual + yo : NULL, &f,
-                     bias, &te);
+        output_block(j, m, ncols, oc, t0, opos, ocr, j->y + yo,
+                     ep->residual ? ep->residual + yo : NULL, &f, bias, &te);
     }
 done:
     atomic_store_explicit(&j->busy[slot], 0, memory_order_release);
@@ -307,7 +315,9 @@ done:
 static _Thread_local float *t_wg_scratch;
 static _Thread_local size_t t_wg_floats;
 
-static size_t round16(size_t n) { return (n + 15) / 16 * 16; }
+static size_t round16(size_t n) {
+    return (n + 15) / 16 * 16;
+}
 /* The 36 operands are read or written together: a stride of a multiple of
  * 4 KiB (or a large power of two) maps them all to a few L1 sets, which
  * cost the first version a third of its transforms. An odd number of cache
@@ -386,7 +396,8 @@ nnf_status nnf_conv_winograd_avx2(const nnf_conv_kernel *k, const float *x, floa
     if (total > t_wg_floats) {
         float *p = nnf_malloc_aligned(total * sizeof(float));
         if (!p) {
-            st = nnf_error(NNF_ERR_OUT_OF_MEMORY, "%s: out of memory for Winograd scratch", k->name);
+            st =
+                nnf_error(NNF_ERR_OUT_OF_MEMORY, "%s: out of memory for Winograd scratch", k->name);
             goto fail;
         }
         nnf_free_aligned(t_wg_scratch);
