@@ -39,7 +39,7 @@ typedef struct job {
     nnf_task_1d_fn fn1;
     nnf_task_2d_fn fn2;
     void *ctx;
-    size_t n;                       /* items */
+    size_t n; /* items */
     size_t range_i, range_j, tile_i, tile_j, tiles_j;
 } job;
 
@@ -226,7 +226,9 @@ void nnf_threadpool_destroy(nnf_threadpool *p) {
     nnf_free_aligned(p);
 }
 
-int nnf_threadpool_size(const nnf_threadpool *pool) { return pool ? pool->threads : 1; }
+int nnf_threadpool_size(const nnf_threadpool *pool) {
+    return pool ? pool->threads : 1;
+}
 
 static void run_job(nnf_threadpool *p, const job *j) {
     pthread_mutex_lock(&p->submit);
@@ -287,8 +289,14 @@ void nnf_parallel_for_2d(nnf_threadpool *pool, size_t range_i, size_t range_j, s
     if (tile_j == 0)
         tile_j = 1;
     size_t ti = (range_i + tile_i - 1) / tile_i, tj = (range_j + tile_j - 1) / tile_j;
-    job j = {.fn2 = fn, .ctx = ctx, .n = ti * tj, .range_i = range_i, .range_j = range_j,
-             .tile_i = tile_i, .tile_j = tile_j, .tiles_j = tj};
+    job j = {.fn2 = fn,
+             .ctx = ctx,
+             .n = ti * tj,
+             .range_i = range_i,
+             .range_j = range_j,
+             .tile_i = tile_i,
+             .tile_j = tile_j,
+             .tiles_j = tj};
     if (!pool || j.n <= 1 || t_in_pool) {
         for (size_t idx = 0; idx < j.n; idx++)
             run_item(&j, idx);

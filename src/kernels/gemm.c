@@ -18,7 +18,9 @@ static void gemv_panel_8_scalar(size_t k, size_t kc, const float *a, size_t a_st
 static nnf_gemm_cfg g_cfgs[3];
 static pthread_once_t g_cfg_once = PTHREAD_ONCE_INIT;
 
-static size_t clamp_size(size_t v, size_t lo, size_t hi) { return v < lo ? lo : v > hi ? hi : v; }
+static size_t clamp_size(size_t v, size_t lo, size_t hi) {
+    return v < lo ? lo : v > hi ? hi : v;
+}
 
 /* Loop order (see gemm_task): the mr x kc micropanel of A stays in L1 while
  * the microkernel walks along a row of C tiles, the kc x nc block of B stays
@@ -40,16 +42,23 @@ static void size_blocks(nnf_gemm_cfg *c, const nnf_cpu *cpu) {
 
 static void init_cfgs(void) {
     const nnf_cpu *cpu = nnf_cpu_get();
-    g_cfgs[NNF_ISA_SCALAR] = (nnf_gemm_cfg){.name = "f32_gemm_4x8_scalar", .isa = NNF_ISA_SCALAR,
-                                            .mr = 4, .nr = 8,
+    g_cfgs[NNF_ISA_SCALAR] = (nnf_gemm_cfg){.name = "f32_gemm_4x8_scalar",
+                                            .isa = NNF_ISA_SCALAR,
+                                            .mr = 4,
+                                            .nr = 8,
                                             .ukernel = nnf_gemm_ukernel_4x8_scalar,
                                             .gemv_panel = gemv_panel_8_scalar};
-    g_cfgs[NNF_ISA_AVX2] = (nnf_gemm_cfg){.name = "f32_gemm_6x16_avx2", .isa = NNF_ISA_AVX2, .mr = 6,
-                                          .nr = 16, .ukernel = nnf_gemm_ukernel_6x16_avx2,
+    g_cfgs[NNF_ISA_AVX2] = (nnf_gemm_cfg){.name = "f32_gemm_6x16_avx2",
+                                          .isa = NNF_ISA_AVX2,
+                                          .mr = 6,
+                                          .nr = 16,
+                                          .ukernel = nnf_gemm_ukernel_6x16_avx2,
                                           .pack_a_rows = nnf_gemm_pack_a6_avx2,
                                           .gemv_panel = nnf_gemv_panel_16_avx2};
     g_cfgs[NNF_ISA_AVX512] = (nnf_gemm_cfg){.name = "f32_gemm_14x32_avx512",
-                                            .isa = NNF_ISA_AVX512, .mr = 14, .nr = 32,
+                                            .isa = NNF_ISA_AVX512,
+                                            .mr = 14,
+                                            .nr = 32,
                                             .ukernel = nnf_gemm_ukernel_14x32_avx512};
     for (int i = 0; i < 3; i++)
         size_blocks(&g_cfgs[i], cpu);
@@ -85,23 +94,23 @@ static int src_kmajor(nnf_gemm_side side, const nnf_gemm_src *s) {
  * hardware prefetcher streams it; a panel-first walk touched a new page per
  * k when ld is large, as in a 1x1 conv's input), the writes land in the
  * L2-sized destination block. Constant-width copies compile to vector moves. */
-#define DEFINE_PACK_KMAJOR(R)                                                                  \
-    static void pack_kmajor_##R(const float *base, size_t ld, size_t mn0, size_t mnc,         \
-                                size_t k0, size_t kc, float *dst) {                           \
-        size_t full = mnc / R, tail = mnc % R;                                                 \
-        for (size_t kk = 0; kk < kc; kk++) {                                                   \
-            const float *s = base + (k0 + kk) * ld + mn0;                                      \
-            float *d = dst + kk * R;                                                           \
-            for (size_t p = 0; p < full; p++, s += R, d += kc * R)                             \
-                __builtin_memcpy(d, s, R * sizeof(float));                                    \
-            if (tail) {                                                                        \
-                size_t q = 0;                                                                  \
-                for (; q < tail; q++)                                                          \
-                    d[q] = s[q];                                                               \
-                for (; q < R; q++)                                                             \
-                    d[q] = 0.0f;                                                               \
-            }                                                                                  \
-        }                                                                                      \
+#define DEFINE_PACK_KMAJOR(R)                                                                      \
+    static void pack_kmajor_##R(const float *base, size_t ld, size_t mn0, size_t mnc, size_t k0,   \
+                                size_t kc, float *dst) {                                           \
+        size_t full = mnc / R, tail = mnc % R;                                                     \
+        for (size_t kk = 0; kk < kc; kk++) {                                                       \
+            const float *s = base + (k0 + kk) * ld + mn0;                                          \
+            float *d = dst + kk * R;                                                               \
+            for (size_t p = 0; p < full; p++, s += R, d += kc * R)                                 \
+                __builtin_memcpy(d, s, R * sizeof(float));                                         \
+            if (tail) {                                                                            \
+                size_t q = 0;                                                                      \
+                for (; q < tail; q++)                                                              \
+                    d[q] = s[q];                                                                   \
+                for (; q < R; q++)                                                                 \
+                    d[q] = 0.0f;                                                                   \
+            }                                                                                      \
+        }                                                                                          \
     }
 DEFINE_PACK_KMAJOR(8)
 DEFINE_PACK_KMAJOR(16)
@@ -123,8 +132,8 @@ static void pack_kmajor_any(const float *base, size_t ld, size_t mn0, size_t mnc
 }
 
 /* Reads run along k (contiguous); writes stride by r within an L1-sized panel. */
-static void pack_mnmajor(const float *base, size_t ld, size_t mn0, size_t mnc, size_t k0,
-                         size_t kc, size_t r, float *dst) {
+static void pack_mnmajor(const float *base, size_t ld, size_t mn0, size_t mnc, size_t k0, size_t kc,
+                         size_t r, float *dst) {
     for (size_t p = 0; p < mnc; p += r, dst += kc * r) {
         size_t w = mnc - p < r ? mnc - p : r;
         for (size_t q = 0; q < w; q++) {
@@ -173,8 +182,8 @@ nnf_status nnf_gemm_pack(const nnf_gemm_cfg *cfg, nnf_gemm_side side, const nnf_
     p->data = nnf_malloc_aligned(bytes);
     if (!p->data) {
         nnf_free(p);
-        return nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory packing a %zu x %zu operand (%zu bytes)",
-                         mn, k, bytes);
+        return nnf_error(NNF_ERR_OUT_OF_MEMORY,
+                         "out of memory packing a %zu x %zu operand (%zu bytes)", mn, k, bytes);
     }
     p->side = side;
     p->mn = mn;
@@ -225,7 +234,9 @@ static pthread_key_t g_scratch_key;
 static pthread_once_t g_scratch_once = PTHREAD_ONCE_INIT;
 static int g_scratch_key_ok;
 
-static void scratch_free_at_exit(void *p) { nnf_free_aligned(p); }
+static void scratch_free_at_exit(void *p) {
+    nnf_free_aligned(p);
+}
 
 static void scratch_key_init(void) {
     g_scratch_key_ok = pthread_key_create(&g_scratch_key, scratch_free_at_exit) == 0;
@@ -334,7 +345,7 @@ static void gemm_task(void *ctx, size_t i0, size_t j0, size_t mi, size_t nj) {
                     const float *apanel = ap + ir * kcb;
                     size_t row = ic + ir;
                     if (t.ep)
-                        t.bias = ep->bias_kind == NNF_BIAS_PER_ROW ? ep->bias + row
+                        t.bias = ep->bias_kind == NNF_BIAS_PER_ROW   ? ep->bias + row
                                  : ep->bias_kind == NNF_BIAS_PER_COL ? ep->bias + jc
                                                                      : NULL;
                     float *crow = j->c + row * j->ldc + jc;
@@ -344,7 +355,8 @@ static void gemm_task(void *ctx, size_t i0, size_t j0, size_t mi, size_t nj) {
                     for (size_t jr = 0, call = 0; jr < ncb; jr += nr, call++) {
                         size_t nn = ncb - jr < nr ? ncb - jr : nr;
                         if (more)
-                            prefetch_slice(apanel + mr * kcb, mr * kcb * sizeof(float), call, calls);
+                            prefetch_slice(apanel + mr * kcb, mr * kcb * sizeof(float), call,
+                                           calls);
                         if (t.ep) {
                             if (ep->bias_kind == NNF_BIAS_PER_COL)
                                 t.bias = ep->bias + jc + jr;
@@ -359,7 +371,9 @@ static void gemm_task(void *ctx, size_t i0, size_t j0, size_t mi, size_t nj) {
     atomic_store_explicit(&j->busy[slot], 0, memory_order_release);
 }
 
-static size_t round_up(size_t v, size_t r) { return (v + r - 1) / r * r; }
+static size_t round_up(size_t v, size_t r) {
+    return (v + r - 1) / r * r;
+}
 
 /* Below this many multiply-adds a GEMM runs on the calling thread: it takes
  * a few microseconds, about what handing half of it to a worker costs. */
@@ -449,7 +463,7 @@ static void gemv_task(void *ctx, size_t i0, size_t j0, size_t mi, size_t nj) {
         size_t nn = j0 + nj - jr < nr ? j0 + nj - jr : nr;
         cfg->gemv_panel(j->k, j->b->kc, j->a, j->a_stride, j->b->data, j->b->mn_pad, jr, buf);
         nnf_tile_ep t = {.accumulate = 1, .ep = ep};
-        t.bias = ep->bias_kind == NNF_BIAS_PER_ROW ? ep->bias
+        t.bias = ep->bias_kind == NNF_BIAS_PER_ROW   ? ep->bias
                  : ep->bias_kind == NNF_BIAS_PER_COL ? ep->bias + jr
                                                      : NULL;
         t.residual = ep->residual ? ep->residual + jr : NULL;
@@ -461,8 +475,14 @@ static void gemv_task(void *ctx, size_t i0, size_t j0, size_t mi, size_t nj) {
 static void run_gemv(const nnf_gemm_cfg *cfg, size_t n, size_t k, const nnf_gemm_src *a,
                      const nnf_gemm_packed *b, float *c, const nnf_epilogue *ep,
                      nnf_threadpool *pool) {
-    gemv_job j = {.cfg = cfg, .b = b, .a = a->data, .a_stride = a->trans ? a->ld : 1, .n = n,
-                  .k = k, .c = c, .ep = ep};
+    gemv_job j = {.cfg = cfg,
+                  .b = b,
+                  .a = a->data,
+                  .a_stride = a->trans ? a->ld : 1,
+                  .n = n,
+                  .k = k,
+                  .c = c,
+                  .ep = ep};
     /* Whole panels per task, about four tasks per thread; each task streams
      * its own slice of B. */
     size_t threads = (size_t)nnf_threadpool_size(pool);
@@ -486,12 +506,13 @@ nnf_status nnf_gemm_run(const nnf_gemm_cfg *cfg, size_t m, size_t n, size_t k,
                        a->packed->k != k || a->packed->side != NNF_GEMM_A)) ||
         (b->packed && (b->packed->kc != kc || b->packed->r != cfg->nr || b->packed->mn < n ||
                        b->packed->k != k || b->packed->side != NNF_GEMM_B)))
-        return nnf_error(NNF_ERR_INTERNAL, "%s: packed operand does not match the GEMM (%zu x %zu x %zu)",
-                         cfg->name, m, n, k);
+        return nnf_error(NNF_ERR_INTERNAL,
+                         "%s: packed operand does not match the GEMM (%zu x %zu x %zu)", cfg->name,
+                         m, n, k);
     if (fmas(m, n, k) < NNF_GEMM_INLINE_FMAS)
         pool = NULL;
-    int gemv = m == 1 && k > 0 && cfg->gemv_panel && cfg->nr <= 64 && b->packed && !a->packed &&
-               !a->pack;
+    int gemv =
+        m == 1 && k > 0 && cfg->gemv_panel && cfg->nr <= 64 && b->packed && !a->packed && !a->pack;
     nnf_epilogue plain = nnf_epilogue_default();
     if (!ep)
         ep = &plain;
@@ -564,10 +585,21 @@ nnf_status nnf_gemm_run(const nnf_gemm_cfg *cfg, size_t m, size_t n, size_t k,
     nnf_gemm_packed shared_b;
     nnf_gemm_src shared_src;
     if (shared_floats) {
-        shared_b = (nnf_gemm_packed){.side = NNF_GEMM_B, .mn = n, .k = k, .kc = kc, .r = cfg->nr,
-                                     .mn_pad = n_pad, .data = buf};
-        bpack_job pj = {.cfg = cfg, .b = b, .n = n, .k = k, .kc = kc,
-                        .nblocks = (n + cfg->nc - 1) / cfg->nc, .data = buf, .mn_pad = n_pad};
+        shared_b = (nnf_gemm_packed){.side = NNF_GEMM_B,
+                                     .mn = n,
+                                     .k = k,
+                                     .kc = kc,
+                                     .r = cfg->nr,
+                                     .mn_pad = n_pad,
+                                     .data = buf};
+        bpack_job pj = {.cfg = cfg,
+                        .b = b,
+                        .n = n,
+                        .k = k,
+                        .kc = kc,
+                        .nblocks = (n + cfg->nc - 1) / cfg->nc,
+                        .data = buf,
+                        .mn_pad = n_pad};
         nnf_parallel_for(pool, ((k + kc - 1) / kc) * pj.nblocks, bpack_task, &pj);
         shared_src = nnf_gemm_src_packed(&shared_b);
         j->b = &shared_src;
@@ -587,7 +619,7 @@ typedef struct batch_job {
     nnf_gemm_batch_fn at;
     const void *ctx;
     const nnf_epilogue *ep;
-    atomic_int failed;    /* first failure's status, 0 = none */
+    atomic_int failed; /* first failure's status, 0 = none */
     atomic_size_t failed_at;
 } batch_job;
 
@@ -613,7 +645,13 @@ nnf_status nnf_gemm_run_batch(const nnf_gemm_cfg *cfg, size_t count, size_t m, s
                               nnf_gemm_batch_fn at, const void *ctx, size_t ldc,
                               const nnf_epilogue *ep, nnf_threadpool *pool) {
     nnf_epilogue plain = nnf_epilogue_default();
-    batch_job j = {.cfg = cfg, .m = m, .n = n, .k = k, .ldc = ldc, .at = at, .ctx = ctx,
+    batch_job j = {.cfg = cfg,
+                   .m = m,
+                   .n = n,
+                   .k = k,
+                   .ldc = ldc,
+                   .at = at,
+                   .ctx = ctx,
                    .ep = ep ? ep : &plain};
     atomic_init(&j.failed, 0);
     atomic_init(&j.failed_at, 0);
@@ -636,8 +674,9 @@ nnf_status nnf_gemm_run_batch(const nnf_gemm_cfg *cfg, size_t count, size_t m, s
     int failed = atomic_load(&j.failed);
     if (failed)
         /* The worker's message stayed on its thread: say what failed here. */
-        return nnf_error((nnf_status)failed, "%s: GEMM %zu of a batch of %zu (%zu x %zu x %zu) failed",
-                         cfg->name, atomic_load(&j.failed_at), count, m, n, k);
+        return nnf_error((nnf_status)failed,
+                         "%s: GEMM %zu of a batch of %zu (%zu x %zu x %zu) failed", cfg->name,
+                         atomic_load(&j.failed_at), count, m, n, k);
     return NNF_OK;
 }
 

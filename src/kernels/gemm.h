@@ -26,8 +26,8 @@
 /* Multiply packed panels a (kc x mr) and b (kc x nr); write the top-left m x n
  * of the result to c (row stride ldc), adding c's old contents when
  * t->accumulate and applying t->ep when it is non-NULL. kc may be 0. */
-typedef void (*nnf_gemm_ukernel_fn)(size_t kc, const float *a, const float *b, float *c,
-                                    size_t ldc, size_t m, size_t n, const nnf_tile_ep *t);
+typedef void (*nnf_gemm_ukernel_fn)(size_t kc, const float *a, const float *b, float *c, size_t ldc,
+                                    size_t m, size_t n, const nnf_tile_ep *t);
 
 /* Pack rows [mn0, mn0 + mnc) x k in [k0, k0 + kc) of a row-major A (element
  * (i, k) at base[i * ld + k]) into mr-row panels: a tier's vectorised packer. */
@@ -45,8 +45,8 @@ typedef void (*nnf_gemv_panel_fn)(size_t k, size_t kc, const float *a, size_t a_
 typedef struct nnf_gemm_cfg {
     const char *name; /* "f32_gemm_6x16_avx2" */
     nnf_isa isa;
-    size_t mr, nr;      /* register tile; nr is a power of two */
-    size_t kc, mc, nc;  /* cache blocks; mc % mr == 0, nc % nr == 0 */
+    size_t mr, nr;     /* register tile; nr is a power of two */
+    size_t kc, mc, nc; /* cache blocks; mc % mr == 0, nc % nr == 0 */
     nnf_gemm_ukernel_fn ukernel;
     nnf_gemm_pack_rows_fn pack_a_rows; /* NULL: the portable packer */
     nnf_gemv_panel_fn gemv_panel;      /* NULL: M = 1 runs through the microkernel */
@@ -65,10 +65,10 @@ typedef enum nnf_gemm_side { NNF_GEMM_A = 0, NNF_GEMM_B = 1 } nnf_gemm_side;
 /* An operand packed for one cfg, made once and shared read-only by runs. */
 typedef struct nnf_gemm_packed {
     nnf_gemm_side side;
-    size_t mn, k;   /* M (side A) or N (side B), and K */
-    size_t kc, r;   /* the cfg's kc and mr/nr baked into the layout */
-    size_t mn_pad;  /* mn rounded up to r */
-    float *data;    /* k * mn_pad floats, 64-byte aligned */
+    size_t mn, k;  /* M (side A) or N (side B), and K */
+    size_t kc, r;  /* the cfg's kc and mr/nr baked into the layout */
+    size_t mn_pad; /* mn rounded up to r */
+    float *data;   /* k * mn_pad floats, 64-byte aligned */
 } nnf_gemm_packed;
 
 /* Fill panels for the rows (side A) / columns (side B) [mn0, mn0 + mnc) and
@@ -119,8 +119,8 @@ nnf_status nnf_gemm_run(const nnf_gemm_cfg *cfg, size_t m, size_t n, size_t k,
  * given to nnf_gemm_run_batch) and, when the epilogue has a residual, the
  * residual's origin (same row stride as the epilogue's). Called from worker
  * threads, concurrently. */
-typedef void (*nnf_gemm_batch_fn)(const void *ctx, size_t index, nnf_gemm_src *a,
-                                  nnf_gemm_src *b, float **c, const float **residual);
+typedef void (*nnf_gemm_batch_fn)(const void *ctx, size_t index, nnf_gemm_src *a, nnf_gemm_src *b,
+                                  float **c, const float **residual);
 
 /* count GEMMs of one shape (batched MatMul, attention heads). With enough of
  * them each runs whole on one thread (operands packed once, no hand-off per
@@ -149,7 +149,7 @@ void nnf_gemm_pack_a6_avx2(const float *base, size_t ld, size_t mn0, size_t mnc,
                            size_t kc, float *dst);
 void nnf_gemv_panel_16_avx2(size_t k, size_t kc, const float *a, size_t a_stride,
                             const float *bdata, size_t mn_pad, size_t col0, float *y);
-void nnf_gemm_ukernel_14x32_avx512(size_t kc, const float *a, const float *b, float *c,
-                                   size_t ldc, size_t m, size_t n, const nnf_tile_ep *t);
+void nnf_gemm_ukernel_14x32_avx512(size_t kc, const float *a, const float *b, float *c, size_t ldc,
+                                   size_t m, size_t n, const nnf_tile_ep *t);
 
 #endif

@@ -7,8 +7,8 @@
 
 #include <string.h>
 
-nnf_gemm_choice nnf_gemm_choose(int64_t m, int64_t n, int64_t k, int64_t a_batch,
-                                int64_t b_batch, int b_const, nnf_isa isa) {
+nnf_gemm_choice nnf_gemm_choose(int64_t m, int64_t n, int64_t k, int64_t a_batch, int64_t b_batch,
+                                int b_const, nnf_isa isa) {
     nnf_gemm_choice c = {0};
     if (m < 0 || n < 0 || k < 0 || a_batch < 1 || b_batch < 1)
         return c;
@@ -47,7 +47,9 @@ static void mm_state_free(void *p) {
     nnf_free(s);
 }
 
-static int64_t numel(const nnf_shape *s) { return nnf_shape_numel(s); }
+static int64_t numel(const nnf_shape *s) {
+    return nnf_shape_numel(s);
+}
 
 /* The epilogue shared by every batch; residual/bias pointers set per call. */
 static nnf_epilogue base_ep(const mm_state *s, nnf_buf *const *in) {
@@ -111,7 +113,8 @@ static nnf_status mm_run(NNF_KERNEL_ARGS) {
     if (m * n == 0 || (size_t)(ybatch * m * n) != y->numel)
         return (size_t)(ybatch * m * n) == y->numel
                    ? NNF_OK
-                   : nnf_node_error(node, NNF_ERR_SHAPE, "%s: output does not fit the operands", s->name);
+                   : nnf_node_error(node, NNF_ERR_SHAPE, "%s: output does not fit the operands",
+                                    s->name);
     if (s->pb && (s->pb->k != (size_t)k || s->pb->mn != (size_t)n))
         return nnf_node_error(node, NNF_ERR_SHAPE, "%s: B is %lldx%lld, planned %zux%zu", s->name,
                               (long long)k, (long long)n, s->pb->k, s->pb->mn);
@@ -124,13 +127,13 @@ static nnf_status mm_run(NNF_KERNEL_ARGS) {
     if (res) {
         e.residual_scale = s->bias_mode == C_AS_RESIDUAL ? s->beta : 1.0f;
     }
-    nnf_gemm_src bsrc = s->pb ? nnf_gemm_src_packed(s->pb)
-                              : nnf_gemm_src_matrix(b->data, s->trans_b ? (size_t)k : (size_t)n,
-                                                    s->trans_b);
+    nnf_gemm_src bsrc =
+        s->pb ? nnf_gemm_src_packed(s->pb)
+              : nnf_gemm_src_matrix(b->data, s->trans_b ? (size_t)k : (size_t)n, s->trans_b);
     if (s->is_gemm || s->flatten || ybatch == 1) {
         size_t mm = (size_t)(m * ybatch);
-        nnf_gemm_src asrc = nnf_gemm_src_matrix(a->data, s->trans_a ? (size_t)m : (size_t)k,
-                                                s->trans_a);
+        nnf_gemm_src asrc =
+            nnf_gemm_src_matrix(a->data, s->trans_a ? (size_t)m : (size_t)k, s->trans_a);
         e.residual = res;
         e.ld_residual = (size_t)n;
         nnf_status st = nnf_gemm_run(s->cfg, mm, (size_t)n, (size_t)k, &asrc, &bsrc, y->data,
@@ -145,14 +148,22 @@ static nnf_status mm_run(NNF_KERNEL_ARGS) {
         int ia = d - (br - bra), ib = d - (br - brb);
         int64_t da = ia >= 0 ? a->dims[ia] : 1, db = ib >= 0 ? b->dims[ib] : 1;
         if ((da != y->dims[d] && da != 1) || (db != y->dims[d] && db != 1))
-            return nnf_node_error(node, NNF_ERR_SHAPE, "%s: batch axis %d does not broadcast", s->name, d);
+            return nnf_node_error(node, NNF_ERR_SHAPE, "%s: batch axis %d does not broadcast",
+                                  s->name, d);
         a_bs[d] = da == 1 ? 0 : sa;
         b_bs[d] = db == 1 ? 0 : sb;
         sa *= da;
         sb *= db;
     }
-    mm_batch bt = {.a = a->data, .b = b->data, .y = y->data, .res = res, .bsrc = s->pb ? &bsrc : NULL,
-                   .br = br, .m = m, .n = n, .k = k};
+    mm_batch bt = {.a = a->data,
+                   .b = b->data,
+                   .y = y->data,
+                   .res = res,
+                   .bsrc = s->pb ? &bsrc : NULL,
+                   .br = br,
+                   .m = m,
+                   .n = n,
+                   .k = k};
     for (int d = 0; d < br; d++) {
         bt.ydims[d] = y->dims[d];
         bt.a_bs[d] = a_bs[d];
@@ -305,6 +316,10 @@ fail:
     return st;
 }
 
-nnf_status nnf_plan_gemm(NNF_PLAN_ARGS) { return plan_common(node, in, out, plan, 1); }
+nnf_status nnf_plan_gemm(NNF_PLAN_ARGS) {
+    return plan_common(node, in, out, plan, 1);
+}
 
-nnf_status nnf_plan_matmul(NNF_PLAN_ARGS) { return plan_common(node, in, out, plan, 0); }
+nnf_status nnf_plan_matmul(NNF_PLAN_ARGS) {
+    return plan_common(node, in, out, plan, 0);
+}

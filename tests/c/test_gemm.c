@@ -63,10 +63,12 @@ static double act_d(const nnf_activation *a, double x) {
 }
 
 static const nnf_activation k_acts[] = {
-    {NNF_ACT_NONE, 0, 0},          {NNF_ACT_RELU, 0, 0},        {NNF_ACT_CLIP, 0.0f, 6.0f},
-    {NNF_ACT_LEAKY_RELU, 0.1f, 0}, {NNF_ACT_SIGMOID, 0, 0},     {NNF_ACT_SILU, 0, 0},
-    {NNF_ACT_TANH, 0, 0},          {NNF_ACT_HARD_SIGMOID, 0.2f, 0.5f}, {NNF_ACT_HARD_SWISH, 0, 0},
-    {NNF_ACT_GELU_ERF, 0, 0},      {NNF_ACT_GELU_TANH, 0, 0},
+    {NNF_ACT_NONE, 0, 0},       {NNF_ACT_RELU, 0, 0},
+    {NNF_ACT_CLIP, 0.0f, 6.0f}, {NNF_ACT_LEAKY_RELU, 0.1f, 0},
+    {NNF_ACT_SIGMOID, 0, 0},    {NNF_ACT_SILU, 0, 0},
+    {NNF_ACT_TANH, 0, 0},       {NNF_ACT_HARD_SIGMOID, 0.2f, 0.5f},
+    {NNF_ACT_HARD_SWISH, 0, 0}, {NNF_ACT_GELU_ERF, 0, 0},
+    {NNF_ACT_GELU_TANH, 0, 0},
 };
 #define N_ACTS (sizeof k_acts / sizeof k_acts[0])
 
@@ -80,7 +82,8 @@ typedef struct gcase {
 } gcase;
 
 /* Runs one case with cfg and checks it against the oracle; returns max error ratio. */
-static int run_case(const nnf_gemm_cfg *cfg, const gcase *g, nnf_threadpool *pool, const char *what) {
+static int run_case(const nnf_gemm_cfg *cfg, const gcase *g, nnf_threadpool *pool,
+                    const char *what) {
     size_t m = g->m, n = g->n, k = g->k;
     size_t ar = g->ta ? k : m, ac = g->ta ? m : k, br = g->tb ? n : k, bc = g->tb ? k : n;
     size_t lda = g->lda ? g->lda : ac, ldb = g->ldb ? g->ldb : bc, ldc = g->ldc ? g->ldc : n;
@@ -127,7 +130,8 @@ static int run_case(const nnf_gemm_cfg *cfg, const gcase *g, nnf_threadpool *poo
                     y += ep->bias[i], extra += fabs(ep->bias[i]);
                 else if (ep->bias_kind == NNF_BIAS_PER_COL)
                     y += ep->bias[j], extra += fabs(ep->bias[j]);
-                double r = ep->residual ? ep->residual_scale * ep->residual[i * ep->ld_residual + j] : 0;
+                double r =
+                    ep->residual ? ep->residual_scale * ep->residual[i * ep->ld_residual + j] : 0;
                 extra += fabs(r);
                 if (!ep->residual_after_act)
                     y += r;
@@ -138,12 +142,14 @@ static int run_case(const nnf_gemm_cfg *cfg, const gcase *g, nnf_threadpool *poo
             } else {
                 xin = y;
             }
-            double tol = (double)k * ldexp(1.0, -22) * mag + ldexp(1.0, -20) * (extra + fabs(y)) + 1e-30;
+            double tol =
+                (double)k * ldexp(1.0, -22) * mag + ldexp(1.0, -20) * (extra + fabs(y)) + 1e-30;
             /* activation slope <= 1.2 carries the sum's error; plus its own approximation error */
             tol = 1.2 * tol + 4e-7 * (1.0 + fabs(xin));
             double got = c[ci];
             if (!(fabs(got - y) <= tol)) {
-                fprintf(stderr, "%s: %s C(%zu,%zu) = %.9g, want %.9g (tol %.3g) [m=%zu n=%zu k=%zu]\n",
+                fprintf(stderr,
+                        "%s: %s C(%zu,%zu) = %.9g, want %.9g (tol %.3g) [m=%zu n=%zu k=%zu]\n",
                         what, cfg->name, i, j, got, y, tol, m, n, k);
                 bad++;
             }
@@ -162,14 +168,16 @@ static int run_case(const nnf_gemm_cfg *cfg, const gcase *g, nnf_threadpool *poo
 }
 
 static void test_sizes(const nnf_gemm_cfg *cfg) {
-    size_t mn[] = {1, 2, 7, 13, 31, 61, 127, cfg->mr - 1, cfg->mr, cfg->mr + 1, cfg->nr - 1,
-                   cfg->nr, cfg->nr + 1, 2 * cfg->nr + 1};
+    size_t mn[] = {
+        1,           2,       7,           13,          31,      61,          127,
+        cfg->mr - 1, cfg->mr, cfg->mr + 1, cfg->nr - 1, cfg->nr, cfg->nr + 1, 2 * cfg->nr + 1};
     size_t ks[] = {1, 2, 7, 13, 61, cfg->kc, cfg->kc + 1, 2 * cfg->kc + 3};
     int fails = 0, cases = 0;
     for (size_t i = 0; i < sizeof mn / sizeof mn[0]; i++)
         for (size_t j = 0; j < sizeof mn / sizeof mn[0]; j++)
             for (size_t q = 0; q < sizeof ks / sizeof ks[0]; q++) {
-                if ((i + j + q) % 3 && ks[q] > 64) /* keep the run short: a third of the large-K combos */
+                if ((i + j + q) % 3 &&
+                    ks[q] > 64) /* keep the run short: a third of the large-K combos */
                     continue;
                 gcase g = {.m = mn[i], .n = mn[j], .k = ks[q], .pack_b = (i + q) & 1};
                 fails += run_case(cfg, &g, NULL, "sizes") != 0;
@@ -183,8 +191,13 @@ static void test_layouts(const nnf_gemm_cfg *cfg) {
     for (int ta = 0; ta < 2; ta++)
         for (int tb = 0; tb < 2; tb++)
             for (int pk = 0; pk < 4; pk++) {
-                gcase g = {.m = 37, .n = 45, .k = cfg->kc + 19, .ta = ta, .tb = tb,
-                           .pack_a = pk & 1, .pack_b = pk >> 1};
+                gcase g = {.m = 37,
+                           .n = 45,
+                           .k = cfg->kc + 19,
+                           .ta = ta,
+                           .tb = tb,
+                           .pack_a = pk & 1,
+                           .pack_b = pk >> 1};
                 fails += run_case(cfg, &g, NULL, "transposes") != 0;
                 g.lda = (ta ? g.m : g.k) + 5;
                 g.ldb = (tb ? g.k : g.n) + 3;
@@ -214,13 +227,15 @@ static void test_epilogues(const nnf_gemm_cfg *cfg) {
                     g.ep.residual_after_act = rmode == 2;
                 }
                 int bad = run_case(cfg, &g, NULL, "epilogue");
-                CHECK_MSG(!bad, "%s: act %d bias %d residual %d", cfg->name, (int)k_acts[a].kind, bk, rmode);
+                CHECK_MSG(!bad, "%s: act %d bias %d residual %d", cfg->name, (int)k_acts[a].kind,
+                          bk, rmode);
                 fails += bad != 0;
                 /* a multi-K-block version, where the epilogue runs after accumulation */
                 g.k = cfg->kc + 5;
                 g.m = 7;
                 bad = run_case(cfg, &g, NULL, "epilogue-kblocks");
-                CHECK_MSG(!bad, "%s: kblocks act %d bias %d residual %d", cfg->name, (int)k_acts[a].kind, bk, rmode);
+                CHECK_MSG(!bad, "%s: kblocks act %d bias %d residual %d", cfg->name,
+                          (int)k_acts[a].kind, bk, rmode);
             }
     /* K = 0: the epilogue of an all-zero product */
     gcase g = {.m = 5, .n = 9, .k = 0, .use_ep = 1};
@@ -237,8 +252,8 @@ static void test_epilogues(const nnf_gemm_cfg *cfg) {
 static void test_nan_inf(const nnf_gemm_cfg *cfg) {
     size_t m = 9, n = 21, k = 11;
     float *a = rand_buf(m * k), *b = rand_buf(k * n), *c = malloc(m * n * sizeof(float));
-    a[3 * k + 4] = NAN;          /* row 3 of C is NaN */
-    b[2 * n + 17] = INFINITY;    /* column 17 is +-Inf (or NaN in row 3) */
+    a[3 * k + 4] = NAN;       /* row 3 of C is NaN */
+    b[2 * n + 17] = INFINITY; /* column 17 is +-Inf (or NaN in row 3) */
     for (size_t ai = 0; ai < N_ACTS; ai++) {
         nnf_epilogue ep = nnf_epilogue_default();
         ep.act = k_acts[ai];
@@ -285,7 +300,8 @@ static void test_threads(const nnf_gemm_cfg *cfg) {
         CHECK(nnf_threadpool_create(t, &pool) == NNF_OK);
         memset(c2, 0, m * n * sizeof(float));
         CHECK(nnf_gemm_run(cfg, m, n, k, &sa, &sb, c2, n, &ep, pool) == NNF_OK);
-        CHECK_MSG(!memcmp(c1, c2, m * n * sizeof(float)), "%s: %d threads differ from 1", cfg->name, t);
+        CHECK_MSG(!memcmp(c1, c2, m * n * sizeof(float)), "%s: %d threads differ from 1", cfg->name,
+                  t);
         gcase g = {.m = 61, .n = 127, .k = 300, .pack_b = 1};
         CHECK(run_case(cfg, &g, pool, "threaded") == 0);
         nnf_threadpool_destroy(pool);
@@ -304,7 +320,12 @@ static void test_threads(const nnf_gemm_cfg *cfg) {
             CHECK(nnf_gemm_run(cfg, mt, nt, kt, &ta, &tb, t2, nt, &ep, pool) == NNF_OK);
             CHECK_MSG(!memcmp(t1, t2, mt * nt * sizeof(float)), "%s: tall GEMM, %d threads differ",
                       cfg->name, t);
-            gcase g = {.m = 97, .n = 2 * cfg->nr + 1, .k = cfg->kc + 3, .tb = t & 1, .use_ep = 1, .ep = ep};
+            gcase g = {.m = 97,
+                       .n = 2 * cfg->nr + 1,
+                       .k = cfg->kc + 3,
+                       .tb = t & 1,
+                       .use_ep = 1,
+                       .ep = ep};
             CHECK(run_case(cfg, &g, pool, "shared-b") == 0);
             nnf_threadpool_destroy(pool);
         }
@@ -344,8 +365,14 @@ static void test_gemv(const nnf_gemm_cfg *cfg) {
     for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++)
         for (size_t q = 0; q < sizeof ks / sizeof ks[0]; q++) {
             int v = (int)(i + q);
-            gcase g = {.m = 1, .n = ns[i], .k = ks[q], .pack_b = 1, .tb = v & 1, .ta = (v >> 1) & 1,
-                       .lda = (v >> 1) & 1 ? 3 : 0, .use_ep = v % 3 != 0};
+            gcase g = {.m = 1,
+                       .n = ns[i],
+                       .k = ks[q],
+                       .pack_b = 1,
+                       .tb = v & 1,
+                       .ta = (v >> 1) & 1,
+                       .lda = (v >> 1) & 1 ? 3 : 0,
+                       .use_ep = v % 3 != 0};
             g.ep = nnf_epilogue_default();
             g.ep.act = k_acts[(size_t)v % N_ACTS];
             g.ep.bias_kind = (nnf_bias_kind)(v % 3);
@@ -420,17 +447,23 @@ static void batch_at(const void *ctx, size_t i, nnf_gemm_src *a, nnf_gemm_src *b
                      const float **r) {
     const bctx *t = ctx;
     *a = nnf_gemm_src_matrix(t->a + i * t->m * t->k, t->k, 0);
-    *b = t->pb ? nnf_gemm_src_packed(t->pb) : nnf_gemm_src_matrix(t->b + (i % 3) * t->k * t->n, t->n, 0);
+    *b = t->pb ? nnf_gemm_src_packed(t->pb)
+               : nnf_gemm_src_matrix(t->b + (i % 3) * t->k * t->n, t->n, 0);
     *c = t->c + i * t->m * t->n;
     *r = t->r ? t->r + i * t->m * t->n : NULL;
 }
 
 static void test_batch(const nnf_gemm_cfg *cfg) {
-    size_t shapes[][3] = {{1, 1, 1},   {7, 13, 5},  {cfg->mr + 1, cfg->nr - 1, 61},
-                          {1, 33, 70}, {31, 2 * cfg->nr + 1, cfg->kc + 3}, {128, 128, 64}};
+    size_t shapes[][3] = {{1, 1, 1},
+                          {7, 13, 5},
+                          {cfg->mr + 1, cfg->nr - 1, 61},
+                          {1, 33, 70},
+                          {31, 2 * cfg->nr + 1, cfg->kc + 3},
+                          {128, 128, 64}};
     size_t counts[] = {1, 2, 3, 5, 12};
     nnf_threadpool *pools[3] = {NULL, NULL, NULL};
-    CHECK(nnf_threadpool_create(2, &pools[1]) == NNF_OK && nnf_threadpool_create(3, &pools[2]) == NNF_OK);
+    CHECK(nnf_threadpool_create(2, &pools[1]) == NNF_OK &&
+          nnf_threadpool_create(3, &pools[2]) == NNF_OK);
     int bad = 0;
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++) {
@@ -438,7 +471,8 @@ static void test_batch(const nnf_gemm_cfg *cfg) {
             if (m * n * k * cnt > 2000000 && cnt != 12)
                 continue;
             float *a = rand_buf(cnt * m * k), *b = rand_buf(3 * k * n), *r = rand_buf(cnt * m * n);
-            float *want = malloc(cnt * m * n * sizeof(float)), *got = malloc(cnt * m * n * sizeof(float));
+            float *want = malloc(cnt * m * n * sizeof(float)),
+                  *got = malloc(cnt * m * n * sizeof(float));
             int packed = (s + ci) & 1, with_res = (s + ci) % 3 == 0;
             nnf_gemm_packed *pb = NULL;
             if (packed)
@@ -446,7 +480,14 @@ static void test_batch(const nnf_gemm_cfg *cfg) {
             nnf_epilogue ep = nnf_epilogue_default();
             ep.act = k_acts[(s + ci) % N_ACTS];
             ep.ld_residual = n;
-            bctx t = {.a = a, .b = b, .r = with_res ? r : NULL, .c = want, .pb = pb, .m = m, .n = n, .k = k};
+            bctx t = {.a = a,
+                      .b = b,
+                      .r = with_res ? r : NULL,
+                      .c = want,
+                      .pb = pb,
+                      .m = m,
+                      .n = n,
+                      .k = k};
             for (size_t i = 0; i < cnt; i++) {
                 nnf_gemm_src sa, sb;
                 float *c;
@@ -465,10 +506,11 @@ static void test_batch(const nnf_gemm_cfg *cfg) {
             t.c = got;
             for (int p = 0; p < 3; p++) {
                 memset(got, 0xff, cnt * m * n * sizeof(float));
-                CHECK(nnf_gemm_run_batch(cfg, cnt, m, n, k, batch_at, &t, n, &ep, pools[p]) == NNF_OK);
+                CHECK(nnf_gemm_run_batch(cfg, cnt, m, n, k, batch_at, &t, n, &ep, pools[p]) ==
+                      NNF_OK);
                 if (memcmp(want, got, cnt * m * n * sizeof(float))) {
-                    fprintf(stderr, "%s: batch %zu x %zux%zux%zu, %d threads differs\n", cfg->name, cnt,
-                            m, n, k, p + 1);
+                    fprintf(stderr, "%s: batch %zu x %zux%zux%zu, %d threads differs\n", cfg->name,
+                            cnt, m, n, k, p + 1);
                     bad++;
                 }
             }
@@ -578,7 +620,8 @@ static nnf_threadpool *g_plan_pool;
 static void check_plan(const char *op, nnf_gemm_params *p, int n_in, const int *ranks,
                        const int64_t (*dims)[4], float **data, const int *is_const, int yrank,
                        const int64_t *ydims, int expect_fast) {
-    nnf_node node = {.name = "n0", .op_type = op, .domain = "", .n_inputs = n_in, .n_outputs = 1, .params = p};
+    nnf_node node = {
+        .name = "n0", .op_type = op, .domain = "", .n_inputs = n_in, .n_outputs = 1, .params = p};
     nnf_tinfo in[4], out[1];
     nnf_buf bufs[4], ybuf, rbuf;
     nnf_buf *inp[4];
@@ -607,7 +650,8 @@ static void check_plan(const char *op, nnf_gemm_params *p, int n_in, const int *
     nnf_kctx ctx = {.state = plan.state, .pool = g_plan_pool};
     CHECK(plan.run(&node, inp, &yo, &ctx) == NNF_OK);
     nnf_kctx rctx = {0};
-    CHECK((!strcmp(op, "Gemm") ? nnf_gemm_ref(&node, inp, &ro, &rctx) : nnf_matmul_ref(&node, inp, &ro, &rctx)) == NNF_OK);
+    CHECK((!strcmp(op, "Gemm") ? nnf_gemm_ref(&node, inp, &ro, &rctx)
+                               : nnf_matmul_ref(&node, inp, &ro, &rctx)) == NNF_OK);
     double worst = 0;
     for (size_t i = 0; i < ybuf.numel; i++) {
         double e = fabs(y[i] - yr[i]) / (1.0 + fabs(yr[i]));
@@ -623,7 +667,11 @@ static void check_plan(const char *op, nnf_gemm_params *p, int n_in, const int *
 static void test_plans(void) {
     /* Gemm transB with bias vector, alpha/beta, GELU */
     {
-        nnf_gemm_params p = {.trans_b = 1, .alpha = 0.5f, .beta = 2.0f, .act = {NNF_ACT_GELU_ERF, 0, 0}, .residual_input = -1};
+        nnf_gemm_params p = {.trans_b = 1,
+                             .alpha = 0.5f,
+                             .beta = 2.0f,
+                             .act = {NNF_ACT_GELU_ERF, 0, 0},
+                             .residual_input = -1};
         int ranks[3] = {2, 2, 1};
         int64_t dims[3][4] = {{33, 70}, {45, 70}, {45}};
         float *d[3] = {rand_buf(33 * 70), rand_buf(45 * 70), rand_buf(45)};
@@ -634,7 +682,8 @@ static void test_plans(void) {
         int64_t dims2[3][4] = {{33, 70}, {45, 70}, {33, 45}};
         float *d2[3] = {d[0], d[1], rand_buf(33 * 45)};
         int cst2[3] = {0, 0, 0};
-        check_plan("Gemm", &p, 3, ranks[0] == 2 ? (int[]){2, 2, 2} : ranks, dims2, d2, cst2, 2, yd, 1);
+        check_plan("Gemm", &p, 3, ranks[0] == 2 ? (int[]){2, 2, 2} : ranks, dims2, d2, cst2, 2, yd,
+                   1);
         /* C (M, 1) constant: per-row bias; transA */
         nnf_gemm_params p3 = {.trans_a = 1, .alpha = 1.0f, .beta = 1.0f, .residual_input = -1};
         int64_t dims3[3][4] = {{70, 33}, {70, 45}, {33, 1}};
@@ -737,7 +786,8 @@ static void test_blocking_and_packing(const nnf_gemm_cfg *cfg) {
                         wrong += got != want;
                     }
             }
-            CHECK_MSG(wrong == 0, "%s: packed A %zux%zu has %zu wrong values", cfg->name, m, k, wrong);
+            CHECK_MSG(wrong == 0, "%s: packed A %zux%zu has %zu wrong values", cfg->name, m, k,
+                      wrong);
             nnf_gemm_packed_destroy(p);
             free(a);
         }
@@ -753,7 +803,8 @@ int main(void) {
         const nnf_gemm_cfg *cfg = nnf_gemm_cfg_for(nnf_cpu_isa());
         CHECK(cfg->isa == isa);
         CHECK(cfg->mc % cfg->mr == 0 && cfg->nc % cfg->nr == 0 && cfg->kc >= 64);
-        printf("tier %s: %s kc=%zu mc=%zu nc=%zu\n", nnf_isa_name(isa), cfg->name, cfg->kc, cfg->mc, cfg->nc);
+        printf("tier %s: %s kc=%zu mc=%zu nc=%zu\n", nnf_isa_name(isa), cfg->name, cfg->kc, cfg->mc,
+               cfg->nc);
         test_vmath(isa);
         test_blocking_and_packing(cfg);
         test_sizes(cfg);

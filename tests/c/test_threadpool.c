@@ -71,16 +71,19 @@ static void check_pool(nnf_threadpool *pool, int expect_size) {
         CHECK_MSG(once, "every item exactly once, n=%zu", n);
         free(c.hits);
     }
-    size_t shapes[][4] = {{1, 1, 1, 1}, {13, 7, 4, 3}, {64, 64, 16, 16}, {100, 3, 7, 5}, {5, 9, 10, 20}, {33, 1, 6, 1}};
+    size_t shapes[][4] = {{1, 1, 1, 1},   {13, 7, 4, 3},  {64, 64, 16, 16},
+                          {100, 3, 7, 5}, {5, 9, 10, 20}, {33, 1, 6, 1}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-        tile_ctx c = {.ri = shapes[s][0], .rj = shapes[s][1], .ti = shapes[s][2], .tj = shapes[s][3]};
+        tile_ctx c = {
+            .ri = shapes[s][0], .rj = shapes[s][1], .ti = shapes[s][2], .tj = shapes[s][3]};
         c.cells = calloc(c.ri * c.rj, sizeof(atomic_int));
         atomic_init(&c.bad, 0);
         nnf_parallel_for_2d(pool, c.ri, c.rj, c.ti, c.tj, tile_item, &c);
         int once = 1;
         for (size_t i = 0; i < c.ri * c.rj; i++)
             once &= atomic_load(&c.cells[i]) == 1;
-        CHECK_MSG(once && atomic_load(&c.bad) == 0, "2-D tiles %zux%zu by %zux%zu", c.ri, c.rj, c.ti, c.tj);
+        CHECK_MSG(once && atomic_load(&c.bad) == 0, "2-D tiles %zux%zu by %zux%zu", c.ri, c.rj,
+                  c.ti, c.tj);
         free(c.cells);
     }
     /* many back-to-back jobs: exercises spin hand-off and the sleep path */
