@@ -375,9 +375,16 @@ static size_t round_up(size_t v, size_t r) {
     return (v + r - 1) / r * r;
 }
 
-/* Below this many multiply-adds a GEMM runs on the calling thread: it takes
- * a few microseconds, about what handing half of it to a worker costs. */
+/* A GEMM is split only when each thread gets at least this many
+ * multiply-adds (a few microseconds, several times a hand-off); below that
+ * it runs on the calling thread. BERT-tiny's 16x64x64 projections ran no
+ * faster on 2 threads and its 4 heads of 16x16x16 ran 50 % slower. */
 #define NNF_GEMM_INLINE_FMAS ((size_t)1 << 16)
+
+static int too_small_to_split(size_t work, nnf_threadpool *pool) {
+    size_t threads = (size_t)nnf_threadpool_size(pool), floor;
+    return !nnf_mul_size(threads, NNF_GEMM_INLINE_FMAS, &floor) || work < floor;
+}
 
 static size_t fmas(size_t m, size_t n, size_t k) {
     size_t mn, mnk;
@@ -509,7 +516,7 @@ nnf_status nnf_gemm_run(const nnf_gemm_cfg *cfg, size_t m, size_t n, size_t k,
         return nnf_error(NNF_ERR_INTERNAL,
                          "%s: packed operand does not match the GEMM (%zu x %zu x %zu)", cfg->name,
                          m, n, k);
-    if (fmas(m, n, k) < NNF_GEMM_INLINE_FMAS)
+    if (too_small_to_split(fmas(m, n, k), pool))
         pool = NULL;
     int gemv =
         m == 1 && k > 0 && cfg->gemv_panel && cfg->nr <= 64 && b->packed && !a->packed && !a->pack;
@@ -659,7 +666,11 @@ nnf_status nnf_gemm_run_batch(const nnf_gemm_cfg *cfg, size_t count, size_t m, s
     /* Whole GEMMs per thread when they share out evenly (or are so many that
      * the last round hardly matters), or are too small to split well: each is
      * then packed once and never handed off tile by tile. */
-    size_t per = fmas(m, n, k);
+    size_t per = fmas(m, n, k), all;
+    if (!nnf_mul_size(per, count, &all))
+        all = SIZE_MAX;
+    if (too_small_to_split(all, pool))
+        pool = NULL, threads = 1;
     int across = threads > 1 && count >= threads &&
                  (count % threads == 0 || count >= 4 * threads || per < ((size_t)1 << 21));
     if (!across) {
