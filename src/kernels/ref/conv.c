@@ -8,6 +8,7 @@
  * vectorises when stride is 1. Work is split over (batch, output channel)
  * planes, which keeps results independent of the thread count. */
 #include "kernels/ref/activation.h"
+#include "kernels/ref/axpy.h"
 #include "ops/conv.h"
 
 #include <string.h>
@@ -37,28 +38,6 @@ static void tap_range(int64_t out, int64_t in, int64_t s, int64_t off, int64_t *
     *hi = b;
 }
 
-/* y += a * x. Written out eight wide so that -O2's basic-block vectoriser
- * emits vector code: its loop vectoriser declines loops needing a remainder. */
-static void axpy(int64_t n, float a, const float *restrict x, float *restrict y) {
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        y[i] += a * x[i];
-        y[i + 1] += a * x[i + 1];
-        y[i + 2] += a * x[i + 2];
-        y[i + 3] += a * x[i + 3];
-        y[i + 4] += a * x[i + 4];
-        y[i + 5] += a * x[i + 5];
-        y[i + 6] += a * x[i + 6];
-        y[i + 7] += a * x[i + 7];
-    }
-    for (; i < n; i++)
-        y[i] += a * x[i];
-}
-
-static void axpy_strided(int64_t n, float a, const float *restrict x, int64_t sx, float *restrict y) {
-    for (int64_t i = 0; i < n; i++)
-        y[i] += a * x[i * sx];
-}
 
 static void epilogue(float *y, int64_t count, const float *res, const nnf_activation *act) {
     if (res)
