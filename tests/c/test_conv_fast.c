@@ -242,6 +242,23 @@ static void test_tier(nnf_isa isa) {
                                    NNF_CONV_ALGO_DEPTHWISE) == 0,
                           "%s dw %zux%zu s%zu w=%zu", t, k, k, st, ws[wi]);
             }
+    /* depthwise small planes (8 channels per vector on AVX2): channel counts
+     * around 8, 3x3/5x5, strides 1/2, windows at the stack buffer's limit,
+     * clamp (vector) and SiLU (scalar) epilogues, residual, batch 2 */
+    size_t sc[] = {1, 7, 8, 9, 17, 960};
+    size_t sw[] = {1, 3, 7, 14, 15, 28};
+    for (size_t i = 0; i < sizeof sc / sizeof sc[0]; i++)
+        for (size_t k = 3; k <= 5; k += 2)
+            for (size_t st = 1; st <= 2; st++) {
+                size_t p = k / 2, hh = sw[(i + k) % 6], ww = sw[i];
+                if (hh + 2 * p - (i % 3 == 2) < k)
+                    continue;
+                nnf_conv2d_shape s = shape(1 + (i & 1), sc[i], hh, ww, sc[i], sc[i], k, k, st, 1, p, p,
+                                           p - (i % 3 == 2), p);
+                CHECK_MSG(run_conv(&s, isa, i % 3 ? &relu6 : &silu, (int)((i + k) & 1), (int)((i + st) % 2),
+                                   NULL, NNF_CONV_ALGO_DEPTHWISE) == 0,
+                          "%s dw small c=%zu %zux%zu k%zu s%zu", t, sc[i], hh, ww, k, st);
+            }
     /* widths around the packer's 8-lane groups and the 16-wide panels,
      * strides 1 and 2, every clamp-only epilogue (the fast path) and a
      * residual; depthwise with the same epilogues */
@@ -327,8 +344,10 @@ static void test_tier(nnf_isa isa) {
     CHECK(nnf_threadpool_create(3, &pool) == NNF_OK);
     CHECK_MSG(run_conv(&r1, isa, &relu, 1, 1, pool, NNF_CONV_ALGO_NONE) == 0, "%s threaded resnet", t);
     CHECK_MSG(run_conv(&m1, isa, &relu6, 1, 1, pool, NNF_CONV_ALGO_DEPTHWISE) == 0, "%s threaded dw", t);
-    for (int algo = 0; algo < 2; algo++) {
-        nnf_conv2d_shape s = algo ? m1 : r1;
+    nnf_conv2d_shape m7 = shape(1, 100, 7, 7, 100, 100, 3, 3, 1, 1, 1, 1, 1, 1);
+    CHECK_MSG(run_conv(&m7, isa, &relu6, 1, 1, pool, NNF_CONV_ALGO_DEPTHWISE) == 0, "%s threaded dw 7x7", t);
+    for (int algo = 0; algo < 3; algo++) {
+        nnf_conv2d_shape s = algo == 2 ? m7 : algo ? m1 : r1;
         size_t xn = s.n * s.c * s.h * s.w, yn = s.n * s.oc * s.oh * s.ow;
         float *x = rand_buf(xn), *w = rand_buf(s.oc * s.c / s.group * s.kh * s.kw);
         float *y1b = malloc(yn * sizeof(float)), *y3 = malloc(yn * sizeof(float));

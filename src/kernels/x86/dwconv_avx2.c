@@ -8,6 +8,8 @@
 #include "kernels/conv_fast.h"
 #include "kernels/x86/ep_fast_avx2.h"
 
+#include <string.h>
+
 static inline __m256i bias_mask_all(void) { return _mm256_set1_epi32(-1); }
 
 /* Eight inputs x[0], x[S], ..., x[7S] for S = 1 or 2. */
@@ -85,4 +87,97 @@ void nnf_dw_row_avx2(const float *const *x, const float *w, size_t k, size_t s, 
         dw_row(x, w, 5, 2, y, ow, t);
     else
         nnf_dw_row_scalar(x, w, k, s, y, ow, t);
+}
+
+/* Small planes, vectorised across 8 channels instead of along the row: a
+ * 7-wide row would fill 7 of the row kernel's 16 lanes, and the per-plane
+ * and per-row setup costs more than the arithmetic. The nc (<= 8) planes are
+ * interleaved into a zero-padded [hp][wp][8] window on the stack, each
+ * output is k*k FMAs on whole vectors, and the 8 results are scattered back
+ * to their planes. */
+static inline __attribute__((always_inline)) void
+dw_small(const nnf_conv2d_shape *s, const size_t k, const size_t st, const float *w, const float *x,
+         float *y, size_t c0, size_t nc, const nnf_epilogue *ep, const float *res) {
+    const size_t hp = (s->oh - 1) * st + k, wp = (s->ow - 1) * st + k;
+    const size_t hw = s->h * s->w, ohw = s->oh * s->ow;
+    _Alignas(32) float buf[NNF_DW_SMALL_MAX * 8];
+    _Alignas(32) float tmp[8];
+    memset(buf, 0, hp * wp * 8 * sizeof(float));
+    /* input rows/columns past the last window (stride 2) are never read */
+    size_t rows = s->h < hp - s->pt ? s->h : hp - s->pt;
+    size_t cols = s->w < wp - s->pl ? s->w : wp - s->pl;
+    for (size_t c = 0; c < nc; c++) {
+        const float *xc = x + c * hw;
+        for (size_t ih = 0; ih < rows; ih++) {
+            float *d = buf + ((ih + s->pt) * wp + s->pl) * 8 + c;
+            const float *xr = xc + ih * s->w;
+            for (size_t iw = 0; iw < cols; iw++)
+                d[iw * 8] = xr[iw];
+        }
+    }
+    __m256 wv[25];
+    for (size_t t = 0; t < k * k; t++) {
+        for (size_t c = 0; c < 8; c++)
+            tmp[c] = c < nc ? w[(c0 + c) * k * k + t] : 0.0f;
+        wv[t] = _mm256_load_ps(tmp);
+    }
+    nnf_ep_fast f = nnf_ep_fast_init(ep);
+    __m256i cmask = nnf_mask8(nc);
+    __m256 bias = _mm256_setzero_ps();
+    if (ep->bias_kind == NNF_BIAS_PER_ROW)
+        bias = _mm256_maskload_ps(ep->bias + c0, cmask);
+    else if (ep->bias_kind != NNF_BIAS_NONE)
+        f.clamp_only = 0;
+    /* residual lane c of output o sits at res[c * ohw + o] (ohw * 8 fits:
+     * the window is at most NNF_DW_SMALL_MAX) */
+    __m256i ridx = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                                      _mm256_set1_epi32((int)ohw));
+    for (size_t oh = 0; oh < s->oh; oh++) {
+        for (size_t ow = 0; ow < s->ow; ow++) {
+            const float *p = buf + (oh * st * wp + ow * st) * 8;
+            __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+            for (size_t i = 0; i < k; i++)
+                for (size_t j = 0; j < k; j++) {
+                    __m256 v = _mm256_load_ps(p + (i * wp + j) * 8);
+                    if (j & 1)
+                        a1 = _mm256_fmadd_ps(wv[i * k + j], v, a1);
+                    else
+                        a0 = _mm256_fmadd_ps(wv[i * k + j], v, a0);
+                }
+            __m256 v = _mm256_add_ps(a0, a1);
+            size_t o = oh * s->ow + ow;
+            if (f.clamp_only) {
+                if (f.bias)
+                    v = _mm256_add_ps(v, bias);
+                if (res)
+                    v = _mm256_add_ps(v, _mm256_mask_i32gather_ps(_mm256_setzero_ps(), res + o, ridx,
+                                                                  _mm256_castsi256_ps(cmask), 4));
+                if (f.clamp)
+                    v = _mm256_min_ps(f.hi, _mm256_max_ps(f.lo, v));
+                _mm256_store_ps(tmp, v);
+                for (size_t c = 0; c < nc; c++)
+                    y[c * ohw + o] = tmp[c];
+            } else {
+                _mm256_store_ps(tmp, v);
+                for (size_t c = 0; c < nc; c++) {
+                    nnf_tile_ep t = {.ep = ep,
+                                     .bias = ep->bias ? ep->bias + c0 + c : NULL,
+                                     .residual = res ? res + c * ohw : NULL};
+                    y[c * ohw + o] = nnf_epilogue_scalar(&t, 0, o, tmp[c]);
+                }
+            }
+        }
+    }
+}
+
+void nnf_dw_small_avx2(const nnf_conv2d_shape *s, const float *w, const float *x, float *y,
+                       size_t c0, size_t nc, const nnf_epilogue *ep, const float *res) {
+    if (s->kh == 3 && s->sh == 1)
+        dw_small(s, 3, 1, w, x, y, c0, nc, ep, res);
+    else if (s->kh == 3)
+        dw_small(s, 3, 2, w, x, y, c0, nc, ep, res);
+    else if (s->sh == 1)
+        dw_small(s, 5, 1, w, x, y, c0, nc, ep, res);
+    else
+        dw_small(s, 5, 2, w, x, y, c0, nc, ep, res);
 }
