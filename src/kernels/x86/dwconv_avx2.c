@@ -89,6 +89,37 @@ void nnf_dw_row_avx2(const float *const *x, const float *w, size_t k, size_t s, 
         nnf_dw_row_scalar(x, w, k, s, y, ow, t);
 }
 
+/* Transposes the 8 x 8 block r (row i = output i, lane = channel) and
+ * stores channel c's n (<= 8) consecutive outputs at y + c * ld, c < nc. */
+static inline void dw_small_flush(const float *ob, size_t n, float *y, size_t ld, size_t nc) {
+    __m256 r[8], t[8];
+    for (int i = 0; i < 8; i++)
+        r[i] = _mm256_load_ps(ob + i * 8);
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {
+        r[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+        r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xee);
+        r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xee);
+    }
+    /* r[0..3] hold channels 0,1,2,3 (outputs 0-3 | 4-7 of rows 0-3), r[4..7]
+     * the same for rows 4-7 */
+    for (int c = 0; c < 4; c++) {
+        t[c] = _mm256_permute2f128_ps(r[c], r[c + 4], 0x20);
+        t[c + 4] = _mm256_permute2f128_ps(r[c], r[c + 4], 0x31);
+    }
+    __m256i m = nnf_mask8(n);
+    for (size_t c = 0; c < nc; c++) {
+        if (n == 8)
+            _mm256_storeu_ps(y + c * ld, t[c]);
+        else
+            _mm256_maskstore_ps(y + c * ld, m, t[c]);
+    }
+}
+
 /* Small planes, vectorised across 8 channels instead of along the row: a
  * 7-wide row would fill 7 of the row kernel's 16 lanes, and the per-plane
  * and per-row setup costs more than the arithmetic. The nc (<= 8) planes are
@@ -101,7 +132,8 @@ dw_small(const nnf_conv2d_shape *s, const size_t k, const size_t st, const float
     const size_t hp = (s->oh - 1) * st + k, wp = (s->ow - 1) * st + k;
     const size_t hw = s->h * s->w, ohw = s->oh * s->ow;
     _Alignas(32) float buf[NNF_DW_SMALL_MAX * 8];
-    _Alignas(32) float tmp[8];
+    _Alignas(32) float tmp[8], ob[64];
+    size_t nb = 0;
     memset(buf, 0, hp * wp * 8 * sizeof(float));
     /* input rows/columns past the last window (stride 2) are never read */
     size_t rows = s->h < hp - s->pt ? s->h : hp - s->pt;
@@ -154,9 +186,11 @@ dw_small(const nnf_conv2d_shape *s, const size_t k, const size_t st, const float
                                                                   _mm256_castsi256_ps(cmask), 4));
                 if (f.clamp)
                     v = _mm256_min_ps(f.hi, _mm256_max_ps(f.lo, v));
-                _mm256_store_ps(tmp, v);
-                for (size_t c = 0; c < nc; c++)
-                    y[c * ohw + o] = tmp[c];
+                _mm256_store_ps(ob + nb * 8, v);
+                if (++nb == 8 || o + 1 == ohw) {
+                    dw_small_flush(ob, nb, y + o + 1 - nb, ohw, nc);
+                    nb = 0;
+                }
             } else {
                 _mm256_store_ps(tmp, v);
                 for (size_t c = 0; c < nc; c++) {
