@@ -23,6 +23,8 @@ int cli_exit_code(nnf_status st);
 /* Print "nnfuse <cmd>: <message>" for a failed status; returns the exit code. */
 int cli_fail(const char *cmd, nnf_status st, const char *message);
 int cli_usage(const char *cmd, const char *usage);
+/* mkdir -p; 0 on success (errno set otherwise). */
+int cli_mkdirs(const char *path);
 /* Write s as a JSON string literal (quoted, escaped). */
 void cli_json_string(FILE *f, const char *s);
 

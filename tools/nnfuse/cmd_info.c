@@ -84,13 +84,21 @@ int cmd_info(int argc, char **argv) {
     }
     if (!c.model)
         return cli_usage("info", "MODEL [--json] [--graph]");
-    nnf_model *model = NULL;
+    /* The statistics describe the model as exported (-O0: only shape
+     * arithmetic folded); the optimised graph is loaded for its node count. */
+    nnf_model *model = NULL, *optimised = NULL;
     nnf_model_options mo = nnf_model_options_default();
-    mo.opt_level = c.opt_level;
+    mo.opt_level = 0;
     nnf_status st = nnf_model_load(c.model, &mo, &model);
     if (st != NNF_OK)
         return cli_fail("info", st, nnf_last_error());
+    mo.opt_level = c.opt_level;
+    if (c.opt_level > 0 && (st = nnf_model_load(c.model, &mo, &optimised)) != NNF_OK) {
+        nnf_model_destroy(model);
+        return cli_fail("info", st, nnf_last_error());
+    }
     const nnf_graph *g = nnf_model_graph(model);
+    const nnf_graph *og = nnf_model_graph(optimised ? optimised : model);
 
     op_count hist[512];
     int n_hist = 0, live = 0, unknown_cost = 0;
@@ -106,13 +114,14 @@ int cmd_info(int argc, char **argv) {
             hist[h].count++;
         if (n->dead)
             continue;
-        live++;
         double f = node_flops(g, n);
         if (f < 0)
             unknown_cost++;
         else
             flops += f;
     }
+    for (int i = 0; i < og->n_nodes; i++)
+        live += !og->nodes[i].dead;
     /* sort histogram by count, descending */
     for (int a = 0; a < n_hist; a++)
         for (int b = a + 1; b < n_hist; b++)
@@ -163,9 +172,10 @@ int cmd_info(int argc, char **argv) {
             printf("  %-24s %d\n", hist[h].name, hist[h].count);
         if (graph) {
             printf("graph:\n");
-            nnf_graph_dump(g, stdout);
+            nnf_graph_dump(og, stdout);
         }
     }
+    nnf_model_destroy(optimised);
     nnf_model_destroy(model);
     return EXIT_OK;
 }

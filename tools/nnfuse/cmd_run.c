@@ -41,7 +41,7 @@ int cmd_run(int argc, char **argv) {
         so.dump_dir = getenv("NNF_DUMP_DIR");
     if (!so.dump_filter)
         so.dump_filter = getenv("NNF_DUMP_FILTER");
-    if (so.dump_dir && mkdir(so.dump_dir, 0777) != 0 && errno != EEXIST) {
+    if (so.dump_dir && cli_mkdirs(so.dump_dir) != 0) {
         fprintf(stderr, "nnfuse run: cannot create %s: %s\n", so.dump_dir, strerror(errno));
         return EXIT_INVALID;
     }
@@ -64,7 +64,7 @@ int cmd_run(int argc, char **argv) {
         rc = cli_fail("run", st, nnf_session_last_error(sess));
         goto done;
     }
-    if (mkdir(out_dir, 0777) != 0 && errno != EEXIST) {
+    if (cli_mkdirs(out_dir) != 0) {
         fprintf(stderr, "nnfuse run: cannot create %s: %s\n", out_dir, strerror(errno));
         rc = EXIT_INVALID;
         goto done;

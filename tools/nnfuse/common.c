@@ -3,7 +3,9 @@
 #include "base/log.h"
 #include "format/npy.h"
 
+#include <errno.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,6 +44,24 @@ void cli_json_string(FILE *f, const char *s) {
             fputc(*s, f);
     }
     fputc('"', f);
+}
+
+int cli_mkdirs(const char *path) {
+    char buf[4096];
+    size_t n = strlen(path);
+    if (n == 0 || n >= sizeof buf)
+        return -1;
+    memcpy(buf, path, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (buf[i] != '/' && buf[i] != 0)
+            continue;
+        char saved = buf[i];
+        buf[i] = 0;
+        if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+            return -1;
+        buf[i] = saved;
+    }
+    return 0;
 }
 
 void cli_common_init(cli_common *c) {
