@@ -33,6 +33,7 @@ typedef struct wg_job {
     const nnf_epilogue *ep;
     size_t th, tw, tiles;    /* tile rows, tiles per row, tiles per image */
     size_t blk, blocks;      /* tiles per work item (a multiple of 8), items per image */
+    size_t ocp, ocper;       /* output-channel parts per block, rows per part (mr multiple) */
     size_t npad, kc;         /* GEMM N of a full block rounded to nr, K block */
     size_t wst;              /* transformed row width in floats */
     size_t vstride, mstride; /* floats between the 36 B operands / products */
@@ -251,7 +252,11 @@ static void wg_task(void *ctx, size_t item) {
 claimed:;
     float *base = j->scratch + (size_t)slot * j->slot_floats;
     float *tmp = base, *v = base + j->off_v, *m = base + j->off_m;
-    size_t b = item / j->blocks, t0 = (item % j->blocks) * j->blk;
+    size_t part = item % j->ocp, blkid = item / j->ocp;
+    size_t b = blkid / j->blocks, t0 = (blkid % j->blocks) * j->blk;
+    size_t oc0 = part * j->ocper, oc1 = oc0 + j->ocper < s->oc ? oc0 + j->ocper : s->oc;
+    if (oc0 >= oc1)
+        goto done;
     size_t nt = j->tiles - t0 < j->blk ? j->tiles - t0 : j->blk;
     size_t ncols = (nt + 7) / 8 * 8, plane = s->h * s->w, oplane = s->oh * s->ow;
     const float *xb = j->x + b * s->c * plane;
@@ -292,16 +297,23 @@ claimed:;
                               .r = k->cfg->nr,
                               .mn_pad = j->npad,
                               .data = v + xi * j->vstride};
-        nnf_gemm_src a = nnf_gemm_src_packed(k->packed_w[xi]), bsrc = nnf_gemm_src_packed(&bp);
-        if (nnf_gemm_run(k->cfg, s->oc, ncols, s->c, &a, &bsrc, m + xi * j->mstride, ncols, NULL,
-                         NULL) != NNF_OK) {
+        /* rows [oc0, oc1) of the packed weights: with every K block full
+         * (checked when ocp > 1) they start oc0 * min(K, kc) floats further on in
+         * each block, whose stride (mn_pad) stays the whole matrix's */
+        nnf_gemm_packed ap = *k->packed_w[xi];
+        ap.data += oc0 * (s->c < j->kc ? s->c : j->kc);
+        ap.mn = oc1 - oc0;
+        nnf_gemm_src a = nnf_gemm_src_packed(j->ocp > 1 ? &ap : k->packed_w[xi]),
+                     bsrc = nnf_gemm_src_packed(&bp);
+        if (nnf_gemm_run(k->cfg, oc1 - oc0, ncols, s->c, &a, &bsrc,
+                         m + xi * j->mstride + oc0 * ncols, ncols, NULL, NULL) != NNF_OK) {
             atomic_store(&j->failed, 1);
             goto done;
         }
     }
     const nnf_epilogue *ep = j->ep;
     nnf_ep_fast f = nnf_ep_fast_init(ep);
-    for (size_t oc = 0; oc < s->oc; oc++) {
+    for (size_t oc = oc0; oc < oc1; oc++) {
         size_t yo = (b * s->oc + oc) * oplane;
         __m256 bias = _mm256_set1_ps(ep->bias ? ep->bias[oc] : 0.0f);
         nnf_tile_ep te = {.ep = ep, .bias = ep->bias ? ep->bias + oc : NULL};
@@ -359,11 +371,25 @@ nnf_status nnf_conv_winograd_avx2(const nnf_conv_kernel *k, const float *x, floa
     size_t tiles8 = (j->tiles + 7) / 8 * 8;
     if (blk > tiles8)
         blk = tiles8;
-    /* enough items for every thread */
+    /* enough items for every thread. A small image (ResNet's 14x14: 16
+     * tiles, one block) is cut across output channels first: each part
+     * redoes the block's input transform, a few percent of its GEMMs while
+     * parts keep 64 rows, where smaller tile blocks would leave threads idle
+     * (one block) or pad the GEMMs' N. Row parts need a packed-weight view,
+     * which is one offset only when every K block is full. */
     int threads = nnf_threadpool_size(pool);
     size_t items_min = (size_t)(threads > 1 ? 2 * threads : 1);
-    while (blk > 16 && s->n * ((j->tiles + blk - 1) / blk) < items_min)
+    size_t ocp = 1;
+    if (threads > 1 && (s->c <= j->kc || s->c % j->kc == 0))
+        while (s->n * ((j->tiles + blk - 1) / blk) * ocp < items_min && s->oc / (ocp * 2) >= 64)
+            ocp *= 2;
+    if (ocp > 1)
+        items_min = (size_t)threads;
+    while (blk > 16 && s->n * ((j->tiles + blk - 1) / blk) * ocp < items_min)
         blk = blk / 2 % unit == 0 ? blk / 2 : (blk / 2 + 7) / 8 * 8;
+    size_t mr = k->cfg->mr;
+    j->ocp = ocp;
+    j->ocper = ((s->oc + ocp - 1) / ocp + mr - 1) / mr * mr;
     j->blk = blk;
     j->blocks = (j->tiles + blk - 1) / blk;
     j->npad = (blk + k->cfg->nr - 1) / k->cfg->nr * k->cfg->nr;
@@ -384,7 +410,7 @@ nnf_status nnf_conv_winograd_avx2(const nnf_conv_kernel *k, const float *x, floa
     j->off_idx = j->off_m + round16(mf);
     /* three size_t tables of blk entries */
     j->slot_floats = j->off_idx + round16(3 * j->blk * (sizeof(size_t) / sizeof(float)));
-    size_t items = s->n * j->blocks;
+    size_t items = s->n * j->blocks * j->ocp;
     j->slots = threads < WG_MAX_SLOTS ? threads : WG_MAX_SLOTS;
     if ((size_t)j->slots > items)
         j->slots = (int)items;
