@@ -92,14 +92,15 @@ void nnf_dw_row_scalar(const float *const *x, const float *w, size_t k, size_t s
 void nnf_dw_row_avx2(const float *const *x, const float *w, size_t k, size_t s, float *y,
                      size_t ow, const nnf_tile_ep *t);
 
-/* Depthwise on small planes, 8 channels per vector: nc (<= 8) planes from
- * channel c0 of one image (x, y and res, if not NULL, at the first plane;
- * w is the whole C x k*k weight copy), whole planes with the epilogue. The
- * zero-padded window, (oh - 1) s + k by (ow - 1) s + k, must be at most
- * NNF_DW_SMALL_MAX floats per channel. */
-#define NNF_DW_SMALL_MAX 1024
-void nnf_dw_small_avx2(const nnf_conv2d_shape *s, const float *w, const float *x, float *y,
-                       size_t c0, size_t nc, const nnf_epilogue *ep, const float *res);
+/* Depthwise 3x3/5x5 stride 1/2, 8 channels per vector: nc (<= 8) planes
+ * from channel c0 of one image (x, y and res, if not NULL, at the first
+ * plane; w is the whole C x k*k weight copy), whole planes with the
+ * epilogue. Rows are interleaved a tile at a time into a stack buffer of
+ * NNF_DW_C8_MAX floats per channel, which must hold k padded rows:
+ * ((ow - 1) s + k) k <= NNF_DW_C8_MAX. */
+#define NNF_DW_C8_MAX 1024
+void nnf_dw_c8_avx2(const nnf_conv2d_shape *s, const float *w, const float *x, float *y, size_t c0,
+                    size_t nc, const nnf_epilogue *ep, const float *res);
 
 /* Winograd F(4x4,3x3) with points 0, +-1, +-2, inf (Lavin & Gray): Y = A^T
  * [(G g G^T) . (B^T d B)] A on 6x6 input tiles d, 4x4 output tiles. */

@@ -259,6 +259,24 @@ static void test_tier(nnf_isa isa) {
                                    NULL, NNF_CONV_ALGO_DEPTHWISE) == 0,
                           "%s dw small c=%zu %zux%zu k%zu s%zu", t, sc[i], hh, ww, k, st);
             }
+    /* the channel-interleaved depthwise kernel at the widths it takes (up
+     * to 32 out) and just past them: row tiles of the stack buffer, 8x8
+     * transposes with column and channel tails, clamp (vector) and SiLU
+     * (scalar) epilogues, residual, batch 2 */
+    size_t cw[] = {1, 7, 13, 14, 15, 16, 17, 28, 32, 33, 56};
+    size_t cc[] = {1, 7, 8, 9, 17};
+    for (size_t wi = 0; wi < sizeof cw / sizeof cw[0]; wi++)
+        for (size_t k = 3; k <= 5; k += 2)
+            for (size_t st = 1; st <= 2; st++) {
+                size_t c = cc[(wi + k + st) % 5], p = k / 2, hh = cw[(wi + 5) % 11];
+                size_t pb = p - (wi % 3 == 2);
+                if (cw[wi] + 2 * p < k || hh + p + pb < k)
+                    continue;
+                nnf_conv2d_shape s = shape(1 + (wi & 1), c, hh, cw[wi], c, c, k, k, st, 1, p, p, pb, p);
+                CHECK_MSG(run_conv(&s, isa, wi % 4 == 3 ? &silu : &relu6, (int)((wi + st) & 1),
+                                   (int)((wi + k) % 2), NULL, NNF_CONV_ALGO_DEPTHWISE) == 0,
+                          "%s dw c8 c=%zu %zux%zu k%zu s%zu", t, c, hh, cw[wi], k, st);
+            }
     /* widths around the packer's 8-lane groups and the 16-wide panels,
      * strides 1 and 2, every clamp-only epilogue (the fast path) and a
      * residual; depthwise with the same epilogues */

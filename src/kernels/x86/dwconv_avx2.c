@@ -89,12 +89,9 @@ void nnf_dw_row_avx2(const float *const *x, const float *w, size_t k, size_t s, 
         nnf_dw_row_scalar(x, w, k, s, y, ow, t);
 }
 
-/* Transposes the 8 x 8 block r (row i = output i, lane = channel) and
- * stores channel c's n (<= 8) consecutive outputs at y + c * ld, c < nc. */
-static inline void dw_small_flush(const float *ob, size_t n, float *y, size_t ld, size_t nc) {
-    __m256 r[8], t[8];
-    for (int i = 0; i < 8; i++)
-        r[i] = _mm256_load_ps(ob + i * 8);
+/* 8 x 8 transpose: o[c][i] = r[i][c] (r is clobbered). */
+static inline __attribute__((always_inline)) void transpose8(__m256 r[8], __m256 o[8]) {
+    __m256 t[8];
     for (int i = 0; i < 8; i += 2) {
         t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
         t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
@@ -105,113 +102,155 @@ static inline void dw_small_flush(const float *ob, size_t n, float *y, size_t ld
         r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
         r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xee);
     }
-    /* r[0..3] hold channels 0,1,2,3 (outputs 0-3 | 4-7 of rows 0-3), r[4..7]
-     * the same for rows 4-7 */
+    /* r[0..3]: columns 0-3 of rows 0-3 | 4-7; r[4..7]: the same for rows 4-7 */
     for (int c = 0; c < 4; c++) {
-        t[c] = _mm256_permute2f128_ps(r[c], r[c + 4], 0x20);
-        t[c + 4] = _mm256_permute2f128_ps(r[c], r[c + 4], 0x31);
-    }
-    __m256i m = nnf_mask8(n);
-    for (size_t c = 0; c < nc; c++) {
-        if (n == 8)
-            _mm256_storeu_ps(y + c * ld, t[c]);
-        else
-            _mm256_maskstore_ps(y + c * ld, m, t[c]);
+        o[c] = _mm256_permute2f128_ps(r[c], r[c + 4], 0x20);
+        o[c + 4] = _mm256_permute2f128_ps(r[c], r[c + 4], 0x31);
     }
 }
 
-/* Small planes, vectorised across 8 channels instead of along the row: a
- * 7-wide row would fill 7 of the row kernel's 16 lanes, and the per-plane
- * and per-row setup costs more than the arithmetic. The nc (<= 8) planes are
- * interleaved into a zero-padded [hp][wp][8] window on the stack, each
- * output is k*k FMAs on whole vectors, and the 8 results are scattered back
- * to their planes. */
+/* Loads padded row pr of the tile into the interleaved [wp][8] row d:
+ * columns of the nc planes transposed 8 at a time, zeros for padding. */
 static inline __attribute__((always_inline)) void
-dw_small(const nnf_conv2d_shape *s, const size_t k, const size_t st, const float *w, const float *x,
-         float *y, size_t c0, size_t nc, const nnf_epilogue *ep, const float *res) {
-    const size_t hp = (s->oh - 1) * st + k, wp = (s->ow - 1) * st + k;
-    const size_t hw = s->h * s->w, ohw = s->oh * s->ow;
-    _Alignas(32) float buf[NNF_DW_SMALL_MAX * 8];
-    _Alignas(32) float tmp[8], ob[64];
-    size_t nb = 0;
-    memset(buf, 0, hp * wp * 8 * sizeof(float));
-    /* input rows/columns past the last window (stride 2) are never read */
-    size_t rows = s->h < hp - s->pt ? s->h : hp - s->pt;
-    size_t cols = s->w < wp - s->pl ? s->w : wp - s->pl;
-    for (size_t c = 0; c < nc; c++) {
-        const float *xc = x + c * hw;
-        for (size_t ih = 0; ih < rows; ih++) {
-            float *d = buf + ((ih + s->pt) * wp + s->pl) * 8 + c;
-            const float *xr = xc + ih * s->w;
-            for (size_t iw = 0; iw < cols; iw++)
-                d[iw * 8] = xr[iw];
-        }
+dw_c8_load_row(const nnf_conv2d_shape *s, const float *x, size_t nc, size_t pr, size_t wp,
+               size_t cols, float *d) {
+    ptrdiff_t ih = (ptrdiff_t)pr - (ptrdiff_t)s->pt;
+    if (ih < 0 || (size_t)ih >= s->h) {
+        memset(d, 0, wp * 8 * sizeof(float));
+        return;
     }
+    const size_t hw = s->h * s->w;
+    const float *xr = x + (size_t)ih * s->w;
+    const __m256 z = _mm256_setzero_ps();
+    for (size_t c = 0; c < s->pl; c++)
+        _mm256_store_ps(d + c * 8, z);
+    for (size_t c = s->pl + cols; c < wp; c++)
+        _mm256_store_ps(d + c * 8, z);
+    float *dc = d + s->pl * 8;
+    for (size_t iw = 0; iw < cols; iw += 8) {
+        size_t n = cols - iw < 8 ? cols - iw : 8;
+        __m256i m = nnf_mask8(n);
+        __m256 r[8], o[8];
+        if (n == 8 && nc == 8) {
+            for (int c = 0; c < 8; c++)
+                r[c] = _mm256_loadu_ps(xr + c * hw + iw);
+            transpose8(r, o);
+            for (int j = 0; j < 8; j++)
+                _mm256_store_ps(dc + (iw + j) * 8, o[j]);
+            continue;
+        }
+        for (size_t c = 0; c < 8; c++)
+            r[c] = c < nc ? _mm256_maskload_ps(xr + c * hw + iw, m) : z;
+        transpose8(r, o);
+        for (size_t j = 0; j < n; j++)
+            _mm256_store_ps(dc + (iw + j) * 8, o[j]);
+    }
+}
+
+/* Transposes the n (<= 8) interleaved outputs in ob (row i = output i,
+ * lane = channel) into channel vectors and stores channel c's outputs
+ * o0 .. o0 + n - 1 at y + c * ohw with the epilogue, c < nc. */
+static inline __attribute__((always_inline)) void
+dw_c8_flush(const float *ob, size_t n, float *y, size_t ohw, size_t o0, size_t nc, size_t c0,
+            const nnf_epilogue *ep, const nnf_ep_fast *f, const float *res) {
+    __m256 q[8], r[8];
+    for (int i = 0; i < 8; i++)
+        q[i] = _mm256_load_ps(ob + i * 8);
+    transpose8(q, r);
+    __m256i m = nnf_mask8(n);
+    int full = n == 8;
+    if (full && nc == 8 && f->clamp_only) {
+        for (int c = 0; c < 8; c++) {
+            __m256 b = f->bias ? _mm256_set1_ps(ep->bias[c0 + c]) : _mm256_setzero_ps();
+            _mm256_storeu_ps(y + c * ohw + o0,
+                             nnf_ep_fast8(f, r[c], b, res ? res + c * ohw + o0 : NULL, 1, m));
+        }
+        return;
+    }
+    for (size_t c = 0; c < nc; c++) {
+        __m256 v;
+        if (f->clamp_only) {
+            __m256 b = f->bias ? _mm256_set1_ps(ep->bias[c0 + c]) : _mm256_setzero_ps();
+            v = nnf_ep_fast8(f, r[c], b, res ? res + c * ohw + o0 : NULL, full, m);
+        } else {
+            nnf_tile_ep t = {.ep = ep,
+                             .bias = ep->bias ? ep->bias + c0 + c : NULL,
+                             .residual = res ? res + c * ohw : NULL};
+            v = nnf_ep8(r[c], &t, 0, o0, full, m);
+        }
+        if (full)
+            _mm256_storeu_ps(y + c * ohw + o0, v);
+        else
+            _mm256_maskstore_ps(y + c * ohw + o0, m, v);
+    }
+}
+
+/* Depthwise vectorised across 8 channels instead of along the row: short
+ * rows would waste the row kernel's 16 lanes and pay its per-row setup, and
+ * at 14-56 wide the row kernel's unaligned overlapping loads run at a few
+ * GB/s. The nc (<= 8) planes are interleaved, a tile of padded rows at a
+ * time, into a [rows][wp][8] stack buffer through 8 x 8 transposes; each
+ * output is k*k FMAs on whole vectors; 8 outputs at a time are transposed
+ * back to their planes with the epilogue. Tiles overlap by k - s rows, so
+ * the buffer stays in L1 for any height. */
+static inline __attribute__((always_inline)) void
+dw_c8(const nnf_conv2d_shape *s, const size_t k, const size_t st, const float *w, const float *x,
+      float *y, size_t c0, size_t nc, const nnf_epilogue *ep, const float *res) {
+    const size_t wp = (s->ow - 1) * st + k, ohw = s->oh * s->ow;
+    /* input columns past the last window (stride 2) are never read */
+    const size_t cols = s->w < wp - s->pl ? s->w : wp - s->pl;
+    const size_t tile = (NNF_DW_C8_MAX / wp - k) / st + 1;
+    _Alignas(32) float buf[NNF_DW_C8_MAX * 8];
+    _Alignas(32) float tmp[8], ob[64];
     __m256 wv[25];
+#pragma GCC unroll 25
     for (size_t t = 0; t < k * k; t++) {
         for (size_t c = 0; c < 8; c++)
             tmp[c] = c < nc ? w[(c0 + c) * k * k + t] : 0.0f;
         wv[t] = _mm256_load_ps(tmp);
     }
     nnf_ep_fast f = nnf_ep_fast_init(ep);
-    __m256i cmask = nnf_mask8(nc);
-    __m256 bias = _mm256_setzero_ps();
-    if (ep->bias_kind == NNF_BIAS_PER_ROW)
-        bias = _mm256_maskload_ps(ep->bias + c0, cmask);
-    else if (ep->bias_kind != NNF_BIAS_NONE)
+    if (ep->bias_kind != NNF_BIAS_NONE && ep->bias_kind != NNF_BIAS_PER_ROW)
         f.clamp_only = 0;
-    /* residual lane c of output o sits at res[c * ohw + o] (ohw * 8 fits:
-     * the window is at most NNF_DW_SMALL_MAX) */
-    __m256i ridx = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
-                                      _mm256_set1_epi32((int)ohw));
-    for (size_t oh = 0; oh < s->oh; oh++) {
-        for (size_t ow = 0; ow < s->ow; ow++) {
-            const float *p = buf + (oh * st * wp + ow * st) * 8;
-            __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-            for (size_t i = 0; i < k; i++)
-                for (size_t j = 0; j < k; j++) {
-                    __m256 v = _mm256_load_ps(p + (i * wp + j) * 8);
-                    if (j & 1)
-                        a1 = _mm256_fmadd_ps(wv[i * k + j], v, a1);
-                    else
-                        a0 = _mm256_fmadd_ps(wv[i * k + j], v, a0);
-                }
-            __m256 v = _mm256_add_ps(a0, a1);
-            size_t o = oh * s->ow + ow;
-            if (f.clamp_only) {
-                if (f.bias)
-                    v = _mm256_add_ps(v, bias);
-                if (res)
-                    v = _mm256_add_ps(v, _mm256_mask_i32gather_ps(_mm256_setzero_ps(), res + o, ridx,
-                                                                  _mm256_castsi256_ps(cmask), 4));
-                if (f.clamp)
-                    v = _mm256_min_ps(f.hi, _mm256_max_ps(f.lo, v));
-                _mm256_store_ps(ob + nb * 8, v);
+    size_t nb = 0, o = 0;
+    for (size_t oh0 = 0; oh0 < s->oh; oh0 += tile) {
+        size_t th = s->oh - oh0 < tile ? s->oh - oh0 : tile;
+        size_t rows = (th - 1) * st + k;
+        for (size_t r = 0; r < rows; r++)
+            dw_c8_load_row(s, x, nc, oh0 * st + r, wp, cols, buf + r * wp * 8);
+        for (size_t oh = 0; oh < th; oh++) {
+            for (size_t ow = 0; ow < s->ow; ow++, o++) {
+                const float *p = buf + (oh * st * wp + ow * st) * 8;
+                __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+                /* unrolled so the taps' weights stay in registers */
+#pragma GCC unroll 5
+                for (size_t i = 0; i < k; i++)
+#pragma GCC unroll 5
+                    for (size_t j = 0; j < k; j++) {
+                        __m256 v = _mm256_load_ps(p + (i * wp + j) * 8);
+                        if (j & 1)
+                            a1 = _mm256_fmadd_ps(wv[i * k + j], v, a1);
+                        else
+                            a0 = _mm256_fmadd_ps(wv[i * k + j], v, a0);
+                    }
+                _mm256_store_ps(ob + nb * 8, _mm256_add_ps(a0, a1));
                 if (++nb == 8 || o + 1 == ohw) {
-                    dw_small_flush(ob, nb, y + o + 1 - nb, ohw, nc);
+                    dw_c8_flush(ob, nb, y, ohw, o + 1 - nb, nc, c0, ep, &f, res);
                     nb = 0;
-                }
-            } else {
-                _mm256_store_ps(tmp, v);
-                for (size_t c = 0; c < nc; c++) {
-                    nnf_tile_ep t = {.ep = ep,
-                                     .bias = ep->bias ? ep->bias + c0 + c : NULL,
-                                     .residual = res ? res + c * ohw : NULL};
-                    y[c * ohw + o] = nnf_epilogue_scalar(&t, 0, o, tmp[c]);
                 }
             }
         }
     }
 }
 
-void nnf_dw_small_avx2(const nnf_conv2d_shape *s, const float *w, const float *x, float *y,
-                       size_t c0, size_t nc, const nnf_epilogue *ep, const float *res) {
+void nnf_dw_c8_avx2(const nnf_conv2d_shape *s, const float *w, const float *x, float *y, size_t c0,
+                    size_t nc, const nnf_epilogue *ep, const float *res) {
     if (s->kh == 3 && s->sh == 1)
-        dw_small(s, 3, 1, w, x, y, c0, nc, ep, res);
+        dw_c8(s, 3, 1, w, x, y, c0, nc, ep, res);
     else if (s->kh == 3)
-        dw_small(s, 3, 2, w, x, y, c0, nc, ep, res);
+        dw_c8(s, 3, 2, w, x, y, c0, nc, ep, res);
     else if (s->sh == 1)
-        dw_small(s, 5, 1, w, x, y, c0, nc, ep, res);
+        dw_c8(s, 5, 1, w, x, y, c0, nc, ep, res);
     else
-        dw_small(s, 5, 2, w, x, y, c0, nc, ep, res);
+        dw_c8(s, 5, 2, w, x, y, c0, nc, ep, res);
 }
