@@ -339,6 +339,38 @@ static size_t odd_lines(size_t n) {
     return (n / 16) % 2 ? n : n + 16;
 }
 
+/* Tiles per block for a pool: the multiple of nr up to max_blk whose items,
+ * taken in order by whichever thread is free, finish first. An item costs
+ * its GEMM columns (tiles rounded up to nr) plus a few for its fixed work.
+ * Halving the block until there were 2 items per thread cut ResNet's 196
+ * tiles into 56 + 56 + 56 + 28: N = 56 pads to 64 and one thread did 3 of
+ * the 4, where 112 + 84 keeps both busy with less padding. */
+static size_t balanced_blk(size_t tiles, size_t images, size_t max_blk, size_t nr, int threads) {
+    enum { WG_MAX_BAL_THREADS = 64 };
+    size_t load[WG_MAX_BAL_THREADS];
+    size_t nt = threads < WG_MAX_BAL_THREADS ? (size_t)threads : WG_MAX_BAL_THREADS;
+    size_t best = max_blk, best_span = SIZE_MAX;
+    for (size_t blk = max_blk / nr * nr; blk >= nr; blk -= nr) {
+        memset(load, 0, nt * sizeof load[0]);
+        size_t span = 0;
+        for (size_t b = 0; b < images; b++)
+            for (size_t t0 = 0; t0 < tiles; t0 += blk) {
+                size_t n = tiles - t0 < blk ? tiles - t0 : blk, low = 0;
+                for (size_t t = 1; t < nt; t++)
+                    if (load[t] < load[low])
+                        low = t;
+                load[low] += (n + nr - 1) / nr * nr + 4;
+                if (load[low] > span)
+                    span = load[low];
+            }
+        if (span < best_span) {
+            best_span = span;
+            best = blk;
+        }
+    }
+    return best;
+}
+
 nnf_status nnf_conv_winograd_avx2(const nnf_conv_kernel *k, const float *x, float *y,
                                   const nnf_epilogue *ep, nnf_threadpool *pool) {
     const nnf_conv2d_shape *s = &k->s;
@@ -385,8 +417,11 @@ nnf_status nnf_conv_winograd_avx2(const nnf_conv_kernel *k, const float *x, floa
             ocp *= 2;
     if (ocp > 1)
         items_min = (size_t)threads;
-    while (blk > 16 && s->n * ((j->tiles + blk - 1) / blk) * ocp < items_min)
-        blk = blk / 2 % unit == 0 ? blk / 2 : (blk / 2 + 7) / 8 * 8;
+    if (ocp == 1 && threads > 1 && s->n <= 64)
+        blk = balanced_blk(j->tiles, s->n, blk, k->cfg->nr, threads);
+    else
+        while (blk > 16 && s->n * ((j->tiles + blk - 1) / blk) * ocp < items_min)
+            blk = blk / 2 % unit == 0 ? blk / 2 : (blk / 2 + 7) / 8 * 8;
     size_t mr = k->cfg->mr;
     j->ocp = ocp;
     j->ocper = ((s->oc + ocp - 1) / ocp + mr - 1) / mr * mr;
