@@ -134,16 +134,16 @@ dw_c8_load_row(const nnf_conv2d_shape *s, const float *x, size_t nc, size_t pr, 
         if (n == 8 && nc == 8) {
             for (int c = 0; c < 8; c++)
                 r[c] = _mm256_loadu_ps(xr + c * hw + iw);
-            transpose8(r, o);
-            for (int j = 0; j < 8; j++)
-                _mm256_store_ps(dc + (iw + j) * 8, o[j]);
-            continue;
+        } else {
+            for (int c = 0; c < 8; c++)
+                r[c] = (size_t)c < nc ? _mm256_maskload_ps(xr + c * hw + iw, m) : z;
         }
-        for (size_t c = 0; c < 8; c++)
-            r[c] = c < nc ? _mm256_maskload_ps(xr + c * hw + iw, m) : z;
         transpose8(r, o);
-        for (size_t j = 0; j < n; j++)
-            _mm256_store_ps(dc + (iw + j) * 8, o[j]);
+        /* a short group stores all 8 columns: those past the input are the
+         * masked zeros, i.e. right padding, or land in the next row (loaded
+         * after this one) or the buffer's slack */
+        for (int j = 0; j < 8; j++)
+            _mm256_store_ps(dc + (iw + (size_t)j) * 8, o[j]);
     }
 }
 
@@ -200,7 +200,7 @@ dw_c8(const nnf_conv2d_shape *s, const size_t k, const size_t st, const float *w
     /* input columns past the last window (stride 2) are never read */
     const size_t cols = s->w < wp - s->pl ? s->w : wp - s->pl;
     const size_t tile = (NNF_DW_C8_MAX / wp - k) / st + 1;
-    _Alignas(32) float buf[NNF_DW_C8_MAX * 8];
+    _Alignas(32) float buf[(NNF_DW_C8_MAX + 8) * 8];
     _Alignas(32) float tmp[8], ob[64];
     __m256 wv[25];
 #pragma GCC unroll 25
@@ -219,7 +219,45 @@ dw_c8(const nnf_conv2d_shape *s, const size_t k, const size_t st, const float *w
         for (size_t r = 0; r < rows; r++)
             dw_c8_load_row(s, x, nc, oh0 * st + r, wp, cols, buf + r * wp * 8);
         for (size_t oh = 0; oh < th; oh++) {
-            for (size_t ow = 0; ow < s->ow; ow++, o++) {
+            size_t ow = 0;
+            /* two outputs at a time share k - s of each row's loads; each
+             * output's sum is formed in the same order as below */
+            for (; ow + 1 < s->ow; ow += 2) {
+                const float *p = buf + (oh * st * wp + ow * st) * 8;
+                __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+                __m256 b0 = _mm256_setzero_ps(), b1 = _mm256_setzero_ps();
+#pragma GCC unroll 5
+                for (size_t i = 0; i < k; i++)
+#pragma GCC unroll 7
+                    for (size_t j = 0; j < k + st; j++) {
+                        __m256 v = _mm256_load_ps(p + (i * wp + j) * 8);
+                        if (j < k) {
+                            if (j & 1)
+                                a1 = _mm256_fmadd_ps(wv[i * k + j], v, a1);
+                            else
+                                a0 = _mm256_fmadd_ps(wv[i * k + j], v, a0);
+                        }
+                        if (j >= st) {
+                            if ((j - st) & 1)
+                                b1 = _mm256_fmadd_ps(wv[i * k + j - st], v, b1);
+                            else
+                                b0 = _mm256_fmadd_ps(wv[i * k + j - st], v, b0);
+                        }
+                    }
+                _mm256_store_ps(ob + nb * 8, _mm256_add_ps(a0, a1));
+                if (++nb == 8) {
+                    dw_c8_flush(ob, nb, y, ohw, o + 1 - nb, nc, c0, ep, &f, res);
+                    nb = 0;
+                }
+                o++;
+                _mm256_store_ps(ob + nb * 8, _mm256_add_ps(b0, b1));
+                if (++nb == 8 || o + 1 == ohw) {
+                    dw_c8_flush(ob, nb, y, ohw, o + 1 - nb, nc, c0, ep, &f, res);
+                    nb = 0;
+                }
+                o++;
+            }
+            for (; ow < s->ow; ow++, o++) {
                 const float *p = buf + (oh * st * wp + ow * st) * 8;
                 __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
                 /* unrolled so the taps' weights stay in registers */
