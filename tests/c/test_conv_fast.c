@@ -362,6 +362,8 @@ static void test_tier(nnf_isa isa) {
     CHECK(nnf_threadpool_create(3, &pool) == NNF_OK);
     CHECK_MSG(run_conv(&r1, isa, &relu, 1, 1, pool, NNF_CONV_ALGO_NONE) == 0, "%s threaded resnet", t);
     CHECK_MSG(run_conv(&m1, isa, &relu6, 1, 1, pool, NNF_CONV_ALGO_DEPTHWISE) == 0, "%s threaded dw", t);
+    nnf_conv2d_shape m14 = shape(2, 75, 14, 14, 75, 75, 3, 3, 1, 1, 1, 1, 1, 1);
+    CHECK_MSG(run_conv(&m14, isa, &relu6, 1, 1, pool, NNF_CONV_ALGO_DEPTHWISE) == 0, "%s threaded dw 14x14", t);
     nnf_conv2d_shape m7 = shape(1, 100, 7, 7, 100, 100, 3, 3, 1, 1, 1, 1, 1, 1);
     CHECK_MSG(run_conv(&m7, isa, &relu6, 1, 1, pool, NNF_CONV_ALGO_DEPTHWISE) == 0, "%s threaded dw 7x7", t);
     for (int algo = 0; algo < 3; algo++) {
