@@ -403,8 +403,9 @@ nnf_status nnf_conv_winograd_avx2(const nnf_conv_kernel *k, const float *x, floa
     size_t tiles8 = (j->tiles + 7) / 8 * 8;
     if (blk > tiles8)
         blk = tiles8;
-    /* enough items for every thread. A small image (ResNet's 14x14: 16
-     * tiles, one block) is cut across output channels first: each part
+    /* enough items for every thread. An image too small to give each
+     * thread two blocks of 16 tiles (ResNet's 14x14: 16 tiles) is cut
+     * across output channels: each part
      * redoes the block's input transform, a few percent of its GEMMs while
      * parts keep 64 rows, where smaller tile blocks would leave threads idle
      * (one block) or pad the GEMMs' N. Row parts need a packed-weight view,
@@ -413,7 +414,7 @@ nnf_status nnf_conv_winograd_avx2(const nnf_conv_kernel *k, const float *x, floa
     size_t items_min = (size_t)(threads > 1 ? 2 * threads : 1);
     size_t ocp = 1;
     if (threads > 1 && (s->c <= j->kc || s->c % j->kc == 0))
-        while (s->n * ((j->tiles + blk - 1) / blk) * ocp < items_min && s->oc / (ocp * 2) >= 64)
+        while (s->n * ((j->tiles + 15) / 16) * ocp < items_min && s->oc / (ocp * 2) >= 64)
             ocp *= 2;
     if (ocp > 1)
         items_min = (size_t)threads;
