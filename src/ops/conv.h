@@ -47,4 +47,15 @@ nnf_status nnf_conv_transpose_resolve(const nnf_node *node, const nnf_conv_param
                                       const int64_t *in_spatial, int64_t *pads_begin,
                                       int64_t *pads_end, int64_t *out_spatial);
 
+/* The params a kernel runs with: spatial rank from the input, kernel extents
+ * from the weight's dims (kernel_shape is optional). The node's params are
+ * never written: sessions share them. */
+static inline nnf_conv_params nnf_conv_effective(const nnf_conv_params *p, int rank, const int64_t *w_dims) {
+    nnf_conv_params e = *p;
+    e.spatial = rank - 2;
+    for (int i = 0; i < e.spatial; i++)
+        e.kernel[i] = w_dims[2 + i];
+    return e;
+}
+
 #endif

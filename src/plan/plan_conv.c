@@ -61,10 +61,7 @@ nnf_status nnf_plan_conv(NNF_PLAN_ARGS) {
         (p->spatial && p->spatial != sp))
         return NNF_OK;
     /* kernel extents come from the weight (kernel_shape is optional) */
-    nnf_conv_params lp = *p;
-    lp.spatial = sp;
-    for (int i = 0; i < sp; i++)
-        lp.kernel[i] = w->shape.dims[2 + i];
+    nnf_conv_params lp = nnf_conv_effective(p, x->shape.rank, w->shape.dims);
     p = &lp;
     int64_t pb[NNF_MAX_SPATIAL], pe[NNF_MAX_SPATIAL];
     NNF_CHECK(nnf_conv_resolve_pads(p, x->shape.dims + 2, pb, pe));

@@ -131,12 +131,7 @@ nnf_status nnf_conv_ref(NNF_KERNEL_ARGS) {
     if (x->rank < 3 || x->rank - 2 > NNF_MAX_SPATIAL || w->rank != x->rank || y->rank != x->rank ||
         (p->spatial && p->spatial != x->rank - 2))
         return nnf_node_error(node, NNF_ERR_SHAPE, "input, weight and output ranks do not match the attributes");
-    /* the weight is the truth for the kernel extents (params without
-     * kernel_shape leave them to the weight; the model's params are never written) */
-    nnf_conv_params lp = *node_params;
-    lp.spatial = x->rank - 2;
-    for (int i = 0; i < lp.spatial; i++)
-        lp.kernel[i] = w->dims[2 + i];
+    nnf_conv_params lp = nnf_conv_effective(node_params, x->rank, w->dims);
     p = &lp;
     conv_job j = {.x = x->data, .w = w->data, .b = b ? b->data : NULL, .y = y->data, .act = &p->act};
     conv_geom *g = &j.g;
@@ -226,12 +221,7 @@ nnf_status nnf_conv_transpose_ref(NNF_KERNEL_ARGS) {
     if (x->rank < 3 || x->rank - 2 > NNF_MAX_SPATIAL || w->rank != x->rank || y->rank != x->rank ||
         (p->spatial && p->spatial != x->rank - 2))
         return nnf_node_error(node, NNF_ERR_SHAPE, "input, weight and output ranks do not match the attributes");
-    /* the weight is the truth for the kernel extents (params without
-     * kernel_shape leave them to the weight; the model's params are never written) */
-    nnf_conv_params lp = *node_params;
-    lp.spatial = x->rank - 2;
-    for (int i = 0; i < lp.spatial; i++)
-        lp.kernel[i] = w->dims[2 + i];
+    nnf_conv_params lp = nnf_conv_effective(node_params, x->rank, w->dims);
     p = &lp;
     conv_job j = {.x = x->data, .w = w->data, .b = b ? b->data : NULL, .y = y->data};
     conv_geom *g = &j.g;
