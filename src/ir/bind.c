@@ -111,22 +111,6 @@ nnf_status nnf_graph_init_params(nnf_graph *g) {
     return NNF_OK;
 }
 
-static void value_tinfo(const nnf_graph *g, int v, nnf_tinfo *t) {
-    memset(t, 0, sizeof *t);
-    if (v < 0) {
-        t->shape.rank = -1;
-        return;
-    }
-    const nnf_value *val = &g->values[v];
-    t->present = true;
-    t->dtype = val->dtype;
-    t->shape = val->shape;
-    t->data = val->data;
-    /* an empty constant still counts as known */
-    static const int64_t empty_data[1];
-    if (!t->data && (val->kind == NNF_VALUE_INITIALIZER || val->kind == NNF_VALUE_CONSTANT))
-        t->data = empty_data;
-}
 
 /* Merge an inferred shape into what the file declared: inferred extents win,
  * declared ones fill gaps, symbolic names are kept. */
@@ -215,7 +199,7 @@ nnf_status nnf_graph_infer(nnf_graph *g) {
         bool shape_only = !n->domain[0] && (!strcmp(n->op_type, "Shape") || !strcmp(n->op_type, "Size"));
         bool all_const = true;
         for (int k = 0; k < n->n_inputs; k++) {
-            value_tinfo(g, n->inputs[k], &in[k]);
+            nnf_value_tinfo(g, n->inputs[k], &in[k]);
             if (in[k].present && !in[k].data && !(shape_only && nnf_shape_known(&in[k].shape)))
                 all_const = false;
         }

@@ -63,3 +63,18 @@ int64_t nnf_tinfo_int(const nnf_tinfo *t, int64_t i) {
     default: return 0;
     }
 }
+
+void nnf_value_tinfo(const nnf_graph *g, int v, nnf_tinfo *t) {
+    static const int64_t empty_data[1];
+    memset(t, 0, sizeof *t);
+    t->shape.rank = -1;
+    if (v < 0)
+        return;
+    const nnf_value *val = &g->values[v];
+    t->present = true;
+    t->dtype = val->dtype;
+    t->shape = val->shape;
+    t->data = val->data;
+    if (!t->data && !val->released && (val->kind == NNF_VALUE_INITIALIZER || val->kind == NNF_VALUE_CONSTANT))
+        t->data = empty_data;
+}

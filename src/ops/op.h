@@ -103,6 +103,10 @@ const nnf_op_def *nnf_op_at(size_t i);
 const nnf_op_def *nnf_op_find(const char *domain, const char *name, int opset,
                               const nnf_op_def **other_range);
 
+/* Value v of g as inference sees it (v < 0: an absent optional input). An
+ * empty constant counts as known data. */
+void nnf_value_tinfo(const nnf_graph *g, int v, nnf_tinfo *t);
+
 /* Helpers shared by many ops. */
 /* numpy-style broadcast of a and b into out; NNF_ERR_SHAPE if incompatible. */
 nnf_status nnf_broadcast_shape(const nnf_shape *a, const nnf_shape *b, nnf_shape *out);

@@ -85,7 +85,6 @@ static nnf_status absorb(nnf_pass_ctx *ctx, nnf_node *prod, nnf_activation *slot
 
 /* Mul(c, Sigmoid(c)) where c feeds only those two. */
 static nnf_status try_silu(nnf_pass_ctx *ctx, nnf_node *mul) {
-    nnf_graph *g = ctx->graph;
     if (!is_op(mul, "Mul") || mul->n_inputs != 2)
         return NNF_OK;
     for (int side = 0; side < 2; side++) {
@@ -98,7 +97,6 @@ static nnf_status try_silu(nnf_pass_ctx *ctx, nnf_node *mul) {
         if (!slot)
             continue;
         nnf_activation silu = {NNF_ACT_SILU, 0, 0};
-        (void)g;
         return absorb(ctx, prod, slot, &silu, mul, sig);
     }
     return NNF_OK;

@@ -4,16 +4,6 @@
 
 #include <string.h>
 
-static void value_tinfo(const nnf_graph *g, int v, nnf_tinfo *t) {
-    memset(t, 0, sizeof *t);
-    t->shape.rank = -1;
-    if (v < 0)
-        return;
-    t->present = true;
-    t->dtype = g->values[v].dtype;
-    t->shape = g->values[v].shape;
-    t->data = g->values[v].data;
-}
 
 /* Live readers of each value (graph outputs count as readers). */
 static int *count_readers(const nnf_graph *g) {
@@ -45,11 +35,11 @@ nnf_status nnf_graph_plan(nnf_graph *g, bool release_packed, nnf_kernel_plan **p
             continue;
         bool known = true;
         for (int k = 0; k < n->n_inputs; k++) {
-            value_tinfo(g, n->inputs[k], &in[k]);
+            nnf_value_tinfo(g, n->inputs[k], &in[k]);
             known &= !in[k].present || nnf_shape_known(&in[k].shape);
         }
         for (int k = 0; k < n->n_outputs; k++) {
-            value_tinfo(g, n->outputs[k], &out[k]);
+            nnf_value_tinfo(g, n->outputs[k], &out[k]);
             known &= !out[k].present || nnf_shape_known(&out[k].shape);
         }
         if (!known)

@@ -169,7 +169,7 @@ static nnf_status bind_inputs(nnf_session *s, const nnf_tensor *inputs, size_t c
         if (val->dtype != NNF_DTYPE_UNDEFINED && t->dtype != val->dtype)
             return nnf_error(NNF_ERR_SHAPE, "%s: input '%s' must be %s, got %s", src, val->name,
                              nnf_dtype_name(val->dtype), nnf_dtype_name(t->dtype));
-        if (t->rank < 0 || t->rank > NNF_MAX_RANK || (t->rank > 0 && !t->shape) || (!t->data && t->rank >= 0 && 0))
+        if (t->rank < 0 || t->rank > NNF_MAX_RANK || (t->rank > 0 && !t->shape))
             return nnf_error(NNF_ERR_INVALID_ARGUMENT, "%s: input '%s' has an invalid rank %d", src, val->name, t->rank);
         if (val->shape.rank >= 0 && t->rank != val->shape.rank)
             return nnf_error(NNF_ERR_SHAPE, "%s: input '%s' must have rank %d, got %d", src, val->name,

@@ -51,16 +51,8 @@ static double node_flops(const nnf_graph *g, const nnf_node *n) {
         const int *ids = pass ? n->outputs : n->inputs;
         nnf_tinfo *t = pass ? out : in;
         for (int k = 0; k < cnt; k++) {
-            memset(&t[k], 0, sizeof t[k]);
-            t[k].shape.rank = -1;
-            if (ids[k] < 0)
-                continue;
-            const nnf_value *v = &g->values[ids[k]];
-            t[k].present = true;
-            t[k].dtype = v->dtype;
-            t[k].shape = v->shape;
-            t[k].data = v->data;
-            if (!nnf_shape_known(&v->shape))
+            nnf_value_tinfo(g, ids[k], &t[k]);
+            if (t[k].present && !nnf_shape_known(&t[k].shape))
                 return -1; /* symbolic: not countable, reported below */
         }
     }
