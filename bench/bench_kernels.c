@@ -5,7 +5,9 @@
  * times and 0.3 s; median and best are reported. bench/kernels.py runs this
  * beside ONNX Runtime and the measured peak.
  * Timing: thread CPU time with 1 thread, wall time with more.
- * Usage: bench_kernels [--threads N] [--json] [--filter SUBSTR] */
+ * Usage: bench_kernels [--threads N] [--json] [--filter SUBSTR | --filter =NAME]
+ * ("=NAME" selects exactly one case: bench/kernels.py alternates cases one by
+ * one with ONNX Runtime). */
 #include "base/cpu.h"
 #include "base/threadpool.h"
 #include "kernels/conv_fast.h"
@@ -112,7 +114,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--filter") && i + 1 < argc)
             filter = argv[++i];
         else {
-            fprintf(stderr, "usage: bench_kernels [--threads N] [--json] [--filter SUBSTR]\n");
+            fprintf(stderr, "usage: bench_kernels [--threads N] [--json] [--filter SUBSTR|=NAME]\n");
             return 2;
         }
     }
@@ -132,7 +134,7 @@ int main(int argc, char **argv) {
     int first = 1;
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
         const bcase *b = &cases[ci];
-        if (filter && !strstr(b->name, filter))
+        if (filter && (filter[0] == '=' ? strcmp(b->name, filter + 1) != 0 : !strstr(b->name, filter)))
             continue;
         double flops, bytes;
         float *x = NULL, *w = NULL, *bias = NULL, *y = NULL, *res = NULL;

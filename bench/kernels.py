@@ -9,9 +9,16 @@ writes it: Relu, Clip(0, 6), Sigmoid+Mul for SiLU, the Erf chain for GELU),
 with the same thread count. Prints one table; --json FILE writes the rows.
 
 With one thread both engines are timed in thread CPU time (the bench tools
-document why: shared machines); with more, in wall time.
+document why: shared machines); with more, in wall time. Case by case, the two
+engines run alternately (nnfuse, ORT, nnfuse, ORT... --rounds times each, in
+separate processes for nnfuse); the table gives the median of the rounds'
+medians and the best single run.
 
-Usage: .venv/bin/python bench/kernels.py [--build build] [--threads 1] [--json out.json] [--filter SUBSTR]
+ORT's single-op models pay its NCHW <-> NCHWc reorders inside the model, which a
+whole ORT model pays only at its edges: bench/layers.py gives the in-model
+comparison, which is the one that decides model latency.
+
+Usage: .venv/bin/python bench/kernels.py [--build build] [--threads 1] [--rounds 3] [--json out.json] [--filter SUBSTR]
 """
 import argparse
 import json
@@ -117,30 +124,47 @@ def main():
     ap.add_argument("--json")
     ap.add_argument("--filter")
     ap.add_argument("--no-ort", action="store_true")
+    ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
     peak = run_json([os.path.join(args.build, "peak"), "--json", "--threads", str(args.threads)])
     cmd = [os.path.join(args.build, "bench_kernels"), "--json", "--threads", str(args.threads)]
     if args.filter:
         cmd += ["--filter", args.filter]
-    rows = run_json(cmd)
+    listing = run_json(cmd)
     fl_peak = peak["fma_gflops_1"] if args.threads == 1 else peak["fma_gflops_n"]
     bw_peak = peak["triad_gbs_1"] if args.threads == 1 else peak["triad_gbs_n"]
     print(f"# {peak['cpu']}, {peak['isa']} tier, {args.threads} thread(s): FMA peak {fl_peak:.1f} GFLOP/s, "
-          f"triad {bw_peak:.1f} GB/s")
+          f"triad {bw_peak:.1f} GB/s; {args.rounds} alternating rounds per case")
     hdr = (f"{'case':26} {'nnf ms':>8} {'best':>8} {'GFLOP/s':>8} {'%peak':>6} {'%bw':>5} "
            f"{'ORT ms':>8} {'best':>8} {'GFLOP/s':>8} {'ORT/nnf':>7}")
     print(hdr)
-    for r in rows:
+    rows = []
+    base = [os.path.join(args.build, "bench_kernels"), "--json", "--threads", str(args.threads)]
+    for first in listing:
+        nnf_med, nnf_best, ort_med, ort_best = [], [], [], []
+        r = first
+        for rnd in range(args.rounds):
+            if rnd:
+                r = run_json(base + ["--filter", "=" + first["name"]])[0]
+            nnf_med.append(r["median_ms"])
+            nnf_best.append(r["best_ms"])
+            if not args.no_ort:
+                om, ob = time_ort(r, args.threads)
+                ort_med.append(om)
+                ort_best.append(ob)
+        r = dict(first)
+        r["median_ms"], r["best_ms"] = statistics.median(nnf_med), min(nnf_best)
         gf = r["flops"] / r["median_ms"] * 1e-6
         r["gflops"] = gf
         r["pct_peak"] = 100 * gf / fl_peak
         r["pct_bw"] = 100 * (r["bytes"] / r["median_ms"] * 1e-6) / bw_peak
         line = f"{r['name']:26} {r['median_ms']:8.3f} {r['best_ms']:8.3f} {gf:8.1f} {r['pct_peak']:6.1f} {r['pct_bw']:5.0f}"
         if not args.no_ort:
-            om, ob = time_ort(r, args.threads)
+            om, ob = statistics.median(ort_med), min(ort_best)
             r["ort_median_ms"], r["ort_best_ms"] = om, ob
             r["speedup_vs_ort"] = om / r["median_ms"]
             line += f" {om:8.3f} {ob:8.3f} {r['flops'] / om * 1e-6:8.1f} {om / r['median_ms']:7.2f}"
+        rows.append(r)
         print(line, flush=True)
     if args.json:
         with open(args.json, "w") as f:
