@@ -14,7 +14,10 @@ seeded generator of `nnfuse run`). Reported, following
     (nnfuse / ORT: below 1 is nnfuse faster);
   - spread p90/median of each engine (noise: a ratio inside the spread is no result);
   - peak RSS of each process (getrusage max RSS, minus nothing) and the ratio;
-  - first inference (load + session + first run) and the ratio.
+  - first inference (load + session + first run) and the ratio;
+  - with --o0 (the default), nnfuse at -O0 too, in the same rounds: the fused
+    graph's speed-up over the unfused one and its arena (peak of live
+    intermediates) against the unfused one (targets: >= 1.3x, >= 20 % less).
 
 Writes OUT (markdown; when OUT exists and holds the markers
 <!-- scoreboard:begin --> / <!-- scoreboard:end -->, only the text between them
@@ -110,9 +113,14 @@ def bench_pair(model: pathlib.Path, threads: int, args, tmp: pathlib.Path):
               "--iterations", str(args.iterations), "--json", str(nn_json)]
     ort_cmd = [args.python, str(ROOT / "bench" / "ort_run.py"), "bench", str(model), "--threads", str(threads),
                "--warmup", str(args.warmup), "--iterations", str(args.iterations), "--json", str(ort_json)]
-    nn_runs, ort_runs, errors = [], [], []
+    o0_json = tmp / "nnfuse-O0.json"
+    o0_cmd = nn_cmd[:-1] + [str(o0_json), "-O0"]
+    nn_runs, ort_runs, o0_runs, errors = [], [], [], []
+    engines = [("nnfuse", nn_cmd, nn_json, nn_runs), ("onnxruntime", ort_cmd, ort_json, ort_runs)]
+    if args.o0:
+        engines.append(("nnfuse -O0", o0_cmd, o0_json, o0_runs))
     for rnd in range(args.rounds):
-        for label, cmd, path, sink in (("nnfuse", nn_cmd, nn_json, nn_runs), ("onnxruntime", ort_cmd, ort_json, ort_runs)):
+        for label, cmd, path, sink in engines:
             if path.exists():
                 path.unlink()
             res, err = run_json(cmd, path, args.timeout)
@@ -130,6 +138,13 @@ def bench_pair(model: pathlib.Path, threads: int, args, tmp: pathlib.Path):
     if ort_runs:
         row["onnxruntime"] = summarize(ort_runs)
         row["onnxruntime_raw"] = ort_runs
+    if nn_runs and o0_runs:
+        row["nnfuse_O0"] = summarize(o0_runs)
+        row["fused_speedup"] = row["nnfuse_O0"]["median_ms"] / row["nnfuse"]["median_ms"]
+        arena, arena0 = nn_runs[0].get("arena_bytes"), o0_runs[0].get("arena_bytes")
+        if arena and arena0:
+            row["arena_mb"], row["arena_O0_mb"] = arena / 2**20, arena0 / 2**20
+            row["arena_saving"] = 1 - arena / arena0
     if nn_runs and ort_runs:
         a, b = row["nnfuse"], row["onnxruntime"]
         row["latency_ratio"] = a["median_ms"] / b["median_ms"]
@@ -147,24 +162,29 @@ def markdown(rows, meta) -> str:
         f"Measured {meta['date']} on {meta['cpu']} ({meta['cores']} cores), nnfuse {meta['nnfuse_version']} vs "
         f"ONNX Runtime {meta['ort_version']}; {meta['rounds']} alternating rounds x {meta['iterations']} timed "
         f"runs (after {meta['warmup']} warm-up) per engine. Ratios are nnfuse / ORT: below 1.00 is better for nnfuse. "
-        "Targets (BENCHMARKS.md): latency <= 0.80, peak RSS <= 0.60, first inference <= 0.50.",
+        "Targets (BENCHMARKS.md): latency <= 0.80, peak RSS <= 0.60, first inference <= 0.50; "
+        "fused vs -O0 >= 1.3x faster with >= 20 % less arena.",
         "",
         "| model | threads | nnfuse median ms | ORT median ms | latency ratio | spread p90/med (nnfuse, ORT) "
-        "| nnfuse RSS MiB | ORT RSS MiB | RSS ratio | first ms (nnfuse, ORT) | first ratio |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| nnfuse RSS MiB | ORT RSS MiB | RSS ratio | first ms (nnfuse, ORT) | first ratio "
+        "| -O0 ms | fused speed-up | arena MiB (fused, -O0) | arena saved |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         a, b = r.get("nnfuse"), r.get("onnxruntime")
         if not a or not b:
             why = "; ".join(r["errors"]) or "no result"
             out.append(f"| {r['model']} | {r['threads']} | {fmt(a and a['median_ms'])} | {fmt(b and b['median_ms'])} "
-                       f"| – | – | – | – | – | – | not measured: {why.replace('|', '/')} |")
+                       f"| – | – | – | – | – | – | not measured: {why.replace('|', '/')} | – | – | – | – |")
             continue
         out.append(
             f"| {r['model']} | {r['threads']} | {fmt(a['median_ms'])} | {fmt(b['median_ms'])} | "
             f"**{fmt(r['latency_ratio'])}** | {fmt(a['spread'])}, {fmt(b['spread'])} | {fmt(a['rss_mb'], '.1f')} | "
             f"{fmt(b['rss_mb'], '.1f')} | **{fmt(r['rss_ratio'])}** | {fmt(a['first_ms'], '.1f')}, "
-            f"{fmt(b['first_ms'], '.1f')} | **{fmt(r['first_ratio'])}** |")
+            f"{fmt(b['first_ms'], '.1f')} | **{fmt(r['first_ratio'])}** | "
+            f"{fmt(r.get('nnfuse_O0', {}).get('median_ms'))} | {fmt(r.get('fused_speedup'))} | "
+            f"{fmt(r.get('arena_mb'), '.1f')}, {fmt(r.get('arena_O0_mb'), '.1f')} | "
+            f"{fmt(r.get('arena_saving') and 100 * r['arena_saving'], '.0f')} % |")
     out.append("")
     out.append(f"Command: `{meta['command']}`")
     return "\n".join(out) + "\n"
@@ -226,6 +246,7 @@ def main(argv=None) -> int:
     ap.add_argument("--python", default=os.environ.get("NNF_PYTHON", sys.executable),
                     help="Python with onnxruntime, for the ORT processes")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per benchmark process")
+    ap.add_argument("--no-o0", dest="o0", action="store_false", help="skip the nnfuse -O0 runs")
     args = ap.parse_args(argv)
     if args.iterations < 1 or args.rounds < 1 or args.warmup < 0:
         ap.error("--iterations and --rounds must be >= 1, --warmup >= 0")

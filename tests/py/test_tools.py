@@ -336,7 +336,8 @@ def test_scoreboard_script(tiny_model, tmp_path):
     row = data["rows"][0]
     assert row["nnfuse"]["processes"] == 2 and row["onnxruntime"]["processes"] == 2
     assert row["nnfuse"]["timed_runs"] == 6
-    for key in ("latency_ratio", "rss_ratio", "first_ratio"):
+    for key in ("latency_ratio", "rss_ratio", "first_ratio", "fused_speedup"):
         assert row[key] > 0
+    assert row["nnfuse_O0"]["processes"] == 2 and row["arena_O0_mb"] > 0 and row["arena_saving"] < 1
     pytest.importorskip("matplotlib")
     assert out.with_suffix(".png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
