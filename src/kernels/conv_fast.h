@@ -8,9 +8,10 @@
  *               B packed straight from the input through an implicit im2col
  *               (one kc x nc block at a time, so it stays in cache).
  *   DEPTHWISE   group == IC == OC, 3x3 or 5x5, stride 1 or 2, no dilation:
- *               per channel plane, row by row straight from the input (only
- *               the edge outputs go through a small padded window),
- *               vectorised over output width.
+ *               per channel plane, 4 output rows per pass from input rows
+ *               prepared once each (zero-padded, stride 2 split into
+ *               even/odd columns), vectorised over output width; narrow
+ *               planes 8 channels per vector instead (conv_dw.c).
  *   WINOGRAD    3x3, stride 1, no dilation, one group, enough channels and
  *               output width (AVX2 tiers): F(4x4,3x3). Per block of tile
  *               rows, the input transform writes 36 GEMM B operands (C x
@@ -39,6 +40,7 @@ typedef enum nnf_conv_algo {
     NNF_CONV_ALGO_IM2COL,
     NNF_CONV_ALGO_DEPTHWISE,
     NNF_CONV_ALGO_WINOGRAD,
+    NNF_CONV_ALGO_STRIDED, /* IM2COL over a phase-split copy of the input (conv_strided.c) */
 } nnf_conv_algo;
 
 /* Pure selection from the shape and tier. */
@@ -53,6 +55,7 @@ typedef struct nnf_conv_kernel {
     nnf_gemm_packed **packed_w;  /* per group (GEMM algorithms), per point (WINOGRAD) */
     size_t n_packed;             /* entries in packed_w */
     float *dw_w;                 /* DEPTHWISE: C x kh*kw, a copy */
+    int dw_kern;                 /* DEPTHWISE: an nnf_dw_kernel */
     char name[64];               /* "f32_conv_im2col_6x16_avx2" */
 } nnf_conv_kernel;
 
@@ -81,16 +84,37 @@ void nnf_im2col_pack_scalar(const void *ctx, size_t n0, size_t nc, size_t k0, si
 void nnf_im2col_pack_avx2(const void *ctx, size_t n0, size_t nc, size_t k0, size_t kc, size_t r,
                           float *dst);
 
-/* Depthwise row kernels: ow outputs of one row; x[i] (i < k) points at the
- * input of row i under output 0's first tap, and must be readable for
- * (ceil(ow / 16) * 16) s + k - 1 floats (16 outputs per step). t->bias
- * points at the channel's bias (row 0), t->residual at the residual row. */
-typedef void (*nnf_dw_row_fn)(const float *const *x, const float *w, size_t k, size_t s, float *y,
-                              size_t ow, const nnf_tile_ep *t);
-void nnf_dw_row_scalar(const float *const *x, const float *w, size_t k, size_t s, float *y,
-                       size_t ow, const nnf_tile_ep *t);
-void nnf_dw_row_avx2(const float *const *x, const float *w, size_t k, size_t s, float *y,
-                     size_t ow, const nnf_tile_ep *t);
+/* STRIDED: stride > 1 through a copy of the input split into column phases
+ * (conv_strided.c); weights packed as for IM2COL. */
+nnf_status nnf_conv_strided_run(const nnf_conv_kernel *k, const float *x, float *y,
+                                const nnf_epilogue *ep, nnf_threadpool *pool);
+
+/* ---- depthwise (conv_dw.c, x86/dwconv_avx2.c) ----
+ * The kernels take one plane (or 8) of one image; t->ep is the epilogue,
+ * t->bias the channel's bias (or NULL), t->residual the channel's residual
+ * plane (or NULL). */
+typedef enum nnf_dw_kernel {
+    NNF_DW_PLANE_SCALAR, /* one plane, portable C */
+    NNF_DW_PLANE_AVX2,   /* one plane, 8 outputs of a row per vector, 4 rows per pass */
+    NNF_DW_C8_AVX2,      /* 8 planes, 8 channels per vector (narrow planes) */
+} nnf_dw_kernel;
+
+/* Pure selection among the depthwise kernels for a DEPTHWISE shape. */
+nnf_dw_kernel nnf_dw_select(const nnf_conv2d_shape *s, nnf_isa isa);
+const char *nnf_dw_kernel_name(nnf_dw_kernel kern);
+
+/* Copies the C x k*k weights, picks and names the kernel (the DEPTHWISE
+ * part of nnf_conv_kernel_create; w is borrowed for the call). */
+nnf_status nnf_conv_dw_prepare(nnf_conv_kernel *k, const float *w);
+/* The whole depthwise convolution, planes (or 8-plane blocks) across the pool. */
+nnf_status nnf_conv_dw_run(const nnf_conv_kernel *k, const float *x, float *y,
+                           const nnf_epilogue *ep, nnf_threadpool *pool);
+
+/* Depthwise 3x3/5x5 stride 1/2 on one whole plane (x, y at the plane). */
+void nnf_dw_plane_scalar(const nnf_conv2d_shape *s, const float *x, const float *w, float *y,
+                         const nnf_tile_ep *t);
+void nnf_dw_plane_avx2(const nnf_conv2d_shape *s, const float *x, const float *w, float *y,
+                       const nnf_tile_ep *t);
 
 /* Depthwise 3x3/5x5 stride 1/2, 8 channels per vector: nc (<= 8) planes
  * from channel c0 of one image (x, y and res, if not NULL, at the first

@@ -1,0 +1,131 @@
+/* Depthwise convolution (group == C == OC, 3x3 or 5x5, stride 1 or 2): the
+ * kernel choice, the weight copy and the driver that spreads planes over the
+ * thread pool. The kernels are nnf_dw_plane_* (one plane) and
+ * nnf_dw_c8_avx2 (8 planes, channel-interleaved). */
+#include "kernels/conv_fast.h"
+
+#include "base/alloc.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* The channel-interleaved kernel pays two 8x8 transposes per 8 outputs of 8
+ * channels; the plane kernel wastes the lanes past the row's end of its last
+ * vector and pays a pass setup per 4 rows. Measured in MobileNetV2 (1
+ * thread, ms plane / c8): 960@7 s1 0.060 / 0.085, 576@14 s1 0.085 / 0.13,
+ * 576 14->7 s2 ... ; the c8 kernel wins nowhere there, so it is kept for
+ * widths of 1-3 (most lanes of the plane kernel's only vector idle). */
+nnf_dw_kernel nnf_dw_select(const nnf_conv2d_shape *s, nnf_isa isa) {
+    if (isa < NNF_ISA_AVX2)
+        return NNF_DW_PLANE_SCALAR;
+    size_t wp = (s->ow - 1) * s->sw + s->kw;
+    if (s->ow <= 3 && wp <= NNF_DW_C8_MAX / s->kh)
+        return NNF_DW_C8_AVX2;
+    return NNF_DW_PLANE_AVX2;
+}
+
+const char *nnf_dw_kernel_name(nnf_dw_kernel kern) {
+    switch (kern) {
+    case NNF_DW_PLANE_SCALAR: return "scalar";
+    case NNF_DW_PLANE_AVX2: return "r4_avx2";
+    case NNF_DW_C8_AVX2: return "c8_avx2";
+    }
+    return "?";
+}
+
+nnf_status nnf_conv_dw_prepare(nnf_conv_kernel *k, const float *w) {
+    const nnf_conv2d_shape *s = &k->s;
+    size_t n;
+    if (!nnf_mul_size(s->c, s->kh * s->kw, &n))
+        return nnf_error(NNF_ERR_INVALID_ARGUMENT, "depthwise weights are too large");
+    k->dw_w = nnf_malloc(n * sizeof(float));
+    if (!k->dw_w)
+        return nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory for depthwise weights");
+    memcpy(k->dw_w, w, n * sizeof(float));
+    k->dw_kern = (int)nnf_dw_select(s, k->isa);
+    snprintf(k->name, sizeof k->name, "f32_dwconv%zux%zu_s%zu_%s", s->kh, s->kw, s->sh,
+             nnf_dw_kernel_name((nnf_dw_kernel)k->dw_kern));
+    return NNF_OK;
+}
+
+/* Output o of a row reads input columns o s - pl + j; rows likewise. The
+ * inside outputs (window within the plane) skip the bounds checks. Each
+ * sum is formed row i, then tap j, like the AVX2 kernels. */
+void nnf_dw_plane_scalar(const nnf_conv2d_shape *s, const float *x, const float *w, float *y,
+                         const nnf_tile_ep *t) {
+    const size_t k = s->kh, st = s->sh;
+    const ptrdiff_t h = (ptrdiff_t)s->h, wi = (ptrdiff_t)s->w;
+    for (size_t oh = 0; oh < s->oh; oh++) {
+        ptrdiff_t ih0 = (ptrdiff_t)(oh * st) - (ptrdiff_t)s->pt;
+        int rows_in = ih0 >= 0 && ih0 + (ptrdiff_t)k <= h;
+        nnf_tile_ep tr = *t;
+        if (tr.residual)
+            tr.residual += oh * s->ow;
+        for (size_t o = 0; o < s->ow; o++) {
+            ptrdiff_t iw0 = (ptrdiff_t)(o * st) - (ptrdiff_t)s->pl;
+            float acc = 0.0f;
+            if (rows_in && iw0 >= 0 && iw0 + (ptrdiff_t)k <= wi) {
+                const float *xp = x + (size_t)ih0 * s->w + (size_t)iw0;
+                for (size_t i = 0; i < k; i++)
+                    for (size_t j = 0; j < k; j++)
+                        acc += w[i * k + j] * xp[i * s->w + j];
+            } else {
+                for (size_t i = 0; i < k; i++) {
+                    ptrdiff_t ih = ih0 + (ptrdiff_t)i;
+                    if (ih < 0 || ih >= h)
+                        continue;
+                    for (size_t j = 0; j < k; j++) {
+                        ptrdiff_t iw = iw0 + (ptrdiff_t)j;
+                        if (iw >= 0 && iw < wi)
+                            acc += w[i * k + j] * x[(size_t)ih * s->w + (size_t)iw];
+                    }
+                }
+            }
+            y[oh * s->ow + o] = nnf_epilogue_scalar(&tr, 0, o, acc);
+        }
+    }
+}
+
+typedef struct dw_job {
+    const nnf_conv_kernel *k;
+    const float *x;
+    float *y;
+    const nnf_epilogue *ep;
+} dw_job;
+
+/* One plane (image b = plane / C, channel plane % C). */
+static void dw_plane_task(void *ctx, size_t plane) {
+    const dw_job *j = ctx;
+    const nnf_conv2d_shape *s = &j->k->s;
+    size_t ch = plane % s->c, ohw = s->oh * s->ow;
+    const float *w = j->k->dw_w + ch * s->kh * s->kw;
+    nnf_tile_ep t = {.ep = j->ep,
+                     .bias = j->ep->bias ? j->ep->bias + ch : NULL,
+                     .residual = j->ep->residual ? j->ep->residual + plane * ohw : NULL};
+    const float *x = j->x + plane * s->h * s->w;
+    if (j->k->dw_kern == NNF_DW_PLANE_AVX2)
+        nnf_dw_plane_avx2(s, x, w, j->y + plane * ohw, &t);
+    else
+        nnf_dw_plane_scalar(s, x, w, j->y + plane * ohw, &t);
+}
+
+/* One block of up to 8 channels of one image (nnf_dw_c8_avx2). */
+static void dw_c8_task(void *ctx, size_t item) {
+    const dw_job *j = ctx;
+    const nnf_conv2d_shape *s = &j->k->s;
+    size_t blocks = (s->c + 7) / 8, b = item / blocks, c0 = item % blocks * 8;
+    size_t nc = s->c - c0 < 8 ? s->c - c0 : 8, plane = b * s->c + c0, ohw = s->oh * s->ow;
+    const float *res = j->ep->residual ? j->ep->residual + plane * ohw : NULL;
+    nnf_dw_c8_avx2(s, j->k->dw_w, j->x + plane * s->h * s->w, j->y + plane * ohw, c0, nc, j->ep, res);
+}
+
+nnf_status nnf_conv_dw_run(const nnf_conv_kernel *k, const float *x, float *y,
+                           const nnf_epilogue *ep, nnf_threadpool *pool) {
+    const nnf_conv2d_shape *s = &k->s;
+    dw_job j = {.k = k, .x = x, .y = y, .ep = ep};
+    if (k->dw_kern == NNF_DW_C8_AVX2)
+        nnf_parallel_for(pool, s->n * ((s->c + 7) / 8), dw_c8_task, &j);
+    else
+        nnf_parallel_for(pool, s->n * s->c, dw_plane_task, &j);
+    return NNF_OK;
+}
