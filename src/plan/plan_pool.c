@@ -20,6 +20,12 @@ typedef struct pool_state {
     int is_max, include_pad;
     int64_t h, w, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
     size_t planes;
+    /* separable stride-1 MaxPool: output rows per strip, strips per plane */
+    int sep;
+    size_t strip, nstrip;
+    void (*rowmax)(const float *xp, size_t n, size_t kw, float *rm);
+    void (*colmax)(const float *const *rows, size_t nrows, const float *row, size_t lead, size_t w,
+                   float *y, size_t n);
     char name[48];
 } pool_state;
 
@@ -106,6 +112,95 @@ static void pool_rows(void *p, size_t first, size_t count) {
     }
 }
 
+
+/* ---- separable stride-1 MaxPool --------------------------------------------------- */
+
+/* On the stack: a strip's row maxima (at least kh rows of ow rounded up to
+ * 8) and one -inf padded input row. */
+#define SEP_RM 4096
+#define SEP_ROW 1024
+#define SEP_MAX_KH 64
+
+static void rowmax_scalar(const float *xp, size_t n, size_t kw, float *rm) {
+    for (size_t o = 0; o < n; o++) {
+        float acc = -INFINITY;
+        for (size_t k = 0; k < kw; k++)
+            acc = xp[o + k] > acc ? xp[o + k] : acc;
+        rm[o] = acc;
+    }
+}
+
+static void colmax_scalar(const float *const *rows, size_t nrows, const float *row, size_t lead,
+                          size_t w, float *y, size_t n) {
+    for (size_t o = 0; o < n; o++) {
+        float acc = rows[0][o];
+        for (size_t r = 1; r < nrows; r++)
+            acc = rows[r][o] > acc ? rows[r][o] : acc;
+        float f = row[o < lead ? 0 : (o - lead < w ? o - lead : w - 1)];
+        y[o] = f != f ? f : acc;
+    }
+}
+
+static size_t round8(size_t n) {
+    return (n + 7) & ~(size_t)7;
+}
+
+static void sep_units(void *p, size_t first, size_t count) {
+    const pool_job *j = p;
+    const pool_state *s = j->s;
+    float rm[SEP_RM], xp[SEP_ROW];
+    const float *rows[SEP_MAX_KH];
+    size_t ow = (size_t)s->ow, ow8 = round8(ow), w = (size_t)s->w, pl = (size_t)s->pl;
+    size_t len = ow8 + (size_t)s->kw - 1, copy = w < len - pl ? w : len - pl;
+    for (size_t i = 0; i < pl; i++)
+        xp[i] = -INFINITY;
+    for (size_t i = pl + copy; i < len; i++)
+        xp[i] = -INFINITY;
+    for (size_t u = first; u < first + count; u++) {
+        size_t plane = u / s->nstrip, st = u % s->nstrip;
+        int64_t oh0 = (int64_t)(st * s->strip), oh1 = oh0 + (int64_t)s->strip;
+        if (oh1 > s->oh)
+            oh1 = s->oh;
+        const float *xplane = j->x + plane * (size_t)(s->h * s->w);
+        int64_t r0 = oh0 * s->sh - s->pt, r1 = (oh1 - 1) * s->sh - s->pt + s->kh;
+        r0 = r0 < 0 ? 0 : r0;
+        r1 = r1 > s->h ? s->h : r1;
+        for (int64_t r = r0; r < r1; r++) {
+            memcpy(xp + pl, xplane + r * s->w, copy * sizeof(float));
+            s->rowmax(xp, ow, (size_t)s->kw, rm + (size_t)(r - r0) * ow8);
+        }
+        for (int64_t oh = oh0; oh < oh1; oh++) {
+            int64_t y0 = oh * s->sh - s->pt, h0 = y0 < 0 ? 0 : y0,
+                    h1 = y0 + s->kh > s->h ? s->h : y0 + s->kh;
+            for (int64_t r = h0; r < h1; r++)
+                rows[r - h0] = rm + (size_t)(r - r0) * ow8;
+            s->colmax(rows, (size_t)(h1 - h0), xplane + h0 * s->w, pl, w,
+                      j->y + (plane * (size_t)s->oh + (size_t)oh) * ow, ow);
+        }
+    }
+}
+
+/* Every window has a tap along both axes, and a strip's buffers fit. */
+static int sep_fits(const pool_state *s) {
+    return s->is_max && s->sw == 1 && s->dw == 1 && s->dh == 1 && s->kh <= SEP_MAX_KH &&
+           s->pl < s->kw && s->pt < s->kh && s->ow - 1 - s->pl <= s->w - 1 &&
+           (s->oh - 1) * s->sh - s->pt <= s->h - 1 &&
+           (int64_t)round8((size_t)s->ow) + s->kw - 1 <= SEP_ROW &&
+           (int64_t)round8((size_t)s->ow) * s->kh <= SEP_RM;
+}
+
+static void sep_setup(pool_state *s) {
+    size_t rows = SEP_RM / round8((size_t)s->ow); /* input rows of maxima a strip holds */
+    s->strip = (rows - (size_t)s->kh) / (size_t)s->sh + 1;
+    if (s->strip > (size_t)s->oh)
+        s->strip = (size_t)s->oh;
+    s->nstrip = ((size_t)s->oh + s->strip - 1) / s->strip;
+    int simd = s->k->isa != NNF_ISA_SCALAR;
+    s->rowmax = simd ? nnf_pool_rowmax_avx2 : rowmax_scalar;
+    s->colmax = simd ? nnf_pool_colmax_avx2 : colmax_scalar;
+    s->sep = 1;
+}
+
 static nnf_status pool_run(NNF_KERNEL_ARGS) {
     const pool_state *s = ctx->state;
     const nnf_buf *x = in[0], *y = out[0];
@@ -113,6 +208,13 @@ static nnf_status pool_run(NNF_KERNEL_ARGS) {
         y->numel != s->planes * (size_t)(s->oh * s->ow))
         return nnf_node_error(node, NNF_ERR_SHAPE, "%s: shapes do not match the plan", s->name);
     pool_job j = {s, x->data, y->data, 0, 0};
+    if (s->sep) {
+        size_t units = s->planes * s->nstrip,
+               per = s->strip * (size_t)(s->ow * (s->kh + s->kw)); /* compares per unit */
+        nnf_ew_parallel_ranges(ctx->pool, units, per >= GRAIN_FLOATS ? 1 : GRAIN_FLOATS / per,
+                               sep_units, &j);
+        return NNF_OK;
+    }
     /* interior: every tap along W inside the input */
     j.lo = (s->pl + s->sw - 1) / s->sw;
     int64_t last = s->w - 1 + s->pl - (s->kw - 1) * s->dw;
@@ -174,7 +276,11 @@ static nnf_status plan_pool2d(const nnf_node *node, const nnf_tinfo *in, const n
                       .pb = pe[0],
                       .pr = pe[1],
                       .planes = (size_t)(xs->dims[0] * xs->dims[1])};
-    const char *sv = s->sw <= 2 && s->k->isa != NNF_ISA_SCALAR ? (s->sw == 1 ? "_s1" : "_s2") : "";
+    if (sep_fits(s))
+        sep_setup(s);
+    const char *sv = s->sep                                        ? "_sep"
+                     : s->sw <= 2 && s->k->isa != NNF_ISA_SCALAR ? (s->sw == 1 ? "_s1" : "_s2")
+                                                                 : "";
     snprintf(s->name, sizeof s->name, "f32_%s2d%s_%s", is_max ? "maxpool" : "avgpool", sv,
              s->k->isa == NNF_ISA_AVX512 ? "avx2" : s->k->suffix);
     plan->name = s->name;

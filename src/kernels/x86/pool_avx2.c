@@ -99,3 +99,49 @@ void nnf_pool_span_avx2(const nnf_pool_span *s, const float *x, float *y, size_t
             _mm256_maskstore_ps(y + o, nnf_mask8(m), finish(s, acc));
     }
 }
+
+/* ---- separable stride-1 MaxPool (see nnf_pool_rowmax in eltwise_fast.h) ---- */
+
+void nnf_pool_rowmax_avx2(const float *xp, size_t n, size_t kw, float *rm) {
+    const __m256 ninf = _mm256_set1_ps(-INFINITY);
+    for (size_t o = 0; o < n; o += 8) {
+        __m256 acc = ninf;
+        for (size_t k = 0; k < kw; k++)
+            acc = _mm256_max_ps(_mm256_loadu_ps(xp + o + k), acc);
+        _mm256_storeu_ps(rm + o, acc);
+    }
+}
+
+/* Window o's first tap is row[o - lead], clamped into [0, w). */
+static inline __m256 colmax8(const float *const *rows, size_t nrows, const float *row, size_t lead,
+                             size_t w, size_t o, int inside) {
+    __m256 acc = _mm256_loadu_ps(rows[0] + o);
+    for (size_t r = 1; r < nrows; r++)
+        acc = _mm256_max_ps(_mm256_loadu_ps(rows[r] + o), acc);
+    __m256 f;
+    if (inside && o >= lead) {
+        f = _mm256_loadu_ps(row + o - lead);
+    } else {
+        float t[8];
+        for (size_t i = 0; i < 8; i++)
+            t[i] = row[o + i < lead ? 0 : (o + i - lead < w ? o + i - lead : w - 1)];
+        f = _mm256_loadu_ps(t);
+    }
+    return _mm256_blendv_ps(acc, f, _mm256_cmp_ps(f, f, _CMP_UNORD_Q));
+}
+
+void nnf_pool_colmax_avx2(const float *const *rows, size_t nrows, const float *row, size_t lead,
+                          size_t w, float *y, size_t n) {
+    if (n < 8) {
+        float t[8];
+        _mm256_storeu_ps(t, colmax8(rows, nrows, row, lead, w, 0, 0));
+        for (size_t o = 0; o < n; o++)
+            y[o] = t[o];
+        return;
+    }
+    size_t o = 0;
+    for (; o + 8 <= n; o += 8)
+        _mm256_storeu_ps(y + o, colmax8(rows, nrows, row, lead, w, o, 1));
+    if (o < n) /* the last block overlaps the one before: it rewrites equal values */
+        _mm256_storeu_ps(y + n - 8, colmax8(rows, nrows, row, lead, w, n - 8, 1));
+}
