@@ -117,6 +117,7 @@ static double wino_mag_at(const wino_mag *m, const nnf_conv2d_shape *s, size_t b
 
 static double worst_ratio; /* largest |error| / tolerance seen by run_conv */
 static nnf_conv_algo force_algo; /* set: run this algorithm whatever selection says */
+static int force_dw = -1;        /* >= 0: run this nnf_dw_kernel for DEPTHWISE */
 
 /* Runs the conv, compares with the oracle; 0 when everything is within tolerance. */
 static int run_conv(const nnf_conv2d_shape *s, nnf_isa isa, const nnf_activation *act, int use_bias,
@@ -132,6 +133,8 @@ static int run_conv(const nnf_conv2d_shape *s, nnf_isa isa, const nnf_activation
     int bad = 0;
     if (nnf_conv_kernel_create(s, algo, isa, w, &k) != NNF_OK)
         return 1;
+    if (algo == NNF_CONV_ALGO_DEPTHWISE && force_dw >= 0)
+        k->dw_kern = force_dw;
     nnf_epilogue ep = nnf_epilogue_default();
     if (act)
         ep.act = *act;
@@ -387,6 +390,61 @@ static void test_tier(nnf_isa isa) {
     nnf_threadpool_destroy(pool);
 }
 
+/* Every depthwise kernel the tier has, forced, against the oracle: every
+ * MobileNetV2 depthwise shape (narrowed to a few channels where the plane
+ * count does not matter), output widths 1, 2, 7, 31, 33, 57 and the
+ * 128-column strip edge, strides 1/2, pads 0/1 (and asymmetric), 3x3 and
+ * 5x5, channels 1 and 13, fused Clip (ReLU6) and ReLU, a residual, SiLU
+ * (the generic epilogue), batch 2. */
+static void test_depthwise_kernels(nnf_isa isa) {
+    const nnf_activation relu = {NNF_ACT_RELU, 0, 0}, relu6 = {NNF_ACT_CLIP, 0, 6},
+                         silu = {NNF_ACT_SILU, 0, 0}, none = {NNF_ACT_NONE, 0, 0};
+    const nnf_activation *acts[4] = {&relu6, &relu, &silu, &none};
+    const char *t = nnf_isa_name(isa);
+    int kerns[3] = {NNF_DW_PLANE_SCALAR, NNF_DW_PLANE_AVX2, NNF_DW_C8_AVX2};
+    int nk = isa >= NNF_ISA_AVX2 ? 3 : 1;
+    /* MobileNetV2: channels, input size, stride */
+    size_t mb[][3] = {{32, 112, 1}, {96, 112, 2}, {144, 56, 1}, {144, 56, 2}, {192, 28, 1},
+                      {192, 28, 2}, {384, 14, 1}, {576, 14, 1}, {576, 14, 2}, {960, 7, 1}};
+    for (int ki = 0; ki < nk; ki++) {
+        force_dw = kerns[ki];
+        for (size_t i = 0; i < sizeof mb / sizeof mb[0]; i++) {
+            size_t c = mb[i][1] >= 56 ? 5 : mb[i][0];
+            nnf_conv2d_shape s = shape(1, c, mb[i][1], mb[i][1], c, c, 3, 3, mb[i][2], 1, 1, 1, 1, 1);
+            if (kerns[ki] == NNF_DW_C8_AVX2 && s.ow > 32)
+                continue; /* its stack buffer holds rows up to 32 outputs wide (stride 2) */
+            CHECK_MSG(run_conv(&s, isa, &relu6, 1, (int)(i % 3 == 2), NULL, NNF_CONV_ALGO_DEPTHWISE) == 0,
+                      "%s dw kernel %d mbv2 c=%zu %zu s%zu", t, kerns[ki], c, mb[i][1], mb[i][2]);
+        }
+        size_t ows[] = {1, 2, 7, 31, 33, 57, 128, 129};
+        size_t chs[] = {1, 13};
+        for (size_t wi = 0; wi < sizeof ows / sizeof ows[0]; wi++)
+            for (size_t k = 3; k <= 5; k += 2)
+                for (size_t st = 1; st <= 2; st++)
+                    for (size_t p = 0; p <= 1; p++) {
+                        /* input width giving ows[wi] outputs: (w + 2p - k) / st + 1 */
+                        size_t w = (ows[wi] - 1) * st + k - 2 * p + (wi & 1 ? st - 1 : 0);
+                        size_t h = (wi * 3 + k + st + p) % 9 + k, c = chs[(wi + k + p) % 2];
+                        size_t pb = p + (wi % 3 == 1), pr = p;
+                        nnf_conv2d_shape s = shape(1 + (wi + p) % 2, c, h, w, c, c, k, k, st, 1, p, p, pb, pr);
+                        if (kerns[ki] == NNF_DW_C8_AVX2 &&
+                            ((s.ow - 1) * st + k) * k > NNF_DW_C8_MAX)
+                            continue;
+                        size_t ai = (wi + k + st + p) % 4;
+                        CHECK_MSG(run_conv(&s, isa, acts[ai], (int)((wi + p) & 1), (int)((wi + st) % 3 == 0), NULL,
+                                           NNF_CONV_ALGO_DEPTHWISE) == 0,
+                                  "%s dw kernel %d c=%zu %zux%zu k%zu s%zu p%zu ow=%zu", t, kerns[ki], c, h, w, k,
+                                  st, p, s.ow);
+                    }
+    }
+    force_dw = -1;
+    /* selection is pure and picks what the tier has */
+    nnf_conv2d_shape m = shape(1, 144, 56, 56, 144, 144, 3, 3, 2, 1, 1, 1, 1, 1);
+    CHECK(nnf_dw_select(&m, NNF_ISA_SCALAR) == NNF_DW_PLANE_SCALAR);
+    CHECK(nnf_dw_select(&m, NNF_ISA_AVX2) == NNF_DW_PLANE_AVX2);
+    CHECK(nnf_dw_select(&m, NNF_ISA_AVX2) == nnf_dw_select(&m, NNF_ISA_AVX2));
+}
+
 /* The AVX2 im2col packer only moves values: it must match the scalar packer
  * bit for bit (including the zero tail of the last panel) for every block
  * the GEMM driver can ask for: offsets into N and K, widths around the
@@ -533,6 +591,7 @@ int main(void) {
         nnf_cpu_force_isa((nnf_isa)t);
         printf("tier %s\n", nnf_isa_name((nnf_isa)t));
         test_tier((nnf_isa)t);
+        test_depthwise_kernels((nnf_isa)t);
         test_plan();
     }
     TEST_MAIN_END();
