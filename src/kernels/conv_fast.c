@@ -43,6 +43,8 @@ nnf_conv_algo nnf_conv_select(const nnf_conv2d_shape *s, nnf_isa isa) {
         return NNF_CONV_ALGO_GEMM_1X1;
     if (winograd_fits(s, isa))
         return NNF_CONV_ALGO_WINOGRAD;
+    if (s->sh > 1 || s->sw > 1)
+        return NNF_CONV_ALGO_STRIDED;
     return NNF_CONV_ALGO_IM2COL;
 }
 
@@ -53,6 +55,7 @@ const char *nnf_conv_algo_name(nnf_conv_algo algo) {
     case NNF_CONV_ALGO_IM2COL: return "im2col";
     case NNF_CONV_ALGO_DEPTHWISE: return "dw";
     case NNF_CONV_ALGO_WINOGRAD: return "winograd4x4";
+    case NNF_CONV_ALGO_STRIDED: return "strided";
     }
     return "?";
 }
@@ -276,5 +279,7 @@ nnf_status nnf_conv_kernel_run(const nnf_conv_kernel *k, const float *x, float *
         return nnf_conv_dw_run(k, x, y, ep, pool);
     if (k->algo == NNF_CONV_ALGO_WINOGRAD)
         return nnf_conv_winograd_avx2(k, x, y, ep, pool);
+    if (k->algo == NNF_CONV_ALGO_STRIDED)
+        return nnf_conv_strided_run(k, x, y, ep, pool);
     return conv_gemm(k, x, y, ep, pool);
 }

@@ -40,6 +40,7 @@ typedef enum nnf_conv_algo {
     NNF_CONV_ALGO_IM2COL,
     NNF_CONV_ALGO_DEPTHWISE,
     NNF_CONV_ALGO_WINOGRAD,
+    NNF_CONV_ALGO_STRIDED, /* IM2COL over a phase-split copy of the input (conv_strided.c) */
 } nnf_conv_algo;
 
 /* Pure selection from the shape and tier. */
@@ -82,6 +83,13 @@ void nnf_im2col_pack_scalar(const void *ctx, size_t n0, size_t nc, size_t k0, si
 /* AVX2: r must be a multiple of 8 and h * w at most INT32_MAX / 2. */
 void nnf_im2col_pack_avx2(const void *ctx, size_t n0, size_t nc, size_t k0, size_t kc, size_t r,
                           float *dst);
+
+/* STRIDED: stride > 1 through a copy of the input split into column phases
+ * (conv_strided.c); weights packed as for IM2COL. */
+nnf_status nnf_conv_strided_run(const nnf_conv_kernel *k, const float *x, float *y,
+                                const nnf_epilogue *ep, nnf_threadpool *pool);
+/* d0[i] = src[2 i], d1[i] = src[2 i + 1] for i < n (AVX2). */
+void nnf_split_row2_avx2(const float *src, size_t n, float *d0, float *d1);
 
 /* ---- depthwise (conv_dw.c, x86/dwconv_avx2.c) ----
  * The kernels take one plane (or 8) of one image; t->ep is the epilogue,

@@ -119,3 +119,19 @@ void nnf_im2col_pack_avx2(const void *vctx, size_t n0, size_t nc, size_t k0, siz
         }
     }
 }
+
+/* d0[i] = src[2 i], d1[i] = src[2 i + 1] for i < n: the stride-2 phase
+ * split of one input row (conv_strided.c), 8 pairs per step. */
+void nnf_split_row2_avx2(const float *src, size_t n, float *d0, float *d1) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 lo = _mm256_loadu_ps(src + 2 * i), hi = _mm256_loadu_ps(src + 2 * i + 8);
+        __m256 ev = _mm256_shuffle_ps(lo, hi, 0x88), od = _mm256_shuffle_ps(lo, hi, 0xdd);
+        _mm256_storeu_ps(d0 + i, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(ev), 0xd8)));
+        _mm256_storeu_ps(d1 + i, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(od), 0xd8)));
+    }
+    for (; i < n; i++) {
+        d0[i] = src[2 * i];
+        d1[i] = src[2 * i + 1];
+    }
+}
