@@ -15,9 +15,12 @@
  *   Exp            rel 3e-7 (abs 1e-37 for results in the denormal range)
  *   Gelu           abs 5e-7 * (1 + |x|)
  *   Softmax        abs 1e-7 + rel 1e-6; LogSoftmax abs 1e-6 * (1 + |y|)
- *   ReduceSum/Mean abs 1e-6 * sum|x| over the row (float blocks, double carry) */
+ *   ReduceSum/Mean abs 1e-6 * sum|x| over the row (float blocks, double carry)
+ *   Resize         exact (the reference's float operations; +0 and -0 equal) */
 #include "fast_op_harness.h"
+#include "base/alloc.h"
 #include "kernels/eltwise_fast.h"
+#include "kernels/resize_fast.h"
 
 #include "check.h"
 
@@ -506,6 +509,173 @@ static void test_concat(nnf_isa isa) {
     }
 }
 
+/* ---- Resize ------------------------------------------------------------------------ */
+
+static const char *const rs_coords[] = {"half_pixel",    "half_pixel_symmetric",
+                                        "pytorch_half_pixel", "align_corners",
+                                        "asymmetric",    "tf_half_pixel_for_nn"};
+static const char *const rs_nearest[] = {"round_prefer_floor", "round_prefer_ceil", "floor",
+                                         "ceil"};
+
+/* Resize-13 of a [n, c, h, w] input by scales (sizes when out != NULL); the
+ * fast kernel must be chosen iff expect_plan, and then equal the reference
+ * (exact; the reference's +0 for -0 aside). Returns 1 on success. */
+static int run_resize(nnf_isa isa, const int64_t *dims, const float *scales, const int64_t *sizes,
+                      const char *mode, const char *coord, const char *nearest, int const_args,
+                      int expect_plan) {
+    size_t n = numel_of(4, dims);
+    float *x = f_rand_buf(n, -10, 10);
+    f_specials(x, n, 11, 4);
+    nnf_attr at[3] = {f_str("mode", mode), f_str("coordinate_transformation_mode", coord),
+                      f_str("nearest_mode", nearest)};
+    int64_t four = 4;
+    f_in in[4] = {f32_in(x, 4, dims, 0), {.absent = 1}, {.absent = 1}, {.absent = 1}};
+    if (sizes)
+        in[3] = (f_in){.dtype = NNF_DTYPE_INT64, .rank = 1, .dims = {four}, .data = sizes,
+                       .constant = const_args};
+    else
+        in[2] = f32_in(scales, 1, &four, const_args);
+    int64_t od[4];
+    for (int a = 0; a < 4; a++)
+        od[a] = sizes ? sizes[a] : (int64_t)floorf(scales[a] * (float)dims[a]);
+    size_t on = numel_of(4, od);
+    f_res r = f_run("Resize", 13, at, 3, in, sizes ? 4 : 3, 1, nnf_plan_resize,
+                    on > 20000 ? g_pool : NULL);
+    int ok = r.status == NNF_OK && r.planned == expect_plan;
+    if (ok && expect_plan)
+        ok = strstr(r.name, isa == NNF_ISA_SCALAR ? "scalar" : "_") && f_err(&r, 0, 0, 0, mode) <= 1;
+    if (!ok)
+        fprintf(stderr, "  resize %s %s %s [%lld %lld %lld %lld] -> [%lld %lld %lld %lld]: %s\n",
+                mode, coord, nearest, (long long)dims[0], (long long)dims[1], (long long)dims[2],
+                (long long)dims[3], (long long)od[0], (long long)od[1], (long long)od[2],
+                (long long)od[3], r.planned ? r.name : "not planned");
+    f_free(&r);
+    free(x);
+    return ok;
+}
+
+static void test_resize(nnf_isa isa) {
+    const char *t = nnf_isa_name(isa);
+    static const int64_t ext[] = {1, 2, 7, 13, 33};
+    static const float sc[][2] = {{2, 2}, {3, 3}, {0.5f, 0.5f}, {1.5f, 1.5f}, {2, 0.5f}, {1, 3}, {3, 1}};
+    int fails = 0, runs = 0;
+    for (size_t hi = 0; hi < 5; hi++)
+        for (size_t wi = 0; wi < 5; wi++)
+            for (size_t si = 0; si < sizeof sc / sizeof sc[0]; si++) {
+                int64_t dims[4] = {1, 2, ext[hi], ext[wi]};
+                float scales[4] = {1, 1, sc[si][0], sc[si][1]};
+                if (floorf(scales[2] * (float)dims[2]) < 1 || floorf(scales[3] * (float)dims[3]) < 1)
+                    continue;
+                for (size_t ci = 0; ci < 6; ci++) {
+                    /* tf_half_pixel_for_nn moves unscaled axes too (o + 0.5 rounds
+                     * up, or interpolates): the reference resizes the channels */
+                    int tf = ci == 5;
+                    for (size_t ni = 0; ni < 4; ni++, runs++)
+                        fails += !run_resize(isa, dims, scales, NULL, "nearest", rs_coords[ci],
+                                             rs_nearest[ni], 1, !tf || ni == 0 || ni == 2);
+                    runs++;
+                    fails += !run_resize(isa, dims, scales, NULL, "linear", rs_coords[ci],
+                                         "round_prefer_floor", 1, !tf);
+                }
+            }
+    CHECK_MSG(fails == 0, "%s resize: %d of %d cases differ", t, fails, runs);
+    /* suite shapes (YOLOv5 2x nearest), more planes, sizes instead of scales */
+    int64_t y5[4] = {1, 128, 40, 40}, b2[4] = {2, 3, 17, 9}, sz[4] = {2, 3, 40, 5};
+    float s2[4] = {1, 1, 2, 2};
+    CHECK_MSG(run_resize(isa, y5, s2, NULL, "nearest", "asymmetric", "floor", 1, 1),
+              "%s resize yolo", t);
+    for (size_t ci = 0; ci < 6; ci++) {
+        CHECK_MSG(run_resize(isa, b2, NULL, sz, "nearest", rs_coords[ci], "floor", 1, 1),
+                  "%s resize sizes nearest %s", t, rs_coords[ci]);
+        CHECK_MSG(run_resize(isa, b2, NULL, sz, "linear", rs_coords[ci], "floor", 1, ci != 5),
+                  "%s resize sizes linear %s", t, rs_coords[ci]);
+    }
+    /* the reference keeps: cubic, tf_crop_and_resize, a resized channel
+     * axis, scales unknown at load */
+    float s3[4] = {1, 2, 2, 2};
+    CHECK_MSG(run_resize(isa, b2, s2, NULL, "cubic", "half_pixel", "floor", 1, 0), "%s cubic", t);
+    CHECK_MSG(run_resize(isa, b2, s2, NULL, "linear", "tf_crop_and_resize", "floor", 1, 0),
+              "%s tf_crop_and_resize", t);
+    CHECK_MSG(run_resize(isa, b2, s3, NULL, "nearest", "asymmetric", "floor", 1, 0),
+              "%s channel resize", t);
+}
+
+/* The plan directly: scales unknown at load keep the reference; known ones
+ * plan; every allocation failure is reported and leaves no plan. */
+static void test_resize_plan(void) {
+    nnf_resize_params rp = {.mode = NNF_RESIZE_NEAREST, .coord = NNF_COORD_ASYMMETRIC,
+                            .nearest = NNF_NEAREST_FLOOR, .cubic_a = -0.75f,
+                            .roi_input = 1, .scales_input = 2, .sizes_input = 3};
+    nnf_node node = {.name = "rs", .op_type = "Resize", .domain = "", .opset = 13,
+                     .n_inputs = 3, .n_outputs = 1, .params = &rp};
+    float s2[4] = {1, 1, 2, 2};
+    nnf_tinfo in[3] = {{.present = true, .dtype = NNF_DTYPE_FLOAT32,
+                        .shape = {.rank = 4, .dims = {1, 3, 4, 5}}},
+                       {.present = false},
+                       {.present = true, .dtype = NNF_DTYPE_FLOAT32,
+                        .shape = {.rank = 1, .dims = {4}}}};
+    nnf_tinfo out[1] = {{.present = true, .dtype = NNF_DTYPE_FLOAT32,
+                         .shape = {.rank = 4, .dims = {1, 3, 8, 10}}}};
+    nnf_kernel_plan plan = {0};
+    CHECK(nnf_plan_resize(&node, in, out, &plan) == NNF_OK && !plan.run);
+    in[2].data = s2;
+    for (uint64_t fail = 1; fail <= 8; fail++) {
+        plan = (nnf_kernel_plan){0};
+        nnf_alloc_fail_after(fail);
+        nnf_status st = nnf_plan_resize(&node, in, out, &plan);
+        nnf_alloc_fail_after(0);
+        if (fail <= 7)
+            CHECK_MSG(st == NNF_ERR_OUT_OF_MEMORY && !plan.run, "resize plan, allocation %d fails",
+                      (int)fail);
+        else
+            CHECK(st == NNF_OK && plan.run && strstr(plan.name, "nearest"));
+        if (plan.free_state)
+            plan.free_state(plan.state);
+    }
+    out[0].shape.dims[3] = 11; /* not what the scales give: the reference reports it */
+    plan = (nnf_kernel_plan){0};
+    CHECK(nnf_plan_resize(&node, in, out, &plan) == NNF_OK && !plan.run);
+}
+
+static void test_resize_tables(void) {
+    nnf_resize_params p = {.mode = NNF_RESIZE_NEAREST, .coord = NNF_COORD_ASYMMETRIC,
+                           .nearest = NNF_NEAREST_FLOOR, .cubic_a = -0.75f};
+    int64_t in[4] = {1, 8, 5, 6}, out2[4] = {1, 8, 10, 12}, out1[4] = {1, 8, 15, 6};
+    float s2[4] = {1, 1, 2, 2}, s31[4] = {1, 1, 3, 1}, roi[8] = {0, 0, 0, 0, 1, 1, 1, 1};
+    nnf_resize_tables t;
+    CHECK(nnf_resize_tables_build(&p, 4, in, out2, s2, roi, &t) == NNF_OK);
+    CHECK(t.kind == NNF_RSZ_NEAREST && t.cols == NNF_RSZ_COLS_DUP && t.dup == 2 && t.planes == 8 &&
+          t.hidx[9] == 4);
+    nnf_resize_tables_free(&t);
+    CHECK(nnf_resize_tables_build(&p, 4, in, out1, s31, roi, &t) == NNF_OK);
+    CHECK(t.kind == NNF_RSZ_NEAREST && t.cols == NNF_RSZ_COLS_COPY && t.hidx[14] == 4);
+    nnf_resize_tables_free(&t);
+    p.coord = NNF_COORD_HALF_PIXEL; /* nearest half-pixel 2x: o / 2 as well */
+    p.nearest = NNF_NEAREST_ROUND_PREFER_FLOOR;
+    CHECK(nnf_resize_tables_build(&p, 4, in, out2, s2, roi, &t) == NNF_OK);
+    CHECK(t.kind == NNF_RSZ_NEAREST && t.cols == NNF_RSZ_COLS_DUP);
+    nnf_resize_tables_free(&t);
+    p.mode = NNF_RESIZE_LINEAR;
+    CHECK(nnf_resize_tables_build(&p, 4, in, out2, s2, roi, &t) == NNF_OK);
+    CHECK(t.kind == NNF_RSZ_LINEAR && t.th == 2 && t.tw == 2);
+    nnf_resize_tables_free(&t);
+    p.coord = NNF_COORD_ASYMMETRIC; /* linear, scale 1 along W: one tap there */
+    CHECK(nnf_resize_tables_build(&p, 4, in, out1, s31, roi, &t) == NNF_OK);
+    CHECK(t.kind == NNF_RSZ_LINEAR && t.th == 2 && t.tw == 1);
+    nnf_resize_tables_free(&t);
+    p.mode = NNF_RESIZE_CUBIC;
+    CHECK(nnf_resize_tables_build(&p, 4, in, out2, s2, roi, &t) == NNF_OK && t.kind == NNF_RSZ_NONE &&
+          !t.hidx);
+    p.mode = NNF_RESIZE_NEAREST;
+    p.coord = NNF_COORD_TF_CROP_AND_RESIZE;
+    CHECK(nnf_resize_tables_build(&p, 4, in, out2, s2, roi, &t) == NNF_OK && t.kind == NNF_RSZ_NONE);
+    p.coord = NNF_COORD_ASYMMETRIC;
+    nnf_alloc_fail_after(2);
+    nnf_status st = nnf_resize_tables_build(&p, 4, in, out2, s2, roi, &t);
+    nnf_alloc_fail_after(0);
+    CHECK(st == NNF_ERR_OUT_OF_MEMORY && t.kind == NNF_RSZ_NONE && !t.hidx);
+}
+
 static void test_perm_reduce(void) {
     int64_t d[4] = {2, 3, 4, 5};
     int p[4] = {0, 2, 3, 1};
@@ -528,6 +698,8 @@ int main(void) {
         return 1;
     test_classify();
     test_perm_reduce();
+    test_resize_tables();
+    test_resize_plan();
     for (int t = NNF_ISA_SCALAR; t <= (int)cpu->max_isa; t++) {
         nnf_isa isa = nnf_cpu_force_isa((nnf_isa)t);
         printf("tier %s\n", nnf_isa_name(isa));
@@ -537,6 +709,7 @@ int main(void) {
         test_reduce(isa);
         test_transpose(isa);
         test_concat(isa);
+        test_resize(isa);
     }
     if (cpu->max_isa < NNF_ISA_AVX512)
         printf("AVX-512 tier not available on this CPU: its kernels are compiled, not run\n");

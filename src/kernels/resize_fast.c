@@ -1,0 +1,284 @@
+/* Tables and row drivers of the fast Resize (see resize_fast.h). The
+ * coordinate arithmetic below is the reference's (src/kernels/ref/resize.c)
+ * operation for operation; tests/c/test_eltwise_fast.c holds the two
+ * together over every coordinate and nearest mode. */
+#include "kernels/resize_fast.h"
+
+#include "base/alloc.h"
+
+#include <math.h>
+#include <string.h>
+
+static float source_coord(const nnf_resize_params *p, int64_t o, int64_t in, int64_t out,
+                          float scale, float roi_start, float roi_end) {
+    float xo = (float)o;
+    switch (p->coord) {
+    case NNF_COORD_HALF_PIXEL: return (xo + 0.5f) / scale - 0.5f;
+    case NNF_COORD_HALF_PIXEL_SYMMETRIC: {
+        float ow = scale * (float)in, adj = (float)out / ow, center = (float)in / 2.0f;
+        return center * (1.0f - adj) + (xo + 0.5f) / scale - 0.5f;
+    }
+    case NNF_COORD_PYTORCH_HALF_PIXEL: return out > 1 ? (xo + 0.5f) / scale - 0.5f : 0.0f;
+    case NNF_COORD_ALIGN_CORNERS: {
+        float len = scale * (float)in;
+        if (fabsf(len - (float)out) < 1e-3f)
+            len = (float)out;
+        return out == 1 || len == 1.0f ? 0.0f : xo * (float)(in - 1) / (len - 1.0f);
+    }
+    case NNF_COORD_ASYMMETRIC: return xo / scale;
+    case NNF_COORD_TF_HALF_PIXEL_FOR_NN: return (xo + 0.5f) / scale;
+    case NNF_COORD_TF_CROP_AND_RESIZE:
+        return out > 1 ? roi_start * (float)(in - 1) +
+                             xo * (roi_end - roi_start) * (float)(in - 1) / (float)(out - 1)
+                       : 0.5f * (roi_start + roi_end) * (float)(in - 1);
+    }
+    return 0.0f;
+}
+
+static int64_t nearest_index(const nnf_resize_params *p, float x, float scale) {
+    switch (p->nearest) {
+    case NNF_NEAREST_ROUND_PREFER_FLOOR:
+        return x == (float)(int64_t)x + 0.5f ? (int64_t)x : (int64_t)roundf(x);
+    case NNF_NEAREST_ROUND_PREFER_CEIL: return (int64_t)roundf(x);
+    case NNF_NEAREST_FLOOR: return (int64_t)floorf(x);
+    case NNF_NEAREST_CEIL: return (int64_t)ceilf(x);
+    default: return scale < 1.0f ? (int64_t)ceilf(x) : (int64_t)x;
+    }
+}
+
+static int64_t clamp_index(int64_t i, int64_t in) {
+    return i < 0 ? 0 : (i >= in ? in - 1 : i);
+}
+
+/* Taps of output position o (nearest or linear): *n of them. */
+static void position_taps(const nnf_resize_params *p, int64_t o, int64_t in, int64_t out,
+                          float scale, float rs, float re, int64_t *idx, float *w, int *n) {
+    float x = source_coord(p, o, in, out, scale, rs, re);
+    if (p->mode == NNF_RESIZE_NEAREST) {
+        idx[0] = clamp_index(nearest_index(p, x, scale), in);
+        w[0] = 1.0f;
+        *n = 1;
+        return;
+    }
+    float xc = x < 0.0f ? 0.0f : (x > (float)(in - 1) ? (float)(in - 1) : x);
+    int64_t i0 = (int64_t)xc, i1 = i0 + 1 < in ? i0 + 1 : in - 1;
+    float d = xc - (float)i0;
+    idx[0] = i0;
+    idx[1] = i1;
+    w[0] = 1.0f - d;
+    w[1] = d;
+    *n = 2;
+}
+
+/* The axis's taps, collapsed to one per position when every position has a
+ * single non-zero weight (as the reference does: it changes NaN/Inf
+ * propagation, 0 * Inf being NaN). idx/w hold 2 * out entries; returns the
+ * taps per position. */
+static int axis_taps(const nnf_resize_params *p, int64_t in, int64_t out, float scale, float rs,
+                     float re, int64_t *idx, float *w) {
+    int taps = 1;
+    for (int64_t o = 0; o < out; o++)
+        position_taps(p, o, in, out, scale, rs, re, idx + 2 * o, w + 2 * o, &taps);
+    if (taps == 1) {
+        for (int64_t o = 0; o < out; o++) {
+            idx[o] = idx[2 * o];
+            w[o] = w[2 * o];
+        }
+        return 1;
+    }
+    for (int64_t o = 0; o < out; o++)
+        if ((w[2 * o] != 0.0f) + (w[2 * o + 1] != 0.0f) > 1)
+            return 2;
+    for (int64_t o = 0; o < out; o++) {
+        int keep = w[2 * o + 1] != 0.0f ? 1 : 0;
+        idx[o] = idx[2 * o + keep];
+        w[o] = w[2 * o + keep];
+    }
+    return 1;
+}
+
+/* An axis before the last two must map every output position to itself. */
+static int axis_is_identity(const nnf_resize_params *p, int64_t in, int64_t out, float scale,
+                            float rs, float re) {
+    if (in != out)
+        return 0;
+    for (int64_t o = 0; o < out; o++) {
+        int64_t idx[2];
+        float w[2];
+        int n;
+        position_taps(p, o, in, out, scale, rs, re, idx, w, &n);
+        int ok = 0;
+        for (int k = 0; k < n; k++) {
+            if (w[k] == 0.0f)
+                continue;
+            if (ok || idx[k] != o || w[k] != 1.0f)
+                return 0;
+            ok = 1;
+        }
+        if (!ok)
+            return 0;
+    }
+    return 1;
+}
+
+void nnf_resize_tables_free(nnf_resize_tables *t) {
+    nnf_free(t->hidx);
+    nnf_free(t->widx);
+    nnf_free(t->hw);
+    nnf_free(t->ww);
+    memset(t, 0, sizeof *t);
+}
+
+nnf_status nnf_resize_tables_build(const nnf_resize_params *p, int rank, const int64_t *in_dims,
+                                   const int64_t *out_dims, const float *scales, const float *roi,
+                                   nnf_resize_tables *t) {
+    memset(t, 0, sizeof *t);
+    int64_t *idx = NULL;
+    float *w = NULL;
+    nnf_status st = NNF_OK;
+    if (rank < 2 || p->mode == NNF_RESIZE_CUBIC || p->coord == NNF_COORD_TF_CROP_AND_RESIZE)
+        return NNF_OK;
+    int64_t planes = 1;
+    for (int a = 0; a < rank; a++)
+        if (in_dims[a] <= 0 || out_dims[a] <= 0 || in_dims[a] > INT32_MAX)
+            return NNF_OK;
+    for (int a = 0; a < rank - 2; a++) {
+        if (!axis_is_identity(p, in_dims[a], out_dims[a], scales[a], roi[a], roi[rank + a]))
+            return NNF_OK;
+        planes *= in_dims[a];
+    }
+    int ah = rank - 2, aw = rank - 1;
+    t->planes = planes;
+    t->ih = in_dims[ah];
+    t->iw = in_dims[aw];
+    t->oh = out_dims[ah];
+    t->ow = out_dims[aw];
+    int64_t longest = t->oh > t->ow ? t->oh : t->ow;
+    idx = nnf_malloc((size_t)longest * 2 * sizeof *idx);
+    w = nnf_malloc((size_t)longest * 2 * sizeof *w);
+    t->hidx = nnf_malloc((size_t)t->oh * 2 * sizeof *t->hidx);
+    t->widx = nnf_malloc((size_t)t->ow * 2 * sizeof *t->widx);
+    t->hw = nnf_malloc((size_t)t->oh * 2 * sizeof *t->hw);
+    t->ww = nnf_malloc((size_t)t->ow * 2 * sizeof *t->ww);
+    if (!idx || !w || !t->hidx || !t->widx || !t->hw || !t->ww) {
+        st = nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory for resize tables");
+        goto fail;
+    }
+    t->th = axis_taps(p, t->ih, t->oh, scales[ah], roi[ah], roi[rank + ah], idx, w);
+    for (int64_t k = 0; k < t->oh * t->th; k++) {
+        t->hidx[k] = (int32_t)idx[k];
+        t->hw[k] = w[k];
+    }
+    t->tw = axis_taps(p, t->iw, t->ow, scales[aw], roi[aw], roi[rank + aw], idx, w);
+    for (int64_t k = 0; k < t->ow * t->tw; k++) {
+        t->widx[k] = (int32_t)idx[k];
+        t->ww[k] = w[k];
+    }
+    int ones = t->th == 1 && t->tw == 1;
+    for (int64_t k = 0; ones && k < t->oh; k++)
+        ones = t->hw[k] == 1.0f;
+    for (int64_t k = 0; ones && k < t->ow; k++)
+        ones = t->ww[k] == 1.0f;
+    if (!ones) {
+        t->kind = NNF_RSZ_LINEAR;
+        goto done;
+    }
+    /* one tap of weight 1 everywhere: the reference's sums are the input */
+    t->kind = NNF_RSZ_NEAREST;
+    t->cols = NNF_RSZ_COLS_TABLE;
+    if (t->ow % t->iw == 0 && t->ow / t->iw <= INT32_MAX) {
+        int64_t f = t->ow / t->iw;
+        int dup = 1;
+        for (int64_t o = 0; dup && o < t->ow; o++)
+            dup = t->widx[o] == o / f;
+        if (dup) {
+            t->cols = f == 1 ? NNF_RSZ_COLS_COPY : NNF_RSZ_COLS_DUP;
+            t->dup = (int)f;
+        }
+    }
+done:
+    nnf_free(idx);
+    nnf_free(w);
+    return NNF_OK;
+fail:
+    nnf_free(idx);
+    nnf_free(w);
+    nnf_resize_tables_free(t);
+    return st;
+}
+
+static void gather_scalar(const float *x, const int32_t *idx, float *y, size_t n) {
+    for (size_t o = 0; o < n; o++)
+        y[o] = x[idx[o]];
+}
+
+/* The reference's sums for one output row: over the row taps (outer), a
+ * weighted sum over the column taps (inner), each accumulated onto 0. */
+static void linear_row(const nnf_resize_tables *t, const float *xplane, int64_t oh, float *y) {
+    const float *r[2];
+    float a[2];
+    for (int k = 0; k < t->th; k++) {
+        r[k] = xplane + (size_t)t->hidx[oh * t->th + k] * (size_t)t->iw;
+        a[k] = t->hw[oh * t->th + k];
+    }
+    if (t->tw == 2) {
+        for (int64_t o = 0; o < t->ow; o++) {
+            int32_t c0 = t->widx[2 * o], c1 = t->widx[2 * o + 1];
+            float b0 = t->ww[2 * o], b1 = t->ww[2 * o + 1], acc = 0.0f;
+            for (int k = 0; k < t->th; k++) {
+                float s = 0.0f;
+                s += b0 * r[k][c0];
+                s += b1 * r[k][c1];
+                acc += a[k] * s;
+            }
+            y[o] = acc;
+        }
+        return;
+    }
+    for (int64_t o = 0; o < t->ow; o++) {
+        int32_t c0 = t->widx[o];
+        float b0 = t->ww[o], acc = 0.0f;
+        for (int k = 0; k < t->th; k++) {
+            float s = 0.0f;
+            s += b0 * r[k][c0];
+            acc += a[k] * s;
+        }
+        y[o] = acc;
+    }
+}
+
+void nnf_resize_rows(const nnf_resize_tables *t, nnf_isa isa, const float *x, float *y,
+                     size_t first, size_t count) {
+    size_t oh = (size_t)t->oh, ow = (size_t)t->ow, plane_in = (size_t)(t->ih * t->iw);
+    int simd = isa != NNF_ISA_SCALAR;
+    size_t r = first, end = first + count;
+    while (r < end) {
+        size_t plane = r / oh, o = r % oh;
+        const float *xplane = x + plane * plane_in;
+        float *yr = y + r * ow;
+        if (t->kind == NNF_RSZ_LINEAR) {
+            linear_row(t, xplane, (int64_t)o, yr);
+            r++;
+            continue;
+        }
+        /* output rows reading the same input row: fill one, copy it */
+        size_t n = 1;
+        while (r + n < end && o + n < oh && t->hidx[o + n] == t->hidx[o])
+            n++;
+        const float *xr = xplane + (size_t)t->hidx[o] * (size_t)t->iw;
+        size_t fill = 1;
+        if (t->cols == NNF_RSZ_COLS_COPY) {
+            memcpy(yr, xr, ow * sizeof(float));
+        } else if (t->cols == NNF_RSZ_COLS_DUP && t->dup == 2 && simd) {
+            nnf_resize_dup2_avx2(xr, (size_t)t->iw, yr, ow, n);
+            fill = n;
+        } else if (simd) {
+            nnf_resize_gather_avx2(xr, t->widx, yr, ow);
+        } else {
+            gather_scalar(xr, t->widx, yr, ow);
+        }
+        for (size_t k = fill; k < n; k++)
+            memcpy(yr + k * ow, yr, ow * sizeof(float));
+        r += n;
+    }
+}
