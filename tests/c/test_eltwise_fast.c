@@ -590,6 +590,23 @@ static void test_resize(nnf_isa isa) {
         CHECK_MSG(run_resize(isa, b2, NULL, sz, "linear", rs_coords[ci], "floor", 1, ci != 5),
                   "%s resize sizes linear %s", t, rs_coords[ci]);
     }
+    /* Upsample-9 (scales input) and -7 (scales attribute): asymmetric, the
+     * simple nearest rounding, or linear */
+    float s15[4] = {1, 1, 2, 1.5f};
+    int64_t four = 4;
+    float *ux = f_rand_buf(numel_of(4, b2), -3, 3);
+    for (int lin = 0; lin < 2; lin++) {
+        nnf_attr am = f_str("mode", lin ? "linear" : "nearest");
+        f_in uin[2] = {f32_in(ux, 4, b2, 0), f32_in(s15, 1, &four, 1)};
+        f_res r = f_run("Upsample", 9, &am, 1, uin, 2, 1, nnf_plan_resize, NULL);
+        CHECK_MSG(r.planned && f_err(&r, 0, 0, 0, "upsample9") <= 1, "%s upsample-9 %d", t, lin);
+        f_free(&r);
+        nnf_attr a7[2] = {am, {.name = "scales", .type = NNF_ATTR_FLOATS, .floats = s15, .count = 4}};
+        r = f_run("Upsample", 7, a7, 2, uin, 1, 1, nnf_plan_resize, NULL);
+        CHECK_MSG(r.planned && f_err(&r, 0, 0, 0, "upsample7") <= 1, "%s upsample-7 %d", t, lin);
+        f_free(&r);
+    }
+    free(ux);
     /* the reference keeps: cubic, tf_crop_and_resize, a resized channel
      * axis, scales unknown at load */
     float s3[4] = {1, 2, 2, 2};
