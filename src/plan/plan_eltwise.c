@@ -613,3 +613,130 @@ nnf_status nnf_plan_concat(NNF_PLAN_ARGS) {
     plan->free_state = tr_free;
     return NNF_OK;
 }
+
+/* ---- Slice ------------------------------------------------------------------------- */
+
+/* A slice with constant starts/ends/axes/steps is rows of `run` elements,
+ * contiguous in both tensors: the inner axes the slice keeps whole, plus the
+ * innermost cut axis when its step is 1. The outer axes are walked with
+ * their input strides (negative for negative steps). */
+typedef struct slice_state {
+    size_t es, in_numel, out_numel, run, rows;
+    int no;
+    int64_t odims[NNF_MAX_RANK], ostr[NNF_MAX_RANK], base;
+    char name[32];
+} slice_state;
+
+typedef struct slice_job {
+    const slice_state *s;
+    const char *x;
+    char *y;
+} slice_job;
+
+/* Rows of a fixed byte count: memcpy of a constant size compiles to moves,
+ * and YOLO's heads slice runs of 2 floats. */
+#define SLICE_ROWS(BYTES)                                                                          \
+    for (size_t r = first; r < first + count; r++) {                                               \
+        memcpy(y + r * (BYTES), x + off * (int64_t)s->es, (BYTES));                                \
+        for (int d = s->no - 1; d >= 0; d--) {                                                     \
+            off += s->ostr[d];                                                                     \
+            if (++idx[d] < s->odims[d])                                                            \
+                break;                                                                             \
+            off -= s->ostr[d] * s->odims[d];                                                       \
+            idx[d] = 0;                                                                            \
+        }                                                                                          \
+    }
+
+static void slice_rows(void *p, size_t first, size_t count) {
+    const slice_job *j = p;
+    const slice_state *s = j->s;
+    const char *x = j->x;
+    char *y = j->y;
+    int64_t idx[NNF_MAX_RANK], off = s->base;
+    size_t rem = first, bytes = s->run * s->es;
+    for (int d = s->no - 1; d >= 0; d--) {
+        idx[d] = (int64_t)(rem % (size_t)s->odims[d]);
+        rem /= (size_t)s->odims[d];
+        off += idx[d] * s->ostr[d];
+    }
+    switch (bytes) {
+    case 4: SLICE_ROWS(4); break;
+    case 8: SLICE_ROWS(8); break;
+    case 12: SLICE_ROWS(12); break;
+    case 16: SLICE_ROWS(16); break;
+    default: SLICE_ROWS(bytes); break;
+    }
+}
+
+static nnf_status slice_run(NNF_KERNEL_ARGS) {
+    const slice_state *s = ctx->state;
+    if (in[0]->numel != s->in_numel || out[0]->numel != s->out_numel ||
+        nnf_dtype_size(in[0]->dtype) != s->es)
+        return nnf_node_error(node, NNF_ERR_SHAPE, "%s: shapes do not match the plan", s->name);
+    slice_job j = {s, in[0]->data, out[0]->data};
+    size_t bytes = s->run * s->es;
+    nnf_ew_parallel_ranges(ctx->pool, s->rows, bytes >= GRAIN_BYTES ? 1 : GRAIN_BYTES / bytes,
+                           slice_rows, &j);
+    return NNF_OK;
+}
+
+nnf_status nnf_plan_slice(NNF_PLAN_ARGS) {
+    const nnf_shape *xs = &in[0].shape, *ys = &out[0].shape;
+    size_t es = nnf_dtype_size(in[0].dtype);
+    if (!node->params || !es || !nnf_shape_known(xs) || !nnf_shape_known(ys) ||
+        xs->rank != ys->rank || xs->rank < 1 || nnf_shape_numel(ys) <= 0)
+        return NNF_OK;
+    nnf_ivec v[4];
+    nnf_slice_args_attr(node->params, v);
+    static const char *names[4] = {"starts", "ends", "axes", "steps"};
+    for (int i = 0; node->opset >= 10 && i < 4; i++) {
+        if (!nnf_has_input(node, in, i + 1))
+            continue;
+        if (nnf_tinfo_ivec(node, &in[i + 1], names[i], &v[i]) != NNF_OK) {
+            nnf_error_clear(); /* the reference kernel reports it */
+            return NNF_OK;
+        }
+        if (!v[i].data)
+            return NNF_OK; /* known only at run time */
+    }
+    nnf_slice_plan sp;
+    if (nnf_slice_resolve(node, xs->rank, xs->dims, &v[0], &v[1], &v[2], &v[3], &sp) != NNF_OK) {
+        nnf_error_clear();
+        return NNF_OK;
+    }
+    for (int d = 0; d < xs->rank; d++)
+        if (sp.count[d] != ys->dims[d])
+            return NNF_OK;
+    slice_state *s = nnf_calloc(1, sizeof *s);
+    if (!s)
+        return nnf_node_error(node, NNF_ERR_OUT_OF_MEMORY, "out of memory for a kernel plan");
+    int64_t istr[NNF_MAX_RANK], st = 1;
+    for (int d = xs->rank - 1; d >= 0; d--) {
+        istr[d] = st;
+        st *= xs->dims[d];
+        s->base += sp.start[d] * istr[d];
+    }
+    int d = xs->rank - 1;
+    s->run = 1;
+    while (d >= 0 && sp.step[d] == 1 && sp.count[d] == xs->dims[d]) /* whole axes */
+        s->run *= (size_t)sp.count[d--];
+    if (d >= 0 && sp.step[d] == 1)
+        s->run *= (size_t)sp.count[d--];
+    s->rows = 1;
+    for (int k = 0; k <= d; k++) {
+        if (sp.count[k] == 1)
+            continue;
+        s->odims[s->no] = sp.count[k];
+        s->ostr[s->no++] = sp.step[k] * istr[k];
+        s->rows *= (size_t)sp.count[k];
+    }
+    s->es = es;
+    s->in_numel = (size_t)nnf_shape_numel(xs);
+    s->out_numel = (size_t)nnf_shape_numel(ys);
+    snprintf(s->name, sizeof s->name, "slice_rows_memcpy");
+    plan->name = s->name;
+    plan->run = slice_run;
+    plan->state = s;
+    plan->free_state = tr_free;
+    return NNF_OK;
+}

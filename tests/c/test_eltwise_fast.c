@@ -8,7 +8,7 @@
  *                  on all tiers the ops made of single IEEE operations:
  *                  Relu, LeakyRelu, Clip, HardSigmoid, HardSwish, Neg, Abs,
  *                  Sqrt, Reciprocal, Floor, Ceil, Round, Softsign, the binary
- *                  ops, Max/Min reductions, Transpose, Concat
+ *                  ops, Max/Min reductions, Transpose, Concat, Slice
  *   Pow 2 / 0.5    1 ulp (rel 1.2e-7): x*x and sqrt are correctly rounded,
  *                  libm's powf within an ulp
  *   Sigmoid        abs 2e-7     Tanh abs 4e-7     Erf abs 4e-7
@@ -21,6 +21,7 @@
 #include "base/alloc.h"
 #include "kernels/eltwise_fast.h"
 #include "kernels/resize_fast.h"
+#include "ops/tensor_common.h"
 
 #include "check.h"
 
@@ -693,6 +694,81 @@ static void test_resize_tables(void) {
     CHECK(st == NNF_ERR_OUT_OF_MEMORY && t.kind == NNF_RSZ_NONE && !t.hidx);
 }
 
+/* ---- Slice ------------------------------------------------------------------------- */
+
+static void test_slice(nnf_isa isa) {
+    const char *t = nnf_isa_name(isa);
+    struct {
+        int rank, n;
+        int64_t dims[5], starts[5], ends[5], axes[5], steps[5];
+        nnf_dtype dt;
+    } cases[] = {
+        /* YOLOv5 head: xy, wh and the rest of the last axis */
+        {5, 1, {1, 3, 80, 80, 85}, {0}, {2}, {4}, {1}, NNF_DTYPE_FLOAT32},
+        {5, 1, {1, 3, 40, 40, 85}, {2}, {4}, {4}, {1}, NNF_DTYPE_FLOAT32},
+        {5, 1, {1, 3, 20, 20, 85}, {4}, {85}, {-1}, {1}, NNF_DTYPE_FLOAT32},
+        {1, 1, {1}, {0}, {1}, {0}, {1}, NNF_DTYPE_FLOAT32},
+        {1, 1, {33}, {-7}, {100}, {0}, {1}, NNF_DTYPE_FLOAT32},
+        {2, 1, {7, 13}, {12}, {-100}, {1}, {-1}, NNF_DTYPE_FLOAT32},
+        {2, 2, {13, 7}, {1, 2}, {12, 5}, {0, 1}, {3, 1}, NNF_DTYPE_FLOAT32},
+        {3, 2, {2, 33, 7}, {1, 0}, {2, 33}, {0, 1}, {1, 2}, NNF_DTYPE_INT64},
+        {4, 2, {2, 3, 13, 5}, {1, 3}, {3, 1000}, {1, 3}, {1, 1}, NNF_DTYPE_UINT8},
+        {3, 1, {4, 3, 33}, {2}, {3}, {0}, {1}, NNF_DTYPE_FLOAT32},
+        {3, 3, {5, 6, 7}, {4, 5, 6}, {-100, -100, -100}, {0, 1, 2}, {-2, -3, -1}, NNF_DTYPE_FLOAT32},
+        {2, 1, {3, 40000}, {1}, {39999}, {1}, {1}, NNF_DTYPE_FLOAT32},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        size_t n = numel_of(cases[c].rank, cases[c].dims), es = nnf_dtype_size(cases[c].dt);
+        unsigned char *p = malloc(n * es);
+        for (size_t k = 0; k < n * es; k++)
+            p[k] = (unsigned char)(k * 31u + 7u);
+        int64_t cn = cases[c].n;
+        f_in in[5] = {{.dtype = cases[c].dt, .rank = cases[c].rank, .data = p}};
+        memcpy(in[0].dims, cases[c].dims, sizeof cases[c].dims);
+        const int64_t *args[4] = {cases[c].starts, cases[c].ends, cases[c].axes, cases[c].steps};
+        for (int i = 0; i < 4; i++)
+            in[i + 1] = (f_in){.dtype = NNF_DTYPE_INT64, .rank = 1, .dims = {cn}, .data = args[i],
+                               .constant = 1};
+        for (int pool = 0; pool < 2; pool++) {
+            f_res r = f_run("Slice", 13, NULL, 0, in, 5, 1, nnf_plan_slice, pool ? g_pool : NULL);
+            CHECK_MSG(f_same_bytes(&r, 0), "%s slice case %zu%s", t, c, pool ? " pooled" : "");
+            f_free(&r);
+        }
+        /* Slice-1: the same as attributes (steps 1 only) */
+        int unit = 1;
+        for (int i = 0; i < cases[c].n; i++)
+            unit &= cases[c].steps[i] == 1;
+        if (unit) {
+            nnf_attr at[3] = {f_ints("starts", cases[c].starts, cases[c].n),
+                              f_ints("ends", cases[c].ends, cases[c].n),
+                              f_ints("axes", cases[c].axes, cases[c].n)};
+            f_res r = f_run("Slice", 1, at, 3, in, 1, 1, nnf_plan_slice, NULL);
+            CHECK_MSG(f_same_bytes(&r, 0), "%s slice-1 case %zu", t, c);
+            f_free(&r);
+        }
+        free(p);
+    }
+    /* starts only known at run time: the reference keeps it */
+    int64_t d[2] = {4, 6}, st = 1, en = 3, ax = 1, one = 1;
+    float x[24] = {0};
+    f_in in[4] = {f32_in(x, 2, d, 0),
+                  {.dtype = NNF_DTYPE_INT64, .rank = 1, .dims = {one}, .data = &st},
+                  {.dtype = NNF_DTYPE_INT64, .rank = 1, .dims = {one}, .data = &en, .constant = 1},
+                  {.dtype = NNF_DTYPE_INT64, .rank = 1, .dims = {one}, .data = &ax, .constant = 1}};
+    nnf_tinfo ti[4], to[1] = {{.present = true, .dtype = NNF_DTYPE_FLOAT32,
+                               .shape = {.rank = 2, .dims = {4, 2}}}};
+    for (int i = 0; i < 4; i++)
+        ti[i] = (nnf_tinfo){.present = true, .dtype = in[i].dtype,
+                            .shape = {.rank = in[i].rank, .dims = {in[i].dims[0], in[i].dims[1]}},
+                            .data = in[i].constant ? in[i].data : NULL};
+    int ins[4] = {0, 1, 2, 3}, outs[1] = {4};
+    nnf_node node = {.name = "sl", .op_type = "Slice", .domain = "", .opset = 13, .n_inputs = 4,
+                     .n_outputs = 1, .inputs = ins, .outputs = outs,
+                     .params = &(nnf_slice_params){-1, -1, -1, NULL, NULL, NULL}};
+    nnf_kernel_plan plan = {0};
+    CHECK(nnf_plan_slice(&node, ti, to, &plan) == NNF_OK && !plan.run);
+}
+
 static void test_perm_reduce(void) {
     int64_t d[4] = {2, 3, 4, 5};
     int p[4] = {0, 2, 3, 1};
@@ -727,6 +803,7 @@ int main(void) {
         test_transpose(isa);
         test_concat(isa);
         test_resize(isa);
+        test_slice(isa);
     }
     if (cpu->max_isa < NNF_ISA_AVX512)
         printf("AVX-512 tier not available on this CPU: its kernels are compiled, not run\n");
