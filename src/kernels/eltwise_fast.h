@@ -129,19 +129,21 @@ float nnf_ew_min_avx2(const float *x, size_t n);
 void nnf_pool_span_avx2(const nnf_pool_span *s, const float *x, float *y, size_t n);
 void nnf_transpose_avx2(const float *x, size_t ldx, float *y, size_t ldy, size_t rows, size_t cols);
 
-/* Separable stride-1 MaxPool (dilation 1): a row pass then a column pass.
- * Both may read (and rowmax write) up to the next multiple of 8 past n.
- * rowmax: rm[o] = max of xp[o .. o + kw), NaN skipped, ties keep the first;
- * xp is an input row padded with -inf on both sides.
+/* Separable MaxPool (dilation 1, W stride sw of 1 or 2): a row pass then a
+ * column pass. Both may read (and rowmax write) up to the next multiple of
+ * 8 past n outputs.
+ * rowmax: rm[o] = max of xp[o * sw + k], k < kw, NaN skipped, ties keep the
+ * first; xp is an input row padded with -inf on both sides, readable for
+ * NNF_POOL_SEP_ROW floats.
  * colmax: y[o] = max of rows[0..nrows)[o] (NaN-free row maxima, ties keep
- * the first row), or window o's first tap where that is NaN: the input row
- * of the window's first tap row[min(max(o - lead, 0), w - 1)], o < n, where
- * every o < n has o - lead <= w - 1. Together they give the reference's result bit for bit: it starts
- * from the first tap (kh-major) and takes a later tap only when strictly
- * greater. */
-void nnf_pool_rowmax_avx2(const float *xp, size_t n, size_t kw, float *rm);
+ * the first row), or window o's first tap where that is NaN: in the input
+ * row of the window's first row, row[min(max(o * sw - lead, 0), w - 1)].
+ * Together they give the reference's result bit for bit: it starts from the
+ * first tap (kh-major) and takes a later tap only when strictly greater. */
+#define NNF_POOL_SEP_ROW 1024
+void nnf_pool_rowmax_avx2(const float *xp, size_t n, size_t kw, size_t sw, float *rm);
 void nnf_pool_colmax_avx2(const float *const *rows, size_t nrows, const float *row, size_t lead,
-                          size_t w, float *y, size_t n);
+                          size_t sw, size_t w, float *y, size_t n);
 
 void nnf_ew_unary_avx512(const nnf_ew_unary *u, const float *x, float *y, size_t n);
 void nnf_ew_binary_avx512(nnf_ew_binop op, nnf_ew_mode mode, const float *a, const float *b,

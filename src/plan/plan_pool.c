@@ -23,9 +23,9 @@ typedef struct pool_state {
     /* separable stride-1 MaxPool: output rows per strip, strips per plane */
     int sep;
     size_t strip, nstrip;
-    void (*rowmax)(const float *xp, size_t n, size_t kw, float *rm);
-    void (*colmax)(const float *const *rows, size_t nrows, const float *row, size_t lead, size_t w,
-                   float *y, size_t n);
+    void (*rowmax)(const float *xp, size_t n, size_t kw, size_t sw, float *rm);
+    void (*colmax)(const float *const *rows, size_t nrows, const float *row, size_t lead, size_t sw,
+                   size_t w, float *y, size_t n);
     char name[48];
 } pool_state;
 
@@ -113,30 +113,31 @@ static void pool_rows(void *p, size_t first, size_t count) {
 }
 
 
-/* ---- separable stride-1 MaxPool --------------------------------------------------- */
+/* ---- separable MaxPool, W stride 1 or 2 -------------------------------------------- */
 
 /* On the stack: a strip's row maxima (at least kh rows of ow rounded up to
  * 8) and one -inf padded input row. */
 #define SEP_RM 4096
-#define SEP_ROW 1024
+#define SEP_ROW NNF_POOL_SEP_ROW
 #define SEP_MAX_KH 64
 
-static void rowmax_scalar(const float *xp, size_t n, size_t kw, float *rm) {
+static void rowmax_scalar(const float *xp, size_t n, size_t kw, size_t sw, float *rm) {
     for (size_t o = 0; o < n; o++) {
         float acc = -INFINITY;
         for (size_t k = 0; k < kw; k++)
-            acc = xp[o + k] > acc ? xp[o + k] : acc;
+            acc = xp[o * sw + k] > acc ? xp[o * sw + k] : acc;
         rm[o] = acc;
     }
 }
 
 static void colmax_scalar(const float *const *rows, size_t nrows, const float *row, size_t lead,
-                          size_t w, float *y, size_t n) {
+                          size_t sw, size_t w, float *y, size_t n) {
     for (size_t o = 0; o < n; o++) {
         float acc = rows[0][o];
         for (size_t r = 1; r < nrows; r++)
             acc = rows[r][o] > acc ? rows[r][o] : acc;
-        float f = row[o < lead ? 0 : (o - lead < w ? o - lead : w - 1)];
+        size_t c = o * sw;
+        float f = row[c < lead ? 0 : (c - lead < w ? c - lead : w - 1)];
         y[o] = f != f ? f : acc;
     }
 }
@@ -145,13 +146,21 @@ static size_t round8(size_t n) {
     return (n + 7) & ~(size_t)7;
 }
 
+/* Padded row floats the row kernels read: the windows of ow rounded up to
+ * 8 outputs, and on stride 2 the even/odd split's reads of 16 more. */
+static size_t sep_row_len(const pool_state *s) {
+    size_t ow8 = round8((size_t)s->ow), kw = (size_t)s->kw;
+    return s->sw == 1 ? ow8 + kw - 1 : 2 * ((ow8 + 7 + kw / 2 + 1 + 7) & ~(size_t)7) + 16;
+}
+
 static void sep_units(void *p, size_t first, size_t count) {
     const pool_job *j = p;
     const pool_state *s = j->s;
     float rm[SEP_RM], xp[SEP_ROW];
     const float *rows[SEP_MAX_KH];
-    size_t ow = (size_t)s->ow, ow8 = round8(ow), w = (size_t)s->w, pl = (size_t)s->pl;
-    size_t len = ow8 + (size_t)s->kw - 1, copy = w < len - pl ? w : len - pl;
+    size_t ow = (size_t)s->ow, ow8 = round8(ow), w = (size_t)s->w, pl = (size_t)s->pl,
+           sw = (size_t)s->sw;
+    size_t len = sep_row_len(s), copy = w < len - pl ? w : len - pl;
     for (size_t i = 0; i < pl; i++)
         xp[i] = -INFINITY;
     for (size_t i = pl + copy; i < len; i++)
@@ -167,14 +176,14 @@ static void sep_units(void *p, size_t first, size_t count) {
         r1 = r1 > s->h ? s->h : r1;
         for (int64_t r = r0; r < r1; r++) {
             memcpy(xp + pl, xplane + r * s->w, copy * sizeof(float));
-            s->rowmax(xp, ow, (size_t)s->kw, rm + (size_t)(r - r0) * ow8);
+            s->rowmax(xp, ow, (size_t)s->kw, sw, rm + (size_t)(r - r0) * ow8);
         }
         for (int64_t oh = oh0; oh < oh1; oh++) {
             int64_t y0 = oh * s->sh - s->pt, h0 = y0 < 0 ? 0 : y0,
                     h1 = y0 + s->kh > s->h ? s->h : y0 + s->kh;
             for (int64_t r = h0; r < h1; r++)
                 rows[r - h0] = rm + (size_t)(r - r0) * ow8;
-            s->colmax(rows, (size_t)(h1 - h0), xplane + h0 * s->w, pl, w,
+            s->colmax(rows, (size_t)(h1 - h0), xplane + h0 * s->w, pl, sw, w,
                       j->y + (plane * (size_t)s->oh + (size_t)oh) * ow, ow);
         }
     }
@@ -182,11 +191,11 @@ static void sep_units(void *p, size_t first, size_t count) {
 
 /* Every window has a tap along both axes, and a strip's buffers fit. */
 static int sep_fits(const pool_state *s) {
-    return s->is_max && s->sw == 1 && s->dw == 1 && s->dh == 1 && s->kh <= SEP_MAX_KH &&
-           s->pl < s->kw && s->pt < s->kh && s->ow - 1 - s->pl <= s->w - 1 &&
-           (s->oh - 1) * s->sh - s->pt <= s->h - 1 &&
-           (int64_t)round8((size_t)s->ow) + s->kw - 1 <= SEP_ROW &&
-           (int64_t)round8((size_t)s->ow) * s->kh <= SEP_RM;
+    return s->is_max && (s->sw == 1 || s->sw == 2) && s->dw == 1 && s->dh == 1 &&
+           s->kh <= SEP_MAX_KH && s->pl < s->kw && s->pt < s->kh &&
+           (s->ow - 1) * s->sw - s->pl <= s->w - 1 && (s->oh - 1) * s->sh - s->pt <= s->h - 1 &&
+           (int64_t)round8((size_t)s->ow) * s->kh <= SEP_RM && s->ow <= SEP_ROW &&
+           sep_row_len(s) <= SEP_ROW;
 }
 
 static void sep_setup(pool_state *s) {

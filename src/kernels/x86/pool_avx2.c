@@ -100,48 +100,74 @@ void nnf_pool_span_avx2(const nnf_pool_span *s, const float *x, float *y, size_t
     }
 }
 
-/* ---- separable stride-1 MaxPool (see nnf_pool_rowmax in eltwise_fast.h) ---- */
+/* ---- separable MaxPool, W stride 1 or 2 (see nnf_pool_rowmax in eltwise_fast.h) ---- */
 
-void nnf_pool_rowmax_avx2(const float *xp, size_t n, size_t kw, float *rm) {
+void nnf_pool_rowmax_avx2(const float *xp, size_t n, size_t kw, size_t sw, float *rm) {
     const __m256 ninf = _mm256_set1_ps(-INFINITY);
+    if (sw == 1) {
+        for (size_t o = 0; o < n; o += 8) {
+            __m256 acc = ninf;
+            for (size_t k = 0; k < kw; k++)
+                acc = _mm256_max_ps(_mm256_loadu_ps(xp + o + k), acc);
+            _mm256_storeu_ps(rm + o, acc);
+        }
+        return;
+    }
+    /* stride 2: split the row into its even and odd elements once; tap k of
+     * output o is even[o + k / 2] or odd[o + k / 2] */
+    float ev[NNF_POOL_SEP_ROW / 2 + 16], od[NNF_POOL_SEP_ROW / 2 + 16];
+    size_t half = (n + 7 + kw / 2 + 1 + 7) & ~(size_t)7;
+    for (size_t i = 0; i < half; i += 8) {
+        __m256 a = _mm256_loadu_ps(xp + 2 * i), b = _mm256_loadu_ps(xp + 2 * i + 8);
+        __m256 e = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0));
+        __m256 d = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1));
+        _mm256_storeu_ps(ev + i, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e),
+                                                                        _MM_SHUFFLE(3, 1, 2, 0))));
+        _mm256_storeu_ps(od + i, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(d),
+                                                                        _MM_SHUFFLE(3, 1, 2, 0))));
+    }
     for (size_t o = 0; o < n; o += 8) {
         __m256 acc = ninf;
         for (size_t k = 0; k < kw; k++)
-            acc = _mm256_max_ps(_mm256_loadu_ps(xp + o + k), acc);
+            acc = _mm256_max_ps(_mm256_loadu_ps((k & 1 ? od : ev) + o + k / 2), acc);
         _mm256_storeu_ps(rm + o, acc);
     }
 }
 
-/* Window o's first tap is row[o - lead], clamped into [0, w). */
+/* Window o's first tap is row[o * sw - lead], clamped into [0, w). */
 static inline __m256 colmax8(const float *const *rows, size_t nrows, const float *row, size_t lead,
-                             size_t w, size_t o, int inside) {
+                             size_t sw, size_t w, size_t o, int block_inside) {
     __m256 acc = _mm256_loadu_ps(rows[0] + o);
     for (size_t r = 1; r < nrows; r++)
         acc = _mm256_max_ps(_mm256_loadu_ps(rows[r] + o), acc);
     __m256 f;
-    if (inside && o >= lead) {
-        f = _mm256_loadu_ps(row + o - lead);
+    /* the loads below read row[c .. c + 8 * sw) */
+    if (block_inside && o * sw >= lead && o * sw - lead + 8 * sw <= w) {
+        const float *p = row + o * sw - lead;
+        f = sw == 1 ? _mm256_loadu_ps(p) : load_even(p, 1, _mm256_setzero_si256(), _mm256_setzero_si256());
     } else {
         float t[8];
-        for (size_t i = 0; i < 8; i++)
-            t[i] = row[o + i < lead ? 0 : (o + i - lead < w ? o + i - lead : w - 1)];
+        for (size_t i = 0; i < 8; i++) {
+            size_t c = (o + i) * sw;
+            t[i] = row[c < lead ? 0 : (c - lead < w ? c - lead : w - 1)];
+        }
         f = _mm256_loadu_ps(t);
     }
     return _mm256_blendv_ps(acc, f, _mm256_cmp_ps(f, f, _CMP_UNORD_Q));
 }
 
 void nnf_pool_colmax_avx2(const float *const *rows, size_t nrows, const float *row, size_t lead,
-                          size_t w, float *y, size_t n) {
+                          size_t sw, size_t w, float *y, size_t n) {
     if (n < 8) {
         float t[8];
-        _mm256_storeu_ps(t, colmax8(rows, nrows, row, lead, w, 0, 0));
+        _mm256_storeu_ps(t, colmax8(rows, nrows, row, lead, sw, w, 0, 0));
         for (size_t o = 0; o < n; o++)
             y[o] = t[o];
         return;
     }
     size_t o = 0;
     for (; o + 8 <= n; o += 8)
-        _mm256_storeu_ps(y + o, colmax8(rows, nrows, row, lead, w, o, 1));
+        _mm256_storeu_ps(y + o, colmax8(rows, nrows, row, lead, sw, w, o, 1));
     if (o < n) /* the last block overlaps the one before: it rewrites equal values */
-        _mm256_storeu_ps(y + n - 8, colmax8(rows, nrows, row, lead, w, n - 8, 1));
+        _mm256_storeu_ps(y + n - 8, colmax8(rows, nrows, row, lead, sw, w, n - 8, 1));
 }
