@@ -9,17 +9,20 @@
 #include <stdio.h>
 #include <string.h>
 
-/* The channel-interleaved kernel pays two 8x8 transposes per 8 outputs of 8
- * channels; the plane kernel wastes the lanes past the row's end of its last
- * vector and pays a pass setup per 4 rows. Measured in MobileNetV2 (1
- * thread, ms plane / c8): 960@7 s1 0.060 / 0.085, 576@14 s1 0.085 / 0.13,
- * 576 14->7 s2 ... ; the c8 kernel wins nowhere there, so it is kept for
- * widths of 1-3 (most lanes of the plane kernel's only vector idle). */
+/* The plane kernel computes 8 outputs of a row per vector and 4 rows per
+ * pass; at 7 outputs wide each row is one vector with a lane idle and the
+ * per-pass and per-row-preparation costs are spread over 7 outputs, so
+ * there the channel-interleaved kernel (two 8x8 transposes per 8 outputs
+ * of 8 channels) is faster. Measured right after the 1x1 conv that writes
+ * the input, as in the model (1 thread, best ms plane / c8): 960@7 s1
+ * 0.12-0.19 / 0.085-0.12, 576 14->7 s2 0.127 / 0.095-0.12; 384@14 s1
+ * 0.11-0.15 / 0.14-0.15, 192@28 0.13-0.20 / 0.24, 144@56 0.38 / 0.73,
+ * 96 112->56 s2 0.39-0.65 / 0.76-0.90. */
 nnf_dw_kernel nnf_dw_select(const nnf_conv2d_shape *s, nnf_isa isa) {
     if (isa < NNF_ISA_AVX2)
         return NNF_DW_PLANE_SCALAR;
     size_t wp = (s->ow - 1) * s->sw + s->kw;
-    if (s->ow <= 3 && wp <= NNF_DW_C8_MAX / s->kh)
+    if (s->ow <= 8 && wp <= NNF_DW_C8_MAX / s->kh)
         return NNF_DW_C8_AVX2;
     return NNF_DW_PLANE_AVX2;
 }
