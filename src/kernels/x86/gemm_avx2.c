@@ -8,6 +8,8 @@
 #include "kernels/vmath.h"
 #include "kernels/x86/ep_fast_avx2.h"
 
+#include <string.h>
+
 static inline __attribute__((always_inline)) void store_row(float *cr, __m256 v0, __m256 v1,
                                                             size_t r, size_t n, __m256i m0,
                                                             __m256i m1, const nnf_tile_ep *t) {
@@ -34,110 +36,12 @@ static inline __attribute__((always_inline)) void store_row(float *cr, __m256 v0
     }
 }
 
-/* x * sigmoid(x) = x / (1 + exp(-x)) with the division as a reciprocal
- * estimate and one Newton step (relative error under 3e-7): vdivps took
- * half of the SiLU epilogue, and with K = 32 or 64 the epilogue is a third
- * of a YOLO 1x1 conv. Saturates like nnf_act8: x -> -inf gives -0 (x * 0 for
- * finite x) and NaN stays NaN. */
-static inline __attribute__((always_inline)) __m256 silu8(__m256 x) {
-    __m256 one = _mm256_set1_ps(1.0f);
-    __m256 d = _mm256_add_ps(one, nnf_exp8(_mm256_sub_ps(_mm256_setzero_ps(), x)));
-    __m256 r = _mm256_rcp_ps(d);
-    r = _mm256_mul_ps(r, _mm256_fnmadd_ps(d, r, _mm256_set1_ps(2.0f)));
-    return _mm256_mul_ps(x, r);
-}
-
-/* The tile's epilogue with its activation known at compile time: through
- * store_row, nnf_act8 stayed an out-of-line call with a switch per vector,
- * and SiLU after a 64-deep 1x1 conv took a quarter of the conv's time. The
- * arithmetic is nnf_ep8's, so results equal the generic path's. */
-static inline __attribute__((always_inline)) void ep_tile_act(nnf_act_kind kind, const float *acc,
-                                                              float *c, size_t ldc, size_t m,
-                                                              size_t n, __m256i m0, __m256i m1,
-                                                              const nnf_tile_ep *t) {
-    nnf_epilogue e = *t->ep;
-    e.act.kind = kind;
-    nnf_tile_ep tk = *t;
-    tk.ep = &e;
-    if (kind == NNF_ACT_SILU && !(t->residual && e.residual_after_act)) {
-        /* all rows' pre-activation values first, then the twelve SiLU chains
-         * back to back: each is ~25 dependent operations, and done row by
-         * row behind the loads and branches they did not overlap */
-        e.act.kind = NNF_ACT_NONE;
-        __m256 v[12];
-        for (size_t r = 0; r < 6; r++) {
-            v[2 * r] = _mm256_load_ps(acc + 16 * r);
-            v[2 * r + 1] = _mm256_load_ps(acc + 16 * r + 8);
-            if (r >= m)
-                continue;
-            float *cr = c + r * ldc;
-            if (t->accumulate) {
-                v[2 * r] = _mm256_add_ps(v[2 * r], n == 16 ? _mm256_loadu_ps(cr)
-                                                           : _mm256_maskload_ps(cr, m0));
-                v[2 * r + 1] = _mm256_add_ps(v[2 * r + 1], n == 16
-                                                               ? _mm256_loadu_ps(cr + 8)
-                                                               : _mm256_maskload_ps(cr + 8, m1));
-            }
-            v[2 * r] = nnf_ep8(v[2 * r], &tk, r, 0, n >= 8, m0);
-            v[2 * r + 1] = nnf_ep8(v[2 * r + 1], &tk, r, 8, n == 16, m1);
-        }
-        for (size_t i = 0; i < 12; i++)
-            v[i] = silu8(v[i]);
-        for (size_t r = 0; r < m; r++) {
-            float *cr = c + r * ldc;
-            if (n == 16) {
-                _mm256_storeu_ps(cr, v[2 * r]);
-                _mm256_storeu_ps(cr + 8, v[2 * r + 1]);
-            } else {
-                _mm256_maskstore_ps(cr, m0, v[2 * r]);
-                _mm256_maskstore_ps(cr + 8, m1, v[2 * r + 1]);
-            }
-        }
-        return;
-    }
-    for (size_t r = 0; r < m; r++)
-        store_row(c + r * ldc, _mm256_load_ps(acc + 16 * r), _mm256_load_ps(acc + 16 * r + 8), r, n,
-                  m0, m1, &tk);
-}
-
-static __attribute__((flatten, noinline)) void ep_tile_flat(const float *acc, float *c,
-                                                            size_t ldc, size_t m, size_t n,
-                                                            __m256i m0, __m256i m1,
-                                                            const nnf_tile_ep *t) {
-    switch (t->ep->act.kind) {
-#define K(kind)                                                                                    \
-    case kind: ep_tile_act(kind, acc, c, ldc, m, n, m0, m1, t); return;
-        K(NNF_ACT_NONE)
-        K(NNF_ACT_RELU)
-        K(NNF_ACT_CLIP)
-        K(NNF_ACT_LEAKY_RELU)
-        K(NNF_ACT_SIGMOID)
-        K(NNF_ACT_SILU)
-        K(NNF_ACT_TANH)
-        K(NNF_ACT_HARD_SIGMOID)
-        K(NNF_ACT_HARD_SWISH)
-        K(NNF_ACT_GELU_ERF)
-        K(NNF_ACT_GELU_TANH)
-#undef K
-    }
-    for (size_t r = 0; r < m; r++)
-        store_row(c + r * ldc, _mm256_load_ps(acc + 16 * r), _mm256_load_ps(acc + 16 * r + 8), r, n,
-                  m0, m1, t);
-}
-
-void nnf_gemm_ukernel_6x16_avx2(size_t kc, const float *a, const float *b, float *c, size_t ldc,
-                                size_t m, size_t n, const nnf_tile_ep *t) {
-    /* C's rows are far apart (ldc) and get read back on every K block after
-     * the first: fetch them now, behind kc steps of FMAs, not at the store. */
-    for (size_t r = 0; r < m; r++) {
-        _mm_prefetch((const char *)(c + r * ldc), _MM_HINT_T0);
-        _mm_prefetch((const char *)(c + r * ldc + 15), _MM_HINT_T0);
-    }
+/* The full tile: 12 accumulators over the whole K block. */
+static void tile_6x16_asm(size_t kc, const float *a, const float *b, float *acc) {
     /* The K loop is written in assembly: with intrinsics GCC spilled one of
      * the 12 accumulators (15 of 16 registers are live), and the store/load
      * round trip on the spilled chain capped the kernel near 60 % of peak.
      * ymm4-15 accumulate, ymm0-1 hold B's row, ymm2-3 the broadcasts. */
-    float acc[96] __attribute__((aligned(32)));
     size_t kk = kc;
     __asm__ volatile("vxorps %%ymm4, %%ymm4, %%ymm4\n\t"
                      "vxorps %%ymm5, %%ymm5, %%ymm5\n\t"
@@ -290,6 +194,192 @@ void nnf_gemm_ukernel_6x16_avx2(size_t kc, const float *a, const float *b, float
                      : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8",
                        "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "memory",
                        "cc");
+}
+
+/* Narrower tiles for the edges, with the same per-element order of the K
+ * sums (one FMA per k, in k order), so a value does not depend on which
+ * tile computed it. A tile of 6 rows costs the same whether 6 or 2 of them
+ * are wanted: an M of 32 (5 full panels and 2 rows) computed 36 rows, an
+ * N of 49 (7 x 7 pixels: 3 full panels and 1 column) 64 columns. Rows
+ * (and the upper 8 columns of tile_6x8) that are not computed are zeroed:
+ * the epilogue reads all 96. */
+/* Written out row by row: with loops over arrays of accumulators GCC kept
+ * them on the stack (a load and a store per FMA). */
+#define TILE_FMA16(r)                                                                              \
+    do {                                                                                           \
+        __m256 av = _mm256_broadcast_ss(a + (r));                                                  \
+        c##r##0 = _mm256_fmadd_ps(av, b0, c##r##0);                                                \
+        c##r##1 = _mm256_fmadd_ps(av, b1, c##r##1);                                                \
+    } while (0)
+#define TILE_ST16(r)                                                                               \
+    do {                                                                                           \
+        _mm256_store_ps(acc + 16 * (r), c##r##0);                                                  \
+        _mm256_store_ps(acc + 16 * (r) + 8, c##r##1);                                              \
+    } while (0)
+
+static void tile_2x16(size_t kc, const float *a, const float *b, float *acc) {
+    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00;
+    for (size_t k = 0; k < kc; k++, a += 6, b += 16) {
+        __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+        TILE_FMA16(0);
+        TILE_FMA16(1);
+    }
+    TILE_ST16(0);
+    TILE_ST16(1);
+    memset(acc + 32, 0, 64 * sizeof(float));
+}
+
+static void tile_4x16(size_t kc, const float *a, const float *b, float *acc) {
+    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00;
+    __m256 c20 = c00, c21 = c00, c30 = c00, c31 = c00;
+    for (size_t k = 0; k < kc; k++, a += 6, b += 16) {
+        __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+        TILE_FMA16(0);
+        TILE_FMA16(1);
+        TILE_FMA16(2);
+        TILE_FMA16(3);
+    }
+    TILE_ST16(0);
+    TILE_ST16(1);
+    TILE_ST16(2);
+    TILE_ST16(3);
+    memset(acc + 64, 0, 32 * sizeof(float));
+}
+
+static void tile_6x8(size_t kc, const float *a, const float *b, float *acc) {
+    __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0;
+    for (size_t k = 0; k < kc; k++, a += 6, b += 16) {
+        __m256 b0 = _mm256_loadu_ps(b);
+        c0 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 0), b0, c0);
+        c1 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 1), b0, c1);
+        c2 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 2), b0, c2);
+        c3 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 3), b0, c3);
+        c4 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 4), b0, c4);
+        c5 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 5), b0, c5);
+    }
+    __m256 z = _mm256_setzero_ps();
+    _mm256_store_ps(acc + 0, c0);
+    _mm256_store_ps(acc + 8, z);
+    _mm256_store_ps(acc + 16, c1);
+    _mm256_store_ps(acc + 24, z);
+    _mm256_store_ps(acc + 32, c2);
+    _mm256_store_ps(acc + 40, z);
+    _mm256_store_ps(acc + 48, c3);
+    _mm256_store_ps(acc + 56, z);
+    _mm256_store_ps(acc + 64, c4);
+    _mm256_store_ps(acc + 72, z);
+    _mm256_store_ps(acc + 80, c5);
+    _mm256_store_ps(acc + 88, z);
+}
+
+/* x * sigmoid(x) = x / (1 + exp(-x)) with the division as a reciprocal
+ * estimate and one Newton step (relative error under 3e-7): vdivps took
+ * half of the SiLU epilogue, and with K = 32 or 64 the epilogue is a third
+ * of a YOLO 1x1 conv. Saturates like nnf_act8: x -> -inf gives -0 (x * 0 for
+ * finite x) and NaN stays NaN. */
+static inline __attribute__((always_inline)) __m256 silu8(__m256 x) {
+    __m256 one = _mm256_set1_ps(1.0f);
+    __m256 d = _mm256_add_ps(one, nnf_exp8(_mm256_sub_ps(_mm256_setzero_ps(), x)));
+    __m256 r = _mm256_rcp_ps(d);
+    r = _mm256_mul_ps(r, _mm256_fnmadd_ps(d, r, _mm256_set1_ps(2.0f)));
+    return _mm256_mul_ps(x, r);
+}
+
+/* The tile's epilogue with its activation known at compile time: through
+ * store_row, nnf_act8 stayed an out-of-line call with a switch per vector,
+ * and SiLU after a 64-deep 1x1 conv took a quarter of the conv's time. The
+ * arithmetic is nnf_ep8's, so results equal the generic path's. */
+static inline __attribute__((always_inline)) void ep_tile_act(nnf_act_kind kind, const float *acc,
+                                                              float *c, size_t ldc, size_t m,
+                                                              size_t n, __m256i m0, __m256i m1,
+                                                              const nnf_tile_ep *t) {
+    nnf_epilogue e = *t->ep;
+    e.act.kind = kind;
+    nnf_tile_ep tk = *t;
+    tk.ep = &e;
+    if (kind == NNF_ACT_SILU && !(t->residual && e.residual_after_act)) {
+        /* all rows' pre-activation values first, then the twelve SiLU chains
+         * back to back: each is ~25 dependent operations, and done row by
+         * row behind the loads and branches they did not overlap */
+        e.act.kind = NNF_ACT_NONE;
+        __m256 v[12];
+        for (size_t r = 0; r < 6; r++) {
+            v[2 * r] = _mm256_load_ps(acc + 16 * r);
+            v[2 * r + 1] = _mm256_load_ps(acc + 16 * r + 8);
+            if (r >= m)
+                continue;
+            float *cr = c + r * ldc;
+            if (t->accumulate) {
+                v[2 * r] = _mm256_add_ps(v[2 * r], n == 16 ? _mm256_loadu_ps(cr)
+                                                           : _mm256_maskload_ps(cr, m0));
+                v[2 * r + 1] = _mm256_add_ps(v[2 * r + 1], n == 16
+                                                               ? _mm256_loadu_ps(cr + 8)
+                                                               : _mm256_maskload_ps(cr + 8, m1));
+            }
+            v[2 * r] = nnf_ep8(v[2 * r], &tk, r, 0, n >= 8, m0);
+            v[2 * r + 1] = nnf_ep8(v[2 * r + 1], &tk, r, 8, n == 16, m1);
+        }
+        for (size_t i = 0; i < 12; i++)
+            v[i] = silu8(v[i]);
+        for (size_t r = 0; r < m; r++) {
+            float *cr = c + r * ldc;
+            if (n == 16) {
+                _mm256_storeu_ps(cr, v[2 * r]);
+                _mm256_storeu_ps(cr + 8, v[2 * r + 1]);
+            } else {
+                _mm256_maskstore_ps(cr, m0, v[2 * r]);
+                _mm256_maskstore_ps(cr + 8, m1, v[2 * r + 1]);
+            }
+        }
+        return;
+    }
+    for (size_t r = 0; r < m; r++)
+        store_row(c + r * ldc, _mm256_load_ps(acc + 16 * r), _mm256_load_ps(acc + 16 * r + 8), r, n,
+                  m0, m1, &tk);
+}
+
+static __attribute__((flatten, noinline)) void ep_tile_flat(const float *acc, float *c,
+                                                            size_t ldc, size_t m, size_t n,
+                                                            __m256i m0, __m256i m1,
+                                                            const nnf_tile_ep *t) {
+    switch (t->ep->act.kind) {
+#define K(kind)                                                                                    \
+    case kind: ep_tile_act(kind, acc, c, ldc, m, n, m0, m1, t); return;
+        K(NNF_ACT_NONE)
+        K(NNF_ACT_RELU)
+        K(NNF_ACT_CLIP)
+        K(NNF_ACT_LEAKY_RELU)
+        K(NNF_ACT_SIGMOID)
+        K(NNF_ACT_SILU)
+        K(NNF_ACT_TANH)
+        K(NNF_ACT_HARD_SIGMOID)
+        K(NNF_ACT_HARD_SWISH)
+        K(NNF_ACT_GELU_ERF)
+        K(NNF_ACT_GELU_TANH)
+#undef K
+    }
+    for (size_t r = 0; r < m; r++)
+        store_row(c + r * ldc, _mm256_load_ps(acc + 16 * r), _mm256_load_ps(acc + 16 * r + 8), r, n,
+                  m0, m1, t);
+}
+
+void nnf_gemm_ukernel_6x16_avx2(size_t kc, const float *a, const float *b, float *c, size_t ldc,
+                                size_t m, size_t n, const nnf_tile_ep *t) {
+    /* C's rows are far apart (ldc) and get read back on every K block after
+     * the first: fetch them now, behind kc steps of FMAs, not at the store. */
+    for (size_t r = 0; r < m; r++) {
+        _mm_prefetch((const char *)(c + r * ldc), _MM_HINT_T0);
+        _mm_prefetch((const char *)(c + r * ldc + 15), _MM_HINT_T0);
+    }
+    float acc[96] __attribute__((aligned(32)));
+    if (m <= 2)
+        tile_2x16(kc, a, b, acc);
+    else if (n <= 8)
+        tile_6x8(kc, a, b, acc);
+    else if (m <= 4)
+        tile_4x16(kc, a, b, acc);
+    else
+        tile_6x16_asm(kc, a, b, acc);
 
     __m256i m0 = nnf_mask8(n), m1 = nnf_mask8(n > 8 ? n - 8 : 0);
     /* bias + residual + ReLU/Clip (a conv's usual tail) without a call per
