@@ -134,13 +134,6 @@ nnf_status nnf_conv_kernel_create(const nnf_conv2d_shape *s, nnf_conv_algo algo,
         st = nnf_conv_dw_prepare(k, w);
         if (st != NNF_OK)
             goto fail;
-    } else if (algo == NNF_CONV_ALGO_STRIDED) {
-        st = nnf_conv_strided_prepare(k, w);
-        if (st != NNF_OK)
-            goto fail;
-        snprintf(k->name, sizeof k->name, "f32_conv_strided_%s",
-                 nnf_conv_strided_direct(s, k->isa) ? "direct6x16_avx2"
-                                                     : k->cfg->name + strlen("f32_gemm_"));
     } else if (algo == NNF_CONV_ALGO_WINOGRAD) {
         st = winograd_weights(k, w);
         if (st != NNF_OK)

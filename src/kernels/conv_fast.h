@@ -88,19 +88,6 @@ void nnf_im2col_pack_avx2(const void *ctx, size_t n0, size_t nc, size_t k0, size
  * (conv_strided.c); weights packed as for IM2COL. */
 nnf_status nnf_conv_strided_run(const nnf_conv_kernel *k, const float *x, float *y,
                                 const nnf_epilogue *ep, nnf_threadpool *pool);
-/* Packs the weights for STRIDED (k->s, k->isa set): GEMM A panels, or
- * NNF_STRIDED_MR-channel k-major panels for the direct kernel (small K, AVX2). */
-nnf_status nnf_conv_strided_prepare(nnf_conv_kernel *k, const float *w);
-/* Whether STRIDED runs the direct kernel for this shape and tier. */
-int nnf_conv_strided_direct(const nnf_conv2d_shape *s, nnf_isa isa);
-/* Direct kernel: one output row (ow pixels) of oc channels (row stride
- * ldc) from the split copy src at the row's first pixel, taps at koff[k],
- * weights in NNF_STRIDED_MR-channel k-major panels; res (or NULL) at the residual
- * row of channel 0 (row stride ep->ld_residual), ep->bias at channel 0. */
-#define NNF_STRIDED_MR 6
-void nnf_conv_strided_row_avx2(size_t kdim, const float *w, size_t oc, const float *src,
-                               const size_t *koff, size_t ow, float *y, size_t ldc,
-                               const nnf_epilogue *ep, const float *res);
 /* d0[i] = src[2 i], d1[i] = src[2 i + 1] for i < n (AVX2). */
 void nnf_split_row2_avx2(const float *src, size_t n, float *d0, float *d1);
 

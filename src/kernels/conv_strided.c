@@ -187,37 +187,6 @@ static void split_pack(const void *vctx, size_t n0, size_t nc, size_t k0, size_t
     }
 }
 
-/* Direct kernel when K is small enough that a tile's B rows stay in L1
- * across all output channels. */
-enum { DIRECT_KMAX = 320 };
-
-int nnf_conv_strided_direct(const nnf_conv2d_shape *s, nnf_isa isa) {
-    return isa >= NNF_ISA_AVX2 && s->c / s->group * s->kh * s->kw <= DIRECT_KMAX;
-}
-
-nnf_status nnf_conv_strided_prepare(nnf_conv_kernel *k, const float *w) {
-    const nnf_conv2d_shape *s = &k->s;
-    size_t ocg = s->oc / s->group, kdim = s->c / s->group * s->kh * s->kw;
-    k->cfg = nnf_gemm_cfg_for(k->isa);
-    nnf_gemm_cfg direct = *nnf_gemm_cfg_for(NNF_ISA_SCALAR);
-    const nnf_gemm_cfg *cfg = k->cfg;
-    if (nnf_conv_strided_direct(s, k->isa)) {
-        /* panels of NNF_STRIDED_MR channels, k-major, one K block: the portable packer
-         * with a 4-row tile and an unbounded kc */
-        direct.mr = NNF_STRIDED_MR;
-        direct.kc = (size_t)1 << 30;
-        direct.pack_a_rows = NULL;
-        cfg = &direct;
-    }
-    k->packed_w = nnf_calloc(s->group, sizeof *k->packed_w);
-    if (!k->packed_w)
-        return nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory for packed weights");
-    k->n_packed = s->group;
-    for (size_t g = 0; g < s->group; g++)
-        NNF_CHECK(nnf_gemm_pack_a(cfg, ocg, kdim, w + g * ocg * kdim, kdim, 0, &k->packed_w[g]));
-    return NNF_OK;
-}
-
 typedef struct strided_job {
     const nnf_conv_kernel *k;
     split_geom g;
@@ -228,9 +197,6 @@ typedef struct strided_job {
     float *scratch;           /* slots of g.plane * icg floats */
     size_t slot_floats;
     split_row2_fn row2;
-    int direct;               /* nnf_conv_strided_row_avx2 instead of the GEMM */
-    const float *xs_band;     /* direct, rows over the pool: the band being computed */
-    size_t oh0;
     size_t group;
     nnf_threadpool *pool;     /* GEMM pool when bands run one after another */
     nnf_status st;
@@ -246,23 +212,7 @@ static int slot_claim(strided_job *j) {
                 return sl;
 }
 
-/* Output row oh of the band starting at oh0 whose split copy is xs. */
-static void direct_row(const strided_job *j, const float *xs, size_t oh0, size_t oh) {
-    const nnf_conv2d_shape *s = &j->k->s;
-    size_t icg = s->c / s->group, ocg = s->oc / s->group, ohw = s->oh * s->ow;
-    const nnf_epilogue *e = j->ep;
-    nnf_conv_strided_row_avx2(icg * s->kh * s->kw, j->k->packed_w[j->group]->data, ocg,
-                              xs + (oh - oh0) * s->sh * j->g.row, j->koff, s->ow,
-                              j->y + oh * s->ow, ohw, e, e->residual ? e->residual + oh * s->ow : NULL);
-}
-
-static void direct_row_task(void *ctx, size_t r) {
-    const strided_job *j = ctx;
-    direct_row(j, j->xs_band, j->oh0, j->oh0 + r);
-}
-
-/* One band of output rows: split the input rows it reads, then one GEMM
- * (or the direct kernel row by row). */
+/* One band of output rows: split the input rows it reads, then one GEMM. */
 static void band_task(void *ctx, size_t band) {
     strided_job *j = ctx;
     const nnf_conv2d_shape *s = &j->k->s;
@@ -285,19 +235,6 @@ static void band_task(void *ctx, size_t band) {
         for (size_t ic = 0; ic < icg; ic++)
             split_row(s, g, j->x + ic * s->h * s->w, ih0 + (ptrdiff_t)r,
                       xs + ic * g->plane + r * g->row, j->row2);
-    }
-    if (j->direct) {
-        if (j->pool) {
-            /* few bands: the band's rows over the pool (its copy is done) */
-            j->xs_band = xs;
-            j->oh0 = oh0;
-            nnf_parallel_for(j->pool, rows, direct_row_task, j);
-        } else {
-            for (size_t r = 0; r < rows; r++)
-                direct_row(j, xs, oh0, oh0 + r);
-        }
-        atomic_store_explicit(&j->busy[slot], 0, memory_order_release);
-        return;
     }
     nnf_epilogue e = *j->ep;
     if (e.residual)
@@ -339,10 +276,7 @@ nnf_status nnf_conv_strided_run(const nnf_conv_kernel *k, const float *x, float 
     int per_band = threads > 1 && bands >= (size_t)threads * 4;
     j->slots = per_band ? (threads < MAX_SLOTS ? threads : MAX_SLOTS) : 1;
     size_t koff_bytes, bytes;
-    /* + 32: the direct kernel's last tile of a row reads up to 15 floats
-     * past the row (into lanes it does not store) */
     if (!nnf_mul_size(j->g.plane, icg, &j->slot_floats) ||
-        !nnf_add_size(j->slot_floats, 32, &j->slot_floats) ||
         !nnf_mul_size(kdim, sizeof(size_t), &koff_bytes) ||
         !nnf_mul_size(j->slot_floats, (size_t)j->slots * sizeof(float), &bytes) ||
         !nnf_add_size(bytes, (koff_bytes + 63) / 64 * 64, &bytes)) {
@@ -371,7 +305,6 @@ nnf_status nnf_conv_strided_run(const nnf_conv_kernel *k, const float *x, float 
     j->koff = koff;
     j->row2 = k->isa >= NNF_ISA_AVX2 ? nnf_split_row2_avx2 : split_row2_scalar;
     j->pool = per_band ? NULL : pool;
-    j->direct = nnf_conv_strided_direct(s, k->isa);
     for (size_t b = 0; b < s->n && st == NNF_OK; b++) {
         for (size_t gi = 0; gi < s->group && st == NNF_OK; gi++) {
             size_t yoff = (b * s->oc + gi * ocg) * ohw;
