@@ -13,16 +13,18 @@
  * pass; at 7 outputs wide each row is one vector with a lane idle and the
  * per-pass and per-row-preparation costs are spread over 7 outputs, so
  * there the channel-interleaved kernel (two 8x8 transposes per 8 outputs
- * of 8 channels) is faster. Measured right after the 1x1 conv that writes
- * the input, as in the model (1 thread, best ms plane / c8): 960@7 s1
- * 0.12-0.19 / 0.085-0.12, 576 14->7 s2 0.127 / 0.095-0.12; 384@14 s1
- * 0.11-0.15 / 0.14-0.15, 192@28 0.13-0.20 / 0.24, 144@56 0.38 / 0.73,
- * 96 112->56 s2 0.39-0.65 / 0.76-0.90. */
+ * of 8 channels) is faster. At 14 wide they are close: in MobileNetV2 (1
+ * thread, ms plane / c8) 384@14 s1 0.178 / 0.147, 576@14 s1 0.27 /
+ * 0.23-0.27, but 192 28->14 s2 0.116 / 0.132 (the c8 kernel's strided
+ * reads of its interleaved rows). From 28 wide the plane kernel wins
+ * clearly: 192@28 0.13-0.20 / 0.24, 144@56 0.38 / 0.73, 96 112->56 s2
+ * 0.39-0.65 / 0.76-0.90 (measured right after the 1x1 conv that writes
+ * the input). */
 nnf_dw_kernel nnf_dw_select(const nnf_conv2d_shape *s, nnf_isa isa) {
     if (isa < NNF_ISA_AVX2)
         return NNF_DW_PLANE_SCALAR;
     size_t wp = (s->ow - 1) * s->sw + s->kw;
-    if (s->ow <= 8 && wp <= NNF_DW_C8_MAX / s->kh)
+    if ((s->ow <= 8 || (s->ow <= 16 && s->sw == 1)) && wp <= NNF_DW_C8_MAX / s->kh)
         return NNF_DW_C8_AVX2;
     return NNF_DW_PLANE_AVX2;
 }

@@ -446,6 +446,8 @@ static void test_depthwise_kernels(nnf_isa isa) {
     CHECK(nnf_dw_select(&m, NNF_ISA_AVX2) == NNF_DW_C8_AVX2);
     CHECK(nnf_dw_select(&m, NNF_ISA_SCALAR) == NNF_DW_PLANE_SCALAR);
     m = shape(1, 384, 14, 14, 384, 384, 3, 3, 1, 1, 1, 1, 1, 1);
+    CHECK(nnf_dw_select(&m, NNF_ISA_AVX2) == NNF_DW_C8_AVX2);
+    m = shape(1, 192, 28, 28, 192, 192, 3, 3, 2, 1, 1, 1, 1, 1);
     CHECK(nnf_dw_select(&m, NNF_ISA_AVX2) == NNF_DW_PLANE_AVX2);
 }
 
