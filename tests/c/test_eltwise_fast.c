@@ -485,6 +485,9 @@ static void test_concat(nnf_isa isa) {
          {{1, 8, 40, 40}, {1, 8, 40, 40}, {1, 8, 40, 40}, {1, 8, 40, 40}},
          NNF_DTYPE_FLOAT32},
         {1, 0, 2, {{1}, {1}}, NNF_DTYPE_FLOAT32},
+        /* YOLOv5 head: xy, wh, the rest (whole rows of 2-float pieces) */
+        {4, -1, 3, {{3, 40, 40, 2}, {3, 40, 40, 2}, {3, 40, 40, 81}}, NNF_DTYPE_FLOAT32},
+        {3, 2, 4, {{2, 7, 1}, {2, 7, 3}, {2, 7, 4}, {2, 7, 0}}, NNF_DTYPE_INT64},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         f_in in[4];
