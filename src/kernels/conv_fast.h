@@ -84,8 +84,9 @@ void nnf_im2col_pack_scalar(const void *ctx, size_t n0, size_t nc, size_t k0, si
 void nnf_im2col_pack_avx2(const void *ctx, size_t n0, size_t nc, size_t k0, size_t kc, size_t r,
                           float *dst);
 
-/* STRIDED: stride > 1 through a copy of the input split into column phases
- * (conv_strided.c); weights packed as for IM2COL. */
+/* STRIDED: stride > 1 with K = C/group kh kw <= 160, through a copy of the
+ * input split into column phases (conv_strided.c); weights packed as for
+ * IM2COL. */
 nnf_status nnf_conv_strided_run(const nnf_conv_kernel *k, const float *x, float *y,
                                 const nnf_epilogue *ep, nnf_threadpool *pool);
 /* d0[i] = src[2 i], d1[i] = src[2 i + 1] for i < n (AVX2). */

@@ -572,6 +572,88 @@ static void test_plan(void) {
     free(yref);
 }
 
+/* STRIDED (phase-split input, conv_strided.c): few channels (1, 3, 4, 5),
+ * odd widths, every padding up to 3, strides 2 and 3, kernels 1..7,
+ * dilation, groups, every epilogue kind; the model stems scaled down; band
+ * edges, K blocks (K over the GEMM's kc) and the per-band threaded path,
+ * bit-identical to one thread. */
+static void test_strided(nnf_isa isa) {
+    const char *t = nnf_isa_name(isa);
+    const nnf_activation acts[5] = {{NNF_ACT_NONE, 0, 0}, {NNF_ACT_RELU, 0, 0}, {NNF_ACT_CLIP, 0, 6},
+                                    {NNF_ACT_SILU, 0, 0}, {NNF_ACT_HARD_SWISH, 0, 0}};
+    size_t cs[] = {1, 3, 4, 5}, ws[] = {1, 7, 31, 33};
+    size_t cases = 0;
+    for (size_t k = 1; k <= 7; k++)
+        for (size_t st = 2; st <= 3; st++)
+            for (size_t wi = 0; wi < 4; wi++) {
+                size_t i = k * 8 + st * 4 + wi, c = cs[i % 4], p = (k + wi + st) % 4;
+                size_t pb = (p + wi) % 4, w = ws[wi], h = ws[(wi + k) % 4] + 2;
+                size_t d = i % 5 == 0 && k > 1 ? 2 : 1, span = (k - 1) * d + 1;
+                size_t pl = (p + 1) % 4 < k ? (p + 1) % 4 : p;
+                if (w + pl + pb < span || h + p + p < span || p >= span || pl >= span || pb >= span)
+                    continue;
+                size_t g = c % 2 == 0 && i % 3 == 0 ? 2 : 1;
+                nnf_conv2d_shape s = shape(1 + (i % 7 == 0), c, h, w, g * (1 + i % 9), g, k, k, st, d, p,
+                                           pl, p, pb);
+                CHECK_MSG(run_conv(&s, isa, &acts[i % 5], (int)(i & 1), (int)(i % 3 == 1), NULL,
+                                   NNF_CONV_ALGO_STRIDED) == 0,
+                          "%s strided c=%zu %zux%zu k%zu s%zu p%zu/%zu/%zu d%zu g%zu", t, c, h, w, k, st, p, pl, pb, d,
+                          g);
+                cases++;
+            }
+    CHECK_MSG(cases >= 30, "%s strided: only %zu cases", t, cases);
+    /* asymmetric kernel and strides */
+    nnf_conv2d_shape a = shape(1, 3, 11, 20, 5, 1, 2, 5, 2, 1, 1, 2, 0, 1);
+    a.sh = 3;
+    a.oh = (11 + 1 + 0 - 2) / 3 + 1;
+    CHECK_MSG(run_conv(&a, isa, &acts[3], 1, 1, NULL, NNF_CONV_ALGO_STRIDED) == 0, "%s strided 2x5 s3x2", t);
+    /* the model layers, scaled down (SiLU / ReLU / ReLU6 as in the models) */
+    struct {
+        const char *name;
+        nnf_conv2d_shape s;
+        int act, res;
+    } real[] = {
+        {"yolo stem 6x6s2", shape(1, 3, 64, 64, 32, 1, 6, 6, 2, 1, 2, 2, 2, 2), 3, 0},
+        {"yolo 3x3s2 32-64", shape(1, 32, 40, 40, 64, 1, 3, 3, 2, 1, 1, 1, 1, 1), 3, 0},
+        {"yolo 3x3s2 64-128", shape(1, 64, 20, 20, 128, 1, 3, 3, 2, 1, 1, 1, 1, 1), 3, 1},
+        {"r50 conv1 7x7s2", shape(1, 3, 56, 56, 64, 1, 7, 7, 2, 1, 3, 3, 3, 3), 1, 0},
+        {"r50 l2 3x3s2 (K blocks)", shape(1, 128, 28, 28, 128, 1, 3, 3, 2, 1, 1, 1, 1, 1), 1, 1},
+        {"r50 downsample 1x1s2", shape(1, 64, 14, 14, 48, 1, 1, 1, 2, 1, 0, 0, 0, 0), 0, 1},
+        {"mbv2 stem 3x3s2", shape(1, 3, 32, 32, 32, 1, 3, 3, 2, 1, 1, 1, 1, 1), 2, 0},
+        {"bands", shape(1, 16, 64, 64, 8, 1, 3, 3, 2, 1, 1, 1, 1, 1), 4, 1},
+    };
+    for (size_t i = 0; i < sizeof real / sizeof real[0]; i++)
+        CHECK_MSG(run_conv(&real[i].s, isa, &acts[real[i].act], 1, real[i].res, NULL,
+                           NNF_CONV_ALGO_STRIDED) == 0,
+                  "%s strided %s", t, real[i].name);
+    /* many bands: each thread runs whole bands; same bits as one thread */
+    nnf_threadpool *pool = NULL;
+    CHECK(nnf_threadpool_create(3, &pool) == NNF_OK);
+    nnf_conv2d_shape mb = shape(1, 32, 64, 256, 8, 1, 3, 3, 2, 1, 1, 1, 1, 1);
+    CHECK_MSG(run_conv(&mb, isa, &acts[3], 1, 1, pool, NNF_CONV_ALGO_STRIDED) == 0, "%s strided threaded", t);
+    CHECK_MSG(run_conv(&real[4].s, isa, &acts[1], 1, 1, pool, NNF_CONV_ALGO_STRIDED) == 0,
+              "%s strided threaded K blocks", t);
+    for (int which = 0; which < 2; which++) {
+        nnf_conv2d_shape s = which ? real[4].s : mb;
+        size_t xn = s.n * s.c * s.h * s.w, yn = s.n * s.oc * s.oh * s.ow;
+        float *x = rand_buf(xn), *w = rand_buf(s.oc * s.c / s.group * s.kh * s.kw);
+        float *y1 = malloc(yn * sizeof(float)), *y3 = malloc(yn * sizeof(float));
+        nnf_conv_kernel *k = NULL;
+        nnf_epilogue ep = nnf_epilogue_default();
+        ep.act = acts[3];
+        CHECK(nnf_conv_kernel_create(&s, NNF_CONV_ALGO_STRIDED, isa, w, &k) == NNF_OK);
+        CHECK(nnf_conv_kernel_run(k, x, y1, &ep, NULL) == NNF_OK);
+        CHECK(nnf_conv_kernel_run(k, x, y3, &ep, pool) == NNF_OK);
+        CHECK_MSG(memcmp(y1, y3, yn * sizeof(float)) == 0, "%s strided: 1 and 3 threads differ (%d)", t, which);
+        nnf_conv_kernel_destroy(k);
+        free(x);
+        free(w);
+        free(y1);
+        free(y3);
+    }
+    nnf_threadpool_destroy(pool);
+}
+
 int main(void) {
     const nnf_cpu *cpu = nnf_cpu_get();
     /* selection is pure */
@@ -586,8 +668,21 @@ int main(void) {
     CHECK(nnf_conv_select(&s, NNF_ISA_AVX2) == NNF_CONV_ALGO_IM2COL);
     s = shape(1, 256, 14, 14, 256, 1, 3, 3, 1, 1, 1, 1, 1, 1); /* 14x14: 16 tiles, all used */
     CHECK(nnf_conv_select(&s, NNF_ISA_AVX2) == NNF_CONV_ALGO_WINOGRAD);
-    s = shape(1, 64, 56, 56, 64, 1, 3, 3, 2, 1, 1, 1, 1, 1);
+    s = shape(1, 64, 56, 56, 64, 1, 3, 3, 2, 1, 1, 1, 1, 1); /* K = 576: im2col */
     CHECK(nnf_conv_select(&s, NNF_ISA_AVX2) == NNF_CONV_ALGO_IM2COL);
+    s = shape(1, 16, 56, 56, 64, 1, 3, 3, 2, 1, 1, 1, 1, 1); /* K = 144: strided */
+    CHECK(nnf_conv_select(&s, NNF_ISA_AVX2) == NNF_CONV_ALGO_STRIDED);
+    CHECK(nnf_conv_select(&s, NNF_ISA_SCALAR) == NNF_CONV_ALGO_STRIDED);
+    s = shape(1, 3, 224, 224, 64, 1, 7, 7, 2, 1, 3, 3, 3, 3); /* ResNet conv1, K = 147 */
+    CHECK(nnf_conv_select(&s, NNF_ISA_AVX2) == NNF_CONV_ALGO_STRIDED);
+    s = shape(1, 3, 224, 224, 32, 1, 3, 3, 1, 1, 1, 1, 1, 1); /* stride 1 stays */
+    CHECK(nnf_conv_select(&s, NNF_ISA_AVX2) == NNF_CONV_ALGO_IM2COL);
+    s = shape(1, 3, 640, 640, 32, 1, 6, 6, 2, 1, 2, 2, 2, 2); /* YOLOv5 stem */
+    CHECK(nnf_conv_select(&s, NNF_ISA_AVX2) == NNF_CONV_ALGO_STRIDED);
+    s = shape(1, 256, 56, 56, 512, 1, 1, 1, 2, 1, 0, 0, 0, 0); /* ResNet downsample, K = 256 */
+    CHECK(nnf_conv_select(&s, NNF_ISA_AVX2) == NNF_CONV_ALGO_IM2COL);
+    s = shape(1, 32, 112, 112, 32, 32, 3, 3, 2, 1, 1, 1, 1, 1); /* depthwise s2 stays */
+    CHECK(nnf_conv_select(&s, NNF_ISA_AVX2) == NNF_CONV_ALGO_DEPTHWISE);
     s = shape(1, 32, 56, 56, 32, 32, 7, 7, 1, 1, 3, 3, 3, 3);
     CHECK(nnf_conv_select(&s, NNF_ISA_AVX2) == NNF_CONV_ALGO_IM2COL);
     s.group = 5; /* does not divide the channels */
@@ -598,6 +693,7 @@ int main(void) {
         printf("tier %s\n", nnf_isa_name((nnf_isa)t));
         test_tier((nnf_isa)t);
         test_depthwise_kernels((nnf_isa)t);
+        test_strided((nnf_isa)t);
         test_plan();
     }
     TEST_MAIN_END();
