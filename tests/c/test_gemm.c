@@ -8,7 +8,9 @@
  * Also: vector math accuracy, NaN/Inf propagation, strides and transposes,
  * prepacked operands, thread-count independence, in-place residual, the
  * M = 1 (GEMV) path, batches of GEMMs against lone ones bit for bit, the
- * Gemm/MatMul plans against the reference kernels (inline and threaded). */
+ * Gemm/MatMul plans against the reference kernels (inline and threaded),
+ * 1x1-conv shaped GEMMs (short K, B read in place with a wide stride) at
+ * every edge-tile size, and edge tiles against full tiles bit for bit. */
 #include "base/alloc.h"
 #include "base/cpu.h"
 #include "base/threadpool.h"
@@ -750,6 +752,93 @@ static void test_plans(void) {
     CHECK(c.cfg == NULL);
 }
 
+/* The 1x1-conv shape of GEMM: A prepacked (weights), B a k-major matrix
+ * read in place with a row stride wider than N (an activation plane), a
+ * per-row bias, every activation, a residual on some. Sizes cross every
+ * edge-tile choice of the tiers (M % mr of 1..mr-1: the AVX2 tier's 2- and
+ * 4-row tiles; N % nr <= 8: its 8-column tile), and long N with enough M
+ * panels runs the next-block prefetch of B across several N blocks. */
+static void test_conv1x1_shapes(const nnf_gemm_cfg *cfg) {
+    static const size_t sz[] = {1, 2, 5, 7, 13, 16, 17, 31, 49, 64, 127};
+    enum { NS = sizeof sz / sizeof sz[0] };
+    float *bias = rand_buf(1024), *res = rand_buf(1024 * 1100);
+    int fails = 0, cases = 0;
+    for (size_t i = 0; i < NS; i++)
+        for (size_t j = 0; j < NS; j++)
+            for (size_t q = 0; q < NS; q++) {
+                gcase g = {.m = sz[i], .n = sz[j], .k = sz[q], .pack_a = 1, .use_ep = 1};
+                g.ldb = sz[j] + 3 + (i % 3) * 16;
+                g.ldc = (i + q) % 4 == 0 ? sz[j] + 5 : 0;
+                g.ep = nnf_epilogue_default();
+                g.ep.act = k_acts[(i + j + q) % N_ACTS];
+                g.ep.bias_kind = NNF_BIAS_PER_ROW;
+                g.ep.bias = bias;
+                if ((i + 2 * j + q) % 3 == 0) {
+                    g.ep.residual = res;
+                    g.ep.ld_residual = sz[j] + 1;
+                    g.ep.residual_after_act = (i + j) % 5 == 0;
+                }
+                fails += run_case(cfg, &g, NULL, "conv1x1") != 0;
+                cases++;
+            }
+    /* several N blocks (cfg->nc columns each) and several M panels */
+    static const size_t big_n[] = {300, 1000};
+    static const size_t ms[] = {24, 32, 64, 127};
+    static const size_t ks[] = {16, 64, 127};
+    for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
+        for (size_t j = 0; j < 2; j++)
+            for (size_t q = 0; q < sizeof ks / sizeof ks[0]; q++) {
+                gcase g = {.m = ms[i], .n = big_n[j], .k = ks[q], .pack_a = 1, .use_ep = 1};
+                g.ldb = big_n[j] + 64 * (q + 1) + 3;
+                g.ep = nnf_epilogue_default();
+                g.ep.act = k_acts[(i + j + q) % 2 ? 5 : 1]; /* SiLU, ReLU */
+                g.ep.bias_kind = NNF_BIAS_PER_ROW;
+                g.ep.bias = bias;
+                if (q == 1) {
+                    g.ep.residual = res;
+                    g.ep.ld_residual = big_n[j];
+                }
+                fails += run_case(cfg, &g, NULL, "conv1x1-long") != 0;
+                cases++;
+            }
+    CHECK_MSG(fails == 0, "%s: %d of %d 1x1-conv GEMM cases failed", cfg->name, fails, cases);
+    free(bias);
+    free(res);
+}
+
+/* A value does not depend on which tile computed it: rows past the last full
+ * mr panel and columns of a last panel of at most 8 go through narrower
+ * tiles on some tiers, and must equal the same rows/columns computed by a
+ * full tile bit for bit (same K order, same epilogue). */
+static void test_edge_tiles_bitwise(const nnf_gemm_cfg *cfg) {
+    size_t k = 45, mr = cfg->mr, nr = cfg->nr;
+    size_t mbig = 2 * mr, nbig = 2 * nr;
+    float *a = rand_buf(mbig * k), *b = rand_buf(k * nbig), *bias = rand_buf(mbig);
+    float *full = malloc(mbig * nbig * sizeof(float)), *part = malloc(mbig * nbig * sizeof(float));
+    int diff = 0;
+    for (size_t ai = 0; ai < N_ACTS; ai++) {
+        nnf_epilogue ep = nnf_epilogue_default();
+        ep.act = k_acts[ai];
+        ep.bias_kind = NNF_BIAS_PER_ROW;
+        ep.bias = bias;
+        nnf_gemm_src sa = nnf_gemm_src_matrix(a, k, 0), sb = nnf_gemm_src_matrix(b, nbig, 0);
+        CHECK(nnf_gemm_run(cfg, mbig, nbig, k, &sa, &sb, full, nbig, &ep, NULL) == NNF_OK);
+        for (size_t mt = 1; mt < mr; mt++)
+            for (size_t nt = 1; nt <= nr; nt += 3) {
+                size_t m = mr + mt, n = nr + nt;
+                CHECK(nnf_gemm_run(cfg, m, n, k, &sa, &sb, part, nbig, &ep, NULL) == NNF_OK);
+                for (size_t i = 0; i < m; i++)
+                    diff += memcmp(part + i * nbig, full + i * nbig, n * sizeof(float)) != 0;
+            }
+    }
+    CHECK_MSG(diff == 0, "%s: %d edge-tile rows differ from full-tile rows", cfg->name, diff);
+    free(a);
+    free(b);
+    free(bias);
+    free(full);
+    free(part);
+}
+
 /* K blocking: never above cfg->kc, equal blocks (multiples of 8) and no
  * more of them than ceil(K / kc); packed A through the tier's packer (the
  * AVX2 one transposes 8 k at a time) laid out exactly as gemm.h says. */
@@ -808,6 +897,8 @@ int main(void) {
         test_vmath(isa);
         test_blocking_and_packing(cfg);
         test_sizes(cfg);
+        test_conv1x1_shapes(cfg);
+        test_edge_tiles_bitwise(cfg);
         test_layouts(cfg);
         test_epilogues(cfg);
         test_nan_inf(cfg);
