@@ -21,9 +21,9 @@
 #include <stdint.h>
 
 typedef enum nnf_resize_kind {
-    NNF_RSZ_NONE = 0,   /* keep the reference kernel */
-    NNF_RSZ_NEAREST,    /* one tap per axis: row groups + a column index table */
-    NNF_RSZ_LINEAR,     /* one or two taps per axis, weighted */
+    NNF_RSZ_NONE = 0, /* keep the reference kernel */
+    NNF_RSZ_NEAREST,  /* one tap per axis: row groups + a column index table */
+    NNF_RSZ_LINEAR,   /* one or two taps per axis, weighted */
 } nnf_resize_kind;
 
 /* Column pattern of a nearest resize (decides the row kernel). */

@@ -112,7 +112,6 @@ static void pool_rows(void *p, size_t first, size_t count) {
     }
 }
 
-
 /* ---- separable MaxPool, W stride 1 or 2 -------------------------------------------- */
 
 /* On the stack: a strip's row maxima (at least kh rows of ow rounded up to
@@ -287,7 +286,7 @@ static nnf_status plan_pool2d(const nnf_node *node, const nnf_tinfo *in, const n
                       .planes = (size_t)(xs->dims[0] * xs->dims[1])};
     if (sep_fits(s))
         sep_setup(s);
-    const char *sv = s->sep                                        ? "_sep"
+    const char *sv = s->sep                                      ? "_sep"
                      : s->sw <= 2 && s->k->isa != NNF_ISA_SCALAR ? (s->sw == 1 ? "_s1" : "_s2")
                                                                  : "";
     snprintf(s->name, sizeof s->name, "f32_%s2d%s_%s", is_max ? "maxpool" : "avgpool", sv,

@@ -105,8 +105,8 @@ nnf_status nnf_plan_resize(NNF_PLAN_ARGS) {
     s->isa = nnf_cpu_isa() >= NNF_ISA_AVX2 ? NNF_ISA_AVX2 : NNF_ISA_SCALAR;
     s->in_numel = (size_t)nnf_shape_numel(xs);
     s->out_numel = (size_t)nnf_shape_numel(ys);
-    const char *how = s->t.kind == NNF_RSZ_LINEAR             ? "linear"
-                      : s->t.cols == NNF_RSZ_COLS_COPY         ? "nearest_rows"
+    const char *how = s->t.kind == NNF_RSZ_LINEAR      ? "linear"
+                      : s->t.cols == NNF_RSZ_COLS_COPY ? "nearest_rows"
                       : s->t.cols == NNF_RSZ_COLS_DUP && s->t.dup == 2 && s->isa != NNF_ISA_SCALAR
                           ? "nearest_2x"
                           : "nearest_table";

@@ -17,8 +17,8 @@
  *   Softmax        abs 1e-7 + rel 1e-6; LogSoftmax abs 1e-6 * (1 + |y|)
  *   ReduceSum/Mean abs 1e-6 * sum|x| over the row (float blocks, double carry)
  *   Resize         exact (the reference's float operations; +0 and -0 equal) */
-#include "fast_op_harness.h"
 #include "base/alloc.h"
+#include "fast_op_harness.h"
 #include "kernels/eltwise_fast.h"
 #include "kernels/resize_fast.h"
 #include "ops/tensor_common.h"
@@ -515,9 +515,9 @@ static void test_concat(nnf_isa isa) {
 
 /* ---- Resize ------------------------------------------------------------------------ */
 
-static const char *const rs_coords[] = {"half_pixel",    "half_pixel_symmetric",
+static const char *const rs_coords[] = {"half_pixel",         "half_pixel_symmetric",
                                         "pytorch_half_pixel", "align_corners",
-                                        "asymmetric",    "tf_half_pixel_for_nn"};
+                                        "asymmetric",         "tf_half_pixel_for_nn"};
 static const char *const rs_nearest[] = {"round_prefer_floor", "round_prefer_ceil", "floor",
                                          "ceil"};
 
@@ -535,7 +535,10 @@ static int run_resize(nnf_isa isa, const int64_t *dims, const float *scales, con
     int64_t four = 4;
     f_in in[4] = {f32_in(x, 4, dims, 0), {.absent = 1}, {.absent = 1}, {.absent = 1}};
     if (sizes)
-        in[3] = (f_in){.dtype = NNF_DTYPE_INT64, .rank = 1, .dims = {four}, .data = sizes,
+        in[3] = (f_in){.dtype = NNF_DTYPE_INT64,
+                       .rank = 1,
+                       .dims = {four},
+                       .data = sizes,
                        .constant = const_args};
     else
         in[2] = f32_in(scales, 1, &four, const_args);
@@ -547,7 +550,8 @@ static int run_resize(nnf_isa isa, const int64_t *dims, const float *scales, con
                     on > 20000 ? g_pool : NULL);
     int ok = r.status == NNF_OK && r.planned == expect_plan;
     if (ok && expect_plan)
-        ok = strstr(r.name, isa == NNF_ISA_SCALAR ? "scalar" : "_") && f_err(&r, 0, 0, 0, mode) <= 1;
+        ok =
+            strstr(r.name, isa == NNF_ISA_SCALAR ? "scalar" : "_") && f_err(&r, 0, 0, 0, mode) <= 1;
     if (!ok)
         fprintf(stderr, "  resize %s %s %s [%lld %lld %lld %lld] -> [%lld %lld %lld %lld]: %s\n",
                 mode, coord, nearest, (long long)dims[0], (long long)dims[1], (long long)dims[2],
@@ -561,14 +565,16 @@ static int run_resize(nnf_isa isa, const int64_t *dims, const float *scales, con
 static void test_resize(nnf_isa isa) {
     const char *t = nnf_isa_name(isa);
     static const int64_t ext[] = {1, 2, 7, 13, 33};
-    static const float sc[][2] = {{2, 2}, {3, 3}, {0.5f, 0.5f}, {1.5f, 1.5f}, {2, 0.5f}, {1, 3}, {3, 1}};
+    static const float sc[][2] = {{2, 2},    {3, 3}, {0.5f, 0.5f}, {1.5f, 1.5f},
+                                  {2, 0.5f}, {1, 3}, {3, 1}};
     int fails = 0, runs = 0;
     for (size_t hi = 0; hi < 5; hi++)
         for (size_t wi = 0; wi < 5; wi++)
             for (size_t si = 0; si < sizeof sc / sizeof sc[0]; si++) {
                 int64_t dims[4] = {1, 2, ext[hi], ext[wi]};
                 float scales[4] = {1, 1, sc[si][0], sc[si][1]};
-                if (floorf(scales[2] * (float)dims[2]) < 1 || floorf(scales[3] * (float)dims[3]) < 1)
+                if (floorf(scales[2] * (float)dims[2]) < 1 ||
+                    floorf(scales[3] * (float)dims[3]) < 1)
                     continue;
                 for (size_t ci = 0; ci < 6; ci++) {
                     /* tf_half_pixel_for_nn moves unscaled axes too (o + 0.5 rounds
@@ -605,7 +611,8 @@ static void test_resize(nnf_isa isa) {
         f_res r = f_run("Upsample", 9, &am, 1, uin, 2, 1, nnf_plan_resize, NULL);
         CHECK_MSG(r.planned && f_err(&r, 0, 0, 0, "upsample9") <= 1, "%s upsample-9 %d", t, lin);
         f_free(&r);
-        nnf_attr a7[2] = {am, {.name = "scales", .type = NNF_ATTR_FLOATS, .floats = s15, .count = 4}};
+        nnf_attr a7[2] = {am,
+                          {.name = "scales", .type = NNF_ATTR_FLOATS, .floats = s15, .count = 4}};
         r = f_run("Upsample", 7, a7, 2, uin, 1, 1, nnf_plan_resize, NULL);
         CHECK_MSG(r.planned && f_err(&r, 0, 0, 0, "upsample7") <= 1, "%s upsample-7 %d", t, lin);
         f_free(&r);
@@ -624,19 +631,27 @@ static void test_resize(nnf_isa isa) {
 /* The plan directly: scales unknown at load keep the reference; known ones
  * plan; every allocation failure is reported and leaves no plan. */
 static void test_resize_plan(void) {
-    nnf_resize_params rp = {.mode = NNF_RESIZE_NEAREST, .coord = NNF_COORD_ASYMMETRIC,
-                            .nearest = NNF_NEAREST_FLOOR, .cubic_a = -0.75f,
-                            .roi_input = 1, .scales_input = 2, .sizes_input = 3};
-    nnf_node node = {.name = "rs", .op_type = "Resize", .domain = "", .opset = 13,
-                     .n_inputs = 3, .n_outputs = 1, .params = &rp};
+    nnf_resize_params rp = {.mode = NNF_RESIZE_NEAREST,
+                            .coord = NNF_COORD_ASYMMETRIC,
+                            .nearest = NNF_NEAREST_FLOOR,
+                            .cubic_a = -0.75f,
+                            .roi_input = 1,
+                            .scales_input = 2,
+                            .sizes_input = 3};
+    nnf_node node = {.name = "rs",
+                     .op_type = "Resize",
+                     .domain = "",
+                     .opset = 13,
+                     .n_inputs = 3,
+                     .n_outputs = 1,
+                     .params = &rp};
     float s2[4] = {1, 1, 2, 2};
-    nnf_tinfo in[3] = {{.present = true, .dtype = NNF_DTYPE_FLOAT32,
-                        .shape = {.rank = 4, .dims = {1, 3, 4, 5}}},
-                       {.present = false},
-                       {.present = true, .dtype = NNF_DTYPE_FLOAT32,
-                        .shape = {.rank = 1, .dims = {4}}}};
-    nnf_tinfo out[1] = {{.present = true, .dtype = NNF_DTYPE_FLOAT32,
-                         .shape = {.rank = 4, .dims = {1, 3, 8, 10}}}};
+    nnf_tinfo in[3] = {
+        {.present = true, .dtype = NNF_DTYPE_FLOAT32, .shape = {.rank = 4, .dims = {1, 3, 4, 5}}},
+        {.present = false},
+        {.present = true, .dtype = NNF_DTYPE_FLOAT32, .shape = {.rank = 1, .dims = {4}}}};
+    nnf_tinfo out[1] = {
+        {.present = true, .dtype = NNF_DTYPE_FLOAT32, .shape = {.rank = 4, .dims = {1, 3, 8, 10}}}};
     nnf_kernel_plan plan = {0};
     CHECK(nnf_plan_resize(&node, in, out, &plan) == NNF_OK && !plan.run);
     in[2].data = s2;
@@ -659,8 +674,10 @@ static void test_resize_plan(void) {
 }
 
 static void test_resize_tables(void) {
-    nnf_resize_params p = {.mode = NNF_RESIZE_NEAREST, .coord = NNF_COORD_ASYMMETRIC,
-                           .nearest = NNF_NEAREST_FLOOR, .cubic_a = -0.75f};
+    nnf_resize_params p = {.mode = NNF_RESIZE_NEAREST,
+                           .coord = NNF_COORD_ASYMMETRIC,
+                           .nearest = NNF_NEAREST_FLOOR,
+                           .cubic_a = -0.75f};
     int64_t in[4] = {1, 8, 5, 6}, out2[4] = {1, 8, 10, 12}, out1[4] = {1, 8, 15, 6};
     float s2[4] = {1, 1, 2, 2}, s31[4] = {1, 1, 3, 1}, roi[8] = {0, 0, 0, 0, 1, 1, 1, 1};
     nnf_resize_tables t;
@@ -685,11 +702,12 @@ static void test_resize_tables(void) {
     CHECK(t.kind == NNF_RSZ_LINEAR && t.th == 2 && t.tw == 1);
     nnf_resize_tables_free(&t);
     p.mode = NNF_RESIZE_CUBIC;
-    CHECK(nnf_resize_tables_build(&p, 4, in, out2, s2, roi, &t) == NNF_OK && t.kind == NNF_RSZ_NONE &&
-          !t.hidx);
+    CHECK(nnf_resize_tables_build(&p, 4, in, out2, s2, roi, &t) == NNF_OK &&
+          t.kind == NNF_RSZ_NONE && !t.hidx);
     p.mode = NNF_RESIZE_NEAREST;
     p.coord = NNF_COORD_TF_CROP_AND_RESIZE;
-    CHECK(nnf_resize_tables_build(&p, 4, in, out2, s2, roi, &t) == NNF_OK && t.kind == NNF_RSZ_NONE);
+    CHECK(nnf_resize_tables_build(&p, 4, in, out2, s2, roi, &t) == NNF_OK &&
+          t.kind == NNF_RSZ_NONE);
     p.coord = NNF_COORD_ASYMMETRIC;
     nnf_alloc_fail_after(2);
     nnf_status st = nnf_resize_tables_build(&p, 4, in, out2, s2, roi, &t);
@@ -717,7 +735,14 @@ static void test_slice(nnf_isa isa) {
         {3, 2, {2, 33, 7}, {1, 0}, {2, 33}, {0, 1}, {1, 2}, NNF_DTYPE_INT64},
         {4, 2, {2, 3, 13, 5}, {1, 3}, {3, 1000}, {1, 3}, {1, 1}, NNF_DTYPE_UINT8},
         {3, 1, {4, 3, 33}, {2}, {3}, {0}, {1}, NNF_DTYPE_FLOAT32},
-        {3, 3, {5, 6, 7}, {4, 5, 6}, {-100, -100, -100}, {0, 1, 2}, {-2, -3, -1}, NNF_DTYPE_FLOAT32},
+        {3,
+         3,
+         {5, 6, 7},
+         {4, 5, 6},
+         {-100, -100, -100},
+         {0, 1, 2},
+         {-2, -3, -1},
+         NNF_DTYPE_FLOAT32},
         {2, 1, {3, 40000}, {1}, {39999}, {1}, {1}, NNF_DTYPE_FLOAT32},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
@@ -730,8 +755,8 @@ static void test_slice(nnf_isa isa) {
         memcpy(in[0].dims, cases[c].dims, sizeof cases[c].dims);
         const int64_t *args[4] = {cases[c].starts, cases[c].ends, cases[c].axes, cases[c].steps};
         for (int i = 0; i < 4; i++)
-            in[i + 1] = (f_in){.dtype = NNF_DTYPE_INT64, .rank = 1, .dims = {cn}, .data = args[i],
-                               .constant = 1};
+            in[i + 1] = (f_in){
+                .dtype = NNF_DTYPE_INT64, .rank = 1, .dims = {cn}, .data = args[i], .constant = 1};
         for (int pool = 0; pool < 2; pool++) {
             f_res r = f_run("Slice", 13, NULL, 0, in, 5, 1, nnf_plan_slice, pool ? g_pool : NULL);
             CHECK_MSG(f_same_bytes(&r, 0), "%s slice case %zu%s", t, c, pool ? " pooled" : "");
@@ -758,15 +783,23 @@ static void test_slice(nnf_isa isa) {
                   {.dtype = NNF_DTYPE_INT64, .rank = 1, .dims = {one}, .data = &st},
                   {.dtype = NNF_DTYPE_INT64, .rank = 1, .dims = {one}, .data = &en, .constant = 1},
                   {.dtype = NNF_DTYPE_INT64, .rank = 1, .dims = {one}, .data = &ax, .constant = 1}};
-    nnf_tinfo ti[4], to[1] = {{.present = true, .dtype = NNF_DTYPE_FLOAT32,
-                               .shape = {.rank = 2, .dims = {4, 2}}}};
+    nnf_tinfo ti[4],
+        to[1] = {
+            {.present = true, .dtype = NNF_DTYPE_FLOAT32, .shape = {.rank = 2, .dims = {4, 2}}}};
     for (int i = 0; i < 4; i++)
-        ti[i] = (nnf_tinfo){.present = true, .dtype = in[i].dtype,
+        ti[i] = (nnf_tinfo){.present = true,
+                            .dtype = in[i].dtype,
                             .shape = {.rank = in[i].rank, .dims = {in[i].dims[0], in[i].dims[1]}},
                             .data = in[i].constant ? in[i].data : NULL};
     int ins[4] = {0, 1, 2, 3}, outs[1] = {4};
-    nnf_node node = {.name = "sl", .op_type = "Slice", .domain = "", .opset = 13, .n_inputs = 4,
-                     .n_outputs = 1, .inputs = ins, .outputs = outs,
+    nnf_node node = {.name = "sl",
+                     .op_type = "Slice",
+                     .domain = "",
+                     .opset = 13,
+                     .n_inputs = 4,
+                     .n_outputs = 1,
+                     .inputs = ins,
+                     .outputs = outs,
                      .params = &(nnf_slice_params){-1, -1, -1, NULL, NULL, NULL}};
     nnf_kernel_plan plan = {0};
     CHECK(nnf_plan_slice(&node, ti, to, &plan) == NNF_OK && !plan.run);

@@ -144,7 +144,8 @@ static inline __m256 colmax8(const float *const *rows, size_t nrows, const float
     /* the loads below read row[c .. c + 8 * sw) */
     if (block_inside && o * sw >= lead && o * sw - lead + 8 * sw <= w) {
         const float *p = row + o * sw - lead;
-        f = sw == 1 ? _mm256_loadu_ps(p) : load_even(p, 1, _mm256_setzero_si256(), _mm256_setzero_si256());
+        f = sw == 1 ? _mm256_loadu_ps(p)
+                    : load_even(p, 1, _mm256_setzero_si256(), _mm256_setzero_si256());
     } else {
         float t[8];
         for (size_t i = 0; i < 8; i++) {

@@ -24,7 +24,8 @@ void nnf_resize_dup2_avx2(const float *x, size_t n, float *y, size_t ystride, si
 void nnf_resize_gather_avx2(const float *x, const int32_t *idx, float *y, size_t n) {
     size_t o = 0;
     for (; o + 8 <= n; o += 8)
-        _mm256_storeu_ps(y + o, _mm256_i32gather_ps(x, _mm256_loadu_si256((const __m256i *)(idx + o)), 4));
+        _mm256_storeu_ps(y + o,
+                         _mm256_i32gather_ps(x, _mm256_loadu_si256((const __m256i *)(idx + o)), 4));
     for (; o < n; o++)
         y[o] = x[idx[o]];
 }
