@@ -344,58 +344,95 @@ float nnf_ew_min_avx2(const float *x, size_t n) {
 
 /* ---- softmax -------------------------------------------------------------------------- */
 
+/* nnf_exp8 for arguments x - max <= 0 (or NaN): no upper clamp, and the
+ * integer part rounded by adding 1.5 * 2^23 + 127 to the rounded product,
+ * which leaves n + 127 in the low mantissa bits (the same round-to-nearest
+ * of the same product as nnf_exp8's round, so the same results) and saves
+ * the round, convert and add. */
+static inline __m256 exp8_nonpos(__m256 x) {
+    const __m256 magic = _mm256_set1_ps(12583039.0f); /* 0x4B40007F */
+    x = _mm256_max_ps(_mm256_set1_ps(-87.33654f), x);
+    __m256 t = _mm256_add_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)), magic);
+    __m256 n = _mm256_sub_ps(t, magic);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500E-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507E-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073E-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894E-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459E-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201E-1f));
+    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r);
+    p = _mm256_add_ps(p, _mm256_set1_ps(1.0f));
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_castps_si256(t), 23)));
+}
+
+/* Softmax's exp pass: y = exp(x - max), returns the sum. */
+static float softmax_exp_store(const float *x, float *y, size_t n, __m256 vm) {
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0;
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m256 e0 = exp8_nonpos(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
+        __m256 e1 = exp8_nonpos(_mm256_sub_ps(_mm256_loadu_ps(x + i + 8), vm));
+        _mm256_storeu_ps(y + i, e0);
+        _mm256_storeu_ps(y + i + 8, e1);
+        s0 = _mm256_add_ps(s0, e0);
+        s1 = _mm256_add_ps(s1, e1);
+    }
+    for (; i + 8 <= n; i += 8) {
+        __m256 e = exp8_nonpos(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
+        _mm256_storeu_ps(y + i, e);
+        s0 = _mm256_add_ps(s0, e);
+    }
+    if (i < n) {
+        __m256i mk = nnf_mask8(n - i);
+        __m256 e = exp8_nonpos(_mm256_sub_ps(_mm256_maskload_ps(x + i, mk), vm));
+        e = _mm256_and_ps(e, _mm256_castsi256_ps(mk));
+        _mm256_maskstore_ps(y + i, mk, e);
+        s1 = _mm256_add_ps(s1, e);
+    }
+    return hsum8(_mm256_add_ps(s0, s1));
+}
+
 /* Three passes over a row that stays in L1/L2: max, exp(x - max) stored and
  * summed, scale (LogSoftmax: the sum only, then x - max - log(sum)). A NaN
  * anywhere gives a NaN row, an all -inf row NaN, as in the reference. */
 void nnf_ew_softmax_avx2(const float *x, float *y, size_t n, int log) {
     const float mx = nnf_ew_max_avx2(x, n, 0);
+    if (!log) {
+        const __m256 inv = _mm256_set1_ps(1.0f / softmax_exp_store(x, y, n, _mm256_set1_ps(mx)));
+        size_t i = 0;
+        for (; i + 8 <= n; i += 8)
+            _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(y + i), inv));
+        if (i < n) {
+            __m256i mk = nnf_mask8(n - i);
+            _mm256_maskstore_ps(y + i, mk, _mm256_mul_ps(_mm256_maskload_ps(y + i, mk), inv));
+        }
+        return;
+    }
     const __m256 vm = _mm256_set1_ps(mx);
     __m256 s0 = _mm256_setzero_ps(), s1 = s0;
     size_t i = 0;
     for (; i + 16 <= n; i += 16) {
-        __m256 e0 = nnf_exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
-        __m256 e1 = nnf_exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i + 8), vm));
-        if (!log) {
-            _mm256_storeu_ps(y + i, e0);
-            _mm256_storeu_ps(y + i + 8, e1);
-        }
-        s0 = _mm256_add_ps(s0, e0);
-        s1 = _mm256_add_ps(s1, e1);
+        s0 = _mm256_add_ps(s0, exp8_nonpos(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm)));
+        s1 = _mm256_add_ps(s1, exp8_nonpos(_mm256_sub_ps(_mm256_loadu_ps(x + i + 8), vm)));
     }
-    for (; i + 8 <= n; i += 8) {
-        __m256 e = nnf_exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
-        if (!log)
-            _mm256_storeu_ps(y + i, e);
-        s0 = _mm256_add_ps(s0, e);
-    }
+    for (; i + 8 <= n; i += 8)
+        s0 = _mm256_add_ps(s0, exp8_nonpos(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm)));
     if (i < n) {
         __m256i mk = nnf_mask8(n - i);
-        __m256 e = nnf_exp8(_mm256_sub_ps(_mm256_maskload_ps(x + i, mk), vm));
-        e = _mm256_and_ps(e, _mm256_castsi256_ps(mk));
-        if (!log)
-            _mm256_maskstore_ps(y + i, mk, e);
-        s1 = _mm256_add_ps(s1, e);
+        __m256 e = exp8_nonpos(_mm256_sub_ps(_mm256_maskload_ps(x + i, mk), vm));
+        s1 = _mm256_add_ps(s1, _mm256_and_ps(e, _mm256_castsi256_ps(mk)));
     }
-    float sum = hsum8(_mm256_add_ps(s0, s1));
-    if (log) {
-        /* (x - max) - log(sum), not x - (max + log(sum)): the first
-         * subtraction is exact near the max, where the result is small */
-        const __m256 ls = _mm256_set1_ps(logf(sum));
-        for (i = 0; i + 8 <= n; i += 8)
-            _mm256_storeu_ps(y + i, _mm256_sub_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm), ls));
-        if (i < n) {
-            __m256i mk = nnf_mask8(n - i);
-            _mm256_maskstore_ps(
-                y + i, mk, _mm256_sub_ps(_mm256_sub_ps(_mm256_maskload_ps(x + i, mk), vm), ls));
-        }
-        return;
-    }
-    const __m256 inv = _mm256_set1_ps(1.0f / sum);
+    /* (x - max) - log(sum), not x - (max + log(sum)): the first subtraction
+     * is exact near the max, where the result is small */
+    const __m256 ls = _mm256_set1_ps(logf(hsum8(_mm256_add_ps(s0, s1))));
     for (i = 0; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(y + i), inv));
+        _mm256_storeu_ps(y + i, _mm256_sub_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm), ls));
     if (i < n) {
         __m256i mk = nnf_mask8(n - i);
-        _mm256_maskstore_ps(y + i, mk, _mm256_mul_ps(_mm256_maskload_ps(y + i, mk), inv));
+        _mm256_maskstore_ps(y + i, mk,
+                            _mm256_sub_ps(_mm256_sub_ps(_mm256_maskload_ps(x + i, mk), vm), ls));
     }
 }
 
