@@ -214,6 +214,31 @@ static int slot_claim(strided_job *j) {
                 return sl;
 }
 
+typedef struct split_rows_ctx {
+    const strided_job *j;
+    float *xs;
+    size_t oh0, rows;
+} split_rows_ctx;
+
+/* Padded row r of a band, every channel of the group. */
+static void split_rows_task(void *ctx, size_t r) {
+    const split_rows_ctx *c = ctx;
+    const strided_job *j = c->j;
+    const nnf_conv2d_shape *s = &j->k->s;
+    const split_geom *g = &j->g;
+    /* rows between the taps of a sparse kernel (1x1 stride 2) are never read */
+    int used = 0;
+    for (size_t kh = 0; kh < s->kh && !used; kh++) {
+        size_t t = kh * s->dh;
+        used = r >= t && (r - t) % s->sh == 0 && (r - t) / s->sh < c->rows;
+    }
+    if (!used)
+        return;
+    ptrdiff_t ih = (ptrdiff_t)(c->oh0 * s->sh + r) - (ptrdiff_t)s->pt;
+    for (size_t ic = 0; ic < s->c / s->group; ic++)
+        split_row(s, g, j->x + ic * s->h * s->w, ih, c->xs + ic * g->plane + r * g->row, j->row2);
+}
+
 /* One band of output rows: split the input rows it reads, then one GEMM. */
 static void band_task(void *ctx, size_t band) {
     strided_job *j = ctx;
@@ -224,20 +249,12 @@ static void band_task(void *ctx, size_t band) {
     int slot = slot_claim(j);
     float *xs = j->scratch + (size_t)slot * j->slot_floats;
     size_t hb = band_in_rows(s, rows);
-    ptrdiff_t ih0 = (ptrdiff_t)(oh0 * s->sh) - (ptrdiff_t)s->pt;
-    for (size_t r = 0; r < hb; r++) {
-        /* rows between the taps of a sparse kernel (1x1 stride 2) are never read */
-        int used = 0;
-        for (size_t kh = 0; kh < s->kh && !used; kh++) {
-            size_t t = kh * s->dh;
-            used = r >= t && (r - t) % s->sh == 0 && (r - t) / s->sh < rows;
-        }
-        if (!used)
-            continue;
-        for (size_t ic = 0; ic < icg; ic++)
-            split_row(s, g, j->x + ic * s->h * s->w, ih0 + (ptrdiff_t)r,
-                      xs + ic * g->plane + r * g->row, j->row2);
-    }
+    split_rows_ctx sc = {.j = j, .xs = xs, .oh0 = oh0, .rows = rows};
+    if (j->pool) /* bands one after another: their copies over the pool too */
+        nnf_parallel_for(j->pool, hb, split_rows_task, &sc);
+    else
+        for (size_t r = 0; r < hb; r++)
+            split_rows_task(&sc, r);
     nnf_epilogue e = *j->ep;
     if (e.residual)
         e.residual += oh0 * s->ow;
@@ -275,7 +292,7 @@ nnf_status nnf_conv_strided_run(const nnf_conv_kernel *k, const float *x, float 
     int threads = nnf_threadpool_size(pool);
     /* enough bands: each thread runs whole bands (no hand-off per GEMM);
      * else one band after another, each GEMM over the pool */
-    int per_band = threads > 1 && bands >= (size_t)threads * 4;
+    int per_band = threads > 1 && bands >= (size_t)threads * 2;
     j->slots = per_band ? (threads < MAX_SLOTS ? threads : MAX_SLOTS) : 1;
     size_t koff_bytes, bytes;
     if (!nnf_mul_size(j->g.plane, icg, &j->slot_floats) ||
