@@ -139,8 +139,10 @@ nnf_status nnf_resize_tables_build(const nnf_resize_params *p, int rank, const i
     if (rank < 2 || p->mode == NNF_RESIZE_CUBIC || p->coord == NNF_COORD_TF_CROP_AND_RESIZE)
         return NNF_OK;
     int64_t planes = 1;
+    /* int32 table entries, and table sizes that cannot overflow */
     for (int a = 0; a < rank; a++)
-        if (in_dims[a] <= 0 || out_dims[a] <= 0 || in_dims[a] > INT32_MAX)
+        if (in_dims[a] <= 0 || out_dims[a] <= 0 || in_dims[a] > INT32_MAX ||
+            out_dims[a] > INT32_MAX)
             return NNF_OK;
     for (int a = 0; a < rank - 2; a++) {
         if (!axis_is_identity(p, in_dims[a], out_dims[a], scales[a], roi[a], roi[rank + a]))
