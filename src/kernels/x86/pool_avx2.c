@@ -113,24 +113,22 @@ void nnf_pool_rowmax_avx2(const float *xp, size_t n, size_t kw, size_t sw, float
         }
         return;
     }
-    /* stride 2: split the row into its even and odd elements once; tap k of
-     * output o is even[o + k / 2] or odd[o + k / 2] */
-    float ev[NNF_POOL_SEP_ROW / 2 + 16], od[NNF_POOL_SEP_ROW / 2 + 16];
-    size_t half = (n + 7 + kw / 2 + 1 + 7) & ~(size_t)7;
-    for (size_t i = 0; i < half; i += 8) {
-        __m256 a = _mm256_loadu_ps(xp + 2 * i), b = _mm256_loadu_ps(xp + 2 * i + 8);
-        __m256 e = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0));
-        __m256 d = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1));
-        _mm256_storeu_ps(ev + i, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e),
-                                                                        _MM_SHUFFLE(3, 1, 2, 0))));
-        _mm256_storeu_ps(od + i, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(d),
-                                                                        _MM_SHUFFLE(3, 1, 2, 0))));
-    }
+    /* stride 2: tap k of outputs o..o+7 is the even (k even) or odd (k odd)
+     * elements of xp[o * 2 + k - k % 2, + 16): one in-lane shuffle of two
+     * loads, shared by taps 2j and 2j + 1. The shuffles leave the outputs in
+     * the order 0 1 4 5 2 3 6 7 in every tap alike, so one permute per block
+     * restores it after the maxima. */
     for (size_t o = 0; o < n; o += 8) {
         __m256 acc = ninf;
-        for (size_t k = 0; k < kw; k++)
-            acc = _mm256_max_ps(_mm256_loadu_ps((k & 1 ? od : ev) + o + k / 2), acc);
-        _mm256_storeu_ps(rm + o, acc);
+        for (size_t k = 0; k < kw; k += 2) {
+            const float *p = xp + 2 * o + k;
+            __m256 a = _mm256_loadu_ps(p), b = _mm256_loadu_ps(p + 8);
+            acc = _mm256_max_ps(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)), acc);
+            if (k + 1 < kw)
+                acc = _mm256_max_ps(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1)), acc);
+        }
+        _mm256_storeu_ps(rm + o, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(acc),
+                                                                        _MM_SHUFFLE(3, 1, 2, 0))));
     }
 }
 
