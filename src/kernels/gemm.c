@@ -279,6 +279,7 @@ void nnf_gemm_scratch_release(void) {
 typedef struct gemm_job {
     const nnf_gemm_cfg *cfg;
     size_t m, n, k, kc, nc, ldc;
+    int prefetch_b; /* B is a strided k-major matrix far larger than L2 */
     const nnf_gemm_src *a, *b;
     float *c;
     const nnf_epilogue *ep;
@@ -317,8 +318,12 @@ static inline void prefetch_slice(const float *next, size_t bytes, size_t call, 
 /* Below this many FMAs per B element in a block (its M panels times its
  * K), a block's compute is too short to hide the next block's reads, and
  * the prefetches only wait on memory where the packer would have (a 32 -> 16
- * channel 1x1 conv ran 5 % slower with them). */
+ * channel 1x1 conv ran 5 % slower with them). They also pay only for a B
+ * well beyond L2 (NNF_GEMM_PF_L2_FACTOR times it), which comes from L3 or
+ * memory: a 64 -> 32 channel 1x1 conv at 160 x 160 (6.5 MB of input) ran
+ * 20 % faster with them, 96/144 -> 24 at 56 x 56 (1.2/1.8 MB) 7 % slower. */
 #define NNF_GEMM_PF_MIN_WORK 256
+#define NNF_GEMM_PF_L2_FACTOR 4
 
 typedef struct pf_cursor {
     const char *row; /* the current row's first line */
@@ -384,8 +389,7 @@ static void gemm_task(void *ctx, size_t i0, size_t j0, size_t mi, size_t nj) {
                 size_t calls = (ncb + nr - 1) / nr;
                 /* the next block's source rows, a slice per microkernel call */
                 pf_cursor pf = {0};
-                if (jc + ncb < j0 + nj && !j->b->packed && !j->b->pack && !j->b->trans &&
-                    (mcb + mr - 1) / mr * kcb >= NNF_GEMM_PF_MIN_WORK) {
+                if (j->prefetch_b && jc + ncb < j0 + nj && (mcb + mr - 1) / mr * kcb >= NNF_GEMM_PF_MIN_WORK) {
                     size_t nnext = j0 + nj - (jc + ncb) < j->nc ? j0 + nj - (jc + ncb) : j->nc;
                     pf_start(&pf, j->b->data + pc * j->b->ld + jc + ncb, j->b->ld, kcb, nnext,
                              calls * ((mcb + mr - 1) / mr));
@@ -625,6 +629,10 @@ nnf_status nnf_gemm_run(const nnf_gemm_cfg *cfg, size_t m, size_t n, size_t k,
         j->slots = NNF_GEMM_MAX_SLOTS;
     size_t kcb = k < kc ? k : kc;
     j->nc = cfg->nc;
+    size_t b_bytes;
+    j->prefetch_b = !b->packed && !b->pack && !b->trans &&
+                    (!nnf_mul_size(kcb * sizeof(float), n, &b_bytes) ||
+                     b_bytes / NNF_GEMM_PF_L2_FACTOR > nnf_cpu_get()->l2);
     size_t mcb = ti < cfg->mc ? ti : cfg->mc;
     size_t ncb = tj < j->nc ? tj : j->nc;
     size_t n_pad = round_up(n, cfg->nr), shared_floats = 0;

@@ -801,6 +801,22 @@ static void test_conv1x1_shapes(const nnf_gemm_cfg *cfg) {
                 fails += run_case(cfg, &g, NULL, "conv1x1-long") != 0;
                 cases++;
             }
+    /* a B several times L2 (the driver prefetches the next block's rows only
+     * then), not a multiple of the N block, with a residual */
+    {
+        size_t k = 64, n = 4 * nnf_cpu_get()->l2 / (k * sizeof(float)) + 77;
+        float *res2 = rand_buf(30 * n);
+        gcase g = {.m = 30, .n = n, .k = k, .pack_a = 1, .use_ep = 1, .ldb = n + 5};
+        g.ep = nnf_epilogue_default();
+        g.ep.act = k_acts[5];
+        g.ep.bias_kind = NNF_BIAS_PER_ROW;
+        g.ep.bias = bias;
+        g.ep.residual = res2;
+        g.ep.ld_residual = n;
+        fails += run_case(cfg, &g, NULL, "conv1x1-beyond-l2") != 0;
+        cases++;
+        free(res2);
+    }
     CHECK_MSG(fails == 0, "%s: %d of %d 1x1-conv GEMM cases failed", cfg->name, fails, cases);
     free(bias);
     free(res);
