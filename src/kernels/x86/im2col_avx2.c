@@ -11,7 +11,7 @@
 #include <immintrin.h>
 #include <stdint.h>
 
-enum { GCHUNK = 64, PF_K = 8 };
+enum { GCHUNK = 64 };
 
 /* Even elements of x[0..16): x[0], x[2], ..., x[14]. */
 static inline __m256 load_even16(const float *x) {
@@ -37,8 +37,6 @@ void nnf_im2col_pack_avx2(const void *vctx, size_t n0, size_t nc, size_t k0, siz
                   neg1 = _mm256_set1_epi32(-1);
     const __m256i lane_sw = _mm256_mullo_epi32(lane, _mm256_set1_epi32((int32_t)sw));
     size_t groups = (nc + r - 1) / r * (r / 8);
-    /* a line per prefetch: 16 lanes at stride 1, 8 at stride 2 */
-    const size_t pf_step = sw == 1 ? 2 : 1;
     group_info gi[GCHUNK];
     int32_t ihl[GCHUNK][8], iwl[GCHUNK][8], nvalid[GCHUNK];
     /* k outer: each k reads a run of one input row (a few rows) in order,
@@ -69,12 +67,12 @@ void nnf_im2col_pack_avx2(const void *vctx, size_t n0, size_t nc, size_t k0, siz
             float *drow = dst + kk * r;
             /* the next k's run (another plane, or another row of this one)
              * starts cold: fetch it a few k ahead, a line per 16 lanes */
-            if (kk + PF_K < kc) {
-                size_t kp = k + PF_K, tp = kp % taps;
+            if (kk + 4 < kc) {
+                size_t kp = k + 4, tp = kp % taps;
                 const float *xp = c->x + (kp / taps) * plane;
                 int32_t ph = (int32_t)((tp / s->kw) * s->dh) - (int32_t)s->pt;
                 int32_t pw = (int32_t)((tp % s->kw) * s->dw) - (int32_t)s->pl;
-                for (size_t g = 0; g < gn; g += pf_step) {
+                for (size_t g = 0; g < gn; g += 2) {
                     int32_t ih = gi[g].ih + ph, iw = gi[g].iw + pw;
                     if (ih >= 0 && ih < h && iw >= 0 && iw < w)
                         _mm_prefetch((const char *)(xp + (size_t)ih * s->w + (size_t)iw),
