@@ -7,6 +7,10 @@
  *   IM2COL      any other kernel/stride/dilation/padding: the same GEMM with
  *               B packed straight from the input through an implicit im2col
  *               (one kc x nc block at a time, so it stays in cache).
+ *   STRIDED     stride > 1 with few input channels (K <= 160, the stems):
+ *               the IM2COL GEMM over a copy of the input rows, padded and
+ *               split into the stride's column phases, so B panels are
+ *               plain copies (conv_strided.c).
  *   DEPTHWISE   group == IC == OC, 3x3 or 5x5, stride 1 or 2, no dilation:
  *               per channel plane, 4 output rows per pass from input rows
  *               prepared once each (zero-padded, stride 2 split into
