@@ -18,10 +18,9 @@
 
 #include "base/alloc.h"
 
-#include <stdint.h>
-#include <string.h>
-
 #include <stdatomic.h>
+#include <stddef.h>
+#include <string.h>
 
 /* Output rows are done in bands whose split copy (all channels of the
  * group) stays in L2: one whole-input copy of a 32 x 320 x 320 input went
