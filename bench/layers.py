@@ -7,7 +7,8 @@ Runs `nnfuse profile` and an onnxruntime session with profiling on the same
 model and thread count, alternately (A B A B, --rounds times), and matches
 nodes by name: a fused nnfuse node lists the original nodes it replaced
 (`fused_from`); an ORT node is named after an original node, or after the
-output of the last node it fused ("<node>_output_0[_nchwc]"). ORT's layout
+output of the last node it fused ("<node>_output_0[_nchwc]"), or after an
+original node plus a fusion tag ("<node>/QuickGeluFusion/"). ORT's layout
 reorders (ReorderInput/ReorderOutput) match no nnfuse node: they are listed
 as ORT-only rows, because they are part of what ORT pays for its layout.
 
@@ -112,7 +113,11 @@ def main():
     ort_only = {}
     for name, times in ort_times.items():
         med = statistics.median(times)
-        target = owner.get(ort_origin(name)) or owner.get(name[: -len("_kernel_time")])
+        base = ort_origin(name)
+        # ORT's own fusions name a node after an original one plus a tag:
+        # ".../act/Mul/QuickGeluFusion/" is the SiLU of ".../act/Mul"
+        parent = base.rstrip("/").rsplit("/", 1)[0]
+        target = owner.get(base) or owner.get(name[: -len("_kernel_time")]) or owner.get(parent)
         if target:
             per_node_ort[target] += med
         else:
