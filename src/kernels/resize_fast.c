@@ -9,43 +9,6 @@
 #include <math.h>
 #include <string.h>
 
-static float source_coord(const nnf_resize_params *p, int64_t o, int64_t in, int64_t out,
-                          float scale, float roi_start, float roi_end) {
-    float xo = (float)o;
-    switch (p->coord) {
-    case NNF_COORD_HALF_PIXEL: return (xo + 0.5f) / scale - 0.5f;
-    case NNF_COORD_HALF_PIXEL_SYMMETRIC: {
-        float ow = scale * (float)in, adj = (float)out / ow, center = (float)in / 2.0f;
-        return center * (1.0f - adj) + (xo + 0.5f) / scale - 0.5f;
-    }
-    case NNF_COORD_PYTORCH_HALF_PIXEL: return out > 1 ? (xo + 0.5f) / scale - 0.5f : 0.0f;
-    case NNF_COORD_ALIGN_CORNERS: {
-        float len = scale * (float)in;
-        if (fabsf(len - (float)out) < 1e-3f)
-            len = (float)out;
-        return out == 1 || len == 1.0f ? 0.0f : xo * (float)(in - 1) / (len - 1.0f);
-    }
-    case NNF_COORD_ASYMMETRIC: return xo / scale;
-    case NNF_COORD_TF_HALF_PIXEL_FOR_NN: return (xo + 0.5f) / scale;
-    case NNF_COORD_TF_CROP_AND_RESIZE:
-        return out > 1 ? roi_start * (float)(in - 1) +
-                             xo * (roi_end - roi_start) * (float)(in - 1) / (float)(out - 1)
-                       : 0.5f * (roi_start + roi_end) * (float)(in - 1);
-    }
-    return 0.0f;
-}
-
-static int64_t nearest_index(const nnf_resize_params *p, float x, float scale) {
-    switch (p->nearest) {
-    case NNF_NEAREST_ROUND_PREFER_FLOOR:
-        return x == (float)(int64_t)x + 0.5f ? (int64_t)x : (int64_t)roundf(x);
-    case NNF_NEAREST_ROUND_PREFER_CEIL: return (int64_t)roundf(x);
-    case NNF_NEAREST_FLOOR: return (int64_t)floorf(x);
-    case NNF_NEAREST_CEIL: return (int64_t)ceilf(x);
-    default: return scale < 1.0f ? (int64_t)ceilf(x) : (int64_t)x;
-    }
-}
-
 static int64_t clamp_index(int64_t i, int64_t in) {
     return i < 0 ? 0 : (i >= in ? in - 1 : i);
 }
@@ -53,9 +16,9 @@ static int64_t clamp_index(int64_t i, int64_t in) {
 /* Taps of output position o (nearest or linear): *n of them. */
 static void position_taps(const nnf_resize_params *p, int64_t o, int64_t in, int64_t out,
                           float scale, float rs, float re, int64_t *idx, float *w, int *n) {
-    float x = source_coord(p, o, in, out, scale, rs, re);
+    float x = nnf_resize_source_coord(p, o, in, out, scale, rs, re);
     if (p->mode == NNF_RESIZE_NEAREST) {
-        idx[0] = clamp_index(nearest_index(p, x, scale), in);
+        idx[0] = clamp_index(nnf_resize_nearest_index(p, x, scale), in);
         w[0] = 1.0f;
         *n = 1;
         return;

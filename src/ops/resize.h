@@ -62,6 +62,15 @@ nnf_status nnf_resize_resolve(const nnf_node *node, const nnf_resize_params *p, 
                               const nnf_resize_arg *scales, const nnf_resize_arg *sizes,
                               int64_t *out_dims, float *scale_out, float *roi_out);
 
+/* The source coordinate of output position o on one axis (in -> out
+ * elements, this scale, roi start/end on that axis), and the nearest input
+ * index of a source coordinate, as the ONNX reference defines them. The
+ * reference kernel and the fast kernels' index tables both use these, so
+ * they pick the same inputs. (Defined in kernels/ref/resize.c.) */
+float nnf_resize_source_coord(const nnf_resize_params *p, int64_t o, int64_t in, int64_t out,
+                              float scale, float roi_start, float roi_end);
+int64_t nnf_resize_nearest_index(const nnf_resize_params *p, float x, float scale);
+
 typedef struct nnf_space_depth_params {
     int64_t blocksize;
     int crd; /* column-row-depth order; default depth-column-row (DCR) */

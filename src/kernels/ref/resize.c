@@ -31,8 +31,8 @@ typedef struct resize_job {
     float *y;
 } resize_job;
 
-static float source_coord(const nnf_resize_params *p, int64_t o, int64_t in, int64_t out, float scale,
-                          float roi_start, float roi_end) {
+float nnf_resize_source_coord(const nnf_resize_params *p, int64_t o, int64_t in, int64_t out,
+                              float scale, float roi_start, float roi_end) {
     float xo = (float)o;
     switch (p->coord) {
     case NNF_COORD_HALF_PIXEL: return (xo + 0.5f) / scale - 0.5f;
@@ -59,7 +59,7 @@ static float source_coord(const nnf_resize_params *p, int64_t o, int64_t in, int
     return 0.0f;
 }
 
-static int64_t nearest_index(const nnf_resize_params *p, float x, float scale) {
+int64_t nnf_resize_nearest_index(const nnf_resize_params *p, float x, float scale) {
     int64_t i;
     switch (p->nearest) {
     case NNF_NEAREST_ROUND_PREFER_FLOOR:
@@ -87,12 +87,12 @@ static void cubic_weights(float t, float a, float *w) {
 static void axis_fill(const nnf_resize_params *p, axis_taps *t, int64_t in, int64_t out, float scale, float rs,
                       float re, int64_t stride) {
     for (int64_t o = 0; o < out; o++) {
-        float x = source_coord(p, o, in, out, scale, rs, re);
+        float x = nnf_resize_source_coord(p, o, in, out, scale, rs, re);
         int64_t *idx = t->idx + o * t->taps;
         float *w = t->w + o * t->taps;
         t->outside[o] = p->coord == NNF_COORD_TF_CROP_AND_RESIZE && (x < 0.0f || x > (float)(in - 1));
         if (p->mode == NNF_RESIZE_NEAREST) {
-            idx[0] = clamp_index(nearest_index(p, x, scale), in) * stride;
+            idx[0] = clamp_index(nnf_resize_nearest_index(p, x, scale), in) * stride;
             w[0] = 1.0f;
         } else if (p->mode == NNF_RESIZE_LINEAR) {
             float xc = x < 0.0f ? 0.0f : (x > (float)(in - 1) ? (float)(in - 1) : x);

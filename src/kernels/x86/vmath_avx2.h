@@ -18,12 +18,10 @@
 
 #include <immintrin.h>
 
-static inline __m256 nnf_exp8(__m256 x) {
-    /* 2^n stays a normal number for n in [-126, 127] */
-    x = _mm256_min_ps(_mm256_set1_ps(88.0f), x);
-    x = _mm256_max_ps(_mm256_set1_ps(-87.33654f), x);
-    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+/* exp(x) = 2^n e^r with n = round(x log2 e): r = x - n ln 2 in two steps
+ * (Cody-Waite), e^r by its degree-6 polynomial. Returns e^r; the caller
+ * scales by 2^n. */
+static inline __m256 nnf_exp8_reduced(__m256 x, __m256 n) {
     __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
     r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
     __m256 p = _mm256_set1_ps(1.9875691500E-4f);
@@ -33,7 +31,16 @@ static inline __m256 nnf_exp8(__m256 x) {
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459E-1f));
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201E-1f));
     p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r);
-    p = _mm256_add_ps(p, _mm256_set1_ps(1.0f));
+    return _mm256_add_ps(p, _mm256_set1_ps(1.0f));
+}
+
+static inline __m256 nnf_exp8(__m256 x) {
+    /* 2^n stays a normal number for n in [-126, 127] */
+    x = _mm256_min_ps(_mm256_set1_ps(88.0f), x);
+    x = _mm256_max_ps(_mm256_set1_ps(-87.33654f), x);
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 p = nnf_exp8_reduced(x, n);
     __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
     return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
