@@ -115,7 +115,8 @@ typedef struct nnf_session nnf_session;
  * Always start from the *_default() value. */
 typedef struct nnf_model_options {
     size_t struct_size;
-    int opt_level; /* 0 = no graph optimisation ... 3 = all (default) */
+    int opt_level; /* 0 = no graph optimisation (the graph as imported, optimised kernels still
+                      chosen; unpacked weights kept) ... 3 = all passes (default) */
     /* non-zero: keep the unpacked copy of weights that optimised kernels
      * packed at load, so sessions with reference_kernels can run this model.
      * Default 0: the copies are released (a model's resident memory roughly

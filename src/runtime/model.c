@@ -55,12 +55,16 @@ static nnf_status prepare(nnf_model *m) {
     NNF_CHECK(nnf_graph_toposort(g));
     NNF_CHECK(nnf_graph_verify(g));
     NNF_CHECK(nnf_graph_infer(g));
+    /* -O0 is "no graph optimisation" (as ORT's ORT_DISABLE_ALL): the graph
+     * runs as imported, on the same planned kernels, so -O0 against -O3
+     * measures what the passes bring. It keeps the unpacked weights, so a
+     * reference-kernel session (what `nnfuse compare` runs) works on it. */
     if (m->opt_level > 0) {
         NNF_CHECK(nnf_passes_run(g, m->opt_level, NULL));
         NNF_CHECK(nnf_graph_verify(g));
         release_file_pages(m);
-        NNF_CHECK(nnf_graph_plan(g, !m->keep_unpacked, &m->plans));
     }
+    NNF_CHECK(nnf_graph_plan(g, m->opt_level > 0 && !m->keep_unpacked, &m->plans));
     return build_info(m);
 }
 
