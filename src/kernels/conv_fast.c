@@ -71,6 +71,7 @@ void nnf_conv_kernel_destroy(nnf_conv_kernel *k) {
             nnf_gemm_packed_destroy(k->packed_w[g]);
     nnf_free(k->packed_w);
     nnf_free(k->dw_w);
+    nnf_free(k->tap_off);
     nnf_free(k);
 }
 
@@ -156,6 +157,8 @@ nnf_status nnf_conv_kernel_create(const nnf_conv2d_shape *s, nnf_conv_algo algo,
             if (st != NNF_OK)
                 goto fail;
         }
+        if (algo == NNF_CONV_ALGO_STRIDED && (st = nnf_conv_strided_prepare(k)) != NNF_OK)
+            goto fail;
         /* "f32_gemm_6x16_avx2" -> "f32_conv_im2col_6x16_avx2" */
         snprintf(k->name, sizeof k->name, "f32_conv_%s_%s", nnf_conv_algo_name(algo),
                  k->cfg->name + strlen("f32_gemm_"));
@@ -245,13 +248,7 @@ static nnf_status conv_gemm(const nnf_conv_kernel *k, const float *x, float *y,
         for (size_t g = 0; g < s->group; g++) {
             const float *xg = x + (b * s->c + g * icg) * hw;
             size_t yoff = (b * s->oc + g * ocg) * ohw;
-            nnf_epilogue e = *ep;
-            if (e.bias)
-                e.bias += g * ocg;
-            if (e.residual) {
-                e.residual += yoff;
-                e.ld_residual = ohw;
-            }
+            nnf_epilogue e = nnf_conv_group_epilogue(ep, s, b, g);
             nnf_gemm_src a = nnf_gemm_src_packed(k->packed_w[g]);
             nnf_im2col_ctx ctx = {.x = xg, .s = s};
             nnf_gemm_src bsrc;

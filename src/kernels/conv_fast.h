@@ -60,8 +60,25 @@ typedef struct nnf_conv_kernel {
     size_t n_packed;             /* entries in packed_w */
     float *dw_w;                 /* DEPTHWISE: C x kh*kw, a copy */
     int dw_kern;                 /* DEPTHWISE: an nnf_dw_kernel */
+    size_t *tap_off;             /* STRIDED: per row k of a group's K, the tap's offset in a split band */
     char name[64];               /* "f32_conv_im2col_6x16_avx2" */
 } nnf_conv_kernel;
+
+/* The epilogue of group g of image b: its OC/group bias values and, for a
+ * residual shaped like y, its block of output planes. */
+static inline nnf_epilogue nnf_conv_group_epilogue(const nnf_epilogue *ep,
+                                                   const nnf_conv2d_shape *s, size_t b,
+                                                   size_t g) {
+    size_t ocg = s->oc / s->group, ohw = s->oh * s->ow;
+    nnf_epilogue e = *ep;
+    if (e.bias)
+        e.bias += g * ocg;
+    if (e.residual) {
+        e.residual += (b * s->oc + g * ocg) * ohw;
+        e.ld_residual = ohw;
+    }
+    return e;
+}
 
 /* Prepare a kernel for algo (from nnf_conv_select) with the weights w
  * (OC x IC/group x KH x KW, borrowed for the call; packed or copied). */
@@ -91,6 +108,7 @@ void nnf_im2col_pack_avx2(const void *ctx, size_t n0, size_t nc, size_t k0, size
 /* STRIDED: stride > 1 with K = C/group kh kw <= 160, through a copy of the
  * input split into column phases (conv_strided.c); weights packed as for
  * IM2COL. */
+nnf_status nnf_conv_strided_prepare(nnf_conv_kernel *k);
 nnf_status nnf_conv_strided_run(const nnf_conv_kernel *k, const float *x, float *y,
                                 const nnf_epilogue *ep, nnf_threadpool *pool);
 /* d0[i] = src[2 i], d1[i] = src[2 i + 1] for i < n (AVX2). */

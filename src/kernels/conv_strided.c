@@ -267,16 +267,35 @@ static void band_task(void *ctx, size_t band) {
     atomic_store_explicit(&j->busy[slot], 0, memory_order_release);
 }
 
-/* The tap offsets and the split bands, kept per calling thread so a run
- * allocates nothing once warm. */
+/* Row k = (ic, kh, kw) of a group's K reads its tap at a fixed offset from
+ * an output pixel's origin in the split band: computed once, at plan time. */
+nnf_status nnf_conv_strided_prepare(nnf_conv_kernel *k) {
+    const nnf_conv2d_shape *s = &k->s;
+    size_t icg = s->c / s->group, taps = s->kh * s->kw, kdim;
+    split_geom g;
+    if (!s->sw || !s->group || !split_geom_of(s, icg, &g) || !nnf_mul_size(icg, taps, &kdim))
+        return nnf_error(NNF_ERR_INVALID_ARGUMENT, "strided convolution: input too large");
+    k->tap_off = nnf_malloc((kdim ? kdim : 1) * sizeof *k->tap_off);
+    if (!k->tap_off)
+        return nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory for strided tap offsets");
+    for (size_t kk = 0; kk < kdim; kk++) {
+        size_t ic = kk / taps, tap = kk % taps, kh = tap / s->kw, kw = tap % s->kw;
+        size_t cw = kw * s->dw;
+        k->tap_off[kk] = ic * g.plane + kh * s->dh * g.row + (cw % s->sw) * g.wq + cw / s->sw;
+    }
+    return NNF_OK;
+}
+
+/* The split bands, kept per calling thread so a run allocates nothing once
+ * warm. */
 static _Thread_local void *t_strided_scratch;
 static _Thread_local size_t t_strided_bytes;
 
 nnf_status nnf_conv_strided_run(const nnf_conv_kernel *k, const float *x, float *y,
                                 const nnf_epilogue *ep, nnf_threadpool *pool) {
     const nnf_conv2d_shape *s = &k->s;
-    size_t icg = s->c / s->group, ocg = s->oc / s->group, taps = s->kh * s->kw;
-    size_t hw = s->h * s->w, ohw = s->oh * s->ow, kdim = icg * taps;
+    size_t icg = s->c / s->group, ocg = s->oc / s->group;
+    size_t hw = s->h * s->w, ohw = s->oh * s->ow;
     nnf_status st = NNF_OK;
     if (!s->oh || !s->ow || !s->sh || !s->sw || !s->dh || !s->dw || !s->group)
         return nnf_error(NNF_ERR_INTERNAL, "%s: empty or invalid convolution shape", k->name);
@@ -293,11 +312,9 @@ nnf_status nnf_conv_strided_run(const nnf_conv_kernel *k, const float *x, float 
      * else one band after another, each GEMM over the pool */
     int per_band = threads > 1 && bands >= (size_t)threads * 2;
     j->slots = per_band ? (threads < MAX_SLOTS ? threads : MAX_SLOTS) : 1;
-    size_t koff_bytes, bytes;
+    size_t bytes;
     if (!nnf_mul_size(j->g.plane, icg, &j->slot_floats) ||
-        !nnf_mul_size(kdim, sizeof(size_t), &koff_bytes) ||
-        !nnf_mul_size(j->slot_floats, (size_t)j->slots * sizeof(float), &bytes) ||
-        !nnf_add_size(bytes, (koff_bytes + 63) / 64 * 64, &bytes)) {
+        !nnf_mul_size(j->slot_floats, (size_t)j->slots * sizeof(float), &bytes)) {
         st = nnf_error(NNF_ERR_INVALID_ARGUMENT, "%s: input too large", k->name);
         goto fail;
     }
@@ -312,29 +329,16 @@ nnf_status nnf_conv_strided_run(const nnf_conv_kernel *k, const float *x, float 
         t_strided_scratch = p;
         t_strided_bytes = bytes;
     }
-    size_t *koff = t_strided_scratch;
-    j->scratch = (float *)(void *)((char *)t_strided_scratch + (koff_bytes + 63) / 64 * 64);
-    for (size_t kk = 0; kk < kdim; kk++) {
-        size_t ic = kk / taps, tap = kk % taps, kh = tap / s->kw, kw = tap % s->kw;
-        size_t cw = kw * s->dw;
-        koff[kk] = ic * j->g.plane + kh * s->dh * j->g.row + (cw % s->sw) * j->g.wq + cw / s->sw;
-    }
+    j->scratch = t_strided_scratch;
     j->k = k;
-    j->koff = koff;
+    j->koff = k->tap_off;
     j->row2 = k->isa >= NNF_ISA_AVX2 ? nnf_split_row2_avx2 : split_row2_scalar;
     j->pool = per_band ? NULL : pool;
     for (size_t b = 0; b < s->n && st == NNF_OK; b++) {
         for (size_t gi = 0; gi < s->group && st == NNF_OK; gi++) {
-            size_t yoff = (b * s->oc + gi * ocg) * ohw;
-            nnf_epilogue e = *ep;
-            if (e.bias)
-                e.bias += gi * ocg;
-            if (e.residual) {
-                e.residual += yoff;
-                e.ld_residual = ohw;
-            }
+            nnf_epilogue e = nnf_conv_group_epilogue(ep, s, b, gi);
             j->x = x + (b * s->c + gi * icg) * hw;
-            j->y = y + yoff;
+            j->y = y + (b * s->oc + gi * ocg) * ohw;
             j->ep = &e;
             j->group = gi;
             if (per_band) {

@@ -168,7 +168,7 @@ static float min_scalar(const float *x, size_t n) {
     return m;
 }
 
-static void pool_span_scalar(const nnf_pool_span *s, const float *x, float *y, size_t n) {
+void nnf_pool_span_scalar(const nnf_pool_span *s, const float *x, float *y, size_t n) {
     for (size_t o = 0; o < n; o++) {
         const float *w = x + o * s->stride;
         float acc = s->is_max ? -INFINITY : 0.0f;
@@ -214,7 +214,7 @@ static const nnf_ew_kernels k_scalar = {
     .sum = sum_scalar,
     .max = max_scalar,
     .min = min_scalar,
-    .pool_span = pool_span_scalar,
+    .pool_span = nnf_pool_span_scalar,
     .transpose = transpose_scalar,
 };
 

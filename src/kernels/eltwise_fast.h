@@ -126,6 +126,8 @@ void nnf_ew_layernorm_avx2(const float *x, float *y, size_t n, const float *scal
 double nnf_ew_sum_avx2(const float *x, size_t n);
 float nnf_ew_max_avx2(const float *x, size_t n, int nan_wins);
 float nnf_ew_min_avx2(const float *x, size_t n);
+/* The portable span (also the AVX2 span's fallback for strides other than 1 and 2). */
+void nnf_pool_span_scalar(const nnf_pool_span *s, const float *x, float *y, size_t n);
 void nnf_pool_span_avx2(const nnf_pool_span *s, const float *x, float *y, size_t n);
 void nnf_transpose_avx2(const float *x, size_t ldx, float *y, size_t ldy, size_t rows, size_t cols);
 

@@ -4,7 +4,9 @@
 #define NNF_TESTS_CHECK_H
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 static int check_passed, check_failed;
 
@@ -31,6 +33,27 @@ static int check_passed, check_failed;
     } while (0)
 
 #define CHECK_NEAR(a, b, tol) CHECK_MSG(fabs((double)(a) - (double)(b)) <= (tol), "%g vs %g (tol %g)", (double)(a), (double)(b), (double)(tol))
+
+/* Test data: one xorshift64 stream per test program (a program may reseed
+ * check_rng before its first draw), uniform in [0, 1) at 53 bits. */
+static uint64_t check_rng = 0x9E3779B97F4A7C15ull;
+static inline double check_unit(void) {
+    check_rng ^= check_rng << 13;
+    check_rng ^= check_rng >> 7;
+    check_rng ^= check_rng << 17;
+    return (double)(check_rng >> 11) / 9007199254740992.0;
+}
+/* uniform in [-1, 1) */
+static inline float check_frand(void) {
+    return (float)(check_unit() * 2.0 - 1.0);
+}
+/* n of them (malloc'd; at least one element) */
+static inline float *check_rand_buf(size_t n) {
+    float *p = malloc((n ? n : 1) * sizeof(float));
+    for (size_t i = 0; p && i < n; i++)
+        p[i] = check_frand();
+    return p;
+}
 
 #define TEST_MAIN_END()                                                                    \
     do {                                                                                   \

@@ -5,6 +5,8 @@
 #ifndef NNF_TESTS_FAST_OP_HARNESS_H
 #define NNF_TESTS_FAST_OP_HARNESS_H
 
+#include "check.h"
+
 #include "base/cpu.h"
 #include "base/threadpool.h"
 #include "ops/op.h"
@@ -201,12 +203,23 @@ static inline int f_same_bytes(const f_res *r, int k) {
            !memcmp(r->fast[k], r->ref[k], r->numel[k] * nnf_dtype_size(r->dtype[k]));
 }
 
-static uint64_t f_rng = 0x9E3779B97F4A7C15ull;
+/* A float32 input of the given shape (data borrowed). */
+static inline f_in f32_in(const float *data, int rank, const int64_t *dims, int constant) {
+    f_in t = {.dtype = NNF_DTYPE_FLOAT32, .rank = rank, .data = data, .constant = constant};
+    for (int i = 0; i < rank; i++)
+        t.dims[i] = dims[i];
+    return t;
+}
+
+static inline size_t numel_of(int rank, const int64_t *dims) {
+    size_t n = 1;
+    for (int i = 0; i < rank; i++)
+        n *= (size_t)dims[i];
+    return n;
+}
+
 static inline float f_rand(float lo, float hi) {
-    f_rng ^= f_rng << 13;
-    f_rng ^= f_rng >> 7;
-    f_rng ^= f_rng << 17;
-    return lo + (hi - lo) * (float)((double)(f_rng >> 11) / 9007199254740992.0);
+    return lo + (hi - lo) * (float)check_unit();
 }
 static inline float *f_rand_buf(size_t n, float lo, float hi) {
     float *p = malloc((n ? n : 1) * sizeof(float));

@@ -14,19 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint64_t rng = 0x9E3779B97F4A7C15ull;
-static float frand(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-}
-static float *rand_buf(size_t n) {
-    float *p = malloc((n ? n : 1) * sizeof(float));
-    for (size_t i = 0; i < n; i++)
-        p[i] = frand();
-    return p;
-}
 
 static size_t out_dim(size_t in, size_t k, size_t s, size_t d, size_t p0, size_t p1) {
     size_t span = (k - 1) * d + 1;
@@ -127,8 +114,8 @@ static int run_conv(const nnf_conv2d_shape *s, nnf_isa isa, const nnf_activation
     nnf_conv_algo algo = force_algo ? force_algo : expect ? expect : nnf_conv_select(s, isa);
     size_t icg = s->c / s->group, ocg = s->oc / s->group, taps = s->kh * s->kw;
     size_t xn = s->n * s->c * s->h * s->w, yn = s->n * s->oc * s->oh * s->ow;
-    float *x = rand_buf(xn), *w = rand_buf(s->oc * icg * taps), *b = rand_buf(s->oc);
-    float *r = rand_buf(yn), *y = malloc(yn * sizeof(float));
+    float *x = check_rand_buf(xn), *w = check_rand_buf(s->oc * icg * taps), *b = check_rand_buf(s->oc);
+    float *r = check_rand_buf(yn), *y = malloc(yn * sizeof(float));
     nnf_conv_kernel *k = NULL;
     int bad = 0;
     if (nnf_conv_kernel_create(s, algo, isa, w, &k) != NNF_OK)
@@ -372,7 +359,7 @@ static void test_tier(nnf_isa isa) {
     for (int algo = 0; algo < 3; algo++) {
         nnf_conv2d_shape s = algo == 2 ? m7 : algo ? m1 : r1;
         size_t xn = s.n * s.c * s.h * s.w, yn = s.n * s.oc * s.oh * s.ow;
-        float *x = rand_buf(xn), *w = rand_buf(s.oc * s.c / s.group * s.kh * s.kw);
+        float *x = check_rand_buf(xn), *w = check_rand_buf(s.oc * s.c / s.group * s.kh * s.kw);
         float *y1b = malloc(yn * sizeof(float)), *y3 = malloc(yn * sizeof(float));
         nnf_conv_kernel *k = NULL;
         CHECK(nnf_conv_kernel_create(&s, nnf_conv_select(&s, isa), isa, w, &k) == NNF_OK);
@@ -475,7 +462,7 @@ static void test_im2col_packer(void) {
         nnf_conv2d_shape s = shape(1, cs[i].c, cs[i].h, cs[i].w, 4, 1, cs[i].kh, cs[i].kw, cs[i].s, cs[i].d,
                                    cs[i].pt, cs[i].pl, cs[i].pb, cs[i].pr);
         size_t K = s.c * s.kh * s.kw, N = s.oh * s.ow;
-        float *x = rand_buf(s.c * s.h * s.w);
+        float *x = check_rand_buf(s.c * s.h * s.w);
         nnf_im2col_ctx ctx = {.x = x, .s = &s};
         size_t ns[4][2] = {{0, N}, {N > 1, N - (N > 1)}, {N / 3, N - N / 3 < 13 ? N - N / 3 : 13}, {N - 1, 1}};
         size_t ks[4][2] = {{0, K}, {K > 1, K - (K > 1)}, {K / 2, K - K / 2}, {K - 1, 1}};
@@ -518,7 +505,7 @@ static void test_plan(void) {
     nnf_node node = {.name = "conv0", .op_type = "Conv", .domain = "", .n_inputs = 4, .n_outputs = 1, .params = &p};
     int64_t xd[4] = {2, 5, 11, 13}, wd[4] = {7, 5, 3, 3}, bd[1] = {7}, yd[4] = {2, 7, 6, 7};
     size_t xn = 2 * 5 * 11 * 13, wn = 7 * 5 * 9, yn = 2 * 7 * 6 * 7;
-    float *x = rand_buf(xn), *w = rand_buf(wn), *b = rand_buf(7), *r = rand_buf(yn);
+    float *x = check_rand_buf(xn), *w = check_rand_buf(wn), *b = check_rand_buf(7), *r = check_rand_buf(yn);
     float *y = malloc(yn * sizeof(float)), *yref = malloc(yn * sizeof(float));
     nnf_tinfo in[4] = {{.present = true, .dtype = NNF_DTYPE_FLOAT32, .shape = {.rank = 4}},
                        {.present = true, .dtype = NNF_DTYPE_FLOAT32, .shape = {.rank = 4}, .data = w},
@@ -636,7 +623,7 @@ static void test_strided(nnf_isa isa) {
     for (int which = 0; which < 2; which++) {
         nnf_conv2d_shape s = which ? real[4].s : mb;
         size_t xn = s.n * s.c * s.h * s.w, yn = s.n * s.oc * s.oh * s.ow;
-        float *x = rand_buf(xn), *w = rand_buf(s.oc * s.c / s.group * s.kh * s.kw);
+        float *x = check_rand_buf(xn), *w = check_rand_buf(s.oc * s.c / s.group * s.kh * s.kw);
         float *y1 = malloc(yn * sizeof(float)), *y3 = malloc(yn * sizeof(float));
         nnf_conv_kernel *k = NULL;
         nnf_epilogue ep = nnf_epilogue_default();

@@ -25,19 +25,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint64_t rng = 88172645463325252ull;
-static float frand(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-}
-static float *rand_buf(size_t n) {
-    float *p = malloc((n ? n : 1) * sizeof(float));
-    for (size_t i = 0; i < n; i++)
-        p[i] = frand();
-    return p;
-}
 
 /* Activation in double precision: the oracle. */
 static double act_d(const nnf_activation *a, double x) {
@@ -89,9 +76,9 @@ static int run_case(const nnf_gemm_cfg *cfg, const gcase *g, nnf_threadpool *poo
     size_t m = g->m, n = g->n, k = g->k;
     size_t ar = g->ta ? k : m, ac = g->ta ? m : k, br = g->tb ? n : k, bc = g->tb ? k : n;
     size_t lda = g->lda ? g->lda : ac, ldb = g->ldb ? g->ldb : bc, ldc = g->ldc ? g->ldc : n;
-    float *a = rand_buf(ar * lda), *b = rand_buf(br * ldb);
+    float *a = check_rand_buf(ar * lda), *b = check_rand_buf(br * ldb);
     size_t csize = m * ldc + 1;
-    float *c = rand_buf(csize), *c0 = malloc(csize * sizeof(float));
+    float *c = check_rand_buf(csize), *c0 = malloc(csize * sizeof(float));
     memcpy(c0, c, csize * sizeof(float));
     nnf_gemm_packed *pa = NULL, *pb = NULL;
     nnf_gemm_src sa = nnf_gemm_src_matrix(a, lda, g->ta), sb = nnf_gemm_src_matrix(b, ldb, g->tb);
@@ -211,7 +198,7 @@ static void test_layouts(const nnf_gemm_cfg *cfg) {
 
 static void test_epilogues(const nnf_gemm_cfg *cfg) {
     size_t m = 19, n = 37, k = 29;
-    float *bias_r = rand_buf(m), *bias_c = rand_buf(n), *res = rand_buf(m * (n + 3));
+    float *bias_r = check_rand_buf(m), *bias_c = check_rand_buf(n), *res = check_rand_buf(m * (n + 3));
     int fails = 0;
     for (size_t a = 0; a < N_ACTS; a++)
         for (int bk = 0; bk < 3; bk++)
@@ -253,7 +240,7 @@ static void test_epilogues(const nnf_gemm_cfg *cfg) {
 
 static void test_nan_inf(const nnf_gemm_cfg *cfg) {
     size_t m = 9, n = 21, k = 11;
-    float *a = rand_buf(m * k), *b = rand_buf(k * n), *c = malloc(m * n * sizeof(float));
+    float *a = check_rand_buf(m * k), *b = check_rand_buf(k * n), *c = malloc(m * n * sizeof(float));
     a[3 * k + 4] = NAN;       /* row 3 of C is NaN */
     b[2 * n + 17] = INFINITY; /* column 17 is +-Inf (or NaN in row 3) */
     for (size_t ai = 0; ai < N_ACTS; ai++) {
@@ -289,7 +276,7 @@ static void test_nan_inf(const nnf_gemm_cfg *cfg) {
 /* Same bits for 1, 2 and 3 threads; in-place residual with several K blocks. */
 static void test_threads(const nnf_gemm_cfg *cfg) {
     size_t m = 131, n = 257, k = cfg->kc * 2 + 9;
-    float *a = rand_buf(m * k), *b = rand_buf(k * n), *bias = rand_buf(n);
+    float *a = check_rand_buf(m * k), *b = check_rand_buf(k * n), *bias = check_rand_buf(n);
     float *c1 = malloc(m * n * sizeof(float)), *c2 = malloc(m * n * sizeof(float));
     nnf_epilogue ep = nnf_epilogue_default();
     ep.bias_kind = NNF_BIAS_PER_COL;
@@ -312,7 +299,7 @@ static void test_threads(const nnf_gemm_cfg *cfg) {
      * once for all threads), B transposed and strided, several K blocks */
     {
         size_t mt = 301, nt = 49, kt = cfg->kc * 2 + 9, ldb = kt + 5;
-        float *at = rand_buf(mt * kt), *bt = rand_buf(nt * ldb);
+        float *at = check_rand_buf(mt * kt), *bt = check_rand_buf(nt * ldb);
         float *t1 = malloc(mt * nt * sizeof(float)), *t2 = malloc(mt * nt * sizeof(float));
         nnf_gemm_src ta = nnf_gemm_src_matrix(at, kt, 0), tb = nnf_gemm_src_matrix(bt, ldb, 1);
         CHECK(nnf_gemm_run(cfg, mt, nt, kt, &ta, &tb, t1, nt, &ep, NULL) == NNF_OK);
@@ -360,7 +347,7 @@ static void test_threads(const nnf_gemm_cfg *cfg) {
 static void test_gemv(const nnf_gemm_cfg *cfg) {
     size_t ns[] = {1, 2, cfg->nr - 1, cfg->nr, cfg->nr + 1, 2 * cfg->nr + 1, 61, 127, 1000};
     size_t ks[] = {1, 3, 7, 13, cfg->kc, cfg->kc + 1, 2 * cfg->kc + 3, 2048};
-    float *bias = rand_buf(1000), *res = rand_buf(1000 + 5);
+    float *bias = check_rand_buf(1000), *res = check_rand_buf(1000 + 5);
     nnf_threadpool *pool2 = NULL, *pool3 = NULL;
     CHECK(nnf_threadpool_create(2, &pool2) == NNF_OK && nnf_threadpool_create(3, &pool3) == NNF_OK);
     int fails = 0, cases = 0;
@@ -393,7 +380,7 @@ static void test_gemv(const nnf_gemm_cfg *cfg) {
 
     /* same bits for 1, 2, 3 threads; residual = C itself (in place) */
     size_t n = 1000, k = 2048;
-    float *a = rand_buf(k), *b = rand_buf(k * n), *c1 = malloc(n * sizeof(float)),
+    float *a = check_rand_buf(k), *b = check_rand_buf(k * n), *c1 = malloc(n * sizeof(float)),
           *c2 = malloc(n * sizeof(float)), *c3 = malloc(n * sizeof(float));
     nnf_gemm_packed *pb = NULL;
     CHECK(nnf_gemm_pack_b(cfg, k, n, b, n, 0, &pb) == NNF_OK);
@@ -472,7 +459,7 @@ static void test_batch(const nnf_gemm_cfg *cfg) {
             size_t m = shapes[s][0], n = shapes[s][1], k = shapes[s][2], cnt = counts[ci];
             if (m * n * k * cnt > 2000000 && cnt != 12)
                 continue;
-            float *a = rand_buf(cnt * m * k), *b = rand_buf(3 * k * n), *r = rand_buf(cnt * m * n);
+            float *a = check_rand_buf(cnt * m * k), *b = check_rand_buf(3 * k * n), *r = check_rand_buf(cnt * m * n);
             float *want = malloc(cnt * m * n * sizeof(float)),
                   *got = malloc(cnt * m * n * sizeof(float));
             int packed = (s + ci) & 1, with_res = (s + ci) % 3 == 0;
@@ -676,13 +663,13 @@ static void test_plans(void) {
                              .residual_input = -1};
         int ranks[3] = {2, 2, 1};
         int64_t dims[3][4] = {{33, 70}, {45, 70}, {45}};
-        float *d[3] = {rand_buf(33 * 70), rand_buf(45 * 70), rand_buf(45)};
+        float *d[3] = {check_rand_buf(33 * 70), check_rand_buf(45 * 70), check_rand_buf(45)};
         int cst[3] = {0, 1, 1};
         int64_t yd[2] = {33, 45};
         check_plan("Gemm", &p, 3, ranks, dims, d, cst, 2, yd, 1);
         /* C full (M, N), not constant: residual with beta */
         int64_t dims2[3][4] = {{33, 70}, {45, 70}, {33, 45}};
-        float *d2[3] = {d[0], d[1], rand_buf(33 * 45)};
+        float *d2[3] = {d[0], d[1], check_rand_buf(33 * 45)};
         int cst2[3] = {0, 0, 0};
         check_plan("Gemm", &p, 3, ranks[0] == 2 ? (int[]){2, 2, 2} : ranks, dims2, d2, cst2, 2, yd,
                    1);
@@ -700,7 +687,7 @@ static void test_plans(void) {
     {
         nnf_gemm_params p = {.alpha = 1.0f, .residual_input = 2, .act = {NNF_ACT_NONE, 0, 0}};
         int64_t dims[3][4] = {{2, 16, 64}, {64, 48}, {2, 16, 48}};
-        float *d[3] = {rand_buf(2 * 16 * 64), rand_buf(64 * 48), rand_buf(2 * 16 * 48)};
+        float *d[3] = {check_rand_buf(2 * 16 * 64), check_rand_buf(64 * 48), check_rand_buf(2 * 16 * 48)};
         int cst[3] = {0, 1, 0};
         int64_t yd[3] = {2, 16, 48};
         check_plan("MatMul", &p, 3, (int[]){3, 2, 3}, dims, d, cst, 3, yd, 1);
@@ -714,13 +701,13 @@ static void test_plans(void) {
     {
         nnf_gemm_params p = {.alpha = 1.0f, .residual_input = -1};
         int64_t dims[2][4] = {{2, 3, 13, 8}, {1, 3, 8, 17}};
-        float *d[2] = {rand_buf(2 * 3 * 13 * 8), rand_buf(3 * 8 * 17)};
+        float *d[2] = {check_rand_buf(2 * 3 * 13 * 8), check_rand_buf(3 * 8 * 17)};
         int cst[2] = {0, 0};
         int64_t yd[4] = {2, 3, 13, 17};
         check_plan("MatMul", &p, 2, (int[]){4, 4}, dims, d, cst, 4, yd, 1);
         /* 12 heads (BERT attention), B batch broadcast over A's first axis */
         int64_t dh[2][4] = {{1, 12, 13, 8}, {1, 12, 8, 17}};
-        float *dd[2] = {rand_buf(12 * 13 * 8), rand_buf(12 * 8 * 17)};
+        float *dd[2] = {check_rand_buf(12 * 13 * 8), check_rand_buf(12 * 8 * 17)};
         int64_t ydh[4] = {1, 12, 13, 17};
         check_plan("MatMul", &p, 2, (int[]){4, 4}, dh, dd, cst, 4, ydh, 1);
         int64_t db[2][4] = {{2, 1, 7, 8}, {3, 8, 17}};
@@ -761,7 +748,7 @@ static void test_plans(void) {
 static void test_conv1x1_shapes(const nnf_gemm_cfg *cfg) {
     static const size_t sz[] = {1, 2, 5, 7, 13, 16, 17, 31, 49, 64, 127};
     enum { NS = sizeof sz / sizeof sz[0] };
-    float *bias = rand_buf(1024), *res = rand_buf(1024 * 1100);
+    float *bias = check_rand_buf(1024), *res = check_rand_buf(1024 * 1100);
     int fails = 0, cases = 0;
     for (size_t i = 0; i < NS; i++)
         for (size_t j = 0; j < NS; j++)
@@ -805,7 +792,7 @@ static void test_conv1x1_shapes(const nnf_gemm_cfg *cfg) {
      * then), not a multiple of the N block, with a residual */
     {
         size_t k = 64, n = 4 * nnf_cpu_get()->l2 / (k * sizeof(float)) + 77;
-        float *res2 = rand_buf(30 * n);
+        float *res2 = check_rand_buf(30 * n);
         gcase g = {.m = 30, .n = n, .k = k, .pack_a = 1, .use_ep = 1, .ldb = n + 5};
         g.ep = nnf_epilogue_default();
         g.ep.act = k_acts[5];
@@ -829,7 +816,7 @@ static void test_conv1x1_shapes(const nnf_gemm_cfg *cfg) {
 static void test_edge_tiles_bitwise(const nnf_gemm_cfg *cfg) {
     size_t k = 45, mr = cfg->mr, nr = cfg->nr;
     size_t mbig = 2 * mr, nbig = 2 * nr;
-    float *a = rand_buf(mbig * k), *b = rand_buf(k * nbig), *bias = rand_buf(mbig);
+    float *a = check_rand_buf(mbig * k), *b = check_rand_buf(k * nbig), *bias = check_rand_buf(mbig);
     float *full = malloc(mbig * nbig * sizeof(float)), *part = malloc(mbig * nbig * sizeof(float));
     int diff = 0;
     for (size_t ai = 0; ai < N_ACTS; ai++) {
@@ -899,6 +886,7 @@ static void test_blocking_and_packing(const nnf_gemm_cfg *cfg) {
 }
 
 int main(void) {
+    check_rng = 88172645463325252ull; /* the data this program was written with */
     const nnf_cpu *cpu = nnf_cpu_get();
     printf("cpu: %s (%s), max tier %s, L1d %zu KiB, L2 %zu KiB, L3 %zu KiB\n", cpu->brand,
            cpu->vendor, nnf_isa_name(cpu->max_isa), cpu->l1d >> 10, cpu->l2 >> 10, cpu->l3 >> 10);

@@ -20,20 +20,6 @@
 
 static nnf_threadpool *g_pool;
 
-static f_in f32_in(const float *data, int rank, const int64_t *dims, int constant) {
-    f_in t = {.dtype = NNF_DTYPE_FLOAT32, .rank = rank, .data = data, .constant = constant};
-    for (int i = 0; i < rank; i++)
-        t.dims[i] = dims[i];
-    return t;
-}
-
-static size_t numel_of(int rank, const int64_t *dims) {
-    size_t n = 1;
-    for (int i = 0; i < rank; i++)
-        n *= (size_t)dims[i];
-    return n;
-}
-
 /* ---- LayerNormalization ------------------------------------------------------------ */
 
 static void test_layernorm(nnf_isa isa) {

@@ -36,6 +36,31 @@ static inline __attribute__((always_inline)) void store_row(float *cr, __m256 v0
     }
 }
 
+/* One k step of the 6x16 tile in assembly: B's row (16 floats at byte
+ * offset B) into ymm0-1, the six A values (from byte offset A) broadcast in
+ * turn into ymm2/ymm3, twelve FMAs into ymm4-15. */
+#define K_STEP(A, B)                                                                               \
+    "vmovups " #B "(%[b]), %%ymm0\n\t"                                                            \
+    "vmovups " #B "+32(%[b]), %%ymm1\n\t"                                                         \
+    "vbroadcastss " #A "(%[a]), %%ymm2\n\t"                                                       \
+    "vfmadd231ps %%ymm0, %%ymm2, %%ymm4\n\t"                                                      \
+    "vfmadd231ps %%ymm1, %%ymm2, %%ymm5\n\t"                                                      \
+    "vbroadcastss " #A "+4(%[a]), %%ymm3\n\t"                                                     \
+    "vfmadd231ps %%ymm0, %%ymm3, %%ymm6\n\t"                                                      \
+    "vfmadd231ps %%ymm1, %%ymm3, %%ymm7\n\t"                                                      \
+    "vbroadcastss " #A "+8(%[a]), %%ymm2\n\t"                                                     \
+    "vfmadd231ps %%ymm0, %%ymm2, %%ymm8\n\t"                                                      \
+    "vfmadd231ps %%ymm1, %%ymm2, %%ymm9\n\t"                                                      \
+    "vbroadcastss " #A "+12(%[a]), %%ymm3\n\t"                                                    \
+    "vfmadd231ps %%ymm0, %%ymm3, %%ymm10\n\t"                                                     \
+    "vfmadd231ps %%ymm1, %%ymm3, %%ymm11\n\t"                                                     \
+    "vbroadcastss " #A "+16(%[a]), %%ymm2\n\t"                                                    \
+    "vfmadd231ps %%ymm0, %%ymm2, %%ymm12\n\t"                                                     \
+    "vfmadd231ps %%ymm1, %%ymm2, %%ymm13\n\t"                                                     \
+    "vbroadcastss " #A "+20(%[a]), %%ymm3\n\t"                                                    \
+    "vfmadd231ps %%ymm0, %%ymm3, %%ymm14\n\t"                                                     \
+    "vfmadd231ps %%ymm1, %%ymm3, %%ymm15\n\t"
+
 /* The full tile: 12 accumulators over the whole K block. */
 static void tile_6x16_asm(size_t kc, const float *a, const float *b, float *acc) {
     /* The K loop is written in assembly: with intrinsics GCC spilled one of
@@ -59,90 +84,10 @@ static void tile_6x16_asm(size_t kc, const float *a, const float *b, float *acc)
                      "jb 3f\n\t"
                      ".p2align 5\n"
                      "1:\n\t"
-                     "prefetcht0 1024(%[b])\n\t"
-                     "vmovups 0(%[b]), %%ymm0\n\t"
-                     "vmovups 32(%[b]), %%ymm1\n\t"
-                     "vbroadcastss 0(%[a]), %%ymm2\n\t"
-                     "vfmadd231ps %%ymm0, %%ymm2, %%ymm4\n\t"
-                     "vfmadd231ps %%ymm1, %%ymm2, %%ymm5\n\t"
-                     "vbroadcastss 4(%[a]), %%ymm3\n\t"
-                     "vfmadd231ps %%ymm0, %%ymm3, %%ymm6\n\t"
-                     "vfmadd231ps %%ymm1, %%ymm3, %%ymm7\n\t"
-                     "vbroadcastss 8(%[a]), %%ymm2\n\t"
-                     "vfmadd231ps %%ymm0, %%ymm2, %%ymm8\n\t"
-                     "vfmadd231ps %%ymm1, %%ymm2, %%ymm9\n\t"
-                     "vbroadcastss 12(%[a]), %%ymm3\n\t"
-                     "vfmadd231ps %%ymm0, %%ymm3, %%ymm10\n\t"
-                     "vfmadd231ps %%ymm1, %%ymm3, %%ymm11\n\t"
-                     "vbroadcastss 16(%[a]), %%ymm2\n\t"
-                     "vfmadd231ps %%ymm0, %%ymm2, %%ymm12\n\t"
-                     "vfmadd231ps %%ymm1, %%ymm2, %%ymm13\n\t"
-                     "vbroadcastss 20(%[a]), %%ymm3\n\t"
-                     "vfmadd231ps %%ymm0, %%ymm3, %%ymm14\n\t"
-                     "vfmadd231ps %%ymm1, %%ymm3, %%ymm15\n\t"
-                     "prefetcht0 1088(%[b])\n\t"
-                     "vmovups 64(%[b]), %%ymm0\n\t"
-                     "vmovups 96(%[b]), %%ymm1\n\t"
-                     "vbroadcastss 24(%[a]), %%ymm2\n\t"
-                     "vfmadd231ps %%ymm0, %%ymm2, %%ymm4\n\t"
-                     "vfmadd231ps %%ymm1, %%ymm2, %%ymm5\n\t"
-                     "vbroadcastss 28(%[a]), %%ymm3\n\t"
-                     "vfmadd231ps %%ymm0, %%ymm3, %%ymm6\n\t"
-                     "vfmadd231ps %%ymm1, %%ymm3, %%ymm7\n\t"
-                     "vbroadcastss 32(%[a]), %%ymm2\n\t"
-                     "vfmadd231ps %%ymm0, %%ymm2, %%ymm8\n\t"
-                     "vfmadd231ps %%ymm1, %%ymm2, %%ymm9\n\t"
-                     "vbroadcastss 36(%[a]), %%ymm3\n\t"
-                     "vfmadd231ps %%ymm0, %%ymm3, %%ymm10\n\t"
-                     "vfmadd231ps %%ymm1, %%ymm3, %%ymm11\n\t"
-                     "vbroadcastss 40(%[a]), %%ymm2\n\t"
-                     "vfmadd231ps %%ymm0, %%ymm2, %%ymm12\n\t"
-                     "vfmadd231ps %%ymm1, %%ymm2, %%ymm13\n\t"
-                     "vbroadcastss 44(%[a]), %%ymm3\n\t"
-                     "vfmadd231ps %%ymm0, %%ymm3, %%ymm14\n\t"
-                     "vfmadd231ps %%ymm1, %%ymm3, %%ymm15\n\t"
-                     "prefetcht0 1152(%[b])\n\t"
-                     "vmovups 128(%[b]), %%ymm0\n\t"
-                     "vmovups 160(%[b]), %%ymm1\n\t"
-                     "vbroadcastss 48(%[a]), %%ymm2\n\t"
-                     "vfmadd231ps %%ymm0, %%ymm2, %%ymm4\n\t"
-                     "vfmadd231ps %%ymm1, %%ymm2, %%ymm5\n\t"
-                     "vbroadcastss 52(%[a]), %%ymm3\n\t"
-                     "vfmadd231ps %%ymm0, %%ymm3, %%ymm6\n\t"
-                     "vfmadd231ps %%ymm1, %%ymm3, %%ymm7\n\t"
-                     "vbroadcastss 56(%[a]), %%ymm2\n\t"
-                     "vfmadd231ps %%ymm0, %%ymm2, %%ymm8\n\t"
-                     "vfmadd231ps %%ymm1, %%ymm2, %%ymm9\n\t"
-                     "vbroadcastss 60(%[a]), %%ymm3\n\t"
-                     "vfmadd231ps %%ymm0, %%ymm3, %%ymm10\n\t"
-                     "vfmadd231ps %%ymm1, %%ymm3, %%ymm11\n\t"
-                     "vbroadcastss 64(%[a]), %%ymm2\n\t"
-                     "vfmadd231ps %%ymm0, %%ymm2, %%ymm12\n\t"
-                     "vfmadd231ps %%ymm1, %%ymm2, %%ymm13\n\t"
-                     "vbroadcastss 68(%[a]), %%ymm3\n\t"
-                     "vfmadd231ps %%ymm0, %%ymm3, %%ymm14\n\t"
-                     "vfmadd231ps %%ymm1, %%ymm3, %%ymm15\n\t"
-                     "prefetcht0 1216(%[b])\n\t"
-                     "vmovups 192(%[b]), %%ymm0\n\t"
-                     "vmovups 224(%[b]), %%ymm1\n\t"
-                     "vbroadcastss 72(%[a]), %%ymm2\n\t"
-                     "vfmadd231ps %%ymm0, %%ymm2, %%ymm4\n\t"
-                     "vfmadd231ps %%ymm1, %%ymm2, %%ymm5\n\t"
-                     "vbroadcastss 76(%[a]), %%ymm3\n\t"
-                     "vfmadd231ps %%ymm0, %%ymm3, %%ymm6\n\t"
-                     "vfmadd231ps %%ymm1, %%ymm3, %%ymm7\n\t"
-                     "vbroadcastss 80(%[a]), %%ymm2\n\t"
-                     "vfmadd231ps %%ymm0, %%ymm2, %%ymm8\n\t"
-                     "vfmadd231ps %%ymm1, %%ymm2, %%ymm9\n\t"
-                     "vbroadcastss 84(%[a]), %%ymm3\n\t"
-                     "vfmadd231ps %%ymm0, %%ymm3, %%ymm10\n\t"
-                     "vfmadd231ps %%ymm1, %%ymm3, %%ymm11\n\t"
-                     "vbroadcastss 88(%[a]), %%ymm2\n\t"
-                     "vfmadd231ps %%ymm0, %%ymm2, %%ymm12\n\t"
-                     "vfmadd231ps %%ymm1, %%ymm2, %%ymm13\n\t"
-                     "vbroadcastss 92(%[a]), %%ymm3\n\t"
-                     "vfmadd231ps %%ymm0, %%ymm3, %%ymm14\n\t"
-                     "vfmadd231ps %%ymm1, %%ymm3, %%ymm15\n\t"
+                     "prefetcht0 1024(%[b])\n\t" K_STEP(0, 0)
+                     "prefetcht0 1088(%[b])\n\t" K_STEP(24, 64)
+                     "prefetcht0 1152(%[b])\n\t" K_STEP(48, 128)
+                     "prefetcht0 1216(%[b])\n\t" K_STEP(72, 192)
                      "add $96, %[a]\n\t"
                      "add $256, %[b]\n\t"
                      "sub $4, %[k]\n\t"
@@ -152,26 +97,7 @@ static void tile_6x16_asm(size_t kc, const float *a, const float *b, float *acc)
                      "test %[k], %[k]\n\t"
                      "jz 2f\n"
                      "4:\n\t"
-                     "vmovups 0(%[b]), %%ymm0\n\t"
-                     "vmovups 32(%[b]), %%ymm1\n\t"
-                     "vbroadcastss 0(%[a]), %%ymm2\n\t"
-                     "vfmadd231ps %%ymm0, %%ymm2, %%ymm4\n\t"
-                     "vfmadd231ps %%ymm1, %%ymm2, %%ymm5\n\t"
-                     "vbroadcastss 4(%[a]), %%ymm3\n\t"
-                     "vfmadd231ps %%ymm0, %%ymm3, %%ymm6\n\t"
-                     "vfmadd231ps %%ymm1, %%ymm3, %%ymm7\n\t"
-                     "vbroadcastss 8(%[a]), %%ymm2\n\t"
-                     "vfmadd231ps %%ymm0, %%ymm2, %%ymm8\n\t"
-                     "vfmadd231ps %%ymm1, %%ymm2, %%ymm9\n\t"
-                     "vbroadcastss 12(%[a]), %%ymm3\n\t"
-                     "vfmadd231ps %%ymm0, %%ymm3, %%ymm10\n\t"
-                     "vfmadd231ps %%ymm1, %%ymm3, %%ymm11\n\t"
-                     "vbroadcastss 16(%[a]), %%ymm2\n\t"
-                     "vfmadd231ps %%ymm0, %%ymm2, %%ymm12\n\t"
-                     "vfmadd231ps %%ymm1, %%ymm2, %%ymm13\n\t"
-                     "vbroadcastss 20(%[a]), %%ymm3\n\t"
-                     "vfmadd231ps %%ymm0, %%ymm3, %%ymm14\n\t"
-                     "vfmadd231ps %%ymm1, %%ymm3, %%ymm15\n\t"
+                     K_STEP(0, 0)
                      "add $24, %[a]\n\t"
                      "add $64, %[b]\n\t"
                      "dec %[k]\n\t"

@@ -9,28 +9,6 @@
 
 #include <math.h>
 
-static void span_scalar(const nnf_pool_span *s, const float *x, float *y, size_t n) {
-    for (size_t o = 0; o < n; o++) {
-        const float *w = x + o * s->stride;
-        float acc = s->is_max ? -INFINITY : 0.0f;
-        int first = 1;
-        for (size_t h = 0; h < s->nh; h++)
-            for (size_t k = 0; k < s->kw; k++) {
-                float v = w[h * s->row_step + k * s->dw];
-                if (s->is_max) {
-                    if (v > acc || first)
-                        acc = v;
-                    first = 0;
-                } else {
-                    acc += v;
-                }
-            }
-        if (!s->is_max)
-            acc = s->divisor > 0.0f ? acc / s->divisor : 0.0f;
-        y[o] = acc;
-    }
-}
-
 /* Eight stride-2 outputs: the even elements of p[0..15] (masked loads only
  * for a span's last block: vmaskmov is slow on some cores). */
 static inline __m256 load_even(const float *p, int full, __m256i m0, __m256i m1) {
@@ -50,7 +28,7 @@ static inline __m256 finish(const nnf_pool_span *s, __m256 acc) {
 
 void nnf_pool_span_avx2(const nnf_pool_span *s, const float *x, float *y, size_t n) {
     if ((s->stride != 1 && s->stride != 2) || s->nh == 0 || s->kw == 0) {
-        span_scalar(s, x, y, n);
+        nnf_pool_span_scalar(s, x, y, n);
         return;
     }
     size_t o = 0;
