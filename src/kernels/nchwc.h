@@ -1,0 +1,115 @@
+/* Kernels on the channel-blocked layout NCHWc8 (docs/ARCHITECTURE.md,
+ * "Blocked layout").
+ *
+ * A blocked tensor of logical shape [N, C, H, W] is stored as
+ * [N][CB][H][W][8] with CB = ceil(C / 8): the 8 channels of one block sit
+ * side by side at every pixel, so one AVX2 vector holds one pixel's block.
+ * The graph sees it as a 4-D tensor [N, CB*8, H, W] (the padded channel
+ * count), which is why layout-blind ops (same-shape Add, ReLU, Concat on
+ * axis 1 of whole blocks) run on it unchanged.
+ *
+ * The padding lanes (channels C .. CB*8-1 of the last block) are ZERO: every
+ * kernel here writes zeros there whatever the activation, and may assume
+ * zeros in its blocked inputs.
+ *
+ * Every entry point takes the tier to run (nnf_isa): NNF_ISA_SCALAR is the
+ * portable C path (same layout, same results up to rounding), NNF_ISA_AVX2
+ * and above use the AVX2 kernels. Work is split across the pool; results do
+ * not depend on the thread count. */
+#ifndef NNF_KERNELS_NCHWC_H
+#define NNF_KERNELS_NCHWC_H
+
+#include "base/cpu.h"
+#include "base/status.h"
+#include "base/threadpool.h"
+#include "kernels/conv_fast.h"
+#include "kernels/epilogue.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define NNF_NCHWC_B 8
+
+static inline size_t nnf_nchwc_blocks(size_t c) { return (c + NNF_NCHWC_B - 1) / NNF_NCHWC_B; }
+
+/* ---- reorders (nchwc_reorder.c) ----
+ * x: NCHW [n][c][hw] -> y: NCHWc8 [n][cb][hw][8], padding lanes zeroed. */
+void nnf_nchwc_from_nchw(const float *x, float *y, size_t n, size_t c, size_t hw, nnf_isa isa,
+                         nnf_threadpool *pool);
+/* x: NCHWc8 -> y: NCHW [n][c][hw] (the padding lanes are dropped). */
+void nnf_nchwc_to_nchw(const float *x, float *y, size_t n, size_t c, size_t hw, nnf_isa isa,
+                       nnf_threadpool *pool);
+
+/* ---- dense convolution, group 1 (conv_nchwc.c, x86/conv_nchwc_avx2.c) ----
+ * Any kernel extent, stride, dilation and padding. The input is NCHWc8, or
+ * plain NCHW when in_blocked is 0 (a model's first conv with 3 channels:
+ * ORT's "NCHW input" path), the output always NCHWc8. */
+typedef struct nnf_nchwc_conv {
+    nnf_conv2d_shape s; /* logical (unpadded) channel counts; s.group == 1 */
+    int in_blocked;
+    nnf_isa isa;
+    float *w;           /* weights repacked for the kernel (layout private to conv_nchwc.c) */
+    size_t w_floats;
+    char name[64];      /* "f32_conv_nchwc_avx2" */
+} nnf_nchwc_conv;
+
+/* The shapes the dense blocked conv handles (group 1, 2-D). */
+bool nnf_nchwc_conv_supported(const nnf_conv2d_shape *s);
+/* w: OC x C x KH x KW (borrowed for the call; repacked, zero-padded). */
+nnf_status nnf_nchwc_conv_create(const nnf_conv2d_shape *s, int in_blocked, nnf_isa isa, const float *w,
+                                 nnf_nchwc_conv **out);
+void nnf_nchwc_conv_destroy(nnf_nchwc_conv *k);
+/* y = epilogue(conv(x)), y NCHWc8 with s.oc channels. ep->bias: NULL or s.oc
+ * values (NNF_BIAS_PER_ROW); ep->residual: NULL or an NCHWc8 tensor shaped
+ * like y (ld_residual ignored); ep->act; alpha = 1. */
+nnf_status nnf_nchwc_conv_run(const nnf_nchwc_conv *k, const float *x, float *y, const nnf_epilogue *ep,
+                              nnf_threadpool *pool);
+
+/* ---- depthwise convolution (nchwc_dw.c, x86/nchwc_dw_avx2.c) ----
+ * group == C == OC, any kernel extent, stride, dilation and padding; input
+ * and output NCHWc8. One vector is one pixel's 8 channels, so stride 2 costs
+ * no gathers. */
+typedef struct nnf_nchwc_dw {
+    nnf_conv2d_shape s;
+    nnf_isa isa;
+    float *w;           /* [cb][kh][kw][8], zero-padded */
+    char name[64];
+} nnf_nchwc_dw;
+
+bool nnf_nchwc_dw_supported(const nnf_conv2d_shape *s);
+nnf_status nnf_nchwc_dw_create(const nnf_conv2d_shape *s, nnf_isa isa, const float *w, nnf_nchwc_dw **out);
+void nnf_nchwc_dw_destroy(nnf_nchwc_dw *k);
+/* Same epilogue contract as nnf_nchwc_conv_run. */
+nnf_status nnf_nchwc_dw_run(const nnf_nchwc_dw *k, const float *x, float *y, const nnf_epilogue *ep,
+                            nnf_threadpool *pool);
+
+/* ---- pooling (nchwc_pool.c, x86/nchwc_pool_avx2.c) ---- */
+typedef struct nnf_nchwc_pool_shape {
+    size_t n, c, h, w;      /* logical input */
+    size_t kh, kw, sh, sw, dh, dw;
+    size_t pt, pl;          /* top/left padding */
+    size_t pb, pr;          /* bottom/right padding as the op resolved it */
+    size_t oh, ow;
+    int is_max;             /* 1: MaxPool, 0: AveragePool */
+    int count_include_pad;  /* AveragePool: as the ONNX attribute */
+} nnf_nchwc_pool_shape;
+
+/* MaxPool / AveragePool, NCHWc8 in and out, the reference kernel's semantics
+ * (kernels/ref/pool.c: windows clipped to the padded input, ceil_mode
+ * windows included, the divisor as count_include_pad says). */
+void nnf_nchwc_pool(const nnf_nchwc_pool_shape *s, const float *x, float *y, nnf_isa isa, nnf_threadpool *pool);
+/* GlobalAveragePool (is_max 0) / GlobalMaxPool (1): x NCHWc8 [n][cb][hw][8]
+ * -> y plain [n][c] (= NCHW [n][c][1][1]). */
+void nnf_nchwc_global_pool(const float *x, float *y, size_t n, size_t c, size_t hw, int is_max, nnf_isa isa,
+                           nnf_threadpool *pool);
+
+/* ---- nearest Resize (nchwc_resize.c) ----
+ * y[b][cb][i][j][:] = x[b][cb][rows[i]][cols[j]][:] for i < oh, j < ow;
+ * rows[] / cols[] are the source indices the Resize plan computed (each in
+ * range), so any nearest mode and scale is one table. */
+void nnf_nchwc_resize_nearest(const float *x, float *y, size_t n, size_t c, size_t ih, size_t iw, size_t oh,
+                              size_t ow, const int32_t *rows, const int32_t *cols, nnf_isa isa,
+                              nnf_threadpool *pool);
+
+#endif
