@@ -10,6 +10,7 @@
 #include "kernels/conv_fast.h"
 #include "kernels/gemm.h"
 #include "ops/op.h"
+#include "ops/params.h"
 
 nnf_status nnf_plan_gemm(NNF_PLAN_ARGS);
 nnf_status nnf_plan_matmul(NNF_PLAN_ARGS);
@@ -26,5 +27,18 @@ typedef struct nnf_gemm_choice {
  * and B (1 when absent), b_const: B's data is known at plan time. */
 nnf_gemm_choice nnf_gemm_choose(int64_t m, int64_t n, int64_t k, int64_t a_batch,
                                 int64_t b_batch, int b_const, nnf_isa isa);
+
+/* Resize (plan_resize.c): the fast kernels' tables for a Resize whose
+ * roi, scales and sizes are constants; t->kind NONE when the reference
+ * kernel must run. */
+struct nnf_resize_tables;
+nnf_status nnf_resize_tables_for(const nnf_node *node, const nnf_tinfo *in, const nnf_tinfo *out,
+                                 struct nnf_resize_tables *t);
+
+/* The logical 2-D shape of a Conv on NCHW extents xd, weight wd, output yd
+ * (plan_nchwc.c); false when no blocked kernel takes it. The layout pass
+ * asks the same question before it blocks a conv. */
+bool nnf_nchwc_conv_shape(const nnf_conv_params *cp, const int64_t *xd, const int64_t *wd, const int64_t *yd,
+                          nnf_conv2d_shape *s);
 
 #endif

@@ -7,8 +7,10 @@
 #include "kernels/resize_fast.h"
 
 #include "base/alloc.h"
+#include "plan/kernels.h"
 
 #include <stdio.h>
+#include <string.h>
 
 /* Output floats per block handed to a thread. */
 #define RESIZE_GRAIN 16384
@@ -69,9 +71,14 @@ static int arg_from_tinfo(const nnf_node *node, const nnf_tinfo *in, int idx, nn
     return 1;
 }
 
-nnf_status nnf_plan_resize(NNF_PLAN_ARGS) {
+/* The tables of the fast kernels for a Resize whose roi, scales and sizes
+ * are known at load; t->kind NONE (nothing allocated) when the reference
+ * kernel must run. Shared with the blocked nearest Resize (plan_nchwc.c). */
+nnf_status nnf_resize_tables_for(const nnf_node *node, const nnf_tinfo *in, const nnf_tinfo *out,
+                                 nnf_resize_tables *t) {
     const nnf_resize_params *p = node->params;
     const nnf_shape *xs = &in[0].shape, *ys = &out[0].shape;
+    memset(t, 0, sizeof *t);
     if (!p || in[0].dtype != NNF_DTYPE_FLOAT32 || !nnf_shape_known(xs) || !nnf_shape_known(ys) ||
         xs->rank != ys->rank || xs->rank < 2 || nnf_shape_numel(ys) <= 0)
         return NNF_OK;
@@ -90,18 +97,20 @@ nnf_status nnf_plan_resize(NNF_PLAN_ARGS) {
     for (int a = 0; a < xs->rank; a++)
         if (od[a] != ys->dims[a])
             return NNF_OK;
+    nnf_status st = nnf_resize_tables_build(p, xs->rank, xs->dims, ys->dims, sc, r, t);
+    return st == NNF_OK ? st : nnf_node_error(node, st, "out of memory for resize tables");
+}
+
+nnf_status nnf_plan_resize(NNF_PLAN_ARGS) {
     resize_state *s = nnf_calloc(1, sizeof *s);
     if (!s)
         return nnf_node_error(node, NNF_ERR_OUT_OF_MEMORY, "out of memory for a kernel plan");
-    nnf_status st = nnf_resize_tables_build(p, xs->rank, xs->dims, ys->dims, sc, r, &s->t);
-    if (st != NNF_OK) {
-        nnf_free(s);
-        return nnf_node_error(node, st, "out of memory for resize tables");
+    nnf_status st = nnf_resize_tables_for(node, in, out, &s->t);
+    if (st != NNF_OK || s->t.kind == NNF_RSZ_NONE) {
+        resize_state_free(s);
+        return st;
     }
-    if (s->t.kind == NNF_RSZ_NONE) {
-        nnf_free(s);
-        return NNF_OK;
-    }
+    const nnf_shape *xs = &in[0].shape, *ys = &out[0].shape;
     s->isa = nnf_cpu_isa() >= NNF_ISA_AVX2 ? NNF_ISA_AVX2 : NNF_ISA_SCALAR;
     s->in_numel = (size_t)nnf_shape_numel(xs);
     s->out_numel = (size_t)nnf_shape_numel(ys);

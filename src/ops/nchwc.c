@@ -1,0 +1,229 @@
+/* The NCHWc8 internal operators (ops/nchwc.h): attributes, inference and
+ * reference kernels. A reference kernel reorders its blocked operands to
+ * NCHW with the plain loops below, runs the ONNX op's reference kernel and
+ * reorders the result back, so every blocked kernel is tested against the
+ * same oracle as its NCHW counterpart. */
+#include "ops/nchwc.h"
+
+#include "base/alloc.h"
+#include "ops/op.h"
+
+#include <string.h>
+
+nnf_status nnf_nchwc_init(NNF_INIT_ARGS) {
+    (void)arena;
+    return nnf_node_error(node, NNF_ERR_UNSUPPORTED,
+                          "nnfuse.%s is an internal operator of the blocked layout, made by the layout pass; "
+                          "a model file cannot use it",
+                          node->op_type);
+}
+
+static const nnf_nchwc_params *params(const nnf_node *node) { return node->params; }
+
+/* x must be a known-rank 4-D float32 tensor. */
+static nnf_status check_4d(const nnf_node *node, const nnf_tinfo *x) {
+    if (x->dtype != NNF_DTYPE_FLOAT32 || x->shape.rank != 4)
+        return nnf_node_error(node, NNF_ERR_SHAPE, "input must be a 4-D float32 tensor");
+    return NNF_OK;
+}
+
+nnf_status nnf_reorder_to_nchwc_infer(NNF_INFER_ARGS) {
+    NNF_CHECK(check_4d(node, &in[0]));
+    out[0].dtype = NNF_DTYPE_FLOAT32;
+    out[0].shape = in[0].shape;
+    if (out[0].shape.dims[1] >= 0)
+        out[0].shape.dims[1] = nnf_nchwc_round(out[0].shape.dims[1]);
+    out[0].shape.dim_names[1] = NULL;
+    return NNF_OK;
+}
+
+/* [N, C8, H, W] blocked -> [N, c, H, W] with c <= C8 channels. */
+static nnf_status check_blocked_channels(const nnf_node *node, const nnf_shape *x, int64_t c) {
+    if (c < 1 || (x->dims[1] >= 0 && (x->dims[1] % 8 || nnf_nchwc_round(c) != x->dims[1])))
+        return nnf_node_error(node, NNF_ERR_SHAPE, "a blocked input of %lld channels cannot hold %lld",
+                              (long long)x->dims[1], (long long)c);
+    return NNF_OK;
+}
+
+nnf_status nnf_reorder_from_nchwc_infer(NNF_INFER_ARGS) {
+    NNF_CHECK(check_4d(node, &in[0]));
+    NNF_CHECK(check_blocked_channels(node, &in[0].shape, params(node)->channels));
+    out[0].dtype = NNF_DTYPE_FLOAT32;
+    out[0].shape = in[0].shape;
+    out[0].shape.dims[1] = params(node)->channels;
+    return NNF_OK;
+}
+
+nnf_status nnf_nchwc_global_pool_infer(NNF_INFER_ARGS) {
+    NNF_CHECK(nnf_reorder_from_nchwc_infer(node, in, out));
+    out[0].shape.dims[2] = out[0].shape.dims[3] = 1;
+    out[0].shape.dim_names[2] = out[0].shape.dim_names[3] = NULL;
+    return NNF_OK;
+}
+
+/* The Conv the node stands for, seen in NCHW: input 0 with the weight's
+ * channel count, residual (if any) unblocked; output channels rounded up. */
+nnf_status nnf_nchwc_conv_infer(NNF_INFER_ARGS) {
+    const nnf_nchwc_params *p = params(node);
+    NNF_CHECK(check_4d(node, &in[0]));
+    if (in[1].shape.rank != 4)
+        return nnf_node_error(node, NNF_ERR_SHAPE, "the weight must be 4-D");
+    nnf_tinfo t[4];
+    int n = node->n_inputs < 4 ? node->n_inputs : 4;
+    memcpy(t, in, (size_t)n * sizeof t[0]);
+    int64_t c = in[1].shape.dims[1] * p->conv.group, oc = in[1].shape.dims[0];
+    if (p->in_blocked) {
+        NNF_CHECK(check_blocked_channels(node, &in[0].shape, c));
+        t[0].shape.dims[1] = c;
+        t[0].data = NULL;
+    }
+    if (p->conv.residual_input >= 0 && p->conv.residual_input < n) {
+        NNF_CHECK(check_blocked_channels(node, &in[p->conv.residual_input].shape, oc));
+        t[p->conv.residual_input].shape.dims[1] = oc;
+        t[p->conv.residual_input].data = NULL;
+    }
+    NNF_CHECK(nnf_conv_infer(node, t, out));
+    if (out[0].shape.rank == 4 && out[0].shape.dims[1] >= 0)
+        out[0].shape.dims[1] = nnf_nchwc_round(out[0].shape.dims[1]);
+    return NNF_OK;
+}
+
+double nnf_nchwc_conv_cost(NNF_COST_ARGS) {
+    double full = nnf_conv_cost(node, in, out);
+    int64_t oc = in[1].shape.rank == 4 ? in[1].shape.dims[0] : -1;
+    return oc > 0 ? full * (double)oc / (double)nnf_nchwc_round(oc) : full;
+}
+
+/* ---- reference kernels ------------------------------------------------- */
+
+/* Blocked [n][c8/8][hw][8] <-> plain [n][c][hw]; the padding lanes of a
+ * blocked destination are zeroed. */
+static void unblock(const float *x, float *y, int64_t n, int64_t c, int64_t hw) {
+    int64_t c8 = nnf_nchwc_round(c);
+    for (int64_t b = 0; b < n; b++)
+        for (int64_t ch = 0; ch < c; ch++)
+            for (int64_t i = 0; i < hw; i++)
+                y[(b * c + ch) * hw + i] = x[((b * c8 + ch / 8 * 8) * hw + i * 8) + ch % 8];
+}
+
+static void block(const float *x, float *y, int64_t n, int64_t c, int64_t hw) {
+    int64_t c8 = nnf_nchwc_round(c);
+    for (int64_t b = 0; b < n; b++)
+        for (int64_t ch = 0; ch < c8; ch++)
+            for (int64_t i = 0; i < hw; i++)
+                y[((b * c8 + ch / 8 * 8) * hw + i * 8) + ch % 8] = ch < c ? x[(b * c + ch) * hw + i] : 0.0f;
+}
+
+/* A plain NCHW buffer with c channels of a blocked 4-D buffer's geometry. */
+static nnf_status plain_like(const nnf_node *node, const nnf_buf *b, int64_t c, nnf_buf *out) {
+    *out = *b;
+    out->dims[1] = c;
+    size_t bytes;
+    out->numel = (size_t)(b->dims[0] * c * b->dims[2] * b->dims[3]);
+    if (!nnf_mul_size(out->numel, sizeof(float), &bytes) || !(out->data = nnf_malloc(bytes ? bytes : 1)))
+        return nnf_node_error(node, NNF_ERR_OUT_OF_MEMORY, "out of memory for a reference reorder");
+    return NNF_OK;
+}
+
+static nnf_status check_buf_4d(const nnf_node *node, const nnf_buf *b, int blocked, int64_t c) {
+    if (!b || b->dtype != NNF_DTYPE_FLOAT32 || b->rank != 4 || (blocked && b->dims[1] != nnf_nchwc_round(c)) ||
+        (!blocked && b->dims[1] != c))
+        return nnf_node_error(node, NNF_ERR_SHAPE, "operand is not a %s float32 tensor of %lld channels",
+                              blocked ? "blocked" : "4-D", (long long)c);
+    return NNF_OK;
+}
+
+nnf_status nnf_reorder_to_nchwc_ref(NNF_KERNEL_ARGS) {
+    (void)ctx;
+    const nnf_buf *x = in[0];
+    NNF_CHECK(check_buf_4d(node, x, 0, x->dims[1]));
+    block(x->data, out[0]->data, x->dims[0], x->dims[1], x->dims[2] * x->dims[3]);
+    return NNF_OK;
+}
+
+nnf_status nnf_reorder_from_nchwc_ref(NNF_KERNEL_ARGS) {
+    (void)ctx;
+    const nnf_buf *x = in[0];
+    int64_t c = params(node)->channels;
+    NNF_CHECK(check_buf_4d(node, x, 1, c));
+    unblock(x->data, out[0]->data, x->dims[0], c, x->dims[2] * x->dims[3]);
+    return NNF_OK;
+}
+
+/* Run the NCHW reference `ref` with operands `blocked_in` (indices into in,
+ * -1 ends) unblocked to their channel counts `chans`, and block output 0
+ * (out_c channels) unless out_plain. */
+static nnf_status wrap_ref(const nnf_node *node, nnf_buf *const *in, nnf_buf *const *out, nnf_kctx *ctx,
+                           nnf_kernel_fn ref, const int *blocked_in, const int64_t *chans, int64_t out_c,
+                           int out_plain) {
+    nnf_buf tmp_in[4], tmp_out;
+    nnf_buf *pin[64], *pout[1] = {out[0]};
+    int n = node->n_inputs < 64 ? node->n_inputs : 64, made = 0;
+    nnf_status st = NNF_OK;
+    memcpy(pin, in, (size_t)n * sizeof pin[0]);
+    memset(&tmp_out, 0, sizeof tmp_out);
+    for (int k = 0; k < 4 && blocked_in[k] >= 0; k++) {
+        const nnf_buf *b = in[blocked_in[k]];
+        if ((st = check_buf_4d(node, b, 1, chans[k])) != NNF_OK ||
+            (st = plain_like(node, b, chans[k], &tmp_in[k])) != NNF_OK)
+            goto done;
+        made = k + 1;
+        unblock(b->data, tmp_in[k].data, b->dims[0], chans[k], b->dims[2] * b->dims[3]);
+        pin[blocked_in[k]] = &tmp_in[k];
+    }
+    if (!out_plain) {
+        if ((st = check_buf_4d(node, out[0], 1, out_c)) != NNF_OK ||
+            (st = plain_like(node, out[0], out_c, &tmp_out)) != NNF_OK)
+            goto done;
+        pout[0] = &tmp_out;
+    }
+    if ((st = ref(node, pin, pout, ctx)) == NNF_OK && !out_plain)
+        block(tmp_out.data, out[0]->data, out[0]->dims[0], out_c, out[0]->dims[2] * out[0]->dims[3]);
+done:
+    for (int k = 0; k < made; k++)
+        nnf_free(tmp_in[k].data);
+    nnf_free(out_plain ? NULL : tmp_out.data);
+    return st;
+}
+
+nnf_status nnf_nchwc_conv_ref(NNF_KERNEL_ARGS) {
+    const nnf_nchwc_params *p = params(node);
+    if (!in[1] || in[1]->rank != 4)
+        return nnf_node_error(node, NNF_ERR_SHAPE, "the weight must be 4-D");
+    int64_t c = in[1]->dims[1] * p->conv.group, oc = in[1]->dims[0];
+    int idx[3] = {-1, -1, -1}, k = 0;
+    int64_t ch[2] = {0};
+    if (p->in_blocked) {
+        idx[k] = 0;
+        ch[k++] = c;
+    }
+    if (p->conv.residual_input >= 0) {
+        idx[k] = p->conv.residual_input;
+        ch[k++] = oc;
+    }
+    return wrap_ref(node, in, out, ctx, nnf_conv_ref, idx, ch, oc, 0);
+}
+
+/* Pools and Resize see the padded channels as channels: zero in, zero out. */
+static nnf_status wrap_padded(NNF_KERNEL_ARGS, nnf_kernel_fn ref) {
+    int idx[2] = {0, -1};
+    int64_t ch[1] = {in[0]->dims[1]};
+    return wrap_ref(node, in, out, ctx, ref, idx, ch, in[0]->dims[1], 0);
+}
+
+nnf_status nnf_nchwc_maxpool_ref(NNF_KERNEL_ARGS) { return wrap_padded(node, in, out, ctx, nnf_maxpool_ref); }
+nnf_status nnf_nchwc_avgpool_ref(NNF_KERNEL_ARGS) { return wrap_padded(node, in, out, ctx, nnf_avgpool_ref); }
+nnf_status nnf_nchwc_resize_ref(NNF_KERNEL_ARGS) { return wrap_padded(node, in, out, ctx, nnf_resize_ref); }
+
+static nnf_status global_ref(NNF_KERNEL_ARGS, nnf_kernel_fn ref) {
+    int idx[2] = {0, -1};
+    int64_t ch[1] = {params(node)->channels};
+    return wrap_ref(node, in, out, ctx, ref, idx, ch, ch[0], 1);
+}
+
+nnf_status nnf_nchwc_global_avgpool_ref(NNF_KERNEL_ARGS) {
+    return global_ref(node, in, out, ctx, nnf_global_avgpool_ref);
+}
+nnf_status nnf_nchwc_global_maxpool_ref(NNF_KERNEL_ARGS) {
+    return global_ref(node, in, out, ctx, nnf_global_maxpool_ref);
+}

@@ -1,0 +1,307 @@
+/* Layout pass: run convolutions, and the ops between them that do not care
+ * about channel order, on NCHWc8 blocked tensors (ops/nchwc.h,
+ * docs/ARCHITECTURE.md "Blocked layout").
+ *
+ * Every value a blocked node produces gets a blocked twin ("<name>.nchwc8",
+ * shape [N, C8, H, W]); the original value is then produced only if an NCHW
+ * reader or a graph output needs it, by a ReorderFromNchwc of the twin. A
+ * blocked node reading a plain value gets a ReorderToNchwc of it (one per
+ * value). So reorders appear exactly at the edges of blocked regions:
+ * model inputs (except a first conv with few channels, which reads NCHW
+ * directly), Reshape/Flatten/Gemm and graph outputs.
+ *
+ * Blocked:
+ *   Conv            2-D float32, constant weight, group 1 or depthwise, a
+ *                   blocked kernel for the shape (nnf_nchwc_conv_shape)
+ *   MaxPool/AveragePool (one output), GlobalAveragePool/GlobalMaxPool
+ *                   (their output is plain), nearest Resize of H and W,
+ *                   when the input is blocked
+ *   Add/Sub/Mul     two inputs of one 4-D shape, one of them blocked
+ *   Relu/LeakyRelu  blocked input (f(0) = 0 keeps the padding lanes zero)
+ *   Concat          on channels, every input a whole number of blocks
+ * Runs on AVX2 and above, where the blocked kernels are the fast ones. */
+#include "passes/pass.h"
+
+#include "base/cpu.h"
+#include "base/log.h"
+#include "kernels/nchwc.h"
+#include "ops/nchwc.h"
+#include "ops/op.h"
+#include "ops/resize.h"
+#include "plan/kernels.h"
+
+#include <stdio.h>
+#include <string.h>
+
+typedef struct layout {
+    nnf_graph *g;
+    int *twin;  /* per original value: its blocked twin, or -1 */
+    bool *moved; /* the value's producer now writes the twin instead */
+    int n0;      /* values before the pass (only they have twins) */
+    int count;
+} layout;
+
+static bool is_op(const nnf_node *n, const char *type) { return !n->domain[0] && !strcmp(n->op_type, type); }
+
+static const nnf_shape *shape_of(const layout *L, int v) { return &L->g->values[v].shape; }
+
+static bool plain_4d_f32(const layout *L, int v) {
+    const nnf_value *val = &L->g->values[v];
+    return v >= 0 && v < L->n0 && val->dtype == NNF_DTYPE_FLOAT32 && val->shape.rank == 4 &&
+           nnf_shape_known(&val->shape);
+}
+
+static bool blocked(const layout *L, int v) { return v >= 0 && v < L->n0 && L->twin[v] >= 0; }
+
+/* A new blocked value shaped like plain value v with `channels` channels
+ * (rounded up to the block). */
+static int new_blocked_value(layout *L, int v, int64_t channels) {
+    nnf_graph *g = L->g;
+    char name[512];
+    snprintf(name, sizeof name, "%.480s.nchwc8", g->values[v].name);
+    for (int k = 2; nnf_graph_find_value(g, name) >= 0; k++)
+        snprintf(name, sizeof name, "%.480s.nchwc8_%d", g->values[v].name, k);
+    int id = nnf_graph_value(g, name);
+    if (id < 0)
+        return -1;
+    nnf_value *t = &g->values[id];
+    t->dtype = NNF_DTYPE_FLOAT32;
+    t->shape = g->values[v].shape;
+    t->shape.dims[1] = nnf_nchwc_round(channels);
+    t->shape.dim_names[1] = NULL;
+    t->kind = NNF_VALUE_INTERMEDIATE;
+    t->producer = -1;
+    return id;
+}
+
+static nnf_status oom(const char *what) {
+    return nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory in the layout pass (%s)", what);
+}
+
+/* Append an internal node; returns its id or -1. */
+static int add_node(layout *L, const char *name, const char *type, const int *in, int n_in, int out,
+                    void *params) {
+    nnf_graph *g = L->g;
+    int id = nnf_graph_add_node(g, name, type, "nnfuse", in, n_in, &out, 1);
+    if (id < 0)
+        return -1;
+    nnf_node *n = &g->nodes[id];
+    n->op = nnf_op_find("nnfuse", type, 1, NULL);
+    n->opset = 1;
+    n->params = params;
+    g->values[out].producer = id;
+    return n->op ? id : -1;
+}
+
+static nnf_nchwc_params *new_params(layout *L) {
+    nnf_nchwc_params *p = nnf_arena_calloc(&L->g->arena, 1, sizeof *p);
+    if (p)
+        p->conv.residual_input = -1;
+    return p;
+}
+
+/* The blocked form of plain value v: its twin, or a new ReorderToNchwc. */
+static nnf_status blocked_input(layout *L, int v, int *out) {
+    if (L->twin[v] < 0) {
+        int t = new_blocked_value(L, v, shape_of(L, v)->dims[1]);
+        char name[512];
+        snprintf(name, sizeof name, "%.480s:to_nchwc8", L->g->values[v].name);
+        nnf_nchwc_params *p = new_params(L);
+        if (t < 0 || !p || add_node(L, name, "ReorderToNchwc", &v, 1, t, p) < 0)
+            return oom("a reorder");
+        L->twin[v] = t;
+        L->count++;
+    }
+    *out = L->twin[v];
+    return NNF_OK;
+}
+
+/* Make plain value v exist again (its producer was blocked): a
+ * ReorderFromNchwc of its twin, once. */
+static nnf_status plain_input(layout *L, int v) {
+    if (v < 0 || v >= L->n0 || !L->moved[v])
+        return NNF_OK;
+    char name[512];
+    snprintf(name, sizeof name, "%.480s:from_nchwc8", L->g->values[v].name);
+    nnf_nchwc_params *p = new_params(L);
+    if (!p)
+        return oom("a reorder");
+    p->channels = shape_of(L, v)->dims[1];
+    if (add_node(L, name, "ReorderFromNchwc", &L->twin[v], 1, v, p) < 0)
+        return oom("a reorder");
+    L->moved[v] = false;
+    L->count++;
+    return NNF_OK;
+}
+
+/* Point node id's input k at the blocked form of its value. */
+static nnf_status use_blocked(layout *L, int id, int k) {
+    int b;
+    NNF_CHECK(blocked_input(L, L->g->nodes[id].inputs[k], &b));
+    L->g->nodes[id].inputs[k] = b;
+    return NNF_OK;
+}
+
+/* Node id (output 0 plain 4-D) now writes a blocked twin with `channels`. */
+static nnf_status move_output(layout *L, int id, int64_t channels) {
+    nnf_graph *g = L->g;
+    int v = g->nodes[id].outputs[0];
+    int t = new_blocked_value(L, v, channels);
+    if (t < 0)
+        return oom("a blocked value");
+    g->nodes[id].outputs[0] = t;
+    g->values[t].producer = id;
+    g->values[v].producer = -1;
+    L->twin[v] = t;
+    L->moved[v] = true;
+    return NNF_OK;
+}
+
+static void retype(layout *L, int id, const char *type, void *params) {
+    nnf_node *n = &L->g->nodes[id];
+    n->op_type = type;
+    n->domain = "nnfuse";
+    n->op = nnf_op_find("nnfuse", type, 1, NULL);
+    n->opset = 1;
+    n->params = params;
+    L->count++;
+}
+
+static nnf_status try_conv(layout *L, int id, bool *done) {
+    nnf_graph *g = L->g;
+    const nnf_node *n = &g->nodes[id];
+    const nnf_conv_params *cp = n->params;
+    int x = n->inputs[0], w = n->inputs[1], y = n->outputs[0];
+    if (!cp || n->n_outputs != 1 || !plain_4d_f32(L, x) || !plain_4d_f32(L, y) || w < 0 || !g->values[w].data ||
+        g->values[w].shape.rank != 4 || (n->n_inputs > 2 && n->inputs[2] >= 0 && !g->values[n->inputs[2]].data))
+        return NNF_OK;
+    if (cp->residual_input >= 0 && (cp->residual_input >= n->n_inputs || !plain_4d_f32(L, n->inputs[cp->residual_input]) ||
+                                    memcmp(shape_of(L, n->inputs[cp->residual_input])->dims, shape_of(L, y)->dims,
+                                           4 * sizeof(int64_t))))
+        return NNF_OK;
+    nnf_conv2d_shape s;
+    if (!nnf_nchwc_conv_shape(cp, shape_of(L, x)->dims, g->values[w].shape.dims, shape_of(L, y)->dims, &s))
+        return NNF_OK;
+    nnf_nchwc_params *p = new_params(L);
+    if (!p)
+        return oom("conv attributes");
+    p->conv = *cp;
+    /* a first conv with few channels reads the plain input as it is */
+    bool dense = nnf_nchwc_conv_supported(&s);
+    p->in_blocked = blocked(L, x) || !dense || s.c > 4;
+    if (p->in_blocked)
+        NNF_CHECK(use_blocked(L, id, 0));
+    if (cp->residual_input >= 0)
+        NNF_CHECK(use_blocked(L, id, cp->residual_input));
+    NNF_CHECK(move_output(L, id, (int64_t)s.oc));
+    retype(L, id, "NchwcConv", p);
+    *done = true;
+    return NNF_OK;
+}
+
+static bool const_nearest_hw_resize(const layout *L, const nnf_node *n) {
+    const nnf_resize_params *p = n->params;
+    if (!p || n->opset < 11 || p->mode != NNF_RESIZE_NEAREST || p->coord == NNF_COORD_TF_CROP_AND_RESIZE)
+        return false;
+    int ops[3] = {p->roi_input, p->scales_input, p->sizes_input};
+    for (int k = 0; k < 3; k++)
+        if (ops[k] >= 0 && ops[k] < n->n_inputs && n->inputs[ops[k]] >= 0 &&
+            !L->g->values[n->inputs[ops[k]]].data && nnf_shape_numel(shape_of(L, n->inputs[ops[k]])) != 0)
+            return false;
+    const nnf_shape *x = shape_of(L, n->inputs[0]), *y = shape_of(L, n->outputs[0]);
+    return x->dims[0] == y->dims[0] && x->dims[1] == y->dims[1];
+}
+
+static nnf_status try_other(layout *L, int id, bool *done) {
+    nnf_graph *g = L->g;
+    const nnf_node *n = &g->nodes[id];
+    if (n->n_inputs < 1 || n->n_outputs < 1 ||
+        (!blocked(L, n->inputs[0]) && !(n->n_inputs == 2 && blocked(L, n->inputs[1]))))
+        return NNF_OK;
+    int x = n->inputs[0], y = n->outputs[0];
+    if (!plain_4d_f32(L, y) && !(is_op(n, "GlobalAveragePool") || is_op(n, "GlobalMaxPool")))
+        return NNF_OK;
+    int64_t c = shape_of(L, x)->dims[1];
+    if ((is_op(n, "MaxPool") || is_op(n, "AveragePool")) && n->n_outputs == 1 &&
+        ((const nnf_conv_params *)n->params)->spatial == 2) {
+        NNF_CHECK(use_blocked(L, id, 0));
+        NNF_CHECK(move_output(L, id, c));
+        retype(L, id, is_op(n, "MaxPool") ? "NchwcMaxPool" : "NchwcAveragePool", n->params);
+    } else if ((is_op(n, "GlobalAveragePool") || is_op(n, "GlobalMaxPool")) && plain_4d_f32(L, y)) {
+        nnf_nchwc_params *p = new_params(L);
+        if (!p)
+            return oom("pool attributes");
+        p->channels = c;
+        NNF_CHECK(use_blocked(L, id, 0));
+        retype(L, id, is_op(n, "GlobalAveragePool") ? "NchwcGlobalAveragePool" : "NchwcGlobalMaxPool", p);
+    } else if (is_op(n, "Resize") && const_nearest_hw_resize(L, n)) {
+        NNF_CHECK(use_blocked(L, id, 0));
+        NNF_CHECK(move_output(L, id, c));
+        retype(L, id, "NchwcResize", n->params);
+    } else if ((is_op(n, "Add") || is_op(n, "Sub") || is_op(n, "Mul")) && n->n_inputs == 2 &&
+               plain_4d_f32(L, n->inputs[0]) && plain_4d_f32(L, n->inputs[1]) &&
+               !memcmp(shape_of(L, n->inputs[0])->dims, shape_of(L, n->inputs[1])->dims, 4 * sizeof(int64_t)) &&
+               !memcmp(shape_of(L, x)->dims, shape_of(L, y)->dims, 4 * sizeof(int64_t))) {
+        NNF_CHECK(use_blocked(L, id, 0));
+        NNF_CHECK(use_blocked(L, id, 1));
+        NNF_CHECK(move_output(L, id, c));
+        L->count++;
+    } else if ((is_op(n, "Relu") || is_op(n, "LeakyRelu")) && n->n_inputs == 1) {
+        NNF_CHECK(use_blocked(L, id, 0));
+        NNF_CHECK(move_output(L, id, c));
+        L->count++;
+    } else if (is_op(n, "Concat")) {
+        int64_t axis = nnf_attr_int(n, "axis", 0);
+        if (axis != 1 && axis != -3)
+            return NNF_OK;
+        for (int k = 0; k < n->n_inputs; k++)
+            if (!plain_4d_f32(L, n->inputs[k]) || shape_of(L, n->inputs[k])->dims[1] % 8)
+                return NNF_OK;
+        for (int k = 0; k < n->n_inputs; k++)
+            NNF_CHECK(use_blocked(L, id, k));
+        NNF_CHECK(move_output(L, id, shape_of(L, y)->dims[1]));
+        L->count++;
+    } else {
+        return NNF_OK;
+    }
+    *done = true;
+    return NNF_OK;
+}
+
+nnf_status nnf_pass_layout_nchwc(nnf_pass_ctx *ctx) {
+    nnf_graph *g = ctx->graph;
+    if (nnf_cpu_isa() < NNF_ISA_AVX2)
+        return NNF_OK;
+    /* earlier fusions rewired inputs: sort before walking producers first */
+    NNF_CHECK(nnf_graph_toposort(g));
+    layout L = {.g = g, .n0 = g->n_values};
+    int n_order = g->n_order;
+    int *order = nnf_malloc(sizeof(int) * (size_t)(n_order ? n_order : 1));
+    L.twin = nnf_malloc(sizeof(int) * (size_t)(L.n0 ? L.n0 : 1));
+    L.moved = nnf_calloc((size_t)L.n0 + 1, sizeof(bool));
+    nnf_status st = NNF_OK;
+    if (!order || !L.twin || !L.moved) {
+        st = oom("its tables");
+        goto done;
+    }
+    memcpy(order, g->order, sizeof(int) * (size_t)n_order);
+    for (int v = 0; v < L.n0; v++)
+        L.twin[v] = -1;
+    for (int oi = 0; oi < n_order && st == NNF_OK; oi++) {
+        int id = order[oi];
+        if (g->nodes[id].dead || !g->nodes[id].op)
+            continue;
+        bool done = false;
+        st = is_op(&g->nodes[id], "Conv") ? try_conv(&L, id, &done) : try_other(&L, id, &done);
+        for (int k = 0; st == NNF_OK && !done && k < g->nodes[id].n_inputs; k++)
+            st = plain_input(&L, g->nodes[id].inputs[k]);
+    }
+    for (int k = 0; st == NNF_OK && k < g->n_outputs; k++)
+        st = plain_input(&L, g->outputs[k]);
+    ctx->fusions += L.count;
+done:
+    nnf_free(order);
+    nnf_free(L.twin);
+    nnf_free(L.moved);
+    return st;
+}

@@ -1,0 +1,315 @@
+/* Plans for the NCHWc8 internal operators (ops/nchwc.h): each binds the
+ * blocked kernel of kernels/nchwc.h for the planned shapes. The tier is the
+ * one in force at load (AVX2 kernels where the CPU has them, else the
+ * portable ones); shapes that differ at run time fall back to the reference
+ * kernels like every other plan. */
+#include "plan/kernels.h"
+
+#include "base/alloc.h"
+#include "kernels/nchwc.h"
+#include "kernels/resize_fast.h"
+#include "ops/conv.h"
+#include "ops/nchwc.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static nnf_isa blocked_isa(void) { return nnf_cpu_isa() >= NNF_ISA_AVX2 ? NNF_ISA_AVX2 : NNF_ISA_SCALAR; }
+
+static bool known_f32(const nnf_tinfo *t, int rank) {
+    return t->present && t->dtype == NNF_DTYPE_FLOAT32 && t->shape.rank == rank && nnf_shape_known(&t->shape);
+}
+
+static nnf_status plan_oom(const nnf_node *node) {
+    return nnf_node_error(node, NNF_ERR_OUT_OF_MEMORY, "out of memory for a kernel plan");
+}
+
+/* ---- reorders --------------------------------------------------------- */
+
+typedef struct reorder_state {
+    size_t n, c, hw, in_numel, out_numel;
+    nnf_isa isa;
+    char name[40];
+} reorder_state;
+
+static nnf_status reorder_check(const nnf_node *node, nnf_buf *const *in, nnf_buf *const *out,
+                                const reorder_state *s) {
+    if (in[0]->numel != s->in_numel || out[0]->numel != s->out_numel)
+        return nnf_node_error(node, NNF_ERR_SHAPE, "%s: shapes differ from the plan", s->name);
+    return NNF_OK;
+}
+
+static nnf_status reorder_to_run(NNF_KERNEL_ARGS) {
+    const reorder_state *s = ctx->state;
+    NNF_CHECK(reorder_check(node, in, out, s));
+    nnf_nchwc_from_nchw(in[0]->data, out[0]->data, s->n, s->c, s->hw, s->isa, ctx->pool);
+    return NNF_OK;
+}
+
+static nnf_status reorder_from_run(NNF_KERNEL_ARGS) {
+    const reorder_state *s = ctx->state;
+    NNF_CHECK(reorder_check(node, in, out, s));
+    nnf_nchwc_to_nchw(in[0]->data, out[0]->data, s->n, s->c, s->hw, s->isa, ctx->pool);
+    return NNF_OK;
+}
+
+/* plain: the NCHW side of the reorder, which has the logical channels */
+static nnf_status plan_reorder(const nnf_node *node, const nnf_tinfo *x, const nnf_tinfo *y, const nnf_tinfo *plain,
+                               nnf_kernel_fn run, const char *what, nnf_kernel_plan *plan) {
+    if (!known_f32(x, 4) || !known_f32(y, 4))
+        return NNF_OK;
+    reorder_state *s = nnf_calloc(1, sizeof *s);
+    if (!s)
+        return plan_oom(node);
+    const int64_t *d = plain->shape.dims;
+    s->n = (size_t)d[0];
+    s->c = (size_t)d[1];
+    s->hw = (size_t)(d[2] * d[3]);
+    s->in_numel = (size_t)nnf_shape_numel(&x->shape);
+    s->out_numel = (size_t)nnf_shape_numel(&y->shape);
+    s->isa = blocked_isa();
+    snprintf(s->name, sizeof s->name, "f32_reorder_%s_%s", what, nnf_isa_name(s->isa));
+    plan->name = s->name;
+    plan->run = run;
+    plan->state = s;
+    plan->free_state = nnf_free;
+    return NNF_OK;
+}
+
+nnf_status nnf_plan_reorder_to_nchwc(NNF_PLAN_ARGS) {
+    return plan_reorder(node, &in[0], &out[0], &in[0], reorder_to_run, "to_nchwc8", plan);
+}
+
+nnf_status nnf_plan_reorder_from_nchwc(NNF_PLAN_ARGS) {
+    return plan_reorder(node, &in[0], &out[0], &out[0], reorder_from_run, "from_nchwc8", plan);
+}
+
+/* ---- conv ------------------------------------------------------------- */
+
+typedef struct conv_state {
+    nnf_nchwc_conv *dense;
+    nnf_nchwc_dw *dw;
+    const nnf_conv2d_shape *s;
+    size_t x_numel, y_numel;
+    int has_bias, residual_input;
+    nnf_activation act;
+} conv_state;
+
+static void conv_state_free(void *p) {
+    conv_state *s = p;
+    if (!s)
+        return;
+    nnf_nchwc_conv_destroy(s->dense);
+    nnf_nchwc_dw_destroy(s->dw);
+    nnf_free(s);
+}
+
+static nnf_status conv_run(NNF_KERNEL_ARGS) {
+    const conv_state *s = ctx->state;
+    const char *name = s->dense ? s->dense->name : s->dw->name;
+    if (in[0]->numel != s->x_numel || out[0]->numel != s->y_numel)
+        return nnf_node_error(node, NNF_ERR_SHAPE, "%s: input or output shape differs from the plan", name);
+    nnf_epilogue e = nnf_epilogue_default();
+    e.act = s->act;
+    if (s->has_bias && in[2]) {
+        if (in[2]->numel != s->s->oc)
+            return nnf_node_error(node, NNF_ERR_SHAPE, "bias has %zu elements for %zu output channels",
+                                  in[2]->numel, s->s->oc);
+        e.bias_kind = NNF_BIAS_PER_ROW;
+        e.bias = in[2]->data;
+    }
+    if (s->residual_input >= 0) {
+        const nnf_buf *r = in[s->residual_input];
+        if (!r || r->numel != s->y_numel)
+            return nnf_node_error(node, NNF_ERR_SHAPE, "fused residual must be shaped like the output");
+        e.residual = r->data;
+    }
+    nnf_status st = s->dense ? nnf_nchwc_conv_run(s->dense, in[0]->data, out[0]->data, &e, ctx->pool)
+                             : nnf_nchwc_dw_run(s->dw, in[0]->data, out[0]->data, &e, ctx->pool);
+    return st == NNF_OK ? st : nnf_error_prefix(st, "node %s (%s)", node->name, node->op_type);
+}
+
+/* The logical 2-D conv shape of a Conv node (NCHW view: x has the logical
+ * channel count); false when the fast kernels do not take it. Shared with
+ * the layout pass, which asks the same question before it blocks a conv. */
+bool nnf_nchwc_conv_shape(const nnf_conv_params *cp, const int64_t *xd, const int64_t *wd, const int64_t *yd,
+                          nnf_conv2d_shape *s) {
+    if (cp->spatial && cp->spatial != 2)
+        return false;
+    nnf_conv_params p = nnf_conv_effective(cp, 4, wd);
+    int64_t pb[2], pe[2];
+    if (nnf_conv_resolve_pads(&p, xd + 2, pb, pe) != NNF_OK) {
+        nnf_error_clear();
+        return false;
+    }
+    *s = (nnf_conv2d_shape){
+        .n = (size_t)xd[0], .c = (size_t)(wd[1] * p.group), .h = (size_t)xd[2], .w = (size_t)xd[3],
+        .oc = (size_t)wd[0], .group = (size_t)p.group, .kh = (size_t)wd[2], .kw = (size_t)wd[3],
+        .sh = (size_t)p.strides[0], .sw = (size_t)p.strides[1], .dh = (size_t)p.dilations[0],
+        .dw = (size_t)p.dilations[1], .pt = (size_t)pb[0], .pl = (size_t)pb[1], .oh = (size_t)yd[2],
+        .ow = (size_t)yd[3]};
+    return nnf_nchwc_conv_supported(s) || nnf_nchwc_dw_supported(s);
+}
+
+nnf_status nnf_plan_nchwc_conv(NNF_PLAN_ARGS) {
+    const nnf_nchwc_params *p = node->params;
+    const nnf_tinfo *x = &in[0], *w = &in[1], *y = &out[0];
+    if (!known_f32(x, 4) || !known_f32(w, 4) || !w->data || !known_f32(y, 4))
+        return NNF_OK;
+    nnf_conv2d_shape s;
+    int64_t yd[4];
+    memcpy(yd, y->shape.dims, sizeof yd);
+    if (!nnf_nchwc_conv_shape(&p->conv, x->shape.dims, w->shape.dims, yd, &s))
+        return NNF_OK;
+    conv_state *st = nnf_calloc(1, sizeof *st);
+    if (!st)
+        return plan_oom(node);
+    nnf_isa isa = blocked_isa();
+    nnf_status rc = nnf_nchwc_dw_supported(&s) ? nnf_nchwc_dw_create(&s, isa, w->data, &st->dw)
+                                               : nnf_nchwc_conv_create(&s, p->in_blocked, isa, w->data, &st->dense);
+    if (rc != NNF_OK) {
+        conv_state_free(st);
+        return nnf_error_prefix(rc, "node %s (%s)", node->name, node->op_type);
+    }
+    st->s = st->dense ? &st->dense->s : &st->dw->s;
+    st->x_numel = (size_t)nnf_shape_numel(&x->shape);
+    st->y_numel = (size_t)nnf_shape_numel(&y->shape);
+    st->has_bias = node->n_inputs > 2 && in[2].present;
+    st->residual_input = p->conv.residual_input;
+    st->act = p->conv.act;
+    plan->name = st->dense ? st->dense->name : st->dw->name;
+    plan->run = conv_run;
+    plan->state = st;
+    plan->free_state = conv_state_free;
+    plan->packed_inputs = 1u << 1;
+    return NNF_OK;
+}
+
+/* ---- pools ------------------------------------------------------------ */
+
+typedef struct pool_state {
+    nnf_nchwc_pool_shape s;
+    size_t x_numel, y_numel;
+    nnf_isa isa;
+    char name[40];
+} pool_state;
+
+static nnf_status pool_run(NNF_KERNEL_ARGS) {
+    const pool_state *s = ctx->state;
+    if (in[0]->numel != s->x_numel || out[0]->numel != s->y_numel)
+        return nnf_node_error(node, NNF_ERR_SHAPE, "%s: shapes differ from the plan", s->name);
+    nnf_nchwc_pool(&s->s, in[0]->data, out[0]->data, s->isa, ctx->pool);
+    return NNF_OK;
+}
+
+nnf_status nnf_plan_nchwc_pool(NNF_PLAN_ARGS) {
+    const nnf_conv_params *p = node->params;
+    const nnf_tinfo *x = &in[0], *y = &out[0];
+    if (!known_f32(x, 4) || !known_f32(y, 4) || p->spatial != 2)
+        return NNF_OK;
+    int64_t pb[2], pe[2];
+    if (nnf_conv_resolve_pads(p, x->shape.dims + 2, pb, pe) != NNF_OK) {
+        nnf_error_clear();
+        return NNF_OK;
+    }
+    pool_state *s = nnf_calloc(1, sizeof *s);
+    if (!s)
+        return plan_oom(node);
+    const int64_t *xd = x->shape.dims, *yd = y->shape.dims;
+    bool is_max = !strcmp(node->op_type, "NchwcMaxPool");
+    s->s = (nnf_nchwc_pool_shape){
+        .n = (size_t)xd[0], .c = (size_t)xd[1], .h = (size_t)xd[2], .w = (size_t)xd[3],
+        .kh = (size_t)p->kernel[0], .kw = (size_t)p->kernel[1], .sh = (size_t)p->strides[0],
+        .sw = (size_t)p->strides[1], .dh = (size_t)p->dilations[0], .dw = (size_t)p->dilations[1],
+        .pt = (size_t)pb[0], .pl = (size_t)pb[1], .pb = (size_t)pe[0], .pr = (size_t)pe[1],
+        .oh = (size_t)yd[2], .ow = (size_t)yd[3], .is_max = is_max, .count_include_pad = p->count_include_pad};
+    s->x_numel = (size_t)nnf_shape_numel(&x->shape);
+    s->y_numel = (size_t)nnf_shape_numel(&y->shape);
+    s->isa = blocked_isa();
+    snprintf(s->name, sizeof s->name, "f32_%spool_nchwc8_%s", is_max ? "max" : "avg", nnf_isa_name(s->isa));
+    plan->name = s->name;
+    plan->run = pool_run;
+    plan->state = s;
+    plan->free_state = nnf_free;
+    return NNF_OK;
+}
+
+static nnf_status global_pool_run(NNF_KERNEL_ARGS) {
+    const pool_state *s = ctx->state;
+    if (in[0]->numel != s->x_numel || out[0]->numel != s->y_numel)
+        return nnf_node_error(node, NNF_ERR_SHAPE, "%s: shapes differ from the plan", s->name);
+    nnf_nchwc_global_pool(in[0]->data, out[0]->data, s->s.n, s->s.c, s->s.h * s->s.w, s->s.is_max, s->isa,
+                          ctx->pool);
+    return NNF_OK;
+}
+
+nnf_status nnf_plan_nchwc_global_pool(NNF_PLAN_ARGS) {
+    const nnf_tinfo *x = &in[0], *y = &out[0];
+    if (!known_f32(x, 4) || !known_f32(y, 4))
+        return NNF_OK;
+    pool_state *s = nnf_calloc(1, sizeof *s);
+    if (!s)
+        return plan_oom(node);
+    bool is_max = !strcmp(node->op_type, "NchwcGlobalMaxPool");
+    s->s = (nnf_nchwc_pool_shape){.n = (size_t)x->shape.dims[0], .c = (size_t)y->shape.dims[1],
+                                  .h = (size_t)x->shape.dims[2], .w = (size_t)x->shape.dims[3], .is_max = is_max};
+    s->x_numel = (size_t)nnf_shape_numel(&x->shape);
+    s->y_numel = (size_t)nnf_shape_numel(&y->shape);
+    s->isa = blocked_isa();
+    snprintf(s->name, sizeof s->name, "f32_global_%spool_nchwc8_%s", is_max ? "max" : "avg", nnf_isa_name(s->isa));
+    plan->name = s->name;
+    plan->run = global_pool_run;
+    plan->state = s;
+    plan->free_state = nnf_free;
+    return NNF_OK;
+}
+
+/* ---- nearest resize --------------------------------------------------- */
+
+typedef struct resize_state {
+    nnf_resize_tables t;
+    size_t n, c, x_numel, y_numel;
+    nnf_isa isa;
+    char name[40];
+} resize_state;
+
+static void resize_state_free(void *p) {
+    resize_state *s = p;
+    if (s)
+        nnf_resize_tables_free(&s->t);
+    nnf_free(s);
+}
+
+static nnf_status resize_run(NNF_KERNEL_ARGS) {
+    const resize_state *s = ctx->state;
+    if (in[0]->numel != s->x_numel || out[0]->numel != s->y_numel)
+        return nnf_node_error(node, NNF_ERR_SHAPE, "%s: shapes differ from the plan", s->name);
+    nnf_nchwc_resize_nearest(in[0]->data, out[0]->data, s->n, s->c, (size_t)s->t.ih, (size_t)s->t.iw,
+                             (size_t)s->t.oh, (size_t)s->t.ow, s->t.hidx, s->t.widx, s->isa, ctx->pool);
+    return NNF_OK;
+}
+
+nnf_status nnf_plan_nchwc_resize(NNF_PLAN_ARGS) {
+    const nnf_tinfo *x = &in[0], *y = &out[0];
+    if (!known_f32(x, 4) || !known_f32(y, 4))
+        return NNF_OK;
+    resize_state *s = nnf_calloc(1, sizeof *s);
+    if (!s)
+        return plan_oom(node);
+    nnf_status st = nnf_resize_tables_for(node, in, out, &s->t);
+    if (st != NNF_OK || s->t.kind != NNF_RSZ_NEAREST) {
+        resize_state_free(s);
+        return st;
+    }
+    s->n = (size_t)x->shape.dims[0];
+    s->c = (size_t)x->shape.dims[1];
+    s->x_numel = (size_t)nnf_shape_numel(&x->shape);
+    s->y_numel = (size_t)nnf_shape_numel(&y->shape);
+    s->isa = blocked_isa();
+    snprintf(s->name, sizeof s->name, "f32_resize_nearest_nchwc8_%s", nnf_isa_name(s->isa));
+    plan->name = s->name;
+    plan->run = resize_run;
+    plan->state = s;
+    plan->free_state = resize_state_free;
+    return NNF_OK;
+}
