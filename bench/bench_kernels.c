@@ -5,13 +5,17 @@
  * times and 0.3 s; median and best are reported. bench/kernels.py runs this
  * beside ONNX Runtime and the measured peak.
  * Timing: thread CPU time with 1 thread, wall time with more.
- * Usage: bench_kernels [--threads N] [--json] [--filter SUBSTR | --filter =NAME]
+ * Usage: bench_kernels [--threads N] [--json] [--nchwc] [--filter SUBSTR | --filter =NAME]
  * ("=NAME" selects exactly one case: bench/kernels.py alternates cases one by
- * one with ONNX Runtime). */
+ * one with ONNX Runtime). --nchwc runs the conv cases on the NCHWc8 blocked
+ * kernels (kernels/nchwc.h) as the layout pass would pick them, input and
+ * output already blocked: inside a model the reorders happen at the edges
+ * of blocked regions only, so they are not timed here. */
 #include "base/cpu.h"
 #include "base/threadpool.h"
 #include "kernels/conv_fast.h"
 #include "kernels/gemm.h"
+#include "kernels/nchwc.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,17 +108,19 @@ static float *rnd(size_t n) {
 }
 
 int main(int argc, char **argv) {
-    int threads = 1, json = 0;
+    int threads = 1, json = 0, nchwc = 0;
     const char *filter = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc)
             threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--json"))
             json = 1;
+        else if (!strcmp(argv[i], "--nchwc"))
+            nchwc = 1;
         else if (!strcmp(argv[i], "--filter") && i + 1 < argc)
             filter = argv[++i];
         else {
-            fprintf(stderr, "usage: bench_kernels [--threads N] [--json] [--filter SUBSTR|=NAME]\n");
+            fprintf(stderr, "usage: bench_kernels [--threads N] [--json] [--nchwc] [--filter SUBSTR|=NAME]\n");
             return 2;
         }
     }
@@ -134,12 +140,15 @@ int main(int argc, char **argv) {
     int first = 1;
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
         const bcase *b = &cases[ci];
-        if (filter && (filter[0] == '=' ? strcmp(b->name, filter + 1) != 0 : !strstr(b->name, filter)))
+        if ((filter && (filter[0] == '=' ? strcmp(b->name, filter + 1) != 0 : !strstr(b->name, filter))) ||
+            (nchwc && b->kind != 'c'))
             continue;
         double flops, bytes;
         float *x = NULL, *w = NULL, *bias = NULL, *y = NULL, *res = NULL;
         nnf_gemm_packed *pb = NULL;
         nnf_conv_kernel *ck = NULL;
+        nnf_nchwc_conv *nk = NULL;
+        nnf_nchwc_dw *dk = NULL;
         nnf_conv2d_shape s = {0};
         nnf_epilogue ep = nnf_epilogue_default();
         ep.act.kind = b->act;
@@ -160,24 +169,30 @@ int main(int argc, char **argv) {
                                    .pt = b->p, .pl = b->p};
             s.oh = (b->h + 2 * b->p - b->kh) / b->s + 1;
             s.ow = (b->w + 2 * b->p - b->kh) / b->s + 1;
-            x = rnd(s.c * s.h * s.w);
+            /* blocked tensors hold the channels rounded up to the block */
+            size_t cx = nchwc && (b->g > 1 || b->c > 4) ? nnf_nchwc_blocks(s.c) * NNF_NCHWC_B : s.c;
+            size_t cy = nchwc ? nnf_nchwc_blocks(s.oc) * NNF_NCHWC_B : s.oc;
+            x = rnd(cx * s.h * s.w);
             w = rnd(s.oc * (s.c / s.group) * s.kh * s.kw);
             bias = rnd(s.oc);
-            y = malloc(s.oc * s.oh * s.ow * sizeof(float));
-            if (nnf_conv_kernel_create(&s, nnf_conv_select(&s, isa), isa, w, &ck) != NNF_OK) {
+            y = malloc(cy * s.oh * s.ow * sizeof(float));
+            nnf_status cs = !nchwc            ? nnf_conv_kernel_create(&s, nnf_conv_select(&s, isa), isa, w, &ck)
+                            : s.group == 1 ? nnf_nchwc_conv_create(&s, cx != s.c || s.c > 4, isa, w, &nk)
+                                           : nnf_nchwc_dw_create(&s, isa, w, &dk);
+            if (cs != NNF_OK) {
                 fprintf(stderr, "%s: %s\n", b->name, nnf_error_message());
                 return 1;
             }
             ep.bias_kind = NNF_BIAS_PER_ROW;
             ep.bias = bias;
             if (b->res) {
-                res = rnd(s.oc * s.oh * s.ow);
+                res = rnd(cy * s.oh * s.ow);
                 ep.residual = res;
             }
             flops = 2.0 * (double)(s.oc * s.oh * s.ow) * (double)(s.c / s.group * s.kh * s.kw);
             bytes = 4.0 * (double)(s.c * s.h * s.w + (b->res ? 2 : 1) * s.oc * s.oh * s.ow +
                                    s.oc * (s.c / s.group) * s.kh * s.kw);
-            kname = ck->name;
+            kname = ck ? ck->name : nk ? nk->name : dk->name;
         }
         double times[1000];
         int n = 0;
@@ -189,7 +204,9 @@ int main(int argc, char **argv) {
                 nnf_gemm_src sa = nnf_gemm_src_matrix(x, b->k, 0), sb = nnf_gemm_src_packed(pb);
                 st = nnf_gemm_run(cfg, b->m, b->n, b->k, &sa, &sb, y, b->n, &ep, pool);
             } else {
-                st = nnf_conv_kernel_run(ck, x, y, &ep, pool);
+                st = ck   ? nnf_conv_kernel_run(ck, x, y, &ep, pool)
+                     : nk ? nnf_nchwc_conv_run(nk, x, y, &ep, pool)
+                          : nnf_nchwc_dw_run(dk, x, y, &ep, pool);
             }
             if (st != NNF_OK) {
                 fprintf(stderr, "%s: %s\n", b->name, nnf_error_message());
@@ -220,6 +237,8 @@ int main(int argc, char **argv) {
         fflush(stdout);
         nnf_gemm_packed_destroy(pb);
         nnf_conv_kernel_destroy(ck);
+        nnf_nchwc_conv_destroy(nk);
+        nnf_nchwc_dw_destroy(dk);
         free(x);
         free(w);
         free(bias);
