@@ -66,6 +66,40 @@ void nnf_nchwc_conv_destroy(nnf_nchwc_conv *k);
 nnf_status nnf_nchwc_conv_run(const nnf_nchwc_conv *k, const float *x, float *y, const nnf_epilogue *ep,
                               nnf_threadpool *pool);
 
+/* Internal to conv_nchwc.c and its ISA files. A job is the convolution's
+ * geometry as the kernels see it (1x1 stride-1 unpadded convs flattened to
+ * one row of h*w pixels); a span call computes output pixels [ow0, ow1) of
+ * output row oh of image b for output blocks [ocb0, ocb0 + nob), epilogue
+ * and zeroed padding lanes included. */
+typedef struct nnf_nchwc_conv_job {
+    const nnf_nchwc_conv *k;
+    const float *x;
+    float *y;
+    const nnf_epilogue *ep;
+    size_t lanes;                /* 8: NCHWc8 input; 1: NCHW input */
+    size_t icu;                  /* input channel units: blocks (lanes 8) or channels */
+    size_t h, w, oh, ow;         /* after flattening */
+    size_t x_img, x_unit, x_row; /* input strides in floats */
+    size_t ocb, y_img, y_blk;    /* output blocks, output strides in floats */
+    size_t w_blk;                /* packed weight floats per output block */
+    size_t ow_lo, ow_hi;         /* interior columns: every kw tap inside the row */
+} nnf_nchwc_conv_job;
+/* Taps [k0, k1) of a kernel extent k whose input index o*stride - pad +
+ * t*dil lies in [0, in): the clipping at the borders. */
+static inline void nnf_nchwc_taps(size_t o, size_t stride, size_t pad, size_t dil, size_t k, size_t in,
+                                  size_t *k0, size_t *k1) {
+    size_t base = o * stride, lo = base >= pad ? 0 : (pad - base + dil - 1) / dil, hi = 0;
+    if (in + pad > base) {
+        hi = (in - 1 + pad - base) / dil + 1;
+        hi = hi < k ? hi : k;
+    }
+    *k0 = lo < hi ? lo : hi;
+    *k1 = hi;
+}
+/* nob: 1..4 output blocks (the AVX2 register tile's height). */
+void nnf_nchwc_conv_span_avx2(const nnf_nchwc_conv_job *j, size_t b, size_t ocb0, size_t nob, size_t oh,
+                              size_t ow0, size_t ow1);
+
 /* ---- depthwise convolution (nchwc_dw.c, x86/nchwc_dw_avx2.c) ----
  * group == C == OC, any kernel extent, stride, dilation and padding; input
  * and output NCHWc8. One vector is one pixel's 8 channels, so stride 2 costs

@@ -1,0 +1,266 @@
+/* Dense (group 1) convolution on NCHWc8 tensors: weight packing, the work
+ * split across the pool, and the portable scalar tier. The AVX2 register
+ * tiles are in x86/conv_nchwc_avx2.c.
+ *
+ * Packed weights: [ocb][icu][kh][kw][lane][8 output channels], where an
+ * input unit is a block of 8 channels (NCHWc8 input, lane = channel in the
+ * block) or one channel (NCHW input, one lane). Channels past c or oc are
+ * zero, so the padding lanes of the accumulators stay zero until the
+ * epilogue (which zeroes them again: bias 0 through Sigmoid is 0.5).
+ *
+ * Work: tasks over (image x group of output blocks) and bands of output rows
+ * (pixel chunks for a flattened 1x1). Every output value is computed by one
+ * span call whose summation order (unit, kh, kw, lane) does not depend on
+ * where the band or tile boundaries fall, so results do not depend on the
+ * thread count. */
+#include "kernels/nchwc.h"
+
+#include "base/alloc.h"
+#include "kernels/ref/activation.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Pixels per task unit of a flattened 1x1: a multiple of every AVX2 tile
+ * width (8, 6, 4, 3), so only the image's last chunk has a tail. */
+#define FLAT_CHUNK 96
+
+bool nnf_nchwc_conv_supported(const nnf_conv2d_shape *s) {
+    return s && s->group == 1 && s->c > 0 && s->oc > 0 && s->kh > 0 && s->kw > 0 && s->sh > 0 &&
+           s->sw > 0 && s->dh > 0 && s->dw > 0;
+}
+
+static size_t in_units(const nnf_nchwc_conv *k) {
+    return k->in_blocked ? nnf_nchwc_blocks(k->s.c) : k->s.c;
+}
+
+static size_t in_lanes(const nnf_nchwc_conv *k) {
+    return k->in_blocked ? NNF_NCHWC_B : 1;
+}
+
+/* Output blocks per register tile: one that divides the block count when
+ * there is one, so no group runs a short tile. */
+static size_t group_blocks(nnf_isa isa, size_t ocb) {
+    if (isa == NNF_ISA_SCALAR || ocb == 1)
+        return 1;
+    if (ocb % 3 == 0)
+        return 3;
+    if (ocb % 4 == 0)
+        return 4;
+    if (ocb % 2 == 0)
+        return 2;
+    return 3;
+}
+
+/* Every size the kernels form from the shape fits a ptrdiff_t. */
+static int sizes_fit(const nnf_conv2d_shape *s, size_t units, size_t lanes) {
+    size_t a, b;
+    size_t cb = nnf_nchwc_blocks(s->oc);
+    if (!nnf_mul_size(s->n, units, &a) || !nnf_mul_size(a, s->h, &a) || !nnf_mul_size(a, s->w, &a) ||
+        !nnf_mul_size(a, lanes, &a) || a > PTRDIFF_MAX / sizeof(float))
+        return 0;
+    if (!nnf_mul_size(s->n, cb, &b) || !nnf_mul_size(b, s->oh, &b) || !nnf_mul_size(b, s->ow, &b) ||
+        !nnf_mul_size(b, NNF_NCHWC_B, &b) || b > PTRDIFF_MAX / sizeof(float))
+        return 0;
+    /* tap offsets: (o * stride + (k - 1) * dil) stays far from overflow */
+    size_t r;
+    if (!nnf_mul_size(s->oh, s->sh, &a) || !nnf_mul_size(s->kh, s->dh, &b) || !nnf_add_size(a, b, &r) ||
+        !nnf_add_size(r, s->h, &r) || r > PTRDIFF_MAX / 64)
+        return 0;
+    if (!nnf_mul_size(s->ow, s->sw, &a) || !nnf_mul_size(s->kw, s->dw, &b) || !nnf_add_size(a, b, &r) ||
+        !nnf_add_size(r, s->w, &r) || r > PTRDIFF_MAX / 64)
+        return 0;
+    return 1;
+}
+
+nnf_status nnf_nchwc_conv_create(const nnf_conv2d_shape *s, int in_blocked, nnf_isa isa, const float *w,
+                                 nnf_nchwc_conv **out) {
+    nnf_status st = NNF_OK;
+    nnf_nchwc_conv *k = NULL;
+    if (!out || !s || !w)
+        return nnf_error(NNF_ERR_INVALID_ARGUMENT, "nchwc conv: NULL argument");
+    *out = NULL;
+    if (!nnf_nchwc_conv_supported(s))
+        return nnf_error(NNF_ERR_UNSUPPORTED,
+                         "nchwc conv: group %zu, kernel %zux%zu, stride %zux%zu, dilation %zux%zu is "
+                         "not a dense 2-D convolution this kernel handles",
+                         s->group, s->kh, s->kw, s->sh, s->sw, s->dh, s->dw);
+    k = nnf_calloc(1, sizeof *k);
+    if (!k)
+        return nnf_error(NNF_ERR_OUT_OF_MEMORY, "nchwc conv: out of memory for the kernel");
+    k->s = *s;
+    k->in_blocked = in_blocked ? 1 : 0;
+    k->isa = isa > nnf_cpu_get()->max_isa ? nnf_cpu_get()->max_isa : isa;
+    size_t units = in_units(k), lanes = in_lanes(k), ocb = nnf_nchwc_blocks(s->oc), taps, per_blk;
+    if (!sizes_fit(s, units, lanes) || !nnf_mul_size(s->kh, s->kw, &taps) ||
+        !nnf_mul_size(taps, units, &per_blk) || !nnf_mul_size(per_blk, lanes * NNF_NCHWC_B, &per_blk) ||
+        !nnf_mul_size(per_blk, ocb, &k->w_floats) || k->w_floats > SIZE_MAX / sizeof(float)) {
+        st = nnf_error(NNF_ERR_INVALID_ARGUMENT, "nchwc conv: tensor sizes overflow");
+        goto fail;
+    }
+    k->w = nnf_malloc_aligned(k->w_floats * sizeof(float));
+    if (!k->w) {
+        st = nnf_error(NNF_ERR_OUT_OF_MEMORY, "nchwc conv: out of memory for %zu packed weights",
+                       k->w_floats);
+        goto fail;
+    }
+    float *d = k->w;
+    for (size_t ob = 0; ob < ocb; ob++)
+        for (size_t u = 0; u < units; u++)
+            for (size_t t = 0; t < taps; t++)
+                for (size_t l = 0; l < lanes; l++) {
+                    size_t ic = u * lanes + l;
+                    for (size_t j = 0; j < NNF_NCHWC_B; j++) {
+                        size_t oc = ob * NNF_NCHWC_B + j;
+                        *d++ = ic < s->c && oc < s->oc ? w[(oc * s->c + ic) * taps + t] : 0.0f;
+                    }
+                }
+    if (k->isa >= NNF_ISA_AVX2) {
+        size_t g = group_blocks(k->isa, ocb);
+        size_t px = g == 1 ? 8 : g == 2 ? 6 : g == 3 ? 4 : 3;
+        snprintf(k->name, sizeof k->name, "f32_conv_nchwc_%zux%zu_avx2", g, px);
+    } else {
+        snprintf(k->name, sizeof k->name, "f32_conv_nchwc_scalar");
+    }
+    *out = k;
+    return NNF_OK;
+fail:
+    nnf_nchwc_conv_destroy(k);
+    return st;
+}
+
+void nnf_nchwc_conv_destroy(nnf_nchwc_conv *k) {
+    if (!k)
+        return;
+    nnf_free_aligned(k->w);
+    nnf_free(k);
+}
+
+/* The reference formulas on one output block's 8 accumulators. */
+static void epilogue_block(const nnf_nchwc_conv_job *j, size_t ob, const float *acc, const float *res,
+                           float *y) {
+    const nnf_epilogue *e = j->ep;
+    for (size_t i = 0; i < NNF_NCHWC_B; i++) {
+        size_t oc = ob * NNF_NCHWC_B + i;
+        if (oc >= j->k->s.oc) {
+            y[i] = 0.0f;
+            continue;
+        }
+        float v = e->alpha * acc[i];
+        if (e->bias)
+            v += e->bias[oc];
+        float r = res ? e->residual_scale * res[i] : 0.0f;
+        if (res && !e->residual_after_act)
+            v += r;
+        v = nnf_act_apply(&e->act, v);
+        if (res && e->residual_after_act)
+            v += r;
+        y[i] = v;
+    }
+}
+
+static void span_scalar(const nnf_nchwc_conv_job *j, size_t b, size_t ocb0, size_t nob, size_t oh,
+                        size_t ow0, size_t ow1) {
+    const nnf_conv2d_shape *s = &j->k->s;
+    size_t L = j->lanes, kh0, kh1;
+    nnf_nchwc_taps(oh, s->sh, s->pt, s->dh, s->kh, j->h, &kh0, &kh1);
+    const float *xi = j->x + b * j->x_img;
+    for (size_t ow = ow0; ow < ow1; ow++) {
+        size_t kw0, kw1;
+        nnf_nchwc_taps(ow, s->sw, s->pl, s->dw, s->kw, j->w, &kw0, &kw1);
+        for (size_t ob = ocb0; ob < ocb0 + nob; ob++) {
+            float acc[NNF_NCHWC_B] = {0};
+            const float *wb = j->k->w + ob * j->w_blk;
+            for (size_t u = 0; u < j->icu; u++)
+                for (size_t kh = kh0; kh < kh1; kh++) {
+                    const float *xr = xi + u * j->x_unit + (oh * s->sh + kh * s->dh - s->pt) * j->x_row;
+                    for (size_t kw = kw0; kw < kw1; kw++) {
+                        const float *xp = xr + (ow * s->sw + kw * s->dw - s->pl) * L;
+                        const float *wp = wb + ((u * s->kh + kh) * s->kw + kw) * L * NNF_NCHWC_B;
+                        for (size_t l = 0; l < L; l++)
+                            for (size_t i = 0; i < NNF_NCHWC_B; i++)
+                                acc[i] += xp[l] * wp[l * NNF_NCHWC_B + i];
+                    }
+                }
+            size_t off = b * j->y_img + ob * j->y_blk + (oh * j->ow + ow) * NNF_NCHWC_B;
+            epilogue_block(j, ob, acc, j->ep->residual ? j->ep->residual + off : NULL, j->y + off);
+        }
+    }
+}
+
+typedef struct task_ctx {
+    const nnf_nchwc_conv_job *job;
+    size_t gblk, groups, flat;
+    void (*span)(const nnf_nchwc_conv_job *, size_t, size_t, size_t, size_t, size_t, size_t);
+} task_ctx;
+
+static void conv_task(void *ctx, size_t i, size_t u0, size_t ni, size_t nu) {
+    const task_ctx *t = ctx;
+    const nnf_nchwc_conv_job *j = t->job;
+    for (size_t ii = i; ii < i + ni; ii++) {
+        size_t b = ii / t->groups, ocb0 = (ii % t->groups) * t->gblk;
+        size_t nob = j->ocb - ocb0 < t->gblk ? j->ocb - ocb0 : t->gblk;
+        for (size_t u = u0; u < u0 + nu; u++) {
+            if (t->flat) {
+                size_t p1 = (u + 1) * FLAT_CHUNK;
+                t->span(j, b, ocb0, nob, 0, u * FLAT_CHUNK, p1 < j->ow ? p1 : j->ow);
+            } else {
+                t->span(j, b, ocb0, nob, u, 0, j->ow);
+            }
+        }
+    }
+}
+
+nnf_status nnf_nchwc_conv_run(const nnf_nchwc_conv *k, const float *x, float *y, const nnf_epilogue *ep,
+                              nnf_threadpool *pool) {
+    if (!k || !x || !y)
+        return nnf_error(NNF_ERR_INVALID_ARGUMENT, "nchwc conv: NULL argument");
+    nnf_epilogue e = ep ? *ep : nnf_epilogue_default();
+    if (e.bias_kind == NNF_BIAS_PER_COL)
+        return nnf_error(NNF_ERR_INVALID_ARGUMENT, "nchwc conv %s: the bias must be per output channel",
+                         k->name);
+    if (e.bias_kind == NNF_BIAS_NONE)
+        e.bias = NULL;
+    if (!e.bias)
+        e.bias_kind = NNF_BIAS_NONE;
+    const nnf_conv2d_shape *s = &k->s;
+    if (s->n == 0 || s->oh == 0 || s->ow == 0)
+        return NNF_OK;
+    nnf_nchwc_conv_job j = {.k = k, .x = x, .y = y, .ep = &e, .lanes = in_lanes(k), .icu = in_units(k),
+                            .h = s->h, .w = s->w, .oh = s->oh, .ow = s->ow};
+    int flat = s->kh == 1 && s->kw == 1 && s->sh == 1 && s->sw == 1 && s->pt == 0 && s->pl == 0 &&
+               s->oh == s->h && s->ow == s->w;
+    if (flat) {
+        j.w = j.ow = s->h * s->w;
+        j.h = j.oh = 1;
+    }
+    j.x_row = j.w * j.lanes;
+    j.x_unit = j.h * j.x_row;
+    j.x_img = j.icu * j.x_unit;
+    j.ocb = nnf_nchwc_blocks(s->oc);
+    j.y_blk = j.oh * j.ow * NNF_NCHWC_B;
+    j.y_img = j.ocb * j.y_blk;
+    j.w_blk = k->w_floats / j.ocb;
+    /* interior columns: ow * sw >= pl and ow * sw - pl + (kw - 1) dw < w */
+    size_t lo = (s->pl + s->sw - 1) / s->sw, hi = 0, reach = (s->kw - 1) * s->dw;
+    if (j.w + s->pl > reach)
+        hi = (j.w - 1 + s->pl - reach) / s->sw + 1;
+    lo = lo < j.ow ? lo : j.ow;
+    hi = hi < j.ow ? hi : j.ow;
+    j.ow_lo = lo;
+    j.ow_hi = hi > lo ? hi : lo;
+
+    task_ctx t = {.job = &j, .flat = (size_t)flat};
+    t.gblk = group_blocks(k->isa, j.ocb);
+    t.groups = (j.ocb + t.gblk - 1) / t.gblk;
+    t.span = k->isa >= NNF_ISA_AVX2 ? nnf_nchwc_conv_span_avx2 : span_scalar;
+    size_t units = flat ? (j.ow + FLAT_CHUNK - 1) / FLAT_CHUNK : j.oh;
+    size_t outer = s->n * t.groups;
+    /* about four tasks per thread, so a slow core does not hold up the rest */
+    size_t want = 4 * (size_t)nnf_threadpool_size(pool);
+    size_t splits = outer >= want ? 1 : (want + outer - 1) / outer;
+    size_t band = (units + splits - 1) / splits;
+    nnf_parallel_for_2d(pool, outer, units, 1, band ? band : 1, conv_task, &t);
+    return NNF_OK;
+}

@@ -1,0 +1,212 @@
+/* AVX2 register tiles of the dense NCHWc8 convolution (conv_nchwc.c has the
+ * packing and the work split).
+ *
+ * Tile: OB output blocks (8 channels each) x P output pixels of one row, OB
+ * x P <= 12 accumulators (1x8, 2x6, 3x4, 4x3). Per tap and input lane: OB
+ * weight vectors loaded, P input values broadcast (stride sw pixels apart,
+ * so stride 2 needs no special case), OB x P FMAs. A row is split into left
+ * border / interior / right border: interior tiles run every kw tap with no
+ * bounds checks; border pixels go one at a time with their taps clipped.
+ * Rows outside the input are clipped for the whole row.
+ *
+ * Epilogue: bias, residual and a clamp (none/ReLU/Clip) on the registers;
+ * any other activation (and a residual after it) in a second pass over the
+ * span just stored, still in L1, with the activation fixed at compile time.
+ * The padding lanes of a partial last block are written as zeros. */
+#include "kernels/nchwc.h"
+#include "kernels/x86/ep_fast_avx2.h"
+
+#include <stdint.h>
+
+typedef struct tile_arg {
+    const float *x;    /* the image's input */
+    const float *w;    /* packed weights of the tile's first output block */
+    float *y;          /* output at (first block, row, first pixel) */
+    const float *res;  /* residual at the same place, or NULL */
+    const float *bias; /* bias of the first block's first channel, or NULL */
+    size_t blk0;       /* the tile's first output block */
+    ptrdiff_t ih, iw;  /* input row and column of tap (0, 0) for the first pixel */
+    size_t kh0, kh1, kw0, kw1;
+} tile_arg;
+
+typedef struct ep_ctx {
+    nnf_ep_fast f;
+    int post;          /* an activation (or residual after it) left for the second pass */
+    size_t partial;    /* the output block with padding lanes, or SIZE_MAX */
+    __m256i lanes;     /* its valid lanes */
+} ep_ctx;
+
+static inline __attribute__((always_inline)) void tile(const nnf_nchwc_conv_job *j, const tile_arg *a,
+                                                       const ep_ctx *ec, const int L, const int OB,
+                                                       const int P) {
+    const nnf_conv2d_shape *s = &j->k->s;
+    __m256 acc[4][8];
+#pragma GCC unroll 4
+    for (int o = 0; o < OB; o++)
+#pragma GCC unroll 8
+        for (int p = 0; p < P; p++)
+            acc[o][p] = _mm256_setzero_ps();
+    const size_t xs = s->sw * (size_t)L, wtap = (size_t)L * 8, wb = j->w_blk;
+    const size_t xkw = s->dw * (size_t)L, wunit = s->kh * s->kw * wtap;
+    for (size_t u = 0; u < j->icu; u++) {
+        const float *xu = a->x + u * j->x_unit;
+        const float *wu = a->w + u * wunit;
+        for (size_t kh = a->kh0; kh < a->kh1; kh++) {
+            const float *xp = xu + (a->ih + (ptrdiff_t)(kh * s->dh)) * (ptrdiff_t)j->x_row +
+                              (a->iw + (ptrdiff_t)(a->kw0 * s->dw)) * L;
+            const float *wp = wu + (kh * s->kw + a->kw0) * wtap;
+            for (size_t kw = a->kw0; kw < a->kw1; kw++, xp += xkw, wp += wtap) {
+#pragma GCC unroll 8
+                for (int l = 0; l < L; l++) {
+                    __m256 wv[4];
+#pragma GCC unroll 4
+                    for (int o = 0; o < OB; o++)
+                        wv[o] = _mm256_load_ps(wp + o * wb + l * 8);
+#pragma GCC unroll 8
+                    for (int p = 0; p < P; p++) {
+                        __m256 xv = _mm256_broadcast_ss(xp + p * xs + l);
+#pragma GCC unroll 4
+                        for (int o = 0; o < OB; o++)
+                            acc[o][p] = _mm256_fmadd_ps(wv[o], xv, acc[o][p]);
+                    }
+                }
+            }
+        }
+    }
+    const nnf_epilogue *e = j->ep;
+#pragma GCC unroll 4
+    for (int o = 0; o < OB; o++) {
+        int part = a->blk0 + (size_t)o == ec->partial;
+        __m256 bv = _mm256_setzero_ps();
+        if (a->bias)
+            bv = part ? _mm256_maskload_ps(a->bias + o * 8, ec->lanes) : _mm256_loadu_ps(a->bias + o * 8);
+#pragma GCC unroll 8
+        for (int p = 0; p < P; p++) {
+            __m256 v = acc[o][p];
+            const float *rp = a->res ? a->res + o * j->y_blk + p * 8 : NULL;
+            if (ec->f.clamp_only) {
+                v = nnf_ep_fast8(&ec->f, v, bv, rp, 1, ec->lanes);
+            } else {
+                if (e->alpha != 1.0f)
+                    v = _mm256_mul_ps(v, _mm256_set1_ps(e->alpha));
+                if (a->bias)
+                    v = _mm256_add_ps(v, bv);
+                if (rp && !e->residual_after_act) {
+                    __m256 r = _mm256_loadu_ps(rp);
+                    if (e->residual_scale != 1.0f)
+                        r = _mm256_mul_ps(r, _mm256_set1_ps(e->residual_scale));
+                    v = _mm256_add_ps(v, r);
+                }
+            }
+            if (part)
+                v = _mm256_and_ps(v, _mm256_castsi256_ps(ec->lanes));
+            _mm256_storeu_ps(a->y + o * j->y_blk + p * 8, v);
+        }
+    }
+}
+
+typedef void (*tile_fn)(const nnf_nchwc_conv_job *, const tile_arg *, const ep_ctx *);
+
+#define TILE(L, OB, P)                                                                             \
+    static void tile_##L##_##OB##_##P(const nnf_nchwc_conv_job *j, const tile_arg *a,             \
+                                      const ep_ctx *ec) {                                          \
+        tile(j, a, ec, L, OB, P);                                                                  \
+    }
+#define TILES(L)                                                                                   \
+    TILE(L, 1, 1) TILE(L, 1, 2) TILE(L, 1, 3) TILE(L, 1, 4) TILE(L, 1, 5) TILE(L, 1, 6)            \
+    TILE(L, 1, 7) TILE(L, 1, 8) TILE(L, 2, 1) TILE(L, 2, 2) TILE(L, 2, 3) TILE(L, 2, 4)            \
+    TILE(L, 2, 5) TILE(L, 2, 6) TILE(L, 3, 1) TILE(L, 3, 2) TILE(L, 3, 3) TILE(L, 3, 4)            \
+    TILE(L, 4, 1) TILE(L, 4, 2) TILE(L, 4, 3)
+TILES(1)
+TILES(8)
+#define ROW(L)                                                                                     \
+    {{tile_##L##_1_1, tile_##L##_1_2, tile_##L##_1_3, tile_##L##_1_4, tile_##L##_1_5,              \
+      tile_##L##_1_6, tile_##L##_1_7, tile_##L##_1_8},                                             \
+     {tile_##L##_2_1, tile_##L##_2_2, tile_##L##_2_3, tile_##L##_2_4, tile_##L##_2_5,              \
+      tile_##L##_2_6, NULL, NULL},                                                                 \
+     {tile_##L##_3_1, tile_##L##_3_2, tile_##L##_3_3, tile_##L##_3_4, NULL, NULL, NULL, NULL},     \
+     {tile_##L##_4_1, tile_##L##_4_2, tile_##L##_4_3, NULL, NULL, NULL, NULL, NULL}}
+/* [lanes == 8][OB - 1][P - 1] */
+static const tile_fn tiles[2][4][8] = {ROW(1), ROW(8)};
+static const size_t tile_px[4] = {8, 6, 4, 3};
+
+/* The second pass on npx pixels of one block: activation, a residual after
+ * it, padding lanes zeroed. */
+static inline __attribute__((always_inline)) void post_act(nnf_act_kind kind, const nnf_epilogue *e,
+                                                           float *y, const float *r, size_t npx,
+                                                           int part, __m256i lanes) {
+    nnf_activation act = e->act;
+    act.kind = kind;
+    __m256 scale = _mm256_set1_ps(e->residual_scale);
+    for (size_t i = 0; i < npx; i++) {
+        __m256 v = nnf_act8(_mm256_loadu_ps(y + 8 * i), &act);
+        if (r && e->residual_after_act)
+            v = _mm256_add_ps(v, _mm256_mul_ps(scale, _mm256_loadu_ps(r + 8 * i)));
+        if (part)
+            v = _mm256_and_ps(v, _mm256_castsi256_ps(lanes));
+        _mm256_storeu_ps(y + 8 * i, v);
+    }
+}
+
+static __attribute__((noinline)) void post(const nnf_epilogue *e, float *y, const float *r, size_t npx,
+                                           int part, __m256i lanes) {
+    switch (e->act.kind) {
+#define K(kind)                                                                                    \
+    case kind: post_act(kind, e, y, r, npx, part, lanes); return;
+        K(NNF_ACT_NONE)
+        K(NNF_ACT_RELU)
+        K(NNF_ACT_CLIP)
+        K(NNF_ACT_LEAKY_RELU)
+        K(NNF_ACT_SIGMOID)
+        K(NNF_ACT_SILU)
+        K(NNF_ACT_TANH)
+        K(NNF_ACT_HARD_SIGMOID)
+        K(NNF_ACT_HARD_SWISH)
+        K(NNF_ACT_GELU_ERF)
+        K(NNF_ACT_GELU_TANH)
+#undef K
+    }
+    post_act(NNF_ACT_NONE, e, y, r, npx, part, lanes);
+}
+
+void nnf_nchwc_conv_span_avx2(const nnf_nchwc_conv_job *j, size_t b, size_t ocb0, size_t nob, size_t oh,
+                              size_t ow0, size_t ow1) {
+    const nnf_conv2d_shape *s = &j->k->s;
+    const nnf_epilogue *e = j->ep;
+    ep_ctx ec = {.f = nnf_ep_fast_init(e), .partial = SIZE_MAX};
+    ec.post = !ec.f.clamp_only;
+    size_t tail = s->oc % NNF_NCHWC_B;
+    ec.lanes = nnf_mask8(tail ? tail : NNF_NCHWC_B);
+    if (tail)
+        ec.partial = j->ocb - 1;
+    tile_arg a = {.x = j->x + b * j->x_img, .w = j->k->w + ocb0 * j->w_blk, .blk0 = ocb0,
+                  .bias = e->bias ? e->bias + ocb0 * NNF_NCHWC_B : NULL};
+    nnf_nchwc_taps(oh, s->sh, s->pt, s->dh, s->kh, j->h, &a.kh0, &a.kh1);
+    a.ih = (ptrdiff_t)(oh * s->sh) - (ptrdiff_t)s->pt;
+    const tile_fn *fns = tiles[j->lanes == 8][nob - 1];
+    size_t pmax = tile_px[nob - 1];
+    size_t y0 = b * j->y_img + ocb0 * j->y_blk + oh * j->ow * NNF_NCHWC_B;
+    for (size_t ow = ow0; ow < ow1;) {
+        size_t np = 1;
+        if (ow >= j->ow_lo && ow < j->ow_hi) {
+            size_t end = ow1 < j->ow_hi ? ow1 : j->ow_hi;
+            np = end - ow < pmax ? end - ow : pmax;
+            a.kw0 = 0;
+            a.kw1 = s->kw;
+        } else {
+            nnf_nchwc_taps(ow, s->sw, s->pl, s->dw, s->kw, j->w, &a.kw0, &a.kw1);
+        }
+        a.iw = (ptrdiff_t)(ow * s->sw) - (ptrdiff_t)s->pl;
+        a.y = j->y + y0 + ow * NNF_NCHWC_B;
+        a.res = e->residual ? e->residual + y0 + ow * NNF_NCHWC_B : NULL;
+        fns[np - 1](j, &a, &ec);
+        ow += np;
+    }
+    if (!ec.post)
+        return;
+    for (size_t o = 0; o < nob; o++) {
+        size_t off = y0 + o * j->y_blk + ow0 * NNF_NCHWC_B;
+        post(e, j->y + off, e->residual ? e->residual + off : NULL, ow1 - ow0, ocb0 + o == ec.partial,
+             ec.lanes);
+    }
+}

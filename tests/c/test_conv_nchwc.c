@@ -1,0 +1,277 @@
+/* Dense NCHWc8 convolution (kernels/nchwc.h) against a double-precision
+ * oracle, on every tier this machine has, NCHWc8 and plain NCHW input.
+ *
+ * Tolerance per output: 2 (K + 2) 2^-23 S + 1e-6 (1 + |y|), where K =
+ * C*KH*KW is the length of the sum and S = sum |w x| + |bias| + |residual|
+ * (the float accumulation error bound, doubled for the epilogue's adds,
+ * plus the vector activations' measured error, test_gemm.c: <= 4e-7 abs). */
+#include "base/cpu.h"
+#include "base/threadpool.h"
+#include "kernels/nchwc.h"
+
+#include "check.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static size_t out_dim(size_t in, size_t k, size_t s, size_t d, size_t p0, size_t p1) {
+    size_t span = (k - 1) * d + 1;
+    return in + p0 + p1 < span ? 0 : (in + p0 + p1 - span) / s + 1;
+}
+
+typedef struct tcase {
+    size_t n, c, h, w, oc, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
+    int in_blocked;
+    nnf_activation act;
+    int bias, res, res_after;
+    float alpha, res_scale;
+    int nonfinite; /* put NaN and Inf into x */
+} tcase;
+
+/* NCHW [n][c][hw] <-> NCHWc8 [n][cb][hw][8], test-local so the test does
+ * not depend on the reorder kernels. */
+static float *to_blocked(const float *x, size_t n, size_t c, size_t hw) {
+    size_t cb = nnf_nchwc_blocks(c);
+    float *y = calloc(n * cb * hw * 8 + 1, sizeof(float));
+    for (size_t b = 0; b < n; b++)
+        for (size_t ch = 0; ch < c; ch++)
+            for (size_t i = 0; i < hw; i++)
+                y[((b * cb + ch / 8) * hw + i) * 8 + ch % 8] = x[(b * c + ch) * hw + i];
+    return y;
+}
+
+static float blocked_at(const float *y, size_t c, size_t hw, size_t b, size_t ch, size_t i) {
+    size_t cb = nnf_nchwc_blocks(c);
+    return y[((b * cb + ch / 8) * hw + i) * 8 + ch % 8];
+}
+
+static uint32_t bits(float v) {
+    uint32_t u;
+    memcpy(&u, &v, sizeof u);
+    return u;
+}
+
+static const char *const act_names[] = {"none", "relu", "clip", "leaky", "sigmoid", "silu",
+                                        "tanh", "hsigmoid", "hswish", "gelu_erf", "gelu_tanh"};
+
+static void run_case(const tcase *tc, nnf_threadpool *pool2) {
+    nnf_conv2d_shape s = {.n = tc->n, .c = tc->c, .h = tc->h, .w = tc->w, .oc = tc->oc, .group = 1,
+                          .kh = tc->kh, .kw = tc->kw, .sh = tc->sh, .sw = tc->sw, .dh = tc->dh,
+                          .dw = tc->dw, .pt = tc->pt, .pl = tc->pl};
+    s.oh = out_dim(tc->h, tc->kh, tc->sh, tc->dh, tc->pt, tc->pb);
+    s.ow = out_dim(tc->w, tc->kw, tc->sw, tc->dw, tc->pl, tc->pr);
+    size_t hw = s.h * s.w, ohw = s.oh * s.ow, taps = s.kh * s.kw, K = s.c * taps;
+    size_t ocb = nnf_nchwc_blocks(s.oc), ysize = s.n * ocb * ohw * 8;
+    float *x = check_rand_buf(s.n * s.c * hw);
+    float *w = check_rand_buf(s.oc * K);
+    float *bias = check_rand_buf(s.oc);
+    float *res = check_rand_buf(s.n * s.oc * ohw);
+    if (tc->nonfinite)
+        for (size_t i = 0; i < s.n * s.c * hw; i += 7)
+            x[i] = i % 2 ? NAN : (i % 3 ? INFINITY : -INFINITY);
+    float *xb = to_blocked(x, s.n, s.c, hw);
+    float *resb = to_blocked(res, s.n, s.oc, ohw);
+    float *y1 = malloc((ysize + 1) * sizeof(float)), *y2 = malloc((ysize + 1) * sizeof(float));
+    double *ref = malloc((s.n * s.oc * ohw + 1) * sizeof(double));
+    double *mag = malloc((s.n * s.oc * ohw + 1) * sizeof(double));
+
+    nnf_epilogue ep = nnf_epilogue_default();
+    ep.alpha = tc->alpha ? tc->alpha : 1.0f;
+    ep.act = tc->act;
+    if (tc->bias) {
+        ep.bias_kind = NNF_BIAS_PER_ROW;
+        ep.bias = bias;
+    }
+    if (tc->res) {
+        ep.residual = resb;
+        ep.residual_after_act = tc->res_after;
+        ep.residual_scale = tc->res_scale ? tc->res_scale : 1.0f;
+    }
+    for (size_t b = 0; b < s.n; b++)
+        for (size_t o = 0; o < s.oc; o++)
+            for (size_t oy = 0; oy < s.oh; oy++)
+                for (size_t ox = 0; ox < s.ow; ox++) {
+                    double acc = 0, m = 0;
+                    for (size_t c = 0; c < s.c; c++)
+                        for (size_t ky = 0; ky < s.kh; ky++)
+                            for (size_t kx = 0; kx < s.kw; kx++) {
+                                ptrdiff_t iy = (ptrdiff_t)(oy * s.sh + ky * s.dh) - (ptrdiff_t)s.pt;
+                                ptrdiff_t ix = (ptrdiff_t)(ox * s.sw + kx * s.dw) - (ptrdiff_t)s.pl;
+                                if (iy < 0 || ix < 0 || iy >= (ptrdiff_t)s.h || ix >= (ptrdiff_t)s.w)
+                                    continue;
+                                double xv = x[((b * s.c + c) * s.h + (size_t)iy) * s.w + (size_t)ix];
+                                double wv = w[(o * s.c + c) * taps + ky * s.kw + kx];
+                                acc += xv * wv;
+                                m += fabs(xv * wv);
+                            }
+                    size_t i = (b * s.oc + o) * ohw + oy * s.ow + ox;
+                    double v = ep.alpha * acc;
+                    m *= fabs(ep.alpha);
+                    if (tc->bias) {
+                        v += bias[o];
+                        m += fabs(bias[o]);
+                    }
+                    double r = tc->res ? (double)ep.residual_scale * res[i] : 0;
+                    m += fabs(r);
+                    if (!tc->res_after)
+                        v += r;
+                    v = nnf_act_apply(&ep.act, (float)v);
+                    if (tc->res_after)
+                        v += r;
+                    ref[i] = v;
+                    mag[i] = m;
+                }
+
+    nnf_isa tiers[2] = {NNF_ISA_SCALAR, NNF_ISA_AVX2};
+    int ntiers = nnf_cpu_get()->max_isa >= NNF_ISA_AVX2 ? 2 : 1;
+    for (int ti = 0; ti < ntiers; ti++) {
+        nnf_nchwc_conv *k = NULL;
+        nnf_status st = nnf_nchwc_conv_create(&s, tc->in_blocked, tiers[ti], w, &k);
+        CHECK(st == NNF_OK);
+        if (st != NNF_OK)
+            continue;
+        const float *xin = tc->in_blocked ? xb : x;
+        for (size_t i = 0; i < ysize + 1; i++)
+            y1[i] = y2[i] = 12345.0f; /* the sentinel past the end must survive */
+        CHECK(nnf_nchwc_conv_run(k, xin, y1, &ep, NULL) == NNF_OK);
+        CHECK(nnf_nchwc_conv_run(k, xin, y2, &ep, pool2) == NNF_OK);
+        CHECK(y1[ysize] == 12345.0f && y2[ysize] == 12345.0f);
+        CHECK_MSG(memcmp(y1, y2, ysize * sizeof(float)) == 0, "%s: 1 vs 2 threads differ", k->name);
+        int bad = 0;
+        for (size_t b = 0; b < s.n && bad < 3; b++)
+            for (size_t o = 0; o < ocb * 8 && bad < 3; o++)
+                for (size_t i = 0; i < ohw && bad < 3; i++) {
+                    float got = blocked_at(y1, s.oc, ohw, b, o, i);
+                    if (o >= s.oc) {
+                        if (bits(got) != 0) {
+                            bad++;
+                            CHECK_MSG(0, "%s: padding lane %zu = %g", k->name, o, got);
+                        }
+                        continue;
+                    }
+                    size_t ri = (b * s.oc + o) * ohw + i;
+                    double want = ref[ri];
+                    int ok;
+                    if (isnan(want))
+                        ok = isnan(got);
+                    else if (isinf(want))
+                        ok = got == want;
+                    else
+                        ok = fabs(got - want) <=
+                             2.0 * (double)(K + 2) * 0x1p-23 * mag[ri] + 1e-6 * (1 + fabs(want));
+                    if (!ok) {
+                        bad++;
+                        CHECK_MSG(0,
+                                  "%s: n%zu c%zu %zux%zu oc%zu k%zux%zu s%zux%zu d%zux%zu p%zu,%zu,%zu,%zu "
+                                  "blocked %d act %s bias %d res %d: y[%zu][%zu][%zu] = %.9g, want %.9g",
+                                  k->name, s.n, s.c, s.h, s.w, s.oc, s.kh, s.kw, s.sh, s.sw, s.dh, s.dw,
+                                  tc->pt, tc->pl, tc->pb, tc->pr, tc->in_blocked, act_names[ep.act.kind],
+                                  tc->bias, tc->res, b, o, i, got, want);
+                    }
+                }
+        if (!bad)
+            check_passed++;
+        nnf_nchwc_conv_destroy(k);
+    }
+    free(x);
+    free(w);
+    free(bias);
+    free(res);
+    free(xb);
+    free(resb);
+    free(y1);
+    free(y2);
+    free(ref);
+    free(mag);
+}
+
+static nnf_activation act_of(int kind) {
+    nnf_activation a = {.kind = (nnf_act_kind)kind};
+    if (kind == NNF_ACT_CLIP) {
+        a.alpha = 0.1f; /* lo > 0: padding lanes would read 0.1 if not zeroed */
+        a.beta = 0.6f;
+    } else if (kind == NNF_ACT_LEAKY_RELU) {
+        a.alpha = 0.1f;
+    } else if (kind == NNF_ACT_HARD_SIGMOID) {
+        a.alpha = 0.2f;
+        a.beta = 0.5f;
+    }
+    return a;
+}
+
+static size_t pick(const size_t *v, size_t n) {
+    return v[(size_t)(check_unit() * (double)n) % n];
+}
+
+int main(void) {
+    nnf_threadpool *pool2 = NULL;
+    if (nnf_threadpool_create(2, &pool2) != NNF_OK)
+        return 1;
+
+    /* fixed shapes of interest: pointwise, 3x3, stems from NCHW, tile edges */
+    static const tcase fixed[] = {
+        {1, 16, 5, 13, 24, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, {NNF_ACT_CLIP, 0, 6}, 1, 0, 0, 0, 0, 0},
+        {2, 17, 3, 61, 31, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, {NNF_ACT_NONE, 0, 0}, 1, 1, 0, 0, 0, 0},
+        {1, 64, 7, 7, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, {NNF_ACT_RELU, 0, 0}, 1, 1, 0, 0, 0, 0},
+        {1, 9, 9, 13, 17, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, {NNF_ACT_SILU, 0, 0}, 1, 0, 0, 0, 0, 0},
+        {1, 3, 13, 13, 32, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0, {NNF_ACT_CLIP, 0, 6}, 1, 0, 0, 0, 0, 0},
+        {1, 3, 17, 19, 64, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3, 0, {NNF_ACT_RELU, 0, 0}, 1, 0, 0, 0, 0, 0},
+        {1, 3, 12, 12, 32, 6, 6, 2, 2, 1, 1, 2, 2, 2, 2, 0, {NNF_ACT_SILU, 0, 0}, 1, 0, 0, 0, 0, 0},
+        {1, 8, 6, 61, 8, 1, 3, 1, 1, 1, 1, 0, 1, 0, 1, 1, {NNF_ACT_NONE, 0, 0}, 0, 0, 0, 0, 0, 0},
+        {1, 8, 9, 5, 8, 3, 1, 1, 1, 1, 1, 1, 0, 1, 0, 1, {NNF_ACT_NONE, 0, 0}, 0, 0, 0, 0, 0, 0},
+        {1, 16, 9, 13, 16, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 1, {NNF_ACT_TANH, 0, 0}, 1, 1, 0, 0, 0, 0},
+        {1, 7, 8, 13, 9, 5, 5, 3, 3, 1, 1, 2, 1, 0, 2, 1, {NNF_ACT_SIGMOID, 0, 0}, 1, 0, 0, 0, 0, 0},
+        {1, 7, 8, 13, 9, 3, 3, 1, 1, 1, 1, 0, 2, 1, 0, 1, {NNF_ACT_HARD_SIGMOID, 0.2f, 0.5f}, 1, 1, 0, 0, 0, 0},
+        /* kernel wider than the padded row: every pixel is a border pixel */
+        {1, 8, 4, 2, 8, 3, 5, 1, 1, 1, 1, 1, 2, 1, 2, 1, {NNF_ACT_NONE, 0, 0}, 1, 0, 0, 0, 0, 0},
+        /* width 1, height 1 */
+        {1, 31, 1, 1, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, {NNF_ACT_RELU, 0, 0}, 1, 1, 0, 0, 0, 0},
+        /* 1x1 with bottom/right padding: output rows/columns with no taps */
+        {1, 9, 3, 5, 9, 1, 1, 1, 1, 1, 1, 0, 0, 2, 1, 1, {NNF_ACT_SIGMOID, 0, 0}, 1, 0, 0, 0, 0, 0},
+        /* the general epilogue: alpha, scaled residual after the activation */
+        {1, 17, 5, 13, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, {NNF_ACT_RELU, 0, 0}, 1, 1, 1, 2.0f, 0.5f, 0},
+        {1, 3, 5, 13, 9, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, {NNF_ACT_GELU_ERF, 0, 0}, 1, 1, 0, 0.5f, 2.0f, 0},
+        /* NaN and Inf in x propagate; padding lanes stay exactly zero */
+        {1, 9, 5, 13, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, {NNF_ACT_NONE, 0, 0}, 1, 0, 0, 0, 0, 1},
+        {1, 9, 5, 13, 17, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, {NNF_ACT_RELU, 0, 0}, 1, 1, 0, 0, 0, 1},
+        {1, 3, 5, 13, 17, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0, {NNF_ACT_SIGMOID, 0, 0}, 0, 0, 0, 0, 0, 1},
+    };
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
+        run_case(&fixed[i], pool2);
+
+    /* a seeded sweep over the brief's grid, every activation in turn */
+    static const size_t chans[] = {1, 3, 7, 8, 9, 16, 17, 31, 64};
+    static const size_t widths[] = {1, 2, 5, 13, 61};
+    static const size_t ks[][2] = {{1, 1}, {3, 3}, {5, 5}, {7, 7}, {1, 3}, {3, 1}};
+    static const size_t strides[] = {1, 2, 3};
+    for (int i = 0; i < 160; i++) {
+        tcase tc = {.n = 1 + (size_t)(i % 7 == 0), .alpha = 0, .res_scale = 0};
+        tc.c = pick(chans, 9);
+        tc.oc = pick(chans, 9);
+        size_t kk = (size_t)(check_unit() * 6) % 6;
+        tc.kh = ks[kk][0];
+        tc.kw = ks[kk][1];
+        tc.sh = tc.sw = pick(strides, 3);
+        tc.dh = tc.dw = check_unit() < 0.2 ? 2 : 1;
+        tc.w = pick(widths, 5);
+        tc.h = 1 + (size_t)(check_unit() * 9);
+        size_t pad = (size_t)(check_unit() * 3);
+        tc.pt = tc.pb = tc.pl = tc.pr = pad;
+        if (check_unit() < 0.25) { /* asymmetric */
+            tc.pb = (size_t)(check_unit() * 3);
+            tc.pr = (size_t)(check_unit() * 3);
+        }
+        if (out_dim(tc.h, tc.kh, tc.sh, tc.dh, tc.pt, tc.pb) == 0 ||
+            out_dim(tc.w, tc.kw, tc.sw, tc.dw, tc.pl, tc.pr) == 0)
+            continue;
+        tc.in_blocked = check_unit() < 0.8 || tc.c > 8;
+        tc.act = act_of(i % 11);
+        tc.bias = check_unit() < 0.7;
+        tc.res = check_unit() < 0.4;
+        run_case(&tc, pool2);
+    }
+    nnf_threadpool_destroy(pool2);
+    TEST_MAIN_END();
+}
