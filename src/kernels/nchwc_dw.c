@@ -1,0 +1,178 @@
+/* Depthwise convolution on NCHWc8 (group == C == OC): the weight repack, the
+ * portable tier and the driver. One output pixel of a block is 8 channels
+ * that share nothing but their position, so a tap is one multiply-add of
+ * whole pixels and any stride or dilation is only a different pixel step.
+ * Work items are (image, block) x a run of output rows; every pixel is
+ * computed the same way whatever the split, so threads never change results. */
+#include "kernels/nchwc.h"
+
+#include "base/alloc.h"
+#include "kernels/x86/nchwc_avx2.h"
+
+#include <stdio.h>
+#include <string.h>
+
+bool nnf_nchwc_dw_supported(const nnf_conv2d_shape *s) {
+    return s->c > 0 && s->group == s->c && s->oc == s->c && s->kh > 0 && s->kw > 0 && s->sh > 0 &&
+           s->sw > 0 && s->dh > 0 && s->dw > 0;
+}
+
+nnf_status nnf_nchwc_dw_create(const nnf_conv2d_shape *s, nnf_isa isa, const float *w, nnf_nchwc_dw **out) {
+    nnf_status st = NNF_OK;
+    nnf_nchwc_dw *k = NULL;
+    size_t taps, floats, bytes;
+    *out = NULL;
+    if (!nnf_nchwc_dw_supported(s)) {
+        st = nnf_error(NNF_ERR_INVALID_ARGUMENT,
+                       "NCHWc depthwise conv: group %zu, %zu -> %zu channels is not depthwise", s->group, s->c,
+                       s->oc);
+        goto fail;
+    }
+    if (!nnf_mul_size(s->kh, s->kw, &taps) || !nnf_mul_size(taps, nnf_nchwc_blocks(s->c) * NNF_NCHWC_B, &floats) ||
+        !nnf_mul_size(floats, sizeof(float), &bytes)) {
+        st = nnf_error(NNF_ERR_INVALID_ARGUMENT, "NCHWc depthwise conv: %zux%zu weights of %zu channels overflow",
+                       s->kh, s->kw, s->c);
+        goto fail;
+    }
+    k = nnf_calloc(1, sizeof *k);
+    if (!k || !(k->w = nnf_malloc_aligned(bytes))) {
+        st = nnf_error(NNF_ERR_OUT_OF_MEMORY, "NCHWc depthwise conv: out of memory for %zu weight bytes", bytes);
+        goto fail;
+    }
+    k->s = *s;
+    k->isa = isa >= NNF_ISA_AVX2 ? NNF_ISA_AVX2 : NNF_ISA_SCALAR;
+    /* [c][kh][kw] -> [cb][kh][kw][8], padding channels zero so their lanes
+     * accumulate exact zeros */
+    memset(k->w, 0, bytes);
+    for (size_t c = 0; c < s->c; c++)
+        for (size_t t = 0; t < taps; t++)
+            k->w[((c / NNF_NCHWC_B) * taps + t) * NNF_NCHWC_B + c % NNF_NCHWC_B] = w[c * taps + t];
+    snprintf(k->name, sizeof k->name, "f32_dwconv_nchwc_%zux%zu_s%zu_%s", s->kh, s->kw, s->sh,
+             k->isa == NNF_ISA_AVX2 ? "avx2" : "scalar");
+    *out = k;
+    return NNF_OK;
+fail:
+    nnf_nchwc_dw_destroy(k);
+    return st;
+}
+
+void nnf_nchwc_dw_destroy(nnf_nchwc_dw *k) {
+    if (!k)
+        return;
+    nnf_free_aligned(k->w);
+    nnf_free(k);
+}
+
+/* Taps [*lo, *hi) of extent k, dilation d, whose input index start + t d
+ * lies in [0, in). */
+static void taps_inside(ptrdiff_t start, size_t k, size_t d, size_t in, size_t *lo, size_t *hi) {
+    ptrdiff_t dd = (ptrdiff_t)d, a = start >= 0 ? 0 : (-start + dd - 1) / dd;
+    ptrdiff_t b = (ptrdiff_t)in - 1 - start < 0 ? 0 : ((ptrdiff_t)in - 1 - start) / dd + 1;
+    if (b > (ptrdiff_t)k)
+        b = (ptrdiff_t)k;
+    if (a > b)
+        a = b;
+    *lo = (size_t)a;
+    *hi = (size_t)b;
+}
+
+static void dw_rows_scalar(const nnf_nchwc_dw_tile *t, size_t oh0, size_t noh) {
+    const nnf_conv2d_shape *s = t->s;
+    const nnf_epilogue *e = t->ep;
+    const size_t B = NNF_NCHWC_B;
+    for (size_t oh = oh0; oh < oh0 + noh; oh++) {
+        ptrdiff_t ih0 = (ptrdiff_t)(oh * s->sh) - (ptrdiff_t)s->pt;
+        size_t r0, r1;
+        taps_inside(ih0, s->kh, s->dh, s->h, &r0, &r1);
+        for (size_t ow = 0; ow < s->ow; ow++) {
+            ptrdiff_t iw0 = (ptrdiff_t)(ow * s->sw) - (ptrdiff_t)s->pl;
+            size_t q0, q1;
+            taps_inside(iw0, s->kw, s->dw, s->w, &q0, &q1);
+            float acc[NNF_NCHWC_B] = {0};
+            for (size_t i = r0; i < r1; i++) {
+                const float *xr = t->x + ((size_t)(ih0 + (ptrdiff_t)(i * s->dh)) * s->w) * B;
+                for (size_t j = q0; j < q1; j++) {
+                    const float *xp = xr + (size_t)(iw0 + (ptrdiff_t)(j * s->dw)) * B;
+                    const float *wp = t->w + (i * s->kw + j) * B;
+                    for (size_t l = 0; l < B; l++)
+                        acc[l] += wp[l] * xp[l];
+                }
+            }
+            size_t o = (oh * s->ow + ow) * B;
+            for (size_t l = 0; l < B; l++) {
+                if (l >= t->nc) {
+                    t->y[o + l] = 0.0f;
+                    continue;
+                }
+                float v = e->alpha * acc[l];
+                if (t->bias)
+                    v += t->bias[l];
+                float r = t->res ? e->residual_scale * t->res[o + l] : 0.0f;
+                if (t->res && !e->residual_after_act)
+                    v += r;
+                v = nnf_act_apply(&e->act, v);
+                if (t->res && e->residual_after_act)
+                    v += r;
+                t->y[o + l] = v;
+            }
+        }
+    }
+}
+
+typedef struct dw_job {
+    const nnf_nchwc_dw *k;
+    const float *x;
+    float *y;
+    const nnf_epilogue *ep;
+    size_t cb;
+} dw_job;
+
+/* i: image * cb + block; j: first output row. */
+static void dw_task(void *ctx, size_t i, size_t j, size_t ni, size_t nj) {
+    const dw_job *d = ctx;
+    const nnf_conv2d_shape *s = &d->k->s;
+    size_t taps = s->kh * s->kw, in_plane = s->h * s->w * NNF_NCHWC_B, out_plane = s->oh * s->ow * NNF_NCHWC_B;
+    for (size_t it = i; it < i + ni; it++) {
+        size_t blk = it % d->cb, c0 = blk * NNF_NCHWC_B;
+        nnf_nchwc_dw_tile t = {
+            .s = s,
+            .x = d->x + it * in_plane,
+            .w = d->k->w + blk * taps * NNF_NCHWC_B,
+            .bias = d->ep->bias_kind != NNF_BIAS_NONE && d->ep->bias ? d->ep->bias + c0 : NULL,
+            .res = d->ep->residual ? d->ep->residual + it * out_plane : NULL,
+            .y = d->y + it * out_plane,
+            .ep = d->ep,
+            .nc = s->c - c0 < NNF_NCHWC_B ? s->c - c0 : NNF_NCHWC_B,
+        };
+        if (d->k->isa >= NNF_ISA_AVX2)
+            nnf_nchwc_dw_rows_avx2(&t, j, nj);
+        else
+            dw_rows_scalar(&t, j, nj);
+    }
+}
+
+/* Rows per item: at least ~4 items per thread over the whole tensor so the
+ * two halves of a pool stay balanced, but whole planes when there are
+ * plenty of blocks (fewer, longer items keep the weights and the input rows
+ * shared by neighbouring output rows in cache). */
+static size_t rows_per_item(size_t planes, size_t oh, int threads) {
+    size_t want = (size_t)threads * 4;
+    if (threads <= 1 || planes >= want)
+        return oh ? oh : 1;
+    size_t per_plane = (want + planes - 1) / planes;
+    size_t rows = (oh + per_plane - 1) / per_plane;
+    return rows ? rows : 1;
+}
+
+nnf_status nnf_nchwc_dw_run(const nnf_nchwc_dw *k, const float *x, float *y, const nnf_epilogue *ep,
+                            nnf_threadpool *pool) {
+    const nnf_conv2d_shape *s = &k->s;
+    nnf_epilogue none = nnf_epilogue_default();
+    dw_job d = {.k = k, .x = x, .y = y, .ep = ep ? ep : &none, .cb = nnf_nchwc_blocks(s->c)};
+    if (s->n == 0 || s->oh == 0 || s->ow == 0)
+        return NNF_OK;
+    size_t planes = s->n * d.cb;
+    nnf_parallel_for_2d(pool, planes, s->oh, 1, rows_per_item(planes, s->oh, nnf_threadpool_size(pool)), dw_task,
+                        &d);
+    return NNF_OK;
+}

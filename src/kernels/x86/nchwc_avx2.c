@@ -1,0 +1,428 @@
+/* AVX2 + FMA kernels of the NCHWc8 layout (kernels/nchwc.h): one ymm is one
+ * pixel's 8 channels of a block throughout. The drivers (nchwc_*.c) split
+ * the work and pick the tier; these functions do one tile.
+ *
+ * Padding lanes: inputs have zeros there, and every store of a computed
+ * value goes through the block's lane mask, so an activation of 0 that is
+ * not 0 (sigmoid, hard sigmoid, a clip above 0) or an empty max window
+ * never leaks into them. */
+#include "kernels/x86/nchwc_avx2.h"
+
+#include "kernels/x86/ep_fast_avx2.h"
+#include "kernels/x86/vmath_avx2.h"
+
+#include <math.h>
+#include <string.h>
+
+#define B NNF_NCHWC_B
+
+/* ---- reorders ---- */
+
+/* o[k] = (r[0][k], ..., r[7][k]): the 8x8 transpose in three shuffle levels. */
+static inline __attribute__((always_inline)) void transpose8(__m256 r[8]) {
+    __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+    __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+    __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    r[0] = _mm256_permute2f128_ps(s0, s4, 0x20);
+    r[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
+    r[2] = _mm256_permute2f128_ps(s2, s6, 0x20);
+    r[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
+    r[4] = _mm256_permute2f128_ps(s0, s4, 0x31);
+    r[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
+    r[6] = _mm256_permute2f128_ps(s2, s6, 0x31);
+    r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
+}
+
+void nnf_nchwc_from_nchw_tile_avx2(const float *x, size_t hw, size_t nc, size_t np, float *y) {
+    size_t p = 0;
+    if (nc == B) {
+        for (; p + 8 <= np; p += 8) {
+            __m256 r[8];
+            for (int l = 0; l < 8; l++)
+                r[l] = _mm256_loadu_ps(x + l * hw + p);
+            transpose8(r);
+            for (int k = 0; k < 8; k++)
+                _mm256_storeu_ps(y + (p + k) * B, r[k]);
+        }
+    } else {
+        for (; p + 8 <= np; p += 8) {
+            __m256 r[8];
+            for (size_t l = 0; l < 8; l++)
+                r[l] = l < nc ? _mm256_loadu_ps(x + l * hw + p) : _mm256_setzero_ps();
+            transpose8(r);
+            for (int k = 0; k < 8; k++)
+                _mm256_storeu_ps(y + (p + k) * B, r[k]);
+        }
+    }
+    if (p < np) {
+        size_t rem = np - p;
+        __m256i m = nnf_mask8(rem);
+        __m256 r[8];
+        for (size_t l = 0; l < 8; l++)
+            r[l] = l < nc ? _mm256_maskload_ps(x + l * hw + p, m) : _mm256_setzero_ps();
+        transpose8(r);
+        for (size_t k = 0; k < rem; k++)
+            _mm256_storeu_ps(y + (p + k) * B, r[k]);
+    }
+}
+
+void nnf_nchwc_to_nchw_tile_avx2(const float *x, size_t hw, size_t nc, size_t np, float *y) {
+    size_t p = 0;
+    if (nc == B) {
+        for (; p + 8 <= np; p += 8) {
+            __m256 r[8];
+            for (int k = 0; k < 8; k++)
+                r[k] = _mm256_loadu_ps(x + (p + k) * B);
+            transpose8(r);
+            for (int l = 0; l < 8; l++)
+                _mm256_storeu_ps(y + l * hw + p, r[l]);
+        }
+    } else {
+        for (; p + 8 <= np; p += 8) {
+            __m256 r[8];
+            for (int k = 0; k < 8; k++)
+                r[k] = _mm256_loadu_ps(x + (p + k) * B);
+            transpose8(r);
+            for (size_t l = 0; l < nc; l++)
+                _mm256_storeu_ps(y + l * hw + p, r[l]);
+        }
+    }
+    if (p < np) {
+        size_t rem = np - p;
+        __m256i m = nnf_mask8(rem);
+        __m256 r[8];
+        for (size_t k = 0; k < 8; k++)
+            r[k] = k < rem ? _mm256_loadu_ps(x + (p + k) * B) : _mm256_setzero_ps();
+        transpose8(r);
+        for (size_t l = 0; l < nc; l++)
+            _mm256_maskstore_ps(y + l * hw + p, m, r[l]);
+    }
+}
+
+/* ---- depthwise convolution ---- */
+
+/* Taps [*lo, *hi) of extent k, dilation d, whose input index start + t d
+ * lies in [0, in). */
+static inline void taps_inside(ptrdiff_t start, size_t k, size_t d, size_t in, size_t *lo, size_t *hi) {
+    ptrdiff_t dd = (ptrdiff_t)d, last = (ptrdiff_t)in - 1 - start, a, b;
+    if (dd == 1) {
+        a = start >= 0 ? 0 : -start;
+        b = last < 0 ? 0 : last + 1;
+    } else {
+        a = start >= 0 ? 0 : (-start + dd - 1) / dd;
+        b = last < 0 ? 0 : last / dd + 1;
+    }
+    if (b > (ptrdiff_t)k)
+        b = (ptrdiff_t)k;
+    if (a > b)
+        a = b;
+    *lo = (size_t)a;
+    *hi = (size_t)b;
+}
+
+typedef struct dw_ctx {
+    const nnf_nchwc_dw_tile *t;
+    nnf_ep_fast f;  /* f.clamp_only: the whole epilogue in registers */
+    __m256 bias;    /* the block's bias, zero in padding lanes */
+    __m256 mask;    /* all ones on real lanes */
+} dw_ctx;
+
+/* The clamp-only epilogue and the store of one output pixel o of the row. */
+static inline __attribute__((always_inline)) void dw_store(const dw_ctx *c, float *y, const float *res, __m256 v) {
+    if (c->f.clamp_only) {
+        v = nnf_ep_fast8(&c->f, v, c->bias, res, 1, _mm256_setzero_si256());
+        v = _mm256_and_ps(v, c->mask);
+    }
+    _mm256_storeu_ps(y, v);
+}
+
+/* P output pixels of the interior (every column tap inside the input) from
+ * pixel o of the row; rows [r0, r1) of the window are inside. KW, SW, DW
+ * are constants where the caller could make them so, which unrolls the tap
+ * loop and folds every offset. */
+static inline __attribute__((always_inline)) void dw_interior(const dw_ctx *c, const float *const *xr, size_t r0,
+                                                              size_t r1, size_t o, float *y, const float *res,
+                                                              size_t P, size_t KW, size_t SW, size_t DW) {
+    const nnf_nchwc_dw_tile *t = c->t;
+    const nnf_conv2d_shape *s = t->s;
+    __m256 acc[8];
+    for (size_t p = 0; p < P; p++)
+        acc[p] = _mm256_setzero_ps();
+    size_t col = (o * SW - s->pl) * B;
+    for (size_t i = r0; i < r1; i++) {
+        const float *xp = xr[i] + col, *wp = t->w + i * KW * B;
+        for (size_t j = 0; j < KW; j++) {
+            __m256 wv = _mm256_loadu_ps(wp + j * B);
+            for (size_t p = 0; p < P; p++)
+                acc[p] = _mm256_fmadd_ps(_mm256_loadu_ps(xp + (p * SW + j * DW) * B), wv, acc[p]);
+        }
+    }
+    for (size_t p = 0; p < P; p++)
+        dw_store(c, y + (o + p) * B, res ? res + (o + p) * B : NULL, acc[p]);
+}
+
+/* One pixel anywhere, its column taps clipped. */
+static void dw_border(const dw_ctx *c, const float *const *xr, size_t r0, size_t r1, size_t o, float *y,
+                      const float *res) {
+    const nnf_nchwc_dw_tile *t = c->t;
+    const nnf_conv2d_shape *s = t->s;
+    ptrdiff_t iw0 = (ptrdiff_t)(o * s->sw) - (ptrdiff_t)s->pl;
+    size_t q0, q1;
+    taps_inside(iw0, s->kw, s->dw, s->w, &q0, &q1);
+    __m256 acc = _mm256_setzero_ps();
+    for (size_t i = r0; i < r1; i++)
+        for (size_t j = q0; j < q1; j++)
+            acc = _mm256_fmadd_ps(_mm256_loadu_ps(xr[i] + (iw0 + (ptrdiff_t)(j * s->dw)) * (ptrdiff_t)B),
+                                  _mm256_loadu_ps(t->w + (i * s->kw + j) * B), acc);
+    dw_store(c, y + o * B, res ? res + o * B : NULL, acc);
+}
+
+static inline __attribute__((always_inline)) void dw_interior_run(const dw_ctx *c, const float *const *xr,
+                                                                  size_t r0, size_t r1, size_t lo, size_t hi,
+                                                                  float *y, const float *res, size_t KW,
+                                                                  size_t SW, size_t DW) {
+    size_t o = lo;
+    for (; o + 8 <= hi; o += 8)
+        dw_interior(c, xr, r0, r1, o, y, res, 8, KW, SW, DW);
+    if (o + 4 <= hi) {
+        dw_interior(c, xr, r0, r1, o, y, res, 4, KW, SW, DW);
+        o += 4;
+    }
+    for (; o < hi; o++)
+        dw_interior(c, xr, r0, r1, o, y, res, 1, KW, SW, DW);
+}
+
+static __attribute__((noinline)) void dw_interior_generic(const dw_ctx *c, const float *const *xr, size_t r0,
+                                                          size_t r1, size_t lo, size_t hi, float *y,
+                                                          const float *res) {
+    const nnf_conv2d_shape *s = c->t->s;
+    dw_interior_run(c, xr, r0, r1, lo, hi, y, res, s->kw, s->sw, s->dw);
+}
+
+/* ---- the general epilogue, applied to a stored row while it is in L1 ---- */
+
+static inline __attribute__((always_inline)) void ep_row_act(nnf_act_kind kind, const dw_ctx *c, float *y,
+                                                             const float *res, size_t n) {
+    const nnf_epilogue *e = c->t->ep;
+    nnf_activation a = e->act;
+    a.kind = kind;
+    __m256 alpha = _mm256_set1_ps(e->alpha), rs = _mm256_set1_ps(e->residual_scale);
+    for (size_t o = 0; o < n; o++) {
+        __m256 v = _mm256_loadu_ps(y + o * B);
+        if (e->alpha != 1.0f)
+            v = _mm256_mul_ps(v, alpha);
+        if (c->t->bias)
+            v = _mm256_add_ps(v, c->bias);
+        __m256 r = _mm256_setzero_ps();
+        if (res) {
+            r = _mm256_mul_ps(_mm256_loadu_ps(res + o * B), rs);
+            if (!e->residual_after_act)
+                v = _mm256_add_ps(v, r);
+        }
+        v = nnf_act8(v, &a);
+        if (res && e->residual_after_act)
+            v = _mm256_add_ps(v, r);
+        _mm256_storeu_ps(y + o * B, _mm256_and_ps(v, c->mask));
+    }
+}
+
+static __attribute__((noinline)) void ep_row(const dw_ctx *c, float *y, const float *res, size_t n) {
+    switch (c->t->ep->act.kind) {
+#define K(kind)                                                                                                \
+    case kind: ep_row_act(kind, c, y, res, n); return;
+        K(NNF_ACT_NONE)
+        K(NNF_ACT_RELU)
+        K(NNF_ACT_CLIP)
+        K(NNF_ACT_LEAKY_RELU)
+        K(NNF_ACT_SIGMOID)
+        K(NNF_ACT_SILU)
+        K(NNF_ACT_TANH)
+        K(NNF_ACT_HARD_SIGMOID)
+        K(NNF_ACT_HARD_SWISH)
+        K(NNF_ACT_GELU_ERF)
+        K(NNF_ACT_GELU_TANH)
+#undef K
+    }
+    ep_row_act(NNF_ACT_NONE, c, y, res, n);
+}
+
+void nnf_nchwc_dw_rows_avx2(const nnf_nchwc_dw_tile *t, size_t oh0, size_t noh) {
+    const nnf_conv2d_shape *s = t->s;
+    dw_ctx c = {.t = t, .f = nnf_ep_fast_init(t->ep)};
+    __m256i lanes = nnf_mask8(t->nc);
+    c.mask = _mm256_castsi256_ps(lanes);
+    c.bias = t->bias ? _mm256_maskload_ps(t->bias, lanes) : _mm256_setzero_ps();
+    /* Interior columns [lo, hi): o sw - pl >= 0 and o sw - pl + (kw-1) dw < w. */
+    size_t span = (s->kw - 1) * s->dw, lo = (s->pl + s->sw - 1) / s->sw, hi = 0;
+    if (s->w + s->pl >= span + 1)
+        hi = (s->w - 1 + s->pl - span) / s->sw + 1;
+    if (hi > s->ow)
+        hi = s->ow;
+    if (lo > hi)
+        lo = hi;
+    /* Row pointers per kernel row: the window's rows are addressed as
+     * xr[i] + column offset, so the interior loop does no row arithmetic.
+     * Only rows [r0, r1) are formed (the others lie outside the input). */
+    const float *xr_buf[64];
+    const float **xr = s->kh <= 64 ? xr_buf : NULL;
+    for (size_t oh = oh0; oh < oh0 + noh; oh++) {
+        ptrdiff_t ih0 = (ptrdiff_t)(oh * s->sh) - (ptrdiff_t)s->pt;
+        size_t r0, r1;
+        taps_inside(ih0, s->kh, s->dh, s->h, &r0, &r1);
+        float *y = t->y + oh * s->ow * B;
+        const float *res = t->res ? t->res + oh * s->ow * B : NULL;
+        if (!xr) {
+            /* a kernel taller than 64 rows: one output row in pieces of 64 kernel rows would
+             * change the summation order, so take the plain per-pixel path instead */
+            for (size_t o = 0; o < s->ow; o++) {
+                ptrdiff_t iw0 = (ptrdiff_t)(o * s->sw) - (ptrdiff_t)s->pl;
+                size_t q0, q1;
+                taps_inside(iw0, s->kw, s->dw, s->w, &q0, &q1);
+                __m256 acc = _mm256_setzero_ps();
+                for (size_t i = r0; i < r1; i++) {
+                    const float *row = t->x + (size_t)(ih0 + (ptrdiff_t)(i * s->dh)) * s->w * B;
+                    for (size_t j = q0; j < q1; j++)
+                        acc = _mm256_fmadd_ps(_mm256_loadu_ps(row + (size_t)(iw0 + (ptrdiff_t)(j * s->dw)) * B),
+                                              _mm256_loadu_ps(t->w + (i * s->kw + j) * B), acc);
+                }
+                dw_store(&c, y + o * B, res ? res + o * B : NULL, acc);
+            }
+        } else {
+            for (size_t i = r0; i < r1; i++)
+                xr[i] = t->x + (size_t)(ih0 + (ptrdiff_t)(i * s->dh)) * s->w * B;
+            for (size_t o = 0; o < lo; o++)
+                dw_border(&c, xr, r0, r1, o, y, res);
+            if (s->kw == 3 && s->dw == 1 && s->sw == 1)
+                dw_interior_run(&c, xr, r0, r1, lo, hi, y, res, 3, 1, 1);
+            else if (s->kw == 3 && s->dw == 1 && s->sw == 2)
+                dw_interior_run(&c, xr, r0, r1, lo, hi, y, res, 3, 2, 1);
+            else if (s->kw == 5 && s->dw == 1 && s->sw == 1)
+                dw_interior_run(&c, xr, r0, r1, lo, hi, y, res, 5, 1, 1);
+            else if (s->kw == 5 && s->dw == 1 && s->sw == 2)
+                dw_interior_run(&c, xr, r0, r1, lo, hi, y, res, 5, 2, 1);
+            else
+                dw_interior_generic(&c, xr, r0, r1, lo, hi, y, res);
+            for (size_t o = hi > lo ? hi : lo; o < s->ow; o++)
+                dw_border(&c, xr, r0, r1, o, y, res);
+        }
+        if (!c.f.clamp_only)
+            ep_row(&c, y, res, s->ow);
+    }
+}
+
+/* ---- pools ---- */
+
+void nnf_nchwc_pool_rows_avx2(const nnf_nchwc_pool_shape *s, const float *x, float *y, size_t nc, size_t oh0,
+                              size_t noh) {
+    __m256 mask = _mm256_castsi256_ps(nnf_mask8(nc));
+    for (size_t oh = oh0; oh < oh0 + noh; oh++) {
+        ptrdiff_t sh = (ptrdiff_t)(oh * s->sh) - (ptrdiff_t)s->pt;
+        size_t h0, h1, ph0, ph1;
+        taps_inside(sh, s->kh, s->dh, s->h, &h0, &h1);
+        taps_inside(sh + (ptrdiff_t)s->pt, s->kh, s->dh, s->h + s->pt + s->pb, &ph0, &ph1);
+        float *yr = y + oh * s->ow * B;
+        for (size_t ow = 0; ow < s->ow; ow++) {
+            ptrdiff_t sw = (ptrdiff_t)(ow * s->sw) - (ptrdiff_t)s->pl;
+            size_t w0, w1;
+            taps_inside(sw, s->kw, s->dw, s->w, &w0, &w1);
+            __m256 acc;
+            if (s->is_max) {
+                acc = _mm256_set1_ps(-INFINITY);
+                if (h0 < h1 && w0 < w1) {
+                    const float *x0 = x + ((size_t)(sh + (ptrdiff_t)(h0 * s->dh)) * s->w +
+                                           (size_t)(sw + (ptrdiff_t)(w0 * s->dw))) * B;
+                    acc = _mm256_loadu_ps(x0);
+                    for (size_t i = h0; i < h1; i++) {
+                        const float *xp = x0 + (i - h0) * s->dh * s->w * B;
+                        for (size_t j = i == h0 ? w0 + 1 : w0; j < w1; j++)
+                            acc = _mm256_max_ps(_mm256_loadu_ps(xp + (j - w0) * s->dw * B), acc);
+                    }
+                }
+            } else {
+                acc = _mm256_setzero_ps();
+                for (size_t i = h0; i < h1; i++) {
+                    const float *xp = x + ((size_t)(sh + (ptrdiff_t)(i * s->dh)) * s->w +
+                                           (size_t)(sw + (ptrdiff_t)(w0 * s->dw))) * B;
+                    for (size_t j = w0; j < w1; j++)
+                        acc = _mm256_add_ps(acc, _mm256_loadu_ps(xp + (j - w0) * s->dw * B));
+                }
+                size_t count;
+                if (s->count_include_pad) {
+                    size_t pw0, pw1;
+                    taps_inside(sw + (ptrdiff_t)s->pl, s->kw, s->dw, s->w + s->pl + s->pr, &pw0, &pw1);
+                    count = (ph1 - ph0) * (pw1 - pw0);
+                } else {
+                    count = (h1 - h0) * (w1 - w0);
+                }
+                acc = count ? _mm256_div_ps(acc, _mm256_set1_ps((float)count)) : _mm256_setzero_ps();
+            }
+            _mm256_storeu_ps(yr + ow * B, _mm256_and_ps(acc, mask));
+        }
+    }
+}
+
+void nnf_nchwc_global_block_avx2(const float *x, size_t hw, int is_max, size_t nc, float *y) {
+    float out[B] __attribute__((aligned(32)));
+    if (is_max) {
+        __m256 a0 = _mm256_set1_ps(-INFINITY), a1 = a0, a2 = a0, a3 = a0;
+        size_t p = 0;
+        for (; p + 4 <= hw; p += 4) {
+            a0 = _mm256_max_ps(_mm256_loadu_ps(x + p * B), a0);
+            a1 = _mm256_max_ps(_mm256_loadu_ps(x + (p + 1) * B), a1);
+            a2 = _mm256_max_ps(_mm256_loadu_ps(x + (p + 2) * B), a2);
+            a3 = _mm256_max_ps(_mm256_loadu_ps(x + (p + 3) * B), a3);
+        }
+        for (; p < hw; p++)
+            a0 = _mm256_max_ps(_mm256_loadu_ps(x + p * B), a0);
+        _mm256_store_ps(out, _mm256_max_ps(_mm256_max_ps(a0, a1), _mm256_max_ps(a2, a3)));
+    } else {
+        /* double sums like the reference: two pixels in flight per half */
+        __m256d l0 = _mm256_setzero_pd(), h0 = l0, l1 = l0, h1 = l0;
+        size_t p = 0;
+        for (; p + 2 <= hw; p += 2) {
+            __m256 v0 = _mm256_loadu_ps(x + p * B), v1 = _mm256_loadu_ps(x + (p + 1) * B);
+            l0 = _mm256_add_pd(l0, _mm256_cvtps_pd(_mm256_castps256_ps128(v0)));
+            h0 = _mm256_add_pd(h0, _mm256_cvtps_pd(_mm256_extractf128_ps(v0, 1)));
+            l1 = _mm256_add_pd(l1, _mm256_cvtps_pd(_mm256_castps256_ps128(v1)));
+            h1 = _mm256_add_pd(h1, _mm256_cvtps_pd(_mm256_extractf128_ps(v1, 1)));
+        }
+        if (p < hw) {
+            __m256 v0 = _mm256_loadu_ps(x + p * B);
+            l0 = _mm256_add_pd(l0, _mm256_cvtps_pd(_mm256_castps256_ps128(v0)));
+            h0 = _mm256_add_pd(h0, _mm256_cvtps_pd(_mm256_extractf128_ps(v0, 1)));
+        }
+        __m256d inv = _mm256_set1_pd(hw ? 1.0 / (double)hw : 0.0);
+        __m128 lo = _mm256_cvtpd_ps(_mm256_mul_pd(_mm256_add_pd(l0, l1), inv));
+        __m128 hi = _mm256_cvtpd_ps(_mm256_mul_pd(_mm256_add_pd(h0, h1), inv));
+        _mm256_store_ps(out, _mm256_set_m128(hi, lo));
+    }
+    memcpy(y, out, nc * sizeof(float));
+}
+
+/* ---- nearest resize ---- */
+
+void nnf_nchwc_resize_rows_avx2(const float *x, float *y, size_t iw, size_t ow, const int32_t *rows,
+                                const int32_t *cols, size_t oh0, size_t noh) {
+    for (size_t i = oh0; i < oh0 + noh; i++) {
+        const float *xr = x + (size_t)rows[i] * iw * B;
+        float *yr = y + i * ow * B;
+        size_t j = 0;
+        for (; j + 4 <= ow; j += 4) {
+            __m256 v0 = _mm256_loadu_ps(xr + (size_t)cols[j] * B);
+            __m256 v1 = _mm256_loadu_ps(xr + (size_t)cols[j + 1] * B);
+            __m256 v2 = _mm256_loadu_ps(xr + (size_t)cols[j + 2] * B);
+            __m256 v3 = _mm256_loadu_ps(xr + (size_t)cols[j + 3] * B);
+            _mm256_storeu_ps(yr + j * B, v0);
+            _mm256_storeu_ps(yr + (j + 1) * B, v1);
+            _mm256_storeu_ps(yr + (j + 2) * B, v2);
+            _mm256_storeu_ps(yr + (j + 3) * B, v3);
+        }
+        for (; j < ow; j++)
+            _mm256_storeu_ps(yr + j * B, _mm256_loadu_ps(xr + (size_t)cols[j] * B));
+    }
+}

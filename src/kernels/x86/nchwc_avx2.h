@@ -1,0 +1,39 @@
+/* The AVX2 halves of the NCHWc8 kernels (x86/nchwc_avx2.c), called by the
+ * portable drivers in nchwc_reorder.c, nchwc_dw.c, nchwc_pool.c and
+ * nchwc_resize.c, which own the dispatch and the threading. Each function
+ * does one tile of one (image, channel block); "nc" is the number of real
+ * channels in that block (1..8), the rest being padding lanes. */
+#ifndef NNF_KERNELS_X86_NCHWC_AVX2_H
+#define NNF_KERNELS_X86_NCHWC_AVX2_H
+
+#include "kernels/nchwc.h"
+
+/* x at channel plane cb*8, pixel p0 of NCHW (planes hw floats apart); y at
+ * pixel p0 of block cb. np pixels. */
+void nnf_nchwc_from_nchw_tile_avx2(const float *x, size_t hw, size_t nc, size_t np, float *y);
+void nnf_nchwc_to_nchw_tile_avx2(const float *x, size_t hw, size_t nc, size_t np, float *y);
+
+/* One (image, block) of a depthwise conv: x, y, res at the block's plane,
+ * w at the block's [kh][kw][8] taps, bias at the block's first channel (or
+ * NULL). */
+typedef struct nnf_nchwc_dw_tile {
+    const nnf_conv2d_shape *s;
+    const float *x, *w, *bias, *res;
+    float *y;
+    const nnf_epilogue *ep;
+    size_t nc;
+} nnf_nchwc_dw_tile;
+/* Output rows [oh0, oh0 + noh). */
+void nnf_nchwc_dw_rows_avx2(const nnf_nchwc_dw_tile *t, size_t oh0, size_t noh);
+
+/* Pool output rows [oh0, oh0 + noh) of one (image, block) plane. */
+void nnf_nchwc_pool_rows_avx2(const nnf_nchwc_pool_shape *s, const float *x, float *y, size_t nc, size_t oh0,
+                              size_t noh);
+/* One block's hw pixels reduced to its nc channel values at y. */
+void nnf_nchwc_global_block_avx2(const float *x, size_t hw, int is_max, size_t nc, float *y);
+
+/* Output rows [oh0, oh0 + noh) of one (image, block) plane. */
+void nnf_nchwc_resize_rows_avx2(const float *x, float *y, size_t iw, size_t ow, const int32_t *rows,
+                                const int32_t *cols, size_t oh0, size_t noh);
+
+#endif
