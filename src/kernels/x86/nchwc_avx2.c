@@ -147,21 +147,51 @@ static inline __attribute__((always_inline)) void dw_store(const dw_ctx *c, floa
  * loop and folds every offset. */
 static inline __attribute__((always_inline)) void dw_interior(const dw_ctx *c, const float *const *xr, size_t r0,
                                                               size_t r1, size_t o, float *y, const float *res,
-                                                              size_t P, size_t KW, size_t SW, size_t DW) {
+                                                              size_t P, size_t KW, size_t SW, size_t DW,
+                                                              int REUSE) {
     const nnf_nchwc_dw_tile *t = c->t;
     const nnf_conv2d_shape *s = t->s;
+    /* -O2 does not unroll these on its own, and a rolled p loop keeps acc[]
+     * in memory: the pragmas are what makes the accumulators registers */
     __m256 acc[8];
+#pragma GCC unroll 8
     for (size_t p = 0; p < P; p++)
         acc[p] = _mm256_setzero_ps();
     size_t col = (o * SW - s->pl) * B;
-    for (size_t i = r0; i < r1; i++) {
-        const float *xp = xr[i] + col, *wp = t->w + i * KW * B;
-        for (size_t j = 0; j < KW; j++) {
-            __m256 wv = _mm256_loadu_ps(wp + j * B);
-            for (size_t p = 0; p < P; p++)
-                acc[p] = _mm256_fmadd_ps(_mm256_loadu_ps(xp + (p * SW + j * DW) * B), wv, acc[p]);
+    if (REUSE) {
+        /* Input-column major: each input pixel of the window rows is loaded
+         * once and feeds every (output pixel, tap) pair that reads it, so a
+         * 3-tap stride-1 row costs P + 2 loads for 3 P FMAs, not 3 P + 3.
+         * With KW, SW, DW constant every condition below folds away. */
+        for (size_t i = r0; i < r1; i++) {
+            const float *xp = xr[i] + col, *wp = t->w + i * KW * B;
+            __m256 wv[7];
+#pragma GCC unroll 8
+            for (size_t j = 0; j < KW; j++)
+                wv[j] = _mm256_loadu_ps(wp + j * B);
+#pragma GCC unroll 64
+            for (size_t q = 0; q <= (P - 1) * SW + (KW - 1) * DW; q++) {
+                __m256 xv = _mm256_loadu_ps(xp + q * B);
+#pragma GCC unroll 8
+                for (size_t j = 0; j < KW; j++) {
+                    size_t off = q - j * DW;
+                    if (q >= j * DW && off % SW == 0 && off / SW < P)
+                        acc[off / SW] = _mm256_fmadd_ps(xv, wv[j], acc[off / SW]);
+                }
+            }
+        }
+    } else {
+        for (size_t i = r0; i < r1; i++) {
+            const float *xp = xr[i] + col, *wp = t->w + i * KW * B;
+            for (size_t j = 0; j < KW; j++) {
+                __m256 wv = _mm256_loadu_ps(wp + j * B);
+#pragma GCC unroll 8
+                for (size_t p = 0; p < P; p++)
+                    acc[p] = _mm256_fmadd_ps(_mm256_loadu_ps(xp + (p * SW + j * DW) * B), wv, acc[p]);
+            }
         }
     }
+#pragma GCC unroll 8
     for (size_t p = 0; p < P; p++)
         dw_store(c, y + (o + p) * B, res ? res + (o + p) * B : NULL, acc[p]);
 }
@@ -185,23 +215,23 @@ static void dw_border(const dw_ctx *c, const float *const *xr, size_t r0, size_t
 static inline __attribute__((always_inline)) void dw_interior_run(const dw_ctx *c, const float *const *xr,
                                                                   size_t r0, size_t r1, size_t lo, size_t hi,
                                                                   float *y, const float *res, size_t KW,
-                                                                  size_t SW, size_t DW) {
+                                                                  size_t SW, size_t DW, int REUSE) {
     size_t o = lo;
     for (; o + 8 <= hi; o += 8)
-        dw_interior(c, xr, r0, r1, o, y, res, 8, KW, SW, DW);
+        dw_interior(c, xr, r0, r1, o, y, res, 8, KW, SW, DW, REUSE);
     if (o + 4 <= hi) {
-        dw_interior(c, xr, r0, r1, o, y, res, 4, KW, SW, DW);
+        dw_interior(c, xr, r0, r1, o, y, res, 4, KW, SW, DW, REUSE);
         o += 4;
     }
     for (; o < hi; o++)
-        dw_interior(c, xr, r0, r1, o, y, res, 1, KW, SW, DW);
+        dw_interior(c, xr, r0, r1, o, y, res, 1, KW, SW, DW, REUSE);
 }
 
 static __attribute__((noinline)) void dw_interior_generic(const dw_ctx *c, const float *const *xr, size_t r0,
                                                           size_t r1, size_t lo, size_t hi, float *y,
                                                           const float *res) {
     const nnf_conv2d_shape *s = c->t->s;
-    dw_interior_run(c, xr, r0, r1, lo, hi, y, res, s->kw, s->sw, s->dw);
+    dw_interior_run(c, xr, r0, r1, lo, hi, y, res, s->kw, s->sw, s->dw, 0);
 }
 
 /* ---- the general epilogue, applied to a stored row while it is in L1 ---- */
@@ -298,13 +328,13 @@ void nnf_nchwc_dw_rows_avx2(const nnf_nchwc_dw_tile *t, size_t oh0, size_t noh) 
             for (size_t o = 0; o < lo; o++)
                 dw_border(&c, xr, r0, r1, o, y, res);
             if (s->kw == 3 && s->dw == 1 && s->sw == 1)
-                dw_interior_run(&c, xr, r0, r1, lo, hi, y, res, 3, 1, 1);
+                dw_interior_run(&c, xr, r0, r1, lo, hi, y, res, 3, 1, 1, 1);
             else if (s->kw == 3 && s->dw == 1 && s->sw == 2)
-                dw_interior_run(&c, xr, r0, r1, lo, hi, y, res, 3, 2, 1);
+                dw_interior_run(&c, xr, r0, r1, lo, hi, y, res, 3, 2, 1, 1);
             else if (s->kw == 5 && s->dw == 1 && s->sw == 1)
-                dw_interior_run(&c, xr, r0, r1, lo, hi, y, res, 5, 1, 1);
+                dw_interior_run(&c, xr, r0, r1, lo, hi, y, res, 5, 1, 1, 1);
             else if (s->kw == 5 && s->dw == 1 && s->sw == 2)
-                dw_interior_run(&c, xr, r0, r1, lo, hi, y, res, 5, 2, 1);
+                dw_interior_run(&c, xr, r0, r1, lo, hi, y, res, 5, 2, 1, 1);
             else
                 dw_interior_generic(&c, xr, r0, r1, lo, hi, y, res);
             for (size_t o = hi > lo ? hi : lo; o < s->ow; o++)
