@@ -2,9 +2,10 @@
  * split across the pool, and the portable scalar tier. The AVX2 register
  * tiles are in x86/conv_nchwc_avx2.c.
  *
- * Packed weights: [ocb][icu][kh][kw][lane][8 output channels], where an
- * input unit is a block of 8 channels (NCHWc8 input, lane = channel in the
- * block) or one channel (NCHW input, one lane). Channels past c or oc are
+ * Packed weights: per group of nb output blocks (the register tile's
+ * height), [icu][kh][kw][lane][nb][8 output channels], where an input unit
+ * is a block of 8 channels (NCHWc8 input, lane = channel in the block) or
+ * one channel (NCHW input, one lane); group g starts at block g*nb. Channels past c or oc are
  * zero, so the padding lanes of the accumulators stay zero until the
  * epilogue (which zeroes them again: bias 0 through Sigmoid is 0.5).
  *
@@ -20,6 +21,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Pixels per task unit of a flattened 1x1: a multiple of every AVX2 tile
@@ -105,19 +107,24 @@ nnf_status nnf_nchwc_conv_create(const nnf_conv2d_shape *s, int in_blocked, nnf_
                        k->w_floats);
         goto fail;
     }
-    float *d = k->w;
-    for (size_t ob = 0; ob < ocb; ob++)
+    /* groups of g blocks (the register tile's height) interleaved per tap
+     * and lane, so one tile step reads one contiguous run of weights */
+    size_t g = group_blocks(k->isa, ocb);
+    for (size_t ob0 = 0; ob0 < ocb; ob0 += g) {
+        size_t nb = ocb - ob0 < g ? ocb - ob0 : g;
+        float *d = k->w + ob0 * (k->w_floats / ocb);
         for (size_t u = 0; u < units; u++)
             for (size_t t = 0; t < taps; t++)
                 for (size_t l = 0; l < lanes; l++) {
                     size_t ic = u * lanes + l;
-                    for (size_t j = 0; j < NNF_NCHWC_B; j++) {
-                        size_t oc = ob * NNF_NCHWC_B + j;
-                        *d++ = ic < s->c && oc < s->oc ? w[(oc * s->c + ic) * taps + t] : 0.0f;
-                    }
+                    for (size_t ob = ob0; ob < ob0 + nb; ob++)
+                        for (size_t i = 0; i < NNF_NCHWC_B; i++) {
+                            size_t oc = ob * NNF_NCHWC_B + i;
+                            *d++ = ic < s->c && oc < s->oc ? w[(oc * s->c + ic) * taps + t] : 0.0f;
+                        }
                 }
+    }
     if (k->isa >= NNF_ISA_AVX2) {
-        size_t g = group_blocks(k->isa, ocb);
         size_t px = g == 1 ? 8 : g == 2 ? 6 : g == 3 ? 4 : 3;
         snprintf(k->name, sizeof k->name, "f32_conv_nchwc_%zux%zu_avx2", g, px);
     } else {
@@ -160,8 +167,8 @@ static void epilogue_block(const nnf_nchwc_conv_job *j, size_t ob, const float *
     }
 }
 
-static void span_scalar(const nnf_nchwc_conv_job *j, size_t b, size_t ocb0, size_t nob, size_t oh,
-                        size_t ow0, size_t ow1) {
+static void row_scalar(const nnf_nchwc_conv_job *j, size_t b, size_t ocb0, size_t nob, size_t oh,
+                       size_t ow0, size_t ow1) {
     const nnf_conv2d_shape *s = &j->k->s;
     size_t L = j->lanes, kh0, kh1;
     nnf_nchwc_taps(oh, s->sh, s->pt, s->dh, s->kh, j->h, &kh0, &kh1);
@@ -171,16 +178,16 @@ static void span_scalar(const nnf_nchwc_conv_job *j, size_t b, size_t ocb0, size
         nnf_nchwc_taps(ow, s->sw, s->pl, s->dw, s->kw, j->w, &kw0, &kw1);
         for (size_t ob = ocb0; ob < ocb0 + nob; ob++) {
             float acc[NNF_NCHWC_B] = {0};
-            const float *wb = j->k->w + ob * j->w_blk;
+            const float *wb = j->k->w + ocb0 * j->w_blk + (ob - ocb0) * NNF_NCHWC_B;
             for (size_t u = 0; u < j->icu; u++)
                 for (size_t kh = kh0; kh < kh1; kh++) {
                     const float *xr = xi + u * j->x_unit + (oh * s->sh + kh * s->dh - s->pt) * j->x_row;
                     for (size_t kw = kw0; kw < kw1; kw++) {
                         const float *xp = xr + (ow * s->sw + kw * s->dw - s->pl) * L;
-                        const float *wp = wb + ((u * s->kh + kh) * s->kw + kw) * L * NNF_NCHWC_B;
+                        const float *wp = wb + ((u * s->kh + kh) * s->kw + kw) * L * nob * NNF_NCHWC_B;
                         for (size_t l = 0; l < L; l++)
                             for (size_t i = 0; i < NNF_NCHWC_B; i++)
-                                acc[i] += xp[l] * wp[l * NNF_NCHWC_B + i];
+                                acc[i] += xp[l] * wp[l * nob * NNF_NCHWC_B + i];
                     }
                 }
             size_t off = b * j->y_img + ob * j->y_blk + (oh * j->ow + ow) * NNF_NCHWC_B;
@@ -189,10 +196,16 @@ static void span_scalar(const nnf_nchwc_conv_job *j, size_t b, size_t ocb0, size
     }
 }
 
+static void span_scalar(const nnf_nchwc_conv_job *j, size_t b, size_t ocb0, size_t nob, size_t oh0,
+                        size_t oh1, size_t ow0, size_t ow1) {
+    for (size_t oh = oh0; oh < oh1; oh++)
+        row_scalar(j, b, ocb0, nob, oh, ow0, ow1);
+}
+
 typedef struct task_ctx {
     const nnf_nchwc_conv_job *job;
     size_t gblk, groups, flat;
-    void (*span)(const nnf_nchwc_conv_job *, size_t, size_t, size_t, size_t, size_t, size_t);
+    void (*span)(const nnf_nchwc_conv_job *, size_t, size_t, size_t, size_t, size_t, size_t, size_t);
 } task_ctx;
 
 static void conv_task(void *ctx, size_t i, size_t u0, size_t ni, size_t nu) {
@@ -201,15 +214,22 @@ static void conv_task(void *ctx, size_t i, size_t u0, size_t ni, size_t nu) {
     for (size_t ii = i; ii < i + ni; ii++) {
         size_t b = ii / t->groups, ocb0 = (ii % t->groups) * t->gblk;
         size_t nob = j->ocb - ocb0 < t->gblk ? j->ocb - ocb0 : t->gblk;
-        for (size_t u = u0; u < u0 + nu; u++) {
-            if (t->flat) {
-                size_t p1 = (u + 1) * FLAT_CHUNK;
-                t->span(j, b, ocb0, nob, 0, u * FLAT_CHUNK, p1 < j->ow ? p1 : j->ow);
-            } else {
-                t->span(j, b, ocb0, nob, u, 0, j->ow);
-            }
+        if (t->flat) {
+            size_t p1 = (u0 + nu) * FLAT_CHUNK;
+            t->span(j, b, ocb0, nob, 0, 1, u0 * FLAT_CHUNK, p1 < j->ow ? p1 : j->ow);
+        } else {
+            t->span(j, b, ocb0, nob, u0, u0 + nu, 0, j->ow);
         }
     }
+}
+
+static size_t kc_budget(void) {
+    static size_t budget;
+    if (!budget) {
+        const char *e = getenv("NNF_NCHWC_KC");
+        budget = e ? (size_t)atol(e) : 24576;
+    }
+    return budget;
 }
 
 nnf_status nnf_nchwc_conv_run(const nnf_nchwc_conv *k, const float *x, float *y, const nnf_epilogue *ep,
@@ -253,6 +273,12 @@ nnf_status nnf_nchwc_conv_run(const nnf_nchwc_conv *k, const float *x, float *y,
 
     task_ctx t = {.job = &j, .flat = (size_t)flat};
     t.gblk = group_blocks(k->isa, j.ocb);
+    /* K blocks whose weights stay in the core's L1 with room for the input
+     * and the accumulated outputs; the partial sums go through y exactly
+     * (a float stored and reloaded), so the blocking changes no result */
+    size_t unit_bytes = s->kh * s->kw * j.lanes * t.gblk * NNF_NCHWC_B * sizeof(float);
+    j.kc = kc_budget() / unit_bytes;
+    j.kc = j.kc ? j.kc : 1;
     t.groups = (j.ocb + t.gblk - 1) / t.gblk;
     t.span = k->isa >= NNF_ISA_AVX2 ? nnf_nchwc_conv_span_avx2 : span_scalar;
     size_t units = flat ? (j.ow + FLAT_CHUNK - 1) / FLAT_CHUNK : j.oh;

@@ -69,8 +69,8 @@ nnf_status nnf_nchwc_conv_run(const nnf_nchwc_conv *k, const float *x, float *y,
 /* Internal to conv_nchwc.c and its ISA files. A job is the convolution's
  * geometry as the kernels see it (1x1 stride-1 unpadded convs flattened to
  * one row of h*w pixels); a span call computes output pixels [ow0, ow1) of
- * output row oh of image b for output blocks [ocb0, ocb0 + nob), epilogue
- * and zeroed padding lanes included. */
+ * output rows [oh0, oh1) of image b for output blocks [ocb0, ocb0 + nob),
+ * epilogue and zeroed padding lanes included. */
 typedef struct nnf_nchwc_conv_job {
     const nnf_nchwc_conv *k;
     const float *x;
@@ -83,6 +83,7 @@ typedef struct nnf_nchwc_conv_job {
     size_t ocb, y_img, y_blk;    /* output blocks, output strides in floats */
     size_t w_blk;                /* packed weight floats per output block */
     size_t ow_lo, ow_hi;         /* interior columns: every kw tap inside the row */
+    size_t kc;                   /* input units per K block (weights kept in cache) */
 } nnf_nchwc_conv_job;
 /* Taps [k0, k1) of a kernel extent k whose input index o*stride - pad +
  * t*dil lies in [0, in): the clipping at the borders. */
@@ -97,8 +98,8 @@ static inline void nnf_nchwc_taps(size_t o, size_t stride, size_t pad, size_t di
     *k1 = hi;
 }
 /* nob: 1..4 output blocks (the AVX2 register tile's height). */
-void nnf_nchwc_conv_span_avx2(const nnf_nchwc_conv_job *j, size_t b, size_t ocb0, size_t nob, size_t oh,
-                              size_t ow0, size_t ow1);
+void nnf_nchwc_conv_span_avx2(const nnf_nchwc_conv_job *j, size_t b, size_t ocb0, size_t nob, size_t oh0,
+                              size_t oh1, size_t ow0, size_t ow1);
 
 /* ---- depthwise convolution (nchwc_dw.c, x86/nchwc_dw_avx2.c) ----
  * group == C == OC, any kernel extent, stride, dilation and padding; input

@@ -4,10 +4,10 @@
  * Tile: OB output blocks (8 channels each) x P output pixels of one row, OB
  * x P <= 12 accumulators (1x8, 2x6, 3x4, 4x3). Per tap and input lane: OB
  * weight vectors loaded, P input values broadcast (stride sw pixels apart,
- * so stride 2 needs no special case), OB x P FMAs. A row is split into left
- * border / interior / right border: interior tiles run every kw tap with no
- * bounds checks; border pixels go one at a time with their taps clipped.
- * Rows outside the input are clipped for the whole row.
+ * so stride 2 needs no special case), OB x P FMAs. Tiles inside the row's
+ * interior run every kw tap with no bounds checks; tiles touching a border
+ * read zeros for the taps outside. Rows outside the input are clipped for
+ * the whole row.
  *
  * Epilogue: bias, residual and a clamp (none/ReLU/Clip) on the registers;
  * any other activation (and a residual after it) in a second pass over the
@@ -20,13 +20,15 @@
 
 typedef struct tile_arg {
     const float *x;    /* the image's input */
-    const float *w;    /* packed weights of the tile's first output block */
+    const float *w;    /* packed weights of the tile's group of output blocks */
     float *y;          /* output at (first block, row, first pixel) */
     const float *res;  /* residual at the same place, or NULL */
     const float *bias; /* bias of the first block's first channel, or NULL */
     size_t blk0;       /* the tile's first output block */
     ptrdiff_t ih, iw;  /* input row and column of tap (0, 0) for the first pixel */
-    size_t kh0, kh1, kw0, kw1;
+    size_t kh0, kh1;   /* the row's taps inside the input */
+    size_t u0, u1;     /* the K block's input units */
+    int first, last;   /* start from zero / apply the epilogue (else: partial sums in y) */
 } tile_arg;
 
 typedef struct ep_ctx {
@@ -36,42 +38,83 @@ typedef struct ep_ctx {
     __m256i lanes;     /* its valid lanes */
 } ep_ctx;
 
+/* Reads for taps left or right of the input row (G tiles). */
+static const float zeros[8] __attribute__((aligned(32)));
+
+/* G = 0: every tap of every pixel is inside the row. G = 1: a tap outside
+ * reads zeros instead (one select per pixel and tap, beside L * OB * P
+ * FMAs), so border pixels run in full-width tiles too: with clipped taps
+ * they went one at a time, OB accumulators, latency-bound. */
 static inline __attribute__((always_inline)) void tile(const nnf_nchwc_conv_job *j, const tile_arg *a,
                                                        const ep_ctx *ec, const int L, const int OB,
-                                                       const int P) {
+                                                       const int P, const int G) {
     const nnf_conv2d_shape *s = &j->k->s;
     __m256 acc[4][8];
 #pragma GCC unroll 4
     for (int o = 0; o < OB; o++)
 #pragma GCC unroll 8
         for (int p = 0; p < P; p++)
-            acc[o][p] = _mm256_setzero_ps();
-    const size_t xs = s->sw * (size_t)L, wtap = (size_t)L * 8, wb = j->w_blk;
+            acc[o][p] = a->first ? _mm256_setzero_ps() : _mm256_loadu_ps(a->y + o * j->y_blk + p * 8);
+    /* the group's weights: [icu][kh][kw][lane][OB][8] */
+    const size_t xs = s->sw * (size_t)L, wtap = (size_t)L * OB * 8;
     const size_t xkw = s->dw * (size_t)L, wunit = s->kh * s->kw * wtap;
-    for (size_t u = 0; u < j->icu; u++) {
+    for (size_t u = a->u0; u < a->u1; u++) {
         const float *xu = a->x + u * j->x_unit;
         const float *wu = a->w + u * wunit;
         for (size_t kh = a->kh0; kh < a->kh1; kh++) {
-            const float *xp = xu + (a->ih + (ptrdiff_t)(kh * s->dh)) * (ptrdiff_t)j->x_row +
-                              (a->iw + (ptrdiff_t)(a->kw0 * s->dw)) * L;
-            const float *wp = wu + (kh * s->kw + a->kw0) * wtap;
-            for (size_t kw = a->kw0; kw < a->kw1; kw++, xp += xkw, wp += wtap) {
-#pragma GCC unroll 8
-                for (int l = 0; l < L; l++) {
-                    __m256 wv[4];
-#pragma GCC unroll 4
-                    for (int o = 0; o < OB; o++)
-                        wv[o] = _mm256_load_ps(wp + o * wb + l * 8);
+            const float *xr = xu + (a->ih + (ptrdiff_t)(kh * s->dh)) * (ptrdiff_t)j->x_row;
+            const float *xp = xr + a->iw * L;
+            const float *wp = wu + kh * s->kw * wtap;
+            ptrdiff_t iw = a->iw;
+            for (size_t kw = 0; kw < s->kw; kw++, xp += xkw, wp += wtap, iw += (ptrdiff_t)s->dw) {
+                const float *px[8];
+                if (G) {
 #pragma GCC unroll 8
                     for (int p = 0; p < P; p++) {
-                        __m256 xv = _mm256_broadcast_ss(xp + p * xs + l);
+                        ptrdiff_t c = iw + p * (ptrdiff_t)s->sw;
+                        px[p] = (size_t)c < j->w ? xr + c * L : zeros;
+                    }
+                }
+#pragma GCC unroll 8
+                for (int l = 0; l < L; l++) {
+                    /* 16 registers: the accumulators, the shorter side of
+                     * the tile held, the longer one streamed through one */
+                    if (P <= OB) {
+                        __m256 xv[8];
+#pragma GCC unroll 8
+                        for (int p = 0; p < P; p++)
+                            xv[p] = _mm256_broadcast_ss(G ? px[p] + l : xp + p * xs + l);
+#pragma GCC unroll 4
+                        for (int o = 0; o < OB; o++) {
+                            __m256 wv = _mm256_load_ps(wp + (l * OB + o) * 8);
+#pragma GCC unroll 8
+                            for (int p = 0; p < P; p++)
+                                acc[o][p] = _mm256_fmadd_ps(wv, xv[p], acc[o][p]);
+                        }
+                    } else {
+                        __m256 wv[4];
 #pragma GCC unroll 4
                         for (int o = 0; o < OB; o++)
-                            acc[o][p] = _mm256_fmadd_ps(wv[o], xv, acc[o][p]);
+                            wv[o] = _mm256_load_ps(wp + (l * OB + o) * 8);
+#pragma GCC unroll 8
+                        for (int p = 0; p < P; p++) {
+                            __m256 xv = _mm256_broadcast_ss(G ? px[p] + l : xp + p * xs + l);
+#pragma GCC unroll 4
+                            for (int o = 0; o < OB; o++)
+                                acc[o][p] = _mm256_fmadd_ps(wv[o], xv, acc[o][p]);
+                        }
                     }
                 }
             }
         }
+    }
+    if (!a->last) {
+#pragma GCC unroll 4
+        for (int o = 0; o < OB; o++)
+#pragma GCC unroll 8
+            for (int p = 0; p < P; p++)
+                _mm256_storeu_ps(a->y + o * j->y_blk + p * 8, acc[o][p]);
+        return;
     }
     const nnf_epilogue *e = j->ep;
 #pragma GCC unroll 4
@@ -110,7 +153,11 @@ typedef void (*tile_fn)(const nnf_nchwc_conv_job *, const tile_arg *, const ep_c
 #define TILE(L, OB, P)                                                                             \
     static void tile_##L##_##OB##_##P(const nnf_nchwc_conv_job *j, const tile_arg *a,             \
                                       const ep_ctx *ec) {                                          \
-        tile(j, a, ec, L, OB, P);                                                                  \
+        tile(j, a, ec, L, OB, P, 0);                                                               \
+    }                                                                                              \
+    static void tileg_##L##_##OB##_##P(const nnf_nchwc_conv_job *j, const tile_arg *a,            \
+                                       const ep_ctx *ec) {                                         \
+        tile(j, a, ec, L, OB, P, 1);                                                               \
     }
 #define TILES(L)                                                                                   \
     TILE(L, 1, 1) TILE(L, 1, 2) TILE(L, 1, 3) TILE(L, 1, 4) TILE(L, 1, 5) TILE(L, 1, 6)            \
@@ -119,15 +166,15 @@ typedef void (*tile_fn)(const nnf_nchwc_conv_job *, const tile_arg *, const ep_c
     TILE(L, 4, 1) TILE(L, 4, 2) TILE(L, 4, 3)
 TILES(1)
 TILES(8)
-#define ROW(L)                                                                                     \
-    {{tile_##L##_1_1, tile_##L##_1_2, tile_##L##_1_3, tile_##L##_1_4, tile_##L##_1_5,              \
-      tile_##L##_1_6, tile_##L##_1_7, tile_##L##_1_8},                                             \
-     {tile_##L##_2_1, tile_##L##_2_2, tile_##L##_2_3, tile_##L##_2_4, tile_##L##_2_5,              \
-      tile_##L##_2_6, NULL, NULL},                                                                 \
-     {tile_##L##_3_1, tile_##L##_3_2, tile_##L##_3_3, tile_##L##_3_4, NULL, NULL, NULL, NULL},     \
-     {tile_##L##_4_1, tile_##L##_4_2, tile_##L##_4_3, NULL, NULL, NULL, NULL, NULL}}
-/* [lanes == 8][OB - 1][P - 1] */
-static const tile_fn tiles[2][4][8] = {ROW(1), ROW(8)};
+#define ROW(T, L)                                                                                  \
+    {{T##_##L##_1_1, T##_##L##_1_2, T##_##L##_1_3, T##_##L##_1_4, T##_##L##_1_5, T##_##L##_1_6,    \
+      T##_##L##_1_7, T##_##L##_1_8},                                                               \
+     {T##_##L##_2_1, T##_##L##_2_2, T##_##L##_2_3, T##_##L##_2_4, T##_##L##_2_5, T##_##L##_2_6,    \
+      NULL, NULL},                                                                                 \
+     {T##_##L##_3_1, T##_##L##_3_2, T##_##L##_3_3, T##_##L##_3_4, NULL, NULL, NULL, NULL},         \
+     {T##_##L##_4_1, T##_##L##_4_2, T##_##L##_4_3, NULL, NULL, NULL, NULL, NULL}}
+/* [guarded][lanes == 8][OB - 1][P - 1] */
+static const tile_fn tiles[2][2][4][8] = {{ROW(tile, 1), ROW(tile, 8)}, {ROW(tileg, 1), ROW(tileg, 8)}};
 static const size_t tile_px[4] = {8, 6, 4, 3};
 
 /* The second pass on npx pixels of one block: activation, a residual after
@@ -169,8 +216,39 @@ static __attribute__((noinline)) void post(const nnf_epilogue *e, float *y, cons
     post_act(NNF_ACT_NONE, e, y, r, npx, part, lanes);
 }
 
-void nnf_nchwc_conv_span_avx2(const nnf_nchwc_conv_job *j, size_t b, size_t ocb0, size_t nob, size_t oh,
-                              size_t ow0, size_t ow1) {
+static void row(const nnf_nchwc_conv_job *j, tile_arg *a, const ep_ctx *ec, size_t ocb0, size_t nob,
+                size_t oh, size_t ow0, size_t ow1) {
+    const nnf_conv2d_shape *s = &j->k->s;
+    const nnf_epilogue *e = j->ep;
+    nnf_nchwc_taps(oh, s->sh, s->pt, s->dh, s->kh, j->h, &a->kh0, &a->kh1);
+    a->ih = (ptrdiff_t)(oh * s->sh) - (ptrdiff_t)s->pt;
+    int l8 = j->lanes == 8;
+    size_t pmax = tile_px[nob - 1];
+    size_t y0 = a->blk0 * j->y_blk + oh * j->ow * NNF_NCHWC_B;
+    float *yb = j->y + (size_t)(a->x - j->x) / j->x_img * j->y_img;
+    const float *rb = e->residual ? e->residual + (yb - j->y) : NULL;
+    /* tiles of balanced widths (7 = 3 + 2 + 2, not 3 + 3 + 1): the narrow
+     * ones have too few accumulators to hide the FMA latency */
+    size_t n = ow1 - ow0, ntiles = (n + pmax - 1) / pmax, base = n / ntiles, wide = n % ntiles;
+    for (size_t t = 0, ow = ow0; t < ntiles; t++) {
+        size_t np = base + (t < wide);
+        int guard = ow < j->ow_lo || ow + np > j->ow_hi;
+        a->iw = (ptrdiff_t)(ow * s->sw) - (ptrdiff_t)s->pl;
+        a->y = yb + y0 + ow * NNF_NCHWC_B;
+        a->res = rb ? rb + y0 + ow * NNF_NCHWC_B : NULL;
+        tiles[guard][l8][nob - 1][np - 1](j, a, ec);
+        ow += np;
+    }
+    if (!ec->post || !a->last)
+        return;
+    for (size_t o = 0; o < nob; o++) {
+        size_t off = y0 + o * j->y_blk + ow0 * NNF_NCHWC_B;
+        post(e, yb + off, rb ? rb + off : NULL, ow1 - ow0, ocb0 + o == ec->partial, ec->lanes);
+    }
+}
+
+void nnf_nchwc_conv_span_avx2(const nnf_nchwc_conv_job *j, size_t b, size_t ocb0, size_t nob, size_t oh0,
+                              size_t oh1, size_t ow0, size_t ow1) {
     const nnf_conv2d_shape *s = &j->k->s;
     const nnf_epilogue *e = j->ep;
     ep_ctx ec = {.f = nnf_ep_fast_init(e), .partial = SIZE_MAX};
@@ -181,32 +259,13 @@ void nnf_nchwc_conv_span_avx2(const nnf_nchwc_conv_job *j, size_t b, size_t ocb0
         ec.partial = j->ocb - 1;
     tile_arg a = {.x = j->x + b * j->x_img, .w = j->k->w + ocb0 * j->w_blk, .blk0 = ocb0,
                   .bias = e->bias ? e->bias + ocb0 * NNF_NCHWC_B : NULL};
-    nnf_nchwc_taps(oh, s->sh, s->pt, s->dh, s->kh, j->h, &a.kh0, &a.kh1);
-    a.ih = (ptrdiff_t)(oh * s->sh) - (ptrdiff_t)s->pt;
-    const tile_fn *fns = tiles[j->lanes == 8][nob - 1];
-    size_t pmax = tile_px[nob - 1];
-    size_t y0 = b * j->y_img + ocb0 * j->y_blk + oh * j->ow * NNF_NCHWC_B;
-    for (size_t ow = ow0; ow < ow1;) {
-        size_t np = 1;
-        if (ow >= j->ow_lo && ow < j->ow_hi) {
-            size_t end = ow1 < j->ow_hi ? ow1 : j->ow_hi;
-            np = end - ow < pmax ? end - ow : pmax;
-            a.kw0 = 0;
-            a.kw1 = s->kw;
-        } else {
-            nnf_nchwc_taps(ow, s->sw, s->pl, s->dw, s->kw, j->w, &a.kw0, &a.kw1);
-        }
-        a.iw = (ptrdiff_t)(ow * s->sw) - (ptrdiff_t)s->pl;
-        a.y = j->y + y0 + ow * NNF_NCHWC_B;
-        a.res = e->residual ? e->residual + y0 + ow * NNF_NCHWC_B : NULL;
-        fns[np - 1](j, &a, &ec);
-        ow += np;
-    }
-    if (!ec.post)
-        return;
-    for (size_t o = 0; o < nob; o++) {
-        size_t off = y0 + o * j->y_blk + ow0 * NNF_NCHWC_B;
-        post(e, j->y + off, e->residual ? e->residual + off : NULL, ow1 - ow0, ocb0 + o == ec.partial,
-             ec.lanes);
+    /* K blocks outermost: one block's weights serve every row of the band */
+    for (size_t u0 = 0; u0 < j->icu; u0 += j->kc) {
+        a.u0 = u0;
+        a.u1 = j->icu - u0 < j->kc ? j->icu : u0 + j->kc;
+        a.first = u0 == 0;
+        a.last = a.u1 == j->icu;
+        for (size_t oh = oh0; oh < oh1; oh++)
+            row(j, &a, &ec, ocb0, nob, oh, ow0, ow1);
     }
 }
