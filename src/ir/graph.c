@@ -184,6 +184,7 @@ int nnf_graph_value(nnf_graph *g, const char *name) {
         return -1;
     v->shape.rank = -1;
     v->producer = -1;
+    v->blocked_of = -1;
     id = g->n_values++;
     index_insert(&p->idx, g->values, id);
     return id;

@@ -51,6 +51,10 @@ typedef struct nnf_value {
     /* the data was released after load (packed into a kernel plan, or no
      * longer read by any node): only planned kernels may run on it */
     bool released;
+    /* a blocked (NCHWc8) twin made by the layout pass: the id of the value
+     * whose data it holds in blocked layout; -1 for every other value. Tools
+     * (hooks, dumps) see such a value as that logical value. */
+    int blocked_of;
 } nnf_value;
 
 /* ONNX AttributeProto.AttributeType values. */

@@ -13,9 +13,9 @@
 nnf_status nnf_nchwc_init(NNF_INIT_ARGS) {
     (void)arena;
     return nnf_node_error(node, NNF_ERR_UNSUPPORTED,
-                          "nnfuse.%s is an internal operator of the blocked layout, made by the layout pass; "
+                          "%s::%s is an internal operator of the blocked layout, made by the layout pass; "
                           "a model file cannot use it",
-                          node->op_type);
+                          node->domain, node->op_type);
 }
 
 static const nnf_nchwc_params *params(const nnf_node *node) { return node->params; }

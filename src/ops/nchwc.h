@@ -1,21 +1,24 @@
-/* Internal operators of the NCHWc8 blocked layout (domain "nnfuse"), made
- * only by passes/layout_nchwc.c: a model file that names them is refused.
+/* Internal operators of the NCHWc8 blocked layout, domain "nnfuse.nchwc"
+ * (ONNX Runtime's com.microsoft.nchwc has the same shape: the blocked ops
+ * keep their ONNX names, so profiles, dumps and filters still say "Conv"),
+ * made only by passes/layout_nchwc.c: a model file that names them is
+ * refused.
  *
  * A blocked value of logical shape [N, C, H, W] has the graph shape
  * [N, C8, H, W], C8 = C rounded up to 8, and NCHWc8 storage (see
  * kernels/nchwc.h): inference, buffer sizes and layout-blind ops (same-shape
  * Add, Concat of whole blocks) need nothing else. The logical channel count
- * travels in the ops that need it (ReorderFromNchwc and the global pools
- * take it as `channels`; NchwcConv from its weight).
+ * travels in the ops that need it (ReorderOutput and the global pools
+ * take it as `channels`; Conv from its weight).
  *
- *   ReorderToNchwc       X [N,C,H,W] -> [N,C8,H,W] blocked
- *   ReorderFromNchwc     blocked [N,C8,H,W] -> [N,channels,H,W]
- *   NchwcConv            Conv (group 1 or depthwise) with its fused epilogue;
+ *   ReorderInput         X [N,C,H,W] -> [N,C8,H,W] blocked
+ *   ReorderOutput        blocked [N,C8,H,W] -> [N,channels,H,W]
+ *   Conv                 Conv (group 1 or depthwise) with its fused epilogue;
  *                        X blocked, or plain NCHW when in_blocked is 0 (the
  *                        first conv); W, B as Conv's; output blocked
- *   NchwcMaxPool, NchwcAveragePool   blocked in and out
- *   NchwcGlobalAveragePool, NchwcGlobalMaxPool   blocked in, [N,channels,1,1] out
- *   NchwcResize          nearest Resize of H and W, blocked in and out
+ *   MaxPool, AveragePool blocked in and out
+ *   GlobalAveragePool, GlobalMaxPool   blocked in, [N,channels,1,1] out
+ *   Resize               nearest Resize of H and W, blocked in and out
  *
  * Their reference kernels reorder to NCHW, run the NCHW op's reference
  * kernel and reorder back, so the oracle stays the ONNX op's. */
@@ -30,8 +33,8 @@ typedef struct nnf_nchwc_params {
     /* first, so that the NCHW reference kernels (Conv, pools) read it as
      * their own params */
     nnf_conv_params conv;
-    int64_t channels; /* ReorderFromNchwc, global pools: logical channel count */
-    int in_blocked;   /* NchwcConv: input 0 is blocked (else plain NCHW) */
+    int64_t channels; /* ReorderOutput, global pools: logical channel count */
+    int in_blocked;   /* Conv: input 0 is blocked (else plain NCHW) */
 } nnf_nchwc_params;
 
 static inline int64_t nnf_nchwc_round(int64_t c) { return (c + 7) / 8 * 8; }

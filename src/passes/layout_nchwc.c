@@ -4,8 +4,8 @@
  *
  * Every value a blocked node produces gets a blocked twin ("<name>.nchwc8",
  * shape [N, C8, H, W]); the original value is then produced only if an NCHW
- * reader or a graph output needs it, by a ReorderFromNchwc of the twin. A
- * blocked node reading a plain value gets a ReorderToNchwc of it (one per
+ * reader or a graph output needs it, by a ReorderOutput of the twin. A
+ * blocked node reading a plain value gets a ReorderInput of it (one per
  * value). So reorders appear exactly at the edges of blocked regions:
  * model inputs (except a first conv with few channels, which reads NCHW
  * directly), Reshape/Flatten/Gemm and graph outputs.
@@ -71,6 +71,7 @@ static int new_blocked_value(layout *L, int v, int64_t channels) {
     t->shape.dim_names[1] = NULL;
     t->kind = NNF_VALUE_INTERMEDIATE;
     t->producer = -1;
+    t->blocked_of = v;
     return id;
 }
 
@@ -82,11 +83,11 @@ static nnf_status oom(const char *what) {
 static int add_node(layout *L, const char *name, const char *type, const int *in, int n_in, int out,
                     void *params) {
     nnf_graph *g = L->g;
-    int id = nnf_graph_add_node(g, name, type, "nnfuse", in, n_in, &out, 1);
+    int id = nnf_graph_add_node(g, name, type, "nnfuse.nchwc", in, n_in, &out, 1);
     if (id < 0)
         return -1;
     nnf_node *n = &g->nodes[id];
-    n->op = nnf_op_find("nnfuse", type, 1, NULL);
+    n->op = nnf_op_find("nnfuse.nchwc", type, 1, NULL);
     n->opset = 1;
     n->params = params;
     g->values[out].producer = id;
@@ -100,14 +101,14 @@ static nnf_nchwc_params *new_params(layout *L) {
     return p;
 }
 
-/* The blocked form of plain value v: its twin, or a new ReorderToNchwc. */
+/* The blocked form of plain value v: its twin, or a new ReorderInput. */
 static nnf_status blocked_input(layout *L, int v, int *out) {
     if (L->twin[v] < 0) {
         int t = new_blocked_value(L, v, shape_of(L, v)->dims[1]);
         char name[512];
         snprintf(name, sizeof name, "%.480s:to_nchwc8", L->g->values[v].name);
         nnf_nchwc_params *p = new_params(L);
-        if (t < 0 || !p || add_node(L, name, "ReorderToNchwc", &v, 1, t, p) < 0)
+        if (t < 0 || !p || add_node(L, name, "ReorderInput", &v, 1, t, p) < 0)
             return oom("a reorder");
         L->twin[v] = t;
         L->count++;
@@ -117,7 +118,7 @@ static nnf_status blocked_input(layout *L, int v, int *out) {
 }
 
 /* Make plain value v exist again (its producer was blocked): a
- * ReorderFromNchwc of its twin, once. */
+ * ReorderOutput of its twin, once. */
 static nnf_status plain_input(layout *L, int v) {
     if (v < 0 || v >= L->n0 || !L->moved[v])
         return NNF_OK;
@@ -127,7 +128,7 @@ static nnf_status plain_input(layout *L, int v) {
     if (!p)
         return oom("a reorder");
     p->channels = shape_of(L, v)->dims[1];
-    if (add_node(L, name, "ReorderFromNchwc", &L->twin[v], 1, v, p) < 0)
+    if (add_node(L, name, "ReorderOutput", &L->twin[v], 1, v, p) < 0)
         return oom("a reorder");
     L->moved[v] = false;
     L->count++;
@@ -160,8 +161,8 @@ static nnf_status move_output(layout *L, int id, int64_t channels) {
 static void retype(layout *L, int id, const char *type, void *params) {
     nnf_node *n = &L->g->nodes[id];
     n->op_type = type;
-    n->domain = "nnfuse";
-    n->op = nnf_op_find("nnfuse", type, 1, NULL);
+    n->domain = "nnfuse.nchwc";
+    n->op = nnf_op_find("nnfuse.nchwc", type, 1, NULL);
     n->opset = 1;
     n->params = params;
     L->count++;
@@ -194,7 +195,7 @@ static nnf_status try_conv(layout *L, int id, bool *done) {
     if (cp->residual_input >= 0)
         NNF_CHECK(use_blocked(L, id, cp->residual_input));
     NNF_CHECK(move_output(L, id, (int64_t)s.oc));
-    retype(L, id, "NchwcConv", p);
+    retype(L, id, "Conv", p);
     *done = true;
     return NNF_OK;
 }
@@ -226,18 +227,18 @@ static nnf_status try_other(layout *L, int id, bool *done) {
         ((const nnf_conv_params *)n->params)->spatial == 2) {
         NNF_CHECK(use_blocked(L, id, 0));
         NNF_CHECK(move_output(L, id, c));
-        retype(L, id, is_op(n, "MaxPool") ? "NchwcMaxPool" : "NchwcAveragePool", n->params);
+        retype(L, id, is_op(n, "MaxPool") ? "MaxPool" : "AveragePool", n->params);
     } else if ((is_op(n, "GlobalAveragePool") || is_op(n, "GlobalMaxPool")) && plain_4d_f32(L, y)) {
         nnf_nchwc_params *p = new_params(L);
         if (!p)
             return oom("pool attributes");
         p->channels = c;
         NNF_CHECK(use_blocked(L, id, 0));
-        retype(L, id, is_op(n, "GlobalAveragePool") ? "NchwcGlobalAveragePool" : "NchwcGlobalMaxPool", p);
+        retype(L, id, is_op(n, "GlobalAveragePool") ? "GlobalAveragePool" : "GlobalMaxPool", p);
     } else if (is_op(n, "Resize") && const_nearest_hw_resize(L, n)) {
         NNF_CHECK(use_blocked(L, id, 0));
         NNF_CHECK(move_output(L, id, c));
-        retype(L, id, "NchwcResize", n->params);
+        retype(L, id, "Resize", n->params);
     } else if ((is_op(n, "Add") || is_op(n, "Sub") || is_op(n, "Mul")) && n->n_inputs == 2 &&
                plain_4d_f32(L, n->inputs[0]) && plain_4d_f32(L, n->inputs[1]) &&
                !memcmp(shape_of(L, n->inputs[0])->dims, shape_of(L, n->inputs[1])->dims, 4 * sizeof(int64_t)) &&

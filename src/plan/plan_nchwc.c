@@ -216,7 +216,7 @@ nnf_status nnf_plan_nchwc_pool(NNF_PLAN_ARGS) {
     if (!s)
         return plan_oom(node);
     const int64_t *xd = x->shape.dims, *yd = y->shape.dims;
-    bool is_max = !strcmp(node->op_type, "NchwcMaxPool");
+    bool is_max = !strcmp(node->op_type, "MaxPool");
     s->s = (nnf_nchwc_pool_shape){
         .n = (size_t)xd[0], .c = (size_t)xd[1], .h = (size_t)xd[2], .w = (size_t)xd[3],
         .kh = (size_t)p->kernel[0], .kw = (size_t)p->kernel[1], .sh = (size_t)p->strides[0],
@@ -250,7 +250,7 @@ nnf_status nnf_plan_nchwc_global_pool(NNF_PLAN_ARGS) {
     pool_state *s = nnf_calloc(1, sizeof *s);
     if (!s)
         return plan_oom(node);
-    bool is_max = !strcmp(node->op_type, "NchwcGlobalMaxPool");
+    bool is_max = !strcmp(node->op_type, "GlobalMaxPool");
     s->s = (nnf_nchwc_pool_shape){.n = (size_t)x->shape.dims[0], .c = (size_t)y->shape.dims[1],
                                   .h = (size_t)x->shape.dims[2], .w = (size_t)x->shape.dims[3], .is_max = is_max};
     s->x_numel = (size_t)nnf_shape_numel(&x->shape);

@@ -6,6 +6,7 @@
 
 #include "base/log.h"
 #include "format/npy.h"
+#include "kernels/nchwc.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -135,6 +136,7 @@ NNF_API void nnf_session_destroy(nnf_session *s) {
         nnf_free_aligned(s->cache[i].data);
     nnf_free(s->cache);
     nnf_free(s->capacity);
+    nnf_free_aligned(s->logical);
     nnf_threadpool_destroy(s->pool);
     nnf_free(s->last_use);
     nnf_free(s->bufs);
@@ -253,6 +255,34 @@ static nnf_status dump_output(nnf_session *s, const nnf_node *n, const nnf_value
     return st == NNF_OK ? st : nnf_error_prefix(st, "dumping node '%s' (%s)", n->name, n->op_type);
 }
 
+/* Hooks and dumps see a blocked twin (nnf_value.blocked_of) as the logical
+ * value it holds: its name, its shape, its elements in NCHW order. */
+static nnf_status logical_view(nnf_session *s, const nnf_node *n, const nnf_value **v, const nnf_buf **b,
+                               nnf_buf *tmp) {
+    const nnf_graph *g = s->model->graph;
+    if ((*v)->blocked_of < 0)
+        return NNF_OK;
+    const nnf_value *lv = &g->values[(*v)->blocked_of];
+    *tmp = **b;
+    tmp->dims[1] = lv->shape.dims[1];
+    tmp->numel = (size_t)(tmp->dims[0] * tmp->dims[1] * tmp->dims[2] * tmp->dims[3]);
+    if (tmp->numel > s->logical_cap) {
+        size_t bytes;
+        float *p = nnf_mul_size(tmp->numel, sizeof(float), &bytes) ? nnf_malloc_aligned(bytes) : NULL;
+        if (!p)
+            return nnf_node_error(n, NNF_ERR_OUT_OF_MEMORY, "out of memory unblocking '%s' for a hook", lv->name);
+        nnf_free_aligned(s->logical);
+        s->logical = p;
+        s->logical_cap = tmp->numel;
+    }
+    nnf_nchwc_to_nchw((*b)->data, s->logical, (size_t)tmp->dims[0], (size_t)tmp->dims[1],
+                      (size_t)(tmp->dims[2] * tmp->dims[3]), NNF_ISA_SCALAR, NULL);
+    tmp->data = s->logical;
+    *v = lv;
+    *b = tmp;
+    return NNF_OK;
+}
+
 /* Ops whose output 0 is input 0's elements unchanged, only re-shaped. */
 static bool is_view_op(const nnf_node *n) {
     static const char *const views[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"};
@@ -362,10 +392,15 @@ static nnf_status run_node(nnf_session *s, int oi) {
         if (!out[k])
             continue;
         const nnf_value *v = &g->values[n->outputs[k]];
+        const nnf_buf *b = out[k];
+        bool dump = s->opts.dump_dir && dump_selected(s->opts.dump_filter, n);
+        nnf_buf tmp;
+        if (s->hook || dump)
+            NNF_CHECK(logical_view(s, n, &v, &b, &tmp));
         if (s->hook)
-            s->hook(s->hook_user, n, k, v, out[k]);
-        if (s->opts.dump_dir && dump_selected(s->opts.dump_filter, n))
-            NNF_CHECK(dump_output(s, n, v, out[k]));
+            s->hook(s->hook_user, n, k, v, b);
+        if (dump)
+            NNF_CHECK(dump_output(s, n, v, b));
     }
     NNF_LOG_TRACE("ran node '%s' (%s) with %s", n->name, n->op_type, fast ? p->name : "reference kernel");
     for (int k = 0; k < n->n_inputs; k++) {

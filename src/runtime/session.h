@@ -49,6 +49,9 @@ struct nnf_session {
     } *cache;
     size_t n_cache, cap_cache;
     size_t *capacity; /* per value: capacity of bufs[v].data when owned */
+    /* a blocked output unblocked for the hook and dumps (grown as needed) */
+    float *logical;
+    size_t logical_cap;
 };
 
 /* Profile events of the runs since the last reset (borrowed). */

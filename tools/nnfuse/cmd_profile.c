@@ -141,19 +141,27 @@ static void profile_hook(void *user, const nnf_node *node, int output_index, con
         ctx->recs = r;
         ctx->cap_recs = cap;
     }
-    nnf_buf *in[64], *out[64];
+    nnf_buf *in[64], *out[64], *shown_in[64], *shown_out[64], shown[128];
     nnf_tinfo tin[64], tout[64];
     double bytes = 0;
+    const nnf_graph *g = nnf_model_graph(ctx->sess->model);
     for (int pass = 0; pass < 2; pass++) {
         int cnt = pass ? node->n_outputs : node->n_inputs;
         const int *ids = pass ? node->outputs : node->inputs;
-        nnf_buf **bufs = pass ? out : in;
+        nnf_buf **bufs = pass ? out : in, **show = pass ? shown_out : shown_in;
         for (int k = 0; k < cnt; k++) {
             /* the executor keeps a node's inputs alive until its hooks ran */
             bufs[k] = ids[k] >= 0 ? &ctx->sess->bufs[ids[k]] : NULL;
             buf_to_tinfo(bufs[k], pass ? &tout[k] : &tin[k]);
             if (bufs[k])
                 bytes += (double)bufs[k]->numel * (double)nnf_dtype_size(bufs[k]->dtype);
+            /* shapes as the model has them: a blocked value by its logical channels */
+            show[k] = bufs[k];
+            if (bufs[k] && g->values[ids[k]].blocked_of >= 0) {
+                shown[pass * 64 + k] = *bufs[k];
+                shown[pass * 64 + k].dims[1] = g->values[g->values[ids[k]].blocked_of].shape.dims[1];
+                show[k] = &shown[pass * 64 + k];
+            }
         }
     }
     prof_rec *r = &ctx->recs[n_ev - 1];
@@ -161,9 +169,9 @@ static void profile_hook(void *user, const nnf_node *node, int output_index, con
     r->flops = node->op->cost(node, tin, tout);
     r->bytes = bytes;
     sbuf sb = {0};
-    sb_shapes(&sb, "input_type_shape", in, node->n_inputs);
+    sb_shapes(&sb, "input_type_shape", shown_in, node->n_inputs);
     sb_printf(&sb, ", ");
-    sb_shapes(&sb, "output_type_shape", out, node->n_outputs);
+    sb_shapes(&sb, "output_type_shape", shown_out, node->n_outputs);
     if (sb.failed) {
         free(sb.p);
         sb.p = NULL;

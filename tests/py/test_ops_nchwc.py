@@ -1,0 +1,170 @@
+"""The blocked layout (passes/layout_nchwc.c, ops/nchwc.h): small models whose convs, pools,
+resizes, concats and element-wise ops the layout pass moves onto NCHWc8 tensors must give ONNX
+Runtime's results, the pass must really have blocked them (the profile's kernels say nchwc; the
+internal ops of domain nnfuse.nchwc keep their ONNX names, plus 'ReorderInput' and 'ReorderOutput'),
+reorders must appear only at region edges, and a model file that names an internal op is refused
+with a clear message."""
+import json
+import os
+import subprocess
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import nnfuse
+from conftest import NNF_BIN
+
+RNG = np.random.default_rng(11)
+
+
+def w(name, shape, scale=0.3):
+    return numpy_helper.from_array((RNG.standard_normal(shape) * scale).astype(np.float32), name)
+
+
+def conv(name, x, cin, cout, k=3, stride=1, pad=1, group=1, act=None):
+    """Conv (+ bias) (+ activation); returns (nodes, inits, output)."""
+    inits = [w(f"{name}.w", (cout, cin // group, k, k)), w(f"{name}.b", (cout,))]
+    nodes = [helper.make_node("Conv", [x, f"{name}.w", f"{name}.b"], [f"{name}.y"], pads=[pad] * 4,
+                              strides=[stride] * 2, group=group)]
+    y = f"{name}.y"
+    if act == "relu":
+        nodes.append(helper.make_node("Relu", [y], [f"{name}.r"]))
+        y = f"{name}.r"
+    elif act == "relu6":
+        inits += [numpy_helper.from_array(np.float32(0), f"{name}.lo"),
+                  numpy_helper.from_array(np.float32(6), f"{name}.hi")]
+        nodes.append(helper.make_node("Clip", [y, f"{name}.lo", f"{name}.hi"], [f"{name}.r"]))
+        y = f"{name}.r"
+    elif act == "silu":
+        nodes += [helper.make_node("Sigmoid", [y], [f"{name}.s"]), helper.make_node("Mul", [y, f"{name}.s"],
+                                                                                     [f"{name}.r"])]
+        y = f"{name}.r"
+    return nodes, inits, y
+
+
+def build(parts, extra_nodes, extra_inits, outputs, shape):
+    nodes, inits = [], []
+    for n, i, _ in parts:
+        nodes += n
+        inits += i
+    g = helper.make_graph(nodes + extra_nodes, "nchwc", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                                       list(shape))],
+                          [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs],
+                          inits + extra_inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+def case_stem_chain():
+    """3-channel input read directly, awkward channel counts, depthwise, pools, global pool, Gemm."""
+    a = conv("a", "x", 3, 13, act="relu")
+    b = conv("b", a[2], 13, 16, stride=2, act="relu6")
+    d = conv("d", b[2], 16, 16, group=16, act="relu6")
+    e = conv("e", d[2], 16, 9, k=1, pad=0)
+    nodes = [helper.make_node("MaxPool", [e[2]], ["mp"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+             helper.make_node("AveragePool", ["mp"], ["ap"], kernel_shape=[2, 2], strides=[1, 1], pads=[0, 0, 1, 1],
+                              count_include_pad=0),
+             helper.make_node("GlobalAveragePool", ["ap"], ["gap"]),
+             helper.make_node("Flatten", ["gap"], ["flat"]),
+             helper.make_node("Gemm", ["flat", "fc.w", "fc.b"], ["y"], transB=1)]
+    inits = [w("fc.w", (5, 9)), w("fc.b", (5,))]
+    return build([a, b, d, e], nodes, inits, ["y"], (1, 3, 17, 19)), \
+        {"nchwc.Conv", "nchwc.MaxPool", "nchwc.AveragePool", "nchwc.GlobalAveragePool"}, 0
+
+
+def case_residual_add():
+    """A residual Add fused into the second conv, and a standalone Add + LeakyRelu, all blocked."""
+    a = conv("a", "x", 8, 24, k=1, pad=0, act="relu")
+    b = conv("b", a[2], 24, 24, act=None)
+    c = conv("c", b[2], 24, 24, k=1, pad=0)
+    nodes = [helper.make_node("Add", [b[2], a[2]], ["s"]), helper.make_node("Relu", ["s"], ["r"]),
+             helper.make_node("Mul", ["r", c[2]], ["m"]), helper.make_node("LeakyRelu", ["m"], ["y"], alpha=0.1)]
+    return build([a, b, c], nodes, [], ["y"], (2, 8, 11, 7)), {"nchwc.Conv", "nchwc.ReorderInput", "nchwc.ReorderOutput"}, 2
+
+
+def case_concat_resize():
+    """YOLO's neck: SiLU convs, an SPPF-style MaxPool, nearest 2x Resize and a channel Concat."""
+    a = conv("a", "x", 16, 16, k=1, pad=0, act="silu")
+    b = conv("b", a[2], 16, 8, stride=2, act="silu")
+    nodes = [helper.make_node("MaxPool", [b[2]], ["p5"], kernel_shape=[5, 5], strides=[1, 1], pads=[2, 2, 2, 2]),
+             helper.make_node("Resize", ["p5", "", "scales"], ["up"], mode="nearest"),
+             helper.make_node("Concat", ["up", a[2]], ["cat"], axis=1)]
+    c = conv("c", "cat", 24, 5, k=1, pad=0, act="silu")
+    inits = [numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales")]
+    return build([a, b, c], nodes, inits, [c[2]], (1, 16, 12, 10)), \
+        {"nchwc.Conv", "nchwc.MaxPool", "nchwc.Resize"}, 2
+
+
+def case_mixed_readers():
+    """A blocked value read by a conv, by a Transpose (NCHW reader) and as a graph output: one
+    ReorderFromNchwc serves both plain readers; GlobalMaxPool and Sub stay blocked."""
+    a = conv("a", "x", 8, 12, act="relu")
+    b = conv("b", a[2], 12, 12, act="relu")
+    nodes = [helper.make_node("Transpose", [a[2]], ["t"], perm=[0, 2, 3, 1]),
+             helper.make_node("Sub", [b[2], a[2]], ["d"]),
+             helper.make_node("GlobalMaxPool", ["d"], ["g"])]
+    return build([a, b], nodes, [], ["t", a[2], "g"], (1, 8, 6, 5)), \
+        {"nchwc.Conv", "nchwc.GlobalMaxPool", "nchwc.ReorderOutput"}, 2
+
+
+CASES = {f.__name__[5:]: f for f in (case_stem_chain, case_residual_add, case_concat_resize, case_mixed_readers)}
+
+
+def profiled_ops(path, env=None):
+    """(op, kernel) of every node event of one profiled run at -O3; blocked ops (kernel names say
+    nchwc) as 'nchwc.<op>'."""
+    trace = path.with_suffix(".trace.json")
+    subprocess.run([NNF_BIN, "profile", str(path), "-o", str(trace), "--threads", "2"], check=True,
+                   capture_output=True, env=env)
+    events = json.loads(trace.read_text())
+    events = events["traceEvents"] if isinstance(events, dict) else events
+    ops = [(e["args"]["op_name"], e["args"]["kernel"]) for e in events if e.get("cat") == "Node"]
+    return [("nchwc." + o if "nchwc" in k or o.startswith("Reorder") else o, k) for o, k in ops]
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_blocked_models_match_ort(name, tmp_path):
+    data, expect_ops, n_reorders = CASES[name]()
+    path = tmp_path / f"{name}.onnx"
+    path.write_bytes(data)
+    sess = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    x = RNG.standard_normal(tuple(sess.get_inputs()[0].shape)).astype(np.float32)
+    names = [o.name for o in sess.get_outputs()]
+    ref = dict(zip(names, sess.run(None, {"x": x})))
+    for threads in (1, 2):
+        got = nnfuse.run_model(data, {"x": x}, threads=threads)
+        for n in names:
+            tol = 1e-4 * max(1.0, float(np.abs(ref[n]).max()))
+            np.testing.assert_allclose(got[n], ref[n], rtol=0, atol=tol, err_msg=f"{name}: output {n}")
+    ops = profiled_ops(path)
+    op_names = {o for o, _ in ops}
+    assert expect_ops <= op_names, f"not blocked: {expect_ops - op_names} (ran {sorted(op_names)})"
+    reorders = sum(o in ("nchwc.ReorderInput", "nchwc.ReorderOutput") for o, _ in ops)
+    assert reorders == n_reorders, f"{reorders} reorders, expected {n_reorders} (only at region edges): {ops}"
+    # every blocked node ran a planned kernel, not the reference
+    assert all(k != "ref" for o, k in ops if o.startswith("nchwc.")), ops
+
+
+def test_pass_can_be_disabled(tmp_path):
+    data, _, _ = case_residual_add()
+    path = tmp_path / "m.onnx"
+    path.write_bytes(data)
+    env = dict(os.environ, NNF_DISABLE_PASSES="layout_nchwc")
+    ops = {o for o, _ in profiled_ops(path, env)}
+    assert not any(o.startswith("nchwc.") for o in ops), ops
+
+
+@pytest.mark.parametrize("op", ["Conv", "ReorderInput", "ReorderOutput", "MaxPool", "AveragePool",
+                                "GlobalAveragePool", "GlobalMaxPool", "Resize"])
+def test_internal_ops_refused_in_model_files(op, tmp_path):
+    node = helper.make_node(op, ["x", "x"] if op == "Conv" else ["x"], ["y"], domain="nnfuse.nchwc")
+    g = helper.make_graph([node], "hostile", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 2, 2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("nnfuse.nchwc", 1)])
+    path = tmp_path / "hostile.onnx"
+    path.write_bytes(m.SerializeToString())
+    r = subprocess.run([NNF_BIN, "info", str(path)], capture_output=True, text=True)
+    assert r.returncode != 0
+    assert "internal operator" in r.stderr and f"nnfuse.nchwc::{op}" in r.stderr and "hostile.onnx" in r.stderr, \
+        r.stderr
