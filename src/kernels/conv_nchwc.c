@@ -24,9 +24,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Pixels per task unit of a flattened 1x1: a multiple of every AVX2 tile
- * width (8, 6, 4, 3), so only the image's last chunk has a tail. */
-#define FLAT_CHUNK 96
+/* Task chunks of a flattened 1x1 are a multiple of every AVX2 tile width
+ * (8, 6, 4, 3), so only the image's last chunk has a tail. */
+#define FLAT_ALIGN 24
 
 bool nnf_nchwc_conv_supported(const nnf_conv2d_shape *s) {
     return s && s->group == 1 && s->c > 0 && s->oc > 0 && s->kh > 0 && s->kw > 0 && s->sh > 0 &&
@@ -204,7 +204,7 @@ static void span_scalar(const nnf_nchwc_conv_job *j, size_t b, size_t ocb0, size
 
 typedef struct task_ctx {
     const nnf_nchwc_conv_job *job;
-    size_t gblk, groups, flat;
+    size_t gblk, groups, flat, chunk;
     void (*span)(const nnf_nchwc_conv_job *, size_t, size_t, size_t, size_t, size_t, size_t, size_t);
 } task_ctx;
 
@@ -215,8 +215,8 @@ static void conv_task(void *ctx, size_t i, size_t u0, size_t ni, size_t nu) {
         size_t b = ii / t->groups, ocb0 = (ii % t->groups) * t->gblk;
         size_t nob = j->ocb - ocb0 < t->gblk ? j->ocb - ocb0 : t->gblk;
         if (t->flat) {
-            size_t p1 = (u0 + nu) * FLAT_CHUNK;
-            t->span(j, b, ocb0, nob, 0, 1, u0 * FLAT_CHUNK, p1 < j->ow ? p1 : j->ow);
+            size_t p1 = (u0 + nu) * t->chunk;
+            t->span(j, b, ocb0, nob, 0, 1, u0 * t->chunk, p1 < j->ow ? p1 : j->ow);
         } else {
             t->span(j, b, ocb0, nob, u0, u0 + nu, 0, j->ow);
         }
@@ -281,12 +281,19 @@ nnf_status nnf_nchwc_conv_run(const nnf_nchwc_conv *k, const float *x, float *y,
     j.kc = j.kc ? j.kc : 1;
     t.groups = (j.ocb + t.gblk - 1) / t.gblk;
     t.span = k->isa >= NNF_ISA_AVX2 ? nnf_nchwc_conv_span_avx2 : span_scalar;
-    size_t units = flat ? (j.ow + FLAT_CHUNK - 1) / FLAT_CHUNK : j.oh;
-    size_t outer = s->n * t.groups;
-    /* about four tasks per thread, so a slow core does not hold up the rest */
-    size_t want = 4 * (size_t)nnf_threadpool_size(pool);
-    size_t splits = outer >= want ? 1 : (want + outer - 1) / outer;
-    size_t band = (units + splits - 1) / splits;
-    nnf_parallel_for_2d(pool, outer, units, 1, band ? band : 1, conv_task, &t);
+    /* about eight equal tasks per thread: an uneven count leaves a core idle
+     * for the last one */
+    size_t outer = s->n * t.groups, want = 8 * (size_t)nnf_threadpool_size(pool);
+    size_t splits = outer >= want ? 1 : (want + outer - 1) / outer, units, band;
+    if (flat) {
+        t.chunk = (j.ow + splits - 1) / splits;
+        t.chunk = (t.chunk + FLAT_ALIGN - 1) / FLAT_ALIGN * FLAT_ALIGN;
+        units = (j.ow + t.chunk - 1) / t.chunk;
+        band = 1;
+    } else {
+        units = j.oh;
+        band = (units + splits - 1) / splits;
+    }
+    nnf_parallel_for_2d(pool, outer, units, 1, band, conv_task, &t);
     return NNF_OK;
 }

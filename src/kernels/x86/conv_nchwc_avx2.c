@@ -186,7 +186,8 @@ static inline __attribute__((always_inline)) void post_act(nnf_act_kind kind, co
     act.kind = kind;
     __m256 scale = _mm256_set1_ps(e->residual_scale);
     for (size_t i = 0; i < npx; i++) {
-        __m256 v = nnf_act8(_mm256_loadu_ps(y + 8 * i), &act);
+        __m256 v = _mm256_loadu_ps(y + 8 * i);
+        v = kind == NNF_ACT_SILU ? nnf_silu8_fast(v) : nnf_act8(v, &act);
         if (r && e->residual_after_act)
             v = _mm256_add_ps(v, _mm256_mul_ps(scale, _mm256_loadu_ps(r + 8 * i)));
         if (part)

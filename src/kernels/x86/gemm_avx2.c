@@ -198,19 +198,6 @@ static void tile_6x8(size_t kc, const float *a, const float *b, float *acc) {
     _mm256_store_ps(acc + 88, z);
 }
 
-/* x * sigmoid(x) = x / (1 + exp(-x)) with the division as a reciprocal
- * estimate and one Newton step (relative error under 3e-7): vdivps took
- * half of the SiLU epilogue, and with K = 32 or 64 the epilogue is a third
- * of a YOLO 1x1 conv. Saturates like nnf_act8: x -> -inf gives -0 (x * 0 for
- * finite x) and NaN stays NaN. */
-static inline __attribute__((always_inline)) __m256 silu8(__m256 x) {
-    __m256 one = _mm256_set1_ps(1.0f);
-    __m256 d = _mm256_add_ps(one, nnf_exp8(_mm256_sub_ps(_mm256_setzero_ps(), x)));
-    __m256 r = _mm256_rcp_ps(d);
-    r = _mm256_mul_ps(r, _mm256_fnmadd_ps(d, r, _mm256_set1_ps(2.0f)));
-    return _mm256_mul_ps(x, r);
-}
-
 /* The tile's epilogue with its activation known at compile time: through
  * store_row, nnf_act8 stayed an out-of-line call with a switch per vector,
  * and SiLU after a 64-deep 1x1 conv took a quarter of the conv's time. The
@@ -246,7 +233,7 @@ static inline __attribute__((always_inline)) void ep_tile_act(nnf_act_kind kind,
             v[2 * r + 1] = nnf_ep8(v[2 * r + 1], &tk, r, 8, n == 16, m1);
         }
         for (size_t i = 0; i < 12; i++)
-            v[i] = silu8(v[i]);
+            v[i] = nnf_silu8_fast(v[i]);
         for (size_t r = 0; r < m; r++) {
             float *cr = c + r * ldc;
             if (n == 16) {
