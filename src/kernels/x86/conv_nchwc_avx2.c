@@ -29,6 +29,7 @@ typedef struct tile_arg {
     size_t kh0, kh1;   /* the row's taps inside the input */
     size_t u0, u1;     /* the K block's input units */
     int first, last;   /* start from zero / apply the epilogue (else: partial sums in y) */
+    size_t ntile;      /* tiles of P pixels side by side from (iw, y, res) */
 } tile_arg;
 
 typedef struct ep_ctx {
@@ -44,106 +45,115 @@ static const float zeros[8] __attribute__((aligned(32)));
 /* G = 0: every tap of every pixel is inside the row. G = 1: a tap outside
  * reads zeros instead (one select per pixel and tap, beside L * OB * P
  * FMAs), so border pixels run in full-width tiles too: with clipped taps
- * they went one at a time, OB accumulators, latency-bound. */
+ * they went one at a time, OB accumulators, latency-bound. S1: stride 1
+ * known, so the P broadcasts are constant offsets, not P - 1 index
+ * registers (spilled beside 12 accumulators). */
 static inline __attribute__((always_inline)) void tile(const nnf_nchwc_conv_job *j, const tile_arg *a,
                                                        const ep_ctx *ec, const int L, const int OB,
-                                                       const int P, const int G) {
+                                                       const int P, const int G, const int S1) {
     const nnf_conv2d_shape *s = &j->k->s;
-    __m256 acc[4][8];
+    /* ntile tiles side by side: the setup is paid once per run, not per P
+     * pixels (a 24-deep 1x1 tile is only ~150 cycles of FMAs) */
+    for (size_t t = 0; t < a->ntile; t++) {
+        ptrdiff_t iw0 = a->iw + (ptrdiff_t)(t * P * s->sw);
+        float *yt = a->y + t * P * 8;
+        const float *rt = a->res ? a->res + t * P * 8 : NULL;
+        __m256 acc[4][8];
 #pragma GCC unroll 4
-    for (int o = 0; o < OB; o++)
+        for (int o = 0; o < OB; o++)
 #pragma GCC unroll 8
-        for (int p = 0; p < P; p++)
-            acc[o][p] = a->first ? _mm256_setzero_ps() : _mm256_loadu_ps(a->y + o * j->y_blk + p * 8);
-    /* the group's weights: [icu][kh][kw][lane][OB][8] */
-    const size_t xs = s->sw * (size_t)L, wtap = (size_t)L * OB * 8;
-    const size_t xkw = s->dw * (size_t)L, wunit = s->kh * s->kw * wtap;
-    for (size_t u = a->u0; u < a->u1; u++) {
-        const float *xu = a->x + u * j->x_unit;
-        const float *wu = a->w + u * wunit;
-        for (size_t kh = a->kh0; kh < a->kh1; kh++) {
-            const float *xr = xu + (a->ih + (ptrdiff_t)(kh * s->dh)) * (ptrdiff_t)j->x_row;
-            const float *xp = xr + a->iw * L;
-            const float *wp = wu + kh * s->kw * wtap;
-            ptrdiff_t iw = a->iw;
-            for (size_t kw = 0; kw < s->kw; kw++, xp += xkw, wp += wtap, iw += (ptrdiff_t)s->dw) {
-                const float *px[8];
-                if (G) {
-#pragma GCC unroll 8
-                    for (int p = 0; p < P; p++) {
-                        ptrdiff_t c = iw + p * (ptrdiff_t)s->sw;
-                        px[p] = (size_t)c < j->w ? xr + c * L : zeros;
-                    }
-                }
-#pragma GCC unroll 8
-                for (int l = 0; l < L; l++) {
-                    /* 16 registers: the accumulators, the shorter side of
-                     * the tile held, the longer one streamed through one */
-                    if (P <= OB) {
-                        __m256 xv[8];
-#pragma GCC unroll 8
-                        for (int p = 0; p < P; p++)
-                            xv[p] = _mm256_broadcast_ss(G ? px[p] + l : xp + p * xs + l);
-#pragma GCC unroll 4
-                        for (int o = 0; o < OB; o++) {
-                            __m256 wv = _mm256_load_ps(wp + (l * OB + o) * 8);
-#pragma GCC unroll 8
-                            for (int p = 0; p < P; p++)
-                                acc[o][p] = _mm256_fmadd_ps(wv, xv[p], acc[o][p]);
-                        }
-                    } else {
-                        __m256 wv[4];
-#pragma GCC unroll 4
-                        for (int o = 0; o < OB; o++)
-                            wv[o] = _mm256_load_ps(wp + (l * OB + o) * 8);
+            for (int p = 0; p < P; p++)
+                acc[o][p] = a->first ? _mm256_setzero_ps() : _mm256_loadu_ps(yt + o * j->y_blk + p * 8);
+        /* the group's weights: [icu][kh][kw][lane][OB][8] */
+        const size_t xs = (S1 ? 1 : s->sw) * (size_t)L, wtap = (size_t)L * OB * 8;
+        const size_t xkw = s->dw * (size_t)L, wunit = s->kh * s->kw * wtap;
+        for (size_t u = a->u0; u < a->u1; u++) {
+            const float *xu = a->x + u * j->x_unit;
+            const float *wu = a->w + u * wunit;
+            for (size_t kh = a->kh0; kh < a->kh1; kh++) {
+                const float *xr = xu + (a->ih + (ptrdiff_t)(kh * s->dh)) * (ptrdiff_t)j->x_row;
+                const float *xp = xr + iw0 * L;
+                const float *wp = wu + kh * s->kw * wtap;
+                ptrdiff_t iw = iw0;
+                for (size_t kw = 0; kw < s->kw; kw++, xp += xkw, wp += wtap, iw += (ptrdiff_t)s->dw) {
+                    const float *px[8];
+                    if (G) {
 #pragma GCC unroll 8
                         for (int p = 0; p < P; p++) {
-                            __m256 xv = _mm256_broadcast_ss(G ? px[p] + l : xp + p * xs + l);
+                            ptrdiff_t c = iw + p * (ptrdiff_t)s->sw;
+                            px[p] = (size_t)c < j->w ? xr + c * L : zeros;
+                        }
+                    }
+#pragma GCC unroll 8
+                    for (int l = 0; l < L; l++) {
+                        /* 16 registers: the accumulators, the shorter side of
+                         * the tile held, the longer one streamed through one */
+                        if (P <= OB) {
+                            __m256 xv[8];
+#pragma GCC unroll 8
+                            for (int p = 0; p < P; p++)
+                                xv[p] = _mm256_broadcast_ss(G ? px[p] + l : xp + p * xs + l);
+#pragma GCC unroll 4
+                            for (int o = 0; o < OB; o++) {
+                                __m256 wv = _mm256_load_ps(wp + (l * OB + o) * 8);
+#pragma GCC unroll 8
+                                for (int p = 0; p < P; p++)
+                                    acc[o][p] = _mm256_fmadd_ps(wv, xv[p], acc[o][p]);
+                            }
+                        } else {
+                            __m256 wv[4];
 #pragma GCC unroll 4
                             for (int o = 0; o < OB; o++)
-                                acc[o][p] = _mm256_fmadd_ps(wv[o], xv, acc[o][p]);
+                                wv[o] = _mm256_load_ps(wp + (l * OB + o) * 8);
+#pragma GCC unroll 8
+                            for (int p = 0; p < P; p++) {
+                                __m256 xv = _mm256_broadcast_ss(G ? px[p] + l : xp + p * xs + l);
+#pragma GCC unroll 4
+                                for (int o = 0; o < OB; o++)
+                                    acc[o][p] = _mm256_fmadd_ps(wv[o], xv, acc[o][p]);
+                            }
                         }
                     }
                 }
             }
         }
-    }
-    if (!a->last) {
+        if (!a->last) {
 #pragma GCC unroll 4
-        for (int o = 0; o < OB; o++)
+            for (int o = 0; o < OB; o++)
 #pragma GCC unroll 8
-            for (int p = 0; p < P; p++)
-                _mm256_storeu_ps(a->y + o * j->y_blk + p * 8, acc[o][p]);
-        return;
-    }
-    const nnf_epilogue *e = j->ep;
+                for (int p = 0; p < P; p++)
+                    _mm256_storeu_ps(yt + o * j->y_blk + p * 8, acc[o][p]);
+            continue;
+        }
+        const nnf_epilogue *e = j->ep;
 #pragma GCC unroll 4
-    for (int o = 0; o < OB; o++) {
-        int part = a->blk0 + (size_t)o == ec->partial;
-        __m256 bv = _mm256_setzero_ps();
-        if (a->bias)
-            bv = part ? _mm256_maskload_ps(a->bias + o * 8, ec->lanes) : _mm256_loadu_ps(a->bias + o * 8);
+        for (int o = 0; o < OB; o++) {
+            int part = a->blk0 + (size_t)o == ec->partial;
+            __m256 bv = _mm256_setzero_ps();
+            if (a->bias)
+                bv = part ? _mm256_maskload_ps(a->bias + o * 8, ec->lanes) : _mm256_loadu_ps(a->bias + o * 8);
 #pragma GCC unroll 8
-        for (int p = 0; p < P; p++) {
-            __m256 v = acc[o][p];
-            const float *rp = a->res ? a->res + o * j->y_blk + p * 8 : NULL;
-            if (ec->f.clamp_only) {
-                v = nnf_ep_fast8(&ec->f, v, bv, rp, 1, ec->lanes);
-            } else {
-                if (e->alpha != 1.0f)
-                    v = _mm256_mul_ps(v, _mm256_set1_ps(e->alpha));
-                if (a->bias)
-                    v = _mm256_add_ps(v, bv);
-                if (rp && !e->residual_after_act) {
-                    __m256 r = _mm256_loadu_ps(rp);
-                    if (e->residual_scale != 1.0f)
-                        r = _mm256_mul_ps(r, _mm256_set1_ps(e->residual_scale));
-                    v = _mm256_add_ps(v, r);
+            for (int p = 0; p < P; p++) {
+                __m256 v = acc[o][p];
+                const float *rp = rt ? rt + o * j->y_blk + p * 8 : NULL;
+                if (ec->f.clamp_only) {
+                    v = nnf_ep_fast8(&ec->f, v, bv, rp, 1, ec->lanes);
+                } else {
+                    if (e->alpha != 1.0f)
+                        v = _mm256_mul_ps(v, _mm256_set1_ps(e->alpha));
+                    if (a->bias)
+                        v = _mm256_add_ps(v, bv);
+                    if (rp && !e->residual_after_act) {
+                        __m256 r = _mm256_loadu_ps(rp);
+                        if (e->residual_scale != 1.0f)
+                            r = _mm256_mul_ps(r, _mm256_set1_ps(e->residual_scale));
+                        v = _mm256_add_ps(v, r);
+                    }
                 }
+                if (part)
+                    v = _mm256_and_ps(v, _mm256_castsi256_ps(ec->lanes));
+                _mm256_storeu_ps(yt + o * j->y_blk + p * 8, v);
             }
-            if (part)
-                v = _mm256_and_ps(v, _mm256_castsi256_ps(ec->lanes));
-            _mm256_storeu_ps(a->y + o * j->y_blk + p * 8, v);
         }
     }
 }
@@ -153,11 +163,15 @@ typedef void (*tile_fn)(const nnf_nchwc_conv_job *, const tile_arg *, const ep_c
 #define TILE(L, OB, P)                                                                             \
     static void tile_##L##_##OB##_##P(const nnf_nchwc_conv_job *j, const tile_arg *a,             \
                                       const ep_ctx *ec) {                                          \
-        tile(j, a, ec, L, OB, P, 0);                                                               \
+        tile(j, a, ec, L, OB, P, 0, 0);                                                            \
+    }                                                                                              \
+    static void tiles1_##L##_##OB##_##P(const nnf_nchwc_conv_job *j, const tile_arg *a,           \
+                                        const ep_ctx *ec) {                                        \
+        tile(j, a, ec, L, OB, P, 0, 1);                                                            \
     }                                                                                              \
     static void tileg_##L##_##OB##_##P(const nnf_nchwc_conv_job *j, const tile_arg *a,            \
                                        const ep_ctx *ec) {                                         \
-        tile(j, a, ec, L, OB, P, 1);                                                               \
+        tile(j, a, ec, L, OB, P, 1, 0);                                                            \
     }
 #define TILES(L)                                                                                   \
     TILE(L, 1, 1) TILE(L, 1, 2) TILE(L, 1, 3) TILE(L, 1, 4) TILE(L, 1, 5) TILE(L, 1, 6)            \
@@ -173,8 +187,9 @@ TILES(8)
       NULL, NULL},                                                                                 \
      {T##_##L##_3_1, T##_##L##_3_2, T##_##L##_3_3, T##_##L##_3_4, NULL, NULL, NULL, NULL},         \
      {T##_##L##_4_1, T##_##L##_4_2, T##_##L##_4_3, NULL, NULL, NULL, NULL, NULL}}
-/* [guarded][lanes == 8][OB - 1][P - 1] */
-static const tile_fn tiles[2][2][4][8] = {{ROW(tile, 1), ROW(tile, 8)}, {ROW(tileg, 1), ROW(tileg, 8)}};
+/* [interior / guarded / interior at stride 1][lanes == 8][OB - 1][P - 1] */
+static const tile_fn tiles[3][2][4][8] = {
+    {ROW(tile, 1), ROW(tile, 8)}, {ROW(tileg, 1), ROW(tileg, 8)}, {ROW(tiles1, 1), ROW(tiles1, 8)}};
 static const size_t tile_px[4] = {8, 6, 4, 3};
 
 /* The second pass on npx pixels of one block: activation, a residual after
@@ -231,14 +246,23 @@ static void row(const nnf_nchwc_conv_job *j, tile_arg *a, const ep_ctx *ec, size
     /* tiles of balanced widths (7 = 3 + 2 + 2, not 3 + 3 + 1): the narrow
      * ones have too few accumulators to hide the FMA latency */
     size_t n = ow1 - ow0, ntiles = (n + pmax - 1) / pmax, base = n / ntiles, wide = n % ntiles;
-    for (size_t t = 0, ow = ow0; t < ntiles; t++) {
+    for (size_t t = 0, ow = ow0; t < ntiles;) {
         size_t np = base + (t < wide);
         int guard = ow < j->ow_lo || ow + np > j->ow_hi;
+        /* a run of equal interior tiles in one call */
+        size_t run = 1;
+        if (!guard) {
+            size_t last = t < wide ? wide : ntiles;
+            while (t + run < last && ow + (run + 1) * np <= j->ow_hi)
+                run++;
+        }
         a->iw = (ptrdiff_t)(ow * s->sw) - (ptrdiff_t)s->pl;
         a->y = yb + y0 + ow * NNF_NCHWC_B;
         a->res = rb ? rb + y0 + ow * NNF_NCHWC_B : NULL;
-        tiles[guard][l8][nob - 1][np - 1](j, a, ec);
-        ow += np;
+        a->ntile = run;
+        tiles[guard ? 1 : s->sw == 1 ? 2 : 0][l8][nob - 1][np - 1](j, a, ec);
+        ow += run * np;
+        t += run;
     }
     if (!ec->post || !a->last)
         return;
