@@ -83,6 +83,7 @@ typedef struct nnf_nchwc_conv_job {
     size_t ocb, y_img, y_blk;    /* output blocks, output strides in floats */
     size_t w_blk;                /* packed weight floats per output block */
     size_t ow_lo, ow_hi;         /* interior columns: every kw tap inside the row */
+    size_t oh_lo, oh_hi;         /* interior rows: every kh tap inside the input */
     size_t kc;                   /* input units per K block (weights kept in cache) */
 } nnf_nchwc_conv_job;
 /* Taps [k0, k1) of a kernel extent k whose input index o*stride - pad +

@@ -30,6 +30,7 @@ typedef struct tile_arg {
     size_t u0, u1;     /* the K block's input units */
     int first, last;   /* start from zero / apply the epilogue (else: partial sums in y) */
     size_t ntile;      /* tiles of P pixels side by side from (iw, y, res) */
+    size_t q0;         /* G == 2: the first pixel, oh * ow + ow */
 } tile_arg;
 
 typedef struct ep_ctx {
@@ -47,7 +48,10 @@ static const float zeros[8] __attribute__((aligned(32)));
  * FMAs), so border pixels run in full-width tiles too: with clipped taps
  * they went one at a time, OB accumulators, latency-bound. S1: stride 1
  * known, so the P broadcasts are constant offsets, not P - 1 index
- * registers (spilled beside 12 accumulators). */
+ * registers (spilled beside 12 accumulators). G = 2: the tile's pixels
+ * run on across rows (rows whose taps are all inside the input), each with
+ * its own input row: a 7-wide row made tiles of 3 + 2 + 2 pixels, 49
+ * pixels make 15 x 3 + 2 x 2. */
 static inline __attribute__((always_inline)) void tile(const nnf_nchwc_conv_job *j, const tile_arg *a,
                                                        const ep_ctx *ec, const int L, const int OB,
                                                        const int P, const int G, const int S1) {
@@ -58,6 +62,20 @@ static inline __attribute__((always_inline)) void tile(const nnf_nchwc_conv_job 
         ptrdiff_t iw0 = a->iw + (ptrdiff_t)(t * P * s->sw);
         float *yt = a->y + t * P * 8;
         const float *rt = a->res ? a->res + t * P * 8 : NULL;
+        /* G == 2: pixel p's first input row and column (the run wraps rows) */
+        ptrdiff_t ihp[8], iwp[8];
+        if (G == 2) {
+            size_t q = a->q0 + t * P, oh = q / j->ow, ow = q % j->ow;
+#pragma GCC unroll 8
+            for (int p = 0; p < P; p++) {
+                ihp[p] = (ptrdiff_t)(oh * s->sh) - (ptrdiff_t)s->pt;
+                iwp[p] = (ptrdiff_t)(ow * s->sw) - (ptrdiff_t)s->pl;
+                if (++ow == j->ow) {
+                    ow = 0;
+                    oh++;
+                }
+            }
+        }
         __m256 acc[4][8];
 #pragma GCC unroll 4
         for (int o = 0; o < OB; o++)
@@ -71,13 +89,25 @@ static inline __attribute__((always_inline)) void tile(const nnf_nchwc_conv_job 
             const float *xu = a->x + u * j->x_unit;
             const float *wu = a->w + u * wunit;
             for (size_t kh = a->kh0; kh < a->kh1; kh++) {
-                const float *xr = xu + (a->ih + (ptrdiff_t)(kh * s->dh)) * (ptrdiff_t)j->x_row;
+                const float *xr = G == 2 ? xu : xu + (a->ih + (ptrdiff_t)(kh * s->dh)) * (ptrdiff_t)j->x_row;
                 const float *xp = xr + iw0 * L;
                 const float *wp = wu + kh * s->kw * wtap;
                 ptrdiff_t iw = iw0;
+                const float *rowp[8];
+                if (G == 2) {
+#pragma GCC unroll 8
+                    for (int p = 0; p < P; p++)
+                        rowp[p] = xu + (ihp[p] + (ptrdiff_t)(kh * s->dh)) * (ptrdiff_t)j->x_row;
+                }
                 for (size_t kw = 0; kw < s->kw; kw++, xp += xkw, wp += wtap, iw += (ptrdiff_t)s->dw) {
                     const float *px[8];
-                    if (G) {
+                    if (G == 2) {
+#pragma GCC unroll 8
+                        for (int p = 0; p < P; p++) {
+                            ptrdiff_t c = iwp[p] + (ptrdiff_t)(kw * s->dw);
+                            px[p] = (size_t)c < j->w ? rowp[p] + c * L : zeros;
+                        }
+                    } else if (G) {
 #pragma GCC unroll 8
                         for (int p = 0; p < P; p++) {
                             ptrdiff_t c = iw + p * (ptrdiff_t)s->sw;
@@ -172,6 +202,10 @@ typedef void (*tile_fn)(const nnf_nchwc_conv_job *, const tile_arg *, const ep_c
     static void tileg_##L##_##OB##_##P(const nnf_nchwc_conv_job *j, const tile_arg *a,            \
                                        const ep_ctx *ec) {                                         \
         tile(j, a, ec, L, OB, P, 1, 0);                                                            \
+    }                                                                                              \
+    static void tilex_##L##_##OB##_##P(const nnf_nchwc_conv_job *j, const tile_arg *a,            \
+                                       const ep_ctx *ec) {                                         \
+        tile(j, a, ec, L, OB, P, 2, 0);                                                            \
     }
 #define TILES(L)                                                                                   \
     TILE(L, 1, 1) TILE(L, 1, 2) TILE(L, 1, 3) TILE(L, 1, 4) TILE(L, 1, 5) TILE(L, 1, 6)            \
@@ -187,9 +221,11 @@ TILES(8)
       NULL, NULL},                                                                                 \
      {T##_##L##_3_1, T##_##L##_3_2, T##_##L##_3_3, T##_##L##_3_4, NULL, NULL, NULL, NULL},         \
      {T##_##L##_4_1, T##_##L##_4_2, T##_##L##_4_3, NULL, NULL, NULL, NULL, NULL}}
-/* [interior / guarded / interior at stride 1][lanes == 8][OB - 1][P - 1] */
-static const tile_fn tiles[3][2][4][8] = {
-    {ROW(tile, 1), ROW(tile, 8)}, {ROW(tileg, 1), ROW(tileg, 8)}, {ROW(tiles1, 1), ROW(tiles1, 8)}};
+/* [interior / guarded / interior at stride 1 / across rows][lanes == 8][OB - 1][P - 1] */
+static const tile_fn tiles[4][2][4][8] = {{ROW(tile, 1), ROW(tile, 8)},
+                                          {ROW(tileg, 1), ROW(tileg, 8)},
+                                          {ROW(tiles1, 1), ROW(tiles1, 8)},
+                                          {ROW(tilex, 1), ROW(tilex, 8)}};
 static const size_t tile_px[4] = {8, 6, 4, 3};
 
 /* The second pass on npx pixels of one block: activation, a residual after
@@ -272,6 +308,38 @@ static void row(const nnf_nchwc_conv_job *j, tile_arg *a, const ep_ctx *ec, size
     }
 }
 
+/* Whole rows [oh0, oh1), all inside the input vertically, as one run of
+ * pixels in balanced G = 2 tiles. */
+static void rows(const nnf_nchwc_conv_job *j, tile_arg *a, const ep_ctx *ec, size_t ocb0, size_t nob,
+                 size_t oh0, size_t oh1) {
+    const nnf_epilogue *e = j->ep;
+    int l8 = j->lanes == 8;
+    size_t pmax = tile_px[nob - 1];
+    size_t y0 = a->blk0 * j->y_blk + oh0 * j->ow * NNF_NCHWC_B;
+    float *yb = j->y + (size_t)(a->x - j->x) / j->x_img * j->y_img;
+    const float *rb = e->residual ? e->residual + (yb - j->y) : NULL;
+    a->kh0 = 0;
+    a->kh1 = j->k->s.kh;
+    size_t n = (oh1 - oh0) * j->ow, ntiles = (n + pmax - 1) / pmax, base = n / ntiles, wide = n % ntiles;
+    for (size_t q = 0, part = 0; part < 2; part++) {
+        size_t np = base + (part == 0), cnt = part == 0 ? wide : ntiles - wide;
+        if (!cnt)
+            continue;
+        a->q0 = oh0 * j->ow + q;
+        a->y = yb + y0 + q * NNF_NCHWC_B;
+        a->res = rb ? rb + y0 + q * NNF_NCHWC_B : NULL;
+        a->ntile = cnt;
+        tiles[3][l8][nob - 1][np - 1](j, a, ec);
+        q += cnt * np;
+    }
+    if (!ec->post || !a->last)
+        return;
+    for (size_t o = 0; o < nob; o++) {
+        size_t off = y0 + o * j->y_blk;
+        post(e, yb + off, rb ? rb + off : NULL, n, ocb0 + o == ec->partial, ec->lanes);
+    }
+}
+
 void nnf_nchwc_conv_span_avx2(const nnf_nchwc_conv_job *j, size_t b, size_t ocb0, size_t nob, size_t oh0,
                               size_t oh1, size_t ow0, size_t ow1) {
     const nnf_conv2d_shape *s = &j->k->s;
@@ -284,13 +352,25 @@ void nnf_nchwc_conv_span_avx2(const nnf_nchwc_conv_job *j, size_t b, size_t ocb0
         ec.partial = j->ocb - 1;
     tile_arg a = {.x = j->x + b * j->x_img, .w = j->k->w + ocb0 * j->w_blk, .blk0 = ocb0,
                   .bias = e->bias ? e->bias + ocb0 * NNF_NCHWC_B : NULL};
+    /* rows so narrow that balanced tiles average half a pixel short of the
+     * widest run through tiles that wrap rows */
+    size_t pmax = tile_px[nob - 1];
+    int narrow = ow0 == 0 && ow1 == j->ow && j->ow * 2 < (2 * pmax - 1) * ((j->ow + pmax - 1) / pmax);
     /* K blocks outermost: one block's weights serve every row of the band */
     for (size_t u0 = 0; u0 < j->icu; u0 += j->kc) {
         a.u0 = u0;
         a.u1 = j->icu - u0 < j->kc ? j->icu : u0 + j->kc;
         a.first = u0 == 0;
         a.last = a.u1 == j->icu;
-        for (size_t oh = oh0; oh < oh1; oh++)
-            row(j, &a, &ec, ocb0, nob, oh, ow0, ow1);
+        for (size_t oh = oh0; oh < oh1;) {
+            size_t end = oh1 < j->oh_hi ? oh1 : j->oh_hi;
+            if (narrow && oh >= j->oh_lo && oh + 1 < end) {
+                rows(j, &a, &ec, ocb0, nob, oh, end);
+                oh = end;
+            } else {
+                row(j, &a, &ec, ocb0, nob, oh, ow0, ow1);
+                oh++;
+            }
+        }
     }
 }
