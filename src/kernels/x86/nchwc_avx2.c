@@ -239,6 +239,37 @@ static inline __attribute__((always_inline)) void dw_interior_run(const dw_ctx *
         dw_interior(c, xr, r0, r1, o, y, res, 1, KW, SW, DW, REUSE);
 }
 
+/* One border pixel with the tap loop unrolled: the same sums in the same
+ * order as dw_border, each column tap tested instead of a clipped range. */
+static inline __attribute__((always_inline)) void dw_border_t(const dw_ctx *c, const float *const *xr, size_t r0,
+                                                              size_t r1, size_t o, float *y, const float *res,
+                                                              size_t KW, size_t SW, size_t DW) {
+    const nnf_conv2d_shape *s = c->t->s;
+    ptrdiff_t iw0 = (ptrdiff_t)(o * SW) - (ptrdiff_t)s->pl;
+    __m256 acc = _mm256_setzero_ps();
+    for (size_t i = r0; i < r1; i++) {
+        const float *wp = c->t->w + i * KW * B;
+#pragma GCC unroll 8
+        for (size_t j = 0; j < KW; j++) {
+            ptrdiff_t iw = iw0 + (ptrdiff_t)(j * DW);
+            if (iw >= 0 && iw < (ptrdiff_t)s->w)
+                acc = _mm256_fmadd_ps(_mm256_loadu_ps(xr[i] + iw * (ptrdiff_t)B), _mm256_loadu_ps(wp + j * B), acc);
+        }
+    }
+    dw_store(c, y + o * B, res ? res + o * B : NULL, acc);
+}
+
+/* A whole output row for constant KW, SW, DW: borders, then the interior. */
+static inline __attribute__((always_inline)) void dw_row_t(const dw_ctx *c, const float *const *xr, size_t r0,
+                                                           size_t r1, size_t lo, size_t hi, float *y,
+                                                           const float *res, size_t KW, size_t SW, size_t DW) {
+    for (size_t o = 0; o < lo; o++)
+        dw_border_t(c, xr, r0, r1, o, y, res, KW, SW, DW);
+    dw_interior_run(c, xr, r0, r1, lo, hi, y, res, KW, SW, DW, 1);
+    for (size_t o = hi > lo ? hi : lo; o < c->t->s->ow; o++)
+        dw_border_t(c, xr, r0, r1, o, y, res, KW, SW, DW);
+}
+
 static __attribute__((noinline)) void dw_interior_generic(const dw_ctx *c, const float *const *xr, size_t r0,
                                                           size_t r1, size_t lo, size_t hi, float *y,
                                                           const float *res) {
@@ -347,20 +378,21 @@ void nnf_nchwc_dw_rows_avx2(const nnf_nchwc_dw_tile *t, size_t oh0, size_t noh) 
                     for (size_t l = 0; l < (lo * s->sw + 1) * B; l += 16)
                         _mm_prefetch((const char *)(c.pf[r] + l), _MM_HINT_T0);
             }
-            for (size_t o = 0; o < lo; o++)
-                dw_border(&c, xr, r0, r1, o, y, res);
-            if (s->kw == 3 && s->dw == 1 && s->sw == 1)
-                dw_interior_run(&c, xr, r0, r1, lo, hi, y, res, 3, 1, 1, 1);
-            else if (s->kw == 3 && s->dw == 1 && s->sw == 2)
-                dw_interior_run(&c, xr, r0, r1, lo, hi, y, res, 3, 2, 1, 1);
-            else if (s->kw == 5 && s->dw == 1 && s->sw == 1)
-                dw_interior_run(&c, xr, r0, r1, lo, hi, y, res, 5, 1, 1, 1);
-            else if (s->kw == 5 && s->dw == 1 && s->sw == 2)
-                dw_interior_run(&c, xr, r0, r1, lo, hi, y, res, 5, 2, 1, 1);
-            else
+            if (s->kw == 3 && s->dw == 1 && s->sw == 1) {
+                dw_row_t(&c, xr, r0, r1, lo, hi, y, res, 3, 1, 1);
+            } else if (s->kw == 3 && s->dw == 1 && s->sw == 2) {
+                dw_row_t(&c, xr, r0, r1, lo, hi, y, res, 3, 2, 1);
+            } else if (s->kw == 5 && s->dw == 1 && s->sw == 1) {
+                dw_row_t(&c, xr, r0, r1, lo, hi, y, res, 5, 1, 1);
+            } else if (s->kw == 5 && s->dw == 1 && s->sw == 2) {
+                dw_row_t(&c, xr, r0, r1, lo, hi, y, res, 5, 2, 1);
+            } else {
+                for (size_t o = 0; o < lo; o++)
+                    dw_border(&c, xr, r0, r1, o, y, res);
                 dw_interior_generic(&c, xr, r0, r1, lo, hi, y, res);
-            for (size_t o = hi > lo ? hi : lo; o < s->ow; o++)
-                dw_border(&c, xr, r0, r1, o, y, res);
+                for (size_t o = hi > lo ? hi : lo; o < s->ow; o++)
+                    dw_border(&c, xr, r0, r1, o, y, res);
+            }
         }
         if (!c.f.clamp_only)
             ep_row(&c, y, res, s->ow);
