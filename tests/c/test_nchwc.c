@@ -310,14 +310,15 @@ static void test_pool(nnf_isa isa) {
         {.k = 3, .s = 2, .d = 1, .p = 0, .ceil = 1}, {.k = 3, .s = 2, .d = 1, .p = 1, .ceil = 1},
         {.k = 2, .s = 2, .d = 1, .p = 0, .ceil = 1}, {.k = 3, .s = 1, .d = 2, .p = 1},
     };
-    static const size_t cs[] = {3, 8, 13}, hs[] = {7, 8, 13};
+    /* widths up to 61 so the AVX2 rows' 8-pixel interior groups run for every (k, s) */
+    static const size_t cs[] = {3, 8, 13}, hs[] = {7, 8, 13}, ws[] = {7, 13, 29, 61};
     for (size_t bi = 0; bi < sizeof base / sizeof base[0]; bi++)
         for (size_t ci = 0; ci < 3; ci++)
             for (int kind = 0; kind < 3; kind++) {
                 pool_case q = base[bi];
                 q.c = cs[ci];
                 q.h = hs[(ci + bi) % 3];
-                q.w = hs[(ci + bi + 1) % 3];
+                q.w = ws[(ci + bi + (size_t)kind) % 4];
                 q.is_max = kind == 0;
                 q.cip = kind == 2;
                 run_pool(&q, isa);

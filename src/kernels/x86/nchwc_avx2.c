@@ -401,52 +401,184 @@ void nnf_nchwc_dw_rows_avx2(const nnf_nchwc_dw_tile *t, size_t oh0, size_t noh) 
 
 /* ---- pools ---- */
 
+/* One output pixel of a pool anywhere, its window clipped per axis: the
+ * reference's loops with 8 channels per operation. */
+static void pool_pixel(const nnf_nchwc_pool_shape *s, const float *x, ptrdiff_t sh, size_t h0, size_t h1,
+                       size_t rows_padded, size_t ow, float *y, __m256 mask) {
+    ptrdiff_t sw = (ptrdiff_t)(ow * s->sw) - (ptrdiff_t)s->pl;
+    size_t w0, w1;
+    taps_inside(sw, s->kw, s->dw, s->w, &w0, &w1);
+    __m256 acc;
+    if (s->is_max) {
+        acc = _mm256_set1_ps(-INFINITY);
+        int first = 1;
+        for (size_t i = h0; i < h1; i++) {
+            const float *xp = x + (size_t)(sh + (ptrdiff_t)(i * s->dh)) * s->w * B;
+            for (size_t j = w0; j < w1; j++) {
+                __m256 v = _mm256_loadu_ps(xp + (size_t)(sw + (ptrdiff_t)(j * s->dw)) * B);
+                acc = first ? v : _mm256_max_ps(v, acc);
+                first = 0;
+            }
+        }
+    } else {
+        acc = _mm256_setzero_ps();
+        for (size_t i = h0; i < h1; i++) {
+            const float *xp = x + (size_t)(sh + (ptrdiff_t)(i * s->dh)) * s->w * B;
+            for (size_t j = w0; j < w1; j++)
+                acc = _mm256_add_ps(acc, _mm256_loadu_ps(xp + (size_t)(sw + (ptrdiff_t)(j * s->dw)) * B));
+        }
+        size_t count;
+        if (s->count_include_pad) {
+            size_t pw0, pw1;
+            taps_inside(sw + (ptrdiff_t)s->pl, s->kw, s->dw, s->w + s->pl + s->pr, &pw0, &pw1);
+            count = rows_padded * (pw1 - pw0);
+        } else {
+            count = (h1 - h0) * (w1 - w0);
+        }
+        acc = count ? _mm256_div_ps(acc, _mm256_set1_ps((float)count)) : _mm256_setzero_ps();
+    }
+    _mm256_storeu_ps(y + ow * B, _mm256_and_ps(acc, mask));
+}
+
+/* pool_pixel with KW, SW constant and dilation 1: the border pixels of the
+ * specialised rows, each column tap tested, the same taps in the same order. */
+static inline __attribute__((always_inline)) void pool_border_t(const nnf_nchwc_pool_shape *s,
+                                                                const float *const *xr, size_t h0, size_t h1,
+                                                                size_t rows_padded, size_t ow, float *y,
+                                                                __m256 mask, size_t KW, size_t SW, int is_max) {
+    ptrdiff_t sw = (ptrdiff_t)(ow * SW) - (ptrdiff_t)s->pl, w = (ptrdiff_t)s->w;
+    __m256 acc = is_max ? _mm256_set1_ps(-INFINITY) : _mm256_setzero_ps();
+    int first = 1;
+    for (size_t i = h0; i < h1; i++) {
+#pragma GCC unroll 8
+        for (size_t j = 0; j < KW; j++) {
+            ptrdiff_t iw = sw + (ptrdiff_t)j;
+            if (iw < 0 || iw >= w)
+                continue;
+            __m256 v = _mm256_loadu_ps(xr[i] + iw * (ptrdiff_t)B);
+            if (is_max)
+                acc = first ? v : _mm256_max_ps(v, acc);
+            else
+                acc = _mm256_add_ps(acc, v);
+            first = 0;
+        }
+    }
+    if (!is_max) {
+        size_t cols = 0, padded = 0;
+#pragma GCC unroll 8
+        for (size_t j = 0; j < KW; j++) {
+            ptrdiff_t iw = sw + (ptrdiff_t)j;
+            cols += iw >= 0 && iw < w;
+            padded += iw >= -(ptrdiff_t)s->pl && iw < w + (ptrdiff_t)s->pr;
+        }
+        size_t count = s->count_include_pad ? rows_padded * padded : (h1 - h0) * cols;
+        acc = count ? _mm256_div_ps(acc, _mm256_set1_ps((float)count)) : _mm256_setzero_ps();
+    }
+    _mm256_storeu_ps(y + ow * B, _mm256_and_ps(acc, mask));
+}
+
+/* P interior output pixels from o (every column tap inside the input) with
+ * KW and SW constant, dilation 1: like dw_interior, each input pixel of a
+ * window row is loaded once for every output it reaches. Per output the
+ * taps are still taken row by row, column by column, so max keeps the
+ * reference's "first tap, then v > acc" and the sums their order. */
+static inline __attribute__((always_inline)) void pool_group(const float *const *xr, size_t r0, size_t r1,
+                                                             size_t col, size_t o, float *y, size_t P, size_t KW,
+                                                             size_t SW, int is_max, __m256 div, __m256 mask) {
+    __m256 acc[8]; /* set by each output's first tap; zeroed only to tell the compiler so */
+#pragma GCC unroll 8
+    for (size_t p = 0; p < P; p++)
+        acc[p] = _mm256_setzero_ps();
+    for (size_t i = r0; i < r1; i++) {
+        const float *xp = xr[i] + col + o * SW * B;
+#pragma GCC unroll 64
+        for (size_t q = 0; q <= (P - 1) * SW + KW - 1; q++) {
+            __m256 xv = _mm256_loadu_ps(xp + q * B);
+#pragma GCC unroll 8
+            for (size_t j = 0; j < KW; j++) {
+                if (q < j || (q - j) % SW != 0 || (q - j) / SW >= P)
+                    continue;
+                size_t p = (q - j) / SW;
+                if (is_max)
+                    acc[p] = i == r0 && j == 0 ? xv : _mm256_max_ps(xv, acc[p]);
+                else
+                    acc[p] = _mm256_add_ps(i == r0 && j == 0 ? _mm256_setzero_ps() : acc[p], xv);
+            }
+        }
+    }
+#pragma GCC unroll 8
+    for (size_t p = 0; p < P; p++) {
+        __m256 v = is_max ? acc[p] : _mm256_div_ps(acc[p], div);
+        _mm256_storeu_ps(y + (o + p) * B, _mm256_and_ps(v, mask));
+    }
+}
+
+static inline __attribute__((always_inline)) void pool_interior(const float *const *xr, size_t r0, size_t r1,
+                                                                size_t col, size_t lo, size_t hi, float *y,
+                                                                const float *const *pf, size_t KW, size_t SW,
+                                                                int is_max, __m256 div, __m256 mask) {
+    size_t o = lo;
+    for (; o + 8 <= hi; o += 8) {
+        /* the next output row's new input rows, a group ahead (see dw_interior_run) */
+        for (int r = 0; r < 2; r++)
+            if (pf[r])
+                for (size_t l = 0; l < 8 * SW * B; l += 16)
+                    _mm_prefetch((const char *)(pf[r] + col + o * SW * B + l), _MM_HINT_T0);
+        pool_group(xr, r0, r1, col, o, y, 8, KW, SW, is_max, div, mask);
+    }
+    for (; o < hi; o++)
+        pool_group(xr, r0, r1, col, o, y, 1, KW, SW, is_max, div, mask);
+}
+
 void nnf_nchwc_pool_rows_avx2(const nnf_nchwc_pool_shape *s, const float *x, float *y, size_t nc, size_t oh0,
                               size_t noh) {
     __m256 mask = _mm256_castsi256_ps(nnf_mask8(nc));
+    /* interior columns [lo, hi): o sw - pl >= 0 and o sw - pl + (kw-1) dw < w */
+    size_t span = (s->kw - 1) * s->dw, lo = (s->pl + s->sw - 1) / s->sw, hi = 0;
+    if (s->w + s->pl >= span + 1)
+        hi = (s->w - 1 + s->pl - span) / s->sw + 1;
+    if (hi > s->ow)
+        hi = s->ow;
+    if (lo > hi)
+        lo = hi;
+    int fast = s->dw == 1 && s->kh <= 64 &&
+               ((s->kw == 2 && s->sw == 2) || (s->kw == 3 && (s->sw == 1 || s->sw == 2)) ||
+                (s->kw == 5 && s->sw == 1));
+    const float *xr[64];
     for (size_t oh = oh0; oh < oh0 + noh; oh++) {
         ptrdiff_t sh = (ptrdiff_t)(oh * s->sh) - (ptrdiff_t)s->pt;
         size_t h0, h1, ph0, ph1;
         taps_inside(sh, s->kh, s->dh, s->h, &h0, &h1);
         taps_inside(sh + (ptrdiff_t)s->pt, s->kh, s->dh, s->h + s->pt + s->pb, &ph0, &ph1);
         float *yr = y + oh * s->ow * B;
-        for (size_t ow = 0; ow < s->ow; ow++) {
-            ptrdiff_t sw = (ptrdiff_t)(ow * s->sw) - (ptrdiff_t)s->pl;
-            size_t w0, w1;
-            taps_inside(sw, s->kw, s->dw, s->w, &w0, &w1);
-            __m256 acc;
-            if (s->is_max) {
-                acc = _mm256_set1_ps(-INFINITY);
-                if (h0 < h1 && w0 < w1) {
-                    const float *x0 = x + ((size_t)(sh + (ptrdiff_t)(h0 * s->dh)) * s->w +
-                                           (size_t)(sw + (ptrdiff_t)(w0 * s->dw))) * B;
-                    acc = _mm256_loadu_ps(x0);
-                    for (size_t i = h0; i < h1; i++) {
-                        const float *xp = x0 + (i - h0) * s->dh * s->w * B;
-                        for (size_t j = i == h0 ? w0 + 1 : w0; j < w1; j++)
-                            acc = _mm256_max_ps(_mm256_loadu_ps(xp + (j - w0) * s->dw * B), acc);
-                    }
-                }
-            } else {
-                acc = _mm256_setzero_ps();
-                for (size_t i = h0; i < h1; i++) {
-                    const float *xp = x + ((size_t)(sh + (ptrdiff_t)(i * s->dh)) * s->w +
-                                           (size_t)(sw + (ptrdiff_t)(w0 * s->dw))) * B;
-                    for (size_t j = w0; j < w1; j++)
-                        acc = _mm256_add_ps(acc, _mm256_loadu_ps(xp + (j - w0) * s->dw * B));
-                }
-                size_t count;
-                if (s->count_include_pad) {
-                    size_t pw0, pw1;
-                    taps_inside(sw + (ptrdiff_t)s->pl, s->kw, s->dw, s->w + s->pl + s->pr, &pw0, &pw1);
-                    count = (ph1 - ph0) * (pw1 - pw0);
-                } else {
-                    count = (h1 - h0) * (w1 - w0);
-                }
-                acc = count ? _mm256_div_ps(acc, _mm256_set1_ps((float)count)) : _mm256_setzero_ps();
-            }
-            _mm256_storeu_ps(yr + ow * B, _mm256_and_ps(acc, mask));
+        if (!fast || h0 == h1) {
+            for (size_t ow = 0; ow < s->ow; ow++)
+                pool_pixel(s, x, sh, h0, h1, ph1 - ph0, ow, yr, mask);
+            continue;
         }
+        for (size_t i = h0; i < h1; i++)
+            xr[i] = x + (size_t)(sh + (ptrdiff_t)(i * s->dh)) * s->w * B;
+        ptrdiff_t last = sh + (ptrdiff_t)((s->kh - 1) * s->dh), next = last + (ptrdiff_t)s->sh;
+        const float *pf[2];
+        for (int r = 0; r < 2; r++) {
+            ptrdiff_t row = last + 1 + r;
+            pf[r] = row <= next && row >= 0 && row < (ptrdiff_t)s->h ? x + (size_t)row * s->w * B : NULL;
+        }
+        /* interior pixels have every column tap inside, in the padded input too */
+        size_t rows = s->count_include_pad ? ph1 - ph0 : h1 - h0;
+        __m256 div = _mm256_set1_ps((float)(rows * s->kw));
+        size_t col = -s->pl * B; /* wraps; added to o sw B >= pl B it gives the window's first column */
+#define POOL_CASE(KW, SW, MAX)                                                                                \
+    if (s->kw == KW && s->sw == SW && !s->is_max == !MAX) {                                                     \
+        for (size_t ow = 0; ow < lo; ow++)                                                                    \
+            pool_border_t(s, xr, h0, h1, ph1 - ph0, ow, yr, mask, KW, SW, MAX);                               \
+        pool_interior(xr, h0, h1, col, lo, hi, yr, pf, KW, SW, MAX, div, mask);                               \
+        for (size_t ow = hi > lo ? hi : lo; ow < s->ow; ow++)                                                 \
+            pool_border_t(s, xr, h0, h1, ph1 - ph0, ow, yr, mask, KW, SW, MAX);                               \
+    } else
+        POOL_CASE(2, 2, 1) POOL_CASE(3, 1, 1) POOL_CASE(3, 2, 1) POOL_CASE(5, 1, 1)
+        POOL_CASE(2, 2, 0) POOL_CASE(3, 1, 0) POOL_CASE(3, 2, 0) POOL_CASE(5, 1, 0) {}
+#undef POOL_CASE
     }
 }
 
