@@ -5,6 +5,7 @@
  * C*KH*KW is the length of the sum and S = sum |w x| + |bias| + |residual|
  * (the float accumulation error bound, doubled for the epilogue's adds,
  * plus the vector activations' measured error, test_gemm.c: <= 4e-7 abs). */
+#include "base/alloc.h"
 #include "base/cpu.h"
 #include "base/threadpool.h"
 #include "kernels/nchwc.h"
@@ -271,6 +272,46 @@ int main(void) {
         tc.bias = check_unit() < 0.7;
         tc.res = check_unit() < 0.4;
         run_case(&tc, pool2);
+    }
+    /* every allocation of create failing in turn: an error, no crash, no leak
+     * (the sanitizer build checks the last) */
+    {
+        nnf_conv2d_shape s = {.n = 1, .c = 9, .h = 5, .w = 5, .oc = 9, .group = 1, .kh = 3, .kw = 3,
+                              .sh = 1, .sw = 1, .dh = 1, .dw = 1, .pt = 1, .pl = 1, .oh = 5, .ow = 5};
+        float *w = check_rand_buf(9 * 9 * 9);
+        int failed = 0;
+        for (uint64_t n = 1; n <= 4; n++) {
+            nnf_nchwc_conv *k = NULL;
+            nnf_alloc_fail_after(n);
+            nnf_status st = nnf_nchwc_conv_create(&s, 1, NNF_ISA_AVX2, w, &k);
+            nnf_alloc_fail_after(0);
+            if (st != NNF_OK) {
+                failed++;
+                CHECK(st == NNF_ERR_OUT_OF_MEMORY && k == NULL);
+            }
+            nnf_nchwc_conv_destroy(k);
+        }
+        CHECK(failed == 2); /* the kernel, its packed weights */
+        /* what it rejects: groups, zero strides; NULL arguments */
+        nnf_conv2d_shape g = s;
+        g.group = 3;
+        nnf_nchwc_conv *k = NULL;
+        CHECK(!nnf_nchwc_conv_supported(&g));
+        CHECK(nnf_nchwc_conv_create(&g, 1, NNF_ISA_AVX2, w, &k) == NNF_ERR_UNSUPPORTED && !k);
+        g = s;
+        g.sw = 0;
+        CHECK(nnf_nchwc_conv_create(&g, 1, NNF_ISA_AVX2, w, &k) == NNF_ERR_UNSUPPORTED && !k);
+        CHECK(nnf_nchwc_conv_create(&s, 1, NNF_ISA_AVX2, NULL, &k) == NNF_ERR_INVALID_ARGUMENT);
+        CHECK(nnf_nchwc_conv_create(&s, 1, NNF_ISA_AVX2, w, &k) == NNF_OK);
+        float x[1], y[1];
+        CHECK(nnf_nchwc_conv_run(k, NULL, y, NULL, NULL) == NNF_ERR_INVALID_ARGUMENT);
+        nnf_epilogue ep = nnf_epilogue_default();
+        ep.bias_kind = NNF_BIAS_PER_COL;
+        ep.bias = w;
+        CHECK(nnf_nchwc_conv_run(k, x, y, &ep, NULL) == NNF_ERR_INVALID_ARGUMENT);
+        nnf_nchwc_conv_destroy(k);
+        nnf_nchwc_conv_destroy(NULL);
+        free(w);
     }
     nnf_threadpool_destroy(pool2);
     TEST_MAIN_END();
