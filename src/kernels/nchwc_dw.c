@@ -9,11 +9,13 @@
 #include "base/alloc.h"
 #include "kernels/x86/nchwc_avx2.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
 bool nnf_nchwc_dw_supported(const nnf_conv2d_shape *s) {
-    return s->c > 0 && s->group == s->c && s->oc == s->c && s->kh > 0 && s->kw > 0 && s->sh > 0 &&
+    /* the channel bound keeps the padded count (blocks x 8) from wrapping */
+    return s->c > 0 && s->c <= SIZE_MAX / 16 && s->group == s->c && s->oc == s->c && s->kh > 0 && s->kw > 0 && s->sh > 0 &&
            s->sw > 0 && s->dh > 0 && s->dw > 0;
 }
 

@@ -104,6 +104,13 @@ void nnf_nchwc_to_nchw_tile_avx2(const float *x, size_t hw, size_t nc, size_t np
     }
 }
 
+/* Prefetch off floats past base. The address may lie past the end of the
+ * buffer (a last row's look-ahead), which as a pointer sum would be
+ * undefined, so it is formed as an integer: prefetches never fault. */
+static inline void prefetch_at(const float *base, size_t off) {
+    _mm_prefetch((const char *)((uintptr_t)base + off * sizeof(float)), _MM_HINT_T0);
+}
+
 /* ---- depthwise convolution ---- */
 
 /* Taps [*lo, *hi) of extent k, dilation d, whose input index start + t d
@@ -228,7 +235,7 @@ static inline __attribute__((always_inline)) void dw_interior_run(const dw_ctx *
         for (int r = 0; r < 2; r++)
             if (c->pf[r])
                 for (size_t l = 0; l < 8 * SW * B; l += 16)
-                    _mm_prefetch((const char *)(c->pf[r] + (o * SW - c->t->s->pl) * B + l), _MM_HINT_T0);
+                    prefetch_at(c->pf[r], (o * SW - c->t->s->pl) * B + l);
         dw_interior(c, xr, r0, r1, o, y, res, 8, KW, SW, DW, REUSE);
     }
     if (o + 4 <= hi) {
@@ -376,7 +383,7 @@ void nnf_nchwc_dw_rows_avx2(const nnf_nchwc_dw_tile *t, size_t oh0, size_t noh) 
                 /* the groups fetch from their own first column on; the left border's columns here */
                 if (c.pf[r])
                     for (size_t l = 0; l < (lo * s->sw + 1) * B; l += 16)
-                        _mm_prefetch((const char *)(c.pf[r] + l), _MM_HINT_T0);
+                        prefetch_at(c.pf[r], l);
             }
             if (s->kw == 3 && s->dw == 1 && s->sw == 1) {
                 dw_row_t(&c, xr, r0, r1, lo, hi, y, res, 3, 1, 1);
@@ -483,14 +490,14 @@ static inline __attribute__((always_inline)) void pool_border_t(const nnf_nchwc_
  * taps are still taken row by row, column by column, so max keeps the
  * reference's "first tap, then v > acc" and the sums their order. */
 static inline __attribute__((always_inline)) void pool_group(const float *const *xr, size_t r0, size_t r1,
-                                                             size_t col, size_t o, float *y, size_t P, size_t KW,
+                                                             size_t pl, size_t o, float *y, size_t P, size_t KW,
                                                              size_t SW, int is_max, __m256 div, __m256 mask) {
     __m256 acc[8]; /* set by each output's first tap; zeroed only to tell the compiler so */
 #pragma GCC unroll 8
     for (size_t p = 0; p < P; p++)
         acc[p] = _mm256_setzero_ps();
     for (size_t i = r0; i < r1; i++) {
-        const float *xp = xr[i] + col + o * SW * B;
+        const float *xp = xr[i] + (o * SW - pl) * B;
 #pragma GCC unroll 64
         for (size_t q = 0; q <= (P - 1) * SW + KW - 1; q++) {
             __m256 xv = _mm256_loadu_ps(xp + q * B);
@@ -514,7 +521,7 @@ static inline __attribute__((always_inline)) void pool_group(const float *const 
 }
 
 static inline __attribute__((always_inline)) void pool_interior(const float *const *xr, size_t r0, size_t r1,
-                                                                size_t col, size_t lo, size_t hi, float *y,
+                                                                size_t pl, size_t lo, size_t hi, float *y,
                                                                 const float *const *pf, size_t KW, size_t SW,
                                                                 int is_max, __m256 div, __m256 mask) {
     size_t o = lo;
@@ -523,11 +530,11 @@ static inline __attribute__((always_inline)) void pool_interior(const float *con
         for (int r = 0; r < 2; r++)
             if (pf[r])
                 for (size_t l = 0; l < 8 * SW * B; l += 16)
-                    _mm_prefetch((const char *)(pf[r] + col + o * SW * B + l), _MM_HINT_T0);
-        pool_group(xr, r0, r1, col, o, y, 8, KW, SW, is_max, div, mask);
+                    prefetch_at(pf[r], (o * SW - pl) * B + l);
+        pool_group(xr, r0, r1, pl, o, y, 8, KW, SW, is_max, div, mask);
     }
     for (; o < hi; o++)
-        pool_group(xr, r0, r1, col, o, y, 1, KW, SW, is_max, div, mask);
+        pool_group(xr, r0, r1, pl, o, y, 1, KW, SW, is_max, div, mask);
 }
 
 void nnf_nchwc_pool_rows_avx2(const nnf_nchwc_pool_shape *s, const float *x, float *y, size_t nc, size_t oh0,
@@ -567,12 +574,11 @@ void nnf_nchwc_pool_rows_avx2(const nnf_nchwc_pool_shape *s, const float *x, flo
         /* interior pixels have every column tap inside, in the padded input too */
         size_t rows = s->count_include_pad ? ph1 - ph0 : h1 - h0;
         __m256 div = _mm256_set1_ps((float)(rows * s->kw));
-        size_t col = -s->pl * B; /* wraps; added to o sw B >= pl B it gives the window's first column */
 #define POOL_CASE(KW, SW, MAX)                                                                                \
     if (s->kw == KW && s->sw == SW && !s->is_max == !MAX) {                                                     \
         for (size_t ow = 0; ow < lo; ow++)                                                                    \
             pool_border_t(s, xr, h0, h1, ph1 - ph0, ow, yr, mask, KW, SW, MAX);                               \
-        pool_interior(xr, h0, h1, col, lo, hi, yr, pf, KW, SW, MAX, div, mask);                               \
+        pool_interior(xr, h0, h1, s->pl, lo, hi, yr, pf, KW, SW, MAX, div, mask);                               \
         for (size_t ow = hi > lo ? hi : lo; ow < s->ow; ow++)                                                 \
             pool_border_t(s, xr, h0, h1, ph1 - ph0, ow, yr, mask, KW, SW, MAX);                               \
     } else
