@@ -46,15 +46,16 @@ static const float zeros[8] __attribute__((aligned(32)));
 /* G = 0: every tap of every pixel is inside the row. G = 1: a tap outside
  * reads zeros instead (one select per pixel and tap, beside L * OB * P
  * FMAs), so border pixels run in full-width tiles too: with clipped taps
- * they went one at a time, OB accumulators, latency-bound. S1: stride 1
- * known, so the P broadcasts are constant offsets, not P - 1 index
- * registers (spilled beside 12 accumulators). G = 2: the tile's pixels
+ * they went one at a time, OB accumulators, latency-bound. SW: stride 1 or
+ * 2 known (0: s->sw), so the P broadcasts are constant offsets, not P - 1
+ * index registers (spilled beside 12 accumulators). K1: a 1x1 row whose
+ * one tap is inside the input. G = 2: the tile's pixels
  * run on across rows (rows whose taps are all inside the input), each with
  * its own input row: a 7-wide row made tiles of 3 + 2 + 2 pixels, 49
  * pixels make 15 x 3 + 2 x 2. */
 static inline __attribute__((always_inline)) void tile(const nnf_nchwc_conv_job *j, const tile_arg *a,
                                                        const ep_ctx *ec, const int L, const int OB,
-                                                       const int P, const int G, const int S1) {
+                                                       const int P, const int G, const int SW, const int K1) {
     const nnf_conv2d_shape *s = &j->k->s;
     /* ntile tiles side by side: the setup is paid once per run, not per P
      * pixels (a 24-deep 1x1 tile is only ~150 cycles of FMAs) */
@@ -83,12 +84,12 @@ static inline __attribute__((always_inline)) void tile(const nnf_nchwc_conv_job 
             for (int p = 0; p < P; p++)
                 acc[o][p] = a->first ? _mm256_setzero_ps() : _mm256_loadu_ps(yt + o * j->y_blk + p * 8);
         /* the group's weights: [icu][kh][kw][lane][OB][8] */
-        const size_t xs = (S1 ? 1 : s->sw) * (size_t)L, wtap = (size_t)L * OB * 8;
+        const size_t xs = (SW ? (size_t)SW : s->sw) * (size_t)L, wtap = (size_t)L * OB * 8;
         const size_t xkw = s->dw * (size_t)L, wunit = s->kh * s->kw * wtap;
         for (size_t u = a->u0; u < a->u1; u++) {
             const float *xu = a->x + u * j->x_unit;
             const float *wu = a->w + u * wunit;
-            for (size_t kh = a->kh0; kh < a->kh1; kh++) {
+            for (size_t kh = K1 ? 0 : a->kh0; kh < (K1 ? 1 : a->kh1); kh++) {
                 const float *xr = G == 2 ? xu : xu + (a->ih + (ptrdiff_t)(kh * s->dh)) * (ptrdiff_t)j->x_row;
                 const float *xp = xr + iw0 * L;
                 const float *wp = wu + kh * s->kw * wtap;
@@ -99,7 +100,7 @@ static inline __attribute__((always_inline)) void tile(const nnf_nchwc_conv_job 
                     for (int p = 0; p < P; p++)
                         rowp[p] = xu + (ihp[p] + (ptrdiff_t)(kh * s->dh)) * (ptrdiff_t)j->x_row;
                 }
-                for (size_t kw = 0; kw < s->kw; kw++, xp += xkw, wp += wtap, iw += (ptrdiff_t)s->dw) {
+                for (size_t kw = 0; kw < (K1 ? 1 : s->kw); kw++, xp += xkw, wp += wtap, iw += (ptrdiff_t)s->dw) {
                     const float *px[8];
                     if (G == 2) {
 #pragma GCC unroll 8
@@ -193,19 +194,27 @@ typedef void (*tile_fn)(const nnf_nchwc_conv_job *, const tile_arg *, const ep_c
 #define TILE(L, OB, P)                                                                             \
     static void tile_##L##_##OB##_##P(const nnf_nchwc_conv_job *j, const tile_arg *a,             \
                                       const ep_ctx *ec) {                                          \
-        tile(j, a, ec, L, OB, P, 0, 0);                                                            \
+        tile(j, a, ec, L, OB, P, 0, 0, 0);                                                         \
     }                                                                                              \
     static void tiles1_##L##_##OB##_##P(const nnf_nchwc_conv_job *j, const tile_arg *a,           \
                                         const ep_ctx *ec) {                                        \
-        tile(j, a, ec, L, OB, P, 0, 1);                                                            \
+        tile(j, a, ec, L, OB, P, 0, 1, 0);                                                         \
+    }                                                                                              \
+    static void tiles2_##L##_##OB##_##P(const nnf_nchwc_conv_job *j, const tile_arg *a,           \
+                                        const ep_ctx *ec) {                                        \
+        tile(j, a, ec, L, OB, P, 0, 2, 0);                                                         \
+    }                                                                                              \
+    static void tilep_##L##_##OB##_##P(const nnf_nchwc_conv_job *j, const tile_arg *a,            \
+                                       const ep_ctx *ec) {                                         \
+        tile(j, a, ec, L, OB, P, 0, 1, 1);                                                         \
     }                                                                                              \
     static void tileg_##L##_##OB##_##P(const nnf_nchwc_conv_job *j, const tile_arg *a,            \
                                        const ep_ctx *ec) {                                         \
-        tile(j, a, ec, L, OB, P, 1, 0);                                                            \
+        tile(j, a, ec, L, OB, P, 1, 0, 0);                                                         \
     }                                                                                              \
     static void tilex_##L##_##OB##_##P(const nnf_nchwc_conv_job *j, const tile_arg *a,            \
                                        const ep_ctx *ec) {                                         \
-        tile(j, a, ec, L, OB, P, 2, 0);                                                            \
+        tile(j, a, ec, L, OB, P, 2, 0, 0);                                                         \
     }
 #define TILES(L)                                                                                   \
     TILE(L, 1, 1) TILE(L, 1, 2) TILE(L, 1, 3) TILE(L, 1, 4) TILE(L, 1, 5) TILE(L, 1, 6)            \
@@ -221,11 +230,11 @@ TILES(8)
       NULL, NULL},                                                                                 \
      {T##_##L##_3_1, T##_##L##_3_2, T##_##L##_3_3, T##_##L##_3_4, NULL, NULL, NULL, NULL},         \
      {T##_##L##_4_1, T##_##L##_4_2, T##_##L##_4_3, NULL, NULL, NULL, NULL, NULL}}
-/* [interior / guarded / interior at stride 1 / across rows][lanes == 8][OB - 1][P - 1] */
-static const tile_fn tiles[4][2][4][8] = {{ROW(tile, 1), ROW(tile, 8)},
-                                          {ROW(tileg, 1), ROW(tileg, 8)},
-                                          {ROW(tiles1, 1), ROW(tiles1, 8)},
-                                          {ROW(tilex, 1), ROW(tilex, 8)}};
+/* [interior / guarded / interior at stride 1 / across rows / interior at
+ * stride 2 / 1x1 stride 1 interior][lanes == 8][OB - 1][P - 1] */
+static const tile_fn tiles[6][2][4][8] = {{ROW(tile, 1), ROW(tile, 8)},   {ROW(tileg, 1), ROW(tileg, 8)},
+                                          {ROW(tiles1, 1), ROW(tiles1, 8)}, {ROW(tilex, 1), ROW(tilex, 8)},
+                                          {ROW(tiles2, 1), ROW(tiles2, 8)}, {ROW(tilep, 1), ROW(tilep, 8)}};
 static const size_t tile_px[4] = {8, 6, 4, 3};
 
 /* The second pass on npx pixels of one block: activation, a residual after
@@ -279,6 +288,9 @@ static void row(const nnf_nchwc_conv_job *j, tile_arg *a, const ep_ctx *ec, size
     size_t y0 = a->blk0 * j->y_blk + oh * j->ow * NNF_NCHWC_B;
     float *yb = j->y + (size_t)(a->x - j->x) / j->x_img * j->y_img;
     const float *rb = e->residual ? e->residual + (yb - j->y) : NULL;
+    /* a 1x1 row inside the input: no tap loops at all (they were a third
+     * of the instructions of a 24-deep pointwise tile) */
+    int k1 = s->kh == 1 && s->kw == 1 && a->kh0 == 0 && a->kh1 == 1;
     /* tiles of balanced widths (7 = 3 + 2 + 2, not 3 + 3 + 1): the narrow
      * ones have too few accumulators to hide the FMA latency */
     size_t n = ow1 - ow0, ntiles = (n + pmax - 1) / pmax, base = n / ntiles, wide = n % ntiles;
@@ -296,7 +308,7 @@ static void row(const nnf_nchwc_conv_job *j, tile_arg *a, const ep_ctx *ec, size
         a->y = yb + y0 + ow * NNF_NCHWC_B;
         a->res = rb ? rb + y0 + ow * NNF_NCHWC_B : NULL;
         a->ntile = run;
-        tiles[guard ? 1 : s->sw == 1 ? 2 : 0][l8][nob - 1][np - 1](j, a, ec);
+        tiles[guard ? 1 : s->sw == 1 ? (k1 ? 5 : 2) : s->sw == 2 ? 4 : 0][l8][nob - 1][np - 1](j, a, ec);
         ow += run * np;
         t += run;
     }
