@@ -23,9 +23,11 @@ nnf_status nnf_nchwc_dw_create(const nnf_conv2d_shape *s, nnf_isa isa, const flo
     nnf_status st = NNF_OK;
     nnf_nchwc_dw *k = NULL;
     size_t taps, floats, bytes;
+    if (!out || !s || !w)
+        return nnf_error(NNF_ERR_INVALID_ARGUMENT, "NCHWc depthwise conv: NULL shape, weights or result");
     *out = NULL;
     if (!nnf_nchwc_dw_supported(s)) {
-        st = nnf_error(NNF_ERR_INVALID_ARGUMENT,
+        st = nnf_error(NNF_ERR_UNSUPPORTED,
                        "NCHWc depthwise conv: group %zu, %zu -> %zu channels is not depthwise", s->group, s->c,
                        s->oc);
         goto fail;

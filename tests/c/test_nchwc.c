@@ -12,6 +12,7 @@
  *   resize     exact gather.
  * Every kernel also runs on a 2-thread pool and must be bit-identical to the
  * inline run. */
+#include "base/alloc.h"
 #include "base/cpu.h"
 #include "base/threadpool.h"
 #include "kernels/nchwc.h"
@@ -400,7 +401,24 @@ int main(void) {
     CHECK(!nnf_nchwc_dw_supported(&s));
     nnf_nchwc_dw *k = NULL;
     float w[72] = {0};
-    CHECK(nnf_nchwc_dw_create(&s, NNF_ISA_SCALAR, w, &k) != NNF_OK && k == NULL);
+    CHECK(nnf_nchwc_dw_create(&s, NNF_ISA_SCALAR, w, &k) == NNF_ERR_UNSUPPORTED && k == NULL);
+    s.group = 8;
+    CHECK(nnf_nchwc_dw_create(&s, NNF_ISA_SCALAR, NULL, &k) == NNF_ERR_INVALID_ARGUMENT && k == NULL);
+    /* every allocation of create failing in turn: an error and no result (the
+     * sanitizer build checks for leaks) */
+    int failed = 0;
+    for (uint64_t n = 1; n <= 3; n++) {
+        nnf_alloc_fail_after(n);
+        nnf_status st = nnf_nchwc_dw_create(&s, NNF_ISA_AVX2, w, &k);
+        nnf_alloc_fail_after(0);
+        if (st != NNF_OK) {
+            failed++;
+            CHECK(st == NNF_ERR_OUT_OF_MEMORY && k == NULL);
+        }
+        nnf_nchwc_dw_destroy(k);
+        k = NULL;
+    }
+    CHECK(failed == 2); /* the kernel, its weights */
     for (int t = NNF_ISA_SCALAR; t <= (int)cpu->max_isa && t <= NNF_ISA_AVX2; t++) {
         nnf_isa isa = (nnf_isa)t;
         printf("tier %s\n", nnf_isa_name(isa));
