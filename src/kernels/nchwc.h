@@ -102,7 +102,7 @@ static inline void nnf_nchwc_taps(size_t o, size_t stride, size_t pad, size_t di
 void nnf_nchwc_conv_span_avx2(const nnf_nchwc_conv_job *j, size_t b, size_t ocb0, size_t nob, size_t oh0,
                               size_t oh1, size_t ow0, size_t ow1);
 
-/* ---- depthwise convolution (nchwc_dw.c, x86/nchwc_dw_avx2.c) ----
+/* ---- depthwise convolution (nchwc_dw.c, x86/nchwc_avx2.c) ----
  * group == C == OC, any kernel extent, stride, dilation and padding; input
  * and output NCHWc8. One vector is one pixel's 8 channels, so stride 2 costs
  * no gathers. */
@@ -120,7 +120,7 @@ void nnf_nchwc_dw_destroy(nnf_nchwc_dw *k);
 nnf_status nnf_nchwc_dw_run(const nnf_nchwc_dw *k, const float *x, float *y, const nnf_epilogue *ep,
                             nnf_threadpool *pool);
 
-/* ---- pooling (nchwc_pool.c, x86/nchwc_pool_avx2.c) ---- */
+/* ---- pooling (nchwc_pool.c, x86/nchwc_avx2.c) ---- */
 typedef struct nnf_nchwc_pool_shape {
     size_t n, c, h, w;      /* logical input */
     size_t kh, kw, sh, sw, dh, dw;
