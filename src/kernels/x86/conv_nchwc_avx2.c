@@ -31,6 +31,7 @@ typedef struct tile_arg {
     int first, last;   /* start from zero / apply the epilogue (else: partial sums in y) */
     size_t ntile;      /* tiles of P pixels side by side from (iw, y, res) */
     size_t q0;         /* G == 2: the first pixel, oh * ow + ow */
+    const ptrdiff_t *toff; /* TL: per tap (unit, kh, kw), its input offset from tap 0 */
 } tile_arg;
 
 typedef struct ep_ctx {
@@ -55,7 +56,8 @@ static const float zeros[8] __attribute__((aligned(32)));
  * pixels make 15 x 3 + 2 x 2. */
 static inline __attribute__((always_inline)) void tile(const nnf_nchwc_conv_job *j, const tile_arg *a,
                                                        const ep_ctx *ec, const int L, const int OB,
-                                                       const int P, const int G, const int SW, const int K1) {
+                                                       const int P, const int G, const int SW, const int K1,
+                                                       const int TL) {
     const nnf_conv2d_shape *s = &j->k->s;
     /* ntile tiles side by side: the setup is paid once per run, not per P
      * pixels (a 24-deep 1x1 tile is only ~150 cycles of FMAs) */
@@ -86,7 +88,29 @@ static inline __attribute__((always_inline)) void tile(const nnf_nchwc_conv_job 
         /* the group's weights: [icu][kh][kw][lane][OB][8] */
         const size_t xs = (SW ? (size_t)SW : s->sw) * (size_t)L, wtap = (size_t)L * OB * 8;
         const size_t xkw = s->dw * (size_t)L, wunit = s->kh * s->kw * wtap;
-        for (size_t u = a->u0; u < a->u1; u++) {
+        if (TL && L == 1) {
+            /* NCHW input, every tap inside: one flat loop over the taps
+             * (3 channels x 3x3 was 27 trips through three nested loops) */
+            const float *xb = a->x + a->ih * (ptrdiff_t)j->x_row + iw0;
+            const size_t taps = s->kh * s->kw, t1 = a->u1 * taps;
+            const float *wp = a->w + a->u0 * taps * OB * 8;
+#pragma GCC unroll 3
+            for (size_t t = a->u0 * taps; t < t1; t++, wp += OB * 8) {
+                const float *xp = xb + a->toff[t];
+                __m256 xv[8];
+#pragma GCC unroll 8
+                for (int p = 0; p < P; p++)
+                    xv[p] = _mm256_broadcast_ss(xp + p * xs);
+#pragma GCC unroll 4
+                for (int o = 0; o < OB; o++) {
+                    __m256 wv = _mm256_load_ps(wp + o * 8);
+#pragma GCC unroll 8
+                    for (int p = 0; p < P; p++)
+                        acc[o][p] = _mm256_fmadd_ps(wv, xv[p], acc[o][p]);
+                }
+            }
+        }
+        for (size_t u = a->u0; u < (TL && L == 1 ? a->u0 : a->u1); u++) {
             const float *xu = a->x + u * j->x_unit;
             const float *wu = a->w + u * wunit;
             for (size_t kh = K1 ? 0 : a->kh0; kh < (K1 ? 1 : a->kh1); kh++) {
@@ -194,27 +218,31 @@ typedef void (*tile_fn)(const nnf_nchwc_conv_job *, const tile_arg *, const ep_c
 #define TILE(L, OB, P)                                                                             \
     static void tile_##L##_##OB##_##P(const nnf_nchwc_conv_job *j, const tile_arg *a,             \
                                       const ep_ctx *ec) {                                          \
-        tile(j, a, ec, L, OB, P, 0, 0, 0);                                                         \
+        tile(j, a, ec, L, OB, P, 0, 0, 0, 0);                                                       \
     }                                                                                              \
     static void tiles1_##L##_##OB##_##P(const nnf_nchwc_conv_job *j, const tile_arg *a,           \
                                         const ep_ctx *ec) {                                        \
-        tile(j, a, ec, L, OB, P, 0, 1, 0);                                                         \
+        tile(j, a, ec, L, OB, P, 0, 1, 0, 0);                                                       \
     }                                                                                              \
     static void tiles2_##L##_##OB##_##P(const nnf_nchwc_conv_job *j, const tile_arg *a,           \
                                         const ep_ctx *ec) {                                        \
-        tile(j, a, ec, L, OB, P, 0, 2, 0);                                                         \
+        tile(j, a, ec, L, OB, P, 0, 2, 0, 0);                                                       \
     }                                                                                              \
     static void tilep_##L##_##OB##_##P(const nnf_nchwc_conv_job *j, const tile_arg *a,            \
                                        const ep_ctx *ec) {                                         \
-        tile(j, a, ec, L, OB, P, 0, 1, 1);                                                         \
+        tile(j, a, ec, L, OB, P, 0, 1, 1, 0);                                                       \
+    }                                                                                              \
+    static void tilet_##L##_##OB##_##P(const nnf_nchwc_conv_job *j, const tile_arg *a,            \
+                                       const ep_ctx *ec) {                                         \
+        tile(j, a, ec, L, OB, P, 0, 2, 0, 1);                                                      \
     }                                                                                              \
     static void tileg_##L##_##OB##_##P(const nnf_nchwc_conv_job *j, const tile_arg *a,            \
                                        const ep_ctx *ec) {                                         \
-        tile(j, a, ec, L, OB, P, 1, 0, 0);                                                         \
+        tile(j, a, ec, L, OB, P, 1, 0, 0, 0);                                                       \
     }                                                                                              \
     static void tilex_##L##_##OB##_##P(const nnf_nchwc_conv_job *j, const tile_arg *a,            \
                                        const ep_ctx *ec) {                                         \
-        tile(j, a, ec, L, OB, P, 2, 0, 0);                                                         \
+        tile(j, a, ec, L, OB, P, 2, 0, 0, 0);                                                       \
     }
 #define TILES(L)                                                                                   \
     TILE(L, 1, 1) TILE(L, 1, 2) TILE(L, 1, 3) TILE(L, 1, 4) TILE(L, 1, 5) TILE(L, 1, 6)            \
@@ -231,10 +259,12 @@ TILES(8)
      {T##_##L##_3_1, T##_##L##_3_2, T##_##L##_3_3, T##_##L##_3_4, NULL, NULL, NULL, NULL},         \
      {T##_##L##_4_1, T##_##L##_4_2, T##_##L##_4_3, NULL, NULL, NULL, NULL, NULL}}
 /* [interior / guarded / interior at stride 1 / across rows / interior at
- * stride 2 / 1x1 stride 1 interior][lanes == 8][OB - 1][P - 1] */
-static const tile_fn tiles[6][2][4][8] = {{ROW(tile, 1), ROW(tile, 8)},   {ROW(tileg, 1), ROW(tileg, 8)},
+ * stride 2 / 1x1 stride 1 interior / NCHW input, interior row and tile,
+ * stride 2][lanes == 8][OB - 1][P - 1] */
+static const tile_fn tiles[7][2][4][8] = {{ROW(tile, 1), ROW(tile, 8)},   {ROW(tileg, 1), ROW(tileg, 8)},
                                           {ROW(tiles1, 1), ROW(tiles1, 8)}, {ROW(tilex, 1), ROW(tilex, 8)},
-                                          {ROW(tiles2, 1), ROW(tiles2, 8)}, {ROW(tilep, 1), ROW(tilep, 8)}};
+                                          {ROW(tiles2, 1), ROW(tiles2, 8)}, {ROW(tilep, 1), ROW(tilep, 8)},
+                                          {ROW(tilet, 1), ROW(tilet, 8)}};
 static const size_t tile_px[4] = {8, 6, 4, 3};
 
 /* The second pass on npx pixels of one block: activation, a residual after
@@ -291,6 +321,7 @@ static void row(const nnf_nchwc_conv_job *j, tile_arg *a, const ep_ctx *ec, size
     /* a 1x1 row inside the input: no tap loops at all (they were a third
      * of the instructions of a 24-deep pointwise tile) */
     int k1 = s->kh == 1 && s->kw == 1 && a->kh0 == 0 && a->kh1 == 1;
+    int tl = a->toff && a->kh0 == 0 && a->kh1 == s->kh;
     /* tiles of balanced widths (7 = 3 + 2 + 2, not 3 + 3 + 1): the narrow
      * ones have too few accumulators to hide the FMA latency */
     size_t n = ow1 - ow0, ntiles = (n + pmax - 1) / pmax, base = n / ntiles, wide = n % ntiles;
@@ -308,7 +339,8 @@ static void row(const nnf_nchwc_conv_job *j, tile_arg *a, const ep_ctx *ec, size
         a->y = yb + y0 + ow * NNF_NCHWC_B;
         a->res = rb ? rb + y0 + ow * NNF_NCHWC_B : NULL;
         a->ntile = run;
-        tiles[guard ? 1 : s->sw == 1 ? (k1 ? 5 : 2) : s->sw == 2 ? 4 : 0][l8][nob - 1][np - 1](j, a, ec);
+        int kind = guard ? 1 : s->sw == 1 ? (k1 ? 5 : 2) : s->sw == 2 ? (tl ? 6 : 4) : 0;
+        tiles[kind][l8][nob - 1][np - 1](j, a, ec);
         ow += run * np;
         t += run;
     }
@@ -364,6 +396,15 @@ void nnf_nchwc_conv_span_avx2(const nnf_nchwc_conv_job *j, size_t b, size_t ocb0
         ec.partial = j->ocb - 1;
     tile_arg a = {.x = j->x + b * j->x_img, .w = j->k->w + ocb0 * j->w_blk, .blk0 = ocb0,
                   .bias = e->bias ? e->bias + ocb0 * NNF_NCHWC_B : NULL};
+    ptrdiff_t toff[256];
+    if (j->lanes == 1 && j->icu * s->kh * s->kw <= 256) {
+        size_t t = 0;
+        for (size_t u = 0; u < j->icu; u++)
+            for (size_t kh = 0; kh < s->kh; kh++)
+                for (size_t kw = 0; kw < s->kw; kw++)
+                    toff[t++] = (ptrdiff_t)(u * j->x_unit + kh * s->dh * j->x_row + kw * s->dw);
+        a.toff = toff;
+    }
     /* rows so narrow that balanced tiles average half a pixel short of the
      * widest run through tiles that wrap rows */
     size_t pmax = tile_px[nob - 1];
