@@ -18,7 +18,12 @@ ORT's single-op models pay its NCHW <-> NCHWc reorders inside the model, which a
 whole ORT model pays only at its edges: bench/layers.py gives the in-model
 comparison, which is the one that decides model latency.
 
-Usage: .venv/bin/python bench/kernels.py [--build build] [--threads 1] [--rounds 3] [--json out.json] [--filter SUBSTR]
+--nchwc times the conv cases on nnfuse's NCHWc8 blocked kernels, as the layout
+pass picks them inside a model, with their input and output already blocked
+(bench_kernels --nchwc); ORT's single-op models still pay their reorders, so
+this column flatters nnfuse as much as the default one flatters ORT.
+
+Usage: .venv/bin/python bench/kernels.py [--build build] [--threads 1] [--rounds 3] [--json out.json] [--filter SUBSTR] [--nchwc]
 """
 import argparse
 import json
@@ -125,9 +130,11 @@ def main():
     ap.add_argument("--filter")
     ap.add_argument("--no-ort", action="store_true")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--nchwc", action="store_true", help="nnfuse's blocked conv kernels (no reorders timed)")
     args = ap.parse_args()
     peak = run_json([os.path.join(args.build, "peak"), "--json", "--threads", str(args.threads)])
     cmd = [os.path.join(args.build, "bench_kernels"), "--json", "--threads", str(args.threads)]
+    cmd += ["--nchwc"] if args.nchwc else []
     if args.filter:
         cmd += ["--filter", args.filter]
     listing = run_json(cmd)
@@ -140,6 +147,7 @@ def main():
     print(hdr)
     rows = []
     base = [os.path.join(args.build, "bench_kernels"), "--json", "--threads", str(args.threads)]
+    base += ["--nchwc"] if args.nchwc else []
     for first in listing:
         nnf_med, nnf_best, ort_med, ort_best = [], [], [], []
         r = first
