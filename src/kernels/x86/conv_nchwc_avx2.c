@@ -232,6 +232,10 @@ typedef void (*tile_fn)(const nnf_nchwc_conv_job *, const tile_arg *, const ep_c
                                        const ep_ctx *ec) {                                         \
         tile(j, a, ec, L, OB, P, 0, 1, 1, 0);                                                       \
     }                                                                                              \
+    static void tileq_##L##_##OB##_##P(const nnf_nchwc_conv_job *j, const tile_arg *a,            \
+                                       const ep_ctx *ec) {                                         \
+        tile(j, a, ec, L, OB, P, 0, 2, 1, 0);                                                      \
+    }                                                                                              \
     static void tilet_##L##_##OB##_##P(const nnf_nchwc_conv_job *j, const tile_arg *a,            \
                                        const ep_ctx *ec) {                                         \
         tile(j, a, ec, L, OB, P, 0, 2, 0, 1);                                                      \
@@ -260,11 +264,11 @@ TILES(8)
      {T##_##L##_4_1, T##_##L##_4_2, T##_##L##_4_3, NULL, NULL, NULL, NULL, NULL}}
 /* [interior / guarded / interior at stride 1 / across rows / interior at
  * stride 2 / 1x1 stride 1 interior / NCHW input, interior row and tile,
- * stride 2][lanes == 8][OB - 1][P - 1] */
-static const tile_fn tiles[7][2][4][8] = {{ROW(tile, 1), ROW(tile, 8)},   {ROW(tileg, 1), ROW(tileg, 8)},
+ * stride 2 / 1x1 stride 2 interior][lanes == 8][OB - 1][P - 1] */
+static const tile_fn tiles[8][2][4][8] = {{ROW(tile, 1), ROW(tile, 8)},   {ROW(tileg, 1), ROW(tileg, 8)},
                                           {ROW(tiles1, 1), ROW(tiles1, 8)}, {ROW(tilex, 1), ROW(tilex, 8)},
                                           {ROW(tiles2, 1), ROW(tiles2, 8)}, {ROW(tilep, 1), ROW(tilep, 8)},
-                                          {ROW(tilet, 1), ROW(tilet, 8)}};
+                                          {ROW(tilet, 1), ROW(tilet, 8)},   {ROW(tileq, 1), ROW(tileq, 8)}};
 static const size_t tile_px[4] = {8, 6, 4, 3};
 
 /* The second pass on npx pixels of one block: activation, a residual after
@@ -339,7 +343,7 @@ static void row(const nnf_nchwc_conv_job *j, tile_arg *a, const ep_ctx *ec, size
         a->y = yb + y0 + ow * NNF_NCHWC_B;
         a->res = rb ? rb + y0 + ow * NNF_NCHWC_B : NULL;
         a->ntile = run;
-        int kind = guard ? 1 : s->sw == 1 ? (k1 ? 5 : 2) : s->sw == 2 ? (tl ? 6 : 4) : 0;
+        int kind = guard ? 1 : s->sw == 1 ? (k1 ? 5 : 2) : s->sw == 2 ? (tl ? 6 : k1 ? 7 : 4) : 0;
         tiles[kind][l8][nob - 1][np - 1](j, a, ec);
         ow += run * np;
         t += run;
