@@ -115,7 +115,9 @@ static inline __attribute__((always_inline)) void tile(const nnf_nchwc_conv_job 
             const float *wu = a->w + u * wunit;
             for (size_t kh = K1 ? 0 : a->kh0; kh < (K1 ? 1 : a->kh1); kh++) {
                 const float *xr = G == 2 ? xu : xu + (a->ih + (ptrdiff_t)(kh * s->dh)) * (ptrdiff_t)j->x_row;
-                const float *xp = xr + iw0 * L;
+                /* guarded tiles address through px[]: no pointer is formed
+                 * left of the row or past it */
+                const float *xp = G ? xr : xr + iw0 * L;
                 const float *wp = wu + kh * s->kw * wtap;
                 ptrdiff_t iw = iw0;
                 const float *rowp[8];
@@ -124,7 +126,8 @@ static inline __attribute__((always_inline)) void tile(const nnf_nchwc_conv_job 
                     for (int p = 0; p < P; p++)
                         rowp[p] = xu + (ihp[p] + (ptrdiff_t)(kh * s->dh)) * (ptrdiff_t)j->x_row;
                 }
-                for (size_t kw = 0; kw < (K1 ? 1 : s->kw); kw++, xp += xkw, wp += wtap, iw += (ptrdiff_t)s->dw) {
+                for (size_t kw = 0; kw < (K1 ? 1 : s->kw);
+                     kw++, xp += G ? 0 : xkw, wp += wtap, iw += (ptrdiff_t)s->dw) {
                     const float *px[8];
                     if (G == 2) {
 #pragma GCC unroll 8
