@@ -65,35 +65,37 @@ static size_t group_blocks(nnf_isa isa, const nnf_conv2d_shape *s) {
 static int sizes_fit(const nnf_conv2d_shape *s, size_t units, size_t lanes) {
     size_t a, b;
     size_t cb = nnf_nchwc_blocks(s->oc);
-    if (!nnf_mul_size(s->n, units, &a) || !nnf_mul_size(a, s->h, &a) || !nnf_mul_size(a, s->w, &a) ||
-        !nnf_mul_size(a, lanes, &a) || a > PTRDIFF_MAX / sizeof(float))
+    if (!nnf_mul_size(s->n, units, &a) || !nnf_mul_size(a, s->h, &a) ||
+        !nnf_mul_size(a, s->w, &a) || !nnf_mul_size(a, lanes, &a) ||
+        a > PTRDIFF_MAX / sizeof(float))
         return 0;
     if (!nnf_mul_size(s->n, cb, &b) || !nnf_mul_size(b, s->oh, &b) || !nnf_mul_size(b, s->ow, &b) ||
         !nnf_mul_size(b, NNF_NCHWC_B, &b) || b > PTRDIFF_MAX / sizeof(float))
         return 0;
     /* tap offsets: (o * stride + (k - 1) * dil) stays far from overflow */
     size_t r;
-    if (!nnf_mul_size(s->oh, s->sh, &a) || !nnf_mul_size(s->kh, s->dh, &b) || !nnf_add_size(a, b, &r) ||
-        !nnf_add_size(r, s->h, &r) || r > PTRDIFF_MAX / 64)
+    if (!nnf_mul_size(s->oh, s->sh, &a) || !nnf_mul_size(s->kh, s->dh, &b) ||
+        !nnf_add_size(a, b, &r) || !nnf_add_size(r, s->h, &r) || r > PTRDIFF_MAX / 64)
         return 0;
-    if (!nnf_mul_size(s->ow, s->sw, &a) || !nnf_mul_size(s->kw, s->dw, &b) || !nnf_add_size(a, b, &r) ||
-        !nnf_add_size(r, s->w, &r) || r > PTRDIFF_MAX / 64)
+    if (!nnf_mul_size(s->ow, s->sw, &a) || !nnf_mul_size(s->kw, s->dw, &b) ||
+        !nnf_add_size(a, b, &r) || !nnf_add_size(r, s->w, &r) || r > PTRDIFF_MAX / 64)
         return 0;
     return 1;
 }
 
-nnf_status nnf_nchwc_conv_create(const nnf_conv2d_shape *s, int in_blocked, nnf_isa isa, const float *w,
-                                 nnf_nchwc_conv **out) {
+nnf_status nnf_nchwc_conv_create(const nnf_conv2d_shape *s, int in_blocked, nnf_isa isa,
+                                 const float *w, nnf_nchwc_conv **out) {
     nnf_status st = NNF_OK;
     nnf_nchwc_conv *k = NULL;
     if (!out || !s || !w)
         return nnf_error(NNF_ERR_INVALID_ARGUMENT, "nchwc conv: NULL argument");
     *out = NULL;
     if (!nnf_nchwc_conv_supported(s))
-        return nnf_error(NNF_ERR_UNSUPPORTED,
-                         "nchwc conv: group %zu, kernel %zux%zu, stride %zux%zu, dilation %zux%zu is "
-                         "not a dense 2-D convolution this kernel handles",
-                         s->group, s->kh, s->kw, s->sh, s->sw, s->dh, s->dw);
+        return nnf_error(
+            NNF_ERR_UNSUPPORTED,
+            "nchwc conv: group %zu, kernel %zux%zu, stride %zux%zu, dilation %zux%zu is "
+            "not a dense 2-D convolution this kernel handles",
+            s->group, s->kh, s->kw, s->sh, s->sw, s->dh, s->dw);
     k = nnf_calloc(1, sizeof *k);
     if (!k)
         return nnf_error(NNF_ERR_OUT_OF_MEMORY, "nchwc conv: out of memory for the kernel");
@@ -102,7 +104,8 @@ nnf_status nnf_nchwc_conv_create(const nnf_conv2d_shape *s, int in_blocked, nnf_
     k->isa = isa > nnf_cpu_get()->max_isa ? nnf_cpu_get()->max_isa : isa;
     size_t units = in_units(k), lanes = in_lanes(k), ocb = nnf_nchwc_blocks(s->oc), taps, per_blk;
     if (!sizes_fit(s, units, lanes) || !nnf_mul_size(s->kh, s->kw, &taps) ||
-        !nnf_mul_size(taps, units, &per_blk) || !nnf_mul_size(per_blk, lanes * NNF_NCHWC_B, &per_blk) ||
+        !nnf_mul_size(taps, units, &per_blk) ||
+        !nnf_mul_size(per_blk, lanes * NNF_NCHWC_B, &per_blk) ||
         !nnf_mul_size(per_blk, ocb, &k->w_floats) || k->w_floats > SIZE_MAX / sizeof(float)) {
         st = nnf_error(NNF_ERR_INVALID_ARGUMENT, "nchwc conv: tensor sizes overflow");
         goto fail;
@@ -151,8 +154,8 @@ void nnf_nchwc_conv_destroy(nnf_nchwc_conv *k) {
 }
 
 /* The reference formulas on one output block's 8 accumulators. */
-static void epilogue_block(const nnf_nchwc_conv_job *j, size_t ob, const float *acc, const float *res,
-                           float *y) {
+static void epilogue_block(const nnf_nchwc_conv_job *j, size_t ob, const float *acc,
+                           const float *res, float *y) {
     const nnf_epilogue *e = j->ep;
     for (size_t i = 0; i < NNF_NCHWC_B; i++) {
         size_t oc = ob * NNF_NCHWC_B + i;
@@ -187,10 +190,12 @@ static void row_scalar(const nnf_nchwc_conv_job *j, size_t b, size_t ocb0, size_
             const float *wb = j->k->w + ocb0 * j->w_blk + (ob - ocb0) * NNF_NCHWC_B;
             for (size_t u = 0; u < j->icu; u++)
                 for (size_t kh = kh0; kh < kh1; kh++) {
-                    const float *xr = xi + u * j->x_unit + (oh * s->sh + kh * s->dh - s->pt) * j->x_row;
+                    const float *xr =
+                        xi + u * j->x_unit + (oh * s->sh + kh * s->dh - s->pt) * j->x_row;
                     for (size_t kw = kw0; kw < kw1; kw++) {
                         const float *xp = xr + (ow * s->sw + kw * s->dw - s->pl) * L;
-                        const float *wp = wb + ((u * s->kh + kh) * s->kw + kw) * L * nob * NNF_NCHWC_B;
+                        const float *wp =
+                            wb + ((u * s->kh + kh) * s->kw + kw) * L * nob * NNF_NCHWC_B;
                         for (size_t l = 0; l < L; l++)
                             for (size_t i = 0; i < NNF_NCHWC_B; i++)
                                 acc[i] += xp[l] * wp[l * nob * NNF_NCHWC_B + i];
@@ -210,10 +215,11 @@ static void span_scalar(const nnf_nchwc_conv_job *j, size_t b, size_t ocb0, size
 
 typedef struct task_ctx {
     const nnf_nchwc_conv_job *job;
-    size_t gblk, groups;  /* output blocks per group, groups */
-    size_t gsplit;        /* tasks per image along the groups */
-    size_t flat, chunk;   /* flattened 1x1: pixels per unit */
-    void (*span)(const nnf_nchwc_conv_job *, size_t, size_t, size_t, size_t, size_t, size_t, size_t);
+    size_t gblk, groups; /* output blocks per group, groups */
+    size_t gsplit;       /* tasks per image along the groups */
+    size_t flat, chunk;  /* flattened 1x1: pixels per unit */
+    void (*span)(const nnf_nchwc_conv_job *, size_t, size_t, size_t, size_t, size_t, size_t,
+                 size_t);
 } task_ctx;
 
 /* Task i: image i / gsplit, its (i % gsplit)-th share of the groups; units
@@ -246,14 +252,14 @@ static size_t kc_budget(void) {
     return (l1 ? l1 : 32768) / 4 * 3;
 }
 
-nnf_status nnf_nchwc_conv_run(const nnf_nchwc_conv *k, const float *x, float *y, const nnf_epilogue *ep,
-                              nnf_threadpool *pool) {
+nnf_status nnf_nchwc_conv_run(const nnf_nchwc_conv *k, const float *x, float *y,
+                              const nnf_epilogue *ep, nnf_threadpool *pool) {
     if (!k || !x || !y)
         return nnf_error(NNF_ERR_INVALID_ARGUMENT, "nchwc conv: NULL argument");
     nnf_epilogue e = ep ? *ep : nnf_epilogue_default();
     if (e.bias_kind == NNF_BIAS_PER_COL)
-        return nnf_error(NNF_ERR_INVALID_ARGUMENT, "nchwc conv %s: the bias must be per output channel",
-                         k->name);
+        return nnf_error(NNF_ERR_INVALID_ARGUMENT,
+                         "nchwc conv %s: the bias must be per output channel", k->name);
     if (e.bias_kind == NNF_BIAS_NONE)
         e.bias = NULL;
     if (!e.bias)
@@ -261,8 +267,16 @@ nnf_status nnf_nchwc_conv_run(const nnf_nchwc_conv *k, const float *x, float *y,
     const nnf_conv2d_shape *s = &k->s;
     if (s->n == 0 || s->oh == 0 || s->ow == 0)
         return NNF_OK;
-    nnf_nchwc_conv_job j = {.k = k, .x = x, .y = y, .ep = &e, .lanes = in_lanes(k), .icu = in_units(k),
-                            .h = s->h, .w = s->w, .oh = s->oh, .ow = s->ow};
+    nnf_nchwc_conv_job j = {.k = k,
+                            .x = x,
+                            .y = y,
+                            .ep = &e,
+                            .lanes = in_lanes(k),
+                            .icu = in_units(k),
+                            .h = s->h,
+                            .w = s->w,
+                            .oh = s->oh,
+                            .ow = s->ow};
     int flat = s->kh == 1 && s->kw == 1 && s->sh == 1 && s->sw == 1 && s->pt == 0 && s->pl == 0 &&
                s->oh == s->h && s->ow == s->w;
     if (flat) {

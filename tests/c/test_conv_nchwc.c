@@ -54,13 +54,25 @@ static uint32_t bits(float v) {
     return u;
 }
 
-static const char *const act_names[] = {"none", "relu", "clip", "leaky", "sigmoid", "silu",
-                                        "tanh", "hsigmoid", "hswish", "gelu_erf", "gelu_tanh"};
+static const char *const act_names[] = {"none",    "relu",     "clip",     "leaky",
+                                        "sigmoid", "silu",     "tanh",     "hsigmoid",
+                                        "hswish",  "gelu_erf", "gelu_tanh"};
 
 static void run_case(const tcase *tc, nnf_threadpool *pool2) {
-    nnf_conv2d_shape s = {.n = tc->n, .c = tc->c, .h = tc->h, .w = tc->w, .oc = tc->oc, .group = 1,
-                          .kh = tc->kh, .kw = tc->kw, .sh = tc->sh, .sw = tc->sw, .dh = tc->dh,
-                          .dw = tc->dw, .pt = tc->pt, .pl = tc->pl};
+    nnf_conv2d_shape s = {.n = tc->n,
+                          .c = tc->c,
+                          .h = tc->h,
+                          .w = tc->w,
+                          .oc = tc->oc,
+                          .group = 1,
+                          .kh = tc->kh,
+                          .kw = tc->kw,
+                          .sh = tc->sh,
+                          .sw = tc->sw,
+                          .dh = tc->dh,
+                          .dw = tc->dw,
+                          .pt = tc->pt,
+                          .pl = tc->pl};
     s.oh = out_dim(tc->h, tc->kh, tc->sh, tc->dh, tc->pt, tc->pb);
     s.ow = out_dim(tc->w, tc->kw, tc->sw, tc->dw, tc->pl, tc->pr);
     size_t hw = s.h * s.w, ohw = s.oh * s.ow, taps = s.kh * s.kw, K = s.c * taps;
@@ -100,9 +112,11 @@ static void run_case(const tcase *tc, nnf_threadpool *pool2) {
                             for (size_t kx = 0; kx < s.kw; kx++) {
                                 ptrdiff_t iy = (ptrdiff_t)(oy * s.sh + ky * s.dh) - (ptrdiff_t)s.pt;
                                 ptrdiff_t ix = (ptrdiff_t)(ox * s.sw + kx * s.dw) - (ptrdiff_t)s.pl;
-                                if (iy < 0 || ix < 0 || iy >= (ptrdiff_t)s.h || ix >= (ptrdiff_t)s.w)
+                                if (iy < 0 || ix < 0 || iy >= (ptrdiff_t)s.h ||
+                                    ix >= (ptrdiff_t)s.w)
                                     continue;
-                                double xv = x[((b * s.c + c) * s.h + (size_t)iy) * s.w + (size_t)ix];
+                                double xv =
+                                    x[((b * s.c + c) * s.h + (size_t)iy) * s.w + (size_t)ix];
                                 double wv = w[(o * s.c + c) * taps + ky * s.kw + kx];
                                 acc += xv * wv;
                                 m += fabs(xv * wv);
@@ -164,12 +178,14 @@ static void run_case(const tcase *tc, nnf_threadpool *pool2) {
                              2.0 * (double)(K + 2) * 0x1p-23 * mag[ri] + 1e-6 * (1 + fabs(want));
                     if (!ok) {
                         bad++;
-                        CHECK_MSG(0,
-                                  "%s: n%zu c%zu %zux%zu oc%zu k%zux%zu s%zux%zu d%zux%zu p%zu,%zu,%zu,%zu "
-                                  "blocked %d act %s bias %d res %d: y[%zu][%zu][%zu] = %.9g, want %.9g",
-                                  k->name, s.n, s.c, s.h, s.w, s.oc, s.kh, s.kw, s.sh, s.sw, s.dh, s.dw,
-                                  tc->pt, tc->pl, tc->pb, tc->pr, tc->in_blocked, act_names[ep.act.kind],
-                                  tc->bias, tc->res, b, o, i, got, want);
+                        CHECK_MSG(
+                            0,
+                            "%s: n%zu c%zu %zux%zu oc%zu k%zux%zu s%zux%zu d%zux%zu "
+                            "p%zu,%zu,%zu,%zu "
+                            "blocked %d act %s bias %d res %d: y[%zu][%zu][%zu] = %.9g, want %.9g",
+                            k->name, s.n, s.c, s.h, s.w, s.oc, s.kh, s.kw, s.sh, s.sw, s.dh, s.dw,
+                            tc->pt, tc->pl, tc->pb, tc->pr, tc->in_blocked, act_names[ep.act.kind],
+                            tc->bias, tc->res, b, o, i, got, want);
                     }
                 }
         if (!bad)
@@ -223,8 +239,10 @@ int main(void) {
         {1, 8, 6, 61, 8, 1, 3, 1, 1, 1, 1, 0, 1, 0, 1, 1, {NNF_ACT_NONE, 0, 0}, 0, 0, 0, 0, 0, 0},
         {1, 8, 9, 5, 8, 3, 1, 1, 1, 1, 1, 1, 0, 1, 0, 1, {NNF_ACT_NONE, 0, 0}, 0, 0, 0, 0, 0, 0},
         {1, 16, 9, 13, 16, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 1, {NNF_ACT_TANH, 0, 0}, 1, 1, 0, 0, 0, 0},
-        {1, 7, 8, 13, 9, 5, 5, 3, 3, 1, 1, 2, 1, 0, 2, 1, {NNF_ACT_SIGMOID, 0, 0}, 1, 0, 0, 0, 0, 0},
-        {1, 7, 8, 13, 9, 3, 3, 1, 1, 1, 1, 0, 2, 1, 0, 1, {NNF_ACT_HARD_SIGMOID, 0.2f, 0.5f}, 1, 1, 0, 0, 0, 0},
+        {1, 7, 8, 13, 9, 5, 5, 3, 3, 1, 1, 2, 1, 0, 2, 1, {NNF_ACT_SIGMOID, 0, 0},
+         1, 0, 0, 0,  0, 0},
+        {1, 7, 8, 13, 9, 3, 3, 1, 1, 1, 1, 0, 2, 1, 0, 1, {NNF_ACT_HARD_SIGMOID, 0.2f, 0.5f},
+         1, 1, 0, 0,  0, 0},
         /* kernel wider than the padded row: every pixel is a border pixel */
         {1, 8, 4, 2, 8, 3, 5, 1, 1, 1, 1, 1, 2, 1, 2, 1, {NNF_ACT_NONE, 0, 0}, 1, 0, 0, 0, 0, 0},
         /* width 1, height 1 */
@@ -232,12 +250,15 @@ int main(void) {
         /* 1x1 with bottom/right padding: output rows/columns with no taps */
         {1, 9, 3, 5, 9, 1, 1, 1, 1, 1, 1, 0, 0, 2, 1, 1, {NNF_ACT_SIGMOID, 0, 0}, 1, 0, 0, 0, 0, 0},
         /* the general epilogue: alpha, scaled residual after the activation */
-        {1, 17, 5, 13, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, {NNF_ACT_RELU, 0, 0}, 1, 1, 1, 2.0f, 0.5f, 0},
-        {1, 3, 5, 13, 9, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, {NNF_ACT_GELU_ERF, 0, 0}, 1, 1, 0, 0.5f, 2.0f, 0},
+        {1, 17, 5, 13,   17,   3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, {NNF_ACT_RELU, 0, 0},
+         1, 1,  1, 2.0f, 0.5f, 0},
+        {1, 3, 5, 13,   9,    3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, {NNF_ACT_GELU_ERF, 0, 0},
+         1, 1, 0, 0.5f, 2.0f, 0},
         /* NaN and Inf in x propagate; padding lanes stay exactly zero */
         {1, 9, 5, 13, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, {NNF_ACT_NONE, 0, 0}, 1, 0, 0, 0, 0, 1},
         {1, 9, 5, 13, 17, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, {NNF_ACT_RELU, 0, 0}, 1, 1, 0, 0, 0, 1},
-        {1, 3, 5, 13, 17, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0, {NNF_ACT_SIGMOID, 0, 0}, 0, 0, 0, 0, 0, 1},
+        {1, 3, 5, 13, 17, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0, {NNF_ACT_SIGMOID, 0, 0},
+         0, 0, 0, 0,  0,  1},
     };
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
         run_case(&fixed[i], pool2);
@@ -276,8 +297,22 @@ int main(void) {
     /* every allocation of create failing in turn: an error, no crash, no leak
      * (the sanitizer build checks the last) */
     {
-        nnf_conv2d_shape s = {.n = 1, .c = 9, .h = 5, .w = 5, .oc = 9, .group = 1, .kh = 3, .kw = 3,
-                              .sh = 1, .sw = 1, .dh = 1, .dw = 1, .pt = 1, .pl = 1, .oh = 5, .ow = 5};
+        nnf_conv2d_shape s = {.n = 1,
+                              .c = 9,
+                              .h = 5,
+                              .w = 5,
+                              .oc = 9,
+                              .group = 1,
+                              .kh = 3,
+                              .kw = 3,
+                              .sh = 1,
+                              .sw = 1,
+                              .dh = 1,
+                              .dw = 1,
+                              .pt = 1,
+                              .pl = 1,
+                              .oh = 5,
+                              .ow = 5};
         float *w = check_rand_buf(9 * 9 * 9);
         int failed = 0;
         for (uint64_t n = 1; n <= 4; n++) {

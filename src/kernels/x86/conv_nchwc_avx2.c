@@ -19,26 +19,26 @@
 #include <stdint.h>
 
 typedef struct tile_arg {
-    const float *x;    /* the image's input */
-    const float *w;    /* packed weights of the tile's group of output blocks */
-    float *y;          /* output at (first block, row, first pixel) */
-    const float *res;  /* residual at the same place, or NULL */
-    const float *bias; /* bias of the first block's first channel, or NULL */
-    size_t blk0;       /* the tile's first output block */
-    ptrdiff_t ih, iw;  /* input row and column of tap (0, 0) for the first pixel */
-    size_t kh0, kh1;   /* the row's taps inside the input */
-    size_t u0, u1;     /* the K block's input units */
-    int first, last;   /* start from zero / apply the epilogue (else: partial sums in y) */
-    size_t ntile;      /* tiles of P pixels side by side from (iw, y, res) */
-    size_t q0;         /* G == 2: the first pixel, oh * ow + ow */
+    const float *x;        /* the image's input */
+    const float *w;        /* packed weights of the tile's group of output blocks */
+    float *y;              /* output at (first block, row, first pixel) */
+    const float *res;      /* residual at the same place, or NULL */
+    const float *bias;     /* bias of the first block's first channel, or NULL */
+    size_t blk0;           /* the tile's first output block */
+    ptrdiff_t ih, iw;      /* input row and column of tap (0, 0) for the first pixel */
+    size_t kh0, kh1;       /* the row's taps inside the input */
+    size_t u0, u1;         /* the K block's input units */
+    int first, last;       /* start from zero / apply the epilogue (else: partial sums in y) */
+    size_t ntile;          /* tiles of P pixels side by side from (iw, y, res) */
+    size_t q0;             /* G == 2: the first pixel, oh * ow + ow */
     const ptrdiff_t *toff; /* TL: per tap (unit, kh, kw), its input offset from tap 0 */
 } tile_arg;
 
 typedef struct ep_ctx {
     nnf_ep_fast f;
-    int post;          /* an activation (or residual after it) left for the second pass */
-    size_t partial;    /* the output block with padding lanes, or SIZE_MAX */
-    __m256i lanes;     /* its valid lanes */
+    int post;       /* an activation (or residual after it) left for the second pass */
+    size_t partial; /* the output block with padding lanes, or SIZE_MAX */
+    __m256i lanes;  /* its valid lanes */
 } ep_ctx;
 
 /* Reads for taps left or right of the input row (G tiles). */
@@ -54,10 +54,9 @@ static const float zeros[8] __attribute__((aligned(32)));
  * run on across rows (rows whose taps are all inside the input), each with
  * its own input row: a 7-wide row made tiles of 3 + 2 + 2 pixels, 49
  * pixels make 15 x 3 + 2 x 2. */
-static inline __attribute__((always_inline)) void tile(const nnf_nchwc_conv_job *j, const tile_arg *a,
-                                                       const ep_ctx *ec, const int L, const int OB,
-                                                       const int P, const int G, const int SW, const int K1,
-                                                       const int TL) {
+static inline __attribute__((always_inline)) void
+tile(const nnf_nchwc_conv_job *j, const tile_arg *a, const ep_ctx *ec, const int L, const int OB,
+     const int P, const int G, const int SW, const int K1, const int TL) {
     const nnf_conv2d_shape *s = &j->k->s;
     /* ntile tiles side by side: the setup is paid once per run, not per P
      * pixels (a 24-deep 1x1 tile is only ~150 cycles of FMAs) */
@@ -84,7 +83,8 @@ static inline __attribute__((always_inline)) void tile(const nnf_nchwc_conv_job 
         for (int o = 0; o < OB; o++)
 #pragma GCC unroll 8
             for (int p = 0; p < P; p++)
-                acc[o][p] = a->first ? _mm256_setzero_ps() : _mm256_loadu_ps(yt + o * j->y_blk + p * 8);
+                acc[o][p] =
+                    a->first ? _mm256_setzero_ps() : _mm256_loadu_ps(yt + o * j->y_blk + p * 8);
         /* the group's weights: [icu][kh][kw][lane][OB][8] */
         const size_t xs = (SW ? (size_t)SW : s->sw) * (size_t)L, wtap = (size_t)L * OB * 8;
         const size_t xkw = s->dw * (size_t)L, wunit = s->kh * s->kw * wtap;
@@ -114,7 +114,8 @@ static inline __attribute__((always_inline)) void tile(const nnf_nchwc_conv_job 
             const float *xu = a->x + u * j->x_unit;
             const float *wu = a->w + u * wunit;
             for (size_t kh = K1 ? 0 : a->kh0; kh < (K1 ? 1 : a->kh1); kh++) {
-                const float *xr = G == 2 ? xu : xu + (a->ih + (ptrdiff_t)(kh * s->dh)) * (ptrdiff_t)j->x_row;
+                const float *xr =
+                    G == 2 ? xu : xu + (a->ih + (ptrdiff_t)(kh * s->dh)) * (ptrdiff_t)j->x_row;
                 /* guarded tiles address through px[]: no pointer is formed
                  * left of the row or past it */
                 const float *xp = G ? xr : xr + iw0 * L;
@@ -189,7 +190,8 @@ static inline __attribute__((always_inline)) void tile(const nnf_nchwc_conv_job 
             int part = a->blk0 + (size_t)o == ec->partial;
             __m256 bv = _mm256_setzero_ps();
             if (a->bias)
-                bv = part ? _mm256_maskload_ps(a->bias + o * 8, ec->lanes) : _mm256_loadu_ps(a->bias + o * 8);
+                bv = part ? _mm256_maskload_ps(a->bias + o * 8, ec->lanes)
+                          : _mm256_loadu_ps(a->bias + o * 8);
 #pragma GCC unroll 8
             for (int p = 0; p < P; p++) {
                 __m256 v = acc[o][p];
@@ -219,59 +221,65 @@ static inline __attribute__((always_inline)) void tile(const nnf_nchwc_conv_job 
 typedef void (*tile_fn)(const nnf_nchwc_conv_job *, const tile_arg *, const ep_ctx *);
 
 #define TILE(L, OB, P)                                                                             \
-    static void tile_##L##_##OB##_##P(const nnf_nchwc_conv_job *j, const tile_arg *a,             \
+    static void tile_##L##_##OB##_##P(const nnf_nchwc_conv_job *j, const tile_arg *a,              \
                                       const ep_ctx *ec) {                                          \
-        tile(j, a, ec, L, OB, P, 0, 0, 0, 0);                                                       \
+        tile(j, a, ec, L, OB, P, 0, 0, 0, 0);                                                      \
     }                                                                                              \
-    static void tiles1_##L##_##OB##_##P(const nnf_nchwc_conv_job *j, const tile_arg *a,           \
+    static void tiles1_##L##_##OB##_##P(const nnf_nchwc_conv_job *j, const tile_arg *a,            \
                                         const ep_ctx *ec) {                                        \
-        tile(j, a, ec, L, OB, P, 0, 1, 0, 0);                                                       \
+        tile(j, a, ec, L, OB, P, 0, 1, 0, 0);                                                      \
     }                                                                                              \
-    static void tiles2_##L##_##OB##_##P(const nnf_nchwc_conv_job *j, const tile_arg *a,           \
+    static void tiles2_##L##_##OB##_##P(const nnf_nchwc_conv_job *j, const tile_arg *a,            \
                                         const ep_ctx *ec) {                                        \
-        tile(j, a, ec, L, OB, P, 0, 2, 0, 0);                                                       \
+        tile(j, a, ec, L, OB, P, 0, 2, 0, 0);                                                      \
     }                                                                                              \
-    static void tilep_##L##_##OB##_##P(const nnf_nchwc_conv_job *j, const tile_arg *a,            \
+    static void tilep_##L##_##OB##_##P(const nnf_nchwc_conv_job *j, const tile_arg *a,             \
                                        const ep_ctx *ec) {                                         \
-        tile(j, a, ec, L, OB, P, 0, 1, 1, 0);                                                       \
+        tile(j, a, ec, L, OB, P, 0, 1, 1, 0);                                                      \
     }                                                                                              \
-    static void tileq_##L##_##OB##_##P(const nnf_nchwc_conv_job *j, const tile_arg *a,            \
+    static void tileq_##L##_##OB##_##P(const nnf_nchwc_conv_job *j, const tile_arg *a,             \
                                        const ep_ctx *ec) {                                         \
         tile(j, a, ec, L, OB, P, 0, 2, 1, 0);                                                      \
     }                                                                                              \
-    static void tilet_##L##_##OB##_##P(const nnf_nchwc_conv_job *j, const tile_arg *a,            \
+    static void tilet_##L##_##OB##_##P(const nnf_nchwc_conv_job *j, const tile_arg *a,             \
                                        const ep_ctx *ec) {                                         \
         tile(j, a, ec, L, OB, P, 0, 2, 0, 1);                                                      \
     }                                                                                              \
-    static void tileg_##L##_##OB##_##P(const nnf_nchwc_conv_job *j, const tile_arg *a,            \
+    static void tileg_##L##_##OB##_##P(const nnf_nchwc_conv_job *j, const tile_arg *a,             \
                                        const ep_ctx *ec) {                                         \
-        tile(j, a, ec, L, OB, P, 1, 0, 0, 0);                                                       \
+        tile(j, a, ec, L, OB, P, 1, 0, 0, 0);                                                      \
     }                                                                                              \
-    static void tilex_##L##_##OB##_##P(const nnf_nchwc_conv_job *j, const tile_arg *a,            \
+    static void tilex_##L##_##OB##_##P(const nnf_nchwc_conv_job *j, const tile_arg *a,             \
                                        const ep_ctx *ec) {                                         \
-        tile(j, a, ec, L, OB, P, 2, 0, 0, 0);                                                       \
+        tile(j, a, ec, L, OB, P, 2, 0, 0, 0);                                                      \
     }
 #define TILES(L)                                                                                   \
-    TILE(L, 1, 1) TILE(L, 1, 2) TILE(L, 1, 3) TILE(L, 1, 4) TILE(L, 1, 5) TILE(L, 1, 6)            \
-    TILE(L, 1, 7) TILE(L, 1, 8) TILE(L, 2, 1) TILE(L, 2, 2) TILE(L, 2, 3) TILE(L, 2, 4)            \
-    TILE(L, 2, 5) TILE(L, 2, 6) TILE(L, 3, 1) TILE(L, 3, 2) TILE(L, 3, 3) TILE(L, 3, 4)            \
-    TILE(L, 4, 1) TILE(L, 4, 2) TILE(L, 4, 3)
+    TILE(L, 1, 1)                                                                                  \
+    TILE(L, 1, 2) TILE(L, 1, 3) TILE(L, 1, 4) TILE(L, 1, 5) TILE(L, 1, 6) TILE(L, 1, 7)            \
+        TILE(L, 1, 8) TILE(L, 2, 1) TILE(L, 2, 2) TILE(L, 2, 3) TILE(L, 2, 4) TILE(L, 2, 5)        \
+            TILE(L, 2, 6) TILE(L, 3, 1) TILE(L, 3, 2) TILE(L, 3, 3) TILE(L, 3, 4) TILE(L, 4, 1)    \
+                TILE(L, 4, 2) TILE(L, 4, 3)
 TILES(1)
 TILES(8)
 #define ROW(T, L)                                                                                  \
-    {{T##_##L##_1_1, T##_##L##_1_2, T##_##L##_1_3, T##_##L##_1_4, T##_##L##_1_5, T##_##L##_1_6,    \
-      T##_##L##_1_7, T##_##L##_1_8},                                                               \
-     {T##_##L##_2_1, T##_##L##_2_2, T##_##L##_2_3, T##_##L##_2_4, T##_##L##_2_5, T##_##L##_2_6,    \
-      NULL, NULL},                                                                                 \
-     {T##_##L##_3_1, T##_##L##_3_2, T##_##L##_3_3, T##_##L##_3_4, NULL, NULL, NULL, NULL},         \
-     {T##_##L##_4_1, T##_##L##_4_2, T##_##L##_4_3, NULL, NULL, NULL, NULL, NULL}}
+    {                                                                                              \
+        {T##_##L##_1_1, T##_##L##_1_2, T##_##L##_1_3, T##_##L##_1_4,                               \
+         T##_##L##_1_5, T##_##L##_1_6, T##_##L##_1_7, T##_##L##_1_8},                              \
+            {T##_##L##_2_1, T##_##L##_2_2, T##_##L##_2_3, T##_##L##_2_4,                           \
+             T##_##L##_2_5, T##_##L##_2_6, NULL,          NULL},                                   \
+            {T##_##L##_3_1, T##_##L##_3_2, T##_##L##_3_3, T##_##L##_3_4, NULL, NULL, NULL, NULL},  \
+        {                                                                                          \
+            T##_##L##_4_1, T##_##L##_4_2, T##_##L##_4_3, NULL, NULL, NULL, NULL, NULL              \
+        }                                                                                          \
+    }
 /* [interior / guarded / interior at stride 1 / across rows / interior at
  * stride 2 / 1x1 stride 1 interior / NCHW input, interior row and tile,
  * stride 2 / 1x1 stride 2 interior][lanes == 8][OB - 1][P - 1] */
-static const tile_fn tiles[8][2][4][8] = {{ROW(tile, 1), ROW(tile, 8)},   {ROW(tileg, 1), ROW(tileg, 8)},
-                                          {ROW(tiles1, 1), ROW(tiles1, 8)}, {ROW(tilex, 1), ROW(tilex, 8)},
-                                          {ROW(tiles2, 1), ROW(tiles2, 8)}, {ROW(tilep, 1), ROW(tilep, 8)},
-                                          {ROW(tilet, 1), ROW(tilet, 8)},   {ROW(tileq, 1), ROW(tileq, 8)}};
+static const tile_fn tiles[8][2][4][8] = {
+    {ROW(tile, 1), ROW(tile, 8)},     {ROW(tileg, 1), ROW(tileg, 8)},
+    {ROW(tiles1, 1), ROW(tiles1, 8)}, {ROW(tilex, 1), ROW(tilex, 8)},
+    {ROW(tiles2, 1), ROW(tiles2, 8)}, {ROW(tilep, 1), ROW(tilep, 8)},
+    {ROW(tilet, 1), ROW(tilet, 8)},   {ROW(tileq, 1), ROW(tileq, 8)}};
 static const size_t tile_px[4] = {8, 6, 4, 3};
 
 /* The second pass on npx pixels of one block: activation, a residual after
@@ -293,8 +301,8 @@ static inline __attribute__((always_inline)) void post_act(nnf_act_kind kind, co
     }
 }
 
-static __attribute__((noinline)) void post(const nnf_epilogue *e, float *y, const float *r, size_t npx,
-                                           int part, __m256i lanes) {
+static __attribute__((noinline)) void post(const nnf_epilogue *e, float *y, const float *r,
+                                           size_t npx, int part, __m256i lanes) {
     switch (e->act.kind) {
 #define K(kind)                                                                                    \
     case kind: post_act(kind, e, y, r, npx, part, lanes); return;
@@ -361,8 +369,8 @@ static void row(const nnf_nchwc_conv_job *j, tile_arg *a, const ep_ctx *ec, size
 
 /* Whole rows [oh0, oh1), all inside the input vertically, as one run of
  * pixels in balanced G = 2 tiles. */
-static void rows(const nnf_nchwc_conv_job *j, tile_arg *a, const ep_ctx *ec, size_t ocb0, size_t nob,
-                 size_t oh0, size_t oh1) {
+static void rows(const nnf_nchwc_conv_job *j, tile_arg *a, const ep_ctx *ec, size_t ocb0,
+                 size_t nob, size_t oh0, size_t oh1) {
     const nnf_epilogue *e = j->ep;
     int l8 = j->lanes == 8;
     size_t pmax = tile_px[nob - 1];
@@ -371,7 +379,8 @@ static void rows(const nnf_nchwc_conv_job *j, tile_arg *a, const ep_ctx *ec, siz
     const float *rb = e->residual ? e->residual + (yb - j->y) : NULL;
     a->kh0 = 0;
     a->kh1 = j->k->s.kh;
-    size_t n = (oh1 - oh0) * j->ow, ntiles = (n + pmax - 1) / pmax, base = n / ntiles, wide = n % ntiles;
+    size_t n = (oh1 - oh0) * j->ow, ntiles = (n + pmax - 1) / pmax, base = n / ntiles,
+           wide = n % ntiles;
     for (size_t q = 0, part = 0; part < 2; part++) {
         size_t np = base + (part == 0), cnt = part == 0 ? wide : ntiles - wide;
         if (!cnt)
@@ -391,8 +400,8 @@ static void rows(const nnf_nchwc_conv_job *j, tile_arg *a, const ep_ctx *ec, siz
     }
 }
 
-void nnf_nchwc_conv_span_avx2(const nnf_nchwc_conv_job *j, size_t b, size_t ocb0, size_t nob, size_t oh0,
-                              size_t oh1, size_t ow0, size_t ow1) {
+void nnf_nchwc_conv_span_avx2(const nnf_nchwc_conv_job *j, size_t b, size_t ocb0, size_t nob,
+                              size_t oh0, size_t oh1, size_t ow0, size_t ow1) {
     const nnf_conv2d_shape *s = &j->k->s;
     const nnf_epilogue *e = j->ep;
     ep_ctx ec = {.f = nnf_ep_fast_init(e), .partial = SIZE_MAX};
@@ -401,7 +410,9 @@ void nnf_nchwc_conv_span_avx2(const nnf_nchwc_conv_job *j, size_t b, size_t ocb0
     ec.lanes = nnf_mask8(tail ? tail : NNF_NCHWC_B);
     if (tail)
         ec.partial = j->ocb - 1;
-    tile_arg a = {.x = j->x + b * j->x_img, .w = j->k->w + ocb0 * j->w_blk, .blk0 = ocb0,
+    tile_arg a = {.x = j->x + b * j->x_img,
+                  .w = j->k->w + ocb0 * j->w_blk,
+                  .blk0 = ocb0,
                   .bias = e->bias ? e->bias + ocb0 * NNF_NCHWC_B : NULL};
     ptrdiff_t toff[256];
     if (j->lanes == 1 && j->icu * s->kh * s->kw <= 256) {
@@ -415,7 +426,8 @@ void nnf_nchwc_conv_span_avx2(const nnf_nchwc_conv_job *j, size_t b, size_t ocb0
     /* rows so narrow that balanced tiles average half a pixel short of the
      * widest run through tiles that wrap rows */
     size_t pmax = tile_px[nob - 1];
-    int narrow = ow0 == 0 && ow1 == j->ow && j->ow * 2 < (2 * pmax - 1) * ((j->ow + pmax - 1) / pmax);
+    int narrow =
+        ow0 == 0 && ow1 == j->ow && j->ow * 2 < (2 * pmax - 1) * ((j->ow + pmax - 1) / pmax);
     /* K blocks outermost: one block's weights serve every row of the band */
     for (size_t u0 = 0; u0 < j->icu; u0 += j->kc) {
         a.u0 = u0;
