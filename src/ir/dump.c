@@ -57,6 +57,10 @@ void nnf_graph_dump_dot(const nnf_graph *g, FILE *f) {
         if (nd->dead)
             continue;
         fprintf(f, "  n%d [label=\"", i);
+        if (nd->domain[0]) {
+            dot_escape(nd->domain, f);
+            fputs("::", f);
+        }
         dot_escape(nd->op_type, f);
         fputs("\\n", f);
         dot_escape(nd->name, f);
