@@ -159,7 +159,9 @@ NNF_API nnf_status nnf_model_input_info(const nnf_model *model, size_t index,
 NNF_API nnf_status nnf_model_output_info(const nnf_model *model, size_t index,
                                          nnf_value_info *info_out);
 
-/* model is borrowed for the session's lifetime. opts may be NULL. */
+/* model is borrowed for the session's lifetime (running a session needs its
+ * model; destroying one does not, so the two may be destroyed in any order).
+ * opts may be NULL. */
 NNF_API nnf_status nnf_session_create(const nnf_model *model, const nnf_session_options *opts,
                                       nnf_session **session_out);
 NNF_API void nnf_session_destroy(nnf_session *session);

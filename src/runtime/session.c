@@ -37,6 +37,7 @@ NNF_API nnf_status nnf_session_create(const nnf_model *model, const nnf_session_
     const nnf_graph *g = model->graph;
     nnf_status st = NNF_OK;
     s->model = model;
+    s->n_values = g->n_values;
     s->opts = nnf_session_options_default();
     if (opts)
         memcpy(&s->opts, opts, opts->struct_size < sizeof s->opts ? opts->struct_size : sizeof s->opts);
@@ -123,7 +124,7 @@ static void release(nnf_session *s, int v) {
 }
 
 static void release_all(nnf_session *s) {
-    for (int v = 0; v < s->model->graph->n_values; v++)
+    for (int v = 0; v < s->n_values; v++)
         release(s, v);
 }
 

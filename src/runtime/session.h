@@ -20,6 +20,9 @@ typedef void (*nnf_output_hook)(void *user, const nnf_node *node, int output_ind
 
 struct nnf_session {
     const nnf_model *model;
+    /* the graph's value count, kept so that destroying a session never reads
+     * the model (a garbage collector may free a model before its session) */
+    int n_values;
     nnf_session_options opts;
     nnf_threadpool *pool;
     const nnf_kernel_plan *plans; /* per node id, borrowed from the model; NULL = reference kernels only */

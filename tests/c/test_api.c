@@ -109,7 +109,11 @@ int main(void) {
     for (int i = 0; i < 2; i++)
         pthread_join(t[i], NULL);
     CHECK(args[0].ok && args[1].ok);
+    /* a session that has run may be destroyed after its model (garbage
+     * collectors, e.g. Python's at exit, finalise in any order) */
+    CHECK(nnf_session_create(model, NULL, &s) == NNF_OK && run_once(s, &err));
     nnf_model_destroy(model);
+    nnf_session_destroy(s);
 
     /* files that are not models, missing files, NULL arguments */
     nnf_model *m2 = NULL;
