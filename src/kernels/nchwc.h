@@ -33,6 +33,21 @@
 
 static inline size_t nnf_nchwc_blocks(size_t c) { return (c + NNF_NCHWC_B - 1) / NNF_NCHWC_B; }
 
+/* Taps [*lo, *hi) of a window of k taps at dilation d starting at input
+ * index `start` whose index start + t d lies in [0, in): the clipping at
+ * the borders that every blocked conv and pool shares with the reference
+ * (kernels/ref/pool.c's window_taps). */
+static inline void nnf_nchwc_window_taps(ptrdiff_t start, size_t k, size_t d, size_t in, size_t *lo, size_t *hi) {
+    ptrdiff_t dd = (ptrdiff_t)d, a = start >= 0 ? 0 : (-start + dd - 1) / dd;
+    ptrdiff_t b = (ptrdiff_t)in - 1 - start < 0 ? 0 : ((ptrdiff_t)in - 1 - start) / dd + 1;
+    if (b > (ptrdiff_t)k)
+        b = (ptrdiff_t)k;
+    if (a > b)
+        a = b;
+    *lo = (size_t)a;
+    *hi = (size_t)b;
+}
+
 /* ---- reorders (nchwc_reorder.c) ----
  * x: NCHW [n][c][hw] -> y: NCHWc8 [n][cb][hw][8], padding lanes zeroed. */
 void nnf_nchwc_from_nchw(const float *x, float *y, size_t n, size_t c, size_t hw, nnf_isa isa,
@@ -90,13 +105,7 @@ typedef struct nnf_nchwc_conv_job {
  * t*dil lies in [0, in): the clipping at the borders. */
 static inline void nnf_nchwc_taps(size_t o, size_t stride, size_t pad, size_t dil, size_t k, size_t in,
                                   size_t *k0, size_t *k1) {
-    size_t base = o * stride, lo = base >= pad ? 0 : (pad - base + dil - 1) / dil, hi = 0;
-    if (in + pad > base) {
-        hi = (in - 1 + pad - base) / dil + 1;
-        hi = hi < k ? hi : k;
-    }
-    *k0 = lo < hi ? lo : hi;
-    *k1 = hi;
+    nnf_nchwc_window_taps((ptrdiff_t)(o * stride) - (ptrdiff_t)pad, k, dil, in, k0, k1);
 }
 /* nob: 1..4 output blocks (the AVX2 register tile's height). */
 void nnf_nchwc_conv_span_avx2(const nnf_nchwc_conv_job *j, size_t b, size_t ocb0, size_t nob, size_t oh0,

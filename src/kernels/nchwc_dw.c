@@ -67,19 +67,6 @@ void nnf_nchwc_dw_destroy(nnf_nchwc_dw *k) {
     nnf_free(k);
 }
 
-/* Taps [*lo, *hi) of extent k, dilation d, whose input index start + t d
- * lies in [0, in). */
-static void taps_inside(ptrdiff_t start, size_t k, size_t d, size_t in, size_t *lo, size_t *hi) {
-    ptrdiff_t dd = (ptrdiff_t)d, a = start >= 0 ? 0 : (-start + dd - 1) / dd;
-    ptrdiff_t b = (ptrdiff_t)in - 1 - start < 0 ? 0 : ((ptrdiff_t)in - 1 - start) / dd + 1;
-    if (b > (ptrdiff_t)k)
-        b = (ptrdiff_t)k;
-    if (a > b)
-        a = b;
-    *lo = (size_t)a;
-    *hi = (size_t)b;
-}
-
 static void dw_rows_scalar(const nnf_nchwc_dw_tile *t, size_t oh0, size_t noh) {
     const nnf_conv2d_shape *s = t->s;
     const nnf_epilogue *e = t->ep;
@@ -87,11 +74,11 @@ static void dw_rows_scalar(const nnf_nchwc_dw_tile *t, size_t oh0, size_t noh) {
     for (size_t oh = oh0; oh < oh0 + noh; oh++) {
         ptrdiff_t ih0 = (ptrdiff_t)(oh * s->sh) - (ptrdiff_t)s->pt;
         size_t r0, r1;
-        taps_inside(ih0, s->kh, s->dh, s->h, &r0, &r1);
+        nnf_nchwc_window_taps(ih0, s->kh, s->dh, s->h, &r0, &r1);
         for (size_t ow = 0; ow < s->ow; ow++) {
             ptrdiff_t iw0 = (ptrdiff_t)(ow * s->sw) - (ptrdiff_t)s->pl;
             size_t q0, q1;
-            taps_inside(iw0, s->kw, s->dw, s->w, &q0, &q1);
+            nnf_nchwc_window_taps(iw0, s->kw, s->dw, s->w, &q0, &q1);
             float acc[NNF_NCHWC_B] = {0};
             for (size_t i = r0; i < r1; i++) {
                 const float *xr = t->x + ((size_t)(ih0 + (ptrdiff_t)(i * s->dh)) * s->w) * B;

@@ -13,32 +13,19 @@
 
 #include <math.h>
 
-/* Taps [*lo, *hi) of extent k, dilation d, whose input index start + t d
- * lies in [0, in): the reference's window_taps. */
-static void window_taps(ptrdiff_t start, size_t k, size_t d, size_t in, size_t *lo, size_t *hi) {
-    ptrdiff_t dd = (ptrdiff_t)d, a = start >= 0 ? 0 : (-start + dd - 1) / dd;
-    ptrdiff_t b = (ptrdiff_t)in - 1 - start < 0 ? 0 : ((ptrdiff_t)in - 1 - start) / dd + 1;
-    if (b > (ptrdiff_t)k)
-        b = (ptrdiff_t)k;
-    if (a > b)
-        a = b;
-    *lo = (size_t)a;
-    *hi = (size_t)b;
-}
-
 static void pool_rows_scalar(const nnf_nchwc_pool_shape *s, const float *x, float *y, size_t nc, size_t oh0,
                              size_t noh) {
     const size_t B = NNF_NCHWC_B;
     for (size_t oh = oh0; oh < oh0 + noh; oh++) {
         ptrdiff_t sh = (ptrdiff_t)(oh * s->sh) - (ptrdiff_t)s->pt;
         size_t h0, h1, ph0, ph1;
-        window_taps(sh, s->kh, s->dh, s->h, &h0, &h1);
-        window_taps(sh + (ptrdiff_t)s->pt, s->kh, s->dh, s->h + s->pt + s->pb, &ph0, &ph1);
+        nnf_nchwc_window_taps(sh, s->kh, s->dh, s->h, &h0, &h1);
+        nnf_nchwc_window_taps(sh + (ptrdiff_t)s->pt, s->kh, s->dh, s->h + s->pt + s->pb, &ph0, &ph1);
         for (size_t ow = 0; ow < s->ow; ow++) {
             ptrdiff_t sw = (ptrdiff_t)(ow * s->sw) - (ptrdiff_t)s->pl;
             size_t w0, w1, pw0, pw1;
-            window_taps(sw, s->kw, s->dw, s->w, &w0, &w1);
-            window_taps(sw + (ptrdiff_t)s->pl, s->kw, s->dw, s->w + s->pl + s->pr, &pw0, &pw1);
+            nnf_nchwc_window_taps(sw, s->kw, s->dw, s->w, &w0, &w1);
+            nnf_nchwc_window_taps(sw + (ptrdiff_t)s->pl, s->kw, s->dw, s->w + s->pl + s->pr, &pw0, &pw1);
             float acc[NNF_NCHWC_B];
             for (size_t l = 0; l < B; l++)
                 acc[l] = s->is_max ? -INFINITY : 0.0f;

@@ -21,6 +21,21 @@ typedef enum nnf_act_kind {
     NNF_ACT_GELU_TANH,    /* 0.5x(1+tanh(sqrt(2/pi)(x+0.044715x^3))) */
 } nnf_act_kind;
 
+/* X(kind) for every nnf_act_kind: kernels that instantiate one epilogue per
+ * activation at compile time switch over this list. */
+#define NNF_ACT_KINDS(X)                                                                           \
+    X(NNF_ACT_NONE)                                                                                \
+    X(NNF_ACT_RELU)                                                                                \
+    X(NNF_ACT_CLIP)                                                                                \
+    X(NNF_ACT_LEAKY_RELU)                                                                          \
+    X(NNF_ACT_SIGMOID)                                                                             \
+    X(NNF_ACT_SILU)                                                                                \
+    X(NNF_ACT_TANH)                                                                                \
+    X(NNF_ACT_HARD_SIGMOID)                                                                        \
+    X(NNF_ACT_HARD_SWISH)                                                                          \
+    X(NNF_ACT_GELU_ERF)                                                                            \
+    X(NNF_ACT_GELU_TANH)
+
 typedef struct nnf_activation {
     nnf_act_kind kind;
     float alpha, beta;

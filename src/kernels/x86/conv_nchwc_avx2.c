@@ -306,17 +306,7 @@ static __attribute__((noinline)) void post(const nnf_epilogue *e, float *y, cons
     switch (e->act.kind) {
 #define K(kind)                                                                                    \
     case kind: post_act(kind, e, y, r, npx, part, lanes); return;
-        K(NNF_ACT_NONE)
-        K(NNF_ACT_RELU)
-        K(NNF_ACT_CLIP)
-        K(NNF_ACT_LEAKY_RELU)
-        K(NNF_ACT_SIGMOID)
-        K(NNF_ACT_SILU)
-        K(NNF_ACT_TANH)
-        K(NNF_ACT_HARD_SIGMOID)
-        K(NNF_ACT_HARD_SWISH)
-        K(NNF_ACT_GELU_ERF)
-        K(NNF_ACT_GELU_TANH)
+        NNF_ACT_KINDS(K)
 #undef K
     }
     post_act(NNF_ACT_NONE, e, y, r, npx, part, lanes);

@@ -258,17 +258,7 @@ static __attribute__((flatten, noinline)) void ep_tile_flat(const float *acc, fl
     switch (t->ep->act.kind) {
 #define K(kind)                                                                                    \
     case kind: ep_tile_act(kind, acc, c, ldc, m, n, m0, m1, t); return;
-        K(NNF_ACT_NONE)
-        K(NNF_ACT_RELU)
-        K(NNF_ACT_CLIP)
-        K(NNF_ACT_LEAKY_RELU)
-        K(NNF_ACT_SIGMOID)
-        K(NNF_ACT_SILU)
-        K(NNF_ACT_TANH)
-        K(NNF_ACT_HARD_SIGMOID)
-        K(NNF_ACT_HARD_SWISH)
-        K(NNF_ACT_GELU_ERF)
-        K(NNF_ACT_GELU_TANH)
+        NNF_ACT_KINDS(K)
 #undef K
     }
     for (size_t r = 0; r < m; r++)

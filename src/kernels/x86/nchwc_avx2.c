@@ -113,25 +113,6 @@ static inline void prefetch_at(const float *base, size_t off) {
 
 /* ---- depthwise convolution ---- */
 
-/* Taps [*lo, *hi) of extent k, dilation d, whose input index start + t d
- * lies in [0, in). */
-static inline void taps_inside(ptrdiff_t start, size_t k, size_t d, size_t in, size_t *lo, size_t *hi) {
-    ptrdiff_t dd = (ptrdiff_t)d, last = (ptrdiff_t)in - 1 - start, a, b;
-    if (dd == 1) {
-        a = start >= 0 ? 0 : -start;
-        b = last < 0 ? 0 : last + 1;
-    } else {
-        a = start >= 0 ? 0 : (-start + dd - 1) / dd;
-        b = last < 0 ? 0 : last / dd + 1;
-    }
-    if (b > (ptrdiff_t)k)
-        b = (ptrdiff_t)k;
-    if (a > b)
-        a = b;
-    *lo = (size_t)a;
-    *hi = (size_t)b;
-}
-
 typedef struct dw_ctx {
     const nnf_nchwc_dw_tile *t;
     nnf_ep_fast f;  /* f.clamp_only: the whole epilogue in registers */
@@ -211,7 +192,7 @@ static void dw_border(const dw_ctx *c, const float *const *xr, size_t r0, size_t
     const nnf_conv2d_shape *s = t->s;
     ptrdiff_t iw0 = (ptrdiff_t)(o * s->sw) - (ptrdiff_t)s->pl;
     size_t q0, q1;
-    taps_inside(iw0, s->kw, s->dw, s->w, &q0, &q1);
+    nnf_nchwc_window_taps(iw0, s->kw, s->dw, s->w, &q0, &q1);
     __m256 acc = _mm256_setzero_ps();
     for (size_t i = r0; i < r1; i++)
         for (size_t j = q0; j < q1; j++)
@@ -315,17 +296,7 @@ static __attribute__((noinline)) void ep_row(const dw_ctx *c, float *y, const fl
     switch (c->t->ep->act.kind) {
 #define K(kind)                                                                                                \
     case kind: ep_row_act(kind, c, y, res, n); return;
-        K(NNF_ACT_NONE)
-        K(NNF_ACT_RELU)
-        K(NNF_ACT_CLIP)
-        K(NNF_ACT_LEAKY_RELU)
-        K(NNF_ACT_SIGMOID)
-        K(NNF_ACT_SILU)
-        K(NNF_ACT_TANH)
-        K(NNF_ACT_HARD_SIGMOID)
-        K(NNF_ACT_HARD_SWISH)
-        K(NNF_ACT_GELU_ERF)
-        K(NNF_ACT_GELU_TANH)
+        NNF_ACT_KINDS(K)
 #undef K
     }
     ep_row_act(NNF_ACT_NONE, c, y, res, n);
@@ -353,7 +324,7 @@ void nnf_nchwc_dw_rows_avx2(const nnf_nchwc_dw_tile *t, size_t oh0, size_t noh) 
     for (size_t oh = oh0; oh < oh0 + noh; oh++) {
         ptrdiff_t ih0 = (ptrdiff_t)(oh * s->sh) - (ptrdiff_t)s->pt;
         size_t r0, r1;
-        taps_inside(ih0, s->kh, s->dh, s->h, &r0, &r1);
+        nnf_nchwc_window_taps(ih0, s->kh, s->dh, s->h, &r0, &r1);
         float *y = t->y + oh * s->ow * B;
         const float *res = t->res ? t->res + oh * s->ow * B : NULL;
         if (!xr) {
@@ -362,7 +333,7 @@ void nnf_nchwc_dw_rows_avx2(const nnf_nchwc_dw_tile *t, size_t oh0, size_t noh) 
             for (size_t o = 0; o < s->ow; o++) {
                 ptrdiff_t iw0 = (ptrdiff_t)(o * s->sw) - (ptrdiff_t)s->pl;
                 size_t q0, q1;
-                taps_inside(iw0, s->kw, s->dw, s->w, &q0, &q1);
+                nnf_nchwc_window_taps(iw0, s->kw, s->dw, s->w, &q0, &q1);
                 __m256 acc = _mm256_setzero_ps();
                 for (size_t i = r0; i < r1; i++) {
                     const float *row = t->x + (size_t)(ih0 + (ptrdiff_t)(i * s->dh)) * s->w * B;
@@ -414,7 +385,7 @@ static void pool_pixel(const nnf_nchwc_pool_shape *s, const float *x, ptrdiff_t 
                        size_t rows_padded, size_t ow, float *y, __m256 mask) {
     ptrdiff_t sw = (ptrdiff_t)(ow * s->sw) - (ptrdiff_t)s->pl;
     size_t w0, w1;
-    taps_inside(sw, s->kw, s->dw, s->w, &w0, &w1);
+    nnf_nchwc_window_taps(sw, s->kw, s->dw, s->w, &w0, &w1);
     __m256 acc;
     if (s->is_max) {
         acc = _mm256_set1_ps(-INFINITY);
@@ -437,7 +408,7 @@ static void pool_pixel(const nnf_nchwc_pool_shape *s, const float *x, ptrdiff_t 
         size_t count;
         if (s->count_include_pad) {
             size_t pw0, pw1;
-            taps_inside(sw + (ptrdiff_t)s->pl, s->kw, s->dw, s->w + s->pl + s->pr, &pw0, &pw1);
+            nnf_nchwc_window_taps(sw + (ptrdiff_t)s->pl, s->kw, s->dw, s->w + s->pl + s->pr, &pw0, &pw1);
             count = rows_padded * (pw1 - pw0);
         } else {
             count = (h1 - h0) * (w1 - w0);
@@ -555,8 +526,8 @@ void nnf_nchwc_pool_rows_avx2(const nnf_nchwc_pool_shape *s, const float *x, flo
     for (size_t oh = oh0; oh < oh0 + noh; oh++) {
         ptrdiff_t sh = (ptrdiff_t)(oh * s->sh) - (ptrdiff_t)s->pt;
         size_t h0, h1, ph0, ph1;
-        taps_inside(sh, s->kh, s->dh, s->h, &h0, &h1);
-        taps_inside(sh + (ptrdiff_t)s->pt, s->kh, s->dh, s->h + s->pt + s->pb, &ph0, &ph1);
+        nnf_nchwc_window_taps(sh, s->kh, s->dh, s->h, &h0, &h1);
+        nnf_nchwc_window_taps(sh + (ptrdiff_t)s->pt, s->kh, s->dh, s->h + s->pt + s->pb, &ph0, &ph1);
         float *yr = y + oh * s->ow * B;
         if (!fast || h0 == h1) {
             for (size_t ow = 0; ow < s->ow; ow++)
