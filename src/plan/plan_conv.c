@@ -23,6 +23,26 @@ static void conv_state_free(void *p) {
     nnf_free(s);
 }
 
+nnf_status nnf_conv_run_epilogue(const nnf_node *node, nnf_buf *const *in, int has_bias, int residual_input,
+                                 nnf_activation act, size_t oc, size_t y_numel, nnf_epilogue *e) {
+    *e = nnf_epilogue_default();
+    e->act = act;
+    if (has_bias && node->n_inputs > 2 && in[2]) {
+        if (in[2]->numel != oc)
+            return nnf_node_error(node, NNF_ERR_SHAPE, "bias has %zu elements for %zu output channels",
+                                  in[2]->numel, oc);
+        e->bias_kind = NNF_BIAS_PER_ROW;
+        e->bias = in[2]->data;
+    }
+    if (residual_input >= 0) {
+        const nnf_buf *r = in[residual_input];
+        if (!r || r->numel != y_numel)
+            return nnf_node_error(node, NNF_ERR_SHAPE, "fused residual must be shaped like the output");
+        e->residual = r->data;
+    }
+    return NNF_OK;
+}
+
 static nnf_status conv_run(NNF_KERNEL_ARGS) {
     const conv_state *s = ctx->state;
     const nnf_conv2d_shape *sh = &s->k->s;
@@ -31,21 +51,8 @@ static nnf_status conv_run(NNF_KERNEL_ARGS) {
     if (x->numel != xn || y->numel != yn || x->dims[0] != (int64_t)sh->n)
         return nnf_node_error(node, NNF_ERR_SHAPE, "%s: input or output shape differs from the plan",
                               s->k->name);
-    nnf_epilogue e = nnf_epilogue_default();
-    e.act = s->act;
-    if (s->has_bias && node->n_inputs > 2 && in[2]) {
-        if (in[2]->numel != sh->oc)
-            return nnf_node_error(node, NNF_ERR_SHAPE, "bias has %zu elements for %zu output channels",
-                                  in[2]->numel, sh->oc);
-        e.bias_kind = NNF_BIAS_PER_ROW;
-        e.bias = in[2]->data;
-    }
-    if (s->residual_input >= 0) {
-        const nnf_buf *r = in[s->residual_input];
-        if (!r || r->numel != yn)
-            return nnf_node_error(node, NNF_ERR_SHAPE, "fused residual must be shaped like the output");
-        e.residual = r->data;
-    }
+    nnf_epilogue e;
+    NNF_CHECK(nnf_conv_run_epilogue(node, in, s->has_bias, s->residual_input, s->act, sh->oc, yn, &e));
     nnf_status st = nnf_conv_kernel_run(s->k, x->data, y->data, &e, ctx->pool);
     return st == NNF_OK ? st : nnf_error_prefix(st, "node %s (%s)", node->name, node->op_type);
 }

@@ -109,21 +109,8 @@ static nnf_status conv_run(NNF_KERNEL_ARGS) {
     const char *name = s->dense ? s->dense->name : s->dw->name;
     if (in[0]->numel != s->x_numel || out[0]->numel != s->y_numel)
         return nnf_node_error(node, NNF_ERR_SHAPE, "%s: input or output shape differs from the plan", name);
-    nnf_epilogue e = nnf_epilogue_default();
-    e.act = s->act;
-    if (s->has_bias && in[2]) {
-        if (in[2]->numel != s->s->oc)
-            return nnf_node_error(node, NNF_ERR_SHAPE, "bias has %zu elements for %zu output channels",
-                                  in[2]->numel, s->s->oc);
-        e.bias_kind = NNF_BIAS_PER_ROW;
-        e.bias = in[2]->data;
-    }
-    if (s->residual_input >= 0) {
-        const nnf_buf *r = in[s->residual_input];
-        if (!r || r->numel != s->y_numel)
-            return nnf_node_error(node, NNF_ERR_SHAPE, "fused residual must be shaped like the output");
-        e.residual = r->data;
-    }
+    nnf_epilogue e;
+    NNF_CHECK(nnf_conv_run_epilogue(node, in, s->has_bias, s->residual_input, s->act, s->s->oc, s->y_numel, &e));
     nnf_status st = s->dense ? nnf_nchwc_conv_run(s->dense, in[0]->data, out[0]->data, &e, ctx->pool)
                              : nnf_nchwc_dw_run(s->dw, in[0]->data, out[0]->data, &e, ctx->pool);
     return st == NNF_OK ? st : nnf_error_prefix(st, "node %s (%s)", node->name, node->op_type);
