@@ -290,24 +290,8 @@ nnf_status nnf_nchwc_conv_run(const nnf_nchwc_conv *k, const float *x, float *y,
     j.y_blk = j.oh * j.ow * NNF_NCHWC_B;
     j.y_img = j.ocb * j.y_blk;
     j.w_blk = k->w_floats / j.ocb;
-    /* interior columns: ow * sw >= pl and ow * sw - pl + (kw - 1) dw < w;
-     * rows likewise */
-    size_t lo = (s->pl + s->sw - 1) / s->sw, hi = 0, reach = (s->kw - 1) * s->dw;
-    if (j.w + s->pl > reach)
-        hi = (j.w - 1 + s->pl - reach) / s->sw + 1;
-    lo = lo < j.ow ? lo : j.ow;
-    hi = hi < j.ow ? hi : j.ow;
-    j.ow_lo = lo;
-    j.ow_hi = hi > lo ? hi : lo;
-    lo = (s->pt + s->sh - 1) / s->sh;
-    hi = 0;
-    reach = (s->kh - 1) * s->dh;
-    if (j.h + s->pt > reach)
-        hi = (j.h - 1 + s->pt - reach) / s->sh + 1;
-    lo = lo < j.oh ? lo : j.oh;
-    hi = hi < j.oh ? hi : j.oh;
-    j.oh_lo = lo;
-    j.oh_hi = hi > lo ? hi : lo;
+    nnf_nchwc_interior(j.w, s->pl, s->sw, s->kw, s->dw, j.ow, &j.ow_lo, &j.ow_hi);
+    nnf_nchwc_interior(j.h, s->pt, s->sh, s->kh, s->dh, j.oh, &j.oh_lo, &j.oh_hi);
 
     task_ctx t = {.job = &j, .flat = (size_t)flat};
     t.gblk = group_blocks(k->isa, s);

@@ -103,6 +103,19 @@ typedef struct nnf_nchwc_conv_job {
 } nnf_nchwc_conv_job;
 /* Taps [k0, k1) of a kernel extent k whose input index o*stride - pad +
  * t*dil lies in [0, in): the clipping at the borders. */
+/* Interior outputs [*lo, *hi) of one axis: every tap of the window inside
+ * the input (o s - pad >= 0 and o s - pad + (k - 1) d < in). [0, lo) and
+ * [hi, out) are the borders; lo <= hi <= out always. */
+static inline void nnf_nchwc_interior(size_t in, size_t pad, size_t stride, size_t k, size_t dil, size_t out,
+                                      size_t *lo, size_t *hi) {
+    size_t span = (k - 1) * dil, a = (pad + stride - 1) / stride, b = 0;
+    if (in + pad > span)
+        b = (in - 1 + pad - span) / stride + 1;
+    b = b < out ? b : out;
+    *lo = a < b ? a : b;
+    *hi = b;
+}
+
 static inline void nnf_nchwc_taps(size_t o, size_t stride, size_t pad, size_t dil, size_t k, size_t in,
                                   size_t *k0, size_t *k1) {
     nnf_nchwc_window_taps((ptrdiff_t)(o * stride) - (ptrdiff_t)pad, k, dil, in, k0, k1);

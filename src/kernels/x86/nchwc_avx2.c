@@ -308,14 +308,8 @@ void nnf_nchwc_dw_rows_avx2(const nnf_nchwc_dw_tile *t, size_t oh0, size_t noh) 
     __m256i lanes = nnf_mask8(t->nc);
     c.mask = _mm256_castsi256_ps(lanes);
     c.bias = t->bias ? _mm256_maskload_ps(t->bias, lanes) : _mm256_setzero_ps();
-    /* Interior columns [lo, hi): o sw - pl >= 0 and o sw - pl + (kw-1) dw < w. */
-    size_t span = (s->kw - 1) * s->dw, lo = (s->pl + s->sw - 1) / s->sw, hi = 0;
-    if (s->w + s->pl >= span + 1)
-        hi = (s->w - 1 + s->pl - span) / s->sw + 1;
-    if (hi > s->ow)
-        hi = s->ow;
-    if (lo > hi)
-        lo = hi;
+    size_t lo, hi; /* interior columns */
+    nnf_nchwc_interior(s->w, s->pl, s->sw, s->kw, s->dw, s->ow, &lo, &hi);
     /* Row pointers per kernel row: the window's rows are addressed as
      * xr[i] + column offset, so the interior loop does no row arithmetic.
      * Only rows [r0, r1) are formed (the others lie outside the input). */
@@ -511,14 +505,8 @@ static inline __attribute__((always_inline)) void pool_interior(const float *con
 void nnf_nchwc_pool_rows_avx2(const nnf_nchwc_pool_shape *s, const float *x, float *y, size_t nc, size_t oh0,
                               size_t noh) {
     __m256 mask = _mm256_castsi256_ps(nnf_mask8(nc));
-    /* interior columns [lo, hi): o sw - pl >= 0 and o sw - pl + (kw-1) dw < w */
-    size_t span = (s->kw - 1) * s->dw, lo = (s->pl + s->sw - 1) / s->sw, hi = 0;
-    if (s->w + s->pl >= span + 1)
-        hi = (s->w - 1 + s->pl - span) / s->sw + 1;
-    if (hi > s->ow)
-        hi = s->ow;
-    if (lo > hi)
-        lo = hi;
+    size_t lo, hi; /* interior columns */
+    nnf_nchwc_interior(s->w, s->pl, s->sw, s->kw, s->dw, s->ow, &lo, &hi);
     int fast = s->dw == 1 && s->kh <= 64 &&
                ((s->kw == 2 && s->sw == 2) || (s->kw == 3 && (s->sw == 1 || s->sw == 2)) ||
                 (s->kw == 5 && s->sw == 1));
