@@ -1,11 +1,12 @@
 /* The NCHWc8 internal operators (ops/nchwc.h): attributes, inference and
  * reference kernels. A reference kernel reorders its blocked operands to
- * NCHW with the plain loops below, runs the ONNX op's reference kernel and
+ * NCHW with the reorders' portable tier, runs the ONNX op's reference kernel and
  * reorders the result back, so every blocked kernel is tested against the
  * same oracle as its NCHW counterpart. */
 #include "ops/nchwc.h"
 
 #include "base/alloc.h"
+#include "kernels/nchwc.h"
 #include "ops/op.h"
 
 #include <string.h>
@@ -96,22 +97,14 @@ double nnf_nchwc_conv_cost(NNF_COST_ARGS) {
 
 /* ---- reference kernels ------------------------------------------------- */
 
-/* Blocked [n][c8/8][hw][8] <-> plain [n][c][hw]; the padding lanes of a
- * blocked destination are zeroed. */
-static void unblock(const float *x, float *y, int64_t n, int64_t c, int64_t hw) {
-    int64_t c8 = nnf_nchwc_round(c);
-    for (int64_t b = 0; b < n; b++)
-        for (int64_t ch = 0; ch < c; ch++)
-            for (int64_t i = 0; i < hw; i++)
-                y[(b * c + ch) * hw + i] = x[((b * c8 + ch / 8 * 8) * hw + i * 8) + ch % 8];
+/* Blocked <-> plain through the reorders' portable tier (kernels/nchwc.h),
+ * the one implementation of the layout; test_nchwc checks it against loops. */
+static void unblock(const float *x, float *y, int64_t n, int64_t c, int64_t hw, nnf_kctx *ctx) {
+    nnf_nchwc_to_nchw(x, y, (size_t)n, (size_t)c, (size_t)hw, NNF_ISA_SCALAR, ctx->pool);
 }
 
-static void block(const float *x, float *y, int64_t n, int64_t c, int64_t hw) {
-    int64_t c8 = nnf_nchwc_round(c);
-    for (int64_t b = 0; b < n; b++)
-        for (int64_t ch = 0; ch < c8; ch++)
-            for (int64_t i = 0; i < hw; i++)
-                y[((b * c8 + ch / 8 * 8) * hw + i * 8) + ch % 8] = ch < c ? x[(b * c + ch) * hw + i] : 0.0f;
+static void block(const float *x, float *y, int64_t n, int64_t c, int64_t hw, nnf_kctx *ctx) {
+    nnf_nchwc_from_nchw(x, y, (size_t)n, (size_t)c, (size_t)hw, NNF_ISA_SCALAR, ctx->pool);
 }
 
 /* A plain NCHW buffer with c channels of a blocked 4-D buffer's geometry. */
@@ -134,19 +127,17 @@ static nnf_status check_buf_4d(const nnf_node *node, const nnf_buf *b, int block
 }
 
 nnf_status nnf_reorder_to_nchwc_ref(NNF_KERNEL_ARGS) {
-    (void)ctx;
     const nnf_buf *x = in[0];
     NNF_CHECK(check_buf_4d(node, x, 0, x->dims[1]));
-    block(x->data, out[0]->data, x->dims[0], x->dims[1], x->dims[2] * x->dims[3]);
+    block(x->data, out[0]->data, x->dims[0], x->dims[1], x->dims[2] * x->dims[3], ctx);
     return NNF_OK;
 }
 
 nnf_status nnf_reorder_from_nchwc_ref(NNF_KERNEL_ARGS) {
-    (void)ctx;
     const nnf_buf *x = in[0];
     int64_t c = params(node)->channels;
     NNF_CHECK(check_buf_4d(node, x, 1, c));
-    unblock(x->data, out[0]->data, x->dims[0], c, x->dims[2] * x->dims[3]);
+    unblock(x->data, out[0]->data, x->dims[0], c, x->dims[2] * x->dims[3], ctx);
     return NNF_OK;
 }
 
@@ -168,7 +159,7 @@ static nnf_status wrap_ref(const nnf_node *node, nnf_buf *const *in, nnf_buf *co
             (st = plain_like(node, b, chans[k], &tmp_in[k])) != NNF_OK)
             goto done;
         made = k + 1;
-        unblock(b->data, tmp_in[k].data, b->dims[0], chans[k], b->dims[2] * b->dims[3]);
+        unblock(b->data, tmp_in[k].data, b->dims[0], chans[k], b->dims[2] * b->dims[3], ctx);
         pin[blocked_in[k]] = &tmp_in[k];
     }
     if (!out_plain) {
@@ -178,7 +169,7 @@ static nnf_status wrap_ref(const nnf_node *node, nnf_buf *const *in, nnf_buf *co
         pout[0] = &tmp_out;
     }
     if ((st = ref(node, pin, pout, ctx)) == NNF_OK && !out_plain)
-        block(tmp_out.data, out[0]->data, out[0]->dims[0], out_c, out[0]->dims[2] * out[0]->dims[3]);
+        block(tmp_out.data, out[0]->data, out[0]->dims[0], out_c, out[0]->dims[2] * out[0]->dims[3], ctx);
 done:
     for (int k = 0; k < made; k++)
         nnf_free(tmp_in[k].data);

@@ -24,6 +24,23 @@ static nnf_status plan_oom(const nnf_node *node) {
     return nnf_node_error(node, NNF_ERR_OUT_OF_MEMORY, "out of memory for a kernel plan");
 }
 
+/* The run-time operands still have the planned element counts. */
+static nnf_status check_planned(const nnf_node *node, nnf_buf *const *in, nnf_buf *const *out, size_t x_numel,
+                                size_t y_numel, const char *kernel) {
+    if (in[0]->numel != x_numel || out[0]->numel != y_numel)
+        return nnf_node_error(node, NNF_ERR_SHAPE, "%s: shapes differ from the plan", kernel);
+    return NNF_OK;
+}
+
+static nnf_status bind(nnf_kernel_plan *plan, const char *name, nnf_kernel_fn run, void *state,
+                       void (*free_state)(void *)) {
+    plan->name = name;
+    plan->run = run;
+    plan->state = state;
+    plan->free_state = free_state;
+    return NNF_OK;
+}
+
 /* ---- reorders --------------------------------------------------------- */
 
 typedef struct reorder_state {
@@ -32,23 +49,16 @@ typedef struct reorder_state {
     char name[40];
 } reorder_state;
 
-static nnf_status reorder_check(const nnf_node *node, nnf_buf *const *in, nnf_buf *const *out,
-                                const reorder_state *s) {
-    if (in[0]->numel != s->in_numel || out[0]->numel != s->out_numel)
-        return nnf_node_error(node, NNF_ERR_SHAPE, "%s: shapes differ from the plan", s->name);
-    return NNF_OK;
-}
-
 static nnf_status reorder_to_run(NNF_KERNEL_ARGS) {
     const reorder_state *s = ctx->state;
-    NNF_CHECK(reorder_check(node, in, out, s));
+    NNF_CHECK(check_planned(node, in, out, s->in_numel, s->out_numel, s->name));
     nnf_nchwc_from_nchw(in[0]->data, out[0]->data, s->n, s->c, s->hw, s->isa, ctx->pool);
     return NNF_OK;
 }
 
 static nnf_status reorder_from_run(NNF_KERNEL_ARGS) {
     const reorder_state *s = ctx->state;
-    NNF_CHECK(reorder_check(node, in, out, s));
+    NNF_CHECK(check_planned(node, in, out, s->in_numel, s->out_numel, s->name));
     nnf_nchwc_to_nchw(in[0]->data, out[0]->data, s->n, s->c, s->hw, s->isa, ctx->pool);
     return NNF_OK;
 }
@@ -69,11 +79,7 @@ static nnf_status plan_reorder(const nnf_node *node, const nnf_tinfo *x, const n
     s->out_numel = (size_t)nnf_shape_numel(&y->shape);
     s->isa = blocked_isa();
     snprintf(s->name, sizeof s->name, "f32_reorder_%s_%s", what, nnf_isa_name(s->isa));
-    plan->name = s->name;
-    plan->run = run;
-    plan->state = s;
-    plan->free_state = nnf_free;
-    return NNF_OK;
+    return bind(plan, s->name, run, s, nnf_free);
 }
 
 nnf_status nnf_plan_reorder_to_nchwc(NNF_PLAN_ARGS) {
@@ -107,8 +113,7 @@ static void conv_state_free(void *p) {
 static nnf_status conv_run(NNF_KERNEL_ARGS) {
     const conv_state *s = ctx->state;
     const char *name = s->dense ? s->dense->name : s->dw->name;
-    if (in[0]->numel != s->x_numel || out[0]->numel != s->y_numel)
-        return nnf_node_error(node, NNF_ERR_SHAPE, "%s: input or output shape differs from the plan", name);
+    NNF_CHECK(check_planned(node, in, out, s->x_numel, s->y_numel, name));
     nnf_epilogue e;
     NNF_CHECK(nnf_conv_run_epilogue(node, in, s->has_bias, s->residual_input, s->act, s->s->oc, s->y_numel, &e));
     nnf_status st = s->dense ? nnf_nchwc_conv_run(s->dense, in[0]->data, out[0]->data, &e, ctx->pool)
@@ -164,12 +169,8 @@ nnf_status nnf_plan_nchwc_conv(NNF_PLAN_ARGS) {
     st->has_bias = node->n_inputs > 2 && in[2].present;
     st->residual_input = p->conv.residual_input;
     st->act = p->conv.act;
-    plan->name = st->dense ? st->dense->name : st->dw->name;
-    plan->run = conv_run;
-    plan->state = st;
-    plan->free_state = conv_state_free;
-    plan->packed_inputs = 1u << 1;
-    return NNF_OK;
+    plan->packed_inputs = 1u << 1; /* W packed into the kernel; run reads only the state */
+    return bind(plan, st->dense ? st->dense->name : st->dw->name, conv_run, st, conv_state_free);
 }
 
 /* ---- pools ------------------------------------------------------------ */
@@ -183,8 +184,7 @@ typedef struct pool_state {
 
 static nnf_status pool_run(NNF_KERNEL_ARGS) {
     const pool_state *s = ctx->state;
-    if (in[0]->numel != s->x_numel || out[0]->numel != s->y_numel)
-        return nnf_node_error(node, NNF_ERR_SHAPE, "%s: shapes differ from the plan", s->name);
+    NNF_CHECK(check_planned(node, in, out, s->x_numel, s->y_numel, s->name));
     nnf_nchwc_pool(&s->s, in[0]->data, out[0]->data, s->isa, ctx->pool);
     return NNF_OK;
 }
@@ -214,17 +214,12 @@ nnf_status nnf_plan_nchwc_pool(NNF_PLAN_ARGS) {
     s->y_numel = (size_t)nnf_shape_numel(&y->shape);
     s->isa = blocked_isa();
     snprintf(s->name, sizeof s->name, "f32_%spool_nchwc8_%s", is_max ? "max" : "avg", nnf_isa_name(s->isa));
-    plan->name = s->name;
-    plan->run = pool_run;
-    plan->state = s;
-    plan->free_state = nnf_free;
-    return NNF_OK;
+    return bind(plan, s->name, pool_run, s, nnf_free);
 }
 
 static nnf_status global_pool_run(NNF_KERNEL_ARGS) {
     const pool_state *s = ctx->state;
-    if (in[0]->numel != s->x_numel || out[0]->numel != s->y_numel)
-        return nnf_node_error(node, NNF_ERR_SHAPE, "%s: shapes differ from the plan", s->name);
+    NNF_CHECK(check_planned(node, in, out, s->x_numel, s->y_numel, s->name));
     nnf_nchwc_global_pool(in[0]->data, out[0]->data, s->s.n, s->s.c, s->s.h * s->s.w, s->s.is_max, s->isa,
                           ctx->pool);
     return NNF_OK;
@@ -244,11 +239,7 @@ nnf_status nnf_plan_nchwc_global_pool(NNF_PLAN_ARGS) {
     s->y_numel = (size_t)nnf_shape_numel(&y->shape);
     s->isa = blocked_isa();
     snprintf(s->name, sizeof s->name, "f32_global_%spool_nchwc8_%s", is_max ? "max" : "avg", nnf_isa_name(s->isa));
-    plan->name = s->name;
-    plan->run = global_pool_run;
-    plan->state = s;
-    plan->free_state = nnf_free;
-    return NNF_OK;
+    return bind(plan, s->name, global_pool_run, s, nnf_free);
 }
 
 /* ---- nearest resize --------------------------------------------------- */
@@ -269,8 +260,7 @@ static void resize_state_free(void *p) {
 
 static nnf_status resize_run(NNF_KERNEL_ARGS) {
     const resize_state *s = ctx->state;
-    if (in[0]->numel != s->x_numel || out[0]->numel != s->y_numel)
-        return nnf_node_error(node, NNF_ERR_SHAPE, "%s: shapes differ from the plan", s->name);
+    NNF_CHECK(check_planned(node, in, out, s->x_numel, s->y_numel, s->name));
     nnf_nchwc_resize_nearest(in[0]->data, out[0]->data, s->n, s->c, (size_t)s->t.ih, (size_t)s->t.iw,
                              (size_t)s->t.oh, (size_t)s->t.ow, s->t.hidx, s->t.widx, s->isa, ctx->pool);
     return NNF_OK;
@@ -294,9 +284,5 @@ nnf_status nnf_plan_nchwc_resize(NNF_PLAN_ARGS) {
     s->y_numel = (size_t)nnf_shape_numel(&y->shape);
     s->isa = blocked_isa();
     snprintf(s->name, sizeof s->name, "f32_resize_nearest_nchwc8_%s", nnf_isa_name(s->isa));
-    plan->name = s->name;
-    plan->run = resize_run;
-    plan->state = s;
-    plan->free_state = resize_state_free;
-    return NNF_OK;
+    return bind(plan, s->name, resize_run, s, resize_state_free);
 }

@@ -132,8 +132,9 @@ def test_blocked_models_match_ort(name, tmp_path):
     x = RNG.standard_normal(tuple(sess.get_inputs()[0].shape)).astype(np.float32)
     names = [o.name for o in sess.get_outputs()]
     ref = dict(zip(names, sess.run(None, {"x": x})))
-    for threads in (1, 2):
-        got = nnfuse.run_model(data, {"x": x}, threads=threads)
+    # planned kernels at 1 and 2 threads, then the blocked ops' reference kernels on the same graph
+    for threads, reference in ((1, False), (2, False), (2, True)):
+        got = nnfuse.run_model(data, {"x": x}, threads=threads, reference_kernels=reference)
         for n in names:
             tol = 1e-4 * max(1.0, float(np.abs(ref[n]).max()))
             np.testing.assert_allclose(got[n], ref[n], rtol=0, atol=tol, err_msg=f"{name}: output {n}")
