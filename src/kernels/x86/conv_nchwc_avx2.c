@@ -9,11 +9,17 @@
  * read zeros for the taps outside. Rows outside the input are clipped for
  * the whole row.
  *
+ * Interior tiles at stride 1 or 2 run their K loop in assembly
+ * (conv_nchwc_taps_avx2.h) over a table of the row's taps; border tiles,
+ * tiles that wrap rows and other strides run it in C, with the same FMAs in
+ * the same order.
+ *
  * Epilogue: bias, residual and a clamp (none/ReLU/Clip) on the registers;
  * any other activation (and a residual after it) in a second pass over the
  * span just stored, still in L1, with the activation fixed at compile time.
  * The padding lanes of a partial last block are written as zeros. */
 #include "kernels/nchwc.h"
+#include "kernels/x86/conv_nchwc_taps_avx2.h"
 #include "kernels/x86/ep_fast_avx2.h"
 
 #include <stdint.h>
@@ -32,7 +38,46 @@ typedef struct tile_arg {
     size_t ntile;          /* tiles of P pixels side by side from (iw, y, res) */
     size_t q0;             /* G == 2: the first pixel, oh * ow + ow */
     const ptrdiff_t *toff; /* TL: per tap (unit, kh, kw), its input offset from tap 0 */
+    const nnf_tap *tab;    /* taps [u0, u1) x [kh0, kh1) x kw for the assembly K loop */
+    size_t ntab;           /* their count; 0: the C loop */
+    struct tap_table *tt;  /* the span's table (row() updates it) */
 } tile_arg;
+
+/* The table of a tile row's taps, rebuilt when the K block, the row's
+ * clipping or the tile height changes (not per row: 2 K-block units of a
+ * 3x3 are 18 taps beside ~8000 cycles of FMAs per row). */
+#define TAB_MAX 512
+typedef struct tap_table {
+    nnf_tap e[TAB_MAX];
+    size_t n, u0, u1, kh0, kh1, nob;
+} tap_table;
+
+static void tap_table_update(const nnf_nchwc_conv_job *j, tap_table *t, size_t u0, size_t u1,
+                             size_t kh0, size_t kh1, size_t nob) {
+    if (t->n != SIZE_MAX && t->u0 == u0 && t->u1 == u1 && t->kh0 == kh0 && t->kh1 == kh1 &&
+        t->nob == nob)
+        return;
+    const nnf_conv2d_shape *s = &j->k->s;
+    /* fields one by one: a struct assignment would clear the 8 KiB table */
+    t->n = 0;
+    t->u0 = u0;
+    t->u1 = u1;
+    t->kh0 = kh0;
+    t->kh1 = kh1;
+    t->nob = nob;
+    if ((u1 - u0) * (kh1 - kh0) * s->kw > TAB_MAX)
+        return;
+    const size_t wtap = NNF_NCHWC_B * nob * NNF_NCHWC_B, wunit = s->kh * s->kw * wtap;
+    for (size_t u = u0; u < u1; u++)
+        for (size_t kh = kh0; kh < kh1; kh++)
+            for (size_t kw = 0; kw < s->kw; kw++)
+                t->e[t->n++] = (nnf_tap){
+                    .x = (ptrdiff_t)(((u - u0) * j->x_unit + (kh - kh0) * s->dh * j->x_row +
+                                      kw * s->dw * NNF_NCHWC_B) *
+                                     sizeof(float)),
+                    .w = (ptrdiff_t)(((u - u0) * wunit + ((kh - kh0) * s->kw + kw) * wtap) *
+                                     sizeof(float))};
+}
 
 typedef struct ep_ctx {
     nnf_ep_fast f;
@@ -88,6 +133,27 @@ tile(const nnf_nchwc_conv_job *j, const tile_arg *a, const ep_ctx *ec, const int
         /* the group's weights: [icu][kh][kw][lane][OB][8] */
         const size_t xs = (SW ? (size_t)SW : s->sw) * (size_t)L, wtap = (size_t)L * OB * 8;
         const size_t xkw = s->dw * (size_t)L, wunit = s->kh * s->kw * wtap;
+        const nnf_taps_fn taps = L == 8 && !G && !TL ? nnf_taps_for(OB, P, SW) : NULL;
+        const int use_taps = taps && a->ntab;
+        if (use_taps) {
+            /* the same FMAs in assembly, from the first tap of the table */
+            float accb[96] __attribute__((aligned(32)));
+#pragma GCC unroll 4
+            for (int o = 0; o < OB; o++)
+#pragma GCC unroll 8
+                for (int p = 0; p < P; p++)
+                    _mm256_store_ps(accb + (o * P + p) * 8, acc[o][p]);
+            size_t kh0 = K1 ? 0 : a->kh0;
+            const float *wb = a->w + a->u0 * wunit + kh0 * s->kw * wtap;
+            const float *xb = a->x + a->u0 * j->x_unit +
+                              (a->ih + (ptrdiff_t)(kh0 * s->dh)) * (ptrdiff_t)j->x_row + iw0 * L;
+            taps(xb, wb, a->tab, a->ntab, accb);
+#pragma GCC unroll 4
+            for (int o = 0; o < OB; o++)
+#pragma GCC unroll 8
+                for (int p = 0; p < P; p++)
+                    acc[o][p] = _mm256_load_ps(accb + (o * P + p) * 8);
+        }
         if (TL && L == 1) {
             /* NCHW input, every tap inside: one flat loop over the taps
              * (3 channels x 3x3 was 27 trips through three nested loops) */
@@ -110,7 +176,8 @@ tile(const nnf_nchwc_conv_job *j, const tile_arg *a, const ep_ctx *ec, const int
                 }
             }
         }
-        for (size_t u = a->u0; u < (TL && L == 1 ? a->u0 : a->u1); u++) {
+        const size_t u_end = (TL && L == 1) || use_taps ? a->u0 : a->u1;
+        for (size_t u = a->u0; u < u_end; u++) {
             const float *xu = a->x + u * j->x_unit;
             const float *wu = a->w + u * wunit;
             for (size_t kh = K1 ? 0 : a->kh0; kh < (K1 ? 1 : a->kh1); kh++) {
@@ -329,6 +396,11 @@ static void row(const nnf_nchwc_conv_job *j, tile_arg *a, const ep_ctx *ec, size
     int tl = a->toff && a->kh0 == 0 && a->kh1 == s->kh;
     /* tiles of balanced widths (7 = 3 + 2 + 2, not 3 + 3 + 1): the narrow
      * ones have too few accumulators to hide the FMA latency */
+    if (l8) {
+        tap_table_update(j, a->tt, a->u0, a->u1, a->kh0, a->kh1, nob);
+        a->tab = a->tt->e;
+        a->ntab = a->tt->n;
+    }
     size_t n = ow1 - ow0, ntiles = (n + pmax - 1) / pmax, base = n / ntiles, wide = n % ntiles;
     for (size_t t = 0, ow = ow0; t < ntiles;) {
         size_t np = base + (t < wide);
@@ -400,7 +472,10 @@ void nnf_nchwc_conv_span_avx2(const nnf_nchwc_conv_job *j, size_t b, size_t ocb0
     ec.lanes = nnf_mask8(tail ? tail : NNF_NCHWC_B);
     if (tail)
         ec.partial = j->ocb - 1;
-    tile_arg a = {.x = j->x + b * j->x_img,
+    tap_table tt; /* not zeroed: 8 KiB per span call */
+    tt.n = SIZE_MAX;
+    tile_arg a = {.tt = &tt,
+                  .x = j->x + b * j->x_img,
                   .w = j->k->w + ocb0 * j->w_blk,
                   .blk0 = ocb0,
                   .bias = e->bias ? e->bias + ocb0 * NNF_NCHWC_B : NULL};
