@@ -327,6 +327,26 @@ int main(void) {
             nnf_nchwc_conv_destroy(k);
         }
         CHECK(failed == 2); /* the kernel, its packed weights */
+        /* a padded 5x5 map runs on a zero-padded copy of its input on the
+         * AVX2 tier: its allocation failing is a status, nothing written */
+        {
+            nnf_nchwc_conv *k = NULL;
+            CHECK(nnf_nchwc_conv_create(&s, 1, NNF_ISA_AVX2, w, &k) == NNF_OK);
+            float *x = check_rand_buf(2 * 8 * 5 * 5), *y = check_rand_buf(2 * 8 * 5 * 5);
+            float y0 = y[0];
+            nnf_epilogue ep = nnf_epilogue_default();
+            nnf_alloc_fail_after(1);
+            nnf_status st = nnf_nchwc_conv_run(k, x, y, &ep, NULL);
+            nnf_alloc_fail_after(0);
+            if (k->isa >= NNF_ISA_AVX2)
+                CHECK(st == NNF_ERR_OUT_OF_MEMORY && y[0] == y0);
+            else
+                CHECK(st == NNF_OK);
+            CHECK(nnf_nchwc_conv_run(k, x, y, &ep, NULL) == NNF_OK);
+            nnf_nchwc_conv_destroy(k);
+            free(x);
+            free(y);
+        }
         /* what it rejects: groups, zero strides; NULL arguments */
         nnf_conv2d_shape g = s;
         g.group = 3;

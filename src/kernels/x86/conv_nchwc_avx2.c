@@ -489,10 +489,11 @@ void nnf_nchwc_conv_span_avx2(const nnf_nchwc_conv_job *j, size_t b, size_t ocb0
         a.toff = toff;
     }
     /* rows so narrow that balanced tiles average half a pixel short of the
-     * widest run through tiles that wrap rows */
+     * widest run through tiles that wrap rows, where the row's border tiles
+     * run in C anyway (an all-interior row's tiles run in assembly) */
     size_t pmax = tile_px[nob - 1];
-    int narrow =
-        ow0 == 0 && ow1 == j->ow && j->ow * 2 < (2 * pmax - 1) * ((j->ow + pmax - 1) / pmax);
+    int narrow = ow0 == 0 && ow1 == j->ow && (j->ow_lo > 0 || j->ow_hi < j->ow) &&
+                 j->ow * 2 < (2 * pmax - 1) * ((j->ow + pmax - 1) / pmax);
     /* K blocks outermost: one block's weights serve every row of the band */
     for (size_t u0 = 0; u0 < j->icu; u0 += j->kc) {
         a.u0 = u0;
