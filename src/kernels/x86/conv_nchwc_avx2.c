@@ -84,6 +84,8 @@ typedef struct ep_ctx {
     int post;       /* an activation (or residual after it) left for the second pass */
     size_t partial; /* the output block with padding lanes, or SIZE_MAX */
     __m256i lanes;  /* its valid lanes */
+    int asm_ep;     /* the assembly tiles can finish the outputs (see span) */
+    float lo, hi;   /* their clamp */
 } ep_ctx;
 
 /* Reads for taps left or right of the input row (G tiles). */
@@ -123,6 +125,28 @@ tile(const nnf_nchwc_conv_job *j, const tile_arg *a, const ep_ctx *ec, const int
                 }
             }
         }
+        /* the whole tile in assembly: interior, stride 1 or 2, no padding
+         * lanes, an epilogue it does */
+        const nnf_taps_fn taps = L == 8 && !G && !TL ? nnf_taps_for(OB, P, SW) : NULL;
+        if (taps && a->ntab && (!a->last || ec->asm_ep) &&
+            (ec->partial < a->blk0 || ec->partial >= a->blk0 + (size_t)OB)) {
+            const size_t wtap = (size_t)L * OB * 8, wunit = s->kh * s->kw * wtap;
+            const size_t kh0 = K1 ? 0 : a->kh0;
+            nnf_taps_io io = {
+                .y = yt,
+                .res = rt && !j->ep->residual_after_act ? rt : NULL,
+                .bias = a->bias,
+                .ys = (ptrdiff_t)(j->y_blk * sizeof(float)),
+                .lo = ec->lo,
+                .hi = ec->hi,
+                .first = a->first,
+                .last = a->last,
+            };
+            taps(a->x + a->u0 * j->x_unit +
+                     (a->ih + (ptrdiff_t)(kh0 * s->dh)) * (ptrdiff_t)j->x_row + iw0 * L,
+                 a->w + a->u0 * wunit + kh0 * s->kw * wtap, a->tab, a->ntab, &io);
+            continue;
+        }
         __m256 acc[4][8];
 #pragma GCC unroll 4
         for (int o = 0; o < OB; o++)
@@ -133,27 +157,6 @@ tile(const nnf_nchwc_conv_job *j, const tile_arg *a, const ep_ctx *ec, const int
         /* the group's weights: [icu][kh][kw][lane][OB][8] */
         const size_t xs = (SW ? (size_t)SW : s->sw) * (size_t)L, wtap = (size_t)L * OB * 8;
         const size_t xkw = s->dw * (size_t)L, wunit = s->kh * s->kw * wtap;
-        const nnf_taps_fn taps = L == 8 && !G && !TL ? nnf_taps_for(OB, P, SW) : NULL;
-        const int use_taps = taps && a->ntab;
-        if (use_taps) {
-            /* the same FMAs in assembly, from the first tap of the table */
-            float accb[96] __attribute__((aligned(32)));
-#pragma GCC unroll 4
-            for (int o = 0; o < OB; o++)
-#pragma GCC unroll 8
-                for (int p = 0; p < P; p++)
-                    _mm256_store_ps(accb + (o * P + p) * 8, acc[o][p]);
-            size_t kh0 = K1 ? 0 : a->kh0;
-            const float *wb = a->w + a->u0 * wunit + kh0 * s->kw * wtap;
-            const float *xb = a->x + a->u0 * j->x_unit +
-                              (a->ih + (ptrdiff_t)(kh0 * s->dh)) * (ptrdiff_t)j->x_row + iw0 * L;
-            taps(xb, wb, a->tab, a->ntab, accb);
-#pragma GCC unroll 4
-            for (int o = 0; o < OB; o++)
-#pragma GCC unroll 8
-                for (int p = 0; p < P; p++)
-                    acc[o][p] = _mm256_load_ps(accb + (o * P + p) * 8);
-        }
         if (TL && L == 1) {
             /* NCHW input, every tap inside: one flat loop over the taps
              * (3 channels x 3x3 was 27 trips through three nested loops) */
@@ -176,8 +179,7 @@ tile(const nnf_nchwc_conv_job *j, const tile_arg *a, const ep_ctx *ec, const int
                 }
             }
         }
-        const size_t u_end = (TL && L == 1) || use_taps ? a->u0 : a->u1;
-        for (size_t u = a->u0; u < u_end; u++) {
+        for (size_t u = a->u0; u < (TL && L == 1 ? a->u0 : a->u1); u++) {
             const float *xu = a->x + u * j->x_unit;
             const float *wu = a->w + u * wunit;
             for (size_t kh = K1 ? 0 : a->kh0; kh < (K1 ? 1 : a->kh1); kh++) {
@@ -472,6 +474,13 @@ void nnf_nchwc_conv_span_avx2(const nnf_nchwc_conv_job *j, size_t b, size_t ocb0
     ec.lanes = nnf_mask8(tail ? tail : NNF_NCHWC_B);
     if (tail)
         ec.partial = j->ocb - 1;
+    /* what the assembly tiles finish: bias, a residual before the
+     * activation and a clamp; an activation that is not a clamp (or a
+     * residual after it) is left to the second pass as in the C tiles */
+    ec.asm_ep = e->alpha == 1.0f &&
+                (!e->residual || e->residual_after_act || e->residual_scale == 1.0f);
+    ec.lo = ec.f.clamp_only ? _mm256_cvtss_f32(ec.f.lo) : -INFINITY;
+    ec.hi = ec.f.clamp_only ? _mm256_cvtss_f32(ec.f.hi) : INFINITY;
     tap_table tt; /* not zeroed: 8 KiB per span call */
     tt.n = SIZE_MAX;
     tile_arg a = {.tt = &tt,

@@ -1,4 +1,4 @@
-/* The K loop of the dense NCHWc8 convolution's register tiles, in assembly
+/* The register tiles of the dense NCHWc8 convolution, in assembly
  * (included by conv_nchwc_avx2.c only).
  *
  * Written in C with intrinsics, GCC kept the 12 accumulators, the held
@@ -10,12 +10,14 @@
  * accumulator (o, p), output block o and pixel p of an OB x P tile, lives in
  * ymm(4 + o * P + p); ymm0-3 hold the broadcasts and weights.
  *
- * One call runs n taps. Tap t reads its input at x + tab[t].x bytes (pixel p
- * at + p * XS bytes, lane l at + 4 l) and its weights at w + tab[t].w bytes
- * ([lane][OB][8], packed by conv_nchwc.c), and adds, lane by lane, weight x
- * input into the accumulators: the same FMAs in the same order as the C
- * tile, so the two paths give identical bits. The accumulators come from
- * and go back to acc[(o * P + p) * 8 + i] (96 floats; the rest unused).
+ * One call runs a whole tile: accumulators from zero or from the partial
+ * sums in y, n taps, then either the partial sums or the finished outputs
+ * (bias, residual, clamp) stored to y. Tap t reads its input at x +
+ * tab[t].x bytes (pixel p at + p * XS bytes, lane l at + 4 l) and its
+ * weights at w + tab[t].w bytes ([lane][OB][8], packed by conv_nchwc.c),
+ * and adds, lane by lane, weight x input into the accumulators: the same
+ * FMAs and epilogue operations in the same order as the C tile, so the two
+ * paths give identical bits.
  *
  * XS is the pixel stride in bytes: 32 at stride 1, 64 at stride 2 (other
  * strides stay on the C path). Displacements are constant expressions that
@@ -24,13 +26,12 @@
 #define NNF_CONV_NCHWC_TAPS_AVX2_H
 
 #include <stddef.h>
+#include <math.h>
 
 typedef struct nnf_tap {
     ptrdiff_t x, w; /* byte offsets of the tap's input and weights */
 } nnf_tap;
 
-typedef void (*nnf_taps_fn)(const float *x, const float *w, const nnf_tap *tab, size_t n,
-                            float *acc);
 
 /* broadcast input lane l of pixel p into ymm r */
 #define TB(l, p, XS, r) "vbroadcastss " #l "*4+" #p "*" #XS "(%[xp]), %%ymm" #r "\n\t"
@@ -87,38 +88,150 @@ typedef void (*nnf_taps_fn)(const float *x, const float *w, const nnf_tap *tab, 
     STEP_1(l, XS, 0, 1, 4) STEP_1(l, XS, 1, 2, 5) STEP_1(l, XS, 2, 3, 6) STEP_1(l, XS, 3, 1, 7)    \
     STEP_1(l, XS, 4, 2, 8) STEP_1(l, XS, 5, 3, 9) STEP_1(l, XS, 6, 1, 10)
 
-#define TACC_ALL(M)                                                                                \
-    M(0, 4) M(1, 5) M(2, 6) M(3, 7) M(4, 8) M(5, 9) M(6, 10) M(7, 11) M(8, 12) M(9, 13) M(10, 14) \
-        M(11, 15)
-#define TLD(i, r) "vmovaps " #i "*32(%[acc]), %%ymm" #r "\n\t"
-#define TST(i, r) "vmovaps %%ymm" #r ", " #i "*32(%[acc])\n\t"
+/* The accumulators of output block o, as M(p, register) per pixel. */
+#define ROWS(OB, P, o, M) ROWS_##OB##x##P##_##o(M)
+#define ROWS_4x3_0(M) M(0, 4) M(1, 5) M(2, 6)
+#define ROWS_4x3_1(M) M(0, 7) M(1, 8) M(2, 9)
+#define ROWS_4x3_2(M) M(0, 10) M(1, 11) M(2, 12)
+#define ROWS_4x3_3(M) M(0, 13) M(1, 14) M(2, 15)
+#define ROWS_4x2_0(M) M(0, 4) M(1, 5)
+#define ROWS_4x2_1(M) M(0, 6) M(1, 7)
+#define ROWS_4x2_2(M) M(0, 8) M(1, 9)
+#define ROWS_4x2_3(M) M(0, 10) M(1, 11)
+#define ROWS_3x4_0(M) M(0, 4) M(1, 5) M(2, 6) M(3, 7)
+#define ROWS_3x4_1(M) M(0, 8) M(1, 9) M(2, 10) M(3, 11)
+#define ROWS_3x4_2(M) M(0, 12) M(1, 13) M(2, 14) M(3, 15)
+#define ROWS_3x4_3(M)
+#define ROWS_3x3_0(M) M(0, 4) M(1, 5) M(2, 6)
+#define ROWS_3x3_1(M) M(0, 7) M(1, 8) M(2, 9)
+#define ROWS_3x3_2(M) M(0, 10) M(1, 11) M(2, 12)
+#define ROWS_3x3_3(M)
+#define ROWS_2x6_0(M) M(0, 4) M(1, 5) M(2, 6) M(3, 7) M(4, 8) M(5, 9)
+#define ROWS_2x6_1(M) M(0, 10) M(1, 11) M(2, 12) M(3, 13) M(4, 14) M(5, 15)
+#define ROWS_2x5_0(M) M(0, 4) M(1, 5) M(2, 6) M(3, 7) M(4, 8)
+#define ROWS_2x5_1(M) M(0, 9) M(1, 10) M(2, 11) M(3, 12) M(4, 13)
+#define ROWS_2x4_0(M) M(0, 4) M(1, 5) M(2, 6) M(3, 7)
+#define ROWS_2x4_1(M) M(0, 8) M(1, 9) M(2, 10) M(3, 11)
+#define ROWS_1x8_0(M) M(0, 4) M(1, 5) M(2, 6) M(3, 7) M(4, 8) M(5, 9) M(6, 10) M(7, 11)
+#define ROWS_1x7_0(M) M(0, 4) M(1, 5) M(2, 6) M(3, 7) M(4, 8) M(5, 9) M(6, 10)
+#define ROWS_2x6_2(M)
+#define ROWS_2x6_3(M)
+#define ROWS_2x5_2(M)
+#define ROWS_2x5_3(M)
+#define ROWS_2x4_2(M)
+#define ROWS_2x4_3(M)
+#define ROWS_1x8_1(M)
+#define ROWS_1x8_2(M)
+#define ROWS_1x8_3(M)
+#define ROWS_1x7_1(M)
+#define ROWS_1x7_2(M)
+#define ROWS_1x7_3(M)
 
-#define TAPS_FN(NAME, STEP, XS)                                                                    \
-    static void NAME(const float *x, const float *w, const nnf_tap *tab, size_t n, float *acc) {  \
-        const char *xp, *wp;                                                                       \
-        __asm__ volatile(TACC_ALL(TLD) "test %[n], %[n]\n\t"                                       \
-                                       "jz 2f\n\t"                                                 \
-                                       ".p2align 5\n"                                              \
-                                       "1:\n\t"                                                    \
-                                       "mov (%[tab]), %[xp]\n\t"                                   \
-                                       "mov 8(%[tab]), %[wp]\n\t"                                  \
-                                       "add %[x], %[xp]\n\t"                                       \
-                                       "add %[w], %[wp]\n\t" STEP(0, XS) STEP(1, XS) STEP(2, XS)   \
-                                           STEP(3, XS) STEP(4, XS) STEP(5, XS) STEP(6, XS)         \
-                                               STEP(7, XS) "add $16, %[tab]\n\t"                   \
-                                                           "dec %[n]\n\t"                          \
-                                                           "jnz 1b\n"                              \
-                                                           "2:\n\t" TACC_ALL(TST)                  \
-                         : [tab] "+r"(tab), [n] "+r"(n), [xp] "=&r"(xp), [wp] "=&r"(wp)            \
-                         : [x] "r"(x), [w] "r"(w), [acc] "r"(acc)                                  \
-                         : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8",  \
-                           "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "memory", \
-                           "cc");                                                                  \
+/* Output blocks are ys bytes apart: blocks 0 and 2 at (base), 1 and 3 at
+ * (base, ys), the base moved on by 2 ys after block 1. */
+#define LD_E(p, r) "vmovups " #p "*32(%[yb]), %%ymm" #r "\n\t"
+#define LD_O(p, r) "vmovups " #p "*32(%[yb],%[ys]), %%ymm" #r "\n\t"
+#define ST_E(p, r) "vmovups %%ymm" #r ", " #p "*32(%[yb])\n\t"
+#define ST_O(p, r) "vmovups %%ymm" #r ", " #p "*32(%[yb],%[ys])\n\t"
+/* the residual, through the same addressing */
+#define RS_E(p, r) "vaddps " #p "*32(%[yb]), %%ymm" #r ", %%ymm" #r "\n\t"
+#define RS_O(p, r) "vaddps " #p "*32(%[yb],%[ys]), %%ymm" #r ", %%ymm" #r "\n\t"
+#define EACH_BLOCK(OB, P, ME, MO)                                                                  \
+    ROWS(OB, P, 0, ME) ROWS(OB, P, 1, MO) "lea (%[yb],%[ys],2), %[yb]\n\t" ROWS(OB, P, 2, ME)     \
+        ROWS(OB, P, 3, MO)
+#define ZERO(p, r) "vxorps %%ymm" #r ", %%ymm" #r ", %%ymm" #r "\n\t"
+#define BIAS(p, r) "vaddps %%ymm0, %%ymm" #r ", %%ymm" #r "\n\t"
+/* block o's biases, for the blocks the tile has (no read past the last) */
+#define BIAS_BLOCK(OB, P, o) IFB_##OB##_##o("vmovups " #o "*32(%[xp]), %%ymm0\n\t" ROWS(OB, P, o, BIAS))
+#define IFB_1_0(t) t
+#define IFB_1_1(t)
+#define IFB_1_2(t)
+#define IFB_1_3(t)
+#define IFB_2_0(t) t
+#define IFB_2_1(t) t
+#define IFB_2_2(t)
+#define IFB_2_3(t)
+#define IFB_3_0(t) t
+#define IFB_3_1(t) t
+#define IFB_3_2(t) t
+#define IFB_3_3(t)
+#define IFB_4_0(t) t
+#define IFB_4_1(t) t
+#define IFB_4_2(t) t
+#define IFB_4_3(t) t
+#define CLAMP(p, r) "vmaxps %%ymm" #r ", %%ymm1, %%ymm" #r "\n\tvminps %%ymm" #r ", %%ymm2, %%ymm" #r "\n\t"
+#define EACH(OB, P, M) ROWS(OB, P, 0, M) ROWS(OB, P, 1, M) ROWS(OB, P, 2, M) ROWS(OB, P, 3, M)
+
+/* What a tile call reads and writes besides the K loop (offsets fixed for
+ * the assembly below). */
+typedef struct nnf_taps_io {
+    float *y;          /* the tile's first pixel in its first output block */
+    const float *res;  /* the residual at the same place, or NULL */
+    const float *bias; /* the first block's 8 biases, or NULL */
+    ptrdiff_t ys;      /* bytes between output blocks (of y and res) */
+    float lo, hi;      /* the clamp (+-inf: none) */
+    int first;         /* start from zero, else from the partial sums in y */
+    int last;          /* apply bias, residual, clamp; else store the partial sums */
+} nnf_taps_io;
+_Static_assert(offsetof(nnf_taps_io, res) == 8 && offsetof(nnf_taps_io, bias) == 16 &&
+                   offsetof(nnf_taps_io, ys) == 24 && offsetof(nnf_taps_io, lo) == 32 &&
+                   offsetof(nnf_taps_io, hi) == 36 && offsetof(nnf_taps_io, first) == 40 &&
+                   offsetof(nnf_taps_io, last) == 44,
+               "nnf_taps_io offsets are baked into the assembly");
+
+typedef void (*nnf_taps_fn)(const float *x, const float *w, const nnf_tap *tab, size_t n,
+                            const nnf_taps_io *io);
+
+/* The whole tile: accumulators from zero or y, the K loop, then y = clamp(
+ * acc + bias + res) on the last K block (the order of nnf_ep_fast8, so the
+ * bits match the C tile) or the raw partial sums. */
+#define TAPS_FN(NAME, OB, P, XS)                                                                   \
+    static void NAME(const float *x, const float *w, const nnf_tap *tab, size_t n,                 \
+                     const nnf_taps_io *io) {                                                      \
+        const char *xp, *wp, *yb;                                                                  \
+        ptrdiff_t ys;                                                                              \
+        __asm__ volatile(                                                                          \
+            "mov 24(%[io]), %[ys]\n\t"                                                             \
+            "cmpl $0, 40(%[io])\n\t"                                                               \
+            "je 5f\n\t" EACH(OB, P, ZERO) "jmp 6f\n"                                               \
+            "5:\n\t"                                                                               \
+            "mov (%[io]), %[yb]\n\t" EACH_BLOCK(OB, P, LD_E, LD_O) "6:\n\t"                        \
+            "test %[n], %[n]\n\t"                                                                  \
+            "jz 2f\n\t"                                                                            \
+            ".p2align 5\n"                                                                         \
+            "1:\n\t"                                                                               \
+            "mov (%[tab]), %[xp]\n\t"                                                              \
+            "mov 8(%[tab]), %[wp]\n\t"                                                             \
+            "add %[x], %[xp]\n\t"                                                                  \
+            "add %[w], %[wp]\n\t" STEP_##OB##x##P(0, XS) STEP_##OB##x##P(1, XS)                    \
+                STEP_##OB##x##P(2, XS) STEP_##OB##x##P(3, XS) STEP_##OB##x##P(4, XS)               \
+                    STEP_##OB##x##P(5, XS) STEP_##OB##x##P(6, XS) STEP_##OB##x##P(7, XS)           \
+            "add $16, %[tab]\n\t"                                                                  \
+            "dec %[n]\n\t"                                                                         \
+            "jnz 1b\n"                                                                             \
+            "2:\n\t"                                                                               \
+            "cmpl $0, 44(%[io])\n\t"                                                               \
+            "je 8f\n\t"                                                                            \
+            "mov 16(%[io]), %[xp]\n\t"                                                             \
+            "test %[xp], %[xp]\n\t"                                                                \
+            "jz 7f\n\t" BIAS_BLOCK(OB, P, 0) BIAS_BLOCK(OB, P, 1) BIAS_BLOCK(OB, P, 2)             \
+                BIAS_BLOCK(OB, P, 3) "7:\n\t"                                                      \
+            "mov 8(%[io]), %[yb]\n\t"                                                              \
+            "test %[yb], %[yb]\n\t"                                                                \
+            "jz 9f\n\t" EACH_BLOCK(OB, P, RS_E, RS_O) "9:\n\t"                                     \
+            "vbroadcastss 32(%[io]), %%ymm1\n\t"                                                   \
+            "vbroadcastss 36(%[io]), %%ymm2\n\t" EACH(OB, P, CLAMP) "8:\n\t"                       \
+            "mov (%[io]), %[yb]\n\t" EACH_BLOCK(OB, P, ST_E, ST_O)                                 \
+            : [tab] "+r"(tab), [n] "+r"(n), [xp] "=&r"(xp), [wp] "=&r"(wp), [yb] "=&r"(yb),        \
+              [ys] "=&r"(ys)                                                                       \
+            : [x] "r"(x), [w] "r"(w), [io] "r"(io)                                                 \
+            : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9",       \
+              "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "memory", "cc");               \
     }
 
 #define TAPS_SHAPE(OB, P)                                                                          \
-    TAPS_FN(taps_##OB##x##P##_s1, STEP_##OB##x##P, 32)                                             \
-    TAPS_FN(taps_##OB##x##P##_s2, STEP_##OB##x##P, 64)
+    TAPS_FN(taps_##OB##x##P##_s1, OB, P, 32)                                                       \
+    TAPS_FN(taps_##OB##x##P##_s2, OB, P, 64)
 TAPS_SHAPE(4, 3)
 TAPS_SHAPE(4, 2)
 TAPS_SHAPE(3, 4)
@@ -129,8 +242,8 @@ TAPS_SHAPE(2, 4)
 TAPS_SHAPE(1, 8)
 TAPS_SHAPE(1, 7)
 
-/* The assembly K loop of an OB x P tile at stride SW (1 or 2), or NULL
- * where the tile stays in C. Constant-folded in the inlined tile. */
+/* The assembly tile OB x P at stride SW (1 or 2), or NULL where the tile
+ * stays in C. Constant-folded in the inlined tile. */
 static inline nnf_taps_fn nnf_taps_for(int OB, int P, int SW) {
 #define TAPS_CASE(ob, p)                                                                           \
     if (OB == ob && P == p)                                                                        \
