@@ -305,14 +305,16 @@ nnf_status nnf_nchwc_conv_run(const nnf_nchwc_conv *k, const float *x, float *y,
         return NNF_OK;
     nnf_nchwc_conv kp;
     float *xpad = NULL;
+    /* sizes_fit() bounded the extents at create time; their product is
+     * checked (a hostile padding makes the copy large, not wrong) */
+    size_t hp = padded_extent(s->oh, s->sh, s->kh, s->dh);
+    size_t wp = padded_extent(s->ow, s->sw, s->kw, s->dw), pad_bytes;
     if (k->isa >= NNF_ISA_AVX2 && k->in_blocked && s->ow <= PAD_COPY_MAX_W && s->sw <= 2 &&
-        (s->pt || s->pl || padded_extent(s->oh, s->sh, s->kh, s->dh) > s->h + s->pt ||
-         padded_extent(s->ow, s->sw, s->kw, s->dw) > s->w + s->pl)) {
-        /* sizes_fit() bounded these at create time */
-        size_t hp = padded_extent(s->oh, s->sh, s->kh, s->dh);
-        size_t wp = padded_extent(s->ow, s->sw, s->kw, s->dw);
-        xpad = nnf_malloc_aligned(s->n * nnf_nchwc_blocks(s->c) * hp * wp * NNF_NCHWC_B *
-                                  sizeof(float));
+        (s->pt || s->pl || hp > s->h + s->pt || wp > s->w + s->pl) &&
+        nnf_mul_size(s->n, nnf_nchwc_blocks(s->c), &pad_bytes) &&
+        nnf_mul_size(pad_bytes, hp, &pad_bytes) && nnf_mul_size(pad_bytes, wp, &pad_bytes) &&
+        nnf_mul_size(pad_bytes, NNF_NCHWC_B * sizeof(float), &pad_bytes)) {
+        xpad = nnf_malloc_aligned(pad_bytes);
         if (!xpad)
             return nnf_error(NNF_ERR_OUT_OF_MEMORY,
                              "nchwc conv %s: out of memory for the padded input", k->name);

@@ -9,10 +9,11 @@
  * read zeros for the taps outside. Rows outside the input are clipped for
  * the whole row.
  *
- * Interior tiles at stride 1 or 2 run their K loop in assembly
- * (conv_nchwc_taps_avx2.h) over a table of the row's taps; border tiles,
- * tiles that wrap rows and other strides run it in C, with the same FMAs in
- * the same order.
+ * Interior tiles at stride 1 or 2 run whole in assembly
+ * (conv_nchwc_taps_avx2.h: the K loop over a table of the row's taps, the
+ * start and the epilogue); border tiles, tiles that wrap rows, other
+ * strides, NCHW input, tiles with padding lanes and epilogues the assembly
+ * does not do run in C, with the same FMAs in the same order.
  *
  * Epilogue: bias, residual and a clamp (none/ReLU/Clip) on the registers;
  * any other activation (and a residual after it) in a second pass over the
@@ -396,13 +397,13 @@ static void row(const nnf_nchwc_conv_job *j, tile_arg *a, const ep_ctx *ec, size
      * of the instructions of a 24-deep pointwise tile) */
     int k1 = s->kh == 1 && s->kw == 1 && a->kh0 == 0 && a->kh1 == 1;
     int tl = a->toff && a->kh0 == 0 && a->kh1 == s->kh;
-    /* tiles of balanced widths (7 = 3 + 2 + 2, not 3 + 3 + 1): the narrow
-     * ones have too few accumulators to hide the FMA latency */
     if (l8) {
         tap_table_update(j, a->tt, a->u0, a->u1, a->kh0, a->kh1, nob);
         a->tab = a->tt->e;
         a->ntab = a->tt->n;
     }
+    /* tiles of balanced widths (7 = 3 + 2 + 2, not 3 + 3 + 1): the narrow
+     * ones have too few accumulators to hide the FMA latency */
     size_t n = ow1 - ow0, ntiles = (n + pmax - 1) / pmax, base = n / ntiles, wide = n % ntiles;
     for (size_t t = 0, ow = ow0; t < ntiles;) {
         size_t np = base + (t < wide);
