@@ -382,33 +382,21 @@ static __attribute__((noinline)) void post(const nnf_epilogue *e, float *y, cons
     post_act(NNF_ACT_NONE, e, y, r, npx, part, lanes);
 }
 
-static void row(const nnf_nchwc_conv_job *j, tile_arg *a, const ep_ctx *ec, size_t ocb0, size_t nob,
-                size_t oh, size_t ow0, size_t ow1) {
+/* Columns [ow0, ow1) of a row in tiles of balanced widths (7 = 3 + 2 + 2,
+ * not 3 + 3 + 1: the narrow ones have too few accumulators to hide the FMA
+ * latency); equal interior tiles side by side in one call. */
+static void row_tiles(const nnf_nchwc_conv_job *j, tile_arg *a, const ep_ctx *ec, size_t nob,
+                      float *yb, const float *rb, size_t y0, int k1, int tl, size_t ow0,
+                      size_t ow1) {
     const nnf_conv2d_shape *s = &j->k->s;
-    const nnf_epilogue *e = j->ep;
-    nnf_nchwc_taps(oh, s->sh, s->pt, s->dh, s->kh, j->h, &a->kh0, &a->kh1);
-    a->ih = (ptrdiff_t)(oh * s->sh) - (ptrdiff_t)s->pt;
+    if (ow1 <= ow0)
+        return;
     int l8 = j->lanes == 8;
     size_t pmax = tile_px[nob - 1];
-    size_t y0 = a->blk0 * j->y_blk + oh * j->ow * NNF_NCHWC_B;
-    float *yb = j->y + (size_t)(a->x - j->x) / j->x_img * j->y_img;
-    const float *rb = e->residual ? e->residual + (yb - j->y) : NULL;
-    /* a 1x1 row inside the input: no tap loops at all (they were a third
-     * of the instructions of a 24-deep pointwise tile) */
-    int k1 = s->kh == 1 && s->kw == 1 && a->kh0 == 0 && a->kh1 == 1;
-    int tl = a->toff && a->kh0 == 0 && a->kh1 == s->kh;
-    if (l8) {
-        tap_table_update(j, a->tt, a->u0, a->u1, a->kh0, a->kh1, nob);
-        a->tab = a->tt->e;
-        a->ntab = a->tt->n;
-    }
-    /* tiles of balanced widths (7 = 3 + 2 + 2, not 3 + 3 + 1): the narrow
-     * ones have too few accumulators to hide the FMA latency */
     size_t n = ow1 - ow0, ntiles = (n + pmax - 1) / pmax, base = n / ntiles, wide = n % ntiles;
     for (size_t t = 0, ow = ow0; t < ntiles;) {
         size_t np = base + (t < wide);
         int guard = ow < j->ow_lo || ow + np > j->ow_hi;
-        /* a run of equal interior tiles in one call */
         size_t run = 1;
         if (!guard) {
             size_t last = t < wide ? wide : ntiles;
@@ -423,6 +411,40 @@ static void row(const nnf_nchwc_conv_job *j, tile_arg *a, const ep_ctx *ec, size
         tiles[kind][l8][nob - 1][np - 1](j, a, ec);
         ow += run * np;
         t += run;
+    }
+}
+
+static void row(const nnf_nchwc_conv_job *j, tile_arg *a, const ep_ctx *ec, size_t ocb0, size_t nob,
+                size_t oh, size_t ow0, size_t ow1) {
+    const nnf_conv2d_shape *s = &j->k->s;
+    const nnf_epilogue *e = j->ep;
+    nnf_nchwc_taps(oh, s->sh, s->pt, s->dh, s->kh, j->h, &a->kh0, &a->kh1);
+    a->ih = (ptrdiff_t)(oh * s->sh) - (ptrdiff_t)s->pt;
+    int l8 = j->lanes == 8;
+    size_t y0 = a->blk0 * j->y_blk + oh * j->ow * NNF_NCHWC_B;
+    float *yb = j->y + (size_t)(a->x - j->x) / j->x_img * j->y_img;
+    const float *rb = e->residual ? e->residual + (yb - j->y) : NULL;
+    /* a 1x1 row inside the input: no tap loops at all (they were a third
+     * of the instructions of a 24-deep pointwise tile) */
+    int k1 = s->kh == 1 && s->kw == 1 && a->kh0 == 0 && a->kh1 == 1;
+    int tl = a->toff && a->kh0 == 0 && a->kh1 == s->kh;
+    if (l8) {
+        tap_table_update(j, a->tt, a->u0, a->u1, a->kh0, a->kh1, nob);
+        a->tab = a->tt->e;
+        a->ntab = a->tt->n;
+    }
+    /* With the interior in assembly, the border columns are tiles of their
+     * own (1 pixel for a 3x3 with padding 1): a 28-wide row of a 3x3
+     * stride-2 conv ran a 3-pixel C border tile, 3-pixel and two 2-pixel
+     * tiles; now 1 + 9 x 3. */
+    if (l8 && a->ntab && (s->sw == 1 || s->sw == 2)) {
+        size_t lo = j->ow_lo > ow0 ? (j->ow_lo < ow1 ? j->ow_lo : ow1) : ow0;
+        size_t hi = j->ow_hi > lo ? (j->ow_hi < ow1 ? j->ow_hi : ow1) : lo;
+        row_tiles(j, a, ec, nob, yb, rb, y0, k1, tl, ow0, lo);
+        row_tiles(j, a, ec, nob, yb, rb, y0, k1, tl, lo, hi);
+        row_tiles(j, a, ec, nob, yb, rb, y0, k1, tl, hi, ow1);
+    } else {
+        row_tiles(j, a, ec, nob, yb, rb, y0, k1, tl, ow0, ow1);
     }
     if (!ec->post || !a->last)
         return;
