@@ -39,9 +39,7 @@ typedef struct tile_arg {
     size_t ntile;          /* tiles of P pixels side by side from (iw, y, res) */
     size_t q0;             /* G == 2: the first pixel, oh * ow + ow */
     const ptrdiff_t *toff; /* TL: per tap (unit, kh, kw), its input offset from tap 0 */
-    const nnf_tap *tab;    /* taps [u0, u1) x [kh0, kh1) x kw for the assembly K loop */
-    size_t ntab;           /* their count; 0: the C loop */
-    struct tap_table *tt;  /* the span's table (row() updates it) */
+    struct tap_table *tt;  /* the row's taps for the assembly tiles (row() updates it) */
 } tile_arg;
 
 /* The table of a tile row's taps, rebuilt when the K block, the row's
@@ -129,7 +127,7 @@ tile(const nnf_nchwc_conv_job *j, const tile_arg *a, const ep_ctx *ec, const int
         /* the whole tile in assembly: interior, stride 1 or 2, no padding
          * lanes, an epilogue it does */
         const nnf_taps_fn taps = L == 8 && !G && !TL ? nnf_taps_for(OB, P, SW) : NULL;
-        if (taps && a->ntab && (!a->last || ec->asm_ep) &&
+        if (taps && a->tt->n && (!a->last || ec->asm_ep) &&
             (ec->partial < a->blk0 || ec->partial >= a->blk0 + (size_t)OB)) {
             const size_t wtap = (size_t)L * OB * 8, wunit = s->kh * s->kw * wtap;
             const size_t kh0 = K1 ? 0 : a->kh0;
@@ -145,7 +143,7 @@ tile(const nnf_nchwc_conv_job *j, const tile_arg *a, const ep_ctx *ec, const int
             };
             taps(a->x + a->u0 * j->x_unit +
                      (a->ih + (ptrdiff_t)(kh0 * s->dh)) * (ptrdiff_t)j->x_row + iw0 * L,
-                 a->w + a->u0 * wunit + kh0 * s->kw * wtap, a->tab, a->ntab, &io);
+                 a->w + a->u0 * wunit + kh0 * s->kw * wtap, a->tt->e, a->tt->n, &io);
             continue;
         }
         __m256 acc[4][8];
@@ -290,39 +288,21 @@ tile(const nnf_nchwc_conv_job *j, const tile_arg *a, const ep_ctx *ec, const int
 
 typedef void (*tile_fn)(const nnf_nchwc_conv_job *, const tile_arg *, const ep_ctx *);
 
-#define TILE(L, OB, P)                                                                             \
-    static void tile_##L##_##OB##_##P(const nnf_nchwc_conv_job *j, const tile_arg *a,              \
-                                      const ep_ctx *ec) {                                          \
-        tile(j, a, ec, L, OB, P, 0, 0, 0, 0);                                                      \
-    }                                                                                              \
-    static void tiles1_##L##_##OB##_##P(const nnf_nchwc_conv_job *j, const tile_arg *a,            \
+/* One tile function: tile() with its compile-time arguments (G, SW, K1, TL). */
+#define TILE_FN(NAME, L, OB, P, G, SW, K1, TL)                                                     \
+    static void NAME##_##L##_##OB##_##P(const nnf_nchwc_conv_job *j, const tile_arg *a,            \
                                         const ep_ctx *ec) {                                        \
-        tile(j, a, ec, L, OB, P, 0, 1, 0, 0);                                                      \
-    }                                                                                              \
-    static void tiles2_##L##_##OB##_##P(const nnf_nchwc_conv_job *j, const tile_arg *a,            \
-                                        const ep_ctx *ec) {                                        \
-        tile(j, a, ec, L, OB, P, 0, 2, 0, 0);                                                      \
-    }                                                                                              \
-    static void tilep_##L##_##OB##_##P(const nnf_nchwc_conv_job *j, const tile_arg *a,             \
-                                       const ep_ctx *ec) {                                         \
-        tile(j, a, ec, L, OB, P, 0, 1, 1, 0);                                                      \
-    }                                                                                              \
-    static void tileq_##L##_##OB##_##P(const nnf_nchwc_conv_job *j, const tile_arg *a,             \
-                                       const ep_ctx *ec) {                                         \
-        tile(j, a, ec, L, OB, P, 0, 2, 1, 0);                                                      \
-    }                                                                                              \
-    static void tilet_##L##_##OB##_##P(const nnf_nchwc_conv_job *j, const tile_arg *a,             \
-                                       const ep_ctx *ec) {                                         \
-        tile(j, a, ec, L, OB, P, 0, 2, 0, 1);                                                      \
-    }                                                                                              \
-    static void tileg_##L##_##OB##_##P(const nnf_nchwc_conv_job *j, const tile_arg *a,             \
-                                       const ep_ctx *ec) {                                         \
-        tile(j, a, ec, L, OB, P, 1, 0, 0, 0);                                                      \
-    }                                                                                              \
-    static void tilex_##L##_##OB##_##P(const nnf_nchwc_conv_job *j, const tile_arg *a,             \
-                                       const ep_ctx *ec) {                                         \
-        tile(j, a, ec, L, OB, P, 2, 0, 0, 0);                                                      \
+        tile(j, a, ec, L, OB, P, G, SW, K1, TL);                                                   \
     }
+#define TILE(L, OB, P)                                                                             \
+    TILE_FN(tile, L, OB, P, 0, 0, 0, 0)                                                            \
+    TILE_FN(tiles1, L, OB, P, 0, 1, 0, 0)                                                          \
+    TILE_FN(tiles2, L, OB, P, 0, 2, 0, 0)                                                          \
+    TILE_FN(tilep, L, OB, P, 0, 1, 1, 0)                                                           \
+    TILE_FN(tileq, L, OB, P, 0, 2, 1, 0)                                                           \
+    TILE_FN(tilet, L, OB, P, 0, 2, 0, 1)                                                           \
+    TILE_FN(tileg, L, OB, P, 1, 0, 0, 0)                                                           \
+    TILE_FN(tilex, L, OB, P, 2, 0, 0, 0)
 #define TILES(L)                                                                                   \
     TILE(L, 1, 1)                                                                                  \
     TILE(L, 1, 2) TILE(L, 1, 3) TILE(L, 1, 4) TILE(L, 1, 5) TILE(L, 1, 6) TILE(L, 1, 7)            \
@@ -428,16 +408,13 @@ static void row(const nnf_nchwc_conv_job *j, tile_arg *a, const ep_ctx *ec, size
      * of the instructions of a 24-deep pointwise tile) */
     int k1 = s->kh == 1 && s->kw == 1 && a->kh0 == 0 && a->kh1 == 1;
     int tl = a->toff && a->kh0 == 0 && a->kh1 == s->kh;
-    if (l8) {
+    if (l8)
         tap_table_update(j, a->tt, a->u0, a->u1, a->kh0, a->kh1, nob);
-        a->tab = a->tt->e;
-        a->ntab = a->tt->n;
-    }
     /* With the interior in assembly, the border columns are tiles of their
      * own (1 pixel for a 3x3 with padding 1): a 28-wide row of a 3x3
      * stride-2 conv ran a 3-pixel C border tile, 3-pixel and two 2-pixel
      * tiles; now 1 + 9 x 3. */
-    if (l8 && a->ntab && (s->sw == 1 || s->sw == 2)) {
+    if (l8 && a->tt->n && (s->sw == 1 || s->sw == 2)) {
         size_t lo = j->ow_lo > ow0 ? (j->ow_lo < ow1 ? j->ow_lo : ow1) : ow0;
         size_t hi = j->ow_hi > lo ? (j->ow_hi < ow1 ? j->ow_hi : ow1) : lo;
         row_tiles(j, a, ec, nob, yb, rb, y0, k1, tl, ow0, lo);

@@ -26,7 +26,6 @@
 #define NNF_CONV_NCHWC_TAPS_AVX2_H
 
 #include <stddef.h>
-#include <math.h>
 
 typedef struct nnf_tap {
     ptrdiff_t x, w; /* byte offsets of the tap's input and weights */
@@ -229,18 +228,15 @@ typedef void (*nnf_taps_fn)(const float *x, const float *w, const nnf_tap *tab, 
               "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "memory", "cc");               \
     }
 
+/* Every tile shape with an assembly form: the functions and the lookup
+ * below are made from this one list. */
+#define TAPS_SHAPES(X) X(4, 3) X(4, 2) X(3, 4) X(3, 3) X(2, 6) X(2, 5) X(2, 4) X(1, 8) X(1, 7)
+
 #define TAPS_SHAPE(OB, P)                                                                          \
     TAPS_FN(taps_##OB##x##P##_s1, OB, P, 32)                                                       \
     TAPS_FN(taps_##OB##x##P##_s2, OB, P, 64)
-TAPS_SHAPE(4, 3)
-TAPS_SHAPE(4, 2)
-TAPS_SHAPE(3, 4)
-TAPS_SHAPE(3, 3)
-TAPS_SHAPE(2, 6)
-TAPS_SHAPE(2, 5)
-TAPS_SHAPE(2, 4)
-TAPS_SHAPE(1, 8)
-TAPS_SHAPE(1, 7)
+TAPS_SHAPES(TAPS_SHAPE)
+#undef TAPS_SHAPE
 
 /* The assembly tile OB x P at stride SW (1 or 2), or NULL where the tile
  * stays in C. Constant-folded in the inlined tile. */
@@ -248,15 +244,7 @@ static inline nnf_taps_fn nnf_taps_for(int OB, int P, int SW) {
 #define TAPS_CASE(ob, p)                                                                           \
     if (OB == ob && P == p)                                                                        \
         return SW == 1 ? taps_##ob##x##p##_s1 : SW == 2 ? taps_##ob##x##p##_s2 : NULL;
-    TAPS_CASE(4, 3)
-    TAPS_CASE(4, 2)
-    TAPS_CASE(3, 4)
-    TAPS_CASE(3, 3)
-    TAPS_CASE(2, 6)
-    TAPS_CASE(2, 5)
-    TAPS_CASE(2, 4)
-    TAPS_CASE(1, 8)
-    TAPS_CASE(1, 7)
+    TAPS_SHAPES(TAPS_CASE)
 #undef TAPS_CASE
     return NULL;
 }
