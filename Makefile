@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all build test demo deps venv clean asan zoo conformance format hostile python
+.PHONY: all build test test-avx512 demo deps venv clean asan zoo conformance format hostile python
 
 all: build
 
@@ -31,6 +31,16 @@ test: deps venv
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	PY=$(PY) scripts/hostile_check.sh 250
 	$(PY) -m pytest -q tests/py
+	@$(MAKE) --no-print-directory test-avx512
+
+# The AVX-512 tier's tests where the CPU has only AVX2: the *_avx512.c files
+# built on SIMDe's AVX2 versions of the intrinsics, the tier reported as
+# present, then the C tests (every tier up to AVX-512) and the Python suite
+# (models against ONNX Runtime) on that build.
+test-avx512: deps venv
+	@$(MAKE) --no-print-directory build BUILD=build-avx512 CMAKE_FLAGS="-DNNF_WERROR=ON -DNNF_EMULATE_AVX512=ON"
+	cd build-avx512 && ctest --output-on-failure -j $(JOBS)
+	NNF_LIB=$(CURDIR)/build-avx512/libnnfuse.so NNF_BIN=$(CURDIR)/build-avx512/nnfuse $(PY) -m pytest -q tests/py
 
 asan: venv
 	@$(MAKE) --no-print-directory build BUILD=build-asan CMAKE_FLAGS="-DNNF_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug"
@@ -61,4 +71,4 @@ format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
 
 clean:
-	rm -rf $(BUILD) build-asan
+	rm -rf $(BUILD) build-asan build-avx512

@@ -105,6 +105,11 @@ static void detect_x86(void) {
     if (g_cpu.max_isa == NNF_ISA_AVX2 && g_cpu.avx512f && g_cpu.avx512bw && g_cpu.avx512dq &&
         g_cpu.avx512vl && g_cpu.os_zmm)
         g_cpu.max_isa = NNF_ISA_AVX512;
+#ifdef NNF_AVX512_EMULATED
+    /* A test build: the AVX-512 files run on AVX2 through SIMDe. */
+    if (g_cpu.max_isa == NNF_ISA_AVX2)
+        g_cpu.max_isa = NNF_ISA_AVX512;
+#endif
 }
 #endif
 

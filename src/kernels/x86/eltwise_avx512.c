@@ -2,8 +2,8 @@
  * binary ops, the per-channel affine, softmax and sums. Same formulas and
  * operand orders as eltwise_avx2.c (so the same NaN behaviour and error
  * bounds); ops not written here go to the AVX2 kernels. Tails use masked
- * loads and stores. Compiled for AVX-512 but not run on the development
- * machine (no AVX-512 there): tests exercise it only where the CPU has it. */
+ * loads and stores. Tested natively where the CPU has AVX-512, and through
+ * SIMDe elsewhere (`make test-avx512`, x86/avx512_intrin.h). */
 #include "kernels/eltwise_fast.h"
 #include "kernels/x86/vmath_avx512.h"
 

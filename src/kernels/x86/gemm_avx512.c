@@ -2,9 +2,9 @@
  *
  * Tile: 14 rows x 32 columns = 28 zmm accumulators, 2 for B, 1 broadcast: 31
  * of the 32 registers. Per k: two loads of B, 14 broadcasts, 28 FMAs. Panels
- * are kc x 14 (A) and kc x 32 (B), contiguous. This machine (the build host)
- * may lack AVX-512: the file must compile everywhere, and it runs only where
- * CPUID reports AVX-512 F/BW/DQ/VL. */
+ * are kc x 14 (A) and kc x 32 (B), contiguous. The build host may lack
+ * AVX-512: the file must compile everywhere, and it runs only where CPUID
+ * reports AVX-512 F/BW/DQ/VL, or in the SIMDe test build (avx512_intrin.h). */
 #include "kernels/gemm.h"
 #include "kernels/vmath.h"
 #include "kernels/x86/vmath_avx512.h"

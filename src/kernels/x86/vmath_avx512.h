@@ -5,7 +5,7 @@
 
 #include "kernels/epilogue.h"
 
-#include <immintrin.h>
+#include "kernels/x86/avx512_intrin.h"
 
 static inline __m512 nnf_exp16(__m512 x) {
     x = _mm512_min_ps(_mm512_set1_ps(88.0f), x);

@@ -1,0 +1,63 @@
+/* The AVX-512 intrinsics, for the *_avx512.c files (and only them).
+ *
+ * A normal build takes them from the compiler: the files are compiled with
+ * -mavx512f/bw/dq/vl and run only where CPUID reports AVX-512. A build
+ * configured with -DNNF_EMULATE_AVX512=ON (`make test-avx512`) takes them
+ * from SIMDe (Debian's libsimde-dev), which implements each one with AVX2
+ * instructions: the same AVX-512 source then runs, lane for lane, on a
+ * machine without AVX-512, so its tests run where no AVX-512 CPU is at hand.
+ * Each emulated FMA is a hardware FMA on 8 lanes, so results are those of
+ * the real instructions. */
+#ifndef NNF_KERNELS_X86_AVX512_INTRIN_H
+#define NNF_KERNELS_X86_AVX512_INTRIN_H
+
+#ifdef NNF_AVX512_EMULATED
+#define SIMDE_ENABLE_NATIVE_ALIASES
+#include <simde/x86/avx512.h>
+
+#include <stdint.h>
+
+/* The intrinsics SIMDe 0.7.4 lacks, lane by lane with the instruction's
+ * semantics: masked lanes are neither read nor written (so no fault past
+ * an array's end), the conversion rounds as the hardware does (MXCSR,
+ * through the AVX2 instruction), the sum adds in GCC's reduction order. */
+static inline __m512 nnf_emu_maskz_loadu_ps(__mmask16 k, const void *p) {
+    float v[16] = {0};
+    for (int i = 0; i < 16; i++)
+        if ((k >> i) & 1)
+            v[i] = ((const float *)p)[i];
+    return _mm512_loadu_ps(v);
+}
+static inline void nnf_emu_mask_storeu_ps(void *p, __mmask16 k, __m512 a) {
+    float v[16];
+    _mm512_storeu_ps(v, a);
+    for (int i = 0; i < 16; i++)
+        if ((k >> i) & 1)
+            ((float *)p)[i] = v[i];
+}
+static inline __m512i nnf_emu_cvtps_epi32(__m512 a) {
+    float v[16];
+    int32_t r[16];
+    _mm512_storeu_ps(v, a);
+    _mm256_storeu_si256((__m256i *)r, _mm256_cvtps_epi32(_mm256_loadu_ps(v)));
+    _mm256_storeu_si256((__m256i *)(r + 8), _mm256_cvtps_epi32(_mm256_loadu_ps(v + 8)));
+    return _mm512_loadu_si512(r);
+}
+static inline float nnf_emu_reduce_add_ps(__m512 a) {
+    float v[16], t[8], u[4];
+    _mm512_storeu_ps(v, a);
+    for (int i = 0; i < 8; i++)
+        t[i] = v[i + 8] + v[i];
+    for (int i = 0; i < 4; i++)
+        u[i] = t[i + 4] + t[i];
+    return (u[0] + u[2]) + (u[1] + u[3]);
+}
+#define _mm512_maskz_loadu_ps nnf_emu_maskz_loadu_ps
+#define _mm512_mask_storeu_ps nnf_emu_mask_storeu_ps
+#define _mm512_cvtps_epi32 nnf_emu_cvtps_epi32
+#define _mm512_reduce_add_ps nnf_emu_reduce_add_ps
+#else
+#include <immintrin.h>
+#endif
+
+#endif
