@@ -485,31 +485,73 @@ static void choose_tiles(const nnf_gemm_cfg *cfg, size_t m, size_t n, size_t k, 
     (void)k;
 }
 
-/* ---- B packed once for all threads --------------------------------------- */
+/* ---- operands packed once for all threads ------------------------------- */
 
 /* When the tiles cut M, every M tile would pack the same B columns again (a
  * conv's im2col for each of them: with 512 output channels over 49 pixels,
- * eight tiles packed B eight times). Packing B once, split over the pool, in
- * the same layout as a prepacked B gives the same values, so the same bits. */
-typedef struct bpack_job {
+ * eight tiles packed B eight times); when they cut N, every N tile would
+ * pack the same rows of A (BERT's 128 x 768 x 3072 on 2 threads: eight
+ * tiles, A packed eight times, 5-9 % of the GEMM). Packing the operand
+ * once, split over the pool, in the same layout as a prepacked operand gives
+ * the same values, so the same bits. */
+typedef struct shared_pack_job {
     const nnf_gemm_cfg *cfg;
-    const nnf_gemm_src *b;
-    size_t n, k, kc, nblocks;
+    nnf_gemm_side side;
+    const nnf_gemm_src *src;
+    size_t mn, k, kc, r, chunk, nchunks;
     float *data;
     size_t mn_pad;
-} bpack_job;
+} shared_pack_job;
 
-static void bpack_task(void *ctx, size_t i) {
-    const bpack_job *j = ctx;
-    size_t pc = i / j->nblocks * j->kc, jc = i % j->nblocks * j->cfg->nc;
+static void shared_pack_task(void *ctx, size_t i) {
+    const shared_pack_job *j = ctx;
+    size_t pc = i / j->nchunks * j->kc, mn0 = i % j->nchunks * j->chunk;
     size_t kcb = j->k - pc < j->kc ? j->k - pc : j->kc;
-    size_t ncb = j->n - jc < j->cfg->nc ? j->n - jc : j->cfg->nc;
-    pack_block(j->cfg, NNF_GEMM_B, j->b, jc, ncb, pc, kcb, j->cfg->nr,
-               j->data + pc * j->mn_pad + jc * kcb);
+    size_t mnc = j->mn - mn0 < j->chunk ? j->mn - mn0 : j->chunk;
+    pack_block(j->cfg, j->side, j->src, mn0, mnc, pc, kcb, j->r,
+               j->data + pc * j->mn_pad + mn0 * kcb);
 }
 
-/* Shared B above this many floats (16 MiB) is left to each tile. */
-#define NNF_GEMM_SHARED_B_MAX ((size_t)1 << 22)
+/* A shared operand above this many floats (16 MiB) is left to each tile. */
+#define NNF_GEMM_SHARED_MAX ((size_t)1 << 22)
+
+/* The floats of a shared copy of one side, or 0 when each tile packs its
+ * own: only with several threads, an operand not packed yet, and tiles that
+ * cut the other side (`cut`). */
+static size_t shared_floats(const nnf_gemm_cfg *cfg, nnf_gemm_side side, const nnf_gemm_src *s,
+                            size_t mn, size_t k, int threads, int cut) {
+    size_t r = side == NNF_GEMM_A ? cfg->mr : cfg->nr, floats;
+    if (threads <= 1 || s->packed || k == 0 || !cut ||
+        !nnf_mul_size(round_up(mn, r), k, &floats) || floats > NNF_GEMM_SHARED_MAX)
+        return 0;
+    return floats;
+}
+
+/* Packs one side into data (shared_floats() of it) split over the pool; *p
+ * and *src describe the result. */
+static void shared_pack(const nnf_gemm_cfg *cfg, nnf_gemm_side side, const nnf_gemm_src *s,
+                        size_t mn, size_t k, size_t kc, float *data, nnf_threadpool *pool,
+                        nnf_gemm_packed *p, nnf_gemm_src *src) {
+    size_t r = side == NNF_GEMM_A ? cfg->mr : cfg->nr;
+    *p = (nnf_gemm_packed){
+        .side = side, .mn = mn, .k = k, .kc = kc, .r = r, .mn_pad = round_up(mn, r), .data = data};
+    /* chunks of whole cache blocks for B (as its tiles pack it), of 16
+     * register panels for A (M is short where this pays: 128 rows) */
+    size_t chunk = side == NNF_GEMM_A ? 16 * r : cfg->nc;
+    shared_pack_job pj = {.cfg = cfg,
+                          .side = side,
+                          .src = s,
+                          .mn = mn,
+                          .k = k,
+                          .kc = kc,
+                          .r = r,
+                          .chunk = chunk,
+                          .nchunks = (mn + chunk - 1) / chunk,
+                          .data = data,
+                          .mn_pad = p->mn_pad};
+    nnf_parallel_for(pool, ((k + kc - 1) / kc) * pj.nchunks, shared_pack_task, &pj);
+    *src = nnf_gemm_src_packed(p);
+}
 
 /* ---- M = 1 (GEMV) against a packed B ------------------------------------- */
 
@@ -642,46 +684,32 @@ nnf_status nnf_gemm_run(const nnf_gemm_cfg *cfg, size_t m, size_t n, size_t k,
     size_t kcb = k < kc ? k : kc;
     j->nc = cfg->nc;
     size_t b_bytes;
-    j->prefetch_b = !b->packed && !b->pack && !b->trans &&
-                    (!nnf_mul_size(kcb * sizeof(float), n, &b_bytes) ||
-                     b_bytes / NNF_GEMM_PF_L2_FACTOR > nnf_cpu_get()->l2);
     size_t mcb = ti < cfg->mc ? ti : cfg->mc;
     size_t ncb = tj < j->nc ? tj : j->nc;
-    size_t n_pad = round_up(n, cfg->nr), shared_floats = 0;
-    if (threads > 1 && !b->packed && k > 0 && ti < m &&
-        (!nnf_mul_size(n_pad, k, &shared_floats) || shared_floats > NNF_GEMM_SHARED_B_MAX))
-        shared_floats = 0;
-    j->a_floats = a->packed ? 0 : round_up(mcb, cfg->mr) * kcb;
-    j->b_floats = b->packed || shared_floats ? 0 : round_up(ncb, cfg->nr) * kcb;
-    size_t total = (j->a_floats + j->b_floats) * (size_t)j->slots + shared_floats;
+    size_t shared_a = shared_floats(cfg, NNF_GEMM_A, a, m, k, threads, tj < n);
+    size_t shared_b = shared_floats(cfg, NNF_GEMM_B, b, n, k, threads, ti < m);
+    j->prefetch_b = !b->packed && !b->pack && !b->trans && !shared_b &&
+                    (!nnf_mul_size(kcb * sizeof(float), n, &b_bytes) ||
+                     b_bytes / NNF_GEMM_PF_L2_FACTOR > nnf_cpu_get()->l2);
+    j->a_floats = a->packed || shared_a ? 0 : round_up(mcb, cfg->mr) * kcb;
+    j->b_floats = b->packed || shared_b ? 0 : round_up(ncb, cfg->nr) * kcb;
+    size_t total = (j->a_floats + j->b_floats) * (size_t)j->slots + shared_a + shared_b;
     float *buf = total ? scratch_get(total) : NULL;
     if (total && !buf) {
         st = nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory for GEMM packing scratch (%zu floats)",
                        total);
         goto fail;
     }
-    j->scratch = buf ? buf + shared_floats : NULL;
-    nnf_gemm_packed shared_b;
-    nnf_gemm_src shared_src;
-    if (shared_floats) {
-        shared_b = (nnf_gemm_packed){.side = NNF_GEMM_B,
-                                     .mn = n,
-                                     .k = k,
-                                     .kc = kc,
-                                     .r = cfg->nr,
-                                     .mn_pad = n_pad,
-                                     .data = buf};
-        bpack_job pj = {.cfg = cfg,
-                        .b = b,
-                        .n = n,
-                        .k = k,
-                        .kc = kc,
-                        .nblocks = (n + cfg->nc - 1) / cfg->nc,
-                        .data = buf,
-                        .mn_pad = n_pad};
-        nnf_parallel_for(pool, ((k + kc - 1) / kc) * pj.nblocks, bpack_task, &pj);
-        shared_src = nnf_gemm_src_packed(&shared_b);
-        j->b = &shared_src;
+    j->scratch = buf ? buf + shared_a + shared_b : NULL;
+    nnf_gemm_packed packed_a, packed_b;
+    nnf_gemm_src src_a, src_b;
+    if (shared_a) {
+        shared_pack(cfg, NNF_GEMM_A, a, m, k, kc, buf, pool, &packed_a, &src_a);
+        j->a = &src_a;
+    }
+    if (shared_b) {
+        shared_pack(cfg, NNF_GEMM_B, b, n, k, kc, buf + shared_a, pool, &packed_b, &src_b);
+        j->b = &src_b;
     }
     nnf_parallel_for_2d(pool, m, n, ti, tj, gemm_task, j);
 fail:

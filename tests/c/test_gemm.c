@@ -323,6 +323,41 @@ static void test_threads(const nnf_gemm_cfg *cfg) {
         free(t1);
         free(t2);
     }
+    /* Short and wide (BERT's 128-token projections: the tiles cut N, so A
+     * is packed once for all threads, in chunks of 16 panels: 2 chunks and
+     * a partial panel here), A transposed and strided, B prepacked, several
+     * K blocks */
+    {
+        size_t ms = 16 * cfg->mr + 7, ns = 24 * cfg->nr + 3, ks = cfg->kc * 2 + 9, lda = ms + 3;
+        float *as = check_rand_buf(ks * lda), *bs = check_rand_buf(ks * ns);
+        float *s1 = malloc(ms * ns * sizeof(float)), *s2 = malloc(ms * ns * sizeof(float));
+        nnf_gemm_packed *pbs = NULL;
+        CHECK(nnf_gemm_pack_b(cfg, ks, ns, bs, ns, 0, &pbs) == NNF_OK);
+        nnf_gemm_src ta = nnf_gemm_src_matrix(as, lda, 1), tb = nnf_gemm_src_packed(pbs);
+        CHECK(nnf_gemm_run(cfg, ms, ns, ks, &ta, &tb, s1, ns, &ep, NULL) == NNF_OK);
+        for (int t = 2; t <= 3; t++) {
+            nnf_threadpool *pool = NULL;
+            CHECK(nnf_threadpool_create(t, &pool) == NNF_OK);
+            CHECK(nnf_gemm_run(cfg, ms, ns, ks, &ta, &tb, s2, ns, &ep, pool) == NNF_OK);
+            CHECK_MSG(!memcmp(s1, s2, ms * ns * sizeof(float)), "%s: wide GEMM, %d threads differ",
+                      cfg->name, t);
+            gcase g = {.m = ms,
+                       .n = ns,
+                       .k = ks,
+                       .ta = t & 1,
+                       .lda = (t & 1) ? lda : 0,
+                       .pack_b = 1,
+                       .use_ep = 1,
+                       .ep = ep};
+            CHECK(run_case(cfg, &g, pool, "shared-a") == 0);
+            nnf_threadpool_destroy(pool);
+        }
+        nnf_gemm_packed_destroy(pbs);
+        free(as);
+        free(bs);
+        free(s1);
+        free(s2);
+    }
     /* residual = C itself (an in-place Add), K spanning several blocks */
     float *r = malloc(m * n * sizeof(float));
     memcpy(c2, c1, m * n * sizeof(float));
