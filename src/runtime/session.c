@@ -68,6 +68,9 @@ NNF_API nnf_status nnf_session_create(const nnf_model *model, const nnf_session_
         goto fail;
     /* the model's kernel plans are shared; a reference-only session ignores them */
     s->plans = s->opts.reference_kernels ? NULL : model->plans;
+    st = nnf_concat_in_place_plan(s);
+    if (st != NNF_OK)
+        goto fail;
     for (int v = 0; s->opts.reference_kernels && v < g->n_values; v++)
         if (g->values[v].released) {
             st = nnf_error(NNF_ERR_INVALID_ARGUMENT,
@@ -140,6 +143,9 @@ NNF_API void nnf_session_destroy(nnf_session *s) {
     nnf_free_aligned(s->logical);
     nnf_threadpool_destroy(s->pool);
     nnf_free(s->last_use);
+    nnf_free(s->slice_of);
+    nnf_free(s->slice_off);
+    nnf_free(s->concat_in_place);
     nnf_free(s->bufs);
     nnf_free(s->owned);
     nnf_free(s->outputs);
@@ -284,8 +290,7 @@ static nnf_status logical_view(nnf_session *s, const nnf_node *n, const nnf_valu
     return NNF_OK;
 }
 
-/* Ops whose output 0 is input 0's elements unchanged, only re-shaped. */
-static bool is_view_op(const nnf_node *n) {
+bool nnf_is_view_op(const nnf_node *n) {
     static const char *const views[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"};
     if (n->domain[0])
         return false;
@@ -298,7 +303,7 @@ static bool is_view_op(const nnf_node *n) {
 /* A view op whose input dies here hands its buffer on instead of copying it
  * (not for graph outputs, whose buffers the caller reads after the run). */
 static bool can_alias(const nnf_session *s, const nnf_node *n, int oi) {
-    if (!is_view_op(n) || n->n_inputs < 1 || n->inputs[0] < 0 || n->outputs[0] < 0)
+    if (!nnf_is_view_op(n) || n->n_inputs < 1 || n->inputs[0] < 0 || n->outputs[0] < 0)
         return false;
     for (int k = 1; k < n->n_outputs; k++)
         if (n->outputs[k] >= 0)
@@ -307,7 +312,40 @@ static bool can_alias(const nnf_session *s, const nnf_node *n, int oi) {
     for (int k = 1; k < n->n_inputs; k++)
         if (n->inputs[k] == v)
             return false;
-    return s->owned[v] && s->last_use[v] == oi && s->last_use[n->outputs[0]] != INT32_MAX;
+    return s->owned[v] && s->last_use[v] == oi && s->last_use[n->outputs[0]] != INT32_MAX &&
+           s->slice_of[n->outputs[0]] < 0;
+}
+
+/* The buffer of an in-place Concat's output, taken when its first input is
+ * produced, with the shape inferred at load (checked when the Concat runs). */
+static nnf_status concat_buffer(nnf_session *s, const nnf_node *n, int cv) {
+    if (s->owned[cv])
+        return NNF_OK;
+    const nnf_value *val = &s->model->graph->values[cv];
+    nnf_buf *b = &s->bufs[cv];
+    size_t numel = (size_t)nnf_shape_numel(&val->shape), bytes = numel * nnf_dtype_size(val->dtype);
+    b->data = cache_get(s, bytes, &s->capacity[cv]);
+    if (!b->data)
+        return nnf_node_error(n, NNF_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes for Concat output '%s'",
+                              bytes, val->name);
+    b->dtype = val->dtype;
+    b->rank = val->shape.rank;
+    memcpy(b->dims, val->shape.dims, sizeof b->dims);
+    b->numel = numel;
+    s->owned[cv] = 1;
+    s->live_bytes += bytes;
+    if (s->live_bytes > s->peak_bytes)
+        s->peak_bytes = s->live_bytes;
+    return NNF_OK;
+}
+
+/* A run-time shape that differs from the one the in-place Concat was planned
+ * with (shape inference and a kernel disagree): an internal error, never a
+ * wrong result. */
+static nnf_status in_place_mismatch(const nnf_session *s, const nnf_node *n, int v) {
+    return nnf_node_error(n, NNF_ERR_INTERNAL,
+                          "'%s' has a run-time shape other than the one its in-place Concat was planned with",
+                          s->model->graph->values[v].name);
 }
 
 static nnf_status run_node(nnf_session *s, int oi) {
@@ -335,7 +373,7 @@ static nnf_status run_node(nnf_session *s, int oi) {
         tout[k].shape.rank = -1;
     }
     NNF_CHECK(n->op->infer(n, tin, tout));
-    bool alias = can_alias(s, n, oi);
+    bool alias = can_alias(s, n, oi), in_place = s->concat_in_place[id];
     for (int k = 0; k < n->n_outputs; k++) {
         int v = n->outputs[k];
         if (v < 0) {
@@ -346,12 +384,33 @@ static nnf_status run_node(nnf_session *s, int oi) {
         size_t es = nnf_dtype_size(tout[k].dtype), bytes;
         if (numel < 0 || !es || !nnf_mul_size((size_t)numel, es, &bytes))
             return nnf_node_error(n, NNF_ERR_INTERNAL, "output %d has no concrete shape or dtype at run time", k);
+        if (in_place) { /* its inputs already fill the buffer */
+            nnf_buf *b = &s->bufs[v];
+            if (!s->owned[v] || b->numel != (size_t)numel || b->dtype != tout[k].dtype || b->rank != tout[k].shape.rank ||
+                memcmp(b->dims, tout[k].shape.dims, sizeof(int64_t) * (size_t)b->rank))
+                return in_place_mismatch(s, n, v);
+            for (int i = 0; i < n->n_inputs; i++)
+                if ((char *)s->bufs[n->inputs[i]].data != (char *)b->data + s->slice_off[n->inputs[i]])
+                    return in_place_mismatch(s, n, n->inputs[i]);
+            out[k] = b;
+            continue;
+        }
         release(s, v);
         nnf_buf *b = &s->bufs[v];
         b->dtype = tout[k].dtype;
         b->rank = tout[k].shape.rank;
         memcpy(b->dims, tout[k].shape.dims, sizeof b->dims);
         b->numel = (size_t)numel;
+        int cv = s->slice_of[v];
+        if (cv >= 0) { /* produced straight into its slice of a Concat's output */
+            const nnf_value *cval = &g->values[cv];
+            NNF_CHECK(concat_buffer(s, n, cv));
+            if (b->dtype != cval->dtype || numel != nnf_shape_numel(&g->values[v].shape))
+                return in_place_mismatch(s, n, v);
+            b->data = (char *)s->bufs[cv].data + s->slice_off[v];
+            out[k] = b;
+            continue;
+        }
         if (k == 0 && alias) {
             int iv = n->inputs[0];
             b->data = s->bufs[iv].data;
@@ -381,11 +440,12 @@ static nnf_status run_node(nnf_session *s, int oi) {
                                       "packed for at load (load with keep_unpacked_weights to allow this)");
     nnf_kctx ctx = {.pool = s->pool, .state = fast ? p->state : NULL};
     double t0 = s->opts.profile ? nnf_now_us() : 0;
-    nnf_status st = alias ? NNF_OK : fast ? p->run(n, in, out, &ctx) : n->op->ref(n, in, out, &ctx);
+    nnf_status st = alias || in_place ? NNF_OK : fast ? p->run(n, in, out, &ctx) : n->op->ref(n, in, out, &ctx);
     if (st != NNF_OK)
         return st;
     if (s->opts.profile)
-        NNF_CHECK(record_event(s, id, t0, nnf_now_us(), alias ? "view" : fast ? p->name : "ref"));
+        NNF_CHECK(record_event(s, id, t0, nnf_now_us(),
+                               alias ? "view" : in_place ? "in_place" : fast ? p->name : "ref"));
     if (id == s->inject_node && out[0] && out[0]->dtype == NNF_DTYPE_FLOAT32)
         for (size_t i = 0; i < out[0]->numel; i++)
             ((float *)out[0]->data)[i] += s->inject_delta;

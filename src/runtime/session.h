@@ -52,6 +52,12 @@ struct nnf_session {
     } *cache;
     size_t n_cache, cap_cache;
     size_t *capacity; /* per value: capacity of bufs[v].data when owned */
+    /* Concats done in place (concat_in_place.c): per value, the Concat
+     * output it is a slice of (-1: none) and its byte offset there; per
+     * node id, 1 for a Concat whose inputs were produced in place */
+    int *slice_of;
+    size_t *slice_off;
+    unsigned char *concat_in_place;
     /* a blocked output unblocked for the hook and dumps (grown as needed) */
     float *logical;
     size_t logical_cap;
@@ -65,6 +71,11 @@ NNF_API const nnf_graph *nnf_model_graph(const nnf_model *m);
 /* Test hook for `nnfuse compare` tests: perturb one node's output. */
 NNF_API void nnf_session_inject_error(nnf_session *s, int node, float delta);
 double nnf_now_us(void);
+/* Ops whose output 0 is input 0's elements unchanged, only re-shaped (the
+ * executor hands a dying input's buffer on to them). */
+bool nnf_is_view_op(const nnf_node *n);
+/* Fills slice_of / slice_off / concat_in_place (needs last_use and plans). */
+nnf_status nnf_concat_in_place_plan(nnf_session *s);
 /* Current and peak bytes of live intermediate buffers (either may be NULL). */
 NNF_API void nnf_session_memory(const nnf_session *s, size_t *live_out, size_t *peak_out);
 

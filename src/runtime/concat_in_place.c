@@ -1,0 +1,110 @@
+/* Concat in place: which Concats need no copy, decided once per session.
+ *
+ * Concat along axis a with every dimension before a equal to 1 (axis 1 of a
+ * batch-1 NCHW tensor, or of its NCHWc8 twin when every input is whole
+ * blocks, which the layout pass requires) stacks its inputs end to end: input
+ * k is the byte range [off_k, off_k + bytes_k) of the output. When each input
+ * is an intermediate produced by a node of this graph and read for the last
+ * time by the Concat, the executor gives the input that range of the output's
+ * buffer instead of a buffer of its own, and the Concat runs nothing.
+ *
+ * The output's buffer is then taken when its first input is produced and
+ * lives until the output's last reader, which is after every input's last
+ * reader (the Concat), so no input outlives it. Excluded: graph inputs and
+ * constants (not produced here), graph outputs (the caller reads them after
+ * the run), an input that is itself the output of an in-place Concat or is
+ * named twice, an input made by a view op (Reshape & co. hand their input's
+ * buffer on instead of copying), unknown shapes, and sessions on the
+ * reference kernels (the oracle keeps every copy). Shapes are those inferred at load; the executor
+ * checks the run-time ones against them. */
+#include "runtime/session.h"
+
+#include "ops/tensor_common.h"
+
+#include <string.h>
+
+/* Bytes of a value with a known shape, or 0 when unknown or too large. */
+static size_t static_bytes(const nnf_value *v) {
+    size_t es = nnf_dtype_size(v->dtype), bytes;
+    if (!es || !nnf_shape_known(&v->shape) || nnf_shape_numel(&v->shape) <= 0 ||
+        !nnf_mul_size((size_t)nnf_shape_numel(&v->shape), es, &bytes))
+        return 0;
+    return bytes;
+}
+
+/* The byte offsets of a Concat's inputs in its output, when it can run in
+ * place; false otherwise. */
+static bool stackable(const nnf_session *s, const nnf_node *n, int oi, size_t *off) {
+    const nnf_graph *g = s->model->graph;
+    const nnf_axis_params *p = n->params;
+    int y = n->outputs[0];
+    const nnf_value *out = &g->values[y];
+    size_t total = static_bytes(out);
+    if (!p || !total || s->slice_of[y] >= 0)
+        return false;
+    int rank = out->shape.rank;
+    int64_t axis = p->axis < 0 ? p->axis + rank : p->axis;
+    if (axis < 0 || axis >= rank)
+        return false;
+    for (int d = 0; d < axis; d++)
+        if (out->shape.dims[d] != 1)
+            return false;
+    size_t at = 0;
+    for (int k = 0; k < n->n_inputs; k++) {
+        int v = n->inputs[k];
+        if (v < 0)
+            return false;
+        const nnf_value *in = &g->values[v];
+        size_t bytes = static_bytes(in);
+        if (in->kind != NNF_VALUE_INTERMEDIATE || in->producer < 0 || s->last_use[v] != oi ||
+            !bytes || in->dtype != out->dtype || in->shape.rank != rank || s->slice_of[v] >= 0)
+            return false;
+        const nnf_node *prod = &g->nodes[in->producer];
+        /* a Concat inside a Concat: kept simple, copied; a view hands its
+         * input's buffer on, which a slice would turn into a copy */
+        if ((!strcmp(prod->op_type, "Concat") && !prod->domain[0]) || nnf_is_view_op(prod))
+            return false;
+        for (int j = 0; j < k; j++)
+            if (n->inputs[j] == v)
+                return false;
+        off[k] = at;
+        if (!nnf_add_size(at, bytes, &at))
+            return false;
+    }
+    return at == total;
+}
+
+nnf_status nnf_concat_in_place_plan(nnf_session *s) {
+    const nnf_graph *g = s->model->graph;
+    size_t nv = (size_t)g->n_values + 1;
+    s->slice_of = nnf_malloc(nv * sizeof *s->slice_of);
+    s->slice_off = nnf_calloc(nv, sizeof *s->slice_off);
+    s->concat_in_place = nnf_calloc((size_t)g->n_nodes + 1, 1);
+    if (!s->slice_of || !s->slice_off || !s->concat_in_place)
+        return nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory planning a session's concats");
+    for (size_t v = 0; v < nv; v++)
+        s->slice_of[v] = -1;
+    if (!s->plans)
+        return NNF_OK;
+    size_t stack[16], *off = stack;
+    for (int oi = 0; oi < g->n_order; oi++) {
+        int id = g->order[oi];
+        const nnf_node *n = &g->nodes[id];
+        if (n->dead || n->domain[0] || strcmp(n->op_type, "Concat") || n->n_outputs != 1 ||
+            n->outputs[0] < 0 || n->n_inputs < 1 || !s->plans[id].run)
+            continue;
+        if (n->n_inputs > 16 && !(off = nnf_calloc((size_t)n->n_inputs, sizeof *off)))
+            return nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory planning a session's concats");
+        if (stackable(s, n, oi, off)) {
+            s->concat_in_place[id] = 1;
+            for (int k = 0; k < n->n_inputs; k++) {
+                s->slice_of[n->inputs[k]] = n->outputs[0];
+                s->slice_off[n->inputs[k]] = off[k];
+            }
+        }
+        if (off != stack)
+            nnf_free(off);
+        off = stack;
+    }
+    return NNF_OK;
+}
