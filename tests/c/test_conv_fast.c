@@ -106,7 +106,8 @@ static double worst_ratio; /* largest |error| / tolerance seen by run_conv */
 static nnf_conv_algo force_algo; /* set: run this algorithm whatever selection says */
 static int force_dw = -1;        /* >= 0: run this nnf_dw_kernel for DEPTHWISE */
 
-/* Runs the conv, compares with the oracle; 0 when everything is within tolerance. */
+/* Runs the conv, compares with the oracle; 0 when everything is within
+ * tolerance. use_res: 1 adds a residual before the activation, 2 after it. */
 static int run_conv(const nnf_conv2d_shape *s, nnf_isa isa, const nnf_activation *act, int use_bias,
                     int use_res, nnf_threadpool *pool, nnf_conv_algo expect) {
     /* expect: run that algorithm (each is tested on shapes selection may
@@ -129,8 +130,10 @@ static int run_conv(const nnf_conv2d_shape *s, nnf_isa isa, const nnf_activation
         ep.bias_kind = NNF_BIAS_PER_ROW;
         ep.bias = b;
     }
-    if (use_res)
+    if (use_res) {
         ep.residual = r;
+        ep.residual_after_act = use_res == 2;
+    }
     if (nnf_conv_kernel_run(k, x, y, &ep, pool) != NNF_OK)
         bad++;
     wino_mag wm = {0};
@@ -158,9 +161,11 @@ static int run_conv(const nnf_conv2d_shape *s, nnf_isa isa, const nnf_activation
                     double extra = 0;
                     if (use_bias)
                         acc += b[o], extra += fabs(b[o]);
-                    if (use_res)
+                    if (use_res == 1)
                         acc += r[yi], extra += fabs(r[yi]);
                     double want = act ? (double)nnf_act_apply(act, (float)acc) : acc;
+                    if (use_res == 2)
+                        want += r[yi], extra += fabs(r[yi]);
                     double tol = (double)(icg * taps) * ldexp(1.0, -22) * mag;
                     if (algo == NNF_CONV_ALGO_WINOGRAD)
                         tol = (double)(icg + 16) * ldexp(1.0, -22) * wino_mag_at(&wm, s, bi, o, oh, ow);
@@ -288,6 +293,23 @@ static void test_tier(nnf_isa isa) {
                                NNF_CONV_ALGO_GEMM_1X1) == 0,
                       "%s 1x1 residual w=%zu", t, ew[wi]);
         }
+    /* the residual after the activation (YOLOv5's bottleneck: x + SiLU(conv))
+     * on every algorithm, odd sizes, ReLU (clamp fast path refused) and SiLU */
+    {
+        nnf_conv2d_shape ra[] = {
+            shape(1, 13, 7, 9, 11, 1, 1, 1, 1, 1, 0, 0, 0, 0),  shape(2, 5, 9, 11, 7, 1, 3, 3, 1, 1, 1, 1, 1, 1),
+            shape(1, 16, 13, 13, 24, 1, 3, 3, 2, 1, 1, 1, 1, 1), shape(1, 9, 17, 13, 9, 9, 3, 3, 1, 1, 1, 1, 1, 1),
+            shape(1, 9, 7, 7, 9, 9, 5, 5, 2, 1, 2, 2, 2, 2),     shape(1, 33, 13, 13, 19, 1, 3, 3, 1, 1, 1, 1, 1, 1)};
+        nnf_conv_algo aa[] = {NNF_CONV_ALGO_GEMM_1X1, NNF_CONV_ALGO_IM2COL, NNF_CONV_ALGO_STRIDED,
+                              NNF_CONV_ALGO_DEPTHWISE, NNF_CONV_ALGO_DEPTHWISE, NNF_CONV_ALGO_WINOGRAD};
+        for (size_t i = 0; i < sizeof ra / sizeof ra[0]; i++)
+            for (int a = 0; a < 2; a++) {
+                if (aa[i] == NNF_CONV_ALGO_WINOGRAD && isa < NNF_ISA_AVX2)
+                    continue;
+                CHECK_MSG(run_conv(&ra[i], isa, a ? &silu : &relu, (int)(i & 1), 2, NULL, aa[i]) == 0,
+                          "%s residual after act, case %zu, %s", t, i, a ? "SiLU" : "ReLU");
+            }
+    }
     /* real layers: ResNet-50 3x3 and 1x1, MobileNetV2 depthwise, YOLOv5s stem */
     nnf_conv2d_shape r1 = shape(1, 64, 28, 28, 64, 1, 3, 3, 1, 1, 1, 1, 1, 1);
     CHECK_MSG(run_conv(&r1, isa, &relu, 1, 1, NULL,
