@@ -77,6 +77,17 @@ void nnf_conv_kernel_destroy(nnf_conv_kernel *k) {
 
 /* U = G g G^T per (oc, c), computed in double and rounded once, then packed
  * per point xi = 6k + l as a GEMM A operand (OC x C). */
+void nnf_wino_weight_tile(const float *g, float u[36]) {
+    double t[6][3]; /* G g */
+    for (int a = 0; a < 6; a++)
+        for (int b = 0; b < 3; b++)
+            t[a][b] = nnf_wino_g[a][0] * g[b] + nnf_wino_g[a][1] * g[3 + b] + nnf_wino_g[a][2] * g[6 + b];
+    for (int a = 0; a < 6; a++)
+        for (int b = 0; b < 6; b++)
+            u[a * 6 + b] =
+                (float)(t[a][0] * nnf_wino_g[b][0] + t[a][1] * nnf_wino_g[b][1] + t[a][2] * nnf_wino_g[b][2]);
+}
+
 static nnf_status winograd_weights(nnf_conv_kernel *k, const float *w) {
     const nnf_conv2d_shape *s = &k->s;
     nnf_status st = NNF_OK;
@@ -94,17 +105,10 @@ static nnf_status winograd_weights(nnf_conv_kernel *k, const float *w) {
     k->n_packed = 36;
     size_t occ = s->oc * s->c;
     for (size_t i = 0; i < occ; i++) {
-        const float *g = w + i * 9;
-        double t[6][3]; /* G g */
-        for (int a = 0; a < 6; a++)
-            for (int b = 0; b < 3; b++)
-                t[a][b] = nnf_wino_g[a][0] * g[b] + nnf_wino_g[a][1] * g[3 + b] +
-                          nnf_wino_g[a][2] * g[6 + b];
-        for (int a = 0; a < 6; a++)
-            for (int b = 0; b < 6; b++)
-                u[(size_t)(a * 6 + b) * occ + i] =
-                    (float)(t[a][0] * nnf_wino_g[b][0] + t[a][1] * nnf_wino_g[b][1] +
-                            t[a][2] * nnf_wino_g[b][2]);
+        float t[36];
+        nnf_wino_weight_tile(w + i * 9, t);
+        for (int xi = 0; xi < 36; xi++)
+            u[(size_t)xi * occ + i] = t[xi];
     }
     for (size_t xi = 0; xi < 36; xi++) {
         st = nnf_gemm_pack_a(k->cfg, s->oc, s->c, u + xi * occ, s->c, 0, &k->packed_w[xi]);

@@ -154,6 +154,9 @@ void nnf_dw_c8_avx2(const nnf_conv2d_shape *s, const float *w, const float *x, f
 /* Winograd F(4x4,3x3) with points 0, +-1, +-2, inf (Lavin & Gray): Y = A^T
  * [(G g G^T) . (B^T d B)] A on 6x6 input tiles d, 4x4 output tiles. */
 extern const double nnf_wino_g[6][3];
+/* U = G g G^T of one 3x3 kernel g (row-major), computed in double and
+ * rounded once; u[a * 6 + b] (a: the rows' transform, b: the columns'). */
+void nnf_wino_weight_tile(const float *g, float u[36]);
 extern const double nnf_wino_bt[6][6];
 extern const double nnf_wino_at[4][6];
 /* The whole Winograd convolution (AVX2 transforms, the tier's GEMM). */

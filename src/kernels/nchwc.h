@@ -142,6 +142,44 @@ void nnf_nchwc_dw_destroy(nnf_nchwc_dw *k);
 nnf_status nnf_nchwc_dw_run(const nnf_nchwc_dw *k, const float *x, float *y, const nnf_epilogue *ep,
                             nnf_threadpool *pool);
 
+/* ---- Winograd F(4x4,3x3) (nchwc_winograd.c, x86/nchwc_winograd_avx2.c) ----
+ * Group 1, 3x3, stride 1, dilation 1, NCHWc8 in and out, AVX2 tier and
+ * above. Per block of output tiles (4x4 pixels each): the input transform
+ * runs on 8-channel vectors, so it needs no transposes, and writes the 36
+ * matrices V_xi [tiles][c8] row-major; 36 GEMMs M_xi = V_xi U_xi with the
+ * transformed weights U_xi (c8 x oc8) prepacked as the B operand; the
+ * output transform applies the epilogue to each output vector and stores
+ * it. Channels past c and oc have zero weights; padding lanes come out 0. */
+typedef struct nnf_nchwc_wino {
+    nnf_conv2d_shape s;
+    const nnf_gemm_cfg *cfg;
+    size_t c8, oc8; /* channels rounded up to whole blocks */
+    nnf_gemm_packed *u[36];
+    char name[48];
+} nnf_nchwc_wino;
+
+bool nnf_nchwc_wino_supported(const nnf_conv2d_shape *s, nnf_isa isa);
+/* Whether a blocked conv runs as Winograd (a pure function of the shape and
+ * the tier, the plan's choice): where the NCHW selection picks Winograd
+ * (kernels/conv_fast.h), from 64 input channels (on fewer its short GEMMs
+ * lose to the direct kernel: YOLOv5s 32 @ 160x160, 8.9 vs 7.8 ms) and 24
+ * tiles (the tiles are the GEMMs' rows, 6 per register panel: ResNet-50's
+ * 14x14 maps, 16 tiles, ran 1.18x the NCHW kernel with its reorders, which
+ * puts the tiles on the 16-wide columns; the layout pass leaves those
+ * convs in NCHW). */
+bool nnf_nchwc_wino_wins(const nnf_conv2d_shape *s, nnf_isa isa);
+nnf_status nnf_nchwc_wino_create(const nnf_conv2d_shape *s, nnf_isa isa, const float *w, nnf_nchwc_wino **out);
+void nnf_nchwc_wino_destroy(nnf_nchwc_wino *k);
+/* Same epilogue contract as nnf_nchwc_conv_run. */
+nnf_status nnf_nchwc_wino_run(const nnf_nchwc_wino *k, const float *x, float *y, const nnf_epilogue *ep,
+                              nnf_threadpool *pool);
+/* The AVX2 transforms of tiles [t0, t0 + nt) of one image (x, y, res at the
+ * image): v[xi * vstride + t * c8 + ch], m[xi * mstride + t * oc8 + oc]. */
+void nnf_nchwc_wino_input_avx2(const nnf_nchwc_wino *k, const float *x, size_t t0, size_t nt, float *v,
+                               size_t vstride);
+void nnf_nchwc_wino_output_avx2(const nnf_nchwc_wino *k, const float *m, size_t mstride, size_t t0, size_t nt,
+                                float *y, const float *res, const nnf_epilogue *ep);
+
 /* ---- pooling (nchwc_pool.c, x86/nchwc_avx2.c) ---- */
 typedef struct nnf_nchwc_pool_shape {
     size_t n, c, h, w;      /* logical input */

@@ -231,11 +231,12 @@ static nnf_status try_conv(layout *L, int id, bool *done) {
     nnf_conv2d_shape s;
     if (!nnf_nchwc_conv_shape(cp, shape_of(L, x)->dims, g->values[w].shape.dims, shape_of(L, y)->dims, &s))
         return NNF_OK;
-    /* Winograd does 2.25x fewer multiplies than any direct kernel: with 64
-     * channels or more (ResNet's 3x3 layers, YOLO's from 80x80 on) it runs
-     * 1.5-2x faster in NCHW, reorders around it included; on 32 channels the
-     * short GEMMs lose (YOLO 32@160: 8.9 vs 7.8 ms blocked) */
-    if (s.c >= 64 && nnf_conv_select(&s, nnf_cpu_isa()) == NNF_CONV_ALGO_WINOGRAD)
+    /* Winograd does 2.25x fewer multiplies than any direct kernel: where
+     * the blocked Winograd does not win (nnf_nchwc_wino_wins: maps of fewer
+     * than 24 tiles) the NCHW one runs 1.5-2x faster than the blocked direct
+     * kernel, reorders around it included */
+    if (s.c >= 64 && nnf_conv_select(&s, nnf_cpu_isa()) == NNF_CONV_ALGO_WINOGRAD &&
+        !nnf_nchwc_wino_wins(&s, nnf_cpu_isa()))
         return NNF_OK;
     /* only NCHW readers (a detection head before its Reshape): blocking
      * trades a reorder of the input for one of the output, which pays only

@@ -95,6 +95,7 @@ nnf_status nnf_plan_reorder_from_nchwc(NNF_PLAN_ARGS) {
 typedef struct conv_state {
     nnf_nchwc_conv *dense;
     nnf_nchwc_dw *dw;
+    nnf_nchwc_wino *wino;
     const nnf_conv2d_shape *s;
     size_t x_numel, y_numel;
     int has_bias, residual_input;
@@ -107,17 +108,19 @@ static void conv_state_free(void *p) {
         return;
     nnf_nchwc_conv_destroy(s->dense);
     nnf_nchwc_dw_destroy(s->dw);
+    nnf_nchwc_wino_destroy(s->wino);
     nnf_free(s);
 }
 
 static nnf_status conv_run(NNF_KERNEL_ARGS) {
     const conv_state *s = ctx->state;
-    const char *name = s->dense ? s->dense->name : s->dw->name;
+    const char *name = s->dense ? s->dense->name : s->wino ? s->wino->name : s->dw->name;
     NNF_CHECK(check_planned(node, in, out, s->x_numel, s->y_numel, name));
     nnf_epilogue e;
     NNF_CHECK(nnf_conv_run_epilogue(node, in, s->has_bias, s->residual_input, s->act, s->s->oc, s->y_numel, &e));
-    nnf_status st = s->dense ? nnf_nchwc_conv_run(s->dense, in[0]->data, out[0]->data, &e, ctx->pool)
-                             : nnf_nchwc_dw_run(s->dw, in[0]->data, out[0]->data, &e, ctx->pool);
+    nnf_status st = s->dense  ? nnf_nchwc_conv_run(s->dense, in[0]->data, out[0]->data, &e, ctx->pool)
+                    : s->wino ? nnf_nchwc_wino_run(s->wino, in[0]->data, out[0]->data, &e, ctx->pool)
+                              : nnf_nchwc_dw_run(s->dw, in[0]->data, out[0]->data, &e, ctx->pool);
     return st == NNF_OK ? st : nnf_error_prefix(st, "node %s (%s)", node->name, node->op_type);
 }
 
@@ -157,20 +160,22 @@ nnf_status nnf_plan_nchwc_conv(NNF_PLAN_ARGS) {
     if (!st)
         return plan_oom(node);
     nnf_isa isa = blocked_isa();
-    nnf_status rc = nnf_nchwc_dw_supported(&s) ? nnf_nchwc_dw_create(&s, isa, w->data, &st->dw)
-                                               : nnf_nchwc_conv_create(&s, p->in_blocked, isa, w->data, &st->dense);
+    nnf_status rc = nnf_nchwc_dw_supported(&s)                        ? nnf_nchwc_dw_create(&s, isa, w->data, &st->dw)
+                    : p->in_blocked && nnf_nchwc_wino_wins(&s, isa) ? nnf_nchwc_wino_create(&s, isa, w->data, &st->wino)
+                                      : nnf_nchwc_conv_create(&s, p->in_blocked, isa, w->data, &st->dense);
     if (rc != NNF_OK) {
         conv_state_free(st);
         return nnf_error_prefix(rc, "node %s (%s)", node->name, node->op_type);
     }
-    st->s = st->dense ? &st->dense->s : &st->dw->s;
+    st->s = st->dense ? &st->dense->s : st->wino ? &st->wino->s : &st->dw->s;
     st->x_numel = (size_t)nnf_shape_numel(&x->shape);
     st->y_numel = (size_t)nnf_shape_numel(&y->shape);
     st->has_bias = node->n_inputs > 2 && in[2].present;
     st->residual_input = p->conv.residual_input;
     st->act = p->conv.act;
     plan->packed_inputs = 1u << 1; /* W packed into the kernel; run reads only the state */
-    return bind(plan, st->dense ? st->dense->name : st->dw->name, conv_run, st, conv_state_free);
+    return bind(plan, st->dense ? st->dense->name : st->wino ? st->wino->name : st->dw->name, conv_run, st,
+                conv_state_free);
 }
 
 /* ---- pools ------------------------------------------------------------ */

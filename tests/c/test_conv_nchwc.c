@@ -11,6 +11,7 @@
 #include "kernels/nchwc.h"
 
 #include "check.h"
+#include "wino_bound.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -57,6 +58,65 @@ static uint32_t bits(float v) {
 static const char *const act_names[] = {"none",    "relu",     "clip",     "leaky",
                                         "sigmoid", "silu",     "tanh",     "hsigmoid",
                                         "hswish",  "gelu_erf", "gelu_tanh"};
+
+/* The blocked Winograd kernel on a 3x3 stride-1 case (blocked input, finite
+ * values: a NaN or Inf in a tile's input reaches all 16 of its outputs
+ * through the transforms). Bound: test_conv_fast.c's Winograd bound on the
+ * sum, |alpha| times, plus the epilogue's adds, carried through the
+ * activation (slope at most 1.5, HardSwish's). */
+static int wino_runs;
+
+static void run_wino(const nnf_conv2d_shape *s, const tcase *tc, const float *x, const float *xb, const float *w,
+                     const nnf_epilogue *ep, const double *ref, const float *bias, const float *res,
+                     nnf_threadpool *pool2) {
+    nnf_nchwc_wino *k = NULL;
+    nnf_status st = nnf_nchwc_wino_create(s, NNF_ISA_AVX2, w, &k);
+    CHECK(st == NNF_OK);
+    if (st != NNF_OK)
+        return;
+    size_t ohw = s->oh * s->ow, ocb = nnf_nchwc_blocks(s->oc), ysize = s->n * ocb * ohw * 8;
+    float *y1 = malloc((ysize + 1) * sizeof(float)), *y2 = malloc((ysize + 1) * sizeof(float));
+    for (size_t i = 0; i < ysize + 1; i++)
+        y1[i] = y2[i] = 12345.0f;
+    CHECK(nnf_nchwc_wino_run(k, xb, y1, ep, NULL) == NNF_OK);
+    CHECK(nnf_nchwc_wino_run(k, xb, y2, ep, pool2) == NNF_OK);
+    CHECK(y1[ysize] == 12345.0f && y2[ysize] == 12345.0f);
+    CHECK_MSG(memcmp(y1, y2, ysize * sizeof(float)) == 0, "%s: 1 vs 2 threads differ", k->name);
+    wino_mag wm;
+    wino_mag_init(&wm, s, x, w);
+    int bad = 0;
+    for (size_t b = 0; b < s->n && bad < 3; b++)
+        for (size_t o = 0; o < ocb * 8 && bad < 3; o++)
+            for (size_t i = 0; i < ohw && bad < 3; i++) {
+                float got = blocked_at(y1, s->oc, ohw, b, o, i);
+                if (o >= s->oc) {
+                    if (bits(got) != 0) {
+                        bad++;
+                        CHECK_MSG(0, "%s: padding lane %zu = %g", k->name, o, got);
+                    }
+                    continue;
+                }
+                size_t ri = (b * s->oc + o) * ohw + i;
+                double want = ref[ri];
+                double extra = (tc->bias ? fabs(bias[o]) : 0) + (tc->res ? fabs(ep->residual_scale * res[ri]) : 0);
+                double tol = fabs(ep->alpha) * (double)(s->c + 16) * 0x1p-22 *
+                             wino_mag_at(&wm, s, b, o, i / s->ow, i % s->ow);
+                tol = 1.5 * (1.2 * (tol + 0x1p-20 * (extra + fabs(want)))) + 4e-7 * (1.0 + fabs(want));
+                if (!(fabs(got - want) <= tol)) {
+                    bad++;
+                    CHECK_MSG(0, "%s: n%zu c%zu %zux%zu oc%zu p%zu,%zu act %s bias %d res %d/%d: y[%zu][%zu][%zu] = %.9g, want %.9g (tol %.3g)",
+                              k->name, s->n, s->c, s->h, s->w, s->oc, tc->pt, tc->pl, act_names[ep->act.kind],
+                              tc->bias, tc->res, tc->res_after, b, o, i, got, want, tol);
+                }
+            }
+    if (!bad)
+        check_passed++;
+    wino_runs++;
+    wino_mag_free(&wm);
+    free(y1);
+    free(y2);
+    nnf_nchwc_wino_destroy(k);
+}
 
 static void run_case(const tcase *tc, nnf_threadpool *pool2) {
     nnf_conv2d_shape s = {.n = tc->n,
@@ -192,6 +252,8 @@ static void run_case(const tcase *tc, nnf_threadpool *pool2) {
             check_passed++;
         nnf_nchwc_conv_destroy(k);
     }
+    if (nnf_nchwc_wino_supported(&s, nnf_cpu_get()->max_isa) && tc->in_blocked && !tc->nonfinite)
+        run_wino(&s, tc, x, xb, w, &ep, ref, bias, res, pool2);
     free(x);
     free(w);
     free(bias);
@@ -366,6 +428,62 @@ int main(void) {
         CHECK(nnf_nchwc_conv_run(k, x, y, &ep, NULL) == NNF_ERR_INVALID_ARGUMENT);
         nnf_nchwc_conv_destroy(k);
         nnf_nchwc_conv_destroy(NULL);
+        free(w);
+    }
+    /* the blocked Winograd at awkward sizes: maps of 1, 2, primes and the
+     * 4-pixel tile edges +-1, channels around the 8-lane blocks, padding 0, 1,
+     * 2 and asymmetric, batch 2, every activation, the residual before and
+     * after it, alpha and a scaled residual; its allocation failures */
+    if (nnf_cpu_get()->max_isa >= NNF_ISA_AVX2) {
+        static const size_t hs[] = {1, 2, 3, 4, 5, 7, 8, 9, 13, 14, 17};
+        static const size_t cs[] = {1, 7, 8, 9, 16, 17, 64};
+        for (int i = 0; i < 44; i++) {
+            tcase tc = {.n = 1 + (size_t)(i % 5 == 0), .kh = 3, .kw = 3, .sh = 1, .sw = 1, .dh = 1, .dw = 1,
+                        .in_blocked = 1};
+            tc.h = hs[i % 11];
+            tc.w = hs[(i * 3 + 1) % 11];
+            tc.c = cs[i % 7];
+            tc.oc = cs[(i * 5 + 2) % 7];
+            tc.pt = tc.pl = tc.pb = tc.pr = (size_t)(i % 3 == 2 ? 2 : 1);
+            if (i % 4 == 1) {
+                tc.pt = 0;
+                tc.pr = 2;
+            }
+            if (out_dim(tc.h, 3, 1, 1, tc.pt, tc.pb) == 0 || out_dim(tc.w, 3, 1, 1, tc.pl, tc.pr) == 0)
+                continue;
+            tc.act = act_of(i % 11);
+            tc.bias = i % 3 != 0;
+            tc.res = i % 2;
+            tc.res_after = i % 4 == 3;
+            if (i % 9 == 4) {
+                tc.alpha = 0.5f;
+                tc.res_scale = 2.0f;
+            }
+            run_case(&tc, pool2);
+        }
+        printf("blocked winograd: %d cases\n", wino_runs);
+        CHECK(wino_runs >= 40);
+        nnf_conv2d_shape s = {.n = 1, .c = 9, .h = 6, .w = 6, .oc = 17, .group = 1, .kh = 3, .kw = 3, .sh = 1,
+                              .sw = 1, .dh = 1, .dw = 1, .pt = 1, .pl = 1, .oh = 6, .ow = 6};
+        float *w = check_rand_buf(17 * 9 * 9);
+        int failed = 0;
+        for (uint64_t n = 1; n <= 40; n++) {
+            nnf_nchwc_wino *k = NULL;
+            nnf_alloc_fail_after(n);
+            nnf_status st = nnf_nchwc_wino_create(&s, NNF_ISA_AVX2, w, &k);
+            nnf_alloc_fail_after(0);
+            if (st != NNF_OK) {
+                failed++;
+                CHECK(st == NNF_ERR_OUT_OF_MEMORY && k == NULL);
+            }
+            nnf_nchwc_wino_destroy(k);
+        }
+        CHECK(failed >= 3); /* the kernel, the transformed weights, a packed matrix */
+        nnf_conv2d_shape s2 = s;
+        s2.sh = 2;
+        nnf_nchwc_wino *k = NULL;
+        CHECK(nnf_nchwc_wino_create(&s2, NNF_ISA_AVX2, w, &k) == NNF_ERR_UNSUPPORTED && !k);
+        CHECK(nnf_nchwc_wino_create(&s, NNF_ISA_SCALAR, w, &k) == NNF_ERR_UNSUPPORTED && !k);
         free(w);
     }
     nnf_threadpool_destroy(pool2);

@@ -329,16 +329,18 @@ static void test_threads(const nnf_gemm_cfg *cfg) {
      * K blocks */
     {
         size_t ms = 16 * cfg->mr + 7, ns = 24 * cfg->nr + 3, ks = cfg->kc * 2 + 9, lda = ms + 3;
-        float *as = check_rand_buf(ks * lda), *bs = check_rand_buf(ks * ns);
+        float *as = check_rand_buf(ks * lda), *bs = check_rand_buf(ks * ns), *bias_s = check_rand_buf(ns);
         float *s1 = malloc(ms * ns * sizeof(float)), *s2 = malloc(ms * ns * sizeof(float));
+        nnf_epilogue eps = ep; /* ep's bias has n (257) columns */
+        eps.bias = bias_s;
         nnf_gemm_packed *pbs = NULL;
         CHECK(nnf_gemm_pack_b(cfg, ks, ns, bs, ns, 0, &pbs) == NNF_OK);
         nnf_gemm_src ta = nnf_gemm_src_matrix(as, lda, 1), tb = nnf_gemm_src_packed(pbs);
-        CHECK(nnf_gemm_run(cfg, ms, ns, ks, &ta, &tb, s1, ns, &ep, NULL) == NNF_OK);
+        CHECK(nnf_gemm_run(cfg, ms, ns, ks, &ta, &tb, s1, ns, &eps, NULL) == NNF_OK);
         for (int t = 2; t <= 3; t++) {
             nnf_threadpool *pool = NULL;
             CHECK(nnf_threadpool_create(t, &pool) == NNF_OK);
-            CHECK(nnf_gemm_run(cfg, ms, ns, ks, &ta, &tb, s2, ns, &ep, pool) == NNF_OK);
+            CHECK(nnf_gemm_run(cfg, ms, ns, ks, &ta, &tb, s2, ns, &eps, pool) == NNF_OK);
             CHECK_MSG(!memcmp(s1, s2, ms * ns * sizeof(float)), "%s: wide GEMM, %d threads differ",
                       cfg->name, t);
             gcase g = {.m = ms,
@@ -348,12 +350,13 @@ static void test_threads(const nnf_gemm_cfg *cfg) {
                        .lda = (t & 1) ? lda : 0,
                        .pack_b = 1,
                        .use_ep = 1,
-                       .ep = ep};
+                       .ep = eps};
             CHECK(run_case(cfg, &g, pool, "shared-a") == 0);
             nnf_threadpool_destroy(pool);
         }
         nnf_gemm_packed_destroy(pbs);
         free(as);
+        free(bias_s);
         free(bs);
         free(s1);
         free(s2);

@@ -108,7 +108,18 @@ def case_mixed_readers():
         {"nchwc.Conv", "nchwc.GlobalMaxPool", "nchwc.ReorderOutput"}, 2
 
 
-CASES = {f.__name__[5:]: f for f in (case_stem_chain, case_residual_add, case_concat_resize, case_mixed_readers)}
+def case_winograd():
+    """ResNet's 3x3 64-channel convs at 22x22 (36 output tiles): the blocked Winograd, one with a
+    fused residual; 70 output channels leave padding lanes in the last block."""
+    a = conv("a", "x", 64, 64, act="relu")
+    b = conv("b", a[2], 64, 64)
+    c = conv("c", "r", 64, 70, act="silu")
+    nodes = [helper.make_node("Add", [b[2], a[2]], ["s"]), helper.make_node("Relu", ["s"], ["r"])]
+    return build([a, b, c], nodes, [], [c[2]], (1, 64, 22, 22)), {"nchwc.Conv"}, 2
+
+
+CASES = {f.__name__[5:]: f for f in (case_stem_chain, case_residual_add, case_concat_resize, case_mixed_readers,
+                                      case_winograd)}
 
 
 def profiled_ops(path, env=None):
@@ -145,6 +156,13 @@ def test_blocked_models_match_ort(name, tmp_path):
     assert reorders == n_reorders, f"{reorders} reorders, expected {n_reorders} (only at region edges): {ops}"
     # every blocked node ran a planned kernel, not the reference
     assert all(k != "ref" for o, k in ops if o.startswith("nchwc.")), ops
+
+
+def test_winograd_convs_run_blocked(tmp_path):
+    path = tmp_path / "winograd.onnx"
+    path.write_bytes(case_winograd()[0])
+    kernels = [k for o, k in profiled_ops(path) if o == "nchwc.Conv"]
+    assert len(kernels) == 3 and all("nchwc_winograd" in k for k in kernels), kernels
 
 
 def test_pass_can_be_disabled(tmp_path):

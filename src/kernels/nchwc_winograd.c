@@ -1,0 +1,217 @@
+/* Winograd F(4x4,3x3) on NCHWc8 tensors: the transformed weights, the split
+ * of the output tiles into work items, and the GEMMs between the AVX2
+ * transforms (x86/nchwc_winograd_avx2.c). See nchwc.h for the data flow.
+ *
+ * A work item is a block of tiles of one image, taken by whichever thread
+ * is free; each item's values depend only on its tiles, so results do not
+ * depend on the thread count. Its 36 V and 36 M matrices are sized to stay
+ * in L2/L3 between the transforms and the GEMMs. */
+#include "kernels/nchwc.h"
+
+#include "base/alloc.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+bool nnf_nchwc_wino_supported(const nnf_conv2d_shape *s, nnf_isa isa) {
+    return s && isa >= NNF_ISA_AVX2 && s->group == 1 && s->kh == 3 && s->kw == 3 && s->sh == 1 &&
+           s->sw == 1 && s->dh == 1 && s->dw == 1 && s->c > 0 && s->oc > 0 && s->oh > 0 && s->ow > 0;
+}
+
+bool nnf_nchwc_wino_wins(const nnf_conv2d_shape *s, nnf_isa isa) {
+    size_t tiles = ((s->oh + 3) / 4) * ((s->ow + 3) / 4);
+    return nnf_nchwc_wino_supported(s, isa) && s->c >= 64 && tiles >= 24 &&
+           nnf_conv_select(s, isa) == NNF_CONV_ALGO_WINOGRAD;
+}
+
+void nnf_nchwc_wino_destroy(nnf_nchwc_wino *k) {
+    if (!k)
+        return;
+    for (int xi = 0; xi < 36; xi++)
+        nnf_gemm_packed_destroy(k->u[xi]);
+    nnf_free(k);
+}
+
+nnf_status nnf_nchwc_wino_create(const nnf_conv2d_shape *s, nnf_isa isa, const float *w, nnf_nchwc_wino **out) {
+    if (!out || !s || !w)
+        return nnf_error(NNF_ERR_INVALID_ARGUMENT, "nchwc winograd: NULL argument");
+    *out = NULL;
+    if (!nnf_nchwc_wino_supported(s, isa > nnf_cpu_get()->max_isa ? nnf_cpu_get()->max_isa : isa))
+        return nnf_error(NNF_ERR_UNSUPPORTED, "nchwc winograd: not a 3x3 stride-1 dense conv on the AVX2 tier");
+    nnf_nchwc_wino *k = nnf_calloc(1, sizeof *k);
+    if (!k)
+        return nnf_error(NNF_ERR_OUT_OF_MEMORY, "nchwc winograd: out of memory for the kernel");
+    nnf_status st = NNF_OK;
+    float *b = NULL;
+    k->s = *s;
+    k->cfg = nnf_gemm_cfg_for(isa);
+    k->c8 = nnf_nchwc_blocks(s->c) * NNF_NCHWC_B;
+    k->oc8 = nnf_nchwc_blocks(s->oc) * NNF_NCHWC_B;
+    size_t floats, wn, bytes;
+    if (!nnf_mul_size(k->c8, k->oc8, &floats) || !nnf_mul_size(floats, 36, &bytes) ||
+        !nnf_mul_size(bytes, sizeof(float), &bytes) || !nnf_mul_size(s->oc, s->c, &wn) ||
+        !nnf_mul_size(wn, 9, &wn)) {
+        st = nnf_error(NNF_ERR_INVALID_ARGUMENT, "nchwc winograd: weights too large");
+        goto fail;
+    }
+    /* U_xi as B (K = c8 rows of input channels, N = oc8 columns), zeros
+     * past c and oc */
+    b = nnf_calloc(floats * 36, sizeof(float));
+    if (!b) {
+        st = nnf_error(NNF_ERR_OUT_OF_MEMORY, "nchwc winograd: out of memory for %zu weights", floats * 36);
+        goto fail;
+    }
+    for (size_t oc = 0; oc < s->oc; oc++)
+        for (size_t ic = 0; ic < s->c; ic++) {
+            float u[36];
+            nnf_wino_weight_tile(w + (oc * s->c + ic) * 9, u);
+            for (size_t xi = 0; xi < 36; xi++)
+                b[xi * floats + ic * k->oc8 + oc] = u[xi];
+        }
+    for (size_t xi = 0; xi < 36; xi++) {
+        st = nnf_gemm_pack_b(k->cfg, k->c8, k->oc8, b + xi * floats, k->oc8, 0, &k->u[xi]);
+        if (st != NNF_OK)
+            goto fail;
+    }
+    snprintf(k->name, sizeof k->name, "f32_conv_nchwc_winograd4x4_%s", k->cfg->name + strlen("f32_gemm_"));
+    nnf_free(b);
+    *out = k;
+    return NNF_OK;
+fail:
+    nnf_free(b);
+    nnf_nchwc_wino_destroy(k);
+    return st;
+}
+
+#define WINO_MAX_SLOTS 256
+
+typedef struct wino_job {
+    const nnf_nchwc_wino *k;
+    const float *x, *res;
+    float *y;
+    const nnf_epilogue *ep;
+    size_t tiles, blk, blocks;   /* tiles per image, per item, items per image */
+    size_t vstride, mstride;     /* floats between the 36 V / M matrices */
+    size_t slot_floats;
+    size_t x_img, y_img;         /* floats per image */
+    float *scratch;
+    int slots;
+    atomic_int failed;
+    atomic_int busy[WINO_MAX_SLOTS];
+} wino_job;
+
+static void wino_task(void *ctx, size_t item) {
+    wino_job *j = ctx;
+    const nnf_nchwc_wino *k = j->k;
+    int slot;
+    for (;;) {
+        for (slot = 0; slot < j->slots; slot++)
+            if (!atomic_load_explicit(&j->busy[slot], memory_order_relaxed) &&
+                !atomic_exchange_explicit(&j->busy[slot], 1, memory_order_acquire))
+                goto claimed;
+    }
+claimed:;
+    float *v = j->scratch + (size_t)slot * j->slot_floats, *m = v + 36 * j->vstride;
+    size_t b = item / j->blocks, t0 = item % j->blocks * j->blk;
+    size_t nt = j->tiles - t0 < j->blk ? j->tiles - t0 : j->blk;
+    nnf_nchwc_wino_input_avx2(k, j->x + b * j->x_img, t0, nt, v, j->vstride);
+    for (size_t xi = 0; xi < 36; xi++) {
+        nnf_gemm_src a = nnf_gemm_src_matrix(v + xi * j->vstride, k->c8, 0), u = nnf_gemm_src_packed(k->u[xi]);
+        if (nnf_gemm_run(k->cfg, nt, k->oc8, k->c8, &a, &u, m + xi * j->mstride, k->oc8, NULL, NULL) != NNF_OK) {
+            atomic_store(&j->failed, 1);
+            goto done;
+        }
+    }
+    nnf_nchwc_wino_output_avx2(k, m, j->mstride, t0, nt, j->y + b * j->y_img, j->res ? j->res + b * j->y_img : NULL,
+                               j->ep);
+done:
+    atomic_store_explicit(&j->busy[slot], 0, memory_order_release);
+}
+
+/* The calling thread's scratch, kept between runs (a model runs the same
+ * convs every time; a fresh allocation would fault its pages in again). */
+static _Thread_local float *t_scratch;
+static _Thread_local size_t t_scratch_floats;
+
+/* An odd number of cache lines between the 36 matrices, which are read or
+ * written together: a multiple of 4 KiB would map them to a few L1 sets. */
+static size_t odd_lines(size_t n) {
+    n = (n + 15) / 16 * 16;
+    return (n / 16) % 2 ? n : n + 16;
+}
+
+nnf_status nnf_nchwc_wino_run(const nnf_nchwc_wino *k, const float *x, float *y, const nnf_epilogue *ep,
+                              nnf_threadpool *pool) {
+    if (!k || !x || !y)
+        return nnf_error(NNF_ERR_INVALID_ARGUMENT, "nchwc winograd: NULL argument");
+    nnf_epilogue e = ep ? *ep : nnf_epilogue_default();
+    if (e.bias_kind == NNF_BIAS_PER_COL)
+        return nnf_error(NNF_ERR_INVALID_ARGUMENT, "%s: the bias must be per output channel", k->name);
+    if (e.bias_kind == NNF_BIAS_NONE)
+        e.bias = NULL;
+    const nnf_conv2d_shape *s = &k->s;
+    if (s->n == 0)
+        return NNF_OK;
+    wino_job *j = nnf_calloc(1, sizeof *j);
+    if (!j)
+        return nnf_error(NNF_ERR_OUT_OF_MEMORY, "%s: out of memory for a job", k->name);
+    nnf_status st = NNF_OK;
+    j->k = k;
+    j->x = x;
+    j->y = y;
+    j->ep = &e;
+    j->res = e.residual;
+    j->tiles = ((s->oh + 3) / 4) * ((s->ow + 3) / 4);
+    j->x_img = k->c8 * s->h * s->w;
+    j->y_img = k->oc8 * s->oh * s->ow;
+    /* tiles per item: the 36 V and M matrices within 2 MiB, whole register
+     * panels (mr rows), at least two items per thread when the image has
+     * the tiles */
+    size_t mr = k->cfg->mr, blk = ((size_t)2 << 20) / (36 * sizeof(float) * (k->c8 + k->oc8));
+    blk = blk / mr * mr;
+    if (blk < mr)
+        blk = mr;
+    int threads = nnf_threadpool_size(pool);
+    size_t want = threads > 1 ? 2 * (size_t)threads : 1;
+    while (blk > mr && s->n * ((j->tiles + blk - 1) / blk) < want)
+        blk = (blk / 2 + mr - 1) / mr * mr;
+    if (blk > j->tiles)
+        blk = j->tiles;
+    j->blk = blk;
+    j->blocks = (j->tiles + blk - 1) / blk;
+    size_t vf, mf, per, total;
+    if (!nnf_mul_size(blk, k->c8, &vf) || !nnf_mul_size(blk, k->oc8, &mf) ||
+        !nnf_add_size(odd_lines(vf), odd_lines(mf), &per) || !nnf_mul_size(per, 36, &per)) {
+        st = nnf_error(NNF_ERR_INVALID_ARGUMENT, "%s: convolution too large", k->name);
+        goto fail;
+    }
+    j->vstride = odd_lines(vf);
+    j->mstride = odd_lines(mf);
+    j->slot_floats = per;
+    size_t items = s->n * j->blocks;
+    j->slots = threads < WINO_MAX_SLOTS ? threads : WINO_MAX_SLOTS;
+    if ((size_t)j->slots > items)
+        j->slots = (int)items;
+    if (!nnf_mul_size(per, (size_t)j->slots, &total) || total > SIZE_MAX / sizeof(float)) {
+        st = nnf_error(NNF_ERR_INVALID_ARGUMENT, "%s: convolution too large", k->name);
+        goto fail;
+    }
+    if (total > t_scratch_floats) {
+        float *p = nnf_malloc_aligned(total * sizeof(float));
+        if (!p) {
+            st = nnf_error(NNF_ERR_OUT_OF_MEMORY, "%s: out of memory for %zu floats of scratch", k->name, total);
+            goto fail;
+        }
+        nnf_free_aligned(t_scratch);
+        t_scratch = p;
+        t_scratch_floats = total;
+    }
+    j->scratch = t_scratch;
+    nnf_parallel_for(pool, items, wino_task, j);
+    if (atomic_load(&j->failed))
+        st = nnf_error(NNF_ERR_OUT_OF_MEMORY, "%s: a Winograd GEMM failed", k->name);
+fail:
+    nnf_free(j);
+    return st;
+}
