@@ -149,6 +149,7 @@ int main(int argc, char **argv) {
         nnf_conv_kernel *ck = NULL;
         nnf_nchwc_conv *nk = NULL;
         nnf_nchwc_dw *dk = NULL;
+        nnf_nchwc_wino *wk = NULL;
         nnf_conv2d_shape s = {0};
         nnf_epilogue ep = nnf_epilogue_default();
         ep.act.kind = b->act;
@@ -176,9 +177,11 @@ int main(int argc, char **argv) {
             w = rnd(s.oc * (s.c / s.group) * s.kh * s.kw);
             bias = rnd(s.oc);
             y = malloc(cy * s.oh * s.ow * sizeof(float));
-            nnf_status cs = !nchwc            ? nnf_conv_kernel_create(&s, nnf_conv_select(&s, isa), isa, w, &ck)
-                            : s.group == 1 ? nnf_nchwc_conv_create(&s, cx != s.c || s.c > 4, isa, w, &nk)
-                                           : nnf_nchwc_dw_create(&s, isa, w, &dk);
+            /* blocked: the kernel the blocked conv plan picks (plan_nchwc.c) */
+            nnf_status cs = !nchwc                              ? nnf_conv_kernel_create(&s, nnf_conv_select(&s, isa), isa, w, &ck)
+                            : s.group > 1                       ? nnf_nchwc_dw_create(&s, isa, w, &dk)
+                            : nnf_nchwc_wino_wins(&s, isa)      ? nnf_nchwc_wino_create(&s, isa, w, &wk)
+                                                                : nnf_nchwc_conv_create(&s, cx != s.c || s.c > 4, isa, w, &nk);
             if (cs != NNF_OK) {
                 fprintf(stderr, "%s: %s\n", b->name, nnf_error_message());
                 return 1;
@@ -192,7 +195,7 @@ int main(int argc, char **argv) {
             flops = 2.0 * (double)(s.oc * s.oh * s.ow) * (double)(s.c / s.group * s.kh * s.kw);
             bytes = 4.0 * (double)(s.c * s.h * s.w + (b->res ? 2 : 1) * s.oc * s.oh * s.ow +
                                    s.oc * (s.c / s.group) * s.kh * s.kw);
-            kname = ck ? ck->name : nk ? nk->name : dk->name;
+            kname = ck ? ck->name : nk ? nk->name : wk ? wk->name : dk->name;
         }
         double times[1000];
         int n = 0;
@@ -206,6 +209,7 @@ int main(int argc, char **argv) {
             } else {
                 st = ck   ? nnf_conv_kernel_run(ck, x, y, &ep, pool)
                      : nk ? nnf_nchwc_conv_run(nk, x, y, &ep, pool)
+                     : wk ? nnf_nchwc_wino_run(wk, x, y, &ep, pool)
                           : nnf_nchwc_dw_run(dk, x, y, &ep, pool);
             }
             if (st != NNF_OK) {
@@ -239,6 +243,7 @@ int main(int argc, char **argv) {
         nnf_conv_kernel_destroy(ck);
         nnf_nchwc_conv_destroy(nk);
         nnf_nchwc_dw_destroy(dk);
+        nnf_nchwc_wino_destroy(wk);
         free(x);
         free(w);
         free(bias);
