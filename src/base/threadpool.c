@@ -304,3 +304,15 @@ void nnf_parallel_for_2d(nnf_threadpool *pool, size_t range_i, size_t range_j, s
     }
     run_job(pool, &j);
 }
+
+int nnf_slot_claim(atomic_int *busy, int n) {
+    for (;;)
+        for (int s = 0; s < n; s++)
+            if (!atomic_load_explicit(&busy[s], memory_order_relaxed) &&
+                !atomic_exchange_explicit(&busy[s], 1, memory_order_acquire))
+                return s;
+}
+
+void nnf_slot_release(atomic_int *busy, int slot) {
+    atomic_store_explicit(&busy[slot], 0, memory_order_release);
+}

@@ -8,6 +8,7 @@
 
 #include "base/status.h"
 
+#include <stdatomic.h>
 #include <stddef.h>
 
 typedef struct nnf_threadpool nnf_threadpool;
@@ -27,5 +28,11 @@ void nnf_parallel_for(nnf_threadpool *pool, size_t n, nnf_task_1d_fn fn, void *c
 typedef void (*nnf_task_2d_fn)(void *ctx, size_t i, size_t j, size_t ni, size_t nj);
 void nnf_parallel_for_2d(nnf_threadpool *pool, size_t range_i, size_t range_j, size_t tile_i,
                          size_t tile_j, nnf_task_2d_fn fn, void *ctx);
+
+/* Scratch slots for tasks: a task claims a free one of the n flags (as many
+ * slots as threads, so one is free but for the instant between one task
+ * ending and the next starting: it spins) and releases it when done. */
+int nnf_slot_claim(atomic_int *busy, int n);
+void nnf_slot_release(atomic_int *busy, int slot);
 
 #endif

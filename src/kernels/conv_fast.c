@@ -88,6 +88,31 @@ void nnf_wino_weight_tile(const float *g, float u[36]) {
                 (float)(t[a][0] * nnf_wino_g[b][0] + t[a][1] * nnf_wino_g[b][1] + t[a][2] * nnf_wino_g[b][2]);
 }
 
+size_t nnf_wino_round16(size_t n) {
+    return (n + 15) / 16 * 16;
+}
+
+size_t nnf_wino_odd_lines(size_t n) {
+    n = nnf_wino_round16(n);
+    return (n / 16) % 2 ? n : n + 16;
+}
+
+static _Thread_local float *t_wino_scratch;
+static _Thread_local size_t t_wino_floats;
+
+float *nnf_wino_scratch(size_t floats) {
+    if (floats > t_wino_floats || !t_wino_scratch) {
+        size_t bytes;
+        float *p = nnf_mul_size(floats ? floats : 1, sizeof(float), &bytes) ? nnf_malloc_aligned(bytes) : NULL;
+        if (!p)
+            return NULL;
+        nnf_free_aligned(t_wino_scratch);
+        t_wino_scratch = p;
+        t_wino_floats = floats;
+    }
+    return t_wino_scratch;
+}
+
 static nnf_status winograd_weights(nnf_conv_kernel *k, const float *w) {
     const nnf_conv2d_shape *s = &k->s;
     nnf_status st = NNF_OK;

@@ -289,15 +289,6 @@ typedef struct gemm_job {
     atomic_int busy[NNF_GEMM_MAX_SLOTS];
 } gemm_job;
 
-static int slot_claim(gemm_job *j) {
-    for (;;) {
-        for (int s = 0; s < j->slots; s++)
-            if (!atomic_load_explicit(&j->busy[s], memory_order_relaxed) &&
-                !atomic_exchange_explicit(&j->busy[s], 1, memory_order_acquire))
-                return s;
-    }
-}
-
 static const float *packed_panels(const nnf_gemm_packed *p, size_t mn0, size_t pc, size_t kcb) {
     return p->data + pc * p->mn_pad + mn0 * kcb;
 }
@@ -358,7 +349,7 @@ static void gemm_task(void *ctx, size_t i0, size_t j0, size_t mi, size_t nj) {
     gemm_job *j = ctx;
     const nnf_gemm_cfg *cfg = j->cfg;
     const size_t mr = cfg->mr, nr = cfg->nr, kc = j->kc;
-    int slot = slot_claim(j);
+    int slot = nnf_slot_claim(j->busy, j->slots);
     float *abuf = j->scratch + (size_t)slot * (j->a_floats + j->b_floats);
     float *bbuf = abuf + j->a_floats;
     const nnf_epilogue *ep = j->ep;
@@ -435,7 +426,7 @@ static void gemm_task(void *ctx, size_t i0, size_t j0, size_t mi, size_t nj) {
             }
         }
     }
-    atomic_store_explicit(&j->busy[slot], 0, memory_order_release);
+    nnf_slot_release(j->busy, slot);
 }
 
 static size_t round_up(size_t v, size_t r) {

@@ -16,7 +16,8 @@
 
 bool nnf_nchwc_wino_supported(const nnf_conv2d_shape *s, nnf_isa isa) {
     return s && isa >= NNF_ISA_AVX2 && s->group == 1 && s->kh == 3 && s->kw == 3 && s->sh == 1 &&
-           s->sw == 1 && s->dh == 1 && s->dw == 1 && s->c > 0 && s->oc > 0 && s->oh > 0 && s->ow > 0;
+           s->sw == 1 && s->dh == 1 && s->dw == 1 && s->c > 0 && s->oc > 0 && s->oh > 0 &&
+           s->ow > 0;
 }
 
 bool nnf_nchwc_wino_wins(const nnf_conv2d_shape *s, nnf_isa isa) {
@@ -33,12 +34,14 @@ void nnf_nchwc_wino_destroy(nnf_nchwc_wino *k) {
     nnf_free(k);
 }
 
-nnf_status nnf_nchwc_wino_create(const nnf_conv2d_shape *s, nnf_isa isa, const float *w, nnf_nchwc_wino **out) {
+nnf_status nnf_nchwc_wino_create(const nnf_conv2d_shape *s, nnf_isa isa, const float *w,
+                                 nnf_nchwc_wino **out) {
     if (!out || !s || !w)
         return nnf_error(NNF_ERR_INVALID_ARGUMENT, "nchwc winograd: NULL argument");
     *out = NULL;
     if (!nnf_nchwc_wino_supported(s, isa > nnf_cpu_get()->max_isa ? nnf_cpu_get()->max_isa : isa))
-        return nnf_error(NNF_ERR_UNSUPPORTED, "nchwc winograd: not a 3x3 stride-1 dense conv on the AVX2 tier");
+        return nnf_error(NNF_ERR_UNSUPPORTED,
+                         "nchwc winograd: not a 3x3 stride-1 dense conv on the AVX2 tier");
     nnf_nchwc_wino *k = nnf_calloc(1, sizeof *k);
     if (!k)
         return nnf_error(NNF_ERR_OUT_OF_MEMORY, "nchwc winograd: out of memory for the kernel");
@@ -59,7 +62,8 @@ nnf_status nnf_nchwc_wino_create(const nnf_conv2d_shape *s, nnf_isa isa, const f
      * past c and oc */
     b = nnf_calloc(floats * 36, sizeof(float));
     if (!b) {
-        st = nnf_error(NNF_ERR_OUT_OF_MEMORY, "nchwc winograd: out of memory for %zu weights", floats * 36);
+        st = nnf_error(NNF_ERR_OUT_OF_MEMORY, "nchwc winograd: out of memory for %zu weights",
+                       floats * 36);
         goto fail;
     }
     for (size_t oc = 0; oc < s->oc; oc++)
@@ -74,7 +78,8 @@ nnf_status nnf_nchwc_wino_create(const nnf_conv2d_shape *s, nnf_isa isa, const f
         if (st != NNF_OK)
             goto fail;
     }
-    snprintf(k->name, sizeof k->name, "f32_conv_nchwc_winograd4x4_%s", k->cfg->name + strlen("f32_gemm_"));
+    snprintf(k->name, sizeof k->name, "f32_conv_nchwc_winograd4x4_%s",
+             k->cfg->name + strlen("f32_gemm_"));
     nnf_free(b);
     *out = k;
     return NNF_OK;
@@ -91,10 +96,10 @@ typedef struct wino_job {
     const float *x, *res;
     float *y;
     const nnf_epilogue *ep;
-    size_t tiles, blk, blocks;   /* tiles per image, per item, items per image */
-    size_t vstride, mstride;     /* floats between the 36 V / M matrices */
+    size_t tiles, blk, blocks; /* tiles per image, per item, items per image */
+    size_t vstride, mstride;   /* floats between the 36 V / M matrices */
     size_t slot_floats;
-    size_t x_img, y_img;         /* floats per image */
+    size_t x_img, y_img; /* floats per image */
     float *scratch;
     int slots;
     atomic_int failed;
@@ -104,50 +109,34 @@ typedef struct wino_job {
 static void wino_task(void *ctx, size_t item) {
     wino_job *j = ctx;
     const nnf_nchwc_wino *k = j->k;
-    int slot;
-    for (;;) {
-        for (slot = 0; slot < j->slots; slot++)
-            if (!atomic_load_explicit(&j->busy[slot], memory_order_relaxed) &&
-                !atomic_exchange_explicit(&j->busy[slot], 1, memory_order_acquire))
-                goto claimed;
-    }
-claimed:;
+    int slot = nnf_slot_claim(j->busy, j->slots);
     float *v = j->scratch + (size_t)slot * j->slot_floats, *m = v + 36 * j->vstride;
     size_t b = item / j->blocks, t0 = item % j->blocks * j->blk;
     size_t nt = j->tiles - t0 < j->blk ? j->tiles - t0 : j->blk;
     nnf_nchwc_wino_input_avx2(k, j->x + b * j->x_img, t0, nt, v, j->vstride);
     for (size_t xi = 0; xi < 36; xi++) {
-        nnf_gemm_src a = nnf_gemm_src_matrix(v + xi * j->vstride, k->c8, 0), u = nnf_gemm_src_packed(k->u[xi]);
-        if (nnf_gemm_run(k->cfg, nt, k->oc8, k->c8, &a, &u, m + xi * j->mstride, k->oc8, NULL, NULL) != NNF_OK) {
+        nnf_gemm_src a = nnf_gemm_src_matrix(v + xi * j->vstride, k->c8, 0),
+                     u = nnf_gemm_src_packed(k->u[xi]);
+        if (nnf_gemm_run(k->cfg, nt, k->oc8, k->c8, &a, &u, m + xi * j->mstride, k->oc8, NULL,
+                         NULL) != NNF_OK) {
             atomic_store(&j->failed, 1);
             goto done;
         }
     }
-    nnf_nchwc_wino_output_avx2(k, m, j->mstride, t0, nt, j->y + b * j->y_img, j->res ? j->res + b * j->y_img : NULL,
-                               j->ep);
+    nnf_nchwc_wino_output_avx2(k, m, j->mstride, t0, nt, j->y + b * j->y_img,
+                               j->res ? j->res + b * j->y_img : NULL, j->ep);
 done:
-    atomic_store_explicit(&j->busy[slot], 0, memory_order_release);
+    nnf_slot_release(j->busy, slot);
 }
 
-/* The calling thread's scratch, kept between runs (a model runs the same
- * convs every time; a fresh allocation would fault its pages in again). */
-static _Thread_local float *t_scratch;
-static _Thread_local size_t t_scratch_floats;
-
-/* An odd number of cache lines between the 36 matrices, which are read or
- * written together: a multiple of 4 KiB would map them to a few L1 sets. */
-static size_t odd_lines(size_t n) {
-    n = (n + 15) / 16 * 16;
-    return (n / 16) % 2 ? n : n + 16;
-}
-
-nnf_status nnf_nchwc_wino_run(const nnf_nchwc_wino *k, const float *x, float *y, const nnf_epilogue *ep,
-                              nnf_threadpool *pool) {
+nnf_status nnf_nchwc_wino_run(const nnf_nchwc_wino *k, const float *x, float *y,
+                              const nnf_epilogue *ep, nnf_threadpool *pool) {
     if (!k || !x || !y)
         return nnf_error(NNF_ERR_INVALID_ARGUMENT, "nchwc winograd: NULL argument");
     nnf_epilogue e = ep ? *ep : nnf_epilogue_default();
     if (e.bias_kind == NNF_BIAS_PER_COL)
-        return nnf_error(NNF_ERR_INVALID_ARGUMENT, "%s: the bias must be per output channel", k->name);
+        return nnf_error(NNF_ERR_INVALID_ARGUMENT, "%s: the bias must be per output channel",
+                         k->name);
     if (e.bias_kind == NNF_BIAS_NONE)
         e.bias = NULL;
     const nnf_conv2d_shape *s = &k->s;
@@ -182,12 +171,13 @@ nnf_status nnf_nchwc_wino_run(const nnf_nchwc_wino *k, const float *x, float *y,
     j->blocks = (j->tiles + blk - 1) / blk;
     size_t vf, mf, per, total;
     if (!nnf_mul_size(blk, k->c8, &vf) || !nnf_mul_size(blk, k->oc8, &mf) ||
-        !nnf_add_size(odd_lines(vf), odd_lines(mf), &per) || !nnf_mul_size(per, 36, &per)) {
+        !nnf_add_size(nnf_wino_odd_lines(vf), nnf_wino_odd_lines(mf), &per) ||
+        !nnf_mul_size(per, 36, &per)) {
         st = nnf_error(NNF_ERR_INVALID_ARGUMENT, "%s: convolution too large", k->name);
         goto fail;
     }
-    j->vstride = odd_lines(vf);
-    j->mstride = odd_lines(mf);
+    j->vstride = nnf_wino_odd_lines(vf);
+    j->mstride = nnf_wino_odd_lines(mf);
     j->slot_floats = per;
     size_t items = s->n * j->blocks;
     j->slots = threads < WINO_MAX_SLOTS ? threads : WINO_MAX_SLOTS;
@@ -197,17 +187,12 @@ nnf_status nnf_nchwc_wino_run(const nnf_nchwc_wino *k, const float *x, float *y,
         st = nnf_error(NNF_ERR_INVALID_ARGUMENT, "%s: convolution too large", k->name);
         goto fail;
     }
-    if (total > t_scratch_floats) {
-        float *p = nnf_malloc_aligned(total * sizeof(float));
-        if (!p) {
-            st = nnf_error(NNF_ERR_OUT_OF_MEMORY, "%s: out of memory for %zu floats of scratch", k->name, total);
-            goto fail;
-        }
-        nnf_free_aligned(t_scratch);
-        t_scratch = p;
-        t_scratch_floats = total;
+    j->scratch = nnf_wino_scratch(total);
+    if (!j->scratch) {
+        st = nnf_error(NNF_ERR_OUT_OF_MEMORY, "%s: out of memory for %zu floats of scratch",
+                       k->name, total);
+        goto fail;
     }
-    j->scratch = t_scratch;
     nnf_parallel_for(pool, items, wino_task, j);
     if (atomic_load(&j->failed))
         st = nnf_error(NNF_ERR_OUT_OF_MEMORY, "%s: a Winograd GEMM failed", k->name);

@@ -21,12 +21,13 @@
  * be far above the direct conv's bound: the transformed values grow
  * (|B^T| rows sum to 10, |A^T| to 18), which is the price of Winograd. */
 typedef struct wino_mag {
-    double *u;  /* [oc][c][36] */
-    double *v;  /* [n][tiles][c][36] */
+    double *u; /* [oc][c][36] */
+    double *v; /* [n][tiles][c][36] */
     size_t th, tw;
 } wino_mag;
 
-static inline void wino_mag_init(wino_mag *m, const nnf_conv2d_shape *s, const float *x, const float *w) {
+static inline void wino_mag_init(wino_mag *m, const nnf_conv2d_shape *s, const float *x,
+                                 const float *w) {
     m->th = (s->oh + 3) / 4;
     m->tw = (s->ow + 3) / 4;
     m->u = malloc(s->oc * s->c * 36 * sizeof(double));
@@ -37,7 +38,8 @@ static inline void wino_mag_init(wino_mag *m, const nnf_conv2d_shape *s, const f
                 double acc = 0;
                 for (int a = 0; a < 3; a++)
                     for (int b = 0; b < 3; b++)
-                        acc += fabs(nnf_wino_g[k][a]) * fabs(w[i * 9 + a * 3 + b]) * fabs(nnf_wino_g[l][b]);
+                        acc += fabs(nnf_wino_g[k][a]) * fabs(w[i * 9 + a * 3 + b]) *
+                               fabs(nnf_wino_g[l][b]);
                 m->u[i * 36 + k * 6 + l] = acc;
             }
     for (size_t b = 0; b < s->n; b++)
@@ -48,9 +50,10 @@ static inline void wino_mag_init(wino_mag *m, const nnf_conv2d_shape *s, const f
                     for (int j = 0; j < 6; j++) {
                         ptrdiff_t ih = (ptrdiff_t)((t / m->tw) * 4 + (size_t)i) - (ptrdiff_t)s->pt;
                         ptrdiff_t iw = (ptrdiff_t)((t % m->tw) * 4 + (size_t)j) - (ptrdiff_t)s->pl;
-                        d[i][j] = ih < 0 || iw < 0 || ih >= (ptrdiff_t)s->h || iw >= (ptrdiff_t)s->w
-                                      ? 0.0
-                                      : fabs(x[((b * s->c + c) * s->h + (size_t)ih) * s->w + (size_t)iw]);
+                        d[i][j] =
+                            ih < 0 || iw < 0 || ih >= (ptrdiff_t)s->h || iw >= (ptrdiff_t)s->w
+                                ? 0.0
+                                : fabs(x[((b * s->c + c) * s->h + (size_t)ih) * s->w + (size_t)iw]);
                     }
                 double *o = m->v + ((b * m->th * m->tw + t) * s->c + c) * 36;
                 for (int k = 0; k < 6; k++)
@@ -64,8 +67,8 @@ static inline void wino_mag_init(wino_mag *m, const nnf_conv2d_shape *s, const f
             }
 }
 
-static inline double wino_mag_at(const wino_mag *m, const nnf_conv2d_shape *s, size_t b, size_t o, size_t oh,
-                          size_t ow) {
+static inline double wino_mag_at(const wino_mag *m, const nnf_conv2d_shape *s, size_t b, size_t o,
+                                 size_t oh, size_t ow) {
     size_t t = (oh / 4) * m->tw + ow / 4, i = oh % 4, j = ow % 4;
     const double *v = m->v + (b * m->th * m->tw + t) * s->c * 36, *u = m->u + o * s->c * 36;
     double acc = 0;

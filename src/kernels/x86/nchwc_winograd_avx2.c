@@ -3,42 +3,21 @@
  * Every vector is one pixel's 8 channels, so B^T d B and A^T m A are plain
  * lane-wise arithmetic on 36 vectors: no transposes (the NCHW kernel,
  * x86/winograd_avx2.c, transposes 4x4 blocks to put tiles into lanes). The
- * 1-D transforms are the NCHW kernel's formulas, in the same order. */
+ * 1-D transforms are the NCHW kernel's (x86/winograd_avx2.h). */
 #include "kernels/nchwc.h"
 #include "kernels/x86/vmath_avx2.h"
+#include "kernels/x86/winograd_avx2.h"
 
-/* B^T on six vectors (x86/winograd_avx2.c's bt6). */
-static inline __attribute__((always_inline)) void bt6(const __m256 d[6], __m256 o[6]) {
-    const __m256 c4 = _mm256_set1_ps(4.0f), c5 = _mm256_set1_ps(-5.0f), c2 = _mm256_set1_ps(2.0f);
-    const __m256 m4 = _mm256_set1_ps(-4.0f);
-    o[0] = _mm256_fmadd_ps(c4, d[0], _mm256_fmadd_ps(c5, d[2], d[4]));
-    __m256 a = _mm256_fmadd_ps(m4, d[2], d[4]), b = _mm256_fmadd_ps(m4, d[1], d[3]);
-    o[1] = _mm256_add_ps(a, b);
-    o[2] = _mm256_sub_ps(a, b);
-    __m256 c = _mm256_sub_ps(d[4], d[2]), e = _mm256_mul_ps(c2, _mm256_sub_ps(d[3], d[1]));
-    o[3] = _mm256_add_ps(c, e);
-    o[4] = _mm256_sub_ps(c, e);
-    o[5] = _mm256_fmadd_ps(c4, d[1], _mm256_fmadd_ps(c5, d[3], d[5]));
-}
-
-/* A^T on six vectors (x86/winograd_avx2.c's at4). */
-static inline __attribute__((always_inline)) void at4(const __m256 m[6], __m256 o[4]) {
-    __m256 p12 = _mm256_add_ps(m[1], m[2]), n12 = _mm256_sub_ps(m[1], m[2]);
-    __m256 p34 = _mm256_add_ps(m[3], m[4]), n34 = _mm256_sub_ps(m[3], m[4]);
-    o[0] = _mm256_add_ps(_mm256_add_ps(m[0], p12), p34);
-    o[1] = _mm256_fmadd_ps(_mm256_set1_ps(2.0f), n34, n12);
-    o[2] = _mm256_fmadd_ps(_mm256_set1_ps(4.0f), p34, p12);
-    o[3] = _mm256_add_ps(_mm256_fmadd_ps(_mm256_set1_ps(8.0f), n34, n12), m[5]);
-}
-
-void nnf_nchwc_wino_input_avx2(const nnf_nchwc_wino *k, const float *x, size_t t0, size_t nt, float *v,
-                               size_t vstride) {
+void nnf_nchwc_wino_input_avx2(const nnf_nchwc_wino *k, const float *x, size_t t0, size_t nt,
+                               float *v, size_t vstride) {
     const nnf_conv2d_shape *s = &k->s;
-    const size_t tw = (s->ow + 3) / 4, row = s->w * NNF_NCHWC_B, plane = s->h * row, cb_n = k->c8 / NNF_NCHWC_B;
+    const size_t tw = (s->ow + 3) / 4, row = s->w * NNF_NCHWC_B, plane = s->h * row,
+                 cb_n = k->c8 / NNF_NCHWC_B;
     const ptrdiff_t H = (ptrdiff_t)s->h, W = (ptrdiff_t)s->w;
     for (size_t t = 0; t < nt; t++) {
         size_t ty = (t0 + t) / tw, tx = (t0 + t) % tw;
-        ptrdiff_t ih0 = (ptrdiff_t)(ty * 4) - (ptrdiff_t)s->pt, iw0 = (ptrdiff_t)(tx * 4) - (ptrdiff_t)s->pl;
+        ptrdiff_t ih0 = (ptrdiff_t)(ty * 4) - (ptrdiff_t)s->pt,
+                  iw0 = (ptrdiff_t)(tx * 4) - (ptrdiff_t)s->pl;
         int inside = ih0 >= 0 && iw0 >= 0 && ih0 + 6 <= H && iw0 + 6 <= W;
         for (size_t cb = 0; cb < cb_n; cb++) {
             const float *xc = x + cb * plane;
@@ -46,21 +25,22 @@ void nnf_nchwc_wino_input_avx2(const nnf_nchwc_wino *k, const float *x, size_t t
             for (int r = 0; r < 6; r++)
                 for (int c = 0; c < 6; c++) {
                     ptrdiff_t ih = ih0 + r, iw = iw0 + c;
-                    d[r][c] = inside || (ih >= 0 && ih < H && iw >= 0 && iw < W)
-                                  ? _mm256_loadu_ps(xc + (size_t)ih * row + (size_t)iw * NNF_NCHWC_B)
-                                  : _mm256_setzero_ps();
+                    d[r][c] =
+                        inside || (ih >= 0 && ih < H && iw >= 0 && iw < W)
+                            ? _mm256_loadu_ps(xc + (size_t)ih * row + (size_t)iw * NNF_NCHWC_B)
+                            : _mm256_setzero_ps();
                 }
             /* down the columns, then along the rows: xi = a * 6 + b */
             for (int c = 0; c < 6; c++) {
                 __m256 col[6] = {d[0][c], d[1][c], d[2][c], d[3][c], d[4][c], d[5][c]}, o[6];
-                bt6(col, o);
+                nnf_wino_bt6(col, o);
                 for (int a = 0; a < 6; a++)
                     e[a][c] = o[a];
             }
             float *vt = v + t * k->c8 + cb * NNF_NCHWC_B;
             for (int a = 0; a < 6; a++) {
                 __m256 o[6];
-                bt6(e[a], o);
+                nnf_wino_bt6(e[a], o);
                 for (int b = 0; b < 6; b++)
                     _mm256_storeu_ps(vt + (size_t)(a * 6 + b) * vstride, o[b]);
             }
@@ -71,9 +51,8 @@ void nnf_nchwc_wino_input_avx2(const nnf_nchwc_wino *k, const float *x, size_t t
 /* bias + residual + activation on one output vector, as nnf_ep8 orders them
  * (alpha, bias, residual before or after the activation); padding lanes of
  * the last block are zeroed by the caller's mask. */
-static inline __attribute__((always_inline)) __m256 ep_vec(__m256 v, const nnf_epilogue *e,
-                                                           const nnf_activation *act, __m256 bias,
-                                                           const float *r) {
+static inline __attribute__((always_inline)) __m256
+ep_vec(__m256 v, const nnf_epilogue *e, const nnf_activation *act, __m256 bias, const float *r) {
     if (e->alpha != 1.0f)
         v = _mm256_mul_ps(v, _mm256_set1_ps(e->alpha));
     v = _mm256_add_ps(v, bias);
@@ -92,12 +71,12 @@ static inline __attribute__((always_inline)) __m256 ep_vec(__m256 v, const nnf_e
 }
 
 /* One activation kind known at compile time (nnf_act8's switch folds away). */
-static inline __attribute__((always_inline)) void output_act(nnf_act_kind kind, const nnf_nchwc_wino *k,
-                                                             const float *m, size_t mstride, size_t t0,
-                                                             size_t nt, float *y, const float *res,
-                                                             const nnf_epilogue *e) {
+static inline __attribute__((always_inline)) void
+output_act(nnf_act_kind kind, const nnf_nchwc_wino *k, const float *m, size_t mstride, size_t t0,
+           size_t nt, float *y, const float *res, const nnf_epilogue *e) {
     const nnf_conv2d_shape *s = &k->s;
-    const size_t tw = (s->ow + 3) / 4, row = s->ow * NNF_NCHWC_B, plane = s->oh * row, ob_n = k->oc8 / NNF_NCHWC_B;
+    const size_t tw = (s->ow + 3) / 4, row = s->ow * NNF_NCHWC_B, plane = s->oh * row,
+                 ob_n = k->oc8 / NNF_NCHWC_B;
     nnf_activation act = e->act;
     act.kind = kind;
     size_t tail = s->oc % NNF_NCHWC_B;
@@ -118,14 +97,14 @@ static inline __attribute__((always_inline)) void output_act(nnf_act_kind kind, 
                 __m256 col[6], o[4];
                 for (int a = 0; a < 6; a++)
                     col[a] = _mm256_loadu_ps(mt + (size_t)(a * 6 + b) * mstride);
-                at4(col, o);
+                nnf_wino_at4(col, o);
                 for (int i = 0; i < 4; i++)
                     u[i][b] = o[i];
             }
             size_t off0 = ob * plane + oy0 * row + ox0 * NNF_NCHWC_B;
             for (size_t i = 0; i < ny; i++) {
                 __m256 o[4];
-                at4(u[i], o);
+                nnf_wino_at4(u[i], o);
                 for (size_t q = 0; q < nx; q++) {
                     size_t off = off0 + i * row + q * NNF_NCHWC_B;
                     __m256 val = ep_vec(o[q], e, &act, bias, res ? res + off : NULL);
@@ -136,10 +115,10 @@ static inline __attribute__((always_inline)) void output_act(nnf_act_kind kind, 
     }
 }
 
-void nnf_nchwc_wino_output_avx2(const nnf_nchwc_wino *k, const float *m, size_t mstride, size_t t0, size_t nt,
-                                float *y, const float *res, const nnf_epilogue *ep) {
+void nnf_nchwc_wino_output_avx2(const nnf_nchwc_wino *k, const float *m, size_t mstride, size_t t0,
+                                size_t nt, float *y, const float *res, const nnf_epilogue *ep) {
     switch (ep->act.kind) {
-#define K(kind)                                                                                                \
+#define K(kind)                                                                                    \
     case kind: output_act(kind, k, m, mstride, t0, nt, y, res, ep); return;
         NNF_ACT_KINDS(K)
 #undef K

@@ -17,6 +17,7 @@
  * row); tiles past the image's last read zeros and are never stored. */
 #include "kernels/conv_fast.h"
 #include "kernels/x86/ep_fast_avx2.h"
+#include "kernels/x86/winograd_avx2.h"
 
 #include "base/alloc.h"
 
@@ -43,30 +44,6 @@ typedef struct wg_job {
     atomic_int failed;
     atomic_int busy[WG_MAX_SLOTS];
 } wg_job;
-
-/* B^T on six vectors. */
-static inline __attribute__((always_inline)) void bt6(const __m256 d[6], __m256 o[6]) {
-    const __m256 c4 = _mm256_set1_ps(4.0f), c5 = _mm256_set1_ps(-5.0f), c2 = _mm256_set1_ps(2.0f);
-    const __m256 m4 = _mm256_set1_ps(-4.0f);
-    o[0] = _mm256_fmadd_ps(c4, d[0], _mm256_fmadd_ps(c5, d[2], d[4]));
-    __m256 a = _mm256_fmadd_ps(m4, d[2], d[4]), b = _mm256_fmadd_ps(m4, d[1], d[3]);
-    o[1] = _mm256_add_ps(a, b);
-    o[2] = _mm256_sub_ps(a, b);
-    __m256 c = _mm256_sub_ps(d[4], d[2]), e = _mm256_mul_ps(c2, _mm256_sub_ps(d[3], d[1]));
-    o[3] = _mm256_add_ps(c, e);
-    o[4] = _mm256_sub_ps(c, e);
-    o[5] = _mm256_fmadd_ps(c4, d[1], _mm256_fmadd_ps(c5, d[3], d[5]));
-}
-
-/* A^T on six vectors. */
-static inline __attribute__((always_inline)) void at4(const __m256 m[6], __m256 o[4]) {
-    __m256 p12 = _mm256_add_ps(m[1], m[2]), n12 = _mm256_sub_ps(m[1], m[2]);
-    __m256 p34 = _mm256_add_ps(m[3], m[4]), n34 = _mm256_sub_ps(m[3], m[4]);
-    o[0] = _mm256_add_ps(_mm256_add_ps(m[0], p12), p34);
-    o[1] = _mm256_fmadd_ps(_mm256_set1_ps(2.0f), n34, n12);
-    o[2] = _mm256_fmadd_ps(_mm256_set1_ps(4.0f), p34, p12);
-    o[3] = _mm256_add_ps(_mm256_fmadd_ps(_mm256_set1_ps(8.0f), n34, n12), m[5]);
-}
 
 /* 4x4 transpose within each 128-bit lane. */
 static inline __attribute__((always_inline)) void tr4(__m256 *a, __m256 *b, __m256 *c, __m256 *d) {
@@ -111,7 +88,7 @@ static void vertical_row(const wg_job *j, const float *xc, size_t th, float *tmp
                 d[i] = _mm256_loadu_ps(e);
             }
         }
-        bt6(d, o);
+        nnf_wino_bt6(d, o);
         for (int i = 0; i < 6; i++)
             _mm256_storeu_ps(tmp + (size_t)i * wst + q, o[i]);
     }
@@ -163,7 +140,7 @@ static __attribute__((noinline)) void input_block(const wg_job *j, const float *
             tr4(&a0, &a1, &a2, &a3);
             tr4(&b0, &b1, &b2, &b3);
             __m256 d[6] = {a0, a1, a2, a3, b0, b1}, o[6];
-            bt6(d, o);
+            nnf_wino_bt6(d, o);
             for (size_t l = 0; l < 6; l++)
                 _mm256_storeu_ps(dst + (k * 6 + l) * vstride, o[l]);
         }
@@ -189,14 +166,14 @@ static __attribute__((noinline)) void output_block(const wg_job *j, const float 
             __m256 v[6], o[4];
             for (size_t k = 0; k < 6; k++)
                 v[k] = _mm256_loadu_ps(mp + (k * 6 + l) * mstride);
-            at4(v, o);
+            nnf_wino_at4(v, o);
             for (int i = 0; i < 4; i++)
                 t[i][l] = o[i];
         }
         const size_t *pos = opos + g, *cr = ocr + g;
         for (size_t i = 0; i < 4; i++) {
             __m256 o[4];
-            at4(t[i], o);
+            nnf_wino_at4(t[i], o);
             tr4(&o[0], &o[1], &o[2], &o[3]);
             for (size_t q = 0; q < 4; q++) {
                 size_t e0 = 2 * q, e1 = 2 * q + 1;
@@ -242,14 +219,7 @@ static void wg_task(void *ctx, size_t item) {
     wg_job *j = ctx;
     const nnf_conv_kernel *k = j->k;
     const nnf_conv2d_shape *s = &k->s;
-    int slot;
-    for (;;) {
-        for (slot = 0; slot < j->slots; slot++)
-            if (!atomic_load_explicit(&j->busy[slot], memory_order_relaxed) &&
-                !atomic_exchange_explicit(&j->busy[slot], 1, memory_order_acquire))
-                goto claimed;
-    }
-claimed:;
+    int slot = nnf_slot_claim(j->busy, j->slots);
     float *base = j->scratch + (size_t)slot * j->slot_floats;
     float *tmp = base, *v = base + j->off_v, *m = base + j->off_m;
     size_t part = item % j->ocp, blkid = item / j->ocp;
@@ -321,22 +291,7 @@ claimed:;
                      ep->residual ? ep->residual + yo : NULL, &f, bias, &te);
     }
 done:
-    atomic_store_explicit(&j->busy[slot], 0, memory_order_release);
-}
-
-static _Thread_local float *t_wg_scratch;
-static _Thread_local size_t t_wg_floats;
-
-static size_t round16(size_t n) {
-    return (n + 15) / 16 * 16;
-}
-/* The 36 operands are read or written together: a stride of a multiple of
- * 4 KiB (or a large power of two) maps them all to a few L1 sets, which
- * cost the first version a third of its transforms. An odd number of cache
- * lines spreads them over every set. */
-static size_t odd_lines(size_t n) {
-    n = round16(n);
-    return (n / 16) % 2 ? n : n + 16;
+    nnf_slot_release(j->busy, slot);
 }
 
 /* Tiles per block for a pool: the multiple of nr up to max_blk whose items,
@@ -435,17 +390,17 @@ nnf_status nnf_conv_winograd_avx2(const nnf_conv_kernel *k, const float *x, floa
         trows = j->th;
     size_t vf, mf, total;
     if (!nnf_mul_size(s->c, j->npad, &vf) || !nnf_mul_size(s->oc, j->blk, &mf) ||
-        !nnf_mul_size(odd_lines(vf), 36, &vf) || !nnf_mul_size(odd_lines(mf), 36, &mf)) {
+        !nnf_mul_size(nnf_wino_odd_lines(vf), 36, &vf) || !nnf_mul_size(nnf_wino_odd_lines(mf), 36, &mf)) {
         st = nnf_error(NNF_ERR_INVALID_ARGUMENT, "%s: convolution too large", k->name);
         goto fail;
     }
-    j->vstride = odd_lines(s->c * j->npad);
-    j->mstride = odd_lines(s->oc * j->blk);
-    j->off_v = round16(trows * 6 * j->wst);
-    j->off_m = j->off_v + round16(vf);
-    j->off_idx = j->off_m + round16(mf);
+    j->vstride = nnf_wino_odd_lines(s->c * j->npad);
+    j->mstride = nnf_wino_odd_lines(s->oc * j->blk);
+    j->off_v = nnf_wino_round16(trows * 6 * j->wst);
+    j->off_m = j->off_v + nnf_wino_round16(vf);
+    j->off_idx = j->off_m + nnf_wino_round16(mf);
     /* three size_t tables of blk entries */
-    j->slot_floats = j->off_idx + round16(3 * j->blk * (sizeof(size_t) / sizeof(float)));
+    j->slot_floats = j->off_idx + nnf_wino_round16(3 * j->blk * (sizeof(size_t) / sizeof(float)));
     size_t items = s->n * j->blocks * j->ocp;
     j->slots = threads < WG_MAX_SLOTS ? threads : WG_MAX_SLOTS;
     if ((size_t)j->slots > items)
@@ -455,18 +410,11 @@ nnf_status nnf_conv_winograd_avx2(const nnf_conv_kernel *k, const float *x, floa
         st = nnf_error(NNF_ERR_INVALID_ARGUMENT, "%s: convolution too large", k->name);
         goto fail;
     }
-    if (total > t_wg_floats) {
-        float *p = nnf_malloc_aligned(total * sizeof(float));
-        if (!p) {
-            st =
-                nnf_error(NNF_ERR_OUT_OF_MEMORY, "%s: out of memory for Winograd scratch", k->name);
-            goto fail;
-        }
-        nnf_free_aligned(t_wg_scratch);
-        t_wg_scratch = p;
-        t_wg_floats = total;
+    j->scratch = nnf_wino_scratch(total);
+    if (!j->scratch) {
+        st = nnf_error(NNF_ERR_OUT_OF_MEMORY, "%s: out of memory for Winograd scratch", k->name);
+        goto fail;
     }
-    j->scratch = t_wg_scratch;
     nnf_parallel_for(pool, items, wg_task, j);
     if (atomic_load(&j->failed))
         st = nnf_error(NNF_ERR_OUT_OF_MEMORY, "%s: a Winograd GEMM failed", k->name);
