@@ -77,15 +77,33 @@ void nnf_conv_kernel_destroy(nnf_conv_kernel *k) {
 
 /* U = G g G^T per (oc, c), computed in double and rounded once, then packed
  * per point xi = 6k + l as a GEMM A operand (OC x C). */
+/* G on one column (x0, x1, x2) of a 3x3 kernel, G's rows written out
+ * (1/4 0 0; -1/6 -1/6 -1/6; -1/6 1/6 -1/6; 1/24 1/12 1/6; 1/24 -1/12 1/6;
+ * 0 0 1: nnf_wino_g), in double. */
+static inline void wino_g_col(double x0, double x1, double x2, double r[6]) {
+    double s = x0 + x2, p = x0 * (1.0 / 24) + x2 * (1.0 / 6), q = x1 * (1.0 / 12);
+    r[0] = x0 * (1.0 / 4);
+    r[1] = (s + x1) * (-1.0 / 6);
+    r[2] = (s - x1) * (-1.0 / 6);
+    r[3] = p + q;
+    r[4] = p - q;
+    r[5] = x2;
+}
+
 void nnf_wino_weight_tile(const float *g, float u[36]) {
     double t[6][3]; /* G g */
-    for (int a = 0; a < 6; a++)
-        for (int b = 0; b < 3; b++)
-            t[a][b] = nnf_wino_g[a][0] * g[b] + nnf_wino_g[a][1] * g[3 + b] + nnf_wino_g[a][2] * g[6 + b];
-    for (int a = 0; a < 6; a++)
+    for (int b = 0; b < 3; b++) {
+        double r[6];
+        wino_g_col(g[b], g[3 + b], g[6 + b], r);
+        for (int a = 0; a < 6; a++)
+            t[a][b] = r[a];
+    }
+    for (int a = 0; a < 6; a++) { /* (G g) G^T, row by row */
+        double r[6];
+        wino_g_col(t[a][0], t[a][1], t[a][2], r);
         for (int b = 0; b < 6; b++)
-            u[a * 6 + b] =
-                (float)(t[a][0] * nnf_wino_g[b][0] + t[a][1] * nnf_wino_g[b][1] + t[a][2] * nnf_wino_g[b][2]);
+            u[a * 6 + b] = (float)r[b];
+    }
 }
 
 size_t nnf_wino_round16(size_t n) {
@@ -129,11 +147,16 @@ static nnf_status winograd_weights(nnf_conv_kernel *k, const float *w) {
     }
     k->n_packed = 36;
     size_t occ = s->oc * s->c;
-    for (size_t i = 0; i < occ; i++) {
-        float t[36];
-        nnf_wino_weight_tile(w + i * 9, t);
-        for (int xi = 0; xi < 36; xi++)
-            u[(size_t)xi * occ + i] = t[xi];
+    /* 64 kernels at a time, then each of the 36 matrices gets a run of 64
+     * (a kernel at a time scattered 36 floats over 36 fresh pages) */
+    for (size_t i0 = 0; i0 < occ; i0 += 64) {
+        float t[64][36];
+        size_t n = occ - i0 < 64 ? occ - i0 : 64;
+        for (size_t i = 0; i < n; i++)
+            nnf_wino_weight_tile(w + (i0 + i) * 9, t[i]);
+        for (size_t xi = 0; xi < 36; xi++)
+            for (size_t i = 0; i < n; i++)
+                u[xi * occ + i0 + i] = t[i][xi];
     }
     for (size_t xi = 0; xi < 36; xi++) {
         st = nnf_gemm_pack_a(k->cfg, s->oc, s->c, u + xi * occ, s->c, 0, &k->packed_w[xi]);
