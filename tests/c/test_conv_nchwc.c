@@ -66,11 +66,11 @@ static const char *const act_names[] = {"none",    "relu",     "clip",     "leak
  * activation (slope at most 1.5, HardSwish's). */
 static int wino_runs;
 
-static void run_wino(const nnf_conv2d_shape *s, const tcase *tc, const float *x, const float *xb, const float *w,
-                     const nnf_epilogue *ep, const double *ref, const float *bias, const float *res,
-                     nnf_threadpool *pool2) {
+static void run_wino_tier(nnf_isa isa, const nnf_conv2d_shape *s, const tcase *tc, const float *x, const float *xb,
+                          const float *w, const nnf_epilogue *ep, const double *ref, const float *bias,
+                          const float *res, nnf_threadpool *pool2) {
     nnf_nchwc_wino *k = NULL;
-    nnf_status st = nnf_nchwc_wino_create(s, NNF_ISA_AVX2, w, &k);
+    nnf_status st = nnf_nchwc_wino_create(s, isa, w, &k);
     CHECK(st == NNF_OK);
     if (st != NNF_OK)
         return;
@@ -116,6 +116,15 @@ static void run_wino(const nnf_conv2d_shape *s, const tcase *tc, const float *x,
     free(y1);
     free(y2);
     nnf_nchwc_wino_destroy(k);
+}
+
+/* Every tier from AVX2 up that this machine (or the SIMDe build) has: the
+ * tier picks the GEMM microkernel between the transforms. */
+static void run_wino(const nnf_conv2d_shape *s, const tcase *tc, const float *x, const float *xb, const float *w,
+                     const nnf_epilogue *ep, const double *ref, const float *bias, const float *res,
+                     nnf_threadpool *pool2) {
+    for (int t = NNF_ISA_AVX2; t <= (int)nnf_cpu_get()->max_isa; t++)
+        run_wino_tier((nnf_isa)t, s, tc, x, xb, w, ep, ref, bias, res, pool2);
 }
 
 static void run_case(const tcase *tc, nnf_threadpool *pool2) {
