@@ -2,6 +2,7 @@
 
 #include "base/status.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,4 +128,55 @@ void nnf_arena_free(nnf_arena *a) {
     }
     a->head = NULL;
     a->used_total = 0;
+}
+
+/* ---- per-thread scratch -------------------------------------------------- */
+
+typedef struct thread_scratch {
+    float *p[NNF_SCRATCH_KINDS];
+    size_t floats[NNF_SCRATCH_KINDS];
+} thread_scratch;
+
+static _Thread_local thread_scratch t_scratch;
+static pthread_key_t g_scratch_key;
+static pthread_once_t g_scratch_once = PTHREAD_ONCE_INIT;
+static int g_scratch_key_ok;
+
+/* The key's value is the exiting thread's own buffers. */
+static void scratch_free_at_exit(void *v) {
+    thread_scratch *t = v;
+    for (int k = 0; k < NNF_SCRATCH_KINDS; k++) {
+        nnf_free_aligned(t->p[k]);
+        t->p[k] = NULL;
+        t->floats[k] = 0;
+    }
+}
+
+static void scratch_key_init(void) {
+    g_scratch_key_ok = pthread_key_create(&g_scratch_key, scratch_free_at_exit) == 0;
+}
+
+float *nnf_thread_scratch(nnf_scratch_kind kind, size_t floats) {
+    thread_scratch *t = &t_scratch;
+    if (t->p[kind] && floats <= t->floats[kind])
+        return t->p[kind];
+    size_t bytes;
+    if (!nnf_mul_size(floats ? floats : 1, sizeof(float), &bytes))
+        return NULL;
+    float *p = nnf_malloc_aligned(bytes);
+    if (!p)
+        return NULL;
+    nnf_free_aligned(t->p[kind]);
+    t->p[kind] = p;
+    t->floats[kind] = floats;
+    pthread_once(&g_scratch_once, scratch_key_init);
+    if (g_scratch_key_ok)
+        pthread_setspecific(g_scratch_key, t);
+    return p;
+}
+
+void nnf_thread_scratch_release(nnf_scratch_kind kind) {
+    nnf_free_aligned(t_scratch.p[kind]);
+    t_scratch.p[kind] = NULL;
+    t_scratch.floats[kind] = 0;
 }

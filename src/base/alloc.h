@@ -17,6 +17,20 @@ void *nnf_malloc_aligned(size_t size);
 void nnf_free_aligned(void *ptr);
 char *nnf_strdup(const char *s);
 
+/* Per-thread scratch: a growable 64-byte aligned buffer per (thread, kind),
+ * kept between calls (a model runs the same kernels every time; a fresh
+ * buffer would fault its pages in again) and freed when the thread exits.
+ * Kinds are separate buffers, so a GEMM may run inside a Winograd task.
+ * NULL when it cannot grow to `floats` (the old buffer is kept). */
+typedef enum nnf_scratch_kind {
+    NNF_SCRATCH_GEMM = 0,
+    NNF_SCRATCH_WINOGRAD,
+    NNF_SCRATCH_KINDS
+} nnf_scratch_kind;
+float *nnf_thread_scratch(nnf_scratch_kind kind, size_t floats);
+/* Frees the calling thread's buffer of that kind now. */
+void nnf_thread_scratch_release(nnf_scratch_kind kind);
+
 /* Fault injection for tests: the n-th allocation from now on fails (n >= 1);
  * 0 disables. Returns how many allocations happened since the last call. */
 uint64_t nnf_alloc_fail_after(uint64_t n);

@@ -115,20 +115,8 @@ size_t nnf_wino_odd_lines(size_t n) {
     return (n / 16) % 2 ? n : n + 16;
 }
 
-static _Thread_local float *t_wino_scratch;
-static _Thread_local size_t t_wino_floats;
-
 float *nnf_wino_scratch(size_t floats) {
-    if (floats > t_wino_floats || !t_wino_scratch) {
-        size_t bytes;
-        float *p = nnf_mul_size(floats ? floats : 1, sizeof(float), &bytes) ? nnf_malloc_aligned(bytes) : NULL;
-        if (!p)
-            return NULL;
-        nnf_free_aligned(t_wino_scratch);
-        t_wino_scratch = p;
-        t_wino_floats = floats;
-    }
-    return t_wino_scratch;
+    return nnf_thread_scratch(NNF_SCRATCH_WINOGRAD, floats);
 }
 
 static nnf_status winograd_weights(nnf_conv_kernel *k, const float *w) {

@@ -229,47 +229,12 @@ size_t nnf_gemm_packed_bytes(const nnf_gemm_packed *p) {
 
 /* ---- scratch ------------------------------------------------------------- */
 
-static _Thread_local float *t_scratch;
-static _Thread_local size_t t_scratch_floats;
-
-/* Pool workers run whole GEMMs of a batch and keep scratch like any caller;
- * the key's destructor frees it when the worker exits (pool destroyed). */
-static pthread_key_t g_scratch_key;
-static pthread_once_t g_scratch_once = PTHREAD_ONCE_INIT;
-static int g_scratch_key_ok;
-
-static void scratch_free_at_exit(void *p) {
-    nnf_free_aligned(p);
-}
-
-static void scratch_key_init(void) {
-    g_scratch_key_ok = pthread_key_create(&g_scratch_key, scratch_free_at_exit) == 0;
-}
-
 static float *scratch_get(size_t floats) {
-    if (floats <= t_scratch_floats)
-        return t_scratch;
-    size_t bytes;
-    if (!nnf_mul_size(floats, sizeof(float), &bytes))
-        return NULL;
-    float *p = nnf_malloc_aligned(bytes);
-    if (!p)
-        return NULL;
-    nnf_free_aligned(t_scratch);
-    t_scratch = p;
-    t_scratch_floats = floats;
-    pthread_once(&g_scratch_once, scratch_key_init);
-    if (g_scratch_key_ok)
-        pthread_setspecific(g_scratch_key, p);
-    return p;
+    return nnf_thread_scratch(NNF_SCRATCH_GEMM, floats);
 }
 
 void nnf_gemm_scratch_release(void) {
-    nnf_free_aligned(t_scratch);
-    t_scratch = NULL;
-    t_scratch_floats = 0;
-    if (g_scratch_key_ok)
-        pthread_setspecific(g_scratch_key, NULL);
+    nnf_thread_scratch_release(NNF_SCRATCH_GEMM);
 }
 
 /* ---- driver -------------------------------------------------------------- */

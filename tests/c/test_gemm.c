@@ -21,6 +21,7 @@
 #include "check.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -923,6 +924,19 @@ static void test_blocking_and_packing(const nnf_gemm_cfg *cfg) {
         }
 }
 
+static int g_thread_gemm_ok;
+
+static void *gemm_on_a_thread(void *arg) {
+    (void)arg;
+    size_t m = 37, n = 41, k = 300;
+    float *a = check_rand_buf(m * k), *b = check_rand_buf(k * n), *c = malloc(m * n * sizeof(float));
+    g_thread_gemm_ok = nnf_sgemm(0, 0, m, n, k, a, k, b, n, c, n, NULL, NULL) == NNF_OK;
+    free(a);
+    free(b);
+    free(c);
+    return NULL;
+}
+
 int main(void) {
     check_rng = 88172645463325252ull; /* the data this program was written with */
     const nnf_cpu *cpu = nnf_cpu_get();
@@ -961,6 +975,11 @@ int main(void) {
     nnf_isa parsed;
     CHECK(nnf_isa_parse("AVX2", &parsed) && parsed == NNF_ISA_AVX2);
     CHECK(!nnf_isa_parse("sse", &parsed));
+    /* a thread that ran a GEMM and exits frees its scratch (the ASan
+     * build's leak check would report it otherwise) */
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, gemm_on_a_thread, NULL) == 0 && pthread_join(th, NULL) == 0);
+    CHECK(g_thread_gemm_ok);
     nnf_gemm_scratch_release();
     TEST_MAIN_END();
 }
