@@ -115,10 +115,6 @@ size_t nnf_wino_odd_lines(size_t n) {
     return (n / 16) % 2 ? n : n + 16;
 }
 
-float *nnf_wino_scratch(size_t floats) {
-    return nnf_thread_scratch(NNF_SCRATCH_WINOGRAD, floats);
-}
-
 static nnf_status winograd_weights(nnf_conv_kernel *k, const float *w) {
     const nnf_conv2d_shape *s = &k->s;
     nnf_status st = NNF_OK;

@@ -163,10 +163,6 @@ void nnf_wino_weight_tile(const float *g, float u[36]);
  * rounded up to whole 64-byte lines, and to an odd number of them. */
 size_t nnf_wino_round16(size_t floats);
 size_t nnf_wino_odd_lines(size_t floats);
-/* The calling thread's Winograd scratch of at least `floats` floats (both
- * Winograd kernels; kept between runs, as a model runs the same convs every
- * time); NULL when it cannot grow. */
-float *nnf_wino_scratch(size_t floats);
 extern const double nnf_wino_bt[6][6];
 extern const double nnf_wino_at[4][6];
 /* The whole Winograd convolution (AVX2 transforms, the tier's GEMM). */

@@ -229,10 +229,6 @@ size_t nnf_gemm_packed_bytes(const nnf_gemm_packed *p) {
 
 /* ---- scratch ------------------------------------------------------------- */
 
-static float *scratch_get(size_t floats) {
-    return nnf_thread_scratch(NNF_SCRATCH_GEMM, floats);
-}
-
 void nnf_gemm_scratch_release(void) {
     nnf_thread_scratch_release(NNF_SCRATCH_GEMM);
 }
@@ -650,7 +646,7 @@ nnf_status nnf_gemm_run(const nnf_gemm_cfg *cfg, size_t m, size_t n, size_t k,
     j->a_floats = a->packed || shared_a ? 0 : round_up(mcb, cfg->mr) * kcb;
     j->b_floats = b->packed || shared_b ? 0 : round_up(ncb, cfg->nr) * kcb;
     size_t total = (j->a_floats + j->b_floats) * (size_t)j->slots + shared_a + shared_b;
-    float *buf = total ? scratch_get(total) : NULL;
+    float *buf = total ? nnf_thread_scratch(NNF_SCRATCH_GEMM, total) : NULL;
     if (total && !buf) {
         st = nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory for GEMM packing scratch (%zu floats)",
                        total);

@@ -192,7 +192,7 @@ nnf_status nnf_nchwc_wino_run(const nnf_nchwc_wino *k, const float *x, float *y,
         st = nnf_error(NNF_ERR_INVALID_ARGUMENT, "%s: convolution too large", k->name);
         goto fail;
     }
-    j->scratch = nnf_wino_scratch(total);
+    j->scratch = nnf_thread_scratch(NNF_SCRATCH_WINOGRAD, total);
     if (!j->scratch) {
         st = nnf_error(NNF_ERR_OUT_OF_MEMORY, "%s: out of memory for %zu floats of scratch",
                        k->name, total);

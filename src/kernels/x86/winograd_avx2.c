@@ -410,7 +410,7 @@ nnf_status nnf_conv_winograd_avx2(const nnf_conv_kernel *k, const float *x, floa
         st = nnf_error(NNF_ERR_INVALID_ARGUMENT, "%s: convolution too large", k->name);
         goto fail;
     }
-    j->scratch = nnf_wino_scratch(total);
+    j->scratch = nnf_thread_scratch(NNF_SCRATCH_WINOGRAD, total);
     if (!j->scratch) {
         st = nnf_error(NNF_ERR_OUT_OF_MEMORY, "%s: out of memory for Winograd scratch", k->name);
         goto fail;
