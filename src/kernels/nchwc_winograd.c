@@ -117,7 +117,8 @@ static void wino_task(void *ctx, size_t item) {
     int slot = nnf_slot_claim(j->busy, j->slots);
     float *v = j->scratch + (size_t)slot * j->slot_floats, *m = v + 36 * j->vstride;
     size_t b = item / j->blocks, t0 = item % j->blocks * j->blk;
-    size_t nt = j->tiles - t0 < j->blk ? j->tiles - t0 : j->blk;
+    /* the last item also takes a remainder of one tile (see the split) */
+    size_t nt = item % j->blocks + 1 == j->blocks ? j->tiles - t0 : j->blk;
     nnf_nchwc_wino_input_avx2(k, j->x + b * j->x_img, t0, nt, v, j->vstride);
     for (size_t xi = 0; xi < 36; xi++) {
         nnf_gemm_src a = nnf_gemm_src_matrix(v + xi * j->vstride, k->c8, 0),
@@ -174,8 +175,17 @@ nnf_status nnf_nchwc_wino_run(const nnf_nchwc_wino *k, const float *x, float *y,
         blk = j->tiles;
     j->blk = blk;
     j->blocks = (j->tiles + blk - 1) / blk;
+    /* A one-tile item would be a one-row GEMM, which runs the GEMV kernel
+     * (another summation order): that tile's values would depend on how
+     * the thread count split the image (37 tiles: one item on one thread,
+     * 12 + 12 + 12 + 1 on two). The last item takes it instead. */
+    size_t most = blk;
+    if (j->blocks > 1 && j->tiles % blk == 1) {
+        j->blocks--;
+        most = blk + 1;
+    }
     size_t vf, mf, per, total;
-    if (!nnf_mul_size(blk, k->c8, &vf) || !nnf_mul_size(blk, k->oc8, &mf) ||
+    if (!nnf_mul_size(most, k->c8, &vf) || !nnf_mul_size(most, k->oc8, &mf) ||
         !nnf_add_size(nnf_wino_odd_lines(vf), nnf_wino_odd_lines(mf), &per) ||
         !nnf_mul_size(per, 36, &per)) {
         st = nnf_error(NNF_ERR_INVALID_ARGUMENT, "%s: convolution too large", k->name);

@@ -81,7 +81,9 @@ static void run_wino_tier(nnf_isa isa, const nnf_conv2d_shape *s, const tcase *t
     CHECK(nnf_nchwc_wino_run(k, xb, y1, ep, NULL) == NNF_OK);
     CHECK(nnf_nchwc_wino_run(k, xb, y2, ep, pool2) == NNF_OK);
     CHECK(y1[ysize] == 12345.0f && y2[ysize] == 12345.0f);
-    CHECK_MSG(memcmp(y1, y2, ysize * sizeof(float)) == 0, "%s: 1 vs 2 threads differ", k->name);
+    CHECK_MSG(memcmp(y1, y2, ysize * sizeof(float)) == 0,
+              "%s: n%zu c%zu %zux%zu oc%zu p%zu,%zu: 1 vs 2 threads differ", k->name, s->n, s->c,
+              s->h, s->w, s->oc, s->pt, s->pl);
     wino_mag wm;
     wino_mag_init(&wm, s, x, w);
     int bad = 0;
@@ -470,6 +472,13 @@ int main(void) {
             }
             run_case(&tc, pool2);
         }
+        /* 1 x 37 tiles: one work item on one thread, 12 + 12 + 12 + 1 tiles
+         * on two before the last item took the one-tile remainder (whose
+         * one-row GEMM ran the GEMV kernel: the 1 vs 2 thread check failed) */
+        tcase tc = {.n = 1, .c = 9, .h = 4, .w = 148, .oc = 9, .kh = 3, .kw = 3, .sh = 1, .sw = 1,
+                    .dh = 1, .dw = 1, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .in_blocked = 1,
+                    .act = act_of(NNF_ACT_RELU), .bias = 1, .alpha = 1.0f, .res_scale = 1.0f};
+        run_case(&tc, pool2);
         printf("blocked winograd: %d cases\n", wino_runs);
         CHECK(wino_runs >= 40);
         nnf_conv2d_shape s = {.n = 1, .c = 9, .h = 6, .w = 6, .oc = 17, .group = 1, .kh = 3, .kw = 3, .sh = 1,
