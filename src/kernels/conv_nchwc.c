@@ -1,6 +1,7 @@
 /* Dense (group 1) convolution on NCHWc8 tensors: weight packing, the work
  * split across the pool, and the portable scalar tier. The AVX2 register
- * tiles are in x86/conv_nchwc_avx2.c.
+ * tiles are in x86/conv_nchwc_avx2.c, the AVX-512 ones (blocked input) in
+ * x86/conv_nchwc_avx512.c.
  *
  * Packed weights: per group of nb output blocks (the register tile's
  * height), [icu][kh][kw][lane][nb][8 output channels], where an input unit
@@ -24,8 +25,9 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Task chunks of a flattened 1x1 are a multiple of every AVX2 tile width
- * (8, 6, 4, 3), so only the image's last chunk has a tail. */
+/* Task chunks of a flattened 1x1 are a multiple of every tile width (AVX2:
+ * 8, 6, 4, 3; AVX-512: 12, 8, 6), so only the image's last chunk has a
+ * tail. */
 #define FLAT_ALIGN 24
 
 bool nnf_nchwc_conv_supported(const nnf_conv2d_shape *s) {
@@ -41,15 +43,28 @@ static size_t in_lanes(const nnf_nchwc_conv *k) {
     return k->in_blocked ? NNF_NCHWC_B : 1;
 }
 
+/* The AVX-512 tiles (x86/conv_nchwc_avx512.c) take a blocked input; an
+ * NCHW-input conv (3 channels) keeps the AVX2 ones. */
+static int wide_tiles(const nnf_nchwc_conv *k) {
+    return k->isa >= NNF_ISA_AVX512 && k->in_blocked;
+}
+
 /* Output blocks per register tile: one that divides the block count when
  * there is one, so no group runs a short tile. A stride-1 1x1 prefers 2x6:
  * each weight vector serves 6 pixels, not 3, and its weights are the
  * traffic (320 -> 1280 and 512 -> 2048 at 7x7, 24 -> 144 at 56x56 ran
  * 5-15 % faster); 3x3s and stems ran faster at 4x3. */
-static size_t group_blocks(nnf_isa isa, const nnf_conv2d_shape *s) {
+static size_t group_blocks(nnf_isa isa, int in_blocked, const nnf_conv2d_shape *s) {
     size_t ocb = nnf_nchwc_blocks(s->oc);
     if (isa == NNF_ISA_SCALAR || ocb == 1)
         return 1;
+    /* AVX-512 (blocked input): two blocks per zmm, up to 4 zmm high */
+    if (isa >= NNF_ISA_AVX512 && in_blocked) {
+        for (size_t g = 8; g >= 4; g -= 2)
+            if (ocb % g == 0)
+                return g;
+        return ocb < 8 ? ocb : 8;
+    }
     if (s->kh == 1 && s->kw == 1 && s->sh == 1 && s->sw == 1 && ocb % 2 == 0)
         return 2;
     if (ocb % 3 == 0)
@@ -118,7 +133,7 @@ nnf_status nnf_nchwc_conv_create(const nnf_conv2d_shape *s, int in_blocked, nnf_
     }
     /* groups of g blocks (the register tile's height) interleaved per tap
      * and lane, so one tile step reads one contiguous run of weights */
-    size_t g = group_blocks(k->isa, s);
+    size_t g = group_blocks(k->isa, k->in_blocked, s);
     for (size_t ob0 = 0; ob0 < ocb; ob0 += g) {
         size_t nb = ocb - ob0 < g ? ocb - ob0 : g;
         float *d = k->w + ob0 * (k->w_floats / ocb);
@@ -133,7 +148,10 @@ nnf_status nnf_nchwc_conv_create(const nnf_conv2d_shape *s, int in_blocked, nnf_
                         }
                 }
     }
-    if (k->isa >= NNF_ISA_AVX2) {
+    if (wide_tiles(k)) {
+        size_t px = g > 6 ? 6 : g > 4 ? 8 : 12;
+        snprintf(k->name, sizeof k->name, "f32_conv_nchwc_%zux%zu_avx512", g, px);
+    } else if (k->isa >= NNF_ISA_AVX2) {
         size_t px = g == 1 ? 8 : g == 2 ? 6 : g == 3 ? 4 : 3;
         snprintf(k->name, sizeof k->name, "f32_conv_nchwc_%zux%zu_avx2", g, px);
     } else {
@@ -354,7 +372,7 @@ nnf_status nnf_nchwc_conv_run(const nnf_nchwc_conv *k, const float *x, float *y,
     nnf_nchwc_interior(j.h, s->pt, s->sh, s->kh, s->dh, j.oh, &j.oh_lo, &j.oh_hi);
 
     task_ctx t = {.job = &j, .flat = (size_t)flat};
-    t.gblk = group_blocks(k->isa, s);
+    t.gblk = group_blocks(k->isa, k->in_blocked, s);
     /* K blocks whose weights stay in the core's L1 with room for the input
      * and the accumulated outputs; the partial sums go through y exactly
      * (a float stored and reloaded), so the blocking changes no result */
@@ -362,7 +380,9 @@ nnf_status nnf_nchwc_conv_run(const nnf_nchwc_conv *k, const float *x, float *y,
     j.kc = kc_budget() / unit_bytes;
     j.kc = j.kc ? j.kc : 1;
     t.groups = (j.ocb + t.gblk - 1) / t.gblk;
-    t.span = k->isa >= NNF_ISA_AVX2 ? nnf_nchwc_conv_span_avx2 : span_scalar;
+    t.span = wide_tiles(k)            ? nnf_nchwc_conv_span_avx512
+             : k->isa >= NNF_ISA_AVX2 ? nnf_nchwc_conv_span_avx2
+                                      : span_scalar;
     /* About eight equal tasks per thread (an uneven count leaves a core
      * idle for the last one), split where it costs the least traffic: when
      * the weights outweigh the input, one group per task over a band of

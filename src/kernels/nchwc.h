@@ -123,6 +123,9 @@ static inline void nnf_nchwc_taps(size_t o, size_t stride, size_t pad, size_t di
 /* nob: 1..4 output blocks (the AVX2 register tile's height). */
 void nnf_nchwc_conv_span_avx2(const nnf_nchwc_conv_job *j, size_t b, size_t ocb0, size_t nob, size_t oh0,
                               size_t oh1, size_t ow0, size_t ow1);
+/* nob: 1..8 output blocks (two per zmm); blocked input only. */
+void nnf_nchwc_conv_span_avx512(const nnf_nchwc_conv_job *j, size_t b, size_t ocb0, size_t nob, size_t oh0,
+                                size_t oh1, size_t ow0, size_t ow1);
 
 /* ---- depthwise convolution (nchwc_dw.c, x86/nchwc_avx2.c) ----
  * group == C == OC, any kernel extent, stride, dilation and padding; input

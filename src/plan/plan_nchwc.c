@@ -159,7 +159,10 @@ nnf_status nnf_plan_nchwc_conv(NNF_PLAN_ARGS) {
     conv_state *st = nnf_calloc(1, sizeof *st);
     if (!st)
         return plan_oom(node);
-    nnf_isa isa = blocked_isa();
+    /* the tier in force, not blocked_isa(): the dense conv has AVX-512
+     * tiles and the Winograd an AVX-512 GEMM (the layout pass decided on
+     * the same tier); the depthwise kernel runs AVX2 on both */
+    nnf_isa isa = nnf_cpu_isa();
     nnf_status rc = nnf_nchwc_dw_supported(&s)                        ? nnf_nchwc_dw_create(&s, isa, w->data, &st->dw)
                     : p->in_blocked && nnf_nchwc_wino_wins(&s, isa) ? nnf_nchwc_wino_create(&s, isa, w->data, &st->wino)
                                       : nnf_nchwc_conv_create(&s, p->in_blocked, isa, w->data, &st->dense);

@@ -210,11 +210,10 @@ static void run_case(const tcase *tc, nnf_threadpool *pool2) {
                     mag[i] = m;
                 }
 
-    nnf_isa tiers[2] = {NNF_ISA_SCALAR, NNF_ISA_AVX2};
-    int ntiers = nnf_cpu_get()->max_isa >= NNF_ISA_AVX2 ? 2 : 1;
-    for (int ti = 0; ti < ntiers; ti++) {
+    /* every tier this machine (or the SIMDe build) has */
+    for (int ti = NNF_ISA_SCALAR; ti <= (int)nnf_cpu_get()->max_isa; ti++) {
         nnf_nchwc_conv *k = NULL;
-        nnf_status st = nnf_nchwc_conv_create(&s, tc->in_blocked, tiers[ti], w, &k);
+        nnf_status st = nnf_nchwc_conv_create(&s, tc->in_blocked, (nnf_isa)ti, w, &k);
         CHECK(st == NNF_OK);
         if (st != NNF_OK)
             continue;

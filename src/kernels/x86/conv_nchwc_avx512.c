@@ -1,0 +1,306 @@
+/* AVX-512 register tiles of the dense NCHWc8 convolution with a blocked
+ * input (conv_nchwc.c has the packing and the work split; NCHW-input convs
+ * keep the AVX2 tiles).
+ *
+ * The tensors keep their 8-channel blocks: one zmm holds two output blocks
+ * (16 output channels) of one pixel, and the packed weights of a group of
+ * nob <= 8 blocks, [unit][kh][kw][lane][nob][8], give each lane's 16
+ * weights of blocks 2z and 2z + 1 as one contiguous load (the low half
+ * alone, masked, when nob is odd). Tile: Z zmm (2Z blocks) x P pixels of
+ * one row, Z x P <= 24 accumulators (4 x 6, 3 x 8, 2 x 12, 1 x 12). Per
+ * tap and input lane: Z weight loads, P broadcasts, Z x P FMAs, in the
+ * order (unit, kh, kw, lane) of every other tier, so an output's value does
+ * not depend on where tiles or tasks start. Tiles touching a border read
+ * zeros for the taps outside the row; rows outside the input are clipped
+ * for the whole row.
+ *
+ * Epilogue on the last K block: alpha, bias, residual before or after the
+ * activation, any activation, and the padding lanes of a partial last
+ * block zeroed, in nnf_ep16's order; one zmm's two halves are stored to
+ * their two blocks. Earlier K blocks store the partial sums to y. */
+#include "kernels/nchwc.h"
+#include "kernels/x86/vmath_avx512.h"
+
+#define ZMAX 4
+#define PMAX 12
+
+/* Reads for taps left or right of the input row. */
+static const float zeros[8] __attribute__((aligned(32)));
+
+typedef struct tile_arg {
+    const float *x;       /* the image's input at the K block's first unit */
+    const float *w;       /* the group's packed weights at the K block's first unit */
+    float *y;             /* output at (first block, row, first pixel) */
+    const float *res;     /* residual at the same place, or NULL */
+    size_t nob;           /* output blocks of the group */
+    size_t nu;            /* input units in the K block */
+    size_t kh0, kh1;      /* the row's taps inside the input */
+    ptrdiff_t ih, iw;     /* input row and column of tap (0, 0) for the first pixel */
+    int first, last;      /* start from zero / apply the epilogue */
+    size_t blk0;          /* the group's first output block */
+    const ptrdiff_t *tab; /* per tap of the row: input offset from (ih, iw), weight offset */
+    size_t ntab;          /* (floats); tab NULL: too many taps, nested loops */
+} tile_arg;
+
+/* zmm z's lanes: both blocks, or the low one when block 2z + 1 is past
+ * the group. */
+static inline __mmask16 zmask(size_t nob, int z) {
+    return (size_t)(2 * z + 1) < nob ? (__mmask16)0xffff : (__mmask16)0x00ff;
+}
+
+/* Two blocks' 8 values of one pixel (the second only when it exists). */
+static inline __m512 load2(const float *p, size_t blk, int both) {
+    __m512 v = _mm512_castps256_ps512(_mm256_loadu_ps(p));
+    return both ? _mm512_insertf32x8(v, _mm256_loadu_ps(p + blk), 1)
+                : _mm512_insertf32x8(v, _mm256_setzero_ps(), 1);
+}
+
+static inline void store2(float *p, size_t blk, int both, __m512 v) {
+    _mm256_storeu_ps(p, _mm512_castps512_ps256(v));
+    if (both)
+        _mm256_storeu_ps(p + blk, _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+}
+
+/* The last K block's outputs: the epilogue, padding lanes zeroed. */
+static __attribute__((noinline)) void finish(const nnf_nchwc_conv_job *j, const tile_arg *a,
+                                             __m512 acc[ZMAX][PMAX], int Z, int P) {
+    const nnf_epilogue *e = j->ep;
+    const nnf_conv2d_shape *s = &j->k->s;
+    size_t tail = s->oc % NNF_NCHWC_B;
+    for (int z = 0; z < Z; z++) {
+        size_t ob = a->blk0 + 2 * (size_t)z;
+        int both = (size_t)(2 * z + 1) < a->nob;
+        /* the lanes of real channels: block ob, then ob + 1 */
+        __mmask16 keep = (__mmask16)(tail && ob + 1 == j->ocb ? (1u << tail) - 1u : 0xffu);
+        if (both)
+            keep |= (__mmask16)((tail && ob + 2 == j->ocb ? (1u << tail) - 1u : 0xffu) << 8);
+        __m512 bias = _mm512_setzero_ps();
+        if (e->bias)
+            bias = _mm512_maskz_loadu_ps(keep, e->bias + ob * NNF_NCHWC_B);
+        for (int p = 0; p < P; p++) {
+            size_t off = 2 * (size_t)z * j->y_blk + (size_t)p * NNF_NCHWC_B;
+            __m512 v = acc[z][p];
+            if (e->alpha != 1.0f)
+                v = _mm512_mul_ps(v, _mm512_set1_ps(e->alpha));
+            if (e->bias)
+                v = _mm512_add_ps(v, bias);
+            __m512 r = _mm512_setzero_ps();
+            if (a->res) {
+                r = load2(a->res + off, j->y_blk, both);
+                if (e->residual_scale != 1.0f)
+                    r = _mm512_mul_ps(r, _mm512_set1_ps(e->residual_scale));
+                if (!e->residual_after_act)
+                    v = _mm512_add_ps(v, r);
+            }
+            v = nnf_act16(v, &e->act);
+            if (a->res && e->residual_after_act)
+                v = _mm512_add_ps(v, r);
+            store2(a->y + off, j->y_blk, both, _mm512_maskz_mov_ps(keep, v));
+        }
+    }
+}
+
+/* One tile of Z zmm x P pixels. G = 0: every tap of every pixel inside the
+ * row, pixels SW (1 or 2, known at compile time: constant displacements
+ * from one pointer) or s->sw (SW = 0: a pointer per pixel) apart; G = 1:
+ * taps outside read zeros. */
+static inline __attribute__((always_inline)) void tile(const nnf_nchwc_conv_job *j,
+                                                       const tile_arg *a, const int Z, const int P,
+                                                       const int G, const int SW) {
+    const nnf_conv2d_shape *s = &j->k->s;
+    const size_t nob = a->nob, wlane = nob * NNF_NCHWC_B, wtap = NNF_NCHWC_B * wlane,
+                 wunit = s->kh * s->kw * wtap;
+    __mmask16 km[ZMAX];
+#pragma GCC unroll 4
+    for (int z = 0; z < Z; z++)
+        km[z] = zmask(nob, z);
+    __m512 acc[ZMAX][PMAX];
+#pragma GCC unroll 4
+    for (int z = 0; z < Z; z++)
+#pragma GCC unroll 12
+        for (int p = 0; p < P; p++)
+            acc[z][p] = a->first ? _mm512_setzero_ps()
+                                 : load2(a->y + 2 * (size_t)z * j->y_blk + (size_t)p * NNF_NCHWC_B,
+                                         j->y_blk, km[z] == 0xffff);
+    if (!G && SW && a->tab) {
+        /* one flat loop over the row's taps (three nested ones left GCC
+         * rotating the accumulators through other registers every trip) */
+        const float *x0 = a->x + a->ih * (ptrdiff_t)j->x_row + a->iw * NNF_NCHWC_B;
+        for (size_t t = 0; t < a->ntab; t++) {
+            const float *xp = x0 + a->tab[2 * t], *wl = a->w + a->tab[2 * t + 1];
+#pragma GCC unroll 8
+            for (int l = 0; l < NNF_NCHWC_B; l++, wl += wlane) {
+                __m512 wv[ZMAX];
+#pragma GCC unroll 4
+                for (int z = 0; z < Z; z++)
+                    wv[z] = _mm512_maskz_loadu_ps(km[z], wl + 16 * z);
+#pragma GCC unroll 12
+                for (int p = 0; p < P; p++) {
+                    __m512 xv = _mm512_set1_ps(xp[p * SW * 8 + l]);
+#pragma GCC unroll 4
+                    for (int z = 0; z < Z; z++)
+                        acc[z][p] = _mm512_fmadd_ps(wv[z], xv, acc[z][p]);
+                }
+            }
+        }
+    } else
+        for (size_t u = 0; u < a->nu; u++) {
+            const float *xu = a->x + u * j->x_unit, *wu = a->w + u * wunit;
+            for (size_t kh = a->kh0; kh < a->kh1; kh++) {
+                const float *xr = xu + (a->ih + (ptrdiff_t)(kh * s->dh)) * (ptrdiff_t)j->x_row;
+                const float *wp = wu + kh * s->kw * wtap;
+                for (size_t kw = 0; kw < s->kw; kw++, wp += wtap) {
+                    ptrdiff_t c0 = a->iw + (ptrdiff_t)(kw * s->dw);
+                    const float *xp = G ? xr : xr + c0 * NNF_NCHWC_B;
+                    const float *px[PMAX];
+                    if (G || !SW) {
+#pragma GCC unroll 12
+                        for (int p = 0; p < P; p++) {
+                            ptrdiff_t c = c0 + p * (ptrdiff_t)s->sw;
+                            px[p] = !G || (size_t)c < j->w ? xr + c * NNF_NCHWC_B : zeros;
+                        }
+                    }
+                    const float *wl = wp;
+#pragma GCC unroll 8
+                    for (int l = 0; l < NNF_NCHWC_B; l++, wl += wlane) {
+                        __m512 wv[ZMAX];
+#pragma GCC unroll 4
+                        for (int z = 0; z < Z; z++)
+                            wv[z] = _mm512_maskz_loadu_ps(km[z], wl + 16 * z);
+#pragma GCC unroll 12
+                        for (int p = 0; p < P; p++) {
+                            __m512 xv = _mm512_set1_ps(G || !SW ? px[p][l] : xp[p * SW * 8 + l]);
+#pragma GCC unroll 4
+                            for (int z = 0; z < Z; z++)
+                                acc[z][p] = _mm512_fmadd_ps(wv[z], xv, acc[z][p]);
+                        }
+                    }
+                }
+            }
+        }
+    if (a->last) {
+        /* a copy: passing acc itself would keep it in memory in the loop */
+        __m512 out[ZMAX][PMAX];
+#pragma GCC unroll 4
+        for (int z = 0; z < Z; z++)
+#pragma GCC unroll 12
+            for (int p = 0; p < P; p++)
+                out[z][p] = acc[z][p];
+        finish(j, a, out, Z, P);
+        return;
+    }
+#pragma GCC unroll 4
+    for (int z = 0; z < Z; z++)
+#pragma GCC unroll 12
+        for (int p = 0; p < P; p++)
+            store2(a->y + 2 * (size_t)z * j->y_blk + (size_t)p * NNF_NCHWC_B, j->y_blk,
+                   km[z] == 0xffff, acc[z][p]);
+}
+
+typedef void (*tile_fn)(const nnf_nchwc_conv_job *, const tile_arg *);
+
+#define TILE_FN(Z, P)                                                                              \
+    static void tile_##Z##_##P(const nnf_nchwc_conv_job *j, const tile_arg *a) {                   \
+        tile(j, a, Z, P, 0, 0);                                                                    \
+    }                                                                                              \
+    static void tile1_##Z##_##P(const nnf_nchwc_conv_job *j, const tile_arg *a) {                  \
+        tile(j, a, Z, P, 0, 1);                                                                    \
+    }                                                                                              \
+    static void tile2_##Z##_##P(const nnf_nchwc_conv_job *j, const tile_arg *a) {                  \
+        tile(j, a, Z, P, 0, 2);                                                                    \
+    }                                                                                              \
+    static void tileg_##Z##_##P(const nnf_nchwc_conv_job *j, const tile_arg *a) {                  \
+        tile(j, a, Z, P, 1, 0);                                                                    \
+    }
+#define TILES_UPTO6(Z)                                                                             \
+    TILE_FN(Z, 1) TILE_FN(Z, 2) TILE_FN(Z, 3) TILE_FN(Z, 4) TILE_FN(Z, 5) TILE_FN(Z, 6)
+#define TILES_UPTO8(Z) TILES_UPTO6(Z) TILE_FN(Z, 7) TILE_FN(Z, 8)
+#define TILES_UPTO12(Z) TILES_UPTO8(Z) TILE_FN(Z, 9) TILE_FN(Z, 10) TILE_FN(Z, 11) TILE_FN(Z, 12)
+TILES_UPTO12(1)
+TILES_UPTO12(2)
+TILES_UPTO8(3)
+TILES_UPTO6(4)
+
+#define ROW6(T, Z) T##_##Z##_1, T##_##Z##_2, T##_##Z##_3, T##_##Z##_4, T##_##Z##_5, T##_##Z##_6
+#define ROW8(T, Z) ROW6(T, Z), T##_##Z##_7, T##_##Z##_8
+#define ROW12(T, Z) ROW8(T, Z), T##_##Z##_9, T##_##Z##_10, T##_##Z##_11, T##_##Z##_12
+#define TABLE(T)                                                                                   \
+    {                                                                                              \
+        {ROW12(T, 1)}, {ROW12(T, 2)}, {ROW8(T, 3)}, {                                              \
+            ROW6(T, 4)                                                                             \
+        }                                                                                          \
+    }
+/* [interior, any stride / interior, stride 1 / interior, stride 2 /
+ * guarded][Z - 1][P - 1] */
+static const tile_fn tiles[4][ZMAX][PMAX] = {TABLE(tile), TABLE(tile1), TABLE(tile2), TABLE(tileg)};
+/* the widest tile per Z: 24 accumulators (12 with one zmm: 16 would leave
+ * too few rows to balance a 7- or 14-wide row) */
+static const size_t tile_px[ZMAX] = {12, 12, 8, 6};
+
+#define TAB_MAX 512
+
+/* The taps of rows clipped to [kh0, kh1), units [0, nu) of the K block: tab
+ * [2 t] input offsets, [2 t + 1] weight offsets, in the summation order. */
+static size_t tap_table(const nnf_nchwc_conv_job *j, size_t nob, size_t nu, size_t kh0, size_t kh1,
+                        ptrdiff_t *tab) {
+    const nnf_conv2d_shape *s = &j->k->s;
+    const size_t wtap = NNF_NCHWC_B * nob * NNF_NCHWC_B, wunit = s->kh * s->kw * wtap;
+    size_t n = 0;
+    for (size_t u = 0; u < nu; u++)
+        for (size_t kh = kh0; kh < kh1; kh++)
+            for (size_t kw = 0; kw < s->kw; kw++, n++) {
+                tab[2 * n] =
+                    (ptrdiff_t)(u * j->x_unit + kh * s->dh * j->x_row + kw * s->dw * NNF_NCHWC_B);
+                tab[2 * n + 1] = (ptrdiff_t)(u * wunit + (kh * s->kw + kw) * wtap);
+            }
+    return n;
+}
+
+void nnf_nchwc_conv_span_avx512(const nnf_nchwc_conv_job *j, size_t b, size_t ocb0, size_t nob,
+                                size_t oh0, size_t oh1, size_t ow0, size_t ow1) {
+    const nnf_conv2d_shape *s = &j->k->s;
+    const int Z = (int)((nob + 1) / 2);
+    const size_t pmax = tile_px[Z - 1], wunit = s->kh * s->kw * NNF_NCHWC_B * nob * NNF_NCHWC_B;
+    float *yb = j->y + b * j->y_img + ocb0 * j->y_blk;
+    const float *rb = j->ep->residual ? j->ep->residual + (yb - j->y) : NULL;
+    tile_arg a = {.nob = nob, .blk0 = ocb0};
+    ptrdiff_t tab[2 * TAB_MAX]; /* not zeroed: 8 KiB per span call */
+    size_t tab_u = SIZE_MAX, tab_kh0 = 0, tab_kh1 = 0;
+    /* K blocks outermost: one block's weights serve every row of the band */
+    for (size_t u0 = 0; u0 < j->icu; u0 += j->kc) {
+        a.nu = j->icu - u0 < j->kc ? j->icu - u0 : j->kc;
+        a.x = j->x + b * j->x_img + u0 * j->x_unit;
+        a.w = j->k->w + ocb0 * j->w_blk + u0 * wunit;
+        a.first = u0 == 0;
+        a.last = u0 + a.nu == j->icu;
+        for (size_t oh = oh0; oh < oh1; oh++) {
+            nnf_nchwc_taps(oh, s->sh, s->pt, s->dh, s->kh, j->h, &a.kh0, &a.kh1);
+            a.ih = (ptrdiff_t)(oh * s->sh) - (ptrdiff_t)s->pt;
+            /* rebuilt when the K block or the row's clipping changes */
+            a.tab = NULL;
+            if (a.nu * (a.kh1 - a.kh0) * s->kw <= TAB_MAX) {
+                if (tab_u != u0 || tab_kh0 != a.kh0 || tab_kh1 != a.kh1) {
+                    a.ntab = tap_table(j, nob, a.nu, a.kh0, a.kh1, tab);
+                    tab_u = u0;
+                    tab_kh0 = a.kh0;
+                    tab_kh1 = a.kh1;
+                }
+                a.tab = tab;
+            }
+            /* balanced tiles: 7 pixels are 4 + 3, not 6 + 1 */
+            size_t n = ow1 - ow0, ntiles = (n + pmax - 1) / pmax, base = n / ntiles,
+                   wide = n % ntiles;
+            for (size_t t = 0, ow = ow0; t < ntiles; t++) {
+                size_t np = base + (t < wide);
+                int guard = ow < j->ow_lo || ow + np > j->ow_hi;
+                a.iw = (ptrdiff_t)(ow * s->sw) - (ptrdiff_t)s->pl;
+                size_t off = (oh * j->ow + ow) * NNF_NCHWC_B;
+                a.y = yb + off;
+                a.res = rb ? rb + off : NULL;
+                int kind = guard ? 3 : s->sw <= 2 ? (int)s->sw : 0;
+                tiles[kind][Z - 1][np - 1](j, &a);
+                ow += np;
+            }
+        }
+    }
+}
