@@ -100,6 +100,29 @@ static __attribute__((noinline)) void finish(const nnf_nchwc_conv_job *j, const 
     }
 }
 
+/* One tap's 8 input lanes into the Z x P accumulators: pixel p's input at
+ * x + p * SW * 8 (SW = 1 or 2), or at px[p] (SW = 0); lane l's weights of
+ * zmm z at w + l * wlane + 16 z. */
+static inline __attribute__((always_inline)) void tap(const int Z, const int P, const int SW,
+                                                      const float *x, const float *const *px,
+                                                      const float *w, size_t wlane,
+                                                      const __mmask16 *km, __m512 acc[ZMAX][PMAX]) {
+#pragma GCC unroll 8
+    for (int l = 0; l < NNF_NCHWC_B; l++, w += wlane) {
+        __m512 wv[ZMAX];
+#pragma GCC unroll 4
+        for (int z = 0; z < Z; z++)
+            wv[z] = _mm512_maskz_loadu_ps(km[z], w + 16 * z);
+#pragma GCC unroll 12
+        for (int p = 0; p < P; p++) {
+            __m512 xv = _mm512_set1_ps(SW ? x[p * SW * 8 + l] : px[p][l]);
+#pragma GCC unroll 4
+            for (int z = 0; z < Z; z++)
+                acc[z][p] = _mm512_fmadd_ps(wv[z], xv, acc[z][p]);
+        }
+    }
+}
+
 /* One tile of Z zmm x P pixels. G = 0: every tap of every pixel inside the
  * row, pixels SW (1 or 2, known at compile time: constant displacements
  * from one pointer) or s->sw (SW = 0: a pointer per pixel) apart; G = 1:
@@ -126,24 +149,9 @@ static inline __attribute__((always_inline)) void tile(const nnf_nchwc_conv_job 
         /* one flat loop over the row's taps (three nested ones left GCC
          * rotating the accumulators through other registers every trip) */
         const float *x0 = a->x + a->ih * (ptrdiff_t)j->x_row + a->iw * NNF_NCHWC_B;
-        for (size_t t = 0; t < a->ntab; t++) {
-            const float *xp = x0 + a->tab[2 * t], *wl = a->w + a->tab[2 * t + 1];
-#pragma GCC unroll 8
-            for (int l = 0; l < NNF_NCHWC_B; l++, wl += wlane) {
-                __m512 wv[ZMAX];
-#pragma GCC unroll 4
-                for (int z = 0; z < Z; z++)
-                    wv[z] = _mm512_maskz_loadu_ps(km[z], wl + 16 * z);
-#pragma GCC unroll 12
-                for (int p = 0; p < P; p++) {
-                    __m512 xv = _mm512_set1_ps(xp[p * SW * 8 + l]);
-#pragma GCC unroll 4
-                    for (int z = 0; z < Z; z++)
-                        acc[z][p] = _mm512_fmadd_ps(wv[z], xv, acc[z][p]);
-                }
-            }
-        }
-    } else
+        for (size_t t = 0; t < a->ntab; t++)
+            tap(Z, P, SW, x0 + a->tab[2 * t], NULL, a->w + a->tab[2 * t + 1], wlane, km, acc);
+    } else {
         for (size_t u = 0; u < a->nu; u++) {
             const float *xu = a->x + u * j->x_unit, *wu = a->w + u * wunit;
             for (size_t kh = a->kh0; kh < a->kh1; kh++) {
@@ -151,7 +159,6 @@ static inline __attribute__((always_inline)) void tile(const nnf_nchwc_conv_job 
                 const float *wp = wu + kh * s->kw * wtap;
                 for (size_t kw = 0; kw < s->kw; kw++, wp += wtap) {
                     ptrdiff_t c0 = a->iw + (ptrdiff_t)(kw * s->dw);
-                    const float *xp = G ? xr : xr + c0 * NNF_NCHWC_B;
                     const float *px[PMAX];
                     if (G || !SW) {
 #pragma GCC unroll 12
@@ -160,24 +167,12 @@ static inline __attribute__((always_inline)) void tile(const nnf_nchwc_conv_job 
                             px[p] = !G || (size_t)c < j->w ? xr + c * NNF_NCHWC_B : zeros;
                         }
                     }
-                    const float *wl = wp;
-#pragma GCC unroll 8
-                    for (int l = 0; l < NNF_NCHWC_B; l++, wl += wlane) {
-                        __m512 wv[ZMAX];
-#pragma GCC unroll 4
-                        for (int z = 0; z < Z; z++)
-                            wv[z] = _mm512_maskz_loadu_ps(km[z], wl + 16 * z);
-#pragma GCC unroll 12
-                        for (int p = 0; p < P; p++) {
-                            __m512 xv = _mm512_set1_ps(G || !SW ? px[p][l] : xp[p * SW * 8 + l]);
-#pragma GCC unroll 4
-                            for (int z = 0; z < Z; z++)
-                                acc[z][p] = _mm512_fmadd_ps(wv[z], xv, acc[z][p]);
-                        }
-                    }
+                    tap(Z, P, G || !SW ? 0 : SW, G ? xr : xr + c0 * NNF_NCHWC_B, px, wp, wlane, km,
+                        acc);
                 }
             }
         }
+    }
     if (a->last) {
         /* a copy: passing acc itself would keep it in memory in the loop */
         __m512 out[ZMAX][PMAX];
