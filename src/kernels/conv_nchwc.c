@@ -135,18 +135,24 @@ nnf_status nnf_nchwc_conv_create(const nnf_conv2d_shape *s, int in_blocked, nnf_
      * and lane, so one tile step reads one contiguous run of weights */
     size_t g = group_blocks(k->isa, k->in_blocked, s);
     for (size_t ob0 = 0; ob0 < ocb; ob0 += g) {
-        size_t nb = ocb - ob0 < g ? ocb - ob0 : g;
+        size_t nb = ocb - ob0 < g ? ocb - ob0 : g, oc0 = ob0 * NNF_NCHWC_B;
+        size_t cols = nb * NNF_NCHWC_B, valid = s->oc - oc0 < cols ? s->oc - oc0 : cols;
         float *d = k->w + ob0 * (k->w_floats / ocb);
-        for (size_t u = 0; u < units; u++)
-            for (size_t t = 0; t < taps; t++)
-                for (size_t l = 0; l < lanes; l++) {
-                    size_t ic = u * lanes + l;
-                    for (size_t ob = ob0; ob < ob0 + nb; ob++)
-                        for (size_t i = 0; i < NNF_NCHWC_B; i++) {
-                            size_t oc = ob * NNF_NCHWC_B + i;
-                            *d++ = ic < s->c && oc < s->oc ? w[(oc * s->c + ic) * taps + t] : 0.0f;
-                        }
-                }
+        /* a unit at a time ([tap][lane][cols], within L1), filled by output
+         * channel so each reads one contiguous run of W: packing in the
+         * packed order read W down its columns, a page apart (512 -> 512
+         * 3x3: 11.5 ms at load) */
+        for (size_t u = 0; u < units; u++, d += taps * lanes * cols) {
+            size_t ic0 = u * lanes, nic = s->c - ic0 < lanes ? s->c - ic0 : lanes;
+            if (nic < lanes || valid < cols)
+                memset(d, 0, taps * lanes * cols * sizeof(float));
+            for (size_t o = 0; o < valid; o++) {
+                const float *src = w + ((oc0 + o) * s->c + ic0) * taps;
+                for (size_t l = 0; l < nic; l++)
+                    for (size_t t = 0; t < taps; t++)
+                        d[(t * lanes + l) * cols + o] = src[l * taps + t];
+            }
+        }
     }
     if (wide_tiles(k)) {
         size_t px = g > 6 ? 6 : g > 4 ? 8 : 12;
