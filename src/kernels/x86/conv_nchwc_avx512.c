@@ -16,7 +16,7 @@
  *
  * Epilogue on the last K block: alpha, bias, residual before or after the
  * activation, any activation, and the padding lanes of a partial last
- * block zeroed, in nnf_ep16's order; one zmm's two halves are stored to
+ * block zeroed (nnf_ep16_apply); one zmm's two halves are stored to
  * their two blocks. Earlier K blocks store the partial sums to y. */
 #include "kernels/nchwc.h"
 #include "kernels/x86/vmath_avx512.h"
@@ -79,22 +79,8 @@ static __attribute__((noinline)) void finish(const nnf_nchwc_conv_job *j, const 
             bias = _mm512_maskz_loadu_ps(keep, e->bias + ob * NNF_NCHWC_B);
         for (int p = 0; p < P; p++) {
             size_t off = 2 * (size_t)z * j->y_blk + (size_t)p * NNF_NCHWC_B;
-            __m512 v = acc[z][p];
-            if (e->alpha != 1.0f)
-                v = _mm512_mul_ps(v, _mm512_set1_ps(e->alpha));
-            if (e->bias)
-                v = _mm512_add_ps(v, bias);
-            __m512 r = _mm512_setzero_ps();
-            if (a->res) {
-                r = load2(a->res + off, j->y_blk, both);
-                if (e->residual_scale != 1.0f)
-                    r = _mm512_mul_ps(r, _mm512_set1_ps(e->residual_scale));
-                if (!e->residual_after_act)
-                    v = _mm512_add_ps(v, r);
-            }
-            v = nnf_act16(v, &e->act);
-            if (a->res && e->residual_after_act)
-                v = _mm512_add_ps(v, r);
+            __m512 r = a->res ? load2(a->res + off, j->y_blk, both) : _mm512_setzero_ps();
+            __m512 v = nnf_ep16_apply(acc[z][p], e, e->bias != NULL, bias, a->res != NULL, r);
             store2(a->y + off, j->y_blk, both, _mm512_maskz_mov_ps(keep, v));
         }
     }

@@ -48,28 +48,6 @@ void nnf_nchwc_wino_input_avx2(const nnf_nchwc_wino *k, const float *x, size_t t
     }
 }
 
-/* bias + residual + activation on one output vector, as nnf_ep8 orders them
- * (alpha, bias, residual before or after the activation); padding lanes of
- * the last block are zeroed by the caller's mask. */
-static inline __attribute__((always_inline)) __m256
-ep_vec(__m256 v, const nnf_epilogue *e, const nnf_activation *act, __m256 bias, const float *r) {
-    if (e->alpha != 1.0f)
-        v = _mm256_mul_ps(v, _mm256_set1_ps(e->alpha));
-    v = _mm256_add_ps(v, bias);
-    __m256 res = _mm256_setzero_ps();
-    if (r) {
-        res = _mm256_loadu_ps(r);
-        if (e->residual_scale != 1.0f)
-            res = _mm256_mul_ps(res, _mm256_set1_ps(e->residual_scale));
-        if (!e->residual_after_act)
-            v = _mm256_add_ps(v, res);
-    }
-    v = nnf_act8(v, act);
-    if (r && e->residual_after_act)
-        v = _mm256_add_ps(v, res);
-    return v;
-}
-
 /* One activation kind known at compile time (nnf_act8's switch folds away). */
 static inline __attribute__((always_inline)) void
 output_act(nnf_act_kind kind, const nnf_nchwc_wino *k, const float *m, size_t mstride, size_t t0,
@@ -107,7 +85,8 @@ output_act(nnf_act_kind kind, const nnf_nchwc_wino *k, const float *m, size_t ms
                 nnf_wino_at4(u[i], o);
                 for (size_t q = 0; q < nx; q++) {
                     size_t off = off0 + i * row + q * NNF_NCHWC_B;
-                    __m256 val = ep_vec(o[q], e, &act, bias, res ? res + off : NULL);
+                    __m256 r = res ? _mm256_loadu_ps(res + off) : _mm256_setzero_ps();
+                    __m256 val = nnf_ep8_apply(o[q], e, &act, 1, bias, res != NULL, r);
                     _mm256_storeu_ps(y + off, _mm256_and_ps(val, mask));
                 }
             }

@@ -146,31 +146,45 @@ static inline __m256i nnf_mask8(size_t n) {
                               _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
-/* The epilogue on 8 values at row r, columns [col, col + 8) of the tile;
- * mask covers the valid columns (all when full). */
-static inline __m256 nnf_ep8(__m256 v, const nnf_tile_ep *t, size_t r, size_t col, int full,
-                             __m256i mask) {
-    const nnf_epilogue *e = t->ep;
+/* The epilogue's order on one vector whose bias and residual are loaded:
+ * alpha, the bias (when has_bias: adding 0 would turn -0 into +0), the
+ * residual times its scale before the activation or after it. Shared by
+ * the GEMM tile (nnf_ep8) and the kernels that load their own operands. */
+static inline __attribute__((always_inline)) __m256
+nnf_ep8_apply(__m256 v, const nnf_epilogue *e, const nnf_activation *act, int has_bias,
+              __m256 bias, int has_res, __m256 res) {
     if (e->alpha != 1.0f)
         v = _mm256_mul_ps(v, _mm256_set1_ps(e->alpha));
-    if (e->bias_kind == NNF_BIAS_PER_ROW)
-        v = _mm256_add_ps(v, _mm256_set1_ps(t->bias[r]));
-    else if (e->bias_kind == NNF_BIAS_PER_COL)
-        v = _mm256_add_ps(v, full ? _mm256_loadu_ps(t->bias + col)
-                                  : _mm256_maskload_ps(t->bias + col, mask));
-    __m256 res = _mm256_setzero_ps();
-    if (t->residual) {
-        const float *rp = t->residual + r * e->ld_residual + col;
-        res = full ? _mm256_loadu_ps(rp) : _mm256_maskload_ps(rp, mask);
+    if (has_bias)
+        v = _mm256_add_ps(v, bias);
+    if (has_res) {
         if (e->residual_scale != 1.0f)
             res = _mm256_mul_ps(res, _mm256_set1_ps(e->residual_scale));
         if (!e->residual_after_act)
             v = _mm256_add_ps(v, res);
     }
-    v = nnf_act8(v, &e->act);
-    if (t->residual && e->residual_after_act)
+    v = nnf_act8(v, act);
+    if (has_res && e->residual_after_act)
         v = _mm256_add_ps(v, res);
     return v;
+}
+
+/* The epilogue on 8 values at row r, columns [col, col + 8) of the tile;
+ * mask covers the valid columns (all when full). */
+static inline __m256 nnf_ep8(__m256 v, const nnf_tile_ep *t, size_t r, size_t col, int full,
+                             __m256i mask) {
+    const nnf_epilogue *e = t->ep;
+    __m256 bias = _mm256_setzero_ps(), res = _mm256_setzero_ps();
+    if (e->bias_kind == NNF_BIAS_PER_ROW)
+        bias = _mm256_set1_ps(t->bias[r]);
+    else if (e->bias_kind == NNF_BIAS_PER_COL)
+        bias = full ? _mm256_loadu_ps(t->bias + col) : _mm256_maskload_ps(t->bias + col, mask);
+    if (t->residual) {
+        const float *rp = t->residual + r * e->ld_residual + col;
+        res = full ? _mm256_loadu_ps(rp) : _mm256_maskload_ps(rp, mask);
+    }
+    return nnf_ep8_apply(v, e, &e->act, e->bias_kind != NNF_BIAS_NONE, bias, t->residual != NULL,
+                         res);
 }
 
 #endif

@@ -113,27 +113,38 @@ static inline __mmask16 nnf_mask16(size_t n) {
     return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1u);
 }
 
-/* The epilogue on 16 values at row r, columns [col, col + 16) of the tile. */
-static inline __m512 nnf_ep16(__m512 v, const nnf_tile_ep *t, size_t r, size_t col, __mmask16 k) {
-    const nnf_epilogue *e = t->ep;
+/* The epilogue's order on one vector whose bias and residual are loaded
+ * (nnf_ep8_apply's, on 16 lanes). */
+static inline __attribute__((always_inline)) __m512
+nnf_ep16_apply(__m512 v, const nnf_epilogue *e, int has_bias, __m512 bias, int has_res,
+               __m512 res) {
     if (e->alpha != 1.0f)
         v = _mm512_mul_ps(v, _mm512_set1_ps(e->alpha));
-    if (e->bias_kind == NNF_BIAS_PER_ROW)
-        v = _mm512_add_ps(v, _mm512_set1_ps(t->bias[r]));
-    else if (e->bias_kind == NNF_BIAS_PER_COL)
-        v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(k, t->bias + col));
-    __m512 res = _mm512_setzero_ps();
-    if (t->residual) {
-        res = _mm512_maskz_loadu_ps(k, t->residual + r * e->ld_residual + col);
+    if (has_bias)
+        v = _mm512_add_ps(v, bias);
+    if (has_res) {
         if (e->residual_scale != 1.0f)
             res = _mm512_mul_ps(res, _mm512_set1_ps(e->residual_scale));
         if (!e->residual_after_act)
             v = _mm512_add_ps(v, res);
     }
     v = nnf_act16(v, &e->act);
-    if (t->residual && e->residual_after_act)
+    if (has_res && e->residual_after_act)
         v = _mm512_add_ps(v, res);
     return v;
+}
+
+/* The epilogue on 16 values at row r, columns [col, col + 16) of the tile. */
+static inline __m512 nnf_ep16(__m512 v, const nnf_tile_ep *t, size_t r, size_t col, __mmask16 k) {
+    const nnf_epilogue *e = t->ep;
+    __m512 bias = _mm512_setzero_ps(), res = _mm512_setzero_ps();
+    if (e->bias_kind == NNF_BIAS_PER_ROW)
+        bias = _mm512_set1_ps(t->bias[r]);
+    else if (e->bias_kind == NNF_BIAS_PER_COL)
+        bias = _mm512_maskz_loadu_ps(k, t->bias + col);
+    if (t->residual)
+        res = _mm512_maskz_loadu_ps(k, t->residual + r * e->ld_residual + col);
+    return nnf_ep16_apply(v, e, e->bias_kind != NNF_BIAS_NONE, bias, t->residual != NULL, res);
 }
 
 #endif
