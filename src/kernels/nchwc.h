@@ -120,6 +120,31 @@ static inline void nnf_nchwc_taps(size_t o, size_t stride, size_t pad, size_t di
                                   size_t *k0, size_t *k1) {
     nnf_nchwc_window_taps((ptrdiff_t)(o * stride) - (ptrdiff_t)pad, k, dil, in, k0, k1);
 }
+/* The next K block's weights, fetched into L2 a slice per output row while
+ * the current block runs over the band: a block's weights (L1-sized) come
+ * from L3 when the group's weights outgrow L2 (590 KiB for 512 -> 512
+ * 3x3), and the first tile after each block change stalled on them
+ * (ResNet-50's 512-channel 3x3 at 7x7: that tile took half the time for
+ * 3/7 of the FMAs). next: the block's first float, floats: its size (0 at
+ * the last block), rows: the band's rows. */
+typedef struct nnf_nchwc_wfetch {
+    const char *base;
+    size_t off, bytes, per; /* per: bytes per row, whole lines */
+} nnf_nchwc_wfetch;
+
+static inline nnf_nchwc_wfetch nnf_nchwc_wfetch_init(const float *next, size_t floats, size_t rows) {
+    nnf_nchwc_wfetch f = {(const char *)next, 0, floats * sizeof(float), 0};
+    f.per = rows ? (f.bytes / rows + 63) & ~(size_t)63 : f.bytes;
+    return f;
+}
+
+/* The slices of the next n rows. */
+static inline void nnf_nchwc_wfetch_rows(nnf_nchwc_wfetch *f, size_t n) {
+    size_t stop = f->bytes - f->off < n * f->per ? f->bytes : f->off + n * f->per;
+    for (; f->off < stop; f->off += 64)
+        __builtin_prefetch(f->base + f->off, 0, 2); /* prefetcht1: into L2 */
+}
+
 /* nob: 1..4 output blocks (the AVX2 register tile's height). */
 void nnf_nchwc_conv_span_avx2(const nnf_nchwc_conv_job *j, size_t b, size_t ocb0, size_t nob, size_t oh0,
                               size_t oh1, size_t ow0, size_t ow1);

@@ -504,17 +504,22 @@ void nnf_nchwc_conv_span_avx2(const nnf_nchwc_conv_job *j, size_t b, size_t ocb0
     int narrow = ow0 == 0 && ow1 == j->ow && (j->ow_lo > 0 || j->ow_hi < j->ow) &&
                  j->ow * 2 < (2 * pmax - 1) * ((j->ow + pmax - 1) / pmax);
     /* K blocks outermost: one block's weights serve every row of the band */
+    const size_t wunit = s->kh * s->kw * j->lanes * nob * NNF_NCHWC_B;
     for (size_t u0 = 0; u0 < j->icu; u0 += j->kc) {
         a.u0 = u0;
         a.u1 = j->icu - u0 < j->kc ? j->icu : u0 + j->kc;
         a.first = u0 == 0;
         a.last = a.u1 == j->icu;
+        size_t next = j->icu - a.u1 < j->kc ? j->icu - a.u1 : j->kc;
+        nnf_nchwc_wfetch wf = nnf_nchwc_wfetch_init(a.w + a.u1 * wunit, next * wunit, oh1 - oh0);
         for (size_t oh = oh0; oh < oh1;) {
             size_t end = oh1 < j->oh_hi ? oh1 : j->oh_hi;
             if (narrow && oh >= j->oh_lo && oh + 1 < end) {
+                nnf_nchwc_wfetch_rows(&wf, end - oh);
                 rows(j, &a, &ec, ocb0, nob, oh, end);
                 oh = end;
             } else {
+                nnf_nchwc_wfetch_rows(&wf, 1);
                 row(j, &a, &ec, ocb0, nob, oh, ow0, ow1);
                 oh++;
             }
