@@ -120,29 +120,44 @@ static inline void nnf_nchwc_taps(size_t o, size_t stride, size_t pad, size_t di
                                   size_t *k0, size_t *k1) {
     nnf_nchwc_window_taps((ptrdiff_t)(o * stride) - (ptrdiff_t)pad, k, dil, in, k0, k1);
 }
-/* The next K block's weights, fetched into L2 a slice per output row while
- * the current block runs over the band: a block's weights (L1-sized) come
- * from L3 when the group's weights outgrow L2 (590 KiB for 512 -> 512
- * 3x3), and the first tile after each block change stalled on them
- * (ResNet-50's 512-channel 3x3 at 7x7: that tile took half the time for
- * 3/7 of the FMAs). next: the block's first float, floats: its size (0 at
- * the last block), rows: the band's rows. */
+/* The next K block's weights, fetched into L2 while the current block runs
+ * over the band: a block's weights are L1-sized, but a group's outgrow L2
+ * on the large layers (590 KiB for 512 -> 512 3x3), so each block came from
+ * L3 and the first tile after each block change stalled on it (ResNet-50's
+ * 512-channel 3x3 at 7x7: that tile took half the time for 3/7 of the
+ * FMAs). The assembly tiles take a line per tap as they go (`take`); each
+ * row start brings the cursor up to the row's share of the block, so what
+ * the C tiles do not take still arrives a row ahead. */
 typedef struct nnf_nchwc_wfetch {
     const char *base;
     size_t off, bytes, per; /* per: bytes per row, whole lines */
 } nnf_nchwc_wfetch;
 
+/* next: the next block's first float, floats: its size (0 at the last
+ * block), rows: the band's rows. */
 static inline nnf_nchwc_wfetch nnf_nchwc_wfetch_init(const float *next, size_t floats, size_t rows) {
     nnf_nchwc_wfetch f = {(const char *)next, 0, floats * sizeof(float), 0};
     f.per = rows ? (f.bytes / rows + 63) & ~(size_t)63 : f.bytes;
     return f;
 }
 
-/* The slices of the next n rows. */
-static inline void nnf_nchwc_wfetch_rows(nnf_nchwc_wfetch *f, size_t n) {
-    size_t stop = f->bytes - f->off < n * f->per ? f->bytes : f->off + n * f->per;
+/* Up to the share of the first `rows` rows of the band. */
+static inline void nnf_nchwc_wfetch_upto(nnf_nchwc_wfetch *f, size_t rows) {
+    if (!f->per)
+        return; /* nothing to fetch */
+    size_t stop = f->bytes / f->per < rows ? f->bytes : rows * f->per;
     for (; f->off < stop; f->off += 64)
         __builtin_prefetch(f->base + f->off, 0, 2); /* prefetcht1: into L2 */
+}
+
+/* Hands n lines to a tile that prefetches one per tap: returns the first,
+ * or NULL when fewer than n are left (the row starts fetch the rest). */
+static inline const char *nnf_nchwc_wfetch_take(nnf_nchwc_wfetch *f, size_t n) {
+    if (!f || f->bytes - (f->off < f->bytes ? f->off : f->bytes) < n * 64)
+        return NULL;
+    const char *p = f->base + f->off;
+    f->off += n * 64;
+    return p;
 }
 
 /* nob: 1..4 output blocks (the AVX2 register tile's height). */

@@ -40,6 +40,7 @@ typedef struct tile_arg {
     size_t q0;             /* G == 2: the first pixel, oh * ow + ow */
     const ptrdiff_t *toff; /* TL: per tap (unit, kh, kw), its input offset from tap 0 */
     struct tap_table *tt;  /* the row's taps for the assembly tiles (row() updates it) */
+    nnf_nchwc_wfetch *wf;  /* the next K block's weights, a line per tap to the assembly */
 } tile_arg;
 
 /* The table of a tile row's taps, rebuilt when the K block, the row's
@@ -140,7 +141,13 @@ tile(const nnf_nchwc_conv_job *j, const tile_arg *a, const ep_ctx *ec, const int
                 .hi = ec->hi,
                 .first = a->first,
                 .last = a->last,
+                .pf = nnf_nchwc_wfetch_take(a->wf, a->tt->n),
+                .pf_step = 64,
             };
+            if (!io.pf) {
+                io.pf = (const char *)a->w;
+                io.pf_step = 0;
+            }
             taps(a->x + a->u0 * j->x_unit +
                      (a->ih + (ptrdiff_t)(kh0 * s->dh)) * (ptrdiff_t)j->x_row + iw0 * L,
                  a->w + a->u0 * wunit + kh0 * s->kw * wtap, a->tt->e, a->tt->n, &io);
@@ -512,14 +519,15 @@ void nnf_nchwc_conv_span_avx2(const nnf_nchwc_conv_job *j, size_t b, size_t ocb0
         a.last = a.u1 == j->icu;
         size_t next = j->icu - a.u1 < j->kc ? j->icu - a.u1 : j->kc;
         nnf_nchwc_wfetch wf = nnf_nchwc_wfetch_init(a.w + a.u1 * wunit, next * wunit, oh1 - oh0);
+        a.wf = &wf;
         for (size_t oh = oh0; oh < oh1;) {
             size_t end = oh1 < j->oh_hi ? oh1 : j->oh_hi;
             if (narrow && oh >= j->oh_lo && oh + 1 < end) {
-                nnf_nchwc_wfetch_rows(&wf, end - oh);
+                nnf_nchwc_wfetch_upto(&wf, end - oh0);
                 rows(j, &a, &ec, ocb0, nob, oh, end);
                 oh = end;
             } else {
-                nnf_nchwc_wfetch_rows(&wf, 1);
+                nnf_nchwc_wfetch_upto(&wf, oh + 1 - oh0);
                 row(j, &a, &ec, ocb0, nob, oh, ow0, ow1);
                 oh++;
             }

@@ -11,8 +11,9 @@
  * ymm(4 + o * P + p); ymm0-3 hold the broadcasts and weights.
  *
  * One call runs a whole tile: accumulators from zero or from the partial
- * sums in y, n taps, then either the partial sums or the finished outputs
- * (bias, residual, clamp) stored to y. Tap t reads its input at x +
+ * sums in y, n taps (each also prefetching one line of the next K block's
+ * weights into L2, io->pf), then either the partial sums or the finished
+ * outputs (bias, residual, clamp) stored to y. Tap t reads its input at x +
  * tab[t].x bytes (pixel p at + p * XS bytes, lane l at + 4 l) and its
  * weights at w + tab[t].w bytes ([lane][OB][8], packed by conv_nchwc.c),
  * and adds, lane by lane, weight x input into the accumulators: the same
@@ -171,11 +172,15 @@ typedef struct nnf_taps_io {
     float lo, hi;      /* the clamp (+-inf: none) */
     int first;         /* start from zero, else from the partial sums in y */
     int last;          /* apply bias, residual, clamp; else store the partial sums */
+    const char *pf;    /* a line to prefetch into L2 per tap from here (the next
+                        * K block's weights, nnf_nchwc_wfetch), pf_step apart */
+    ptrdiff_t pf_step; /* 64, or 0 with pf at any readable line: none */
 } nnf_taps_io;
 _Static_assert(offsetof(nnf_taps_io, res) == 8 && offsetof(nnf_taps_io, bias) == 16 &&
                    offsetof(nnf_taps_io, ys) == 24 && offsetof(nnf_taps_io, lo) == 32 &&
                    offsetof(nnf_taps_io, hi) == 36 && offsetof(nnf_taps_io, first) == 40 &&
-                   offsetof(nnf_taps_io, last) == 44,
+                   offsetof(nnf_taps_io, last) == 44 && offsetof(nnf_taps_io, pf) == 48 &&
+                   offsetof(nnf_taps_io, pf_step) == 56,
                "nnf_taps_io offsets are baked into the assembly");
 
 typedef void (*nnf_taps_fn)(const float *x, const float *w, const nnf_tap *tab, size_t n,
@@ -187,10 +192,12 @@ typedef void (*nnf_taps_fn)(const float *x, const float *w, const nnf_tap *tab, 
 #define TAPS_FN(NAME, OB, P, XS)                                                                   \
     static void NAME(const float *x, const float *w, const nnf_tap *tab, size_t n,                 \
                      const nnf_taps_io *io) {                                                      \
-        const char *xp, *wp, *yb;                                                                  \
-        ptrdiff_t ys;                                                                              \
+        const char *xp, *wp, *yb, *pf;                                                             \
+        ptrdiff_t ys, ps;                                                                          \
         __asm__ volatile(                                                                          \
             "mov 24(%[io]), %[ys]\n\t"                                                             \
+            "mov 48(%[io]), %[pf]\n\t"                                                             \
+            "mov 56(%[io]), %[ps]\n\t"                                                             \
             "cmpl $0, 40(%[io])\n\t"                                                               \
             "je 5f\n\t" EACH(OB, P, ZERO) "jmp 6f\n"                                               \
             "5:\n\t"                                                                               \
@@ -199,6 +206,8 @@ typedef void (*nnf_taps_fn)(const float *x, const float *w, const nnf_tap *tab, 
             "jz 2f\n\t"                                                                            \
             ".p2align 5\n"                                                                         \
             "1:\n\t"                                                                               \
+            "prefetcht1 (%[pf])\n\t"                                                               \
+            "add %[ps], %[pf]\n\t"                                                                 \
             "mov (%[tab]), %[xp]\n\t"                                                              \
             "mov 8(%[tab]), %[wp]\n\t"                                                             \
             "add %[x], %[xp]\n\t"                                                                  \
@@ -222,7 +231,7 @@ typedef void (*nnf_taps_fn)(const float *x, const float *w, const nnf_tap *tab, 
             "vbroadcastss 36(%[io]), %%ymm2\n\t" EACH(OB, P, CLAMP) "8:\n\t"                       \
             "mov (%[io]), %[yb]\n\t" EACH_BLOCK(OB, P, ST_E, ST_O)                                 \
             : [tab] "+r"(tab), [n] "+r"(n), [xp] "=&r"(xp), [wp] "=&r"(wp), [yb] "=&r"(yb),        \
-              [ys] "=&r"(ys)                                                                       \
+              [ys] "=&r"(ys), [pf] "=&r"(pf), [ps] "=&r"(ps)                                       \
             : [x] "r"(x), [w] "r"(w), [io] "r"(io)                                                 \
             : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9",       \
               "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "memory", "cc");               \
