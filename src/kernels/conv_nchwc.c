@@ -1,4 +1,5 @@
-/* Dense (group 1) convolution on NCHWc8 tensors: weight packing, the work
+/* Dense convolution on NCHWc8 tensors (group 1, or groups of whole 8-channel
+ * blocks, each group a dense conv on its blocks): weight packing, the work
  * split across the pool, and the portable scalar tier. The AVX2 register
  * tiles are in x86/conv_nchwc_avx2.c, the AVX-512 ones (blocked input) in
  * x86/conv_nchwc_avx512.c.
@@ -31,12 +32,20 @@
 #define FLAT_ALIGN 24
 
 bool nnf_nchwc_conv_supported(const nnf_conv2d_shape *s) {
-    return s && s->group == 1 && s->c > 0 && s->oc > 0 && s->kh > 0 && s->kw > 0 && s->sh > 0 &&
-           s->sw > 0 && s->dh > 0 && s->dw > 0;
+    if (!s || s->group == 0 || s->c == 0 || s->oc == 0 || s->kh == 0 || s->kw == 0 || s->sh == 0 ||
+        s->sw == 0 || s->dh == 0 || s->dw == 0)
+        return false;
+    /* groups of whole blocks: each group is a dense conv on its own blocks
+     * of the input and the output (depthwise has its own kernel) */
+    return s->group == 1 || (s->c % s->group == 0 && s->oc % s->group == 0 &&
+                             (s->c / s->group) % NNF_NCHWC_B == 0 && (s->oc / s->group) % NNF_NCHWC_B == 0);
 }
 
+/* Input units one group reads: blocks of 8 channels (NCHWc8 input) or
+ * channels (NCHW input, group 1 only). */
 static size_t in_units(const nnf_nchwc_conv *k) {
-    return k->in_blocked ? nnf_nchwc_blocks(k->s.c) : k->s.c;
+    size_t cg = k->s.c / k->s.group;
+    return k->in_blocked ? nnf_nchwc_blocks(cg) : cg;
 }
 
 static size_t in_lanes(const nnf_nchwc_conv *k) {
@@ -55,7 +64,7 @@ static int wide_tiles(const nnf_nchwc_conv *k) {
  * traffic (320 -> 1280 and 512 -> 2048 at 7x7, 24 -> 144 at 56x56 ran
  * 5-15 % faster); 3x3s and stems ran faster at 4x3. */
 static size_t group_blocks(nnf_isa isa, int in_blocked, const nnf_conv2d_shape *s) {
-    size_t ocb = nnf_nchwc_blocks(s->oc);
+    size_t ocb = nnf_nchwc_blocks(s->oc / s->group); /* of one conv group */
     if (isa == NNF_ISA_SCALAR || ocb == 1)
         return 1;
     /* AVX-512 (blocked input): two blocks per zmm, up to 4 zmm high */
@@ -74,6 +83,16 @@ static size_t group_blocks(nnf_isa isa, int in_blocked, const nnf_conv2d_shape *
     if (ocb % 2 == 0)
         return 2;
     return 3;
+}
+
+/* Tile group tg of gblk output blocks (a register tile's height): each
+ * conv group's ocb_grp blocks are cut into tile groups of their own, the
+ * last one shorter, so no tile crosses a conv group (group 1: ocb_grp is
+ * every block). Its first block and its block count. */
+static size_t tile_group(size_t tg, size_t gblk, size_t ocb_grp, size_t *nob) {
+    size_t per = (ocb_grp + gblk - 1) / gblk, first = tg % per * gblk;
+    *nob = ocb_grp - first < gblk ? ocb_grp - first : gblk;
+    return tg / per * ocb_grp + first;
 }
 
 /* Every size the kernels form from the shape fits a ptrdiff_t. */
@@ -109,7 +128,8 @@ nnf_status nnf_nchwc_conv_create(const nnf_conv2d_shape *s, int in_blocked, nnf_
         return nnf_error(
             NNF_ERR_UNSUPPORTED,
             "nchwc conv: group %zu, kernel %zux%zu, stride %zux%zu, dilation %zux%zu is "
-            "not a dense 2-D convolution this kernel handles",
+            "not a 2-D convolution this kernel handles (group 1, or groups of whole 8-channel "
+            "blocks)",
             s->group, s->kh, s->kw, s->sh, s->sw, s->dh, s->dw);
     k = nnf_calloc(1, sizeof *k);
     if (!k)
@@ -117,8 +137,13 @@ nnf_status nnf_nchwc_conv_create(const nnf_conv2d_shape *s, int in_blocked, nnf_
     k->s = *s;
     k->in_blocked = in_blocked ? 1 : 0;
     k->isa = isa > nnf_cpu_get()->max_isa ? nnf_cpu_get()->max_isa : isa;
+    if (s->group > 1 && !k->in_blocked) {
+        st = nnf_error(NNF_ERR_UNSUPPORTED, "nchwc conv: a grouped conv needs blocked input");
+        goto fail;
+    }
     size_t units = in_units(k), lanes = in_lanes(k), ocb = nnf_nchwc_blocks(s->oc), taps, per_blk;
-    if (!sizes_fit(s, units, lanes) || !nnf_mul_size(s->kh, s->kw, &taps) ||
+    size_t cg = s->c / s->group;
+    if (!sizes_fit(s, k->in_blocked ? nnf_nchwc_blocks(s->c) : s->c, lanes) || !nnf_mul_size(s->kh, s->kw, &taps) ||
         !nnf_mul_size(taps, units, &per_blk) ||
         !nnf_mul_size(per_blk, lanes * NNF_NCHWC_B, &per_blk) ||
         !nnf_mul_size(per_blk, ocb, &k->w_floats) || k->w_floats > SIZE_MAX / sizeof(float)) {
@@ -134,8 +159,9 @@ nnf_status nnf_nchwc_conv_create(const nnf_conv2d_shape *s, int in_blocked, nnf_
     /* groups of g blocks (the register tile's height) interleaved per tap
      * and lane, so one tile step reads one contiguous run of weights */
     size_t g = group_blocks(k->isa, k->in_blocked, s);
-    for (size_t ob0 = 0; ob0 < ocb; ob0 += g) {
-        size_t nb = ocb - ob0 < g ? ocb - ob0 : g, oc0 = ob0 * NNF_NCHWC_B;
+    size_t ocb_grp = nnf_nchwc_blocks(s->oc / s->group), tgs = s->group * ((ocb_grp + g - 1) / g);
+    for (size_t tg = 0; tg < tgs; tg++) {
+        size_t nb, ob0 = tile_group(tg, g, ocb_grp, &nb), oc0 = ob0 * NNF_NCHWC_B;
         size_t cols = nb * NNF_NCHWC_B, valid = s->oc - oc0 < cols ? s->oc - oc0 : cols;
         float *d = k->w + ob0 * (k->w_floats / ocb);
         /* a unit at a time ([tap][lane][cols], within L1), filled by output
@@ -143,11 +169,11 @@ nnf_status nnf_nchwc_conv_create(const nnf_conv2d_shape *s, int in_blocked, nnf_
          * packed order read W down its columns, a page apart (512 -> 512
          * 3x3: 11.5 ms at load) */
         for (size_t u = 0; u < units; u++, d += taps * lanes * cols) {
-            size_t ic0 = u * lanes, nic = s->c - ic0 < lanes ? s->c - ic0 : lanes;
+            size_t ic0 = u * lanes, nic = cg - ic0 < lanes ? cg - ic0 : lanes;
             if (nic < lanes || valid < cols)
                 memset(d, 0, taps * lanes * cols * sizeof(float));
             for (size_t o = 0; o < valid; o++) {
-                const float *src = w + ((oc0 + o) * s->c + ic0) * taps;
+                const float *src = w + ((oc0 + o) * cg + ic0) * taps;
                 for (size_t l = 0; l < nic; l++)
                     for (size_t t = 0; t < taps; t++)
                         d[(t * lanes + l) * cols + o] = src[l * taps + t];
@@ -256,12 +282,21 @@ static void conv_task(void *ctx, size_t i, size_t u0, size_t ni, size_t nu) {
         size_t b = ii / t->gsplit, part = ii % t->gsplit;
         size_t g0 = t->groups * part / t->gsplit, g1 = t->groups * (part + 1) / t->gsplit;
         for (size_t g = g0; g < g1; g++) {
-            size_t ocb0 = g * t->gblk, nob = j->ocb - ocb0 < t->gblk ? j->ocb - ocb0 : t->gblk;
+            size_t nob, ocb0 = tile_group(g, t->gblk, j->ocb_grp, &nob);
+            /* a grouped conv: the job of the conv group the tile is in,
+             * its input starting at that group's blocks */
+            nnf_nchwc_conv_job jg;
+            const nnf_nchwc_conv_job *jj = j;
+            if (ocb0 >= j->ocb_grp) {
+                jg = *j;
+                jg.x += ocb0 / j->ocb_grp * j->x_grp;
+                jj = &jg;
+            }
             if (t->flat) {
                 size_t p1 = (u0 + nu) * t->chunk;
-                t->span(j, b, ocb0, nob, 0, 1, u0 * t->chunk, p1 < j->ow ? p1 : j->ow);
+                t->span(jj, b, ocb0, nob, 0, 1, u0 * t->chunk, p1 < j->ow ? p1 : j->ow);
             } else {
-                t->span(j, b, ocb0, nob, u0, u0 + nu, 0, j->ow);
+                t->span(jj, b, ocb0, nob, u0, u0 + nu, 0, j->ow);
             }
         }
     }
@@ -369,8 +404,10 @@ nnf_status nnf_nchwc_conv_run(const nnf_nchwc_conv *k, const float *x, float *y,
     }
     j.x_row = j.w * j.lanes;
     j.x_unit = j.h * j.x_row;
-    j.x_img = j.icu * j.x_unit;
+    j.x_grp = j.icu * j.x_unit;
+    j.x_img = s->group * j.x_grp;
     j.ocb = nnf_nchwc_blocks(s->oc);
+    j.ocb_grp = j.ocb / s->group;
     j.y_blk = j.oh * j.ow * NNF_NCHWC_B;
     j.y_img = j.ocb * j.y_blk;
     j.w_blk = k->w_floats / j.ocb;
@@ -385,7 +422,7 @@ nnf_status nnf_nchwc_conv_run(const nnf_nchwc_conv *k, const float *x, float *y,
     size_t unit_bytes = s->kh * s->kw * j.lanes * t.gblk * NNF_NCHWC_B * sizeof(float);
     j.kc = kc_budget() / unit_bytes;
     j.kc = j.kc ? j.kc : 1;
-    t.groups = (j.ocb + t.gblk - 1) / t.gblk;
+    t.groups = s->group * ((j.ocb_grp + t.gblk - 1) / t.gblk);
     t.span = wide_tiles(k)            ? nnf_nchwc_conv_span_avx512
              : k->isa >= NNF_ISA_AVX2 ? nnf_nchwc_conv_span_avx2
                                       : span_scalar;

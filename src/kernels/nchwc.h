@@ -56,12 +56,15 @@ void nnf_nchwc_from_nchw(const float *x, float *y, size_t n, size_t c, size_t hw
 void nnf_nchwc_to_nchw(const float *x, float *y, size_t n, size_t c, size_t hw, nnf_isa isa,
                        nnf_threadpool *pool);
 
-/* ---- dense convolution, group 1 (conv_nchwc.c, x86/conv_nchwc_avx2.c) ----
+/* ---- dense and grouped convolution (conv_nchwc.c, x86/conv_nchwc_avx2.c) ----
  * Any kernel extent, stride, dilation and padding. The input is NCHWc8, or
  * plain NCHW when in_blocked is 0 (a model's first conv with 3 channels:
- * ORT's "NCHW input" path), the output always NCHWc8. */
+ * ORT's "NCHW input" path), the output always NCHWc8. A grouped conv whose
+ * groups are whole blocks (RegNet's group widths of 8, 16, 24...) is one
+ * dense conv per group on its own blocks: the register tiles stay inside a
+ * group, each tile's input starts at its group's blocks. */
 typedef struct nnf_nchwc_conv {
-    nnf_conv2d_shape s; /* logical (unpadded) channel counts; s.group == 1 */
+    nnf_conv2d_shape s; /* logical (unpadded) channel counts; group 1 or of whole blocks */
     int in_blocked;
     nnf_isa isa;
     float *w;           /* weights repacked for the kernel (layout private to conv_nchwc.c) */
@@ -69,9 +72,11 @@ typedef struct nnf_nchwc_conv {
     char name[64];      /* "f32_conv_nchwc_avx2" */
 } nnf_nchwc_conv;
 
-/* The shapes the dense blocked conv handles (group 1, 2-D). */
+/* The shapes the dense blocked conv handles: 2-D, group 1 or groups of whole
+ * 8-channel blocks of input and output. */
 bool nnf_nchwc_conv_supported(const nnf_conv2d_shape *s);
-/* w: OC x C x KH x KW (borrowed for the call; repacked, zero-padded). */
+/* w: OC x C/group x KH x KW (borrowed for the call; repacked, zero-padded).
+ * A grouped conv needs blocked input. */
 nnf_status nnf_nchwc_conv_create(const nnf_conv2d_shape *s, int in_blocked, nnf_isa isa, const float *w,
                                  nnf_nchwc_conv **out);
 void nnf_nchwc_conv_destroy(nnf_nchwc_conv *k);
@@ -95,7 +100,9 @@ typedef struct nnf_nchwc_conv_job {
     size_t icu;                  /* input channel units: blocks (lanes 8) or channels */
     size_t h, w, oh, ow;         /* after flattening */
     size_t x_img, x_unit, x_row; /* input strides in floats */
+    size_t x_grp;                /* input floats per conv group (group > 1: x_img / group) */
     size_t ocb, y_img, y_blk;    /* output blocks, output strides in floats */
+    size_t ocb_grp;              /* output blocks per conv group (ocb when group == 1) */
     size_t w_blk;                /* packed weight floats per output block */
     size_t ow_lo, ow_hi;         /* interior columns: every kw tap inside the row */
     size_t oh_lo, oh_hi;         /* interior rows: every kh tap inside the input */

@@ -11,7 +11,8 @@
  * directly), Reshape/Flatten/Gemm and graph outputs.
  *
  * Blocked:
- *   Conv            2-D float32, constant weight, group 1 or depthwise, a
+ *   Conv            2-D float32, constant weight, group 1, depthwise or
+ *                   groups of whole 8-channel blocks, a
  *                   blocked kernel for the shape (nnf_nchwc_conv_shape),
  *                   and not a shape the NCHW Winograd kernel takes
  *   MaxPool/AveragePool (one output), GlobalAveragePool/GlobalMaxPool

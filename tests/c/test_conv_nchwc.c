@@ -30,6 +30,7 @@ typedef struct tcase {
     int bias, res, res_after;
     float alpha, res_scale;
     int nonfinite; /* put NaN and Inf into x */
+    size_t group;  /* 0: 1 */
 } tcase;
 
 /* NCHW [n][c][hw] <-> NCHWc8 [n][cb][hw][8], test-local so the test does
@@ -135,7 +136,7 @@ static void run_case(const tcase *tc, nnf_threadpool *pool2) {
                           .h = tc->h,
                           .w = tc->w,
                           .oc = tc->oc,
-                          .group = 1,
+                          .group = tc->group ? tc->group : 1,
                           .kh = tc->kh,
                           .kw = tc->kw,
                           .sh = tc->sh,
@@ -146,7 +147,8 @@ static void run_case(const tcase *tc, nnf_threadpool *pool2) {
                           .pl = tc->pl};
     s.oh = out_dim(tc->h, tc->kh, tc->sh, tc->dh, tc->pt, tc->pb);
     s.ow = out_dim(tc->w, tc->kw, tc->sw, tc->dw, tc->pl, tc->pr);
-    size_t hw = s.h * s.w, ohw = s.oh * s.ow, taps = s.kh * s.kw, K = s.c * taps;
+    size_t cg = s.c / s.group, ocg = s.oc / s.group;
+    size_t hw = s.h * s.w, ohw = s.oh * s.ow, taps = s.kh * s.kw, K = cg * taps;
     size_t ocb = nnf_nchwc_blocks(s.oc), ysize = s.n * ocb * ohw * 8;
     float *x = check_rand_buf(s.n * s.c * hw);
     float *w = check_rand_buf(s.oc * K);
@@ -178,7 +180,8 @@ static void run_case(const tcase *tc, nnf_threadpool *pool2) {
             for (size_t oy = 0; oy < s.oh; oy++)
                 for (size_t ox = 0; ox < s.ow; ox++) {
                     double acc = 0, m = 0;
-                    for (size_t c = 0; c < s.c; c++)
+                    size_t c0 = o / ocg * cg; /* the output channel's group's inputs */
+                    for (size_t c = c0; c < c0 + cg; c++)
                         for (size_t ky = 0; ky < s.kh; ky++)
                             for (size_t kx = 0; kx < s.kw; kx++) {
                                 ptrdiff_t iy = (ptrdiff_t)(oy * s.sh + ky * s.dh) - (ptrdiff_t)s.pt;
@@ -188,7 +191,7 @@ static void run_case(const tcase *tc, nnf_threadpool *pool2) {
                                     continue;
                                 double xv =
                                     x[((b * s.c + c) * s.h + (size_t)iy) * s.w + (size_t)ix];
-                                double wv = w[(o * s.c + c) * taps + ky * s.kw + kx];
+                                double wv = w[(o * cg + c - c0) * taps + ky * s.kw + kx];
                                 acc += xv * wv;
                                 m += fabs(xv * wv);
                             }
@@ -250,10 +253,10 @@ static void run_case(const tcase *tc, nnf_threadpool *pool2) {
                         bad++;
                         CHECK_MSG(
                             0,
-                            "%s: n%zu c%zu %zux%zu oc%zu k%zux%zu s%zux%zu d%zux%zu "
+                            "%s: n%zu c%zu %zux%zu oc%zu g%zu k%zux%zu s%zux%zu d%zux%zu "
                             "p%zu,%zu,%zu,%zu "
                             "blocked %d act %s bias %d res %d: y[%zu][%zu][%zu] = %.9g, want %.9g",
-                            k->name, s.n, s.c, s.h, s.w, s.oc, s.kh, s.kw, s.sh, s.sw, s.dh, s.dw,
+                            k->name, s.n, s.c, s.h, s.w, s.oc, s.group, s.kh, s.kw, s.sh, s.sw, s.dh, s.dw,
                             tc->pt, tc->pl, tc->pb, tc->pr, tc->in_blocked, act_names[ep.act.kind],
                             tc->bias, tc->res, b, o, i, got, want);
                     }
@@ -301,39 +304,66 @@ int main(void) {
 
     /* fixed shapes of interest: pointwise, 3x3, stems from NCHW, tile edges */
     static const tcase fixed[] = {
-        {1, 16, 5, 13, 24, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, {NNF_ACT_CLIP, 0, 6}, 1, 0, 0, 0, 0, 0},
-        {2, 17, 3, 61, 31, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, {NNF_ACT_NONE, 0, 0}, 1, 1, 0, 0, 0, 0},
-        {1, 64, 7, 7, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, {NNF_ACT_RELU, 0, 0}, 1, 1, 0, 0, 0, 0},
-        {1, 9, 9, 13, 17, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, {NNF_ACT_SILU, 0, 0}, 1, 0, 0, 0, 0, 0},
-        {1, 3, 13, 13, 32, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0, {NNF_ACT_CLIP, 0, 6}, 1, 0, 0, 0, 0, 0},
-        {1, 3, 17, 19, 64, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3, 0, {NNF_ACT_RELU, 0, 0}, 1, 0, 0, 0, 0, 0},
-        {1, 3, 12, 12, 32, 6, 6, 2, 2, 1, 1, 2, 2, 2, 2, 0, {NNF_ACT_SILU, 0, 0}, 1, 0, 0, 0, 0, 0},
-        {1, 8, 6, 61, 8, 1, 3, 1, 1, 1, 1, 0, 1, 0, 1, 1, {NNF_ACT_NONE, 0, 0}, 0, 0, 0, 0, 0, 0},
-        {1, 8, 9, 5, 8, 3, 1, 1, 1, 1, 1, 1, 0, 1, 0, 1, {NNF_ACT_NONE, 0, 0}, 0, 0, 0, 0, 0, 0},
-        {1, 16, 9, 13, 16, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 1, {NNF_ACT_TANH, 0, 0}, 1, 1, 0, 0, 0, 0},
+        {1, 16, 5, 13, 24, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, {NNF_ACT_CLIP, 0, 6}, 1, 0, 0, 0, 0, 0, 0},
+        {2, 17, 3, 61, 31, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, {NNF_ACT_NONE, 0, 0}, 1, 1, 0, 0, 0, 0, 0},
+        {1, 64, 7, 7, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, {NNF_ACT_RELU, 0, 0}, 1, 1, 0, 0, 0, 0, 0},
+        {1, 9, 9, 13, 17, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, {NNF_ACT_SILU, 0, 0}, 1, 0, 0, 0, 0, 0, 0},
+        {1, 3, 13, 13, 32, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0, {NNF_ACT_CLIP, 0, 6}, 1, 0, 0, 0, 0, 0, 0},
+        {1, 3, 17, 19, 64, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3, 0, {NNF_ACT_RELU, 0, 0}, 1, 0, 0, 0, 0, 0, 0},
+        {1, 3, 12, 12, 32, 6, 6, 2, 2, 1, 1, 2, 2, 2, 2, 0, {NNF_ACT_SILU, 0, 0}, 1, 0, 0, 0, 0, 0, 0},
+        {1, 8, 6, 61, 8, 1, 3, 1, 1, 1, 1, 0, 1, 0, 1, 1, {NNF_ACT_NONE, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+        {1, 8, 9, 5, 8, 3, 1, 1, 1, 1, 1, 1, 0, 1, 0, 1, {NNF_ACT_NONE, 0, 0}, 0, 0, 0, 0, 0, 0, 0},
+        {1, 16, 9, 13, 16, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 1, {NNF_ACT_TANH, 0, 0}, 1, 1, 0, 0, 0, 0, 0},
         {1, 7, 8, 13, 9, 5, 5, 3, 3, 1, 1, 2, 1, 0, 2, 1, {NNF_ACT_SIGMOID, 0, 0},
-         1, 0, 0, 0,  0, 0},
+         1, 0, 0, 0,  0, 0, 0},
         {1, 7, 8, 13, 9, 3, 3, 1, 1, 1, 1, 0, 2, 1, 0, 1, {NNF_ACT_HARD_SIGMOID, 0.2f, 0.5f},
-         1, 1, 0, 0,  0, 0},
+         1, 1, 0, 0,  0, 0, 0},
         /* kernel wider than the padded row: every pixel is a border pixel */
-        {1, 8, 4, 2, 8, 3, 5, 1, 1, 1, 1, 1, 2, 1, 2, 1, {NNF_ACT_NONE, 0, 0}, 1, 0, 0, 0, 0, 0},
+        {1, 8, 4, 2, 8, 3, 5, 1, 1, 1, 1, 1, 2, 1, 2, 1, {NNF_ACT_NONE, 0, 0}, 1, 0, 0, 0, 0, 0, 0},
         /* width 1, height 1 */
-        {1, 31, 1, 1, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, {NNF_ACT_RELU, 0, 0}, 1, 1, 0, 0, 0, 0},
+        {1, 31, 1, 1, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, {NNF_ACT_RELU, 0, 0}, 1, 1, 0, 0, 0, 0, 0},
         /* 1x1 with bottom/right padding: output rows/columns with no taps */
-        {1, 9, 3, 5, 9, 1, 1, 1, 1, 1, 1, 0, 0, 2, 1, 1, {NNF_ACT_SIGMOID, 0, 0}, 1, 0, 0, 0, 0, 0},
+        {1, 9, 3, 5, 9, 1, 1, 1, 1, 1, 1, 0, 0, 2, 1, 1, {NNF_ACT_SIGMOID, 0, 0}, 1, 0, 0, 0, 0, 0, 0},
         /* the general epilogue: alpha, scaled residual after the activation */
         {1, 17, 5, 13,   17,   3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, {NNF_ACT_RELU, 0, 0},
-         1, 1,  1, 2.0f, 0.5f, 0},
+         1, 1,  1, 2.0f, 0.5f, 0, 0},
         {1, 3, 5, 13,   9,    3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, {NNF_ACT_GELU_ERF, 0, 0},
-         1, 1, 0, 0.5f, 2.0f, 0},
+         1, 1, 0, 0.5f, 2.0f, 0, 0},
         /* NaN and Inf in x propagate; padding lanes stay exactly zero */
-        {1, 9, 5, 13, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, {NNF_ACT_NONE, 0, 0}, 1, 0, 0, 0, 0, 1},
-        {1, 9, 5, 13, 17, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, {NNF_ACT_RELU, 0, 0}, 1, 1, 0, 0, 0, 1},
+        {1, 9, 5, 13, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, {NNF_ACT_NONE, 0, 0}, 1, 0, 0, 0, 0, 1, 0},
+        {1, 9, 5, 13, 17, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, {NNF_ACT_RELU, 0, 0}, 1, 1, 0, 0, 0, 1, 0},
         {1, 3, 5, 13, 17, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0, {NNF_ACT_SIGMOID, 0, 0},
-         0, 0, 0, 0,  0,  1},
+         0, 0, 0, 0,  0,  1, 0},
     };
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
         run_case(&fixed[i], pool2);
+
+    /* grouped convs of whole blocks: groups of 8, 16, 24 channels (RegNet's
+     * widths), output groups of 1-10 blocks (tiles must not cross a group:
+     * the last tile of a group is shorter), 1x1 and 3x3 at strides 1 and 2, the padded-copy
+     * small maps and wider rows, batch 2, the residual, every tier */
+    {
+        static const size_t gc[][3] = {/* c, oc, group */
+                                       {16, 16, 2}, {48, 48, 2}, {24, 72, 3}, {32, 32, 4},  {64, 48, 2},
+                                       {96, 96, 6}, {48, 96, 6}, {80, 80, 5}, {120, 120, 5}, {16, 64, 2},
+                                       /* 5, 7 and 10 blocks per group: tile heights that do not divide */
+                                       {80, 80, 2}, {16, 112, 2}, {16, 160, 2}};
+        for (size_t i = 0; i < sizeof gc / sizeof gc[0]; i++)
+            for (int v = 0; v < 3; v++) {
+                tcase tc = {.n = 1 + (size_t)(v == 2), .c = gc[i][0], .oc = gc[i][1], .group = gc[i][2],
+                            .in_blocked = 1, .dh = 1, .dw = 1};
+                tc.kh = tc.kw = v == 1 ? 1 : 3;
+                tc.sh = tc.sw = 1 + (size_t)((i + (size_t)v) % 2);
+                tc.h = v == 0 ? 7 : 11;
+                tc.w = v == 0 ? 7 : 29;
+                tc.pt = tc.pl = tc.pb = tc.pr = tc.kh / 2;
+                tc.act = act_of((int)((i + (size_t)v) % 11));
+                tc.bias = v != 1;
+                tc.res = (i + (size_t)v) % 3 == 0;
+                tc.res_after = i % 4 == 3;
+                run_case(&tc, pool2);
+            }
+    }
 
     /* a seeded sweep over the brief's grid, every activation in turn */
     static const size_t chans[] = {1, 3, 7, 8, 9, 16, 17, 31, 64};
@@ -419,12 +449,21 @@ int main(void) {
             free(x);
             free(y);
         }
-        /* what it rejects: groups, zero strides; NULL arguments */
+        /* what it rejects: groups that are not whole blocks (9 channels in
+         * 3 groups, 16 in 2 groups into 12 outputs), a grouped conv on NCHW
+         * input, zero strides; NULL arguments */
         nnf_conv2d_shape g = s;
         g.group = 3;
         nnf_nchwc_conv *k = NULL;
         CHECK(!nnf_nchwc_conv_supported(&g));
         CHECK(nnf_nchwc_conv_create(&g, 1, NNF_ISA_AVX2, w, &k) == NNF_ERR_UNSUPPORTED && !k);
+        g.c = 16;
+        g.oc = 12;
+        g.group = 2;
+        CHECK(!nnf_nchwc_conv_supported(&g));
+        g.oc = 16;
+        CHECK(nnf_nchwc_conv_supported(&g));
+        CHECK(nnf_nchwc_conv_create(&g, 0, NNF_ISA_AVX2, w, &k) == NNF_ERR_UNSUPPORTED && !k);
         g = s;
         g.sw = 0;
         CHECK(nnf_nchwc_conv_create(&g, 1, NNF_ISA_AVX2, w, &k) == NNF_ERR_UNSUPPORTED && !k);

@@ -118,8 +118,20 @@ def case_winograd():
     return build([a, b, c], nodes, [], [c[2]], (1, 64, 22, 22)), {"nchwc.Conv"}, 2
 
 
+def case_grouped():
+    """RegNet's block: grouped 3x3 convs whose groups are whole 8-channel blocks (widths 16 and 8,
+    stride 2 and 1, 3 and 5 blocks per group) between 1x1s, a residual Add: all blocked."""
+    a = conv("a", "x", 24, 48, k=1, pad=0, act="relu")
+    b = conv("b", a[2], 48, 48, stride=2, group=3, act="relu")
+    c = conv("c", b[2], 48, 80, group=2, act="relu")
+    d = conv("d", c[2], 80, 80, k=1, pad=0)
+    e = conv("e", a[2], 48, 80, k=1, pad=0, stride=2)
+    nodes = [helper.make_node("Add", [d[2], e[2]], ["s"]), helper.make_node("Relu", ["s"], ["y"])]
+    return build([a, b, c, d, e], nodes, [], ["y"], (1, 24, 13, 17)), {"nchwc.Conv"}, 2
+
+
 CASES = {f.__name__[5:]: f for f in (case_stem_chain, case_residual_add, case_concat_resize, case_mixed_readers,
-                                      case_winograd)}
+                                      case_winograd, case_grouped)}
 
 
 def profiled_ops(path, env=None):
@@ -163,6 +175,27 @@ def test_winograd_convs_run_blocked(tmp_path):
     path.write_bytes(case_winograd()[0])
     kernels = [k for o, k in profiled_ops(path) if o == "nchwc.Conv"]
     assert len(kernels) == 3 and all("nchwc_winograd" in k for k in kernels), kernels
+
+
+def test_grouped_convs(tmp_path):
+    """Groups of whole blocks run the blocked kernel; ResNeXt's 4-channel groups stay on the NCHW
+    grouped conv (a reorder on each side) and still match ONNX Runtime."""
+    path = tmp_path / "grouped.onnx"
+    path.write_bytes(case_grouped()[0])
+    kernels = [k for o, k in profiled_ops(path) if o == "nchwc.Conv"]
+    assert len(kernels) == 5 and all("nchwc" in k and "dwconv" not in k for k in kernels), kernels
+    a = conv("a", "x", 16, 32, k=1, pad=0, act="relu")
+    b = conv("b", a[2], 32, 32, group=8, act="relu")
+    c = conv("c", b[2], 32, 16, k=1, pad=0)
+    data = build([a, b, c], [], [], [c[2]], (1, 16, 9, 9))
+    path.write_bytes(data)
+    ops = profiled_ops(path)
+    assert [o for o, _ in ops].count("Conv") == 1, ops
+    assert sum(o.startswith("nchwc.Reorder") for o, _ in ops) == 4, ops
+    x = RNG.standard_normal((1, 16, 9, 9)).astype(np.float32)
+    ref = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    got = nnfuse.run_model(data, {"x": x})[c[2]]
+    np.testing.assert_allclose(got, ref, rtol=0, atol=1e-4 * max(1.0, float(np.abs(ref).max())))
 
 
 def test_pass_can_be_disabled(tmp_path):
