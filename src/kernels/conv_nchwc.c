@@ -63,8 +63,13 @@ static int wide_tiles(const nnf_nchwc_conv *k) {
  * each weight vector serves 6 pixels, not 3, and its weights are the
  * traffic (320 -> 1280 and 512 -> 2048 at 7x7, 24 -> 144 at 56x56 ran
  * 5-15 % faster); 3x3s and stems ran faster at 4x3. */
+/* Output blocks of one conv group (every block when group == 1). */
+static size_t group_ocb(const nnf_conv2d_shape *s) {
+    return nnf_nchwc_blocks(s->oc / s->group);
+}
+
 static size_t group_blocks(nnf_isa isa, int in_blocked, const nnf_conv2d_shape *s) {
-    size_t ocb = nnf_nchwc_blocks(s->oc / s->group); /* of one conv group */
+    size_t ocb = group_ocb(s);
     if (isa == NNF_ISA_SCALAR || ocb == 1)
         return 1;
     /* AVX-512 (blocked input): two blocks per zmm, up to 4 zmm high */
@@ -85,10 +90,14 @@ static size_t group_blocks(nnf_isa isa, int in_blocked, const nnf_conv2d_shape *
     return 3;
 }
 
-/* Tile group tg of gblk output blocks (a register tile's height): each
- * conv group's ocb_grp blocks are cut into tile groups of their own, the
- * last one shorter, so no tile crosses a conv group (group 1: ocb_grp is
- * every block). Its first block and its block count. */
+/* Tile groups of gblk output blocks (a register tile's height): each conv
+ * group's ocb_grp blocks are cut into tile groups of their own, the last
+ * one shorter, so no tile crosses a conv group. */
+static size_t tile_groups(const nnf_conv2d_shape *s, size_t gblk) {
+    return s->group * ((group_ocb(s) + gblk - 1) / gblk);
+}
+
+/* Tile group tg: its first block and its block count. */
 static size_t tile_group(size_t tg, size_t gblk, size_t ocb_grp, size_t *nob) {
     size_t per = (ocb_grp + gblk - 1) / gblk, first = tg % per * gblk;
     *nob = ocb_grp - first < gblk ? ocb_grp - first : gblk;
@@ -142,8 +151,8 @@ nnf_status nnf_nchwc_conv_create(const nnf_conv2d_shape *s, int in_blocked, nnf_
         goto fail;
     }
     size_t units = in_units(k), lanes = in_lanes(k), ocb = nnf_nchwc_blocks(s->oc), taps, per_blk;
-    size_t cg = s->c / s->group;
-    if (!sizes_fit(s, k->in_blocked ? nnf_nchwc_blocks(s->c) : s->c, lanes) || !nnf_mul_size(s->kh, s->kw, &taps) ||
+    size_t cg = s->c / s->group, all_units = k->in_blocked ? nnf_nchwc_blocks(s->c) : s->c;
+    if (!sizes_fit(s, all_units, lanes) || !nnf_mul_size(s->kh, s->kw, &taps) ||
         !nnf_mul_size(taps, units, &per_blk) ||
         !nnf_mul_size(per_blk, lanes * NNF_NCHWC_B, &per_blk) ||
         !nnf_mul_size(per_blk, ocb, &k->w_floats) || k->w_floats > SIZE_MAX / sizeof(float)) {
@@ -159,9 +168,8 @@ nnf_status nnf_nchwc_conv_create(const nnf_conv2d_shape *s, int in_blocked, nnf_
     /* groups of g blocks (the register tile's height) interleaved per tap
      * and lane, so one tile step reads one contiguous run of weights */
     size_t g = group_blocks(k->isa, k->in_blocked, s);
-    size_t ocb_grp = nnf_nchwc_blocks(s->oc / s->group), tgs = s->group * ((ocb_grp + g - 1) / g);
-    for (size_t tg = 0; tg < tgs; tg++) {
-        size_t nb, ob0 = tile_group(tg, g, ocb_grp, &nb), oc0 = ob0 * NNF_NCHWC_B;
+    for (size_t tg = 0; tg < tile_groups(s, g); tg++) {
+        size_t nb, ob0 = tile_group(tg, g, group_ocb(s), &nb), oc0 = ob0 * NNF_NCHWC_B;
         size_t cols = nb * NNF_NCHWC_B, valid = s->oc - oc0 < cols ? s->oc - oc0 : cols;
         float *d = k->w + ob0 * (k->w_floats / ocb);
         /* a unit at a time ([tap][lane][cols], within L1), filled by output
@@ -407,7 +415,7 @@ nnf_status nnf_nchwc_conv_run(const nnf_nchwc_conv *k, const float *x, float *y,
     j.x_grp = j.icu * j.x_unit;
     j.x_img = s->group * j.x_grp;
     j.ocb = nnf_nchwc_blocks(s->oc);
-    j.ocb_grp = j.ocb / s->group;
+    j.ocb_grp = group_ocb(s);
     j.y_blk = j.oh * j.ow * NNF_NCHWC_B;
     j.y_img = j.ocb * j.y_blk;
     j.w_blk = k->w_floats / j.ocb;
@@ -422,7 +430,7 @@ nnf_status nnf_nchwc_conv_run(const nnf_nchwc_conv *k, const float *x, float *y,
     size_t unit_bytes = s->kh * s->kw * j.lanes * t.gblk * NNF_NCHWC_B * sizeof(float);
     j.kc = kc_budget() / unit_bytes;
     j.kc = j.kc ? j.kc : 1;
-    t.groups = s->group * ((j.ocb_grp + t.gblk - 1) / t.gblk);
+    t.groups = tile_groups(s, t.gblk);
     t.span = wide_tiles(k)            ? nnf_nchwc_conv_span_avx512
              : k->isa >= NNF_ISA_AVX2 ? nnf_nchwc_conv_span_avx2
                                       : span_scalar;

@@ -140,10 +140,13 @@ typedef struct nnf_nchwc_wfetch {
     size_t off, bytes, per; /* per: bytes per row, whole lines */
 } nnf_nchwc_wfetch;
 
-/* next: the next block's first float, floats: its size (0 at the last
- * block), rows: the band's rows. */
-static inline nnf_nchwc_wfetch nnf_nchwc_wfetch_init(const float *next, size_t floats, size_t rows) {
-    nnf_nchwc_wfetch f = {(const char *)next, 0, floats * sizeof(float), 0};
+/* The block after the one ending at unit u1 of a tile group whose weights
+ * start at w, wunit floats per unit (nothing after the last), spread over
+ * a band of `rows` rows. */
+static inline nnf_nchwc_wfetch nnf_nchwc_wfetch_init(const nnf_nchwc_conv_job *j, const float *w, size_t u1,
+                                                     size_t wunit, size_t rows) {
+    size_t units = j->icu - u1 < j->kc ? j->icu - u1 : j->kc;
+    nnf_nchwc_wfetch f = {(const char *)(w + u1 * wunit), 0, units * wunit * sizeof(float), 0};
     f.per = rows ? (f.bytes / rows + 63) & ~(size_t)63 : f.bytes;
     return f;
 }
@@ -160,7 +163,7 @@ static inline void nnf_nchwc_wfetch_upto(nnf_nchwc_wfetch *f, size_t rows) {
 /* Hands n lines to a tile that prefetches one per tap: returns the first,
  * or NULL when fewer than n are left (the row starts fetch the rest). */
 static inline const char *nnf_nchwc_wfetch_take(nnf_nchwc_wfetch *f, size_t n) {
-    if (!f || f->bytes - (f->off < f->bytes ? f->off : f->bytes) < n * 64)
+    if (f->bytes - (f->off < f->bytes ? f->off : f->bytes) < n * 64)
         return NULL;
     const char *p = f->base + f->off;
     f->off += n * 64;

@@ -132,6 +132,8 @@ tile(const nnf_nchwc_conv_job *j, const tile_arg *a, const ep_ctx *ec, const int
             (ec->partial < a->blk0 || ec->partial >= a->blk0 + (size_t)OB)) {
             const size_t wtap = (size_t)L * OB * 8, wunit = s->kh * s->kw * wtap;
             const size_t kh0 = K1 ? 0 : a->kh0;
+            /* a line of the next K block per tap, or none: any readable line, step 0 */
+            const char *pf = nnf_nchwc_wfetch_take(a->wf, a->tt->n);
             nnf_taps_io io = {
                 .y = yt,
                 .res = rt && !j->ep->residual_after_act ? rt : NULL,
@@ -141,13 +143,9 @@ tile(const nnf_nchwc_conv_job *j, const tile_arg *a, const ep_ctx *ec, const int
                 .hi = ec->hi,
                 .first = a->first,
                 .last = a->last,
-                .pf = nnf_nchwc_wfetch_take(a->wf, a->tt->n),
-                .pf_step = 64,
+                .pf = pf ? pf : (const char *)a->w,
+                .pf_step = pf ? 64 : 0,
             };
-            if (!io.pf) {
-                io.pf = (const char *)a->w;
-                io.pf_step = 0;
-            }
             taps(a->x + a->u0 * j->x_unit +
                      (a->ih + (ptrdiff_t)(kh0 * s->dh)) * (ptrdiff_t)j->x_row + iw0 * L,
                  a->w + a->u0 * wunit + kh0 * s->kw * wtap, a->tt->e, a->tt->n, &io);
@@ -517,8 +515,7 @@ void nnf_nchwc_conv_span_avx2(const nnf_nchwc_conv_job *j, size_t b, size_t ocb0
         a.u1 = j->icu - u0 < j->kc ? j->icu : u0 + j->kc;
         a.first = u0 == 0;
         a.last = a.u1 == j->icu;
-        size_t next = j->icu - a.u1 < j->kc ? j->icu - a.u1 : j->kc;
-        nnf_nchwc_wfetch wf = nnf_nchwc_wfetch_init(a.w + a.u1 * wunit, next * wunit, oh1 - oh0);
+        nnf_nchwc_wfetch wf = nnf_nchwc_wfetch_init(j, a.w, a.u1, wunit, oh1 - oh0);
         a.wf = &wf;
         for (size_t oh = oh0; oh < oh1;) {
             size_t end = oh1 < j->oh_hi ? oh1 : j->oh_hi;

@@ -254,8 +254,8 @@ void nnf_nchwc_conv_span_avx512(const nnf_nchwc_conv_job *j, size_t b, size_t oc
         a.w = j->k->w + ocb0 * j->w_blk + u0 * wunit;
         a.first = u0 == 0;
         a.last = u0 + a.nu == j->icu;
-        size_t next = j->icu - u0 - a.nu < j->kc ? j->icu - u0 - a.nu : j->kc;
-        nnf_nchwc_wfetch wf = nnf_nchwc_wfetch_init(a.w + a.nu * wunit, next * wunit, oh1 - oh0);
+        nnf_nchwc_wfetch wf =
+            nnf_nchwc_wfetch_init(j, j->k->w + ocb0 * j->w_blk, u0 + a.nu, wunit, oh1 - oh0);
         for (size_t oh = oh0; oh < oh1; oh++) {
             nnf_nchwc_wfetch_upto(&wf, oh + 1 - oh0);
             nnf_nchwc_taps(oh, s->sh, s->pt, s->dh, s->kh, j->h, &a.kh0, &a.kh1);
