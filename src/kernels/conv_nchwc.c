@@ -319,6 +319,19 @@ static size_t kc_budget(void) {
     return (l1 ? l1 : 32768) / 4 * 3;
 }
 
+/* Input units per K block: as many as kc_budget() holds for one register
+ * tile's weights (gblk output blocks), at least one. Each block but the
+ * last leaves partial sums in y. */
+static size_t k_block_units(const nnf_nchwc_conv *k, size_t gblk) {
+    size_t unit_bytes = k->s.kh * k->s.kw * in_lanes(k) * gblk * NNF_NCHWC_B * sizeof(float);
+    size_t kc = kc_budget() / unit_bytes;
+    return kc ? kc : 1;
+}
+
+bool nnf_nchwc_conv_one_pass(const nnf_nchwc_conv *k) {
+    return k && k_block_units(k, group_blocks(k->isa, k->in_blocked, &k->s)) >= in_units(k);
+}
+
 /* Padded maps at most this wide get a zero-padded copy of their input on
  * the AVX2 tier: nearly every tile of a 7- or 14-wide row touches a border
  * and ran in C at about half the rate of the assembly interior tiles
@@ -367,6 +380,11 @@ nnf_status nnf_nchwc_conv_run(const nnf_nchwc_conv *k, const float *x, float *y,
         e.bias = NULL;
     if (!e.bias)
         e.bias_kind = NNF_BIAS_NONE;
+    if (e.residual == y && (e.residual_after_act || !nnf_nchwc_conv_one_pass(k)))
+        return nnf_error(NNF_ERR_INVALID_ARGUMENT,
+                         "nchwc conv %s: the output may overwrite its residual only with the residual "
+                         "before the activation and one pass over K",
+                         k->name);
     const nnf_conv2d_shape *s = &k->s;
     if (s->n == 0 || s->oh == 0 || s->ow == 0)
         return NNF_OK;
@@ -427,9 +445,7 @@ nnf_status nnf_nchwc_conv_run(const nnf_nchwc_conv *k, const float *x, float *y,
     /* K blocks whose weights stay in the core's L1 with room for the input
      * and the accumulated outputs; the partial sums go through y exactly
      * (a float stored and reloaded), so the blocking changes no result */
-    size_t unit_bytes = s->kh * s->kw * j.lanes * t.gblk * NNF_NCHWC_B * sizeof(float);
-    j.kc = kc_budget() / unit_bytes;
-    j.kc = j.kc ? j.kc : 1;
+    j.kc = k_block_units(k, t.gblk);
     t.groups = tile_groups(s, t.gblk);
     t.span = wide_tiles(k)            ? nnf_nchwc_conv_span_avx512
              : k->isa >= NNF_ISA_AVX2 ? nnf_nchwc_conv_span_avx2

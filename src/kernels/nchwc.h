@@ -80,9 +80,19 @@ bool nnf_nchwc_conv_supported(const nnf_conv2d_shape *s);
 nnf_status nnf_nchwc_conv_create(const nnf_conv2d_shape *s, int in_blocked, nnf_isa isa, const float *w,
                                  nnf_nchwc_conv **out);
 void nnf_nchwc_conv_destroy(nnf_nchwc_conv *k);
+/* True when a run makes one pass over the input channels (K fits one K
+ * block): every output element is then written once, by the tile that
+ * reads its residual element just before, so the output may overwrite a
+ * residual added before the activation, in place, with the same bits.
+ * Several passes leave partial sums in y before the residual is read; a
+ * residual after the activation is added by a second pass over y. Depends
+ * on the shape and the tier's tiles, so the plan asks once. */
+bool nnf_nchwc_conv_one_pass(const nnf_nchwc_conv *k);
 /* y = epilogue(conv(x)), y NCHWc8 with s.oc channels. ep->bias: NULL or s.oc
  * values (NNF_BIAS_PER_ROW); ep->residual: NULL or an NCHWc8 tensor shaped
- * like y (ld_residual ignored); ep->act; alpha = 1. */
+ * like y (ld_residual ignored), which may be y itself when
+ * nnf_nchwc_conv_one_pass(k) and the residual comes before the activation
+ * (else NNF_ERR_INVALID_ARGUMENT); ep->act; alpha = 1. */
 nnf_status nnf_nchwc_conv_run(const nnf_nchwc_conv *k, const float *x, float *y, const nnf_epilogue *ep,
                               nnf_threadpool *pool);
 

@@ -227,7 +227,8 @@ static bool plan_matches(const nnf_graph *g, const nnf_node *n, nnf_buf *const *
     return true;
 }
 
-static nnf_status record_event(nnf_session *s, int node, double t0, double t1, const char *kernel) {
+static nnf_status record_event(nnf_session *s, int node, double t0, double t1, const char *kernel,
+                               int over_input) {
     if (s->n_events == s->cap_events) {
         size_t cap = s->cap_events ? s->cap_events * 2 : 256;
         nnf_profile_event *e = nnf_realloc(s->events, cap * sizeof *e);
@@ -236,7 +237,7 @@ static nnf_status record_event(nnf_session *s, int node, double t0, double t1, c
         s->events = e;
         s->cap_events = cap;
     }
-    s->events[s->n_events++] = (nnf_profile_event){node, t0 - s->t0_us, t1 - t0, kernel};
+    s->events[s->n_events++] = (nnf_profile_event){node, t0 - s->t0_us, t1 - t0, kernel, over_input};
     return NNF_OK;
 }
 
@@ -316,6 +317,25 @@ static bool can_alias(const nnf_session *s, const nnf_node *n, int oi) {
            s->slice_of[n->outputs[0]] < 0;
 }
 
+/* The input whose buffer output 0 of a planned kernel takes (its plan's
+ * in_place_input), or -1: the input dies here, the session owns its buffer
+ * and it holds output 0's bytes, no other input of the node is the same
+ * value, and output 0 is not a graph output (the caller reads those after
+ * the run). Reference kernels never run in place. */
+static int in_place_source(const nnf_session *s, const nnf_node *n, int oi, const nnf_kernel_plan *p,
+                           bool fast, size_t bytes) {
+    int ki = p->in_place_input - 1;
+    if (!fast || ki < 0 || ki >= n->n_inputs || n->inputs[ki] < 0)
+        return -1;
+    int v = n->inputs[ki];
+    for (int k = 0; k < n->n_inputs; k++)
+        if (k != ki && n->inputs[k] == v)
+            return -1;
+    const nnf_buf *b = &s->bufs[v];
+    bool same = b->numel * nnf_dtype_size(b->dtype) == bytes && s->capacity[v] >= bytes;
+    return s->owned[v] && s->last_use[v] == oi && same && s->last_use[n->outputs[0]] != INT32_MAX ? v : -1;
+}
+
 /* The buffer of an in-place Concat's output, taken when its first input is
  * produced, with the shape inferred at load (checked when the Concat runs). */
 static nnf_status concat_buffer(nnf_session *s, const nnf_node *n, int cv) {
@@ -374,6 +394,10 @@ static nnf_status run_node(nnf_session *s, int oi) {
     }
     NNF_CHECK(n->op->infer(n, tin, tout));
     bool alias = can_alias(s, n, oi), in_place = s->concat_in_place[id];
+    static const nnf_kernel_plan none;
+    const nnf_kernel_plan *p = s->plans ? &s->plans[id] : &none;
+    bool fast = p->run && plan_matches(g, n, in);
+    int over_input = -1;
     for (int k = 0; k < n->n_outputs; k++) {
         int v = n->outputs[k];
         if (v < 0) {
@@ -411,8 +435,9 @@ static nnf_status run_node(nnf_session *s, int oi) {
             out[k] = b;
             continue;
         }
-        if (k == 0 && alias) {
-            int iv = n->inputs[0];
+        int iv = k > 0 ? -1 : alias ? n->inputs[0] : in_place_source(s, n, oi, p, fast, bytes);
+        if (iv >= 0) { /* a view, or a kernel writing over its input */
+            over_input = alias ? -1 : p->in_place_input - 1;
             b->data = s->bufs[iv].data;
             s->capacity[v] = s->capacity[iv];
             s->owned[iv] = 0; /* ownership moves to the output */
@@ -429,9 +454,6 @@ static nnf_status run_node(nnf_session *s, int oi) {
             s->peak_bytes = s->live_bytes;
         out[k] = b;
     }
-    static const nnf_kernel_plan none;
-    const nnf_kernel_plan *p = s->plans ? &s->plans[id] : &none;
-    bool fast = p->run && plan_matches(g, n, in);
     if (!fast)
         for (int k = 0; k < n->n_inputs; k++)
             if (n->inputs[k] >= 0 && g->values[n->inputs[k]].released)
@@ -445,7 +467,7 @@ static nnf_status run_node(nnf_session *s, int oi) {
         return st;
     if (s->opts.profile)
         NNF_CHECK(record_event(s, id, t0, nnf_now_us(),
-                               alias ? "view" : in_place ? "in_place" : fast ? p->name : "ref"));
+                               alias ? "view" : in_place ? "in_place" : fast ? p->name : "ref", over_input));
     if (id == s->inject_node && out[0] && out[0]->dtype == NNF_DTYPE_FLOAT32)
         for (size_t i = 0; i < out[0]->numel; i++)
             ((float *)out[0]->data)[i] += s->inject_delta;

@@ -11,6 +11,7 @@ typedef struct nnf_profile_event {
     int node;
     double start_us, dur_us;
     const char *kernel; /* the plan's kernel name, or "ref" */
+    int over_input;     /* the input whose buffer output 0 took and overwrote, or -1 */
 } nnf_profile_event;
 
 /* Called after every executed node for each of its outputs (dumps, compare).

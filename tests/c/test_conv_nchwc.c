@@ -130,6 +130,8 @@ static void run_wino(const nnf_conv2d_shape *s, const tcase *tc, const float *x,
         run_wino_tier((nnf_isa)t, s, tc, x, xb, w, ep, ref, bias, res, pool2);
 }
 
+static int in_place_runs; /* cases run with the output over the residual */
+
 static void run_case(const tcase *tc, nnf_threadpool *pool2) {
     nnf_conv2d_shape s = {.n = tc->n,
                           .c = tc->c,
@@ -227,6 +229,23 @@ static void run_case(const tcase *tc, nnf_threadpool *pool2) {
         CHECK(nnf_nchwc_conv_run(k, xin, y2, &ep, pool2) == NNF_OK);
         CHECK(y1[ysize] == 12345.0f && y2[ysize] == 12345.0f);
         CHECK_MSG(memcmp(y1, y2, ysize * sizeof(float)) == 0, "%s: 1 vs 2 threads differ", k->name);
+        nnf_epilogue ip = ep;
+        ip.residual = y2;
+        if (tc->res && (tc->res_after || !nnf_nchwc_conv_one_pass(k))) { /* refused, nothing written */
+            CHECK(nnf_nchwc_conv_run(k, xin, y2, &ip, NULL) == NNF_ERR_INVALID_ARGUMENT);
+            CHECK(memcmp(y1, y2, ysize * sizeof(float)) == 0);
+            nnf_error_clear();
+        } else if (tc->res) {
+            /* the output over its residual, as the runtime runs it when the
+             * residual dies here: the same bits, on 1 and 2 threads */
+            for (int th = 0; th < 2; th++) {
+                memcpy(y2, resb, ysize * sizeof(float));
+                CHECK(nnf_nchwc_conv_run(k, xin, y2, &ip, th ? pool2 : NULL) == NNF_OK);
+                CHECK_MSG(memcmp(y1, y2, ysize * sizeof(float)) == 0,
+                          "%s: in place over the residual differs (%d threads)", k->name, th + 1);
+            }
+            in_place_runs++;
+        }
         int bad = 0;
         for (size_t b = 0; b < s.n && bad < 3; b++)
             for (size_t o = 0; o < ocb * 8 && bad < 3; o++)
@@ -541,6 +560,32 @@ int main(void) {
         CHECK(nnf_nchwc_wino_create(&s2, NNF_ISA_AVX2, w, &k) == NNF_ERR_UNSUPPORTED && !k);
         CHECK(nnf_nchwc_wino_create(&s, NNF_ISA_SCALAR, w, &k) == NNF_ERR_UNSUPPORTED && !k);
         free(w);
+    }
+    /* ResNet's bottleneck ends (1x1 + residual + ReLU: one pass over K, so
+     * run over their residual as well, in run_case); a 3x3 over 256
+     * channels takes several passes on every tier and L1 size, so its
+     * output may not overwrite the residual */
+    {
+        static const size_t rc[][3] = {{64, 256, 28}, {128, 512, 13}, {256, 1024, 7}}; /* c, oc, h = w */
+        for (size_t i = 0; i < sizeof rc / sizeof rc[0]; i++) {
+            tcase tc = {.n = 1, .c = rc[i][0], .h = rc[i][2], .w = rc[i][2], .oc = rc[i][1], .kh = 1, .kw = 1,
+                        .sh = 1, .sw = 1, .dh = 1, .dw = 1, .in_blocked = 1, .act = act_of(NNF_ACT_RELU),
+                        .bias = 1, .res = 1};
+            run_case(&tc, pool2);
+        }
+        nnf_conv2d_shape s = {.n = 1, .c = 256, .h = 7, .w = 7, .oc = 16, .group = 1, .kh = 3, .kw = 3, .sh = 1,
+                              .sw = 1, .dh = 1, .dw = 1, .pt = 1, .pl = 1, .oh = 7, .ow = 7};
+        float *w = check_rand_buf(16 * 256 * 9);
+        for (int ti = NNF_ISA_SCALAR; ti <= (int)nnf_cpu_get()->max_isa; ti++) {
+            nnf_nchwc_conv *k = NULL;
+            CHECK(nnf_nchwc_conv_create(&s, 1, (nnf_isa)ti, w, &k) == NNF_OK);
+            CHECK(k && !nnf_nchwc_conv_one_pass(k));
+            nnf_nchwc_conv_destroy(k);
+        }
+        CHECK(!nnf_nchwc_conv_one_pass(NULL));
+        free(w);
+        printf("in place over the residual: %d cases\n", in_place_runs);
+        CHECK(in_place_runs >= 20);
     }
     nnf_threadpool_destroy(pool2);
     TEST_MAIN_END();

@@ -220,3 +220,52 @@ def test_internal_ops_refused_in_model_files(op, tmp_path):
     assert r.returncode != 0
     assert "internal operator" in r.stderr and f"nnfuse.nchwc::{op}" in r.stderr and "hostile.onnx" in r.stderr, \
         r.stderr
+
+
+def case_bottlenecks(keep_h):
+    """A stem conv h and two ResNet bottlenecks whose last 1x1 fuses the residual Add (+ Relu).
+    keep_h: 'output' makes h a graph output too, 'reader' adds h to the result later; either way
+    h is still read after the first bottleneck's last conv, whose output must not overwrite it."""
+    h = conv("h", "x", 16, 32, k=1, pad=0, act="relu")
+    parts, nodes, y = [h], [], h[2]
+    for i in (1, 2):
+        a = conv(f"a{i}", y, 32, 8, k=1, pad=0, act="relu")
+        b = conv(f"b{i}", a[2], 8, 8, act="relu")
+        c = conv(f"c{i}", b[2], 8, 32, k=1, pad=0)
+        nodes += [helper.make_node("Add", [c[2], y], [f"s{i}"]), helper.make_node("Relu", [f"s{i}"], [f"r{i}"])]
+        parts += [a, b, c]
+        y = f"r{i}"
+    outputs = [y]
+    if keep_h == "output":
+        outputs.append(h[2])
+    elif keep_h == "reader":
+        nodes.append(helper.make_node("Add", [y, h[2]], ["z"]))
+        outputs = ["z"]
+    return build(parts, nodes, [], outputs, (1, 16, 12, 12))
+
+
+@pytest.mark.parametrize("keep_h,over", [(None, 2), ("output", None), ("reader", 1)])
+def test_bottleneck_writes_over_its_residual(keep_h, over, tmp_path):
+    """A conv with a fused residual that dies there writes its output over the residual's buffer
+    (the profile names the input it overwrote), never over one that is read later; results match
+    ONNX Runtime either way, also when the residual is a graph output (its blocked copy may be
+    overwritten once the reorder to the caller's layout has read it)."""
+    data = case_bottlenecks(keep_h)
+    path = tmp_path / "bottlenecks.onnx"
+    path.write_bytes(data)
+    trace = tmp_path / "trace.json"
+    subprocess.run([NNF_BIN, "profile", str(path), "-o", str(trace), "--threads", "1", "--iterations", "1"],
+                   check=True, capture_output=True)
+    events = [e for e in json.loads(trace.read_text()) if e.get("cat") == "Node"]
+    overwritten = sorted(e["args"]["over_input"].removesuffix(".nchwc8") for e in events if "over_input" in e["args"])
+    if over is not None:
+        assert len(overwritten) == over and ("h.r" in overwritten) == (keep_h is None), overwritten
+    sess = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    x = RNG.standard_normal((1, 16, 12, 12)).astype(np.float32)
+    names = [o.name for o in sess.get_outputs()]
+    ref = dict(zip(names, sess.run(None, {"x": x})))
+    for threads in (1, 2):
+        got = nnfuse.run_model(data, {"x": x}, threads=threads)
+        for n in names:
+            np.testing.assert_allclose(got[n], ref[n], rtol=0, atol=1e-4 * max(1.0, float(np.abs(ref[n]).max())),
+                                       err_msg=f"output {n}, {threads} threads")

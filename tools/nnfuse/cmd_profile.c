@@ -211,6 +211,10 @@ static int write_trace(const char *path, const prof_ctx *ctx, const nnf_profile_
         cli_json_string(f, n->op_type);
         fprintf(f, ", \"node_index\": \"%d\", \"provider\": \"nnfuse\", \"kernel\": ", ev[i].node);
         cli_json_string(f, ev[i].kernel ? ev[i].kernel : "ref");
+        if (ev[i].over_input >= 0 && ev[i].over_input < n->n_inputs && n->inputs[ev[i].over_input] >= 0) {
+            fputs(", \"over_input\": ", f); /* wrote its output over this dying input's buffer */
+            cli_json_string(f, ctx->g->values[n->inputs[ev[i].over_input]].name);
+        }
         if (n->fused_from && n->n_fused_from > 0) {
             fputs(", \"fused_from\": [", f);
             for (int k = 0; k < n->n_fused_from; k++) {
