@@ -63,11 +63,11 @@ typedef struct nnf_kernel_plan {
     /* bit k set: input k's constant data was packed into state and run never
      * reads it, so the loader may release the unpacked copy */
     unsigned packed_inputs;
-    /* k + 1: run may write output 0 over input k (it reads each element of
-     * input k just before writing the same element of output 0, and
-     * nothing else of input k), so when input k dies at this node the
-     * runtime hands its buffer to the output; 0: never */
-    int in_place_input;
+    /* bit k set: run may write output 0 over input k (it reads each
+     * element of input k just before writing the same element of output 0,
+     * and nothing else of input k), so when input k dies at this node the
+     * runtime may hand its buffer to the output */
+    unsigned in_place_inputs;
 } nnf_kernel_plan;
 /* Shapes in in/out are fully known; constant inputs (weights) carry data. */
 #define NNF_PLAN_ARGS const nnf_node *node, const nnf_tinfo *in, const nnf_tinfo *out, nnf_kernel_plan *plan

@@ -117,6 +117,7 @@ nnf_status nnf_plan_unary(NNF_PLAN_ARGS) {
     s->u = u;
     snprintf(s->name, sizeof s->name, "f32_%s_%s", unop_name(u.op), s->k->suffix);
     plan_set(plan, s, unary_run);
+    plan->in_place_inputs = 1u; /* element i read, then written */
     return NNF_OK;
 }
 
@@ -146,6 +147,7 @@ nnf_status nnf_plan_clip(NNF_PLAN_ARGS) {
     s->u = (nnf_ew_unary){NNF_EWU_CLIP, lo, hi};
     snprintf(s->name, sizeof s->name, "f32_clip_%s", s->k->suffix);
     plan_set(plan, s, unary_run);
+    plan->in_place_inputs = 1u;
     return NNF_OK;
 }
 
@@ -206,6 +208,7 @@ nnf_status nnf_plan_binary(NNF_PLAN_ARGS) {
         snprintf(s->name, sizeof s->name, "f32_pow_%s_%s", op == NNF_EWU_SQUARE ? "2" : "half",
                  s->k->suffix);
         plan_set(plan, s, pow_run);
+        plan->in_place_inputs = 1u;
         return NNF_OK;
     }
     nnf_ew_binop op;
@@ -233,6 +236,11 @@ nnf_status nnf_plan_binary(NNF_PLAN_ARGS) {
     snprintf(s->name, sizeof s->name, "f32_%s_%s_%s", names[op], nnf_ew_bcast_name(bc.kind),
              s->k->suffix);
     plan_set(plan, s, binary_run);
+    /* an operand as large as the output is read at the output's index, just
+     * before that element is written; a broadcast one is read again */
+    for (int k = 0; k < 2; k++)
+        if (nnf_shape_numel(&in[k].shape) == nnf_shape_numel(&out[0].shape))
+            plan->in_place_inputs |= 1u << k;
     return NNF_OK;
 }
 

@@ -181,7 +181,7 @@ nnf_status nnf_plan_nchwc_conv(NNF_PLAN_ARGS) {
      * when that dies here: no new output buffer, and its lines are already
      * in cache (ResNet-50's 64 -> 256 at 56x56: 1.93 -> 1.70 ms) */
     if (st->dense && st->residual_input >= 0 && nnf_nchwc_conv_one_pass(st->dense))
-        plan->in_place_input = st->residual_input + 1;
+        plan->in_place_inputs = 1u << st->residual_input;
     return bind(plan, st->dense ? st->dense->name : st->wino ? st->wino->name : st->dw->name, conv_run, st,
                 conv_state_free);
 }

@@ -317,23 +317,27 @@ static bool can_alias(const nnf_session *s, const nnf_node *n, int oi) {
            s->slice_of[n->outputs[0]] < 0;
 }
 
-/* The input whose buffer output 0 of a planned kernel takes (its plan's
- * in_place_input), or -1: the input dies here, the session owns its buffer
- * and it holds output 0's bytes, no other input of the node is the same
- * value, and output 0 is not a graph output (the caller reads those after
- * the run). Reference kernels never run in place. */
+/* The input (its index in the node) whose buffer output 0 of a planned
+ * kernel takes, among those its plan allows (in_place_inputs), or -1: the
+ * input dies here, the session owns its buffer and it holds output 0's
+ * bytes, no other input of the node is the same value, and output 0 is not
+ * a graph output (the caller reads those after the run). Reference kernels
+ * never run in place. */
 static int in_place_source(const nnf_session *s, const nnf_node *n, int oi, const nnf_kernel_plan *p,
                            bool fast, size_t bytes) {
-    int ki = p->in_place_input - 1;
-    if (!fast || ki < 0 || ki >= n->n_inputs || n->inputs[ki] < 0)
+    if (!fast || !p->in_place_inputs || s->last_use[n->outputs[0]] == INT32_MAX)
         return -1;
-    int v = n->inputs[ki];
-    for (int k = 0; k < n->n_inputs; k++)
-        if (k != ki && n->inputs[k] == v)
-            return -1;
-    const nnf_buf *b = &s->bufs[v];
-    bool same = b->numel * nnf_dtype_size(b->dtype) == bytes && s->capacity[v] >= bytes;
-    return s->owned[v] && s->last_use[v] == oi && same && s->last_use[n->outputs[0]] != INT32_MAX ? v : -1;
+    for (int ki = 0; ki < n->n_inputs && ki < 32; ki++) {
+        int v = n->inputs[ki], twice = 0;
+        if (!(p->in_place_inputs >> ki & 1u) || v < 0 || !s->owned[v] || s->last_use[v] != oi)
+            continue;
+        for (int k = 0; k < n->n_inputs; k++)
+            twice |= k != ki && n->inputs[k] == v;
+        const nnf_buf *b = &s->bufs[v];
+        if (!twice && b->numel * nnf_dtype_size(b->dtype) == bytes && s->capacity[v] >= bytes)
+            return ki;
+    }
+    return -1;
 }
 
 /* The buffer of an in-place Concat's output, taken when its first input is
@@ -435,9 +439,12 @@ static nnf_status run_node(nnf_session *s, int oi) {
             out[k] = b;
             continue;
         }
-        int iv = k > 0 ? -1 : alias ? n->inputs[0] : in_place_source(s, n, oi, p, fast, bytes);
+        int iv = -1;
+        if (k == 0 && alias)
+            iv = n->inputs[0];
+        else if (k == 0 && (over_input = in_place_source(s, n, oi, p, fast, bytes)) >= 0)
+            iv = n->inputs[over_input];
         if (iv >= 0) { /* a view, or a kernel writing over its input */
-            over_input = alias ? -1 : p->in_place_input - 1;
             b->data = s->bufs[iv].data;
             s->capacity[v] = s->capacity[iv];
             s->owned[iv] = 0; /* ownership moves to the output */

@@ -3,12 +3,17 @@
 Each case builds a one-node ONNX model with onnx.helper, runs it through the
 nnfuse Python binding (nnfuse.run_model) and compares with onnxruntime on the
 same model (and, where ONNX semantics differ from ORT's, with numpy)."""
+import json
+import subprocess
+
 import numpy as np
 import onnx
+import onnxruntime as ort
 import pytest
 from onnx import helper
 
 import nnfuse
+from conftest import NNF_BIN
 
 ort = pytest.importorskip("onnxruntime")
 
@@ -306,3 +311,67 @@ def test_argminmax(op, axis, keepdims, last):
     x = np.round(rand(3, 4, 5))  # plenty of ties
     attrs = {"axis": axis, "keepdims": keepdims, "select_last_index": last}
     assert_same(*run_both(op, [("x", x)], attrs, opset=13))
+
+
+# --- in place ------------------------------------------------------------------
+
+def chain_model(op, attrs, shapes, opset, swap=False):
+    """t_i = Neg(x_i) (buffers of the session's own), u = op(t...) [operands swapped], y = Neg(u):
+    each t dies at op, so a planned element-wise kernel writes u over an operand as large as u
+    (never y: a graph output gets a buffer of its own)."""
+    xs = [helper.make_tensor_value_info(f"x{i}", onnx.TensorProto.FLOAT, list(s)) for i, s in enumerate(shapes)]
+    nodes = [helper.make_node("Neg", [f"x{i}"], [f"t{i}"]) for i in range(len(shapes))]
+    ts = [f"t{i}" for i in range(len(shapes))]
+    nodes.append(helper.make_node(op, ts[::-1] if swap else ts, ["u"], name="op", **(attrs or {})))
+    nodes.append(helper.make_node("Neg", ["u"], ["y"]))
+    out = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)
+    model = helper.make_model(helper.make_graph(nodes, "chain", xs, [out]),
+                              opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    return model.SerializeToString()
+
+
+def overwritten(model, tmp_path):
+    """(kernel, the input it overwrote or None) of the node named 'op' in one profiled run."""
+    path, trace = tmp_path / "m.onnx", tmp_path / "t.json"
+    path.write_bytes(model)
+    subprocess.run([NNF_BIN, "profile", str(path), "-o", str(trace), "--iterations", "1"], check=True,
+                   capture_output=True)
+    return [(e["args"]["kernel"], e["args"].get("over_input")) for e in json.loads(trace.read_text())
+            if e.get("cat") == "Node" and e["name"] == "op"]
+
+
+IN_PLACE = [(op, attrs, rng) for op, attrs, rng in UNARY if op != "Log"] + [("Clip", {}, (-3, 3))]
+
+
+@pytest.mark.parametrize("op,attrs,rng", IN_PLACE, ids=[f"{u[0]}{'_' + '_'.join(u[1]) if u[1] else ''}" for u in IN_PLACE])
+def test_unary_over_its_input(op, attrs, rng, tmp_path):
+    """Every unary op whose input dies there (a planned kernel then writes over it, as the profile
+    says; reference kernels never do), on 1 and 2 threads (120k values: several ranges), matches
+    ONNX Runtime."""
+    x = rand(3, 40000, lo=-rng[1], hi=-rng[0])  # negated in the model
+    model = chain_model(op, attrs, [x.shape], 20 if op == "Gelu" else 18)
+    want = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, {"x0": x})[0]
+    for threads in (1, 2):
+        assert_same(nnfuse.run_model(model, {"x0": x}, threads=threads)["y"], want, rtol=2e-5, atol=2e-6)
+    [(kernel, over)] = overwritten(model, tmp_path)
+    assert over == (None if kernel == "ref" else "t0"), (kernel, over)
+
+
+@pytest.mark.parametrize("op", ["Add", "Sub", "Mul", "Div", "Max", "Min", "PRelu"])
+@pytest.mark.parametrize("shapes", [((3, 40000), (3, 40000)), ((3, 40000), (40000,)), ((3, 40000), (3, 1))],
+                         ids=["same", "row", "column"])
+@pytest.mark.parametrize("swap", [False, True])
+def test_binary_over_its_input(op, shapes, swap, tmp_path):
+    """A binary op writes over whichever operand is as large as the output and dies there; the
+    profile names it; results match ONNX Runtime on 1 and 2 threads."""
+    if op == "PRelu" and swap and shapes[0] != shapes[1]:
+        pytest.skip("PRelu's slope broadcasts to X only")
+    feeds = {"x0": rand(*shapes[0]), "x1": rand(*shapes[1], lo=0.5, hi=3.0)}
+    model = chain_model(op, None, shapes, 18, swap)
+    want = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    for threads in (1, 2):
+        assert_same(nnfuse.run_model(model, feeds, threads=threads)["y"], want)
+    # the first slot as large as the output: t0 unless swapped with both full size
+    over = [o for _, o in overwritten(model, tmp_path)]
+    assert over == ["t1" if swap and shapes[0] == shapes[1] else "t0"], over
