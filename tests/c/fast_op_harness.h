@@ -37,6 +37,7 @@ typedef struct f_res {
     size_t numel[F_MAX_OUT];
     void *fast[F_MAX_OUT], *ref[F_MAX_OUT];
     int n_out;
+    int in_place_runs; /* runs with output 0 over an input the plan allows it over */
 } f_res;
 
 static inline void f_free(f_res *r) {
@@ -59,6 +60,10 @@ static inline nnf_attr f_ints(const char *name, const int64_t *v, int n) {
 static inline nnf_attr f_str(const char *name, const char *v) {
     return (nnf_attr){.name = name, .type = NNF_ATTR_STRING, .s = v, .s_len = strlen(v)};
 }
+
+/* Runs with output 0 over an input, over all f_run calls (tests check that
+ * the in-place path was exercised). */
+static int f_in_place_total;
 
 /* plan_fn NULL: the op table's plan. n_out outputs (the first n_out of the op). */
 static inline f_res f_run(const char *op, int opset, nnf_attr *attrs, int n_attrs, const f_in *ins,
@@ -156,6 +161,31 @@ static inline f_res f_run(const char *op, int opset, nnf_attr *attrs, int n_attr
     if (plan.run) {
         nnf_kctx fctx = {.pool = pool, .state = plan.state};
         r.status = plan.run(node, pin, pfast, &fctx);
+        /* each input the plan may overwrite (in_place_inputs), as the
+         * runtime runs it when that input dies at the node: output 0 in a
+         * copy of the input must come out with the same bytes */
+        size_t ob = n_out > 0 ? r.numel[0] * nnf_dtype_size(r.dtype[0]) : 0;
+        for (int i = 0; r.status == NNF_OK && n_out > 0 && i < n_in; i++) {
+            if (!(plan.in_place_inputs >> i & 1u) || !pin[i] ||
+                pin[i]->numel * nnf_dtype_size(pin[i]->dtype) != ob)
+                continue;
+            nnf_buf io = bfast[0], keep = bin[i];
+            io.data = malloc(ob + 16);
+            memcpy(io.data, pin[i]->data, ob);
+            bin[i].data = io.data;
+            nnf_buf *pio[F_MAX_OUT];
+            memcpy(pio, pfast, sizeof pio);
+            pio[0] = &io;
+            r.status = plan.run(node, pin, pio, &fctx);
+            if (r.status == NNF_OK && memcmp(io.data, r.fast[0], ob)) {
+                fprintf(stderr, "%s [%s]: output over input %d differs\n", op, r.name, i);
+                r.status = NNF_ERR_INTERNAL;
+            }
+            bin[i] = keep;
+            free(io.data);
+            r.in_place_runs++;
+            f_in_place_total++;
+        }
     }
 done:
     if (r.status != NNF_OK)
