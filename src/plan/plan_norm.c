@@ -91,6 +91,7 @@ nnf_status nnf_plan_layernorm(NNF_PLAN_ARGS) {
     plan->run = ln_run;
     plan->state = s;
     plan->free_state = state_free;
+    plan->in_place_inputs = 1u; /* a row's last pass reads x[i], then writes y[i] */
     return NNF_OK;
 }
 
@@ -159,5 +160,6 @@ nnf_status nnf_plan_batchnorm(NNF_PLAN_ARGS) {
     plan->run = bn_run;
     plan->state = s;
     plan->free_state = bn_free;
+    plan->in_place_inputs = 1u; /* element-wise */
     return NNF_OK;
 }
