@@ -9,6 +9,20 @@ os.environ.setdefault("NNF_LIB", str(ROOT / "build" / "libnnfuse.so"))
 NNF_BIN = os.environ.get("NNF_BIN", str(ROOT / "build" / "nnfuse"))
 
 
+def profile_nodes(path, *args, env=None):
+    """The "Node" events of `nnfuse profile PATH ARGS... -o TRACE` (its Chrome trace), in run
+    order; the trace goes beside the model (PATH with .trace.json)."""
+    import json
+    import subprocess
+    path = pathlib.Path(path)
+    trace = path.with_suffix(".trace.json")
+    subprocess.run([NNF_BIN, "profile", str(path), *map(str, args), "-o", str(trace)], check=True,
+                   capture_output=True, env=env)
+    events = json.loads(trace.read_text())
+    events = events["traceEvents"] if isinstance(events, dict) else events
+    return [e for e in events if e.get("cat") == "Node"]
+
+
 # --- zoo and conformance fixtures (tests/py/test_zoo.py, test_conformance.py) ---
 import pytest  # noqa: E402
 

@@ -3,16 +3,13 @@ at it runs nothing, its inputs having been produced into their slices of its out
 Concat copies. Each case is checked against ONNX Runtime, on repeated runs (the second reuses
 cached buffers), at -O0, -O2 (NCHW) and -O3 (NCHWc8 blocks), and the profile says which kernel the
 Concat ran."""
-import json
-import subprocess
-
 import numpy as np
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import nnfuse
-from conftest import NNF_BIN
+from conftest import profile_nodes
 
 RNG = np.random.default_rng(23)
 
@@ -82,13 +79,9 @@ def nested():
 
 
 def concat_kernels(path, level):
-    trace = path.parent / f"trace{level}.json"
-    subprocess.run([NNF_BIN, "profile", str(path), f"-O{level}", "--iterations", "1", "--top", "0", "-o",
-                    str(trace)], check=True, capture_output=True)
-    events = json.loads(trace.read_text())
-    events = events if isinstance(events, list) else events["traceEvents"]
-    return {e["name"]: e["args"]["kernel"] for e in events
-            if e.get("cat") == "Node" and e.get("args", {}).get("op_name") == "Concat"}
+    return {e["name"]: e["args"]["kernel"]
+            for e in profile_nodes(path, f"-O{level}", "--iterations", 1, "--top", 0)
+            if e.get("args", {}).get("op_name") == "Concat"}
 
 
 @pytest.mark.parametrize("name", sorted(cases()))

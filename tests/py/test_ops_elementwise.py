@@ -3,9 +3,6 @@
 Each case builds a one-node ONNX model with onnx.helper, runs it through the
 nnfuse Python binding (nnfuse.run_model) and compares with onnxruntime on the
 same model (and, where ONNX semantics differ from ORT's, with numpy)."""
-import json
-import subprocess
-
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -13,7 +10,7 @@ import pytest
 from onnx import helper
 
 import nnfuse
-from conftest import NNF_BIN
+from conftest import profile_nodes
 
 ort = pytest.importorskip("onnxruntime")
 
@@ -333,12 +330,10 @@ def chain_model(op, attrs, shapes, opset, swap=False):
 
 def overwritten(model, tmp_path):
     """(kernel, the input it overwrote or None) of the node named 'op' in one profiled run."""
-    path, trace = tmp_path / "m.onnx", tmp_path / "t.json"
+    path = tmp_path / "m.onnx"
     path.write_bytes(model)
-    subprocess.run([NNF_BIN, "profile", str(path), "-o", str(trace), "--iterations", "1"], check=True,
-                   capture_output=True)
-    return [(e["args"]["kernel"], e["args"].get("over_input")) for e in json.loads(trace.read_text())
-            if e.get("cat") == "Node" and e["name"] == "op"]
+    return [(e["args"]["kernel"], e["args"].get("over_input")) for e in profile_nodes(path, "--iterations", 1)
+            if e["name"] == "op"]
 
 
 IN_PLACE = [(op, attrs, rng) for op, attrs, rng in UNARY if op != "Log"] + [("Clip", {}, (-3, 3))]

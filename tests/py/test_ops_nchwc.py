@@ -4,7 +4,6 @@ Runtime's results, the pass must really have blocked them (the profile's kernels
 internal ops of domain nnfuse.nchwc keep their ONNX names, plus 'ReorderInput' and 'ReorderOutput'),
 reorders must appear only at region edges, and a model file that names an internal op is refused
 with a clear message."""
-import json
 import os
 import subprocess
 
@@ -14,7 +13,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import nnfuse
-from conftest import NNF_BIN
+from conftest import NNF_BIN, profile_nodes
 
 RNG = np.random.default_rng(11)
 
@@ -137,12 +136,7 @@ CASES = {f.__name__[5:]: f for f in (case_stem_chain, case_residual_add, case_co
 def profiled_ops(path, env=None):
     """(op, kernel) of every node event of one profiled run at -O3; blocked ops (kernel names say
     nchwc) as 'nchwc.<op>'."""
-    trace = path.with_suffix(".trace.json")
-    subprocess.run([NNF_BIN, "profile", str(path), "-o", str(trace), "--threads", "2"], check=True,
-                   capture_output=True, env=env)
-    events = json.loads(trace.read_text())
-    events = events["traceEvents"] if isinstance(events, dict) else events
-    ops = [(e["args"]["op_name"], e["args"]["kernel"]) for e in events if e.get("cat") == "Node"]
+    ops = [(e["args"]["op_name"], e["args"]["kernel"]) for e in profile_nodes(path, "--threads", 2, env=env)]
     return [("nchwc." + o if "nchwc" in k or o.startswith("Reorder") else o, k) for o, k in ops]
 
 
@@ -253,10 +247,7 @@ def test_bottleneck_writes_over_its_residual(keep_h, over, tmp_path):
     data = case_bottlenecks(keep_h)
     path = tmp_path / "bottlenecks.onnx"
     path.write_bytes(data)
-    trace = tmp_path / "trace.json"
-    subprocess.run([NNF_BIN, "profile", str(path), "-o", str(trace), "--threads", "1", "--iterations", "1"],
-                   check=True, capture_output=True)
-    events = [e for e in json.loads(trace.read_text()) if e.get("cat") == "Node"]
+    events = profile_nodes(path, "--threads", 1, "--iterations", 1)
     overwritten = sorted(e["args"]["over_input"].removesuffix(".nchwc8") for e in events
                          if "over_input" in e["args"] and e["args"]["op_name"] == "Conv")
     if over is not None:
