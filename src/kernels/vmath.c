@@ -11,6 +11,7 @@ static float vm_scalar(nnf_vm_fn fn, float x) {
     case NNF_VM_SIGMOID: return nnf_f32_sigmoid(x);
     case NNF_VM_TANH: return tanhf(x);
     case NNF_VM_ERF: return erff(x);
+    case NNF_VM_SILU: return x * nnf_f32_sigmoid(x);
     }
     return x;
 }

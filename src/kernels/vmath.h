@@ -10,7 +10,9 @@
 
 #include <stddef.h>
 
-typedef enum nnf_vm_fn { NNF_VM_EXP = 0, NNF_VM_SIGMOID, NNF_VM_TANH, NNF_VM_ERF } nnf_vm_fn;
+/* NNF_VM_SILU: x * sigmoid(x) as the conv and GEMM epilogues compute it
+ * (AVX2: nnf_silu8_fast). */
+typedef enum nnf_vm_fn { NNF_VM_EXP = 0, NNF_VM_SIGMOID, NNF_VM_TANH, NNF_VM_ERF, NNF_VM_SILU } nnf_vm_fn;
 
 /* y[i] = fn(x[i]); x and y may be the same array. */
 void nnf_vmath(nnf_isa isa, nnf_vm_fn fn, const float *x, float *y, size_t n);

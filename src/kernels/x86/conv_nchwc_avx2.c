@@ -337,6 +337,19 @@ static const tile_fn tiles[8][2][4][8] = {
     {ROW(tilet, 1), ROW(tilet, 8)},   {ROW(tileq, 1), ROW(tileq, 8)}};
 static const size_t tile_px[4] = {8, 6, 4, 3};
 
+/* The second pass's last steps on pixel i: a residual after the
+ * activation, padding lanes zeroed, the store. */
+static inline __attribute__((always_inline)) void post_store(const nnf_epilogue *e, float *y,
+                                                             const float *r, size_t i, int part,
+                                                             __m256i lanes, __m256 v) {
+    if (r && e->residual_after_act)
+        v = _mm256_add_ps(v, _mm256_mul_ps(_mm256_set1_ps(e->residual_scale),
+                                           _mm256_loadu_ps(r + 8 * i)));
+    if (part)
+        v = _mm256_and_ps(v, _mm256_castsi256_ps(lanes));
+    _mm256_storeu_ps(y + 8 * i, v);
+}
+
 /* The second pass on npx pixels of one block: activation, a residual after
  * it, padding lanes zeroed. */
 static inline __attribute__((always_inline)) void post_act(nnf_act_kind kind, const nnf_epilogue *e,
@@ -344,15 +357,21 @@ static inline __attribute__((always_inline)) void post_act(nnf_act_kind kind, co
                                                            int part, __m256i lanes) {
     nnf_activation act = e->act;
     act.kind = kind;
-    __m256 scale = _mm256_set1_ps(e->residual_scale);
-    for (size_t i = 0; i < npx; i++) {
+    size_t i = 0;
+    /* four pixels at a time: SiLU side by side (nnf_silu8_fast_n) */
+    for (; i + 4 <= npx; i += 4) {
+        __m256 v[4];
+        NNF_EACH(u, 4) v[u] = _mm256_loadu_ps(y + 8 * (i + u));
+        if (kind == NNF_ACT_SILU)
+            nnf_silu8_fast_n(v, 4);
+        else
+            NNF_EACH(u, 4) v[u] = nnf_act8(v[u], &act);
+        NNF_EACH(u, 4) post_store(e, y, r, i + u, part, lanes, v[u]);
+    }
+    for (; i < npx; i++) {
         __m256 v = _mm256_loadu_ps(y + 8 * i);
-        v = kind == NNF_ACT_SILU ? nnf_silu8_fast(v) : nnf_act8(v, &act);
-        if (r && e->residual_after_act)
-            v = _mm256_add_ps(v, _mm256_mul_ps(scale, _mm256_loadu_ps(r + 8 * i)));
-        if (part)
-            v = _mm256_and_ps(v, _mm256_castsi256_ps(lanes));
-        _mm256_storeu_ps(y + 8 * i, v);
+        post_store(e, y, r, i, part, lanes,
+                   kind == NNF_ACT_SILU ? nnf_silu8_fast(v) : nnf_act8(v, &act));
     }
 }
 

@@ -140,6 +140,19 @@ static inline __m256 u_pow_half(__m256 v, const uconst *c) {
 
 void nnf_ew_unary_avx2(const nnf_ew_unary *u, const float *x, float *y, size_t n) {
     const uconst c = {_mm256_set1_ps(u->alpha), _mm256_set1_ps(u->beta)};
+    if (u->op == NNF_EWU_SIGMOID) {
+        /* four vectors side by side (nnf_sigmoid8_n), the rest below */
+        size_t done = n / 32 * 32;
+        for (size_t i = 0; i < done; i += 32) {
+            __m256 v[4];
+            NNF_EACH(j, 4) v[j] = _mm256_loadu_ps(x + i + 8 * j);
+            nnf_sigmoid8_n(v, 4);
+            NNF_EACH(j, 4) _mm256_storeu_ps(y + i + 8 * j, v[j]);
+        }
+        x += done;
+        y += done;
+        n -= done;
+    }
     switch (u->op) {
     case NNF_EWU_RELU: UN_LOOP(u_relu);
     case NNF_EWU_LEAKY_RELU: UN_LOOP(u_leaky);

@@ -212,8 +212,9 @@ static inline __attribute__((always_inline)) void ep_tile_act(nnf_act_kind kind,
     tk.ep = &e;
     if (kind == NNF_ACT_SILU && !(t->residual && e.residual_after_act)) {
         /* all rows' pre-activation values first, then the twelve SiLU chains
-         * back to back: each is ~25 dependent operations, and done row by
-         * row behind the loads and branches they did not overlap */
+         * four side by side (nnf_silu8_fast_n): each is ~25 dependent
+         * operations, and done row by row behind the loads and branches they
+         * did not overlap */
         e.act.kind = NNF_ACT_NONE;
         __m256 v[12];
         for (size_t r = 0; r < 6; r++) {
@@ -232,8 +233,8 @@ static inline __attribute__((always_inline)) void ep_tile_act(nnf_act_kind kind,
             v[2 * r] = nnf_ep8(v[2 * r], &tk, r, 0, n >= 8, m0);
             v[2 * r + 1] = nnf_ep8(v[2 * r + 1], &tk, r, 8, n == 16, m1);
         }
-        for (size_t i = 0; i < 12; i++)
-            v[i] = nnf_silu8_fast(v[i]);
+        for (size_t i = 0; i < 12; i += 4)
+            nnf_silu8_fast_n(v + i, 4);
         for (size_t r = 0; r < m; r++) {
             float *cr = c + r * ldc;
             if (n == 16) {
@@ -334,12 +335,28 @@ static inline __m256 vm8(nnf_vm_fn fn, __m256 x) {
     case NNF_VM_SIGMOID: return nnf_sigmoid8(x);
     case NNF_VM_TANH: return nnf_tanh8(x);
     case NNF_VM_ERF: return nnf_erf8(x);
+    case NNF_VM_SILU: return nnf_silu8_fast(x);
     }
     return x;
 }
 
 void nnf_vmath_avx2(nnf_vm_fn fn, const float *x, float *y, size_t n) {
     size_t i = 0;
+    /* the exp-based functions four vectors side by side, as the kernels
+     * run them (the test compares these with the 1-vector forms) */
+    if (fn == NNF_VM_EXP || fn == NNF_VM_SIGMOID || fn == NNF_VM_SILU) {
+        for (; i + 32 <= n; i += 32) {
+            __m256 v[4];
+            NNF_EACH(j, 4) v[j] = _mm256_loadu_ps(x + i + 8 * j);
+            if (fn == NNF_VM_EXP)
+                nnf_exp8_n(v, 4);
+            else if (fn == NNF_VM_SIGMOID)
+                nnf_sigmoid8_n(v, 4);
+            else
+                nnf_silu8_fast_n(v, 4);
+            NNF_EACH(j, 4) _mm256_storeu_ps(y + i + 8 * j, v[j]);
+        }
+    }
     for (; i + 8 <= n; i += 8)
         _mm256_storeu_ps(y + i, vm8(fn, _mm256_loadu_ps(x + i)));
     if (i < n) {

@@ -7,6 +7,7 @@
  *   sigmoid  x in [-30, 30]   max abs error 8.9e-8 (1/(1+exp(-x)); bound 2e-7)
  *   tanh     x in [-12, 12]   max abs error 2.6e-7 (Eigen's 13/6 rational; bound 4e-7)
  *   erf      x in [-6, 6]     max abs error 3.3e-7 (Eigen's 13/8 rational; bound 4e-7)
+ *   silu     x in [-30, 30]   max rel error 2.1e-7 (nnf_silu8_fast; bound 3e-7)
  * Outside those ranges the functions saturate (tanh/erf reach +-1 within
  * 1e-6, sigmoid 0 or 1, exp clamps to [1.2e-38, 1.7e38]).
  * NaN in gives NaN out for every function: each clamp puts the input second
@@ -18,37 +19,77 @@
 
 #include <immintrin.h>
 
+/* The exp-based functions work on n vectors step by step across them
+ * (nnf_exp8_n): each vector's chain is ~25 dependent operations, and one
+ * vector at a time the out-of-order window overlapped only a few chains,
+ * leaving the FMA pipes idle (SiLU: 14.8 cycles per vector alone, 11.2 four
+ * side by side). Each vector gets the same operations in the same order
+ * either way, so the results do not depend on n. Callers pass a constant
+ * n (4 keeps every chain in registers); the 1-vector forms are n = 1. */
+#define NNF_EACH(j, n) _Pragma("GCC unroll 16") for (int j = 0; j < (n); j++)
+
 /* exp(x) = 2^n e^r with n = round(x log2 e): r = x - n ln 2 in two steps
- * (Cody-Waite), e^r by its degree-6 polynomial. Returns e^r; the caller
+ * (Cody-Waite), e^r by its degree-6 polynomial. p[j] = e^r; the caller
  * scales by 2^n. */
-static inline __m256 nnf_exp8_reduced(__m256 x, __m256 n) {
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 p = _mm256_set1_ps(1.9875691500E-4f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507E-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073E-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894E-2f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459E-1f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201E-1f));
-    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r);
-    return _mm256_add_ps(p, _mm256_set1_ps(1.0f));
+static inline __attribute__((always_inline)) void nnf_exp8_reduced_n(const __m256 *x,
+                                                                     const __m256 *k, __m256 *p,
+                                                                     int n) {
+    __m256 r[16];
+    NNF_EACH(j, n) {
+        r[j] = _mm256_fnmadd_ps(k[j], _mm256_set1_ps(0.693359375f), x[j]);
+        r[j] = _mm256_fnmadd_ps(k[j], _mm256_set1_ps(-2.12194440e-4f), r[j]);
+        p[j] = _mm256_set1_ps(1.9875691500E-4f);
+    }
+    NNF_EACH(j, n) p[j] = _mm256_fmadd_ps(p[j], r[j], _mm256_set1_ps(1.3981999507E-3f));
+    NNF_EACH(j, n) p[j] = _mm256_fmadd_ps(p[j], r[j], _mm256_set1_ps(8.3334519073E-3f));
+    NNF_EACH(j, n) p[j] = _mm256_fmadd_ps(p[j], r[j], _mm256_set1_ps(4.1665795894E-2f));
+    NNF_EACH(j, n) p[j] = _mm256_fmadd_ps(p[j], r[j], _mm256_set1_ps(1.6666665459E-1f));
+    NNF_EACH(j, n) p[j] = _mm256_fmadd_ps(p[j], r[j], _mm256_set1_ps(5.0000001201E-1f));
+    NNF_EACH(j, n) {
+        p[j] = _mm256_fmadd_ps(p[j], _mm256_mul_ps(r[j], r[j]), r[j]);
+        p[j] = _mm256_add_ps(p[j], _mm256_set1_ps(1.0f));
+    }
+}
+
+static inline __m256 nnf_exp8_reduced(__m256 x, __m256 k) {
+    __m256 p;
+    nnf_exp8_reduced_n(&x, &k, &p, 1);
+    return p;
+}
+
+static inline __attribute__((always_inline)) void nnf_exp8_n(__m256 *x, int n) {
+    __m256 k[16], p[16];
+    NNF_EACH(j, n) {
+        /* 2^n stays a normal number for n in [-126, 127] */
+        __m256 v = _mm256_min_ps(_mm256_set1_ps(88.0f), x[j]);
+        x[j] = _mm256_max_ps(_mm256_set1_ps(-87.33654f), v);
+        k[j] = _mm256_round_ps(_mm256_mul_ps(x[j], _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    }
+    nnf_exp8_reduced_n(x, k, p, n);
+    NNF_EACH(j, n) {
+        __m256i e = _mm256_slli_epi32(
+            _mm256_add_epi32(_mm256_cvtps_epi32(k[j]), _mm256_set1_epi32(127)), 23);
+        x[j] = _mm256_mul_ps(p[j], _mm256_castsi256_ps(e));
+    }
 }
 
 static inline __m256 nnf_exp8(__m256 x) {
-    /* 2^n stays a normal number for n in [-126, 127] */
-    x = _mm256_min_ps(_mm256_set1_ps(88.0f), x);
-    x = _mm256_max_ps(_mm256_set1_ps(-87.33654f), x);
-    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 p = nnf_exp8_reduced(x, n);
-    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+    nnf_exp8_n(&x, 1);
+    return x;
+}
+
+/* 1 / (1 + exp(-x)) */
+static inline __attribute__((always_inline)) void nnf_sigmoid8_n(__m256 *x, int n) {
+    __m256 one = _mm256_set1_ps(1.0f);
+    NNF_EACH(j, n) x[j] = _mm256_sub_ps(_mm256_setzero_ps(), x[j]);
+    nnf_exp8_n(x, n);
+    NNF_EACH(j, n) x[j] = _mm256_div_ps(one, _mm256_add_ps(one, x[j]));
 }
 
 static inline __m256 nnf_sigmoid8(__m256 x) {
-    __m256 one = _mm256_set1_ps(1.0f);
-    __m256 e = nnf_exp8(_mm256_sub_ps(_mm256_setzero_ps(), x));
-    return _mm256_div_ps(one, _mm256_add_ps(one, e));
+    nnf_sigmoid8_n(&x, 1);
+    return x;
 }
 
 /* x * sigmoid(x) = x / (1 + exp(-x)) with the division as a reciprocal
@@ -56,12 +97,21 @@ static inline __m256 nnf_sigmoid8(__m256 x) {
  * half of the SiLU epilogue, and with K = 32 or 64 the epilogue is a third
  * of a YOLO 1x1 conv (the GEMM and NCHWc conv epilogues use it). Saturates
  * like nnf_act8: x -> -inf gives -0 (x * 0 for finite x) and NaN stays NaN. */
+static inline __attribute__((always_inline)) void nnf_silu8_fast_n(__m256 *x, int n) {
+    __m256 one = _mm256_set1_ps(1.0f), d[16];
+    NNF_EACH(j, n) d[j] = _mm256_sub_ps(_mm256_setzero_ps(), x[j]);
+    nnf_exp8_n(d, n);
+    NNF_EACH(j, n) {
+        d[j] = _mm256_add_ps(one, d[j]);
+        __m256 r = _mm256_rcp_ps(d[j]);
+        r = _mm256_mul_ps(r, _mm256_fnmadd_ps(d[j], r, _mm256_set1_ps(2.0f)));
+        x[j] = _mm256_mul_ps(x[j], r);
+    }
+}
+
 static inline __attribute__((always_inline)) __m256 nnf_silu8_fast(__m256 x) {
-    __m256 one = _mm256_set1_ps(1.0f);
-    __m256 d = _mm256_add_ps(one, nnf_exp8(_mm256_sub_ps(_mm256_setzero_ps(), x)));
-    __m256 r = _mm256_rcp_ps(d);
-    r = _mm256_mul_ps(r, _mm256_fnmadd_ps(d, r, _mm256_set1_ps(2.0f)));
-    return _mm256_mul_ps(x, r);
+    nnf_silu8_fast_n(&x, 1);
+    return x;
 }
 
 static inline __m256 nnf_tanh8(__m256 x) {
