@@ -20,6 +20,7 @@
 #include "kernels/nchwc.h"
 
 #include "base/alloc.h"
+#include "kernels/eltwise_fast.h"
 #include "kernels/ref/activation.h"
 
 #include <stdint.h>
@@ -168,24 +169,28 @@ nnf_status nnf_nchwc_conv_create(const nnf_conv2d_shape *s, int in_blocked, nnf_
     /* groups of g blocks (the register tile's height) interleaved per tap
      * and lane, so one tile step reads one contiguous run of weights */
     size_t g = group_blocks(k->isa, k->in_blocked, s);
+    void (*tr)(const float *, size_t, float *, size_t, size_t, size_t) =
+        nnf_ew_kernels_for(k->isa)->transpose;
     for (size_t tg = 0; tg < tile_groups(s, g); tg++) {
         size_t nb, ob0 = tile_group(tg, g, group_ocb(s), &nb), oc0 = ob0 * NNF_NCHWC_B;
         size_t cols = nb * NNF_NCHWC_B, valid = s->oc - oc0 < cols ? s->oc - oc0 : cols;
         float *d = k->w + ob0 * (k->w_floats / ocb);
-        /* a unit at a time ([tap][lane][cols], within L1), filled by output
-         * channel so each reads one contiguous run of W: packing in the
-         * packed order read W down its columns, a page apart (512 -> 512
-         * 3x3: 11.5 ms at load) */
+        /* a unit at a time ([tap][lane][cols], within L1): W's rows (output
+         * channels) become its columns, by the tier's 2-D transpose (8x8
+         * register blocks), reading W in contiguous runs. One element at a
+         * time this was the largest user-space cost of loading ResNet-50
+         * (48 of ~390 ms). With one tap, a unit's lanes are W's contiguous
+         * columns; with more, each lane's taps are, landing lanes apart. */
         for (size_t u = 0; u < units; u++, d += taps * lanes * cols) {
             size_t ic0 = u * lanes, nic = cg - ic0 < lanes ? cg - ic0 : lanes;
             if (nic < lanes || valid < cols)
                 memset(d, 0, taps * lanes * cols * sizeof(float));
-            for (size_t o = 0; o < valid; o++) {
-                const float *src = w + ((oc0 + o) * cg + ic0) * taps;
+            const float *src = w + (oc0 * cg + ic0) * taps;
+            if (taps == 1)
+                tr(src, cg, d, cols, valid, nic);
+            else
                 for (size_t l = 0; l < nic; l++)
-                    for (size_t t = 0; t < taps; t++)
-                        d[(t * lanes + l) * cols + o] = src[l * taps + t];
-            }
+                    tr(src + l * taps, cg * taps, d + l * cols, lanes * cols, valid, taps);
         }
     }
     if (wide_tiles(k)) {
