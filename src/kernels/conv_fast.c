@@ -145,10 +145,7 @@ static nnf_status winograd_weights(nnf_conv_kernel *k, const float *w) {
     }
     k->n_packed = 36;
     size_t occ = s->oc * s->c;
-    /* in runs of 64 kernels: each of the 36 matrices gets a run of 64 at a
-     * time (a kernel at a time scattered 36 floats over 36 fresh pages) */
-    for (size_t i0 = 0; i0 < occ; i0 += 64)
-        nnf_wino_weight_tiles(w + i0 * 9, 9, occ - i0 < 64 ? occ - i0 : 64, u + i0, occ);
+    nnf_wino_weight_tiles(w, 9, occ, u, occ);
     for (size_t xi = 0; xi < 36; xi++) {
         st = nnf_gemm_pack_a(k->cfg, s->oc, s->c, u + xi * occ, s->c, 0, &k->packed_w[xi]);
         if (st != NNF_OK)

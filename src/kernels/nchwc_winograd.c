@@ -66,13 +66,10 @@ nnf_status nnf_nchwc_wino_create(const nnf_conv2d_shape *s, nnf_isa isa, const f
                        floats * 36);
         goto fail;
     }
-    /* 64 output channels of one input channel at a time: each matrix gets a
-     * run of 64 (a kernel at a time scattered 36 floats) */
+    /* the output channels of one input channel at a time: each matrix gets
+     * a run of them */
     for (size_t ic = 0; ic < s->c; ic++)
-        for (size_t oc0 = 0; oc0 < s->oc; oc0 += 64)
-            nnf_wino_weight_tiles(w + (oc0 * s->c + ic) * 9, s->c * 9,
-                                  s->oc - oc0 < 64 ? s->oc - oc0 : 64, b + ic * k->oc8 + oc0,
-                                  floats);
+        nnf_wino_weight_tiles(w + ic * 9, s->c * 9, s->oc, b + ic * k->oc8, floats);
     for (size_t xi = 0; xi < 36; xi++) {
         st = nnf_gemm_pack_b(k->cfg, k->c8, k->oc8, b + xi * floats, k->oc8, 0, &k->u[xi]);
         if (st != NNF_OK)

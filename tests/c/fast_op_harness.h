@@ -37,7 +37,6 @@ typedef struct f_res {
     size_t numel[F_MAX_OUT];
     void *fast[F_MAX_OUT], *ref[F_MAX_OUT];
     int n_out;
-    int in_place_runs; /* runs with output 0 over an input the plan allows it over */
 } f_res;
 
 static inline void f_free(f_res *r) {
@@ -183,7 +182,6 @@ static inline f_res f_run(const char *op, int opset, nnf_attr *attrs, int n_attr
             }
             bin[i] = keep;
             free(io.data);
-            r.in_place_runs++;
             f_in_place_total++;
         }
     }

@@ -4,6 +4,7 @@
  * static inline function of the vector (and broadcast constants), expanded by
  * one loop macro with the op switch outside the loop. */
 #include "kernels/eltwise_fast.h"
+#include "kernels/vmath.h"
 #include "kernels/x86/vmath_avx2.h"
 
 #include <math.h>
@@ -23,10 +24,6 @@ static inline __m256 u_leaky(__m256 v, const uconst *c) {
 /* x < lo ? lo : x, then > hi ? hi : x; NaN passes both */
 static inline __m256 u_clip(__m256 v, const uconst *c) {
     return _mm256_min_ps(c->beta, _mm256_max_ps(c->alpha, v));
-}
-static inline __m256 u_sigmoid(__m256 v, const uconst *c) {
-    (void)c;
-    return nnf_sigmoid8(v);
 }
 static inline __m256 u_tanh(__m256 v, const uconst *c) {
     (void)c;
@@ -140,24 +137,13 @@ static inline __m256 u_pow_half(__m256 v, const uconst *c) {
 
 void nnf_ew_unary_avx2(const nnf_ew_unary *u, const float *x, float *y, size_t n) {
     const uconst c = {_mm256_set1_ps(u->alpha), _mm256_set1_ps(u->beta)};
-    if (u->op == NNF_EWU_SIGMOID) {
-        /* four vectors side by side (nnf_sigmoid8_n), the rest below */
-        size_t done = n / 32 * 32;
-        for (size_t i = 0; i < done; i += 32) {
-            __m256 v[4];
-            NNF_EACH(j, 4) v[j] = _mm256_loadu_ps(x + i + 8 * j);
-            nnf_sigmoid8_n(v, 4);
-            NNF_EACH(j, 4) _mm256_storeu_ps(y + i + 8 * j, v[j]);
-        }
-        x += done;
-        y += done;
-        n -= done;
-    }
     switch (u->op) {
     case NNF_EWU_RELU: UN_LOOP(u_relu);
     case NNF_EWU_LEAKY_RELU: UN_LOOP(u_leaky);
     case NNF_EWU_CLIP: UN_LOOP(u_clip);
-    case NNF_EWU_SIGMOID: UN_LOOP(u_sigmoid);
+    case NNF_EWU_SIGMOID: /* four vectors side by side (nnf_sigmoid8_n) */
+        nnf_vmath_avx2(NNF_VM_SIGMOID, x, y, n);
+        break;
     case NNF_EWU_TANH: UN_LOOP(u_tanh);
     case NNF_EWU_EXP: UN_LOOP(u_exp);
     case NNF_EWU_ERF: UN_LOOP(u_erf);
