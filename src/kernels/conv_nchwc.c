@@ -53,10 +53,10 @@ static size_t in_lanes(const nnf_nchwc_conv *k) {
     return k->in_blocked ? NNF_NCHWC_B : 1;
 }
 
-/* The AVX-512 tiles (x86/conv_nchwc_avx512.c) take a blocked input; an
- * NCHW-input conv (3 channels) keeps the AVX2 ones. */
+/* The AVX-512 tiles (x86/conv_nchwc_avx512.c), for a blocked or an NCHW
+ * input alike. */
 static int wide_tiles(const nnf_nchwc_conv *k) {
-    return k->isa >= NNF_ISA_AVX512 && k->in_blocked;
+    return k->isa >= NNF_ISA_AVX512;
 }
 
 /* Output blocks per register tile: one that divides the block count when
@@ -69,12 +69,12 @@ static size_t group_ocb(const nnf_conv2d_shape *s) {
     return nnf_nchwc_blocks(s->oc / s->group);
 }
 
-static size_t group_blocks(nnf_isa isa, int in_blocked, const nnf_conv2d_shape *s) {
+static size_t group_blocks(nnf_isa isa, const nnf_conv2d_shape *s) {
     size_t ocb = group_ocb(s);
     if (isa == NNF_ISA_SCALAR || ocb == 1)
         return 1;
-    /* AVX-512 (blocked input): two blocks per zmm, up to 4 zmm high */
-    if (isa >= NNF_ISA_AVX512 && in_blocked) {
+    /* AVX-512: two blocks per zmm, up to 4 zmm high */
+    if (isa >= NNF_ISA_AVX512) {
         for (size_t g = 8; g >= 4; g -= 2)
             if (ocb % g == 0)
                 return g;
@@ -168,7 +168,7 @@ nnf_status nnf_nchwc_conv_create(const nnf_conv2d_shape *s, int in_blocked, nnf_
     }
     /* groups of g blocks (the register tile's height) interleaved per tap
      * and lane, so one tile step reads one contiguous run of weights */
-    size_t g = group_blocks(k->isa, k->in_blocked, s);
+    size_t g = group_blocks(k->isa, s);
     void (*tr)(const float *, size_t, float *, size_t, size_t, size_t) =
         nnf_ew_kernels_for(k->isa)->transpose;
     for (size_t tg = 0; tg < tile_groups(s, g); tg++) {
@@ -334,7 +334,7 @@ static size_t k_block_units(const nnf_nchwc_conv *k, size_t gblk) {
 }
 
 bool nnf_nchwc_conv_one_pass(const nnf_nchwc_conv *k) {
-    return k && k_block_units(k, group_blocks(k->isa, k->in_blocked, &k->s)) >= in_units(k);
+    return k && k_block_units(k, group_blocks(k->isa, &k->s)) >= in_units(k);
 }
 
 /* Padded maps at most this wide get a zero-padded copy of their input on
@@ -446,7 +446,7 @@ nnf_status nnf_nchwc_conv_run(const nnf_nchwc_conv *k, const float *x, float *y,
     nnf_nchwc_interior(j.h, s->pt, s->sh, s->kh, s->dh, j.oh, &j.oh_lo, &j.oh_hi);
 
     task_ctx t = {.job = &j, .flat = (size_t)flat};
-    t.gblk = group_blocks(k->isa, k->in_blocked, s);
+    t.gblk = group_blocks(k->isa, s);
     /* K blocks whose weights stay in the core's L1 with room for the input
      * and the accumulated outputs; the partial sums go through y exactly
      * (a float stored and reloaded), so the blocking changes no result */

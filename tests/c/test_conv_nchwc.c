@@ -353,6 +353,12 @@ int main(void) {
         {1, 9, 5, 13, 17, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, {NNF_ACT_RELU, 0, 0}, 1, 1, 0, 0, 0, 1, 0},
         {1, 3, 5, 13, 17, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0, {NNF_ACT_SIGMOID, 0, 0},
          0, 0, 0, 0,  0,  1, 0},
+        /* stems from NCHW with rows wide enough for interior tiles (the
+         * AVX-512 tier's 4x6, 3x8 and 2x12 tiles at strides 2 and 1) */
+        {1, 3, 9, 61, 64, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3, 0, {NNF_ACT_RELU, 0, 0}, 1, 0, 0, 0, 0, 0, 0},
+        {1, 3, 8, 64, 32, 6, 6, 2, 2, 1, 1, 2, 2, 2, 2, 0, {NNF_ACT_SILU, 0, 0}, 1, 0, 0, 0, 0, 0, 0},
+        {1, 3, 7, 61, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, {NNF_ACT_CLIP, 0, 6}, 1, 1, 0, 0, 0, 0, 0},
+        {1, 5, 4, 61, 40, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, {NNF_ACT_NONE, 0, 0}, 1, 0, 0, 0, 0, 0, 0},
     };
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
         run_case(&fixed[i], pool2);

@@ -9,6 +9,18 @@ os.environ.setdefault("NNF_LIB", str(ROOT / "build" / "libnnfuse.so"))
 NNF_BIN = os.environ.get("NNF_BIN", str(ROOT / "build" / "nnfuse"))
 
 
+def model_of(graph, opset=17, *domains):
+    """The ModelProto of GRAPH at OPSET of the default domain, plus (domain, version) pairs.
+    Its IR version is the oldest that the opset allows (8 up to opset 18, 10 after), not the
+    newest that the installed onnx writes by default: an onnxruntime older than that onnx
+    refuses a newer IR version ("Unsupported model IR version"), and nothing here needs one."""
+    from onnx import helper
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)] +
+                              [helper.make_opsetid(d, v) for d, v in domains])
+    model.ir_version = 8 if opset <= 18 else 10
+    return model
+
+
 def profile_nodes(path, *args, env=None):
     """The "Node" events of `nnfuse profile PATH ARGS... -o TRACE` (its Chrome trace), in run
     order; the trace goes beside the model (PATH with .trace.json)."""

@@ -9,7 +9,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import nnfuse
-from conftest import profile_nodes
+from conftest import model_of, profile_nodes
 
 RNG = np.random.default_rng(23)
 
@@ -27,9 +27,7 @@ def graph(cin, batch, body, outputs):
     g = helper.make_graph(nodes, "concat", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
                                                                           [batch, cin, 10, 10])],
                           [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs], inits)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-    m.ir_version = 8
-    return m.SerializeToString()
+    return model_of(g).SerializeToString()
 
 
 def two_convs_concat(c, extra=(), axis=1, inputs=("a", "b")):

@@ -8,6 +8,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 import nnfuse
+from conftest import model_of
 
 OOM = 4
 
@@ -26,7 +27,7 @@ def small_model():
     ]
     g = helper.make_graph(nodes, "faults", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w, b, shape])
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    return model_of(g).SerializeToString()
 
 
 def test_every_allocation_failure_is_clean():

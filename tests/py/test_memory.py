@@ -9,6 +9,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import nnfuse
+from conftest import model_of
 
 RNG = np.random.default_rng(11)
 
@@ -22,7 +23,7 @@ def conv_model():
              helper.make_node("Reshape", ["r", "shape"], ["f"]), helper.make_node("MatMul", ["f", "m"], ["y"])]
     g = helper.make_graph(nodes, "mem", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 8, 8])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])], [w, b, m, shape])
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    return model_of(g).SerializeToString()
 
 
 X = RNG.standard_normal((1, 8, 8, 8)).astype(np.float32)

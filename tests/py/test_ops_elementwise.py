@@ -10,7 +10,7 @@ import pytest
 from onnx import helper
 
 import nnfuse
-from conftest import profile_nodes
+from conftest import model_of, profile_nodes
 
 ort = pytest.importorskip("onnxruntime")
 
@@ -34,8 +34,7 @@ def make_model(op, feeds, attrs=None, opset=18, consts=None):
     node = helper.make_node(op, names, ["y"], **(attrs or {}))
     out = helper.make_tensor_value_info("y", onnx.TensorProto.UNDEFINED, None)
     graph = helper.make_graph([node], "t", vinfos, [out], initializer=inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = 8
+    model = model_of(graph, opset)
     return onnx.shape_inference.infer_shapes(model, strict_mode=True).SerializeToString()
 
 
@@ -322,9 +321,7 @@ def chain_model(op, attrs, shapes, opset, swap=False):
     nodes.append(helper.make_node(op, ts[::-1] if swap else ts, ["u"], name="op", **(attrs or {})))
     nodes.append(helper.make_node("Neg", ["u"], ["y"]))
     out = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)
-    model = helper.make_model(helper.make_graph(nodes, "chain", xs, [out]),
-                              opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = 8
+    model = model_of(helper.make_graph(nodes, "chain", xs, [out]), opset)
     return model.SerializeToString()
 
 

@@ -13,7 +13,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import nnfuse
-from conftest import NNF_BIN, profile_nodes
+from conftest import NNF_BIN, model_of, profile_nodes
 
 RNG = np.random.default_rng(11)
 
@@ -52,7 +52,7 @@ def build(parts, extra_nodes, extra_inits, outputs, shape):
                                                                                        list(shape))],
                           [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs],
                           inits + extra_inits)
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    return model_of(g).SerializeToString()
 
 
 def case_stem_chain():
@@ -207,7 +207,7 @@ def test_internal_ops_refused_in_model_files(op, tmp_path):
     node = helper.make_node(op, ["x", "x"] if op == "Conv" else ["x"], ["y"], domain="nnfuse.nchwc")
     g = helper.make_graph([node], "hostile", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 2, 2])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("nnfuse.nchwc", 1)])
+    m = model_of(g, 17, ("nnfuse.nchwc", 1))
     path = tmp_path / "hostile.onnx"
     path.write_bytes(m.SerializeToString())
     r = subprocess.run([NNF_BIN, "info", str(path)], capture_output=True, text=True)

@@ -13,6 +13,7 @@ ort = pytest.importorskip("onnxruntime")
 from onnx import helper, numpy_helper  # noqa: E402
 
 import nnfuse  # noqa: E402
+from conftest import model_of
 
 RTOL, ATOL = 1e-4, 1e-5
 _rng = np.random.default_rng(1234)
@@ -30,9 +31,7 @@ def build(op, feeds, consts, node_inputs, attrs=None, n_out=1, opset=17, domain_
     g_out = [onnx.ValueInfoProto(name=o) for o in outs]
     inits = [numpy_helper.from_array(v, k) for k, v in consts.items()]
     graph = helper.make_graph([node], "t", g_in, g_out, inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = 8 if opset <= 18 else 10
-    return model.SerializeToString()
+    return model_of(graph, opset).SerializeToString()
 
 
 def check(model_bytes, feeds, n_out=1, rtol=RTOL, atol=ATOL):

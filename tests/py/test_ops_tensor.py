@@ -11,6 +11,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import nnfuse
+from conftest import model_of
 
 OPSET = 18
 RNG = np.random.default_rng(1234)
@@ -55,9 +56,7 @@ def make_model(op, inputs, n_outputs=1, attrs=None, consts=None, opset=OPSET, dy
     graph = helper.make_graph([node], "t", g_inputs,
                               [onnx.ValueInfoProto(name=o) for o in outs],
                               initializer=inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = 8
-    return model.SerializeToString()
+    return model_of(graph, opset).SerializeToString()
 
 
 def run_both(model_bytes, feeds):
@@ -260,8 +259,7 @@ def test_shape_chain_dynamic_batch():
                               [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 4])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [12, "N"])],
                               initializer=inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
-    model.ir_version = 8
+    model = model_of(graph, 18)
     onnx.checker.check_model(model)
     mb = model.SerializeToString()
     sess = nnfuse.Session(mb, threads=1)

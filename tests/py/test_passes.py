@@ -10,7 +10,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import nnfuse
-from conftest import NNF_BIN
+from conftest import NNF_BIN, model_of
 
 RNG = np.random.default_rng(7)
 
@@ -36,8 +36,7 @@ def conv_bn(prefix, x, cin, cout):
 def model(nodes, inits, out, shape=(1, 4, 9, 9)):
     g = helper.make_graph(nodes, "passes", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
                           [helper.make_tensor_value_info(out, TensorProto.FLOAT, None)], inits)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-    return m.SerializeToString()
+    return model_of(g).SerializeToString()
 
 
 def case_conv_bn_relu():

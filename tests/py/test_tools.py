@@ -13,6 +13,7 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from conftest import model_of
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BIN = os.environ.get("NNF_BIN", str(ROOT / "build" / "nnfuse"))
@@ -50,7 +51,7 @@ def tiny_model(tmp_path_factory):
     graph = helper.make_graph(nodes, "tiny", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])], [w, b])
     path = tmp_path_factory.mktemp("models") / "tiny.onnx"
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    onnx.save(model_of(graph), str(path))
     return path
 
 
@@ -68,7 +69,7 @@ def fusable_model(tmp_path_factory):
     graph = helper.make_graph(nodes, "fusable", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 6, 1, 1])], [w])
     path = tmp_path_factory.mktemp("models") / "fusable.onnx"
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    onnx.save(model_of(graph), str(path))
     return path
 
 
@@ -252,7 +253,7 @@ def test_ort_runner_uses_the_nnfuse_input_generator(tmp_path):
                               [helper.make_tensor_value_info("a", TensorProto.FLOAT, [2, 5, 7])],
                               [helper.make_tensor_value_info("b", TensorProto.FLOAT, [2, 5, 7])])
     model = tmp_path / "id.onnx"
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(model))
+    onnx.save(model_of(graph), str(model))
     nnfuse("run", model, "-o", tmp_path, "--seed", 11, check=0)
     sys.path.insert(0, str(ROOT / "bench"))
     try:
@@ -305,7 +306,7 @@ def test_unsupported_ops_all_named(tmp_path):
     ]
     graph = helper.make_graph(nodes, "bad", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.example", 1)])
+    model = model_of(graph, 17, ("com.example", 1))
     path = tmp_path / "bad.onnx"
     onnx.save(model, str(path))
     run = nnfuse("run", path, "-o", tmp_path, check=3)

@@ -1,6 +1,6 @@
-/* AVX-512 register tiles of the dense NCHWc8 convolution with a blocked
- * input (conv_nchwc.c has the packing and the work split; NCHW-input convs
- * keep the AVX2 tiles).
+/* AVX-512 register tiles of the dense NCHWc8 convolution, with a blocked
+ * input or an NCHW one (a model's first conv; conv_nchwc.c has the packing
+ * and the work split).
  *
  * The tensors keep their 8-channel blocks: one zmm holds two output blocks
  * (16 output channels) of one pixel, and the packed weights of a group of
@@ -14,12 +14,20 @@
  * zeros for the taps outside the row; rows outside the input are clipped
  * for the whole row.
  *
+ * Interior tiles of even groups at strides 1 and 2 run their K loop in
+ * assembly (x86/conv_nchwc_taps_avx512.h: GCC's register allocation of this
+ * C loop copied registers around the FMAs); the C loop below is the same
+ * computation and serves the rest, and the SIMDe build.
+ *
  * Epilogue on the last K block: alpha, bias, residual before or after the
  * activation, any activation, and the padding lanes of a partial last
  * block zeroed (nnf_ep16_apply); one zmm's two halves are stored to
  * their two blocks. Earlier K blocks store the partial sums to y. */
 #include "kernels/nchwc.h"
 #include "kernels/x86/vmath_avx512.h"
+#ifndef NNF_AVX512_EMULATED
+#include "kernels/x86/conv_nchwc_taps_avx512.h"
+#endif
 
 #define ZMAX 4
 #define PMAX 12
@@ -86,22 +94,23 @@ static __attribute__((noinline)) void finish(const nnf_nchwc_conv_job *j, const 
     }
 }
 
-/* One tap's 8 input lanes into the Z x P accumulators: pixel p's input at
- * x + p * SW * 8 (SW = 1 or 2), or at px[p] (SW = 0); lane l's weights of
- * zmm z at w + l * wlane + 16 z. */
+/* One tap's L input lanes (8 of a blocked input, 1 of an NCHW one) into
+ * the Z x P accumulators: pixel p's input at x + p * SW * L (SW = 1 or 2),
+ * or at px[p] (SW = 0); lane l's weights of zmm z at w + l * wlane + 16 z. */
 static inline __attribute__((always_inline)) void tap(const int Z, const int P, const int SW,
-                                                      const float *x, const float *const *px,
-                                                      const float *w, size_t wlane,
-                                                      const __mmask16 *km, __m512 acc[ZMAX][PMAX]) {
+                                                      const int L, const float *x,
+                                                      const float *const *px, const float *w,
+                                                      size_t wlane, const __mmask16 *km,
+                                                      __m512 acc[ZMAX][PMAX]) {
 #pragma GCC unroll 8
-    for (int l = 0; l < NNF_NCHWC_B; l++, w += wlane) {
+    for (int l = 0; l < L; l++, w += wlane) {
         __m512 wv[ZMAX];
 #pragma GCC unroll 4
         for (int z = 0; z < Z; z++)
             wv[z] = _mm512_maskz_loadu_ps(km[z], w + 16 * z);
 #pragma GCC unroll 12
         for (int p = 0; p < P; p++) {
-            __m512 xv = _mm512_set1_ps(SW ? x[p * SW * 8 + l] : px[p][l]);
+            __m512 xv = _mm512_set1_ps(SW ? x[p * SW * L + l] : px[p][l]);
 #pragma GCC unroll 4
             for (int z = 0; z < Z; z++)
                 acc[z][p] = _mm512_fmadd_ps(wv[z], xv, acc[z][p]);
@@ -112,12 +121,13 @@ static inline __attribute__((always_inline)) void tap(const int Z, const int P, 
 /* One tile of Z zmm x P pixels. G = 0: every tap of every pixel inside the
  * row, pixels SW (1 or 2, known at compile time: constant displacements
  * from one pointer) or s->sw (SW = 0: a pointer per pixel) apart; G = 1:
- * taps outside read zeros. */
+ * taps outside read zeros. L: input lanes per unit, 8 (NCHWc8 input) or 1
+ * (NCHW input: a model's first conv, its units channels). */
 static inline __attribute__((always_inline)) void tile(const nnf_nchwc_conv_job *j,
                                                        const tile_arg *a, const int Z, const int P,
-                                                       const int G, const int SW) {
+                                                       const int G, const int SW, const int L) {
     const nnf_conv2d_shape *s = &j->k->s;
-    const size_t nob = a->nob, wlane = nob * NNF_NCHWC_B, wtap = NNF_NCHWC_B * wlane,
+    const size_t nob = a->nob, wlane = nob * NNF_NCHWC_B, wtap = (size_t)L * wlane,
                  wunit = s->kh * s->kw * wtap;
     __mmask16 km[ZMAX];
 #pragma GCC unroll 4
@@ -134,9 +144,28 @@ static inline __attribute__((always_inline)) void tile(const nnf_nchwc_conv_job 
     if (!G && SW && a->tab) {
         /* one flat loop over the row's taps (three nested ones left GCC
          * rotating the accumulators through other registers every trip) */
-        const float *x0 = a->x + a->ih * (ptrdiff_t)j->x_row + a->iw * NNF_NCHWC_B;
-        for (size_t t = 0; t < a->ntab; t++)
-            tap(Z, P, SW, x0 + a->tab[2 * t], NULL, a->w + a->tab[2 * t + 1], wlane, km, acc);
+        const float *x0 = a->x + a->ih * (ptrdiff_t)j->x_row + a->iw * L;
+#ifndef NNF_AVX512_EMULATED
+        /* the assembly K loop (conv_nchwc_taps_avx512.h) where it has one */
+        nnf_k512_fn k5 = Z >= 2 && L == NNF_NCHWC_B ? nnf_k512_tiles[SW - 1][Z - 2][P - 1] : NULL;
+        if (k5 && nob == 2 * (size_t)Z) {
+            __m512 buf[24];
+#pragma GCC unroll 4
+            for (int z = 0; z < Z; z++)
+#pragma GCC unroll 12
+                for (int p = 0; p < P; p++)
+                    buf[nnf_k512_reg(Z, z, p)] = acc[z][p];
+            k5(x0, a->w, a->tab, a->ntab, buf);
+#pragma GCC unroll 4
+            for (int z = 0; z < Z; z++)
+#pragma GCC unroll 12
+                for (int p = 0; p < P; p++)
+                    acc[z][p] = buf[nnf_k512_reg(Z, z, p)];
+        } else
+#endif
+            for (size_t t = 0; t < a->ntab; t++)
+                tap(Z, P, SW, L, x0 + a->tab[2 * t], NULL, a->w + a->tab[2 * t + 1], wlane, km,
+                    acc);
     } else {
         for (size_t u = 0; u < a->nu; u++) {
             const float *xu = a->x + u * j->x_unit, *wu = a->w + u * wunit;
@@ -150,10 +179,10 @@ static inline __attribute__((always_inline)) void tile(const nnf_nchwc_conv_job 
 #pragma GCC unroll 12
                         for (int p = 0; p < P; p++) {
                             ptrdiff_t c = c0 + p * (ptrdiff_t)s->sw;
-                            px[p] = !G || (size_t)c < j->w ? xr + c * NNF_NCHWC_B : zeros;
+                            px[p] = !G || (size_t)c < j->w ? xr + c * L : zeros;
                         }
                     }
-                    tap(Z, P, G || !SW ? 0 : SW, G ? xr : xr + c0 * NNF_NCHWC_B, px, wp, wlane, km,
+                    tap(Z, P, G || !SW ? 0 : SW, L, G ? xr : xr + c0 * L, px, wp, wlane, km,
                         acc);
                 }
             }
@@ -180,19 +209,21 @@ static inline __attribute__((always_inline)) void tile(const nnf_nchwc_conv_job 
 
 typedef void (*tile_fn)(const nnf_nchwc_conv_job *, const tile_arg *);
 
-#define TILE_FN(Z, P)                                                                              \
-    static void tile_##Z##_##P(const nnf_nchwc_conv_job *j, const tile_arg *a) {                   \
-        tile(j, a, Z, P, 0, 0);                                                                    \
+#define TILE_KINDS(Z, P, N, L)                                                                     \
+    static void N##tile_##Z##_##P(const nnf_nchwc_conv_job *j, const tile_arg *a) {                \
+        tile(j, a, Z, P, 0, 0, L);                                                                 \
     }                                                                                              \
-    static void tile1_##Z##_##P(const nnf_nchwc_conv_job *j, const tile_arg *a) {                  \
-        tile(j, a, Z, P, 0, 1);                                                                    \
+    static void N##tile1_##Z##_##P(const nnf_nchwc_conv_job *j, const tile_arg *a) {               \
+        tile(j, a, Z, P, 0, 1, L);                                                                 \
     }                                                                                              \
-    static void tile2_##Z##_##P(const nnf_nchwc_conv_job *j, const tile_arg *a) {                  \
-        tile(j, a, Z, P, 0, 2);                                                                    \
+    static void N##tile2_##Z##_##P(const nnf_nchwc_conv_job *j, const tile_arg *a) {               \
+        tile(j, a, Z, P, 0, 2, L);                                                                 \
     }                                                                                              \
-    static void tileg_##Z##_##P(const nnf_nchwc_conv_job *j, const tile_arg *a) {                  \
-        tile(j, a, Z, P, 1, 0);                                                                    \
+    static void N##tileg_##Z##_##P(const nnf_nchwc_conv_job *j, const tile_arg *a) {               \
+        tile(j, a, Z, P, 1, 0, L);                                                                 \
     }
+/* tile*: blocked input; ntile*: NCHW input */
+#define TILE_FN(Z, P) TILE_KINDS(Z, P, , NNF_NCHWC_B) TILE_KINDS(Z, P, n, 1)
 #define TILES_UPTO6(Z)                                                                             \
     TILE_FN(Z, 1) TILE_FN(Z, 2) TILE_FN(Z, 3) TILE_FN(Z, 4) TILE_FN(Z, 5) TILE_FN(Z, 6)
 #define TILES_UPTO8(Z) TILES_UPTO6(Z) TILE_FN(Z, 7) TILE_FN(Z, 8)
@@ -211,9 +242,11 @@ TILES_UPTO6(4)
             ROW6(T, 4)                                                                             \
         }                                                                                          \
     }
-/* [interior, any stride / interior, stride 1 / interior, stride 2 /
- * guarded][Z - 1][P - 1] */
-static const tile_fn tiles[4][ZMAX][PMAX] = {TABLE(tile), TABLE(tile1), TABLE(tile2), TABLE(tileg)};
+/* [NCHW input][interior, any stride / interior, stride 1 / interior,
+ * stride 2 / guarded][Z - 1][P - 1] */
+static const tile_fn tiles[2][4][ZMAX][PMAX] = {
+    {TABLE(tile), TABLE(tile1), TABLE(tile2), TABLE(tileg)},
+    {TABLE(ntile), TABLE(ntile1), TABLE(ntile2), TABLE(ntileg)}};
 /* the widest tile per Z: 24 accumulators (12 with one zmm: 16 would leave
  * too few rows to balance a 7- or 14-wide row) */
 static const size_t tile_px[ZMAX] = {12, 12, 8, 6};
@@ -225,13 +258,13 @@ static const size_t tile_px[ZMAX] = {12, 12, 8, 6};
 static size_t tap_table(const nnf_nchwc_conv_job *j, size_t nob, size_t nu, size_t kh0, size_t kh1,
                         ptrdiff_t *tab) {
     const nnf_conv2d_shape *s = &j->k->s;
-    const size_t wtap = NNF_NCHWC_B * nob * NNF_NCHWC_B, wunit = s->kh * s->kw * wtap;
+    const size_t wtap = j->lanes * nob * NNF_NCHWC_B, wunit = s->kh * s->kw * wtap;
     size_t n = 0;
     for (size_t u = 0; u < nu; u++)
         for (size_t kh = kh0; kh < kh1; kh++)
             for (size_t kw = 0; kw < s->kw; kw++, n++) {
                 tab[2 * n] =
-                    (ptrdiff_t)(u * j->x_unit + kh * s->dh * j->x_row + kw * s->dw * NNF_NCHWC_B);
+                    (ptrdiff_t)(u * j->x_unit + kh * s->dh * j->x_row + kw * s->dw * j->lanes);
                 tab[2 * n + 1] = (ptrdiff_t)(u * wunit + (kh * s->kw + kw) * wtap);
             }
     return n;
@@ -241,7 +274,7 @@ void nnf_nchwc_conv_span_avx512(const nnf_nchwc_conv_job *j, size_t b, size_t oc
                                 size_t oh0, size_t oh1, size_t ow0, size_t ow1) {
     const nnf_conv2d_shape *s = &j->k->s;
     const int Z = (int)((nob + 1) / 2);
-    const size_t pmax = tile_px[Z - 1], wunit = s->kh * s->kw * NNF_NCHWC_B * nob * NNF_NCHWC_B;
+    const size_t pmax = tile_px[Z - 1], wunit = s->kh * s->kw * j->lanes * nob * NNF_NCHWC_B;
     float *yb = j->y + b * j->y_img + ocb0 * j->y_blk;
     const float *rb = j->ep->residual ? j->ep->residual + (yb - j->y) : NULL;
     tile_arg a = {.nob = nob, .blk0 = ocb0};
@@ -282,7 +315,7 @@ void nnf_nchwc_conv_span_avx512(const nnf_nchwc_conv_job *j, size_t b, size_t oc
                 a.y = yb + off;
                 a.res = rb ? rb + off : NULL;
                 int kind = guard ? 3 : s->sw <= 2 ? (int)s->sw : 0;
-                tiles[kind][Z - 1][np - 1](j, &a);
+                tiles[j->lanes == 1][kind][Z - 1][np - 1](j, &a);
                 ow += np;
             }
         }
