@@ -4,7 +4,6 @@ a crash fails the test run. (Under the ASan build the same sweep also proves not
 import ctypes
 
 import numpy as np
-import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 import nnfuse

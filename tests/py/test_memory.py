@@ -2,7 +2,6 @@
 model roughly halves), file pages go back to the page cache, and a caller's buffer is never
 touched. Reference-kernel sessions need the unpacked weights and say so."""
 import hashlib
-import os
 
 import numpy as np
 import pytest

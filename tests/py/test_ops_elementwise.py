@@ -5,7 +5,6 @@ nnfuse Python binding (nnfuse.run_model) and compares with onnxruntime on the
 same model (and, where ONNX semantics differ from ORT's, with numpy)."""
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 from onnx import helper
 

@@ -4,7 +4,6 @@ import json
 import subprocess
 
 import numpy as np
-import onnx
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
