@@ -485,9 +485,11 @@ static nnf_status run_node(nnf_session *s, int oi) {
         const nnf_buf *b = out[k];
         bool dump = s->opts.dump_dir && dump_selected(s->opts.dump_filter, n);
         nnf_buf tmp;
-        if (s->hook || dump)
+        if (s->hook && !s->hook_logical)
+            s->hook(s->hook_user, n, k, v, b);
+        if ((s->hook && s->hook_logical) || dump)
             NNF_CHECK(logical_view(s, n, &v, &b, &tmp));
-        if (s->hook)
+        if (s->hook && s->hook_logical)
             s->hook(s->hook_user, n, k, v, b);
         if (dump)
             NNF_CHECK(dump_output(s, n, v, b));
@@ -560,9 +562,10 @@ NNF_API void nnf_session_profile(const nnf_session *s, const nnf_profile_event *
 
 NNF_API void nnf_session_profile_reset(nnf_session *s) { s->n_events = 0; }
 
-NNF_API void nnf_session_set_hook(nnf_session *s, nnf_output_hook hook, void *user) {
+NNF_API void nnf_session_set_hook(nnf_session *s, nnf_output_hook hook, void *user, bool logical) {
     s->hook = hook;
     s->hook_user = user;
+    s->hook_logical = logical;
 }
 
 NNF_API void nnf_session_inject_error(nnf_session *s, int node, float delta) {

@@ -14,8 +14,12 @@ typedef struct nnf_profile_event {
     int over_input;     /* the input whose buffer output 0 took and overwrote, or -1 */
 } nnf_profile_event;
 
-/* Called after every executed node for each of its outputs (dumps, compare).
- * The buffer is borrowed for the call. */
+/* Called after every executed node for each of its outputs (profile, compare).
+ * The buffer is borrowed for the call. A hook set with logical = true sees a
+ * blocked (NCHWc) output as the model's NCHW value, unblocked into a scratch
+ * buffer; with false it sees the buffer as it is and costs the run nothing
+ * more (the profiler: an unblocking copy per node would evict the next node's
+ * input from the caches and inflate its time). */
 typedef void (*nnf_output_hook)(void *user, const nnf_node *node, int output_index, const nnf_value *value,
                                 const nnf_buf *buf);
 
@@ -38,6 +42,7 @@ struct nnf_session {
     size_t n_events, cap_events;
     nnf_output_hook hook;
     void *hook_user;
+    bool hook_logical;
     /* test-only: add `inject_delta` to every element of node `inject_node`'s first output */
     int inject_node;
     float inject_delta;
@@ -67,7 +72,7 @@ struct nnf_session {
 /* Profile events of the runs since the last reset (borrowed). */
 NNF_API void nnf_session_profile(const nnf_session *s, const nnf_profile_event **events, size_t *count);
 NNF_API void nnf_session_profile_reset(nnf_session *s);
-NNF_API void nnf_session_set_hook(nnf_session *s, nnf_output_hook hook, void *user);
+NNF_API void nnf_session_set_hook(nnf_session *s, nnf_output_hook hook, void *user, bool logical);
 NNF_API const nnf_graph *nnf_model_graph(const nnf_model *m);
 /* Test hook for `nnfuse compare` tests: perturb one node's output. */
 NNF_API void nnf_session_inject_error(nnf_session *s, int node, float delta);

@@ -600,7 +600,7 @@ int cmd_compare(int argc, char **argv) {
         so.reference_kernels = 1;
         if ((st = nnf_session_create(ref_model, &so, &ref_sess)) != NNF_OK)
             goto fail;
-        nnf_session_set_hook(ref_sess, capture_hook, &ctx);
+        nnf_session_set_hook(ref_sess, capture_hook, &ctx, true);
         if ((st = nnf_session_run(ref_sess, in.tensors, in.n, &outs, &n_outs)) != NNF_OK) {
             rc = cli_fail("compare", st, nnf_session_last_error(ref_sess));
             goto done;
@@ -623,7 +623,7 @@ int cmd_compare(int argc, char **argv) {
     } else
         ctx.dir = reference;
 
-    nnf_session_set_hook(sess, compare_hook, &ctx);
+    nnf_session_set_hook(sess, compare_hook, &ctx, true);
     if ((st = nnf_session_run(sess, in.tensors, in.n, &outs, &n_outs)) != NNF_OK) {
         rc = cli_fail("compare", st, nnf_session_last_error(sess));
         goto done;

@@ -421,7 +421,7 @@ int cmd_profile(int argc, char **argv) {
         if ((st = nnf_session_run(sess, in.tensors, in.n, &outs, &n_outs)) != NNF_OK)
             goto run_failed;
     nnf_session_profile_reset(sess);
-    nnf_session_set_hook(sess, profile_hook, &ctx);
+    nnf_session_set_hook(sess, profile_hook, &ctx, false);
     runs = calloc((size_t)iterations, sizeof *runs);
     if (!runs) {
         rc = cli_fail("profile", NNF_ERR_OUT_OF_MEMORY, "out of memory");
