@@ -329,8 +329,14 @@ static size_t kc_budget(void) {
  * last leaves partial sums in y. */
 static size_t k_block_units(const nnf_nchwc_conv *k, size_t gblk) {
     size_t unit_bytes = k->s.kh * k->s.kw * in_lanes(k) * gblk * NNF_NCHWC_B * sizeof(float);
-    size_t kc = kc_budget() / unit_bytes;
-    return kc ? kc : 1;
+    size_t kc = kc_budget() / unit_bytes, units = in_units(k);
+    if (!kc || kc >= units)
+        return kc ? kc : 1;
+    /* blocks of equal size (64 units: 32 + 32, not 48 + 16): each block's
+     * tiles prefetch the next one a line per tap, and a short block's tiles
+     * took too few lines for a long one */
+    size_t blocks = (units + kc - 1) / kc;
+    return (units + blocks - 1) / blocks;
 }
 
 bool nnf_nchwc_conv_one_pass(const nnf_nchwc_conv *k) {
