@@ -53,6 +53,11 @@ static size_t in_lanes(const nnf_nchwc_conv *k) {
     return k->in_blocked ? NNF_NCHWC_B : 1;
 }
 
+/* Planes of the whole input: images x units. */
+static size_t input_planes(const nnf_nchwc_conv *k) {
+    return k->s.n * (k->in_blocked ? nnf_nchwc_blocks(k->s.c) : k->s.c);
+}
+
 /* The AVX-512 tiles (x86/conv_nchwc_avx512.c), for a blocked or an NCHW
  * input alike. */
 static int wide_tiles(const nnf_nchwc_conv *k) {
@@ -69,6 +74,17 @@ static size_t group_ocb(const nnf_conv2d_shape *s) {
     return nnf_nchwc_blocks(s->oc / s->group);
 }
 
+/* A 1x1 whose every output reads an input pixel (no padding) but with a
+ * stride: on the SIMD tiers its input is gathered into a compact copy of the
+ * pixels it reads (a quarter of the input at stride 2), and it runs as a
+ * stride-1 1x1, flattened, in the pointwise convs' 2x6 tiles. Strided, its
+ * 7-wide rows ran 3 + 2 + 2-pixel tiles that each reread the weights
+ * (ResNet-50's 1024 -> 2048 downsample at 7x7: 85 GFLOP/s, ORT 94). */
+static int subsampled_1x1(const nnf_conv2d_shape *s, nnf_isa isa) {
+    return isa >= NNF_ISA_AVX2 && s->kh == 1 && s->kw == 1 && (s->sh > 1 || s->sw > 1) &&
+           !s->pt && !s->pl && (s->oh - 1) * s->sh < s->h && (s->ow - 1) * s->sw < s->w;
+}
+
 static size_t group_blocks(nnf_isa isa, const nnf_conv2d_shape *s) {
     size_t ocb = group_ocb(s);
     if (isa == NNF_ISA_SCALAR || ocb == 1)
@@ -80,7 +96,8 @@ static size_t group_blocks(nnf_isa isa, const nnf_conv2d_shape *s) {
                 return g;
         return ocb < 8 ? ocb : 8;
     }
-    if (s->kh == 1 && s->kw == 1 && s->sh == 1 && s->sw == 1 && ocb % 2 == 0)
+    if (s->kh == 1 && s->kw == 1 && ((s->sh == 1 && s->sw == 1) || subsampled_1x1(s, isa)) &&
+        ocb % 2 == 0)
         return 2;
     if (ocb % 3 == 0)
         return 3;
@@ -168,7 +185,7 @@ nnf_status nnf_nchwc_conv_create(const nnf_conv2d_shape *s, int in_blocked, nnf_
     }
     /* groups of g blocks (the register tile's height) interleaved per tap
      * and lane, so one tile step reads one contiguous run of weights */
-    size_t g = group_blocks(k->isa, s);
+    size_t g = k->gblk = group_blocks(k->isa, s);
     void (*tr)(const float *, size_t, float *, size_t, size_t, size_t) =
         nnf_ew_kernels_for(k->isa)->transpose;
     for (size_t tg = 0; tg < tile_groups(s, g); tg++) {
@@ -340,7 +357,7 @@ static size_t k_block_units(const nnf_nchwc_conv *k, size_t gblk) {
 }
 
 bool nnf_nchwc_conv_one_pass(const nnf_nchwc_conv *k) {
-    return k && k_block_units(k, group_blocks(k->isa, &k->s)) >= in_units(k);
+    return k && k_block_units(k, k->gblk) >= in_units(k);
 }
 
 /* Padded maps at most this wide get a zero-padded copy of their input on
@@ -379,6 +396,20 @@ static void pad_copy(const nnf_nchwc_conv *k, const float *x, float *xp, size_t 
         }
 }
 
+/* x [n][units][h][w][L] -> xs [n][units][oh][ow][L]: the pixels a
+ * subsampled_1x1 conv reads. */
+static void subsample_copy(const nnf_nchwc_conv *k, const float *x, float *xs) {
+    const nnf_conv2d_shape *s = &k->s;
+    size_t L = in_lanes(k), planes = input_planes(k);
+    for (size_t pl = 0; pl < planes; pl++)
+        for (size_t r = 0; r < s->oh; r++) {
+            const float *src = x + (pl * s->h + r * s->sh) * s->w * L;
+            float *d = xs + (pl * s->oh + r) * s->ow * L;
+            for (size_t c = 0; c < s->ow; c++)
+                memcpy(d + c * L, src + c * s->sw * L, L * sizeof(float));
+        }
+}
+
 nnf_status nnf_nchwc_conv_run(const nnf_nchwc_conv *k, const float *x, float *y,
                               const nnf_epilogue *ep, nnf_threadpool *pool) {
     if (!k || !x || !y)
@@ -400,7 +431,7 @@ nnf_status nnf_nchwc_conv_run(const nnf_nchwc_conv *k, const float *x, float *y,
     if (s->n == 0 || s->oh == 0 || s->ow == 0)
         return NNF_OK;
     nnf_nchwc_conv kp;
-    float *xpad = NULL;
+    float *xcopy = NULL; /* the input padded (pad_copy) or subsampled (subsample_copy) */
     /* sizes_fit() bounded the extents at create time; their product is
      * checked (a hostile padding makes the copy large, not wrong) */
     size_t hp = padded_extent(s->oh, s->sh, s->kh, s->dh);
@@ -410,18 +441,33 @@ nnf_status nnf_nchwc_conv_run(const nnf_nchwc_conv *k, const float *x, float *y,
         nnf_mul_size(s->n, nnf_nchwc_blocks(s->c), &pad_bytes) &&
         nnf_mul_size(pad_bytes, hp, &pad_bytes) && nnf_mul_size(pad_bytes, wp, &pad_bytes) &&
         nnf_mul_size(pad_bytes, NNF_NCHWC_B * sizeof(float), &pad_bytes)) {
-        xpad = nnf_malloc_aligned(pad_bytes);
-        if (!xpad)
+        xcopy = nnf_malloc_aligned(pad_bytes);
+        if (!xcopy)
             return nnf_error(NNF_ERR_OUT_OF_MEMORY,
                              "nchwc conv %s: out of memory for the padded input", k->name);
-        pad_copy(k, x, xpad, hp, wp);
+        pad_copy(k, x, xcopy, hp, wp);
         kp = *k;
         kp.s.h = hp;
         kp.s.w = wp;
         kp.s.pt = kp.s.pl = 0;
         k = &kp;
         s = &kp.s;
-        x = xpad;
+        x = xcopy;
+    }
+    if (!xcopy && subsampled_1x1(s, k->isa)) {
+        /* smaller than the input, whose size sizes_fit() checked */
+        xcopy = nnf_malloc_aligned(input_planes(k) * in_lanes(k) * s->oh * s->ow * sizeof(float));
+        if (!xcopy)
+            return nnf_error(NNF_ERR_OUT_OF_MEMORY,
+                             "nchwc conv %s: out of memory for the subsampled input", k->name);
+        subsample_copy(k, x, xcopy);
+        kp = *k;
+        kp.s.h = s->oh;
+        kp.s.w = s->ow;
+        kp.s.sh = kp.s.sw = 1;
+        k = &kp;
+        s = &kp.s;
+        x = xcopy;
     }
     nnf_nchwc_conv_job j = {.k = k,
                             .x = x,
@@ -452,7 +498,7 @@ nnf_status nnf_nchwc_conv_run(const nnf_nchwc_conv *k, const float *x, float *y,
     nnf_nchwc_interior(j.h, s->pt, s->sh, s->kh, s->dh, j.oh, &j.oh_lo, &j.oh_hi);
 
     task_ctx t = {.job = &j, .flat = (size_t)flat};
-    t.gblk = group_blocks(k->isa, s);
+    t.gblk = k->gblk; /* from the shape as created, not the copy's */
     /* K blocks whose weights stay in the core's L1 with room for the input
      * and the accumulated outputs; the partial sums go through y exactly
      * (a float stored and reloaded), so the blocking changes no result */
@@ -491,6 +537,6 @@ nnf_status nnf_nchwc_conv_run(const nnf_nchwc_conv *k, const float *x, float *y,
         band = 1;
     }
     nnf_parallel_for_2d(pool, s->n * t.gsplit, units, 1, band, conv_task, &t);
-    nnf_free_aligned(xpad);
+    nnf_free_aligned(xcopy);
     return NNF_OK;
 }

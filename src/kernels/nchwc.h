@@ -69,6 +69,7 @@ typedef struct nnf_nchwc_conv {
     nnf_isa isa;
     float *w;           /* weights repacked for the kernel (layout private to conv_nchwc.c) */
     size_t w_floats;
+    size_t gblk;        /* output blocks per register tile, the weights' grouping */
     char name[64];      /* "f32_conv_nchwc_avx2" */
 } nnf_nchwc_conv;
 

@@ -359,6 +359,15 @@ int main(void) {
         {1, 3, 8, 64, 32, 6, 6, 2, 2, 1, 1, 2, 2, 2, 2, 0, {NNF_ACT_SILU, 0, 0}, 1, 0, 0, 0, 0, 0, 0},
         {1, 3, 7, 61, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, {NNF_ACT_CLIP, 0, 6}, 1, 1, 0, 0, 0, 0, 0},
         {1, 5, 4, 61, 40, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, {NNF_ACT_NONE, 0, 0}, 1, 0, 0, 0, 0, 0, 0},
+        /* strided 1x1s run on a subsampled copy of their input: a downsample
+         * with its residual, odd sizes in a batch, strides 3 x 2 from NCHW,
+         * NaN and Inf; with bottom/right padding (outputs past the input)
+         * they do not */
+        {1, 64, 14, 14, 128, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1, {NNF_ACT_RELU, 0, 0}, 1, 1, 0, 0, 0, 0, 0},
+        {2, 17, 13, 13, 40, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1, {NNF_ACT_NONE, 0, 0}, 1, 0, 0, 0, 0, 0, 0},
+        {1, 9, 7, 61, 17, 1, 1, 3, 2, 1, 1, 0, 0, 0, 0, 0, {NNF_ACT_SILU, 0, 0}, 1, 0, 0, 0, 0, 0, 0},
+        {1, 9, 5, 13, 17, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1, {NNF_ACT_RELU, 0, 0}, 1, 1, 0, 0, 0, 1, 0},
+        {1, 16, 5, 9, 24, 1, 1, 2, 2, 1, 1, 0, 0, 1, 1, 1, {NNF_ACT_NONE, 0, 0}, 1, 0, 0, 0, 0, 0, 0},
     };
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
         run_case(&fixed[i], pool2);
