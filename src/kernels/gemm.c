@@ -59,7 +59,8 @@ static void init_cfgs(void) {
                                             .isa = NNF_ISA_AVX512,
                                             .mr = 14,
                                             .nr = 32,
-                                            .ukernel = nnf_gemm_ukernel_14x32_avx512};
+                                            .ukernel = nnf_gemm_ukernel_14x32_avx512,
+                                            .pack_a_rows = nnf_gemm_pack_a14_avx512};
     for (int i = 0; i < 3; i++)
         size_blocks(&g_cfgs[i], cpu);
 }

@@ -147,6 +147,8 @@ void nnf_gemm_ukernel_6x16_avx2(size_t kc, const float *a, const float *b, float
                                 size_t m, size_t n, const nnf_tile_ep *t);
 void nnf_gemm_pack_a6_avx2(const float *base, size_t ld, size_t mn0, size_t mnc, size_t k0,
                            size_t kc, float *dst);
+void nnf_gemm_pack_a14_avx512(const float *base, size_t ld, size_t mn0, size_t mnc, size_t k0,
+                              size_t kc, float *dst);
 void nnf_gemv_panel_16_avx2(size_t k, size_t kc, const float *a, size_t a_stride,
                             const float *bdata, size_t mn_pad, size_t col0, float *y);
 void nnf_gemm_ukernel_14x32_avx512(size_t kc, const float *a, const float *b, float *c, size_t ldc,

@@ -5,6 +5,7 @@
  * one loop macro with the op switch outside the loop. */
 #include "kernels/eltwise_fast.h"
 #include "kernels/vmath.h"
+#include "kernels/x86/transpose_avx2.h"
 #include "kernels/x86/vmath_avx2.h"
 
 #include <math.h>
@@ -428,40 +429,13 @@ void nnf_ew_softmax_avx2(const float *x, float *y, size_t n, int log) {
 
 /* ---- transpose ------------------------------------------------------------------------ */
 
-static inline void tr8x8(const float *x, size_t ldx, float *y, size_t ldy) {
-    __m256 r0 = _mm256_loadu_ps(x), r1 = _mm256_loadu_ps(x + ldx);
-    __m256 r2 = _mm256_loadu_ps(x + 2 * ldx), r3 = _mm256_loadu_ps(x + 3 * ldx);
-    __m256 r4 = _mm256_loadu_ps(x + 4 * ldx), r5 = _mm256_loadu_ps(x + 5 * ldx);
-    __m256 r6 = _mm256_loadu_ps(x + 6 * ldx), r7 = _mm256_loadu_ps(x + 7 * ldx);
-    __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
-    __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
-    __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
-    __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
-    __m256 u0 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0));
-    __m256 u1 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2));
-    __m256 u2 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0));
-    __m256 u3 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2));
-    __m256 u4 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(1, 0, 1, 0));
-    __m256 u5 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(3, 2, 3, 2));
-    __m256 u6 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(1, 0, 1, 0));
-    __m256 u7 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(3, 2, 3, 2));
-    _mm256_storeu_ps(y, _mm256_permute2f128_ps(u0, u4, 0x20));
-    _mm256_storeu_ps(y + ldy, _mm256_permute2f128_ps(u1, u5, 0x20));
-    _mm256_storeu_ps(y + 2 * ldy, _mm256_permute2f128_ps(u2, u6, 0x20));
-    _mm256_storeu_ps(y + 3 * ldy, _mm256_permute2f128_ps(u3, u7, 0x20));
-    _mm256_storeu_ps(y + 4 * ldy, _mm256_permute2f128_ps(u0, u4, 0x31));
-    _mm256_storeu_ps(y + 5 * ldy, _mm256_permute2f128_ps(u1, u5, 0x31));
-    _mm256_storeu_ps(y + 6 * ldy, _mm256_permute2f128_ps(u2, u6, 0x31));
-    _mm256_storeu_ps(y + 7 * ldy, _mm256_permute2f128_ps(u3, u7, 0x31));
-}
-
 /* Only bits move, so any 4-byte type goes through the float registers. */
 void nnf_transpose_avx2(const float *x, size_t ldx, float *y, size_t ldy, size_t rows,
                         size_t cols) {
     size_t r8 = rows & ~(size_t)7, c8 = cols & ~(size_t)7;
     for (size_t r = 0; r < r8; r += 8) {
         for (size_t c = 0; c < c8; c += 8)
-            tr8x8(x + r * ldx + c, ldx, y + c * ldy + r, ldy);
+            nnf_tr8x8_avx2(x + r * ldx + c, ldx, y + c * ldy + r, ldy);
         for (size_t c = c8; c < cols; c++)
             for (size_t k = r; k < r + 8; k++)
                 y[c * ldy + k] = x[k * ldx + c];

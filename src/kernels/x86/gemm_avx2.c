@@ -7,6 +7,7 @@
 #include "kernels/gemm.h"
 #include "kernels/vmath.h"
 #include "kernels/x86/ep_fast_avx2.h"
+#include "kernels/x86/transpose_avx2.h"
 
 #include <string.h>
 
@@ -382,47 +383,14 @@ void nnf_act_array_avx2(const nnf_activation *act, const float *x, float *y, siz
 void nnf_gemm_pack_a6_avx2(const float *base, size_t ld, size_t mn0, size_t mnc, size_t k0,
                            size_t kc, float *dst) {
     for (size_t p = 0; p < mnc; p += 6, dst += kc * 6) {
-        size_t rows = mnc - p < 6 ? mnc - p : 6;
-        const float *r[6];
-        for (size_t q = 0; q < 6; q++)
-            r[q] = base + (mn0 + p + (q < rows ? q : 0)) * ld + k0;
-        size_t kk = 0;
-        if (rows == 6) {
-            for (; kk + 8 <= kc; kk += 8) {
-                __m256 r0 = _mm256_loadu_ps(r[0] + kk), r1 = _mm256_loadu_ps(r[1] + kk);
-                __m256 r2 = _mm256_loadu_ps(r[2] + kk), r3 = _mm256_loadu_ps(r[3] + kk);
-                __m256 r4 = _mm256_loadu_ps(r[4] + kk), r5 = _mm256_loadu_ps(r[5] + kk);
-                /* t0 = r0[0] r1[0] r0[1] r1[1] | r0[4] r1[4] r0[5] r1[5] ... */
-                __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
-                __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
-                __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
-                /* s0 = rows 0-3 of k = 0 | k = 4, s1: k = 1 | 5, s2: 2 | 6, s3: 3 | 7 */
-                __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xee);
-                __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xee);
-                float *d = dst + kk * 6;
-                __m128 t4l = _mm256_castps256_ps128(t4), t4h = _mm256_extractf128_ps(t4, 1);
-                __m128 t5l = _mm256_castps256_ps128(t5), t5h = _mm256_extractf128_ps(t5, 1);
-                _mm_storeu_ps(d + 0, _mm256_castps256_ps128(s0));
-                _mm_storel_pi((__m64 *)(d + 4), t4l);
-                _mm_storeu_ps(d + 6, _mm256_castps256_ps128(s1));
-                _mm_storeh_pi((__m64 *)(d + 10), t4l);
-                _mm_storeu_ps(d + 12, _mm256_castps256_ps128(s2));
-                _mm_storel_pi((__m64 *)(d + 16), t5l);
-                _mm_storeu_ps(d + 18, _mm256_castps256_ps128(s3));
-                _mm_storeh_pi((__m64 *)(d + 22), t5l);
-                _mm_storeu_ps(d + 24, _mm256_extractf128_ps(s0, 1));
-                _mm_storel_pi((__m64 *)(d + 28), t4h);
-                _mm_storeu_ps(d + 30, _mm256_extractf128_ps(s1, 1));
-                _mm_storeh_pi((__m64 *)(d + 34), t4h);
-                _mm_storeu_ps(d + 36, _mm256_extractf128_ps(s2, 1));
-                _mm_storel_pi((__m64 *)(d + 40), t5h);
-                _mm_storeu_ps(d + 42, _mm256_extractf128_ps(s3, 1));
-                _mm_storeh_pi((__m64 *)(d + 46), t5h);
-            }
-        }
+        size_t rows = mnc - p < 6 ? mnc - p : 6, kk = 0;
+        const float *r0 = base + (mn0 + p) * ld + k0;
+        if (rows == 6)
+            for (; kk + 8 <= kc; kk += 8)
+                nnf_tr6x8_avx2(r0 + kk, ld, dst + kk * 6, 6);
         for (; kk < kc; kk++)
             for (size_t q = 0; q < 6; q++)
-                dst[kk * 6 + q] = q < rows ? r[q][kk] : 0.0f;
+                dst[kk * 6 + q] = q < rows ? r0[q * ld + kk] : 0.0f;
     }
 }
 

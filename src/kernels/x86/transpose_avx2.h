@@ -1,0 +1,71 @@
+/* Register transposes on ymm, shared by the AVX2 transpose kernel and the
+ * GEMM packers of both SIMD tiers (AVX-512 machines run these too). Only
+ * bits move, so any 4-byte type goes through them. */
+#ifndef NNF_KERNELS_X86_TRANSPOSE_AVX2_H
+#define NNF_KERNELS_X86_TRANSPOSE_AVX2_H
+
+#include <immintrin.h>
+#include <stddef.h>
+
+/* y[c * ldy + r] = x[r * ldx + c] for r, c < 8. */
+static inline void nnf_tr8x8_avx2(const float *x, size_t ldx, float *y, size_t ldy) {
+    __m256 r0 = _mm256_loadu_ps(x), r1 = _mm256_loadu_ps(x + ldx);
+    __m256 r2 = _mm256_loadu_ps(x + 2 * ldx), r3 = _mm256_loadu_ps(x + 3 * ldx);
+    __m256 r4 = _mm256_loadu_ps(x + 4 * ldx), r5 = _mm256_loadu_ps(x + 5 * ldx);
+    __m256 r6 = _mm256_loadu_ps(x + 6 * ldx), r7 = _mm256_loadu_ps(x + 7 * ldx);
+    __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+    __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+    __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+    __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+    __m256 u0 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0));
+    __m256 u1 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2));
+    __m256 u2 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0));
+    __m256 u3 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2));
+    __m256 u4 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(1, 0, 1, 0));
+    __m256 u5 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(3, 2, 3, 2));
+    __m256 u6 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(1, 0, 1, 0));
+    __m256 u7 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(3, 2, 3, 2));
+    _mm256_storeu_ps(y, _mm256_permute2f128_ps(u0, u4, 0x20));
+    _mm256_storeu_ps(y + ldy, _mm256_permute2f128_ps(u1, u5, 0x20));
+    _mm256_storeu_ps(y + 2 * ldy, _mm256_permute2f128_ps(u2, u6, 0x20));
+    _mm256_storeu_ps(y + 3 * ldy, _mm256_permute2f128_ps(u3, u7, 0x20));
+    _mm256_storeu_ps(y + 4 * ldy, _mm256_permute2f128_ps(u0, u4, 0x31));
+    _mm256_storeu_ps(y + 5 * ldy, _mm256_permute2f128_ps(u1, u5, 0x31));
+    _mm256_storeu_ps(y + 6 * ldy, _mm256_permute2f128_ps(u2, u6, 0x31));
+    _mm256_storeu_ps(y + 7 * ldy, _mm256_permute2f128_ps(u3, u7, 0x31));
+}
+
+/* y[c * ldy + r] = x[r * ldx + c] for r < 6, c < 8: six rows of a GEMM's A
+ * into eight k-steps of a packed panel. */
+static inline void nnf_tr6x8_avx2(const float *x, size_t ldx, float *y, size_t ldy) {
+    __m256 r0 = _mm256_loadu_ps(x), r1 = _mm256_loadu_ps(x + ldx);
+    __m256 r2 = _mm256_loadu_ps(x + 2 * ldx), r3 = _mm256_loadu_ps(x + 3 * ldx);
+    __m256 r4 = _mm256_loadu_ps(x + 4 * ldx), r5 = _mm256_loadu_ps(x + 5 * ldx);
+    /* t0 = r0[0] r1[0] r0[1] r1[1] | r0[4] r1[4] r0[5] r1[5] ... */
+    __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+    __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+    __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+    /* s0 = rows 0-3 of c = 0 | c = 4, s1: c = 1 | 5, s2: 2 | 6, s3: 3 | 7 */
+    __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xee);
+    __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xee);
+    __m128 t4l = _mm256_castps256_ps128(t4), t4h = _mm256_extractf128_ps(t4, 1);
+    __m128 t5l = _mm256_castps256_ps128(t5), t5h = _mm256_extractf128_ps(t5, 1);
+    _mm_storeu_ps(y, _mm256_castps256_ps128(s0));
+    _mm_storel_pi((__m64 *)(y + 4), t4l);
+    _mm_storeu_ps(y + ldy, _mm256_castps256_ps128(s1));
+    _mm_storeh_pi((__m64 *)(y + ldy + 4), t4l);
+    _mm_storeu_ps(y + 2 * ldy, _mm256_castps256_ps128(s2));
+    _mm_storel_pi((__m64 *)(y + 2 * ldy + 4), t5l);
+    _mm_storeu_ps(y + 3 * ldy, _mm256_castps256_ps128(s3));
+    _mm_storeh_pi((__m64 *)(y + 3 * ldy + 4), t5l);
+    _mm_storeu_ps(y + 4 * ldy, _mm256_extractf128_ps(s0, 1));
+    _mm_storel_pi((__m64 *)(y + 4 * ldy + 4), t4h);
+    _mm_storeu_ps(y + 5 * ldy, _mm256_extractf128_ps(s1, 1));
+    _mm_storeh_pi((__m64 *)(y + 5 * ldy + 4), t4h);
+    _mm_storeu_ps(y + 6 * ldy, _mm256_extractf128_ps(s2, 1));
+    _mm_storel_pi((__m64 *)(y + 6 * ldy + 4), t5h);
+    _mm_storeu_ps(y + 7 * ldy, _mm256_extractf128_ps(s3, 1));
+    _mm_storeh_pi((__m64 *)(y + 7 * ldy + 4), t5h);
+}
+
+#endif
