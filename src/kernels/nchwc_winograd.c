@@ -127,6 +127,52 @@ done:
     nnf_slot_release(j->busy, slot);
 }
 
+/* Weight-heavy maps on several threads go in three phases over one image,
+ * all its tiles at once: the input transform split by tiles, the 36 GEMMs
+ * one per task, the output transform split by tiles. Split by tiles instead,
+ * every item streamed all 36 transformed weight matrices (9.4 MB for 256
+ * channels): YOLOv5s's 256-channel 3x3 at 20x20 ran 1.37x faster on 2
+ * threads than on 1. A GEMM's rows do not change its sums, so the results
+ * are those of the one-thread split. */
+typedef struct wino_phase {
+    wino_job *j;
+    size_t b, chunk; /* the image; tiles per transform task */
+} wino_phase;
+
+static void phase_input(void *ctx, size_t i) {
+    const wino_phase *p = ctx;
+    const wino_job *j = p->j;
+    size_t t0 = i * p->chunk, nt = j->tiles - t0 < p->chunk ? j->tiles - t0 : p->chunk;
+    nnf_nchwc_wino_input_avx2(j->k, j->x + p->b * j->x_img, t0, nt, j->scratch + t0 * j->k->c8,
+                              j->vstride);
+}
+
+static void phase_gemm(void *ctx, size_t xi) {
+    const wino_phase *p = ctx;
+    wino_job *j = p->j;
+    const nnf_nchwc_wino *k = j->k;
+    float *m = j->scratch + 36 * j->vstride;
+    nnf_gemm_src a = nnf_gemm_src_matrix(j->scratch + xi * j->vstride, k->c8, 0),
+                 u = nnf_gemm_src_packed(k->u[xi]);
+    if (nnf_gemm_run(k->cfg, j->tiles, k->oc8, k->c8, &a, &u, m + xi * j->mstride, k->oc8, NULL,
+                     NULL) != NNF_OK)
+        atomic_store(&j->failed, 1);
+}
+
+static void phase_output(void *ctx, size_t i) {
+    const wino_phase *p = ctx;
+    const wino_job *j = p->j;
+    size_t t0 = i * p->chunk, nt = j->tiles - t0 < p->chunk ? j->tiles - t0 : p->chunk;
+    nnf_nchwc_wino_output_avx2(j->k, j->scratch + 36 * j->vstride + t0 * j->k->oc8, j->mstride, t0,
+                               nt, j->y + p->b * j->y_img, j->res ? j->res + p->b * j->y_img : NULL,
+                               j->ep);
+}
+
+static bool weight_heavy(const nnf_nchwc_wino *k, size_t tiles, int threads) {
+    return threads > 1 && k->s.n < (size_t)threads && tiles > 1 &&
+           k->c8 * k->oc8 > tiles * (k->c8 + k->oc8);
+}
+
 nnf_status nnf_nchwc_wino_run(const nnf_nchwc_wino *k, const float *x, float *y,
                               const nnf_epilogue *ep, nnf_threadpool *pool) {
     if (!k || !x || !y)
@@ -160,8 +206,11 @@ nnf_status nnf_nchwc_wino_run(const nnf_nchwc_wino *k, const float *x, float *y,
     if (blk < mr)
         blk = mr;
     int threads = nnf_threadpool_size(pool);
+    int phased = weight_heavy(k, j->tiles, threads);
+    if (phased)
+        blk = j->tiles;
     size_t want = threads > 1 ? 2 * (size_t)threads : 1;
-    while (blk > mr && s->n * ((j->tiles + blk - 1) / blk) < want)
+    while (!phased && blk > mr && s->n * ((j->tiles + blk - 1) / blk) < want)
         blk = (blk / 2 + mr - 1) / mr * mr;
     if (blk > j->tiles)
         blk = j->tiles;
@@ -187,7 +236,7 @@ nnf_status nnf_nchwc_wino_run(const nnf_nchwc_wino *k, const float *x, float *y,
     j->mstride = nnf_wino_odd_lines(mf);
     j->slot_floats = per;
     size_t items = s->n * j->blocks;
-    j->slots = threads < WINO_MAX_SLOTS ? threads : WINO_MAX_SLOTS;
+    j->slots = phased ? 1 : threads < WINO_MAX_SLOTS ? threads : WINO_MAX_SLOTS;
     if ((size_t)j->slots > items)
         j->slots = (int)items;
     if (!nnf_mul_size(per, (size_t)j->slots, &total) || total > SIZE_MAX / sizeof(float)) {
@@ -200,7 +249,18 @@ nnf_status nnf_nchwc_wino_run(const nnf_nchwc_wino *k, const float *x, float *y,
                        k->name, total);
         goto fail;
     }
-    nnf_parallel_for(pool, items, wino_task, j);
+    if (phased) {
+        wino_phase ph = {.j = j, .chunk = (j->tiles + 2 * (size_t)threads - 1) / (2 * (size_t)threads)};
+        size_t chunks = (j->tiles + ph.chunk - 1) / ph.chunk;
+        for (ph.b = 0; ph.b < s->n && !atomic_load(&j->failed); ph.b++) {
+            nnf_parallel_for(pool, chunks, phase_input, &ph);
+            nnf_parallel_for(pool, 36, phase_gemm, &ph);
+            if (!atomic_load(&j->failed))
+                nnf_parallel_for(pool, chunks, phase_output, &ph);
+        }
+    } else {
+        nnf_parallel_for(pool, items, wino_task, j);
+    }
     if (atomic_load(&j->failed))
         st = nnf_error(NNF_ERR_OUT_OF_MEMORY, "%s: a Winograd GEMM failed", k->name);
 fail:
