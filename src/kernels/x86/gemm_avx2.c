@@ -376,22 +376,10 @@ void nnf_act_array_avx2(const nnf_activation *act, const float *x, float *y, siz
     }
 }
 
-/* A (row-major, not transposed) into 6-row panels: eight k of six rows are
- * loaded as six vectors and transposed in registers, so each k's six values
- * leave as one 16-byte and one 8-byte store instead of six scalar ones
- * strided by 6 (the portable packer cost ~8 % of a 1024^3 GEMM). */
+/* A (row-major, not transposed) into 6-row panels. */
 void nnf_gemm_pack_a6_avx2(const float *base, size_t ld, size_t mn0, size_t mnc, size_t k0,
                            size_t kc, float *dst) {
-    for (size_t p = 0; p < mnc; p += 6, dst += kc * 6) {
-        size_t rows = mnc - p < 6 ? mnc - p : 6, kk = 0;
-        const float *r0 = base + (mn0 + p) * ld + k0;
-        if (rows == 6)
-            for (; kk + 8 <= kc; kk += 8)
-                nnf_tr6x8_avx2(r0 + kk, ld, dst + kk * 6, 6);
-        for (; kk < kc; kk++)
-            for (size_t q = 0; q < 6; q++)
-                dst[kk * 6 + q] = q < rows ? r0[q * ld + kk] : 0.0f;
-    }
+    nnf_pack_a_panels_avx2(base, ld, mn0, mnc, k0, kc, dst, 6);
 }
 
 /* M = 1 against a packed B: one 16-column panel, all K blocks. Four k steps

@@ -53,24 +53,11 @@ void nnf_gemm_ukernel_14x32_avx512(size_t kc, const float *a, const float *b, fl
 #undef S
 }
 
-/* A's rows into 14-row panels [k][14]: rows 0-7 and 8-13 of each panel
- * through the ymm transposes, 8 k-steps at a time (the portable packer's
- * strided scalar stores were 9 % of a 1024^3 GEMM, against 2.5 % for the
- * AVX2 tier's 6-row packer). */
+/* A's rows into 14-row panels (rows 0-7 and 8-13 through the ymm
+ * transposes): the portable packer was 9 % of a 1024^3 GEMM on this tier. */
 void nnf_gemm_pack_a14_avx512(const float *base, size_t ld, size_t mn0, size_t mnc, size_t k0,
                               size_t kc, float *dst) {
-    for (size_t p = 0; p < mnc; p += 14, dst += kc * 14) {
-        size_t rows = mnc - p < 14 ? mnc - p : 14, kk = 0;
-        const float *r0 = base + (mn0 + p) * ld + k0;
-        if (rows == 14)
-            for (; kk + 8 <= kc; kk += 8) {
-                nnf_tr8x8_avx2(r0 + kk, ld, dst + kk * 14, 14);
-                nnf_tr6x8_avx2(r0 + 8 * ld + kk, ld, dst + kk * 14 + 8, 14);
-            }
-        for (; kk < kc; kk++)
-            for (size_t q = 0; q < 14; q++)
-                dst[kk * 14 + q] = q < rows ? r0[q * ld + kk] : 0.0f;
-    }
+    nnf_pack_a_panels_avx2(base, ld, mn0, mnc, k0, kc, dst, 14);
 }
 
 static inline __m512 vm16(nnf_vm_fn fn, __m512 x) {
