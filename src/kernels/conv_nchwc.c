@@ -82,7 +82,8 @@ static size_t group_ocb(const nnf_conv2d_shape *s) {
  * (ResNet-50's 1024 -> 2048 downsample at 7x7: 85 GFLOP/s, ORT 94). */
 static int subsampled_1x1(const nnf_conv2d_shape *s, nnf_isa isa) {
     return isa >= NNF_ISA_AVX2 && s->kh == 1 && s->kw == 1 && (s->sh > 1 || s->sw > 1) &&
-           !s->pt && !s->pl && (s->oh - 1) * s->sh < s->h && (s->ow - 1) * s->sw < s->w;
+           !s->pt && !s->pl && s->oh && s->ow && (s->oh - 1) * s->sh < s->h &&
+           (s->ow - 1) * s->sw < s->w;
 }
 
 static size_t group_blocks(nnf_isa isa, const nnf_conv2d_shape *s) {
