@@ -66,6 +66,7 @@ static const char *const act_names[] = {"none",    "relu",     "clip",     "leak
  * sum, |alpha| times, plus the epilogue's adds, carried through the
  * activation (slope at most 1.5, HardSwish's). */
 static int wino_runs;
+static nnf_threadpool *g_pool3; /* a third pool size for the Winograd splits */
 
 static void run_wino_tier(nnf_isa isa, const nnf_conv2d_shape *s, const tcase *tc, const float *x, const float *xb,
                           const float *w, const nnf_epilogue *ep, const double *ref, const float *bias,
@@ -80,11 +81,17 @@ static void run_wino_tier(nnf_isa isa, const nnf_conv2d_shape *s, const tcase *t
     for (size_t i = 0; i < ysize + 1; i++)
         y1[i] = y2[i] = 12345.0f;
     CHECK(nnf_nchwc_wino_run(k, xb, y1, ep, NULL) == NNF_OK);
-    CHECK(nnf_nchwc_wino_run(k, xb, y2, ep, pool2) == NNF_OK);
-    CHECK(y1[ysize] == 12345.0f && y2[ysize] == 12345.0f);
-    CHECK_MSG(memcmp(y1, y2, ysize * sizeof(float)) == 0,
-              "%s: n%zu c%zu %zux%zu oc%zu p%zu,%zu: 1 vs 2 threads differ", k->name, s->n, s->c,
-              s->h, s->w, s->oc, s->pt, s->pl);
+    /* 2 and 3 threads: weight-heavy maps with fewer images than threads run
+     * in phases (a batch of 2 on 3 threads: image after image), the others
+     * split by tiles; the results must not change */
+    nnf_threadpool *pools[2] = {pool2, g_pool3};
+    for (int pi = 0; pi < 2; pi++) {
+        CHECK(nnf_nchwc_wino_run(k, xb, y2, ep, pools[pi]) == NNF_OK);
+        CHECK(y1[ysize] == 12345.0f && y2[ysize] == 12345.0f);
+        CHECK_MSG(memcmp(y1, y2, ysize * sizeof(float)) == 0,
+                  "%s: n%zu c%zu %zux%zu oc%zu p%zu,%zu: 1 vs %d threads differ", k->name, s->n,
+                  s->c, s->h, s->w, s->oc, s->pt, s->pl, pi + 2);
+    }
     wino_mag wm;
     wino_mag_init(&wm, s, x, w);
     int bad = 0;
@@ -318,7 +325,7 @@ static size_t pick(const size_t *v, size_t n) {
 
 int main(void) {
     nnf_threadpool *pool2 = NULL;
-    if (nnf_threadpool_create(2, &pool2) != NNF_OK)
+    if (nnf_threadpool_create(2, &pool2) != NNF_OK || nnf_threadpool_create(3, &g_pool3) != NNF_OK)
         return 1;
 
     /* fixed shapes of interest: pointwise, 3x3, stems from NCHW, tile edges */
@@ -603,5 +610,6 @@ int main(void) {
         CHECK(in_place_runs >= 20);
     }
     nnf_threadpool_destroy(pool2);
+    nnf_threadpool_destroy(g_pool3);
     TEST_MAIN_END();
 }
