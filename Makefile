@@ -38,8 +38,8 @@ test: deps venv
 # with the tier forced (AMD Zen 4 defaults to AVX2; the C tests force every
 # tier themselves). The AVX-512 tier's tests where the CPU has only AVX2: the
 # *_avx512.c files built on SIMDe's AVX2 versions of the intrinsics, the tier
-# reported as present, then the C tests (every tier up to AVX-512) and the Python suite
-# (models against ONNX Runtime) on that build.
+# reported as present, then the C tests (every tier up to AVX-512) and the
+# Python suite (models against ONNX Runtime) on that build.
 test-avx512: deps venv
 	@$(MAKE) --no-print-directory build BUILD=build-avx512 CMAKE_FLAGS="-DNNF_WERROR=ON -DNNF_EMULATE_AVX512=ON"
 	cd build-avx512 && ctest --output-on-failure -j $(JOBS)

@@ -485,12 +485,12 @@ static nnf_status run_node(nnf_session *s, int oi) {
         const nnf_buf *b = out[k];
         bool dump = s->opts.dump_dir && dump_selected(s->opts.dump_filter, n);
         nnf_buf tmp;
-        if (s->hook && !s->hook_logical)
-            s->hook(s->hook_user, n, k, v, b);
+        const nnf_value *raw_v = v;
+        const nnf_buf *raw_b = b;
         if ((s->hook && s->hook_logical) || dump)
             NNF_CHECK(logical_view(s, n, &v, &b, &tmp));
-        if (s->hook && s->hook_logical)
-            s->hook(s->hook_user, n, k, v, b);
+        if (s->hook)
+            s->hook(s->hook_user, n, k, s->hook_logical ? v : raw_v, s->hook_logical ? b : raw_b);
         if (dump)
             NNF_CHECK(dump_output(s, n, v, b));
     }

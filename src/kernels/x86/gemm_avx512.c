@@ -10,8 +10,9 @@
 #include "kernels/x86/transpose_avx2.h"
 #include "kernels/x86/vmath_avx512.h"
 
-static inline __attribute__((always_inline)) void store_row16(float *cr, __m512 v0, __m512 v1, size_t r, __mmask16 k0,
-                               __mmask16 k1, const nnf_tile_ep *t) {
+static inline __attribute__((always_inline)) void
+store_row16(float *cr, __m512 v0, __m512 v1, size_t r, __mmask16 k0, __mmask16 k1,
+            const nnf_tile_ep *t) {
     if (t->accumulate) {
         v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(k0, cr));
         v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(k1, cr + 16));
