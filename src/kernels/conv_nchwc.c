@@ -519,8 +519,11 @@ nnf_status nnf_nchwc_conv_run(const nnf_nchwc_conv *k, const float *x, float *y,
     size_t in_bytes = j.x_img * sizeof(float), w_bytes = k->w_floats * sizeof(float);
     size_t band;
     if (w_bytes > in_bytes) {
-        t.gsplit = t.groups;
-        size_t outer = s->n * t.groups, splits = outer >= want ? 1 : (want + outer - 1) / outer;
+        /* runs of consecutive groups per task, not one: each group's last
+         * K block prefetches the next group's first, which with one group a
+         * task another thread most often ran */
+        t.gsplit = t.groups < want ? t.groups : want;
+        size_t outer = s->n * t.gsplit, splits = outer >= want ? 1 : (want + outer - 1) / outer;
         band = (rows + splits - 1) / splits;
     } else {
         t.gsplit = 1;
