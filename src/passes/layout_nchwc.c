@@ -232,10 +232,10 @@ static nnf_status try_conv(layout *L, int id, bool *done) {
     nnf_conv2d_shape s;
     if (!nnf_nchwc_conv_shape(cp, shape_of(L, x)->dims, g->values[w].shape.dims, shape_of(L, y)->dims, &s))
         return NNF_OK;
-    /* Winograd does 2.25x fewer multiplies than any direct kernel: where
-     * the blocked Winograd does not win (nnf_nchwc_wino_wins: maps of fewer
-     * than 24 tiles) the NCHW one runs 1.5-2x faster than the blocked direct
-     * kernel, reorders around it included */
+    /* Winograd F(4x4,3x3) does 4x fewer multiplies than any direct kernel:
+     * where the blocked Winograd does not win (nnf_nchwc_wino_wins: maps of
+     * fewer than 16 or 24 tiles) the NCHW one runs 1.5-2x faster than the
+     * blocked direct kernel, reorders around it included */
     if (s.c >= 64 && nnf_conv_select(&s, nnf_cpu_isa()) == NNF_CONV_ALGO_WINOGRAD &&
         !nnf_nchwc_wino_wins(&s, nnf_cpu_isa()))
         return NNF_OK;
