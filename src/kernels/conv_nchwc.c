@@ -65,10 +65,13 @@ static int wide_tiles(const nnf_nchwc_conv *k) {
 }
 
 /* Output blocks per register tile: one that divides the block count when
- * there is one, so no group runs a short tile. A stride-1 1x1 prefers 2x6:
- * each weight vector serves 6 pixels, not 3, and its weights are the
- * traffic (320 -> 1280 and 512 -> 2048 at 7x7, 24 -> 144 at 56x56 ran
- * 5-15 % faster); 3x3s and stems ran faster at 4x3. */
+ * there is one, so no group runs a short tile; 3x4 and 4x3 before 2x6 for
+ * every kernel size. The stride-1 1x1s had 2x6 tiles (each weight vector
+ * serves 6 pixels, not 3) from a round where that measured 5-15 % faster;
+ * since the K blocks' weights are prefetched as the tiles go (nchwc.h,
+ * nnf_nchwc_wfetch) 3x4/4x3 measured 1-2.5 % faster on 17 of the suite's 19
+ * 1x1 shapes and equal on the others (Zen 4, the same outputs bit for bit):
+ * ResNet-50 in-process A/B 0.980 on 1 thread, 0.983 on 2. */
 /* Output blocks of one conv group (every block when group == 1). */
 static size_t group_ocb(const nnf_conv2d_shape *s) {
     return nnf_nchwc_blocks(s->oc / s->group);
@@ -77,7 +80,7 @@ static size_t group_ocb(const nnf_conv2d_shape *s) {
 /* A 1x1 whose every output reads an input pixel (no padding) but with a
  * stride: on the SIMD tiers its input is gathered into a compact copy of the
  * pixels it reads (a quarter of the input at stride 2), and it runs as a
- * stride-1 1x1, flattened, in the pointwise convs' 2x6 tiles. Strided, its
+ * stride-1 1x1, flattened, in the pointwise convs' tiles. Strided, its
  * 7-wide rows ran 3 + 2 + 2-pixel tiles that each reread the weights
  * (ResNet-50's 1024 -> 2048 downsample at 7x7: 85 GFLOP/s, ORT 94). */
 static int subsampled_1x1(const nnf_conv2d_shape *s, nnf_isa isa) {
@@ -97,9 +100,6 @@ static size_t group_blocks(nnf_isa isa, const nnf_conv2d_shape *s) {
                 return g;
         return ocb < 8 ? ocb : 8;
     }
-    if (s->kh == 1 && s->kw == 1 && ((s->sh == 1 && s->sw == 1) || subsampled_1x1(s, isa)) &&
-        ocb % 2 == 0)
-        return 2;
     if (ocb % 3 == 0)
         return 3;
     if (ocb % 4 == 0)
