@@ -54,7 +54,8 @@ static void init_cfgs(void) {
                                           .nr = 16,
                                           .ukernel = nnf_gemm_ukernel_6x16_avx2,
                                           .pack_a_rows = nnf_gemm_pack_a6_avx2,
-                                          .gemv_panel = nnf_gemv_panel_16_avx2};
+                                          .gemv_panel = nnf_gemv_panel_16_avx2,
+                                          .ukernel_rebalance = 1};
     g_cfgs[NNF_ISA_AVX512] = (nnf_gemm_cfg){.name = "f32_gemm_14x32_avx512",
                                             .isa = NNF_ISA_AVX512,
                                             .mr = 14,
@@ -319,6 +320,29 @@ static inline void pf_step(pf_cursor *p) {
     }
 }
 
+/* A block's last panel of 1 or 2 rows runs a register tile of 2 or 4
+ * accumulators, bound by the FMA latency (a 2-row panel took 4 cycles a k
+ * step, a full one 6): where the microkernel says so, that panel and the
+ * full one before it are packed as two of 4 + 3 or 4 + 4 rows instead
+ * (BERT's M = 128: 21 panels of 6 and one of 2). Each row's sum is the same
+ * in any tile, so the results do not change. */
+static void tail_split(size_t mcb, size_t mr, int rebalance, size_t *split, size_t *tail0) {
+    size_t rem = mcb % mr;
+    *split = mcb;
+    *tail0 = 0;
+    if (rebalance && mcb > mr && (rem == 1 || rem == 2)) {
+        *split = mcb - mr - rem;
+        *tail0 = (mr + rem + 1) / 2;
+    }
+}
+
+/* Rows of the panel starting at row ir of the block. */
+static inline size_t mm_of(size_t ir, size_t mcb, size_t mr, size_t split, size_t tail0) {
+    if (ir < split)
+        return split - ir < mr ? split - ir : mr;
+    return ir == split ? tail0 : mcb - ir;
+}
+
 /* One task: C rows [i0, i0 + mi) x columns [j0, j0 + nj). */
 static void gemm_task(void *ctx, size_t i0, size_t j0, size_t mi, size_t nj) {
     gemm_job *j = ctx;
@@ -337,10 +361,20 @@ static void gemm_task(void *ctx, size_t i0, size_t j0, size_t mi, size_t nj) {
         for (size_t ic = i0; ic < i0 + mi; ic += cfg->mc) {
             size_t mcb = i0 + mi - ic < cfg->mc ? i0 + mi - ic : cfg->mc;
             const float *ap;
+            /* rows [0, split) in whole panels, then two panels of tail0 and
+             * mcb - split - tail0 rows (see tail_split) */
+            size_t split = mcb, tail0 = 0;
             if (j->a->packed) {
                 ap = packed_panels(j->a->packed, ic, pc, kcb);
             } else {
-                pack_block(cfg, NNF_GEMM_A, j->a, ic, mcb, pc, kcb, mr, abuf);
+                tail_split(mcb, mr, cfg->ukernel_rebalance, &split, &tail0);
+                pack_block(cfg, NNF_GEMM_A, j->a, ic, split, pc, kcb, mr, abuf);
+                if (split < mcb) {
+                    pack_block(cfg, NNF_GEMM_A, j->a, ic + split, tail0, pc, kcb, mr,
+                               abuf + split * kcb);
+                    pack_block(cfg, NNF_GEMM_A, j->a, ic + split + tail0, mcb - split - tail0, pc,
+                               kcb, mr, abuf + (split + mr) * kcb);
+                }
                 ap = abuf;
             }
             for (size_t jc = j0; jc < j0 + nj; jc += j->nc) {
@@ -388,9 +422,9 @@ static void gemm_task(void *ctx, size_t i0, size_t j0, size_t mi, size_t nj) {
                         pf.wait = pf_calls / 4 * 3;
                     }
                 }
-                for (size_t ir = 0; ir < mcb; ir += mr) {
-                    size_t mm = mcb - ir < mr ? mcb - ir : mr;
-                    const float *apanel = ap + ir * kcb;
+                for (size_t ir = 0, pr = 0; ir < mcb; ir += mm_of(ir, mcb, mr, split, tail0), pr += mr) {
+                    size_t mm = mm_of(ir, mcb, mr, split, tail0);
+                    const float *apanel = ap + pr * kcb;
                     size_t row = ic + ir;
                     if (t.ep)
                         t.bias = ep->bias_kind == NNF_BIAS_PER_ROW   ? ep->bias + row
@@ -399,7 +433,7 @@ static void gemm_task(void *ctx, size_t i0, size_t j0, size_t mi, size_t nj) {
                     float *crow = j->c + row * j->ldc + jc;
                     const float *rrow =
                         t.ep && ep->residual ? ep->residual + row * ep->ld_residual + jc : NULL;
-                    int more = ir + mr < mcb;
+                    int more = ir + mm < mcb;
                     for (size_t jr = 0, call = 0; jr < ncb; jr += nr, call++) {
                         size_t nn = ncb - jr < nr ? ncb - jr : nr;
                         if (more)
