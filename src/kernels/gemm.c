@@ -422,8 +422,8 @@ static void gemm_task(void *ctx, size_t i0, size_t j0, size_t mi, size_t nj) {
                         pf.wait = pf_calls / 4 * 3;
                     }
                 }
-                for (size_t ir = 0, pr = 0; ir < mcb; ir += mm_of(ir, mcb, mr, split, tail0), pr += mr) {
-                    size_t mm = mm_of(ir, mcb, mr, split, tail0);
+                for (size_t ir = 0, pr = 0, mm = 0; ir < mcb; ir += mm, pr += mr) {
+                    mm = mm_of(ir, mcb, mr, split, tail0);
                     const float *apanel = ap + pr * kcb;
                     size_t row = ic + ir;
                     if (t.ep)

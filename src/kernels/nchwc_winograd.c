@@ -24,7 +24,7 @@ bool nnf_nchwc_wino_supported(const nnf_conv2d_shape *s, nnf_isa isa) {
  * on cores with 1 MiB of L2 or more, 24 below. On Zen 4 (1 MiB L2) the
  * blocked kernel ran ResNet-50's 256-channel 3x3s at 14x14 in 1.10-1.21 ms
  * where the NCHW one took 1.23 plus 0.03 of reorders (ResNet-50 in-process
- * A/B 0.967 on 1 thread, 0.943 on 2); on Zen 3 (512 KiB L2) an earlier
+ * A/B 0.979 on 1 thread, 0.952 on 2); on Zen 3 (512 KiB L2) an earlier
  * round measured the blocked kernel 1.18x slower there. */
 static size_t min_tiles(void) {
     return nnf_cpu_get()->l2 >= ((size_t)1 << 20) ? 16 : 24;
