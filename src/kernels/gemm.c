@@ -290,7 +290,6 @@ static size_t round_up(size_t v, size_t r) {
 typedef struct pf_cursor {
     const char *row; /* the current row's first line */
     size_t ld_bytes, lines_per_row, rows_left, line, per_call;
-    size_t wait; /* calls to let pass before the first prefetch */
 } pf_cursor;
 
 static void pf_start(pf_cursor *p, const float *base, size_t ld, size_t rows, size_t cols,
@@ -306,10 +305,6 @@ static void pf_start(pf_cursor *p, const float *base, size_t ld, size_t rows, si
 }
 
 static inline void pf_step(pf_cursor *p) {
-    if (p->wait) {
-        p->wait--;
-        return;
-    }
     for (size_t i = 0; i < p->per_call && p->rows_left; i++) {
         __builtin_prefetch(p->row + p->line * 64, 0, 2);
         if (++p->line == p->lines_per_row) {
@@ -397,15 +392,15 @@ static void gemm_task(void *ctx, size_t i0, size_t j0, size_t mi, size_t nj) {
                 } else if (j->b->packed && (mcb + mr - 1) / mr >= NNF_GEMM_PF_MIN_PANELS) {
                     /* prepacked weights: the block after this one, in the
                      * order the task reads them (the next columns, or the
-                     * next K block's first), one contiguous run, during the
-                     * last quarter of this block's calls. In a model the
-                     * weights come from memory, and each block's first A
-                     * panel waited on them (BERT's 768 x 768 projections at
-                     * M = 128: 1.50 ms against 1.40 in cache). Spread over
-                     * the whole block they evicted lines of this block that
-                     * later panels reread (the AVX-512 tier, its blocks of
-                     * 192 x 672, ran 3 % slower); a quarter ahead, BERT 1
-                     * thread ran 2 % faster on AVX2 and unchanged on it. */
+                     * next K block's first), one contiguous run, spread
+                     * over this block's calls. In a model the weights come
+                     * from memory, and each block's first A panel waited on
+                     * them (BERT's 768 x 768 projections at M = 128: 1.50
+                     * ms against 1.40 in cache). Crowded into the block's
+                     * last quarter (70 lines a call for BERT) the prefetches
+                     * queued behind each other: spread over the whole block,
+                     * BERT-base 1 thread ran 2 % faster on AVX2 (A/B 0.980),
+                     * 0.7 % on AVX-512, ResNet-50 1 % (its Winograd GEMMs). */
                     size_t pc2 = pc, kcb2 = kcb, jc2 = jc + ncb, n2 = 0;
                     if (jc2 < j0 + nj) {
                         n2 = j0 + nj - jc2;
@@ -416,11 +411,9 @@ static void gemm_task(void *ctx, size_t i0, size_t j0, size_t mi, size_t nj) {
                         n2 = nj;
                     }
                     n2 = n2 < j->nc ? n2 : j->nc;
-                    if (n2) {
+                    if (n2)
                         pf_start(&pf, packed_panels(j->b->packed, jc2, pc2, kcb2), 0, 1,
-                                 round_up(n2, nr) * kcb2, pf_calls - pf_calls / 4 * 3);
-                        pf.wait = pf_calls / 4 * 3;
-                    }
+                                 round_up(n2, nr) * kcb2, pf_calls);
                 }
                 for (size_t ir = 0, pr = 0, mm = 0; ir < mcb; ir += mm, pr += mr) {
                     mm = mm_of(ir, mcb, mr, split, tail0);
