@@ -64,14 +64,6 @@ static int wide_tiles(const nnf_nchwc_conv *k) {
     return k->isa >= NNF_ISA_AVX512;
 }
 
-/* Output blocks per register tile: one that divides the block count when
- * there is one, so no group runs a short tile; 3x4 and 4x3 before 2x6 for
- * every kernel size. The stride-1 1x1s had 2x6 tiles (each weight vector
- * serves 6 pixels, not 3) from a round where that measured 5-15 % faster;
- * since the K blocks' weights are prefetched as the tiles go (nchwc.h,
- * nnf_nchwc_wfetch) 3x4/4x3 measured 1-2.5 % faster on 17 of the suite's 19
- * 1x1 shapes and equal on the others (Zen 4, the same outputs bit for bit):
- * ResNet-50 in-process A/B 0.980 on 1 thread, 0.983 on 2. */
 /* Output blocks of one conv group (every block when group == 1). */
 static size_t group_ocb(const nnf_conv2d_shape *s) {
     return nnf_nchwc_blocks(s->oc / s->group);
@@ -89,6 +81,14 @@ static int subsampled_1x1(const nnf_conv2d_shape *s, nnf_isa isa) {
            (s->ow - 1) * s->sw < s->w;
 }
 
+/* Output blocks per register tile: one that divides the block count when
+ * there is one, so no group runs a short tile; 3x4 and 4x3 before 2x6 for
+ * every kernel size. The stride-1 1x1s had 2x6 tiles (each weight vector
+ * serves 6 pixels, not 3) from a round where that measured 5-15 % faster;
+ * since the K blocks' weights are prefetched as the tiles go (nchwc.h,
+ * nnf_nchwc_wfetch) 3x4/4x3 measured 1-2.5 % faster on 17 of the suite's 19
+ * 1x1 shapes and equal on the others (Zen 4, the same outputs bit for bit):
+ * ResNet-50 in-process A/B 0.980 on 1 thread, 0.983 on 2. */
 static size_t group_blocks(nnf_isa isa, const nnf_conv2d_shape *s) {
     size_t ocb = group_ocb(s);
     if (isa == NNF_ISA_SCALAR || ocb == 1)

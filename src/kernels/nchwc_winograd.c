@@ -149,10 +149,16 @@ typedef struct wino_phase {
     size_t b, chunk; /* the image; tiles per transform task */
 } wino_phase;
 
+/* Transform task i's tiles: [*t0, *t0 + the count returned). */
+static size_t phase_tiles(const wino_phase *p, size_t i, size_t *t0) {
+    *t0 = i * p->chunk;
+    return p->j->tiles - *t0 < p->chunk ? p->j->tiles - *t0 : p->chunk;
+}
+
 static void phase_input(void *ctx, size_t i) {
     const wino_phase *p = ctx;
     const wino_job *j = p->j;
-    size_t t0 = i * p->chunk, nt = j->tiles - t0 < p->chunk ? j->tiles - t0 : p->chunk;
+    size_t t0, nt = phase_tiles(p, i, &t0);
     nnf_nchwc_wino_input_avx2(j->k, j->x + p->b * j->x_img, t0, nt, j->scratch + t0 * j->k->c8,
                               j->vstride);
 }
@@ -172,7 +178,7 @@ static void phase_gemm(void *ctx, size_t xi) {
 static void phase_output(void *ctx, size_t i) {
     const wino_phase *p = ctx;
     const wino_job *j = p->j;
-    size_t t0 = i * p->chunk, nt = j->tiles - t0 < p->chunk ? j->tiles - t0 : p->chunk;
+    size_t t0, nt = phase_tiles(p, i, &t0);
     nnf_nchwc_wino_output_avx2(j->k, j->scratch + 36 * j->vstride + t0 * j->k->oc8, j->mstride, t0,
                                nt, j->y + p->b * j->y_img, j->res ? j->res + p->b * j->y_img : NULL,
                                j->ep);
