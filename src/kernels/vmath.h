@@ -10,6 +10,14 @@
 
 #include <stddef.h>
 
+/* The SIMD tiers' exp polynomial: e^r = 1 + r + r^2 q(r) on |r| <= ln 2 / 2,
+ * q(r) = Q0 + Q1 r + Q2 r^2 + Q3 r^3 + Q4 r^4 (x86/vmath_avx2.h). */
+#define NNF_EXP_Q0 4.9999994040e-01f
+#define NNF_EXP_Q1 1.6666521132e-01f
+#define NNF_EXP_Q2 4.1668388993e-02f
+#define NNF_EXP_Q3 8.3687454462e-03f
+#define NNF_EXP_Q4 1.3814540580e-03f
+
 /* NNF_VM_SILU: x * sigmoid(x) as the conv and GEMM epilogues compute it
  * (AVX2: nnf_silu8_fast). */
 typedef enum nnf_vm_fn { NNF_VM_EXP = 0, NNF_VM_SIGMOID, NNF_VM_TANH, NNF_VM_ERF, NNF_VM_SILU } nnf_vm_fn;

@@ -4,6 +4,7 @@
 #define NNF_KERNELS_X86_VMATH_AVX512_H
 
 #include "kernels/epilogue.h"
+#include "kernels/vmath.h"
 
 #include "kernels/x86/avx512_intrin.h"
 
@@ -14,12 +15,10 @@ static inline __m512 nnf_exp16(__m512 x) {
                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
     r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 p = _mm512_set1_ps(1.9875691500E-4f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507E-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073E-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894E-2f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459E-1f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201E-1f));
+    __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(NNF_EXP_Q4), r, _mm512_set1_ps(NNF_EXP_Q3));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(NNF_EXP_Q2));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(NNF_EXP_Q1));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(NNF_EXP_Q0));
     p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r);
     p = _mm512_add_ps(p, _mm512_set1_ps(1.0f));
     __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
