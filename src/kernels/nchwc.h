@@ -183,10 +183,15 @@ static inline void nnf_nchwc_wfetch_upto(nnf_nchwc_wfetch *f, size_t rows) {
         __builtin_prefetch(f->base + f->off, 0, 2); /* prefetcht1: into L2 */
 }
 
-/* Hands n lines to a tile that prefetches one per tap: returns the first,
- * or NULL when fewer than n are left (the row starts fetch the rest). */
+/* Lines not fetched yet. */
+static inline size_t nnf_nchwc_wfetch_left(const nnf_nchwc_wfetch *f) {
+    return (f->bytes - (f->off < f->bytes ? f->off : f->bytes)) / 64;
+}
+
+/* Hands n lines to tiles that prefetch one per tap: returns the first, or
+ * NULL when fewer than n are left (the row starts fetch the rest). */
 static inline const char *nnf_nchwc_wfetch_take(nnf_nchwc_wfetch *f, size_t n) {
-    if (f->bytes - (f->off < f->bytes ? f->off : f->bytes) < n * 64)
+    if (nnf_nchwc_wfetch_left(f) < n)
         return NULL;
     const char *p = f->base + f->off;
     f->off += n * 64;

@@ -105,6 +105,44 @@ static inline __attribute__((always_inline)) void
 tile(const nnf_nchwc_conv_job *j, const tile_arg *a, const ep_ctx *ec, const int L, const int OB,
      const int P, const int G, const int SW, const int K1, const int TL) {
     const nnf_conv2d_shape *s = &j->k->s;
+    /* the whole run in assembly: interior, stride 1 or 2, no padding lanes,
+     * an epilogue it does */
+    const nnf_taps_fn taps = L == 8 && !G && !TL ? nnf_taps_for(OB, P, SW) : NULL;
+    if (taps && a->tt->n && (!a->last || ec->asm_ep) &&
+        (ec->partial < a->blk0 || ec->partial >= a->blk0 + (size_t)OB)) {
+        const size_t wtap = (size_t)L * OB * 8, wunit = s->kh * s->kw * wtap;
+        const size_t kh0 = K1 ? 0 : a->kh0, n = a->tt->n;
+        const float *res = a->res && !j->ep->residual_after_act ? a->res : NULL;
+        nnf_taps_io io = {
+            .y = a->y,
+            .res = res,
+            .bias = a->bias,
+            .ys = (ptrdiff_t)(j->y_blk * sizeof(float)),
+            .lo = ec->lo,
+            .hi = ec->hi,
+            .first = a->first,
+            .last = a->last,
+            .tab = a->tt->e,
+            .n = n,
+            .rstep = res ? (ptrdiff_t)(P * 8 * sizeof(float)) : 0,
+        };
+        const float *x = a->x + a->u0 * j->x_unit +
+                         (a->ih + (ptrdiff_t)(kh0 * s->dh)) * (ptrdiff_t)j->x_row + a->iw * L;
+        const float *w = a->w + a->u0 * wunit + kh0 * s->kw * wtap;
+        /* a line of the next K block per tap while the block has lines
+         * left, then none (any readable line, step 0) */
+        for (size_t t = 0; t < a->ntile;) {
+            size_t can = n ? nnf_nchwc_wfetch_left(a->wf) / n : 0, cnt = a->ntile - t;
+            cnt = can && can < cnt ? can : cnt;
+            const char *pf = can ? nnf_nchwc_wfetch_take(a->wf, cnt * n) : NULL;
+            io.pf = pf ? pf : (const char *)a->w;
+            io.pf_step = pf ? 64 : 0;
+            io.ntile = cnt;
+            taps(x + t * P * s->sw * L, w, &io);
+            t += cnt;
+        }
+        return;
+    }
     /* ntile tiles side by side: the setup is paid once per run, not per P
      * pixels (a 24-deep 1x1 tile is only ~150 cycles of FMAs) */
     for (size_t t = 0; t < a->ntile; t++) {
@@ -124,32 +162,6 @@ tile(const nnf_nchwc_conv_job *j, const tile_arg *a, const ep_ctx *ec, const int
                     oh++;
                 }
             }
-        }
-        /* the whole tile in assembly: interior, stride 1 or 2, no padding
-         * lanes, an epilogue it does */
-        const nnf_taps_fn taps = L == 8 && !G && !TL ? nnf_taps_for(OB, P, SW) : NULL;
-        if (taps && a->tt->n && (!a->last || ec->asm_ep) &&
-            (ec->partial < a->blk0 || ec->partial >= a->blk0 + (size_t)OB)) {
-            const size_t wtap = (size_t)L * OB * 8, wunit = s->kh * s->kw * wtap;
-            const size_t kh0 = K1 ? 0 : a->kh0;
-            /* a line of the next K block per tap, or none: any readable line, step 0 */
-            const char *pf = nnf_nchwc_wfetch_take(a->wf, a->tt->n);
-            nnf_taps_io io = {
-                .y = yt,
-                .res = rt && !j->ep->residual_after_act ? rt : NULL,
-                .bias = a->bias,
-                .ys = (ptrdiff_t)(j->y_blk * sizeof(float)),
-                .lo = ec->lo,
-                .hi = ec->hi,
-                .first = a->first,
-                .last = a->last,
-                .pf = pf ? pf : (const char *)a->w,
-                .pf_step = pf ? 64 : 0,
-            };
-            taps(a->x + a->u0 * j->x_unit +
-                     (a->ih + (ptrdiff_t)(kh0 * s->dh)) * (ptrdiff_t)j->x_row + iw0 * L,
-                 a->w + a->u0 * wunit + kh0 * s->kw * wtap, a->tt->e, a->tt->n, &io);
-            continue;
         }
         __m256 acc[4][8];
 #pragma GCC unroll 4

@@ -10,10 +10,10 @@
  * accumulator (o, p), output block o and pixel p of an OB x P tile, lives in
  * ymm(4 + o * P + p); ymm0-3 hold the broadcasts and weights.
  *
- * One call runs a whole tile: accumulators from zero or from the partial
- * sums in y, n taps (each also prefetching one line of the next K block's
- * weights into L2, io->pf), then either the partial sums or the finished
- * outputs (bias, residual, clamp) stored to y. Tap t reads its input at x +
+ * One call runs ntile tiles along a row, each whole: accumulators from
+ * zero or from the partial sums in y, n taps (each also prefetching one
+ * line of the next K block's weights into L2, io->pf), then either the
+ * partial sums or the finished outputs (bias, residual, clamp) stored to y. Tap t reads its input at x +
  * tab[t].x bytes (pixel p at + p * XS bytes, lane l at + 4 l) and its
  * weights at w + tab[t].w bytes ([lane][OB][8], packed by conv_nchwc.c),
  * and adds, lane by lane, weight x input into the accumulators: the same
@@ -175,45 +175,59 @@ typedef struct nnf_tap {
     ".if " #P "*" #XS " > 192\n\tprefetcht0 " #P "*" #XS "+192(%[xp])\n\t.endif\n\t"
 
 /* What a tile call reads and writes besides the K loop (offsets fixed for
- * the assembly below). */
+ * the assembly below). The call runs ntile tiles side by side along the
+ * row: the same taps, weights and K block, each tile's input P * XS bytes
+ * after the last one's and its outputs P pixels after; y and res move on as
+ * it goes (the caller's copy is spent). In C, each tile's call, its
+ * arguments and its return were a tenth of a 16 -> 96 channel pointwise
+ * conv (MobileNetV2's first expansion, 96 cycles of FMAs a tile). */
 typedef struct nnf_taps_io {
-    float *y;          /* the tile's first pixel in its first output block */
-    const float *res;  /* the residual at the same place, or NULL */
-    const float *bias; /* the first block's 8 biases, or NULL */
-    ptrdiff_t ys;      /* bytes between output blocks (of y and res) */
-    float lo, hi;      /* the clamp (+-inf: none) */
-    int first;         /* start from zero, else from the partial sums in y */
-    int last;          /* apply bias, residual, clamp; else store the partial sums */
-    const char *pf;    /* a line to prefetch into L2 per tap from here (the next
-                        * K block's weights, nnf_nchwc_wfetch), pf_step apart */
-    ptrdiff_t pf_step; /* 64, or 0 with pf at any readable line: none */
+    float *y;           /* the first tile's first pixel in its first output block */
+    const float *res;   /* the residual at the same place, or NULL */
+    const float *bias;  /* the first block's 8 biases, or NULL */
+    ptrdiff_t ys;       /* bytes between output blocks (of y and res) */
+    float lo, hi;       /* the clamp (+-inf: none) */
+    int first;          /* start from zero, else from the partial sums in y */
+    int last;           /* apply bias, residual, clamp; else store the partial sums */
+    const char *pf;     /* a line to prefetch into L2 per tap from here (the next
+                         * K block's weights, nnf_nchwc_wfetch), pf_step apart */
+    ptrdiff_t pf_step;  /* 64, or 0 with pf at any readable line: none */
+    const nnf_tap *tab; /* the taps, n of them */
+    size_t n;
+    size_t ntile;       /* tiles, at least 1 */
+    ptrdiff_t rstep;    /* bytes res moves per tile: P * 32, or 0 without one */
 } nnf_taps_io;
 _Static_assert(offsetof(nnf_taps_io, res) == 8 && offsetof(nnf_taps_io, bias) == 16 &&
                    offsetof(nnf_taps_io, ys) == 24 && offsetof(nnf_taps_io, lo) == 32 &&
                    offsetof(nnf_taps_io, hi) == 36 && offsetof(nnf_taps_io, first) == 40 &&
                    offsetof(nnf_taps_io, last) == 44 && offsetof(nnf_taps_io, pf) == 48 &&
-                   offsetof(nnf_taps_io, pf_step) == 56,
+                   offsetof(nnf_taps_io, pf_step) == 56 && offsetof(nnf_taps_io, tab) == 64 &&
+                   offsetof(nnf_taps_io, n) == 72 && offsetof(nnf_taps_io, ntile) == 80 &&
+                   offsetof(nnf_taps_io, rstep) == 88,
                "nnf_taps_io offsets are baked into the assembly");
 
-typedef void (*nnf_taps_fn)(const float *x, const float *w, const nnf_tap *tab, size_t n,
-                            const nnf_taps_io *io);
+typedef void (*nnf_taps_fn)(const float *x, const float *w, nnf_taps_io *io);
 
-/* The whole tile: accumulators from zero or y, the K loop, then y = clamp(
- * acc + bias + res) on the last K block (the order of nnf_ep_fast8, so the
- * bits match the C tile) or the raw partial sums. */
+/* The tiles: accumulators from zero or y, the K loop, then y = clamp(acc +
+ * bias + res) on the last K block (the order of nnf_ep_fast8, so the bits
+ * match the C tile) or the raw partial sums; then the next tile. */
 #define TAPS_FN(NAME, OB, P, XS)                                                                   \
-    static void NAME(const float *x, const float *w, const nnf_tap *tab, size_t n,                 \
-                     const nnf_taps_io *io) {                                                      \
+    static void NAME(const float *x, const float *w, nnf_taps_io *io) {                           \
         const char *xp, *wp, *yb, *pf;                                                             \
+        const nnf_tap *tab;                                                                        \
+        size_t n;                                                                                  \
         ptrdiff_t ys, ps;                                                                          \
         __asm__ volatile(                                                                          \
             "mov 24(%[io]), %[ys]\n\t"                                                             \
             "mov 48(%[io]), %[pf]\n\t"                                                             \
-            "mov 56(%[io]), %[ps]\n\t"                                                             \
+            "mov 56(%[io]), %[ps]\n"                                                               \
+            "10:\n\t"                                                                              \
             "cmpl $0, 40(%[io])\n\t"                                                               \
             "je 5f\n\t" EACH(OB, P, ZERO) "jmp 6f\n"                                               \
             "5:\n\t"                                                                               \
             "mov (%[io]), %[yb]\n\t" EACH_BLOCK(OB, P, LD_E, LD_O) "6:\n\t"                        \
+            "mov 64(%[io]), %[tab]\n\t"                                                            \
+            "mov 72(%[io]), %[n]\n\t"                                                              \
             "test %[n], %[n]\n\t"                                                                  \
             "jz 2f\n\t"                                                                            \
             ".p2align 5\n"                                                                         \
@@ -242,9 +256,15 @@ typedef void (*nnf_taps_fn)(const float *x, const float *w, const nnf_tap *tab, 
             "vbroadcastss 32(%[io]), %%ymm1\n\t"                                                   \
             "vbroadcastss 36(%[io]), %%ymm2\n\t" EACH(OB, P, CLAMP) "8:\n\t"                       \
             "mov (%[io]), %[yb]\n\t" EACH_BLOCK(OB, P, ST_E, ST_O)                                 \
-            : [tab] "+r"(tab), [n] "+r"(n), [xp] "=&r"(xp), [wp] "=&r"(wp), [yb] "=&r"(yb),        \
-              [ys] "=&r"(ys), [pf] "=&r"(pf), [ps] "=&r"(ps)                                       \
-            : [x] "r"(x), [w] "r"(w), [io] "r"(io)                                                 \
+            "add $" #P "*" #XS ", %[x]\n\t"                                                        \
+            "addq $" #P "*32, (%[io])\n\t"                                                         \
+            "mov 88(%[io]), %[xp]\n\t"                                                             \
+            "add %[xp], 8(%[io])\n\t"                                                              \
+            "decq 80(%[io])\n\t"                                                                   \
+            "jnz 10b\n"                                                                            \
+            : [tab] "=&r"(tab), [n] "=&r"(n), [xp] "=&r"(xp), [wp] "=&r"(wp), [yb] "=&r"(yb),      \
+              [ys] "=&r"(ys), [pf] "=&r"(pf), [ps] "=&r"(ps), [x] "+r"(x)                          \
+            : [w] "r"(w), [io] "r"(io)                                                             \
             : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9",       \
               "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "memory", "cc");               \
     }
