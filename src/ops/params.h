@@ -75,6 +75,7 @@ typedef struct nnf_conv_params {
     /* epilogue (Conv only): activation after bias; residual input index or -1 */
     nnf_activation act;
     int residual_input; /* a fused Add's other operand, as node input index; -1 = none */
+    int residual_after_act; /* y = act(conv + bias) + residual, else act(conv + bias + residual) */
 } nnf_conv_params;
 
 /* Gemm / MatMul. */

@@ -1,5 +1,9 @@
 /* Conv → Add(conv, x) with x shaped like the output becomes a Conv with a
  * residual epilogue: y = act(conv + bias + x); x joins the conv as input 3.
+ * The pipeline runs this pass again after fuse_activation: a conv that has
+ * taken its activation by then takes the Add after it, y = act(conv + bias)
+ * + x (YOLOv5's bottleneck, x + SiLU(conv): the sum was an Add node of its
+ * own, a pass over three tensors; now the conv's activation pass adds x).
  * MatMul → Add(matmul, x) likewise, where x is shaped like the output or is a
  * constant row of the output's last extent (the bias of a Linear layer); x
  * joins the MatMul as input 2. */
@@ -68,7 +72,7 @@ nnf_status nnf_pass_fuse_residual(nnf_pass_ctx *ctx) {
             if (!conv || strcmp(conv->op_type, "Conv") || conv->domain[0] || ctx->uses[cv] != 1 || cv == xv)
                 continue;
             nnf_conv_params *cp = conv->params;
-            if (cp->act.kind != NNF_ACT_NONE || cp->residual_input >= 0)
+            if (cp->residual_input >= 0)
                 continue;
             const nnf_value *c = &g->values[cv], *x = &g->values[xv];
             if (c->dtype != NNF_DTYPE_FLOAT32 || x->dtype != NNF_DTYPE_FLOAT32 || !same_shape(&c->shape, &x->shape) ||
@@ -77,6 +81,7 @@ nnf_status nnf_pass_fuse_residual(nnf_pass_ctx *ctx) {
             NNF_CHECK(nnf_pass_resize_inputs(conv, 4));
             conv->inputs[3] = xv;
             cp->residual_input = 3;
+            cp->residual_after_act = cp->act.kind != NNF_ACT_NONE;
             NNF_CHECK(nnf_pass_merge_names(ctx, conv, add));
             nnf_pass_take_output(ctx, conv, 0, add->outputs[0]);
             add->dead = true;

@@ -117,6 +117,21 @@ def case_winograd():
     return build([a, b, c], nodes, [], [c[2]], (1, 64, 22, 22)), {"nchwc.Conv"}, 2
 
 
+def case_bottleneck_silu():
+    """YOLOv5's bottleneck twice, x + SiLU(conv(SiLU(conv(x)))): the Add joins the 3x3 after its
+    SiLU, on the blocked Winograd (64 and 70 channels at 22x22) and on the direct tiles (16
+    channels); 70 channels leave padding lanes."""
+    a = conv("a", "x", 64, 64, k=1, pad=0, act="silu")
+    b = conv("b", a[2], 64, 64, act="silu")
+    c = conv("c", "s", 64, 16, k=1, pad=0, act="silu")
+    d = conv("d", c[2], 16, 16, act="silu")
+    e = conv("e", "t", 16, 70, k=1, pad=0, act="silu")
+    f = conv("f", e[2], 70, 70, act="silu")
+    nodes = [helper.make_node("Add", [a[2], b[2]], ["s"]), helper.make_node("Add", [c[2], d[2]], ["t"]),
+             helper.make_node("Add", [e[2], f[2]], ["y"])]
+    return build([a, b, c, d, e, f], nodes, [], ["y"], (1, 64, 22, 22)), {"nchwc.Conv"}, 2
+
+
 def case_grouped():
     """RegNet's block: grouped 3x3 convs whose groups are whole 8-channel blocks (widths 16 and 8,
     stride 2 and 1, 3 and 5 blocks per group) between 1x1s, a residual Add: all blocked."""
@@ -130,7 +145,7 @@ def case_grouped():
 
 
 CASES = {f.__name__[5:]: f for f in (case_stem_chain, case_residual_add, case_concat_resize, case_mixed_readers,
-                                      case_winograd, case_grouped)}
+                                      case_winograd, case_bottleneck_silu, case_grouped)}
 
 
 def profiled_ops(path, env=None):
@@ -169,6 +184,16 @@ def test_winograd_convs_run_blocked(tmp_path):
     path.write_bytes(case_winograd()[0])
     kernels = [k for o, k in profiled_ops(path) if o == "nchwc.Conv"]
     assert len(kernels) == 3 and all("nchwc_winograd" in k for k in kernels), kernels
+
+
+def test_bottleneck_adds_fuse(tmp_path):
+    """The three Adds after a conv's SiLU run in those convs' epilogues, on both algorithms."""
+    path = tmp_path / "bottleneck.onnx"
+    path.write_bytes(case_bottleneck_silu()[0])
+    ops = profiled_ops(path)
+    assert not [o for o, _ in ops if o.endswith("Add")], ops
+    kernels = [k for o, k in ops if o == "nchwc.Conv"]
+    assert len(kernels) == 6 and sum("nchwc_winograd" in k for k in kernels) == 2, kernels
 
 
 def test_grouped_convs(tmp_path):

@@ -54,6 +54,18 @@ def case_conv_silu():
     return n + [helper.make_node("Sigmoid", [y], ["sg"]), helper.make_node("Mul", [y, "sg"], ["y"])], i, 1
 
 
+def silu(y, out):
+    return [helper.make_node("Sigmoid", [y], [f"{out}.sg"]), helper.make_node("Mul", [y, f"{out}.sg"], [out])]
+
+
+def case_conv_silu_add():
+    """YOLOv5's bottleneck: x + SiLU(conv(SiLU(conv(x)))); the Add joins the second conv after its
+    activation."""
+    n1, i1, y1 = conv_bn("a", "x", 4, 4)
+    n2, i2, y2 = conv_bn("b", "h", 4, 4)
+    return n1 + silu(y1, "h") + n2 + silu(y2, "s") + [helper.make_node("Add", ["x", "s"], ["y"])], i1 + i2, 2
+
+
 def case_conv_relu6():
     n, i, y = conv_bn("a", "x", 4, 5)
     lo, hi = numpy_helper.from_array(np.float32(0), "lo"), numpy_helper.from_array(np.float32(6), "hi")
@@ -93,7 +105,7 @@ def case_matmul_layernorm_chain():
     return nodes, inits, 2
 
 
-CASES = {f.__name__[5:]: f for f in (case_conv_bn_relu, case_conv_bn_add_relu, case_conv_silu,
+CASES = {f.__name__[5:]: f for f in (case_conv_bn_relu, case_conv_bn_add_relu, case_conv_silu, case_conv_silu_add,
                                       case_conv_relu6, case_conv_hardswish_leaky, case_matmul_bias_gelu,
                                       case_matmul_layernorm_chain)}
 

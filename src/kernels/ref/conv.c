@@ -24,6 +24,7 @@ typedef struct conv_job {
     const float *x, *w, *b, *res;
     float *y;
     const nnf_activation *act;
+    int res_after; /* the residual after the activation */
 } conv_job;
 
 /* Output positions o in [0, out) whose tap o*s + off lands in [0, in). */
@@ -39,13 +40,17 @@ static void tap_range(int64_t out, int64_t in, int64_t s, int64_t off, int64_t *
 }
 
 
-static void epilogue(float *y, int64_t count, const float *res, const nnf_activation *act) {
-    if (res)
+static void epilogue(float *y, int64_t count, const float *res, int res_after,
+                     const nnf_activation *act) {
+    if (res && !res_after)
         for (int64_t i = 0; i < count; i++)
             y[i] += res[i];
     if (act && act->kind != NNF_ACT_NONE)
         for (int64_t i = 0; i < count; i++)
             y[i] = nnf_act_apply(act, y[i]);
+    if (res && res_after)
+        for (int64_t i = 0; i < count; i++)
+            y[i] += res[i];
 }
 
 static void conv_plane(void *ctx, size_t idx) {
@@ -94,7 +99,8 @@ static void conv_plane(void *ctx, size_t idx) {
             }
         }
     }
-    epilogue(y, g->out_size, j->res ? j->res + (int64_t)idx * g->out_size : NULL, j->act);
+    epilogue(y, g->out_size, j->res ? j->res + (int64_t)idx * g->out_size : NULL, j->res_after,
+             j->act);
 }
 
 /* Fill the 3-D geometry from the buffers; missing leading axes get extent 1. */
@@ -153,6 +159,7 @@ nnf_status nnf_conv_ref(NNF_KERNEL_ARGS) {
         if (!r || r->dtype != NNF_DTYPE_FLOAT32 || r->numel != y->numel)
             return nnf_node_error(node, NNF_ERR_SHAPE, "fused residual input must be float32 shaped like the output");
         j.res = r->data;
+        j.res_after = p->residual_after_act;
     }
     if (b && (b->numel != (size_t)g->m))
         return nnf_node_error(node, NNF_ERR_SHAPE, "bias has %zu elements for %lld output channels", b->numel,
