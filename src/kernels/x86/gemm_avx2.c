@@ -62,13 +62,38 @@ static inline __attribute__((always_inline)) void store_row(float *cr, __m256 v0
     "vfmadd231ps %%ymm0, %%ymm3, %%ymm14\n\t"                                                     \
     "vfmadd231ps %%ymm1, %%ymm3, %%ymm15\n\t"
 
-/* The full tile: 12 accumulators over the whole K block. */
-static void tile_6x16_asm(size_t kc, const float *a, const float *b, float *acc) {
+/* What the full tile finishes with (offsets fixed for the assembly below):
+ * C += acc on K blocks after the first, then on the last one the clamp-only
+ * epilogue (nnf_ep_fast: bias per row or column, a residual before the
+ * clamp) in the registers, the order of nnf_ep_fast8, so the values equal
+ * the edge tiles' C path bit for bit. */
+typedef struct tile_io {
+    const float *bias;    /* 0: the rows' biases (per row) or the 16 columns' (per column) */
+    const float *res;     /* 8: the residual at the tile's first element, or NULL */
+    ptrdiff_t res_ld;     /* 16: bytes between its rows */
+    int accumulate;       /* 24: add the partial sums in C */
+    int ep;               /* 28: apply bias, residual and clamp */
+    int bias_kind;        /* 32: 0 none, 1 per row, 2 per column */
+    float lo, hi;         /* 36, 40: the clamp (+-inf: none) */
+} tile_io;
+_Static_assert(offsetof(tile_io, res) == 8 && offsetof(tile_io, res_ld) == 16 &&
+                   offsetof(tile_io, accumulate) == 24 && offsetof(tile_io, ep) == 28 &&
+                   offsetof(tile_io, bias_kind) == 32 && offsetof(tile_io, lo) == 36 &&
+                   offsetof(tile_io, hi) == 40,
+               "tile_io offsets are baked into the assembly");
+
+/* The full tile: 12 accumulators over the whole K block, finished into C in
+ * the registers: through a stack copy and the C epilogue a 6x16 tile's tail
+ * was ~4 % of a 128 x 768 x 768 product (perf: outside the K loop). */
+static void tile_6x16_asm(size_t kc, const float *a, const float *b, float *c, size_t ldc,
+                          const tile_io *io) {
     /* The K loop is written in assembly: with intrinsics GCC spilled one of
      * the 12 accumulators (15 of 16 registers are live), and the store/load
      * round trip on the spilled chain capped the kernel near 60 % of peak.
      * ymm4-15 accumulate, ymm0-1 hold B's row, ymm2-3 the broadcasts. */
     size_t kk = kc;
+    ptrdiff_t ld = (ptrdiff_t)(ldc * sizeof(float));
+    float *c3 = c + 3 * ldc;
     __asm__ volatile("vxorps %%ymm4, %%ymm4, %%ymm4\n\t"
                      "vxorps %%ymm5, %%ymm5, %%ymm5\n\t"
                      "vxorps %%ymm6, %%ymm6, %%ymm6\n\t"
@@ -104,20 +129,126 @@ static void tile_6x16_asm(size_t kc, const float *a, const float *b, float *acc)
                      "dec %[k]\n\t"
                      "jnz 4b\n"
                      "2:\n\t"
-                     "vmovaps %%ymm4, 0(%[acc])\n\t"
-                     "vmovaps %%ymm5, 32(%[acc])\n\t"
-                     "vmovaps %%ymm6, 64(%[acc])\n\t"
-                     "vmovaps %%ymm7, 96(%[acc])\n\t"
-                     "vmovaps %%ymm8, 128(%[acc])\n\t"
-                     "vmovaps %%ymm9, 160(%[acc])\n\t"
-                     "vmovaps %%ymm10, 192(%[acc])\n\t"
-                     "vmovaps %%ymm11, 224(%[acc])\n\t"
-                     "vmovaps %%ymm12, 256(%[acc])\n\t"
-                     "vmovaps %%ymm13, 288(%[acc])\n\t"
-                     "vmovaps %%ymm14, 320(%[acc])\n\t"
-                     "vmovaps %%ymm15, 352(%[acc])\n\t"
+                     "cmpl $0, 24(%[io])\n\t"
+                     "je 5f\n\t"
+                     "vaddps (%[c0]), %%ymm4, %%ymm4\n\t"
+                     "vaddps 32(%[c0]), %%ymm5, %%ymm5\n\t"
+                     "vaddps (%[c0],%[ld]), %%ymm6, %%ymm6\n\t"
+                     "vaddps 32(%[c0],%[ld]), %%ymm7, %%ymm7\n\t"
+                     "vaddps (%[c0],%[ld],2), %%ymm8, %%ymm8\n\t"
+                     "vaddps 32(%[c0],%[ld],2), %%ymm9, %%ymm9\n\t"
+                     "vaddps (%[c3]), %%ymm10, %%ymm10\n\t"
+                     "vaddps 32(%[c3]), %%ymm11, %%ymm11\n\t"
+                     "vaddps (%[c3],%[ld]), %%ymm12, %%ymm12\n\t"
+                     "vaddps 32(%[c3],%[ld]), %%ymm13, %%ymm13\n\t"
+                     "vaddps (%[c3],%[ld],2), %%ymm14, %%ymm14\n\t"
+                     "vaddps 32(%[c3],%[ld],2), %%ymm15, %%ymm15\n\t"
+                     "5:\n\t"
+                     "cmpl $0, 28(%[io])\n\t"
+                     "je 9f\n\t"
+                     "mov (%[io]), %[a]\n\t"
+                     "cmpl $1, 32(%[io])\n\t"
+                     "jne 6f\n\t"
+                     "vbroadcastss 0(%[a]), %%ymm0\n\t"
+                     "vaddps %%ymm0, %%ymm4, %%ymm4\n\t"
+                     "vaddps %%ymm0, %%ymm5, %%ymm5\n\t"
+                     "vbroadcastss 4(%[a]), %%ymm0\n\t"
+                     "vaddps %%ymm0, %%ymm6, %%ymm6\n\t"
+                     "vaddps %%ymm0, %%ymm7, %%ymm7\n\t"
+                     "vbroadcastss 8(%[a]), %%ymm0\n\t"
+                     "vaddps %%ymm0, %%ymm8, %%ymm8\n\t"
+                     "vaddps %%ymm0, %%ymm9, %%ymm9\n\t"
+                     "vbroadcastss 12(%[a]), %%ymm0\n\t"
+                     "vaddps %%ymm0, %%ymm10, %%ymm10\n\t"
+                     "vaddps %%ymm0, %%ymm11, %%ymm11\n\t"
+                     "vbroadcastss 16(%[a]), %%ymm0\n\t"
+                     "vaddps %%ymm0, %%ymm12, %%ymm12\n\t"
+                     "vaddps %%ymm0, %%ymm13, %%ymm13\n\t"
+                     "vbroadcastss 20(%[a]), %%ymm0\n\t"
+                     "vaddps %%ymm0, %%ymm14, %%ymm14\n\t"
+                     "vaddps %%ymm0, %%ymm15, %%ymm15\n\t"
+                     "jmp 7f\n"
+                     "6:\n\t"
+                     "cmpl $2, 32(%[io])\n\t"
+                     "jne 7f\n\t"
+                     "vmovups (%[a]), %%ymm0\n\t"
+                     "vmovups 32(%[a]), %%ymm1\n\t"
+                     "vaddps %%ymm0, %%ymm4, %%ymm4\n\t"
+                     "vaddps %%ymm1, %%ymm5, %%ymm5\n\t"
+                     "vaddps %%ymm0, %%ymm6, %%ymm6\n\t"
+                     "vaddps %%ymm1, %%ymm7, %%ymm7\n\t"
+                     "vaddps %%ymm0, %%ymm8, %%ymm8\n\t"
+                     "vaddps %%ymm1, %%ymm9, %%ymm9\n\t"
+                     "vaddps %%ymm0, %%ymm10, %%ymm10\n\t"
+                     "vaddps %%ymm1, %%ymm11, %%ymm11\n\t"
+                     "vaddps %%ymm0, %%ymm12, %%ymm12\n\t"
+                     "vaddps %%ymm1, %%ymm13, %%ymm13\n\t"
+                     "vaddps %%ymm0, %%ymm14, %%ymm14\n\t"
+                     "vaddps %%ymm1, %%ymm15, %%ymm15\n\t"
+                     "7:\n\t"
+                     "mov 8(%[io]), %[a]\n\t"
+                     "test %[a], %[a]\n\t"
+                     "jz 8f\n\t"
+                     "mov 16(%[io]), %[b]\n\t"
+                     "vaddps (%[a]), %%ymm4, %%ymm4\n\t"
+                     "vaddps 32(%[a]), %%ymm5, %%ymm5\n\t"
+                     "add %[b], %[a]\n\t"
+                     "vaddps (%[a]), %%ymm6, %%ymm6\n\t"
+                     "vaddps 32(%[a]), %%ymm7, %%ymm7\n\t"
+                     "add %[b], %[a]\n\t"
+                     "vaddps (%[a]), %%ymm8, %%ymm8\n\t"
+                     "vaddps 32(%[a]), %%ymm9, %%ymm9\n\t"
+                     "add %[b], %[a]\n\t"
+                     "vaddps (%[a]), %%ymm10, %%ymm10\n\t"
+                     "vaddps 32(%[a]), %%ymm11, %%ymm11\n\t"
+                     "add %[b], %[a]\n\t"
+                     "vaddps (%[a]), %%ymm12, %%ymm12\n\t"
+                     "vaddps 32(%[a]), %%ymm13, %%ymm13\n\t"
+                     "add %[b], %[a]\n\t"
+                     "vaddps (%[a]), %%ymm14, %%ymm14\n\t"
+                     "vaddps 32(%[a]), %%ymm15, %%ymm15\n\t"
+                     "8:\n\t"
+                     "vbroadcastss 36(%[io]), %%ymm2\n\t"
+                     "vbroadcastss 40(%[io]), %%ymm3\n\t"
+                     "vmaxps %%ymm4, %%ymm2, %%ymm4\n\t"
+                     "vminps %%ymm4, %%ymm3, %%ymm4\n\t"
+                     "vmaxps %%ymm5, %%ymm2, %%ymm5\n\t"
+                     "vminps %%ymm5, %%ymm3, %%ymm5\n\t"
+                     "vmaxps %%ymm6, %%ymm2, %%ymm6\n\t"
+                     "vminps %%ymm6, %%ymm3, %%ymm6\n\t"
+                     "vmaxps %%ymm7, %%ymm2, %%ymm7\n\t"
+                     "vminps %%ymm7, %%ymm3, %%ymm7\n\t"
+                     "vmaxps %%ymm8, %%ymm2, %%ymm8\n\t"
+                     "vminps %%ymm8, %%ymm3, %%ymm8\n\t"
+                     "vmaxps %%ymm9, %%ymm2, %%ymm9\n\t"
+                     "vminps %%ymm9, %%ymm3, %%ymm9\n\t"
+                     "vmaxps %%ymm10, %%ymm2, %%ymm10\n\t"
+                     "vminps %%ymm10, %%ymm3, %%ymm10\n\t"
+                     "vmaxps %%ymm11, %%ymm2, %%ymm11\n\t"
+                     "vminps %%ymm11, %%ymm3, %%ymm11\n\t"
+                     "vmaxps %%ymm12, %%ymm2, %%ymm12\n\t"
+                     "vminps %%ymm12, %%ymm3, %%ymm12\n\t"
+                     "vmaxps %%ymm13, %%ymm2, %%ymm13\n\t"
+                     "vminps %%ymm13, %%ymm3, %%ymm13\n\t"
+                     "vmaxps %%ymm14, %%ymm2, %%ymm14\n\t"
+                     "vminps %%ymm14, %%ymm3, %%ymm14\n\t"
+                     "vmaxps %%ymm15, %%ymm2, %%ymm15\n\t"
+                     "vminps %%ymm15, %%ymm3, %%ymm15\n\t"
+                     "9:\n\t"
+                     "vmovups %%ymm4, (%[c0])\n\t"
+                     "vmovups %%ymm5, 32(%[c0])\n\t"
+                     "vmovups %%ymm6, (%[c0],%[ld])\n\t"
+                     "vmovups %%ymm7, 32(%[c0],%[ld])\n\t"
+                     "vmovups %%ymm8, (%[c0],%[ld],2)\n\t"
+                     "vmovups %%ymm9, 32(%[c0],%[ld],2)\n\t"
+                     "vmovups %%ymm10, (%[c3])\n\t"
+                     "vmovups %%ymm11, 32(%[c3])\n\t"
+                     "vmovups %%ymm12, (%[c3],%[ld])\n\t"
+                     "vmovups %%ymm13, 32(%[c3],%[ld])\n\t"
+                     "vmovups %%ymm14, (%[c3],%[ld],2)\n\t"
+                     "vmovups %%ymm15, 32(%[c3],%[ld],2)\n\t"
                      : [a] "+r"(a), [b] "+r"(b), [k] "+r"(kk)
-                     : [acc] "r"(acc)
+                     : [io] "r"(io), [c0] "r"(c), [c3] "r"(c3), [ld] "r"(ld)
                      : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8",
                        "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "memory",
                        "cc");
@@ -276,6 +407,24 @@ void nnf_gemm_ukernel_6x16_avx2(size_t kc, const float *a, const float *b, float
         _mm_prefetch((const char *)(c + r * ldc), _MM_HINT_T0);
         _mm_prefetch((const char *)(c + r * ldc + 15), _MM_HINT_T0);
     }
+    nnf_ep_fast f = nnf_ep_fast_init(t->ep);
+    if (m == 6 && n == 16 && (!t->ep || f.clamp_only)) {
+        const nnf_epilogue *e = t->ep;
+        tile_io io = {.accumulate = t->accumulate, .lo = -INFINITY, .hi = INFINITY};
+        if (e) {
+            io.ep = 1;
+            io.bias = t->bias;
+            io.bias_kind = !f.bias                              ? 0
+                           : e->bias_kind == NNF_BIAS_PER_ROW ? 1
+                                                              : 2;
+            io.res = t->residual;
+            io.res_ld = (ptrdiff_t)(e->ld_residual * sizeof(float));
+            io.lo = _mm256_cvtss_f32(f.lo);
+            io.hi = _mm256_cvtss_f32(f.hi);
+        }
+        tile_6x16_asm(kc, a, b, c, ldc, &io);
+        return;
+    }
     float acc[96] __attribute__((aligned(32)));
     if (m <= 2)
         tile_2x16(kc, a, b, acc);
@@ -284,12 +433,11 @@ void nnf_gemm_ukernel_6x16_avx2(size_t kc, const float *a, const float *b, float
     else if (m <= 4)
         tile_4x16(kc, a, b, acc);
     else
-        tile_6x16_asm(kc, a, b, acc);
+        tile_6x16_asm(kc, a, b, acc, 16, &(tile_io){.lo = 0.0f}); /* the raw sums */
 
     __m256i m0 = nnf_mask8(n), m1 = nnf_mask8(n > 8 ? n - 8 : 0);
     /* bias + residual + ReLU/Clip (a conv's usual tail) without a call per
      * vector: with K = 64 the epilogue is a fifth of the tile's work */
-    nnf_ep_fast f = nnf_ep_fast_init(t->ep);
     if (f.clamp_only) {
         const nnf_epilogue *e = t->ep;
         int full = n == 16;
