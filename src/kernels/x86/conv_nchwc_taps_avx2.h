@@ -13,12 +13,12 @@
  * One call runs ntile tiles along a row, each whole: accumulators from
  * zero or from the partial sums in y, n taps (each also prefetching one
  * line of the next K block's weights into L2, io->pf), then either the
- * partial sums or the finished outputs (bias, residual, clamp) stored to y. Tap t reads its input at x +
- * tab[t].x bytes (pixel p at + p * XS bytes, lane l at + 4 l) and its
- * weights at w + tab[t].w bytes ([lane][OB][8], packed by conv_nchwc.c),
- * and adds, lane by lane, weight x input into the accumulators: the same
- * FMAs and epilogue operations in the same order as the C tile, so the two
- * paths give identical bits.
+ * partial sums or the finished outputs (bias, residual, clamp) stored to
+ * y. Tap t reads its input at x + tab[t].x bytes (pixel p at + p * XS
+ * bytes, lane l at + 4 l) and its weights at w + tab[t].w bytes ([lane][OB]
+ * [8], packed by conv_nchwc.c), and adds, lane by lane, weight x input into
+ * the accumulators: the same FMAs and epilogue operations in the same order
+ * as the C tile, so the two paths give identical bits.
  *
  * XS is the pixel stride in bytes: 32 at stride 1, 64 at stride 2 (other
  * strides stay on the C path). Displacements are constant expressions that
