@@ -4,9 +4,10 @@
  * sleep on a condition variable. The caller drains items too and, once every
  * item is claimed, closes the epoch and waits only for the workers that
  * joined: a worker that was asleep and wakes late finds the epoch closed and
- * does nothing, so a small job never waits for a wake-up. Items are claimed
- * from a shared counter: which thread runs an item varies, the items (and so
- * every result) do not. */
+ * does nothing, so a small job never waits for a wake-up. The items are cut
+ * into one contiguous range per thread, each with its own counter: a thread
+ * drains its own range first, then helps with the others'. Which thread runs
+ * an item varies, the items (and so every result) do not. */
 #include "base/threadpool.h"
 
 #include "base/alloc.h"
@@ -43,10 +44,23 @@ typedef struct job {
     size_t range_i, range_j, tile_i, tile_j, tiles_j;
 } job;
 
+/* One thread's range of the current job's items: [next, end) unclaimed. */
+typedef struct range {
+    _Alignas(64) atomic_size_t next;
+    size_t end;
+} range;
+
+typedef struct worker_arg {
+    struct nnf_threadpool *p;
+    int self; /* this worker's range: 1..threads-1 (the caller's is 0) */
+} worker_arg;
+
 struct nnf_threadpool {
     int threads; /* caller included */
     pthread_t *workers;
+    worker_arg *args;
     int n_workers;
+    range *ranges; /* threads of them */
 
     pthread_mutex_t submit; /* one job at a time when several threads share a pool */
     pthread_mutex_t lock;
@@ -57,11 +71,9 @@ struct nnf_threadpool {
     bool stop;
     job cur; /* written only while the epoch is closed with no worker inside */
 
-    /* Each hot word on its own cache line: workers poll state while the
-     * caller and workers hammer next. */
+    /* The hot word on its own cache line: workers poll it. */
     _Alignas(64) _Atomic uint64_t state;
-    _Alignas(64) atomic_size_t next; /* next unclaimed item */
-    char pad_[64 - sizeof(atomic_size_t)];
+    char pad_[64 - sizeof(uint64_t)];
 };
 
 /* Set while a thread runs pool work, so a nested parallel_for runs inline
@@ -109,25 +121,32 @@ static void run_item(const job *j, size_t idx) {
     j->fn2(j->ctx, i, jj, ni, nj);
 }
 
-/* Items are claimed in runs that shrink as the job drains (a share of what
- * is left per claim, down to one): each claim moves `next`'s cache line
- * between the cores, and one item a claim cost more than the items of the
- * small ops themselves (a 7x7 depthwise conv's 120 planes of 49 pixels). */
-static void drain(nnf_threadpool *p) {
+/* Thread `self` drains its own range, then the others' in turn. Consecutive
+ * kernels cut their items alike (rows, pixel chunks, tile blocks in order),
+ * so a thread mostly reads what it wrote in the previous kernel, from its
+ * own L2: with one shared counter the split point moved from kernel to
+ * kernel and about half of each input came from the other core.
+ * Items are claimed in runs that shrink as a range drains (a quarter of
+ * what is left, down to one): one item a claim cost more than the items of
+ * the small ops themselves (a 7x7 depthwise conv's 120 planes of 49
+ * pixels), and a last long run would leave a helper nothing to take. */
+static void drain(nnf_threadpool *p, int self) {
     const job *j = &p->cur;
-    const size_t share = 2 * (size_t)p->threads;
-    for (;;) {
-        size_t seen = atomic_load_explicit(&p->next, memory_order_relaxed);
-        if (seen >= j->n)
-            break;
-        size_t run = (j->n - seen) / share;
-        run = run ? run : 1;
-        size_t idx = atomic_fetch_add_explicit(&p->next, run, memory_order_relaxed);
-        if (idx >= j->n)
-            break;
-        size_t end = j->n - idx < run ? j->n : idx + run;
-        for (; idx < end; idx++)
-            run_item(j, idx);
+    for (int k = 0; k < p->threads; k++) {
+        range *r = &p->ranges[(self + k) % p->threads];
+        for (;;) {
+            size_t seen = atomic_load_explicit(&r->next, memory_order_relaxed);
+            if (seen >= r->end)
+                break;
+            size_t run = (r->end - seen) / 4;
+            run = run ? run : 1;
+            size_t idx = atomic_fetch_add_explicit(&r->next, run, memory_order_relaxed);
+            if (idx >= r->end)
+                break;
+            size_t end = r->end - idx < run ? r->end : idx + run;
+            for (; idx < end; idx++)
+                run_item(j, idx);
+        }
     }
 }
 
@@ -137,7 +156,8 @@ static inline bool has_new_job(uint64_t s, uint64_t seen_epoch) {
 }
 
 static void *worker_main(void *arg) {
-    nnf_threadpool *p = arg;
+    nnf_threadpool *p = ((worker_arg *)arg)->p;
+    const int self = ((worker_arg *)arg)->self;
     t_in_pool = true;
     uint64_t seen = 0;
     for (;;) {
@@ -171,7 +191,7 @@ static void *worker_main(void *arg) {
         }
         if (!joined)
             continue;
-        drain(p);
+        drain(p, self);
         uint64_t old = atomic_fetch_sub_explicit(&p->state, 1, memory_order_acq_rel);
         if ((old & ST_COUNT_MASK) == 1 && (old & ST_CLOSED)) {
             pthread_mutex_lock(&p->lock);
@@ -198,9 +218,18 @@ nnf_status nnf_threadpool_create(int threads, nnf_threadpool **out) {
     memset(p, 0, sizeof *p);
     p->threads = threads;
     p->workers = nnf_calloc((size_t)threads - 1, sizeof *p->workers);
-    if (!p->workers) {
+    p->args = nnf_calloc((size_t)threads - 1, sizeof *p->args);
+    p->ranges = nnf_malloc_aligned((size_t)threads * sizeof *p->ranges);
+    if (!p->workers || !p->args || !p->ranges) {
+        nnf_free(p->workers);
+        nnf_free(p->args);
+        nnf_free_aligned(p->ranges);
         nnf_free_aligned(p);
         return nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory for a thread pool of %d", threads);
+    }
+    for (int i = 0; i < threads; i++) {
+        atomic_init(&p->ranges[i].next, 0);
+        p->ranges[i].end = 0;
     }
     pthread_mutex_init(&p->submit, NULL);
     pthread_mutex_init(&p->lock, NULL);
@@ -208,9 +237,9 @@ nnf_status nnf_threadpool_create(int threads, nnf_threadpool **out) {
     pthread_cond_init(&p->done, NULL);
     /* Epoch 0 closed: a worker starts with nothing to join. */
     atomic_init(&p->state, ST_CLOSED);
-    atomic_init(&p->next, 0);
     for (int i = 0; i < threads - 1; i++) {
-        if (pthread_create(&p->workers[i], NULL, worker_main, p) != 0) {
+        p->args[i] = (worker_arg){.p = p, .self = i + 1};
+        if (pthread_create(&p->workers[i], NULL, worker_main, &p->args[i]) != 0) {
             nnf_threadpool_destroy(p);
             return nnf_error(NNF_ERR_INTERNAL, "could not start worker thread %d of %d", i + 1,
                              threads);
@@ -235,6 +264,8 @@ void nnf_threadpool_destroy(nnf_threadpool *p) {
     pthread_mutex_destroy(&p->lock);
     pthread_mutex_destroy(&p->submit);
     nnf_free(p->workers);
+    nnf_free(p->args);
+    nnf_free_aligned(p->ranges);
     nnf_free_aligned(p);
 }
 
@@ -246,7 +277,11 @@ static void run_job(nnf_threadpool *p, const job *j) {
     pthread_mutex_lock(&p->submit);
     /* The previous epoch is closed with no worker inside, so nobody reads cur. */
     p->cur = *j;
-    atomic_store_explicit(&p->next, 0, memory_order_relaxed);
+    for (int r = 0; r < p->threads; r++) {
+        atomic_store_explicit(&p->ranges[r].next, j->n * (size_t)r / (size_t)p->threads,
+                              memory_order_relaxed);
+        p->ranges[r].end = j->n * (size_t)(r + 1) / (size_t)p->threads;
+    }
     uint64_t epoch = (atomic_load_explicit(&p->state, memory_order_relaxed) >> ST_EPOCH_SHIFT) + 1;
     epoch &= (1ull << (64 - ST_EPOCH_SHIFT)) - 1;
     /* Only sleepers need the lock: publishing under it pairs with their
@@ -258,7 +293,7 @@ static void run_job(nnf_threadpool *p, const job *j) {
     pthread_mutex_unlock(&p->lock);
 
     t_in_pool = true;
-    drain(p);
+    drain(p, 0);
     t_in_pool = false;
 
     /* Every item is claimed: close the epoch, then wait for the workers that
