@@ -14,9 +14,10 @@
  * Work: tasks over (image x share of the groups of output blocks) and bands
  * of output rows (pixel chunks for a flattened 1x1); see the split in
  * nnf_nchwc_conv_run. Every output value is computed by one
- * span call whose summation order (unit, kh, kw, lane) does not depend on
- * where the band or tile boundaries fall, so results do not depend on the
- * thread count. */
+ * span call whose summation order (unit, kh, kw, lane; the AVX2 tier's
+ * 1-pixel border tiles sum even and odd lanes apart, and those pixels are
+ * the same at any split) does not depend on where the band or tile
+ * boundaries fall, so results do not depend on the thread count. */
 #include "kernels/nchwc.h"
 
 #include "base/alloc.h"
