@@ -29,11 +29,11 @@ nnf_gemm_choice nnf_gemm_choose(int64_t m, int64_t n, int64_t k, int64_t a_batch
                                 int64_t b_batch, int b_const, nnf_isa isa);
 
 /* The epilogue of one conv run (plan_conv.c; the blocked plan shares it):
- * input 2 as the per-channel bias when has_bias (oc values), the fused
- * residual input shaped like the output (y_numel elements), act. */
-nnf_status nnf_conv_run_epilogue(const nnf_node *node, nnf_buf *const *in, int has_bias, int residual_input,
-                                 int residual_after_act, nnf_activation act, size_t oc, size_t y_numel,
-                                 nnf_epilogue *e);
+ * input 2 as the per-channel bias when has_bias (oc values), and from the
+ * conv's params cp the activation and the fused residual input, shaped like
+ * the output (y_numel elements), before or after the activation. */
+nnf_status nnf_conv_run_epilogue(const nnf_node *node, nnf_buf *const *in, int has_bias,
+                                 const nnf_conv_params *cp, size_t oc, size_t y_numel, nnf_epilogue *e);
 
 /* Resize (plan_resize.c): the fast kernels' tables for a Resize whose
  * roi, scales and sizes are constants; t->kind NONE when the reference

@@ -11,8 +11,6 @@
 typedef struct conv_state {
     nnf_conv_kernel *k;
     int has_bias;
-    int residual_input, residual_after_act;
-    nnf_activation act;
 } conv_state;
 
 static void conv_state_free(void *p) {
@@ -23,11 +21,10 @@ static void conv_state_free(void *p) {
     nnf_free(s);
 }
 
-nnf_status nnf_conv_run_epilogue(const nnf_node *node, nnf_buf *const *in, int has_bias, int residual_input,
-                                 int residual_after_act, nnf_activation act, size_t oc, size_t y_numel,
-                                 nnf_epilogue *e) {
+nnf_status nnf_conv_run_epilogue(const nnf_node *node, nnf_buf *const *in, int has_bias,
+                                 const nnf_conv_params *cp, size_t oc, size_t y_numel, nnf_epilogue *e) {
     *e = nnf_epilogue_default();
-    e->act = act;
+    e->act = cp->act;
     if (has_bias && node->n_inputs > 2 && in[2]) {
         if (in[2]->numel != oc)
             return nnf_node_error(node, NNF_ERR_SHAPE, "bias has %zu elements for %zu output channels",
@@ -35,12 +32,12 @@ nnf_status nnf_conv_run_epilogue(const nnf_node *node, nnf_buf *const *in, int h
         e->bias_kind = NNF_BIAS_PER_ROW;
         e->bias = in[2]->data;
     }
-    if (residual_input >= 0) {
-        const nnf_buf *r = in[residual_input];
+    if (cp->residual_input >= 0) {
+        const nnf_buf *r = in[cp->residual_input];
         if (!r || r->numel != y_numel)
             return nnf_node_error(node, NNF_ERR_SHAPE, "fused residual must be shaped like the output");
         e->residual = r->data;
-        e->residual_after_act = residual_after_act;
+        e->residual_after_act = cp->residual_after_act;
     }
     return NNF_OK;
 }
@@ -54,8 +51,7 @@ static nnf_status conv_run(NNF_KERNEL_ARGS) {
         return nnf_node_error(node, NNF_ERR_SHAPE, "%s: input or output shape differs from the plan",
                               s->k->name);
     nnf_epilogue e;
-    NNF_CHECK(nnf_conv_run_epilogue(node, in, s->has_bias, s->residual_input, s->residual_after_act, s->act,
-                                    sh->oc, yn, &e));
+    NNF_CHECK(nnf_conv_run_epilogue(node, in, s->has_bias, node->params, sh->oc, yn, &e));
     nnf_status st = nnf_conv_kernel_run(s->k, x->data, y->data, &e, ctx->pool);
     return st == NNF_OK ? st : nnf_error_prefix(st, "node %s (%s)", node->name, node->op_type);
 }
@@ -107,9 +103,6 @@ nnf_status nnf_plan_conv(NNF_PLAN_ARGS) {
         return nnf_error_prefix(rc, "node %s (%s)", node->name, node->op_type);
     }
     st->has_bias = node->n_inputs > 2 && in[2].present;
-    st->residual_input = p->residual_input;
-    st->residual_after_act = p->residual_after_act;
-    st->act = p->act;
     plan->name = st->k->name;
     plan->run = conv_run;
     plan->state = st;

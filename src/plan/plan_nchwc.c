@@ -98,8 +98,7 @@ typedef struct conv_state {
     nnf_nchwc_wino *wino;
     const nnf_conv2d_shape *s;
     size_t x_numel, y_numel;
-    int has_bias, residual_input, residual_after_act;
-    nnf_activation act;
+    int has_bias;
 } conv_state;
 
 static void conv_state_free(void *p) {
@@ -117,8 +116,8 @@ static nnf_status conv_run(NNF_KERNEL_ARGS) {
     const char *name = s->dense ? s->dense->name : s->wino ? s->wino->name : s->dw->name;
     NNF_CHECK(check_planned(node, in, out, s->x_numel, s->y_numel, name));
     nnf_epilogue e;
-    NNF_CHECK(nnf_conv_run_epilogue(node, in, s->has_bias, s->residual_input, s->residual_after_act, s->act,
-                                    s->s->oc, s->y_numel, &e));
+    const nnf_nchwc_params *p = node->params;
+    NNF_CHECK(nnf_conv_run_epilogue(node, in, s->has_bias, &p->conv, s->s->oc, s->y_numel, &e));
     nnf_status st = s->dense  ? nnf_nchwc_conv_run(s->dense, in[0]->data, out[0]->data, &e, ctx->pool)
                     : s->wino ? nnf_nchwc_wino_run(s->wino, in[0]->data, out[0]->data, &e, ctx->pool)
                               : nnf_nchwc_dw_run(s->dw, in[0]->data, out[0]->data, &e, ctx->pool);
@@ -175,18 +174,15 @@ nnf_status nnf_plan_nchwc_conv(NNF_PLAN_ARGS) {
     st->x_numel = (size_t)nnf_shape_numel(&x->shape);
     st->y_numel = (size_t)nnf_shape_numel(&y->shape);
     st->has_bias = node->n_inputs > 2 && in[2].present;
-    st->residual_input = p->conv.residual_input;
-    st->residual_after_act = p->conv.residual_after_act;
-    st->act = p->conv.act;
     plan->packed_inputs = 1u << 1; /* W packed into the kernel; run reads only the state */
     /* a bottleneck's last 1x1 (+ residual + ReLU) writes over its residual
      * when that dies here: no new output buffer, and its lines are already
      * in cache (ResNet-50's 64 -> 256 at 56x56: 1.93 -> 1.70 ms); not
      * with the residual after the activation, which the second pass adds
      * after the tiles have stored over it */
-    if (st->dense && st->residual_input >= 0 && !st->residual_after_act &&
+    if (st->dense && p->conv.residual_input >= 0 && !p->conv.residual_after_act &&
         nnf_nchwc_conv_one_pass(st->dense))
-        plan->in_place_inputs = 1u << st->residual_input;
+        plan->in_place_inputs = 1u << p->conv.residual_input;
     return bind(plan, st->dense ? st->dense->name : st->wino ? st->wino->name : st->dw->name, conv_run, st,
                 conv_state_free);
 }

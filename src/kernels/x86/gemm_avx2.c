@@ -354,7 +354,7 @@ void nnf_gemm_ukernel_6x16_avx2(size_t kc, const float *a, const float *b, float
     else if (m <= 4)
         tile_4x16(kc, a, b, acc);
     else
-        tile_6x16_asm(kc, a, b, acc, 16, &(tile_io){.lo = 0.0f}); /* the raw sums */
+        tile_6x16_asm(kc, a, b, acc, 16, &(tile_io){0}); /* the raw sums */
 
     __m256i m0 = nnf_mask8(n), m1 = nnf_mask8(n > 8 ? n - 8 : 0);
     /* bias + residual + ReLU/Clip (a conv's usual tail) without a call per
