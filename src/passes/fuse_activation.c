@@ -1,5 +1,6 @@
 /* Conv / Gemm → activation becomes the producer's epilogue, applied while the
- * output tile is still in registers. Sigmoid(x)·x (the exporters' SiLU) is
+ * output tile is still in registers, also across ops that only move elements
+ * (Reshape, Transpose...) in between. Sigmoid(x)·x (the exporters' SiLU) is
  * recognised as one activation: the conv output feeds both the Sigmoid and the
  * Mul, so the pattern is a small DAG, not a chain. The exporters' erf GELU
  * (Div, Erf, Add, Mul, Mul) is recognised the same way. */
@@ -8,6 +9,7 @@
 #include "ops/params.h"
 
 #include <float.h>
+#include <stdio.h>
 #include <string.h>
 
 static bool is_op(const nnf_node *n, const char *op) { return n && !n->dead && !n->domain[0] && !strcmp(n->op_type, op); }
@@ -152,8 +154,73 @@ static nnf_status try_gelu(nnf_pass_ctx *ctx, nnf_node *m2) {
     return NNF_OK;
 }
 
+/* Ops that only move elements (the activation commutes with them). */
+static bool moves_only(const nnf_node *n) {
+    static const char *const ops[] = {"Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "Identity"};
+    for (size_t k = 0; k < sizeof ops / sizeof *ops; k++)
+        if (is_op(n, ops[k]))
+            return true;
+    return false;
+}
+
+#define MAX_MOVES 4
+
+/* act(move(...move(c))) where c comes from a producer with an epilogue and
+ * every value on the way has one reader: the activation is applied to c
+ * instead, in the producer's epilogue, and the moves carry its result (a
+ * YOLO head's Conv → Reshape → Transpose → Sigmoid: the Sigmoid was a pass of
+ * its own over the head's largest tensor). The values between the producer
+ * and the last move now hold activated data, so each gets a new value named
+ * "<old>:<act op>": a tool that meets the old name (compare, hooks) must not
+ * mistake it for the tensor the original graph computed. n0: values that
+ * existed when the pass started (ctx->uses covers only those). */
+static nnf_status try_through_moves(nnf_pass_ctx *ctx, nnf_node *act_node, const nnf_activation *act, int n0) {
+    nnf_graph *g = ctx->graph;
+    nnf_node *moves[MAX_MOVES];
+    int n_moves = 0, v = act_node->inputs[0];
+    nnf_node *m = nnf_pass_producer(ctx, v);
+    while (m && moves_only(m) && n_moves < MAX_MOVES) {
+        if (v >= n0 || ctx->uses[v] != 1 || m->outputs[0] != v || m->n_inputs < 1)
+            return NNF_OK;
+        moves[n_moves++] = m;
+        v = m->inputs[0];
+        m = nnf_pass_producer(ctx, v);
+    }
+    nnf_node *prod = NULL;
+    nnf_activation *slot = n_moves && v < n0 && ctx->uses[v] == 1 ? epilogue_slot(ctx, v, &prod) : NULL;
+    if (!slot)
+        return NNF_OK;
+    /* moves[n_moves - 1] reads the producer's output: a fresh value for it
+     * and for each move's output but the last, all made before any rewiring
+     * (an out-of-memory leaves the graph as it was); a name the model
+     * already uses stops the rewrite */
+    int fresh[MAX_MOVES];
+    for (int k = n_moves - 1; k >= 0; k--) {
+        int old = k == n_moves - 1 ? v : moves[k + 1]->outputs[0];
+        char name[512];
+        snprintf(name, sizeof name, "%.480s:%s", g->values[old].name, act_node->op_type);
+        if (nnf_graph_find_value(g, name) >= 0)
+            return NNF_OK;
+        if ((fresh[k] = nnf_graph_value(g, name)) < 0)
+            return nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory fusing '%s'", act_node->name);
+        g->values[fresh[k]].dtype = g->values[old].dtype;
+        g->values[fresh[k]].shape = g->values[old].shape;
+    }
+    for (int k = n_moves - 1; k >= 0; k--) {
+        nnf_pass_take_output(ctx, k == n_moves - 1 ? prod : moves[k + 1], 0, fresh[k]);
+        moves[k]->inputs[0] = fresh[k];
+    }
+    nnf_pass_take_output(ctx, moves[0], 0, act_node->outputs[0]);
+    *slot = *act;
+    NNF_CHECK(nnf_pass_merge_names(ctx, prod, act_node));
+    act_node->dead = true;
+    ctx->fusions++;
+    return NNF_OK;
+}
+
 nnf_status nnf_pass_fuse_activation(nnf_pass_ctx *ctx) {
     nnf_graph *g = ctx->graph;
+    const int n0 = g->n_values;
     for (int i = 0; i < g->n_nodes; i++) {
         nnf_node *n = &g->nodes[i];
         if (n->dead)
@@ -172,6 +239,8 @@ nnf_status nnf_pass_fuse_activation(nnf_pass_ctx *ctx) {
         nnf_activation *slot = v >= 0 && ctx->uses[v] == 1 ? epilogue_slot(ctx, v, &prod) : NULL;
         if (slot)
             NNF_CHECK(absorb(ctx, prod, slot, &act, n, NULL));
+        else if (v >= 0)
+            NNF_CHECK(try_through_moves(ctx, n, &act, n0));
     }
     return NNF_OK;
 }

@@ -16,7 +16,7 @@ nnf_status nnf_pass_layout_nchwc(nnf_pass_ctx *ctx);
 static const nnf_pass pipeline[] = {
     {"fold_batchnorm", 1, nnf_pass_fold_batchnorm},   /* Conv → BN: scale weights, shift bias */
     {"fuse_residual", 2, nnf_pass_fuse_residual},     /* Conv → Add(x): residual epilogue */
-    {"fuse_activation", 2, nnf_pass_fuse_activation}, /* Conv/Gemm/MatMul → act (SiLU, GELU chains too) */
+    {"fuse_activation", 2, nnf_pass_fuse_activation}, /* Conv/Gemm/MatMul (→ Reshape/Transpose…) → act (SiLU, GELU chains too) */
     {"fuse_residual", 2, nnf_pass_fuse_residual},     /* Conv+act → Add(x): residual after the act */
     {"fuse_layernorm", 2, nnf_pass_fuse_layernorm},   /* ReduceMean…Div·gamma+beta → LayerNormalization */
     {"layout_nchwc", 3, nnf_pass_layout_nchwc},       /* convs and their neighbours on NCHWc8 blocked tensors */

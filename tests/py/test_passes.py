@@ -105,9 +105,23 @@ def case_matmul_layernorm_chain():
     return nodes, inits, 2
 
 
+def head_moves(y, out):
+    """A YOLOv5 detection head's moves: [1, 3*5, 9, 9] -> [1, 3, 5, 9, 9] -> [1, 3, 9, 9, 5]."""
+    shape = numpy_helper.from_array(np.array([1, 3, 5, 9, 9], np.int64), f"{out}.shape")
+    return [helper.make_node("Reshape", [y, shape.name], [f"{out}.r"]),
+            helper.make_node("Transpose", [f"{out}.r"], [out], perm=[0, 1, 3, 4, 2])], [shape]
+
+
+def case_conv_moves_sigmoid():
+    """The Sigmoid after a head's Reshape and Transpose becomes the conv's epilogue: 3 nodes stay."""
+    n, i, y = conv_bn("a", "x", 4, 15)
+    moves, shape = head_moves(y, "t")
+    return n + moves + [helper.make_node("Sigmoid", ["t"], ["y"])], i + shape, 3
+
+
 CASES = {f.__name__[5:]: f for f in (case_conv_bn_relu, case_conv_bn_add_relu, case_conv_silu, case_conv_silu_add,
                                       case_conv_relu6, case_conv_hardswish_leaky, case_matmul_bias_gelu,
-                                      case_matmul_layernorm_chain)}
+                                      case_matmul_layernorm_chain, case_conv_moves_sigmoid)}
 
 
 def live_nodes(path, level):
@@ -155,3 +169,29 @@ def test_disable_pass_by_name(tmp_path, monkeypatch):
     path.write_bytes(model(nodes, inits, "y"))
     monkeypatch.setenv("NNF_DISABLE_PASSES", "fuse_activation")
     assert live_nodes(path, 2) == 2
+
+
+def test_activation_through_moves_keeps_names_honest(tmp_path):
+    """After Sigmoid moves into the conv, the conv and Reshape outputs hold activated data under new
+    names: layer-by-layer compare against the unfused run must find no mismatch (a reused name would
+    compare sigmoid(conv) with conv)."""
+    nodes, inits, _ = case_conv_moves_sigmoid()
+    path = tmp_path / "head.onnx"
+    path.write_bytes(model(nodes, inits, "y"))
+    r = subprocess.run([NNF_BIN, "compare", str(path), "--reference", "unfused"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "0 beyond tolerance" in r.stdout
+
+
+def test_activation_through_moves_skips_shared_value(tmp_path):
+    """A moved value with a second reader keeps its Sigmoid: the reader needs the raw values."""
+    n, i, y = conv_bn("a", "x", 4, 15)
+    moves, shape = head_moves(y, "t")
+    nodes = n + moves + [helper.make_node("Sigmoid", ["t"], ["s"]), helper.make_node("Add", ["t", "s"], ["y"])]
+    data = model(nodes, i + shape, "y")
+    path = tmp_path / "shared_head.onnx"
+    path.write_bytes(data)
+    x = RNG.standard_normal((1, 4, 9, 9)).astype(np.float32)
+    ref = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(nnfuse.run_model(data, {"x": x})["y"], ref, rtol=0, atol=1e-4)
+    assert live_nodes(path, 2) == 5  # BN folds; Reshape, Transpose, Sigmoid and Add stay
