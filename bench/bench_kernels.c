@@ -5,12 +5,14 @@
  * times and 0.3 s; median and best are reported. bench/kernels.py runs this
  * beside ONNX Runtime and the measured peak.
  * Timing: thread CPU time with 1 thread, wall time with more.
- * Usage: bench_kernels [--threads N] [--json] [--nchwc] [--filter SUBSTR | --filter =NAME]
+ * Usage: bench_kernels [--threads N] [--json] [--nchwc] [--cold] [--filter SUBSTR | --filter =NAME]
  * ("=NAME" selects exactly one case: bench/kernels.py alternates cases one by
  * one with ONNX Runtime). --nchwc runs the conv cases on the NCHWc8 blocked
  * kernels (kernels/nchwc.h) as the layout pass would pick them, input and
  * output already blocked: inside a model the reorders happen at the edges
- * of blocked regions only, so they are not timed here. */
+ * of blocked regions only, so they are not timed here. --cold evicts the
+ * caches before each timed run (64 MB written, untimed): inside a model the
+ * weights come from memory and the input from L3 or the other core. */
 #include "base/cpu.h"
 #include "base/threadpool.h"
 #include "kernels/conv_fast.h"
@@ -107,8 +109,17 @@ static float *rnd(size_t n) {
     return p;
 }
 
+static void evict_caches(void) {
+    static volatile char *junk;
+    const size_t size = (size_t)64 << 20;
+    if (!junk)
+        junk = malloc(size);
+    for (size_t i = 0; junk && i < size; i += 64)
+        junk[i] = (char)i;
+}
+
 int main(int argc, char **argv) {
-    int threads = 1, json = 0, nchwc = 0;
+    int threads = 1, json = 0, nchwc = 0, cold = 0;
     const char *filter = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc)
@@ -117,10 +128,12 @@ int main(int argc, char **argv) {
             json = 1;
         else if (!strcmp(argv[i], "--nchwc"))
             nchwc = 1;
+        else if (!strcmp(argv[i], "--cold"))
+            cold = 1;
         else if (!strcmp(argv[i], "--filter") && i + 1 < argc)
             filter = argv[++i];
         else {
-            fprintf(stderr, "usage: bench_kernels [--threads N] [--json] [--nchwc] [--filter SUBSTR|=NAME]\n");
+            fprintf(stderr, "usage: bench_kernels [--threads N] [--json] [--nchwc] [--cold] [--filter SUBSTR|=NAME]\n");
             return 2;
         }
     }
@@ -201,6 +214,8 @@ int main(int argc, char **argv) {
         int n = 0;
         double start = now();
         for (int rep = -2; n < 1000 && (n < 10 || now() - start < 0.3); rep++) {
+            if (cold)
+                evict_caches();
             double t0 = now();
             nnf_status st;
             if (b->kind == 'g') {
