@@ -39,8 +39,9 @@ static inline __attribute__((always_inline)) void store_row(float *cr, __m256 v0
 
 /* One k step of the 6x16 tile in assembly: B's row (16 floats at byte
  * offset B) into ymm0-1, the six A values (from byte offset A) broadcast in
- * turn into ymm2/ymm3, twelve FMAs into ymm4-15. */
-#define K_STEP(A, B)                                                                               \
+ * turn into ymm2/ymm3, twelve FMAs into ymm4-15. K_STEP4 is its first four
+ * rows (ymm4-11), the tile of a block's 4-row tail panels. */
+#define K_STEP4(A, B)                                                                              \
     "vmovups " #B "(%[b]), %%ymm0\n\t"                                                            \
     "vmovups " #B "+32(%[b]), %%ymm1\n\t"                                                         \
     "vbroadcastss " #A "(%[a]), %%ymm2\n\t"                                                       \
@@ -54,7 +55,9 @@ static inline __attribute__((always_inline)) void store_row(float *cr, __m256 v0
     "vfmadd231ps %%ymm1, %%ymm2, %%ymm9\n\t"                                                      \
     "vbroadcastss " #A "+12(%[a]), %%ymm3\n\t"                                                    \
     "vfmadd231ps %%ymm0, %%ymm3, %%ymm10\n\t"                                                     \
-    "vfmadd231ps %%ymm1, %%ymm3, %%ymm11\n\t"                                                     \
+    "vfmadd231ps %%ymm1, %%ymm3, %%ymm11\n\t"
+#define K_STEP6(A, B)                                                                              \
+    K_STEP4(A, B)                                                                                  \
     "vbroadcastss " #A "+16(%[a]), %%ymm2\n\t"                                                    \
     "vfmadd231ps %%ymm0, %%ymm2, %%ymm12\n\t"                                                     \
     "vfmadd231ps %%ymm1, %%ymm2, %%ymm13\n\t"                                                     \
@@ -84,9 +87,11 @@ _Static_assert(offsetof(tile_io, res) == 8 && offsetof(tile_io, res_ld) == 16 &&
 
 /* The tile's rows for the finish: M(row, C address, the row's two
  * accumulators); rows 3-5 address from c3 = c + 3 ldc. */
-#define T_EACH_ROW(M)                                                                              \
+#define T_EACH_ROW4(M)                                                                             \
     M(0, "(%[c0])", 4, 5) M(1, "(%[c0],%[ld])", 6, 7) M(2, "(%[c0],%[ld],2)", 8, 9)                \
-        M(3, "(%[c3])", 10, 11) M(4, "(%[c3],%[ld])", 12, 13) M(5, "(%[c3],%[ld],2)", 14, 15)
+        M(3, "(%[c3])", 10, 11)
+#define T_EACH_ROW6(M)                                                                             \
+    T_EACH_ROW4(M) M(4, "(%[c3],%[ld])", 12, 13) M(5, "(%[c3],%[ld],2)", 14, 15)
 #define T_ADD(src, acc) "vaddps " src ", %%ymm" #acc ", %%ymm" #acc "\n\t"
 #define T_ADD_C(r, c, a0, a1) T_ADD(c, a0) T_ADD("32" c, a1)
 #define T_BIAS_ROW(r, c, a0, a1)                                                                   \
@@ -100,80 +105,79 @@ _Static_assert(offsetof(tile_io, res) == 8 && offsetof(tile_io, res_ld) == 16 &&
 
 /* The full tile: 12 accumulators over the whole K block, finished into C in
  * the registers: through a stack copy and the C epilogue a 6x16 tile's tail
- * was ~4 % of a 128 x 768 x 768 product (perf: outside the K loop). */
-static void tile_6x16_asm(size_t kc, const float *a, const float *b, float *c, size_t ldc,
-                          const tile_io *io) {
-    /* The K loop is written in assembly: with intrinsics GCC spilled one of
-     * the 12 accumulators (15 of 16 registers are live), and the store/load
-     * round trip on the spilled chain capped the kernel near 60 % of peak.
-     * ymm4-15 accumulate, ymm0-1 hold B's row, ymm2-3 the broadcasts. */
-    size_t kk = kc;
-    ptrdiff_t ld = (ptrdiff_t)(ldc * sizeof(float));
-    float *c3 = c + 3 * ldc;
-    __asm__ volatile("vxorps %%ymm4, %%ymm4, %%ymm4\n\t"
-                     "vxorps %%ymm5, %%ymm5, %%ymm5\n\t"
-                     "vxorps %%ymm6, %%ymm6, %%ymm6\n\t"
-                     "vxorps %%ymm7, %%ymm7, %%ymm7\n\t"
-                     "vxorps %%ymm8, %%ymm8, %%ymm8\n\t"
-                     "vxorps %%ymm9, %%ymm9, %%ymm9\n\t"
-                     "vxorps %%ymm10, %%ymm10, %%ymm10\n\t"
-                     "vxorps %%ymm11, %%ymm11, %%ymm11\n\t"
-                     "vxorps %%ymm12, %%ymm12, %%ymm12\n\t"
-                     "vxorps %%ymm13, %%ymm13, %%ymm13\n\t"
-                     "vxorps %%ymm14, %%ymm14, %%ymm14\n\t"
-                     "vxorps %%ymm15, %%ymm15, %%ymm15\n\t"
-                     "cmp $4, %[k]\n\t"
-                     "jb 3f\n\t"
-                     ".p2align 5\n"
-                     "1:\n\t"
-                     "prefetcht0 1024(%[b])\n\t" K_STEP(0, 0)
-                     "prefetcht0 1088(%[b])\n\t" K_STEP(24, 64)
-                     "prefetcht0 1152(%[b])\n\t" K_STEP(48, 128)
-                     "prefetcht0 1216(%[b])\n\t" K_STEP(72, 192)
-                     "add $96, %[a]\n\t"
-                     "add $256, %[b]\n\t"
-                     "sub $4, %[k]\n\t"
-                     "cmp $4, %[k]\n\t"
-                     "jae 1b\n"
-                     "3:\n\t"
-                     "test %[k], %[k]\n\t"
-                     "jz 2f\n"
-                     "4:\n\t"
-                     K_STEP(0, 0)
-                     "add $24, %[a]\n\t"
-                     "add $64, %[b]\n\t"
-                     "dec %[k]\n\t"
-                     "jnz 4b\n"
-                     "2:\n\t"
-                     "cmpl $0, 24(%[io])\n\t"
-                     "je 5f\n\t" T_EACH_ROW(T_ADD_C)
-                     "5:\n\t"
-                     "cmpl $0, 28(%[io])\n\t"
-                     "je 9f\n\t"
-                     "mov (%[io]), %[a]\n\t"
-                     "cmpl $1, 32(%[io])\n\t"
-                     "jne 6f\n\t" T_EACH_ROW(T_BIAS_ROW)
-                     "jmp 7f\n"
-                     "6:\n\t"
-                     "cmpl $2, 32(%[io])\n\t"
-                     "jne 7f\n\t"
-                     "vmovups (%[a]), %%ymm0\n\t"
-                     "vmovups 32(%[a]), %%ymm1\n\t" T_EACH_ROW(T_BIAS_COL)
-                     "7:\n\t"
-                     "mov 8(%[io]), %[a]\n\t"
-                     "test %[a], %[a]\n\t"
-                     "jz 8f\n\t"
-                     "mov 16(%[io]), %[b]\n\t" T_EACH_ROW(T_RES)
-                     "8:\n\t"
-                     "vbroadcastss 36(%[io]), %%ymm2\n\t"
-                     "vbroadcastss 40(%[io]), %%ymm3\n\t" T_EACH_ROW(T_CLAMP)
-                     "9:\n\t" T_EACH_ROW(T_STORE)
-                     : [a] "+r"(a), [b] "+r"(b), [k] "+r"(kk)
-                     : [io] "r"(io), [c0] "r"(c), [c3] "r"(c3), [ld] "r"(ld)
-                     : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8",
-                       "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "memory",
-                       "cc");
-}
+ * was ~4 % of a 128 x 768 x 768 product (perf: outside the K loop). The
+ * 4-row form (8 accumulators, A still in 6-row panels) runs the 4 + 4 tail
+ * panels of an M = 6 i + 2 block (tail_split): in C through the stack it
+ * ran at ~77 % of a full panel's rate, 3.5 % of BERT's 128 x 768 x 768. */
+/* The K loop is written in assembly: with intrinsics GCC spilled one of the
+ * 12 accumulators (15 of 16 registers are live), and the store/load round
+ * trip on the spilled chain capped the kernel near 60 % of peak. ymm4-15
+ * (ymm4-11 for 4 rows) accumulate, ymm0-1 hold B's row, ymm2-3 the
+ * broadcasts. */
+#define TILE_ZERO(r) "vxorps %%ymm" #r ", %%ymm" #r ", %%ymm" #r "\n\t"
+#define TILE_ZERO4 TILE_ZERO(4) TILE_ZERO(5) TILE_ZERO(6) TILE_ZERO(7) TILE_ZERO(8) TILE_ZERO(9) \
+    TILE_ZERO(10) TILE_ZERO(11)
+#define TILE_ZERO6 TILE_ZERO4 TILE_ZERO(12) TILE_ZERO(13) TILE_ZERO(14) TILE_ZERO(15)
+#define TILE_ASM(NAME, K_STEP, T_EACH_ROW, ZERO)                                                   \
+    static void NAME(size_t kc, const float *a, const float *b, float *c, size_t ldc,              \
+                     const tile_io *io) {                                                          \
+        size_t kk = kc;                                                                            \
+        ptrdiff_t ld = (ptrdiff_t)(ldc * sizeof(float));                                           \
+        float *c3 = c + 3 * ldc;                                                                   \
+        __asm__ volatile(ZERO                                                                      \
+                         "cmp $4, %[k]\n\t"                                                        \
+                         "jb 3f\n\t"                                                               \
+                         ".p2align 5\n"                                                            \
+                         "1:\n\t"                                                                  \
+                         "prefetcht0 1024(%[b])\n\t" K_STEP(0, 0)                                  \
+                         "prefetcht0 1088(%[b])\n\t" K_STEP(24, 64)                                \
+                         "prefetcht0 1152(%[b])\n\t" K_STEP(48, 128)                               \
+                         "prefetcht0 1216(%[b])\n\t" K_STEP(72, 192)                               \
+                         "add $96, %[a]\n\t"                                                       \
+                         "add $256, %[b]\n\t"                                                      \
+                         "sub $4, %[k]\n\t"                                                        \
+                         "cmp $4, %[k]\n\t"                                                        \
+                         "jae 1b\n"                                                                \
+                         "3:\n\t"                                                                  \
+                         "test %[k], %[k]\n\t"                                                     \
+                         "jz 2f\n"                                                                 \
+                         "4:\n\t" K_STEP(0, 0)                                                     \
+                         "add $24, %[a]\n\t"                                                       \
+                         "add $64, %[b]\n\t"                                                       \
+                         "dec %[k]\n\t"                                                            \
+                         "jnz 4b\n"                                                                \
+                         "2:\n\t"                                                                  \
+                         "cmpl $0, 24(%[io])\n\t"                                                  \
+                         "je 5f\n\t" T_EACH_ROW(T_ADD_C)                                           \
+                         "5:\n\t"                                                                  \
+                         "cmpl $0, 28(%[io])\n\t"                                                  \
+                         "je 9f\n\t"                                                               \
+                         "mov (%[io]), %[a]\n\t"                                                   \
+                         "cmpl $1, 32(%[io])\n\t"                                                  \
+                         "jne 6f\n\t" T_EACH_ROW(T_BIAS_ROW)                                       \
+                         "jmp 7f\n"                                                                \
+                         "6:\n\t"                                                                  \
+                         "cmpl $2, 32(%[io])\n\t"                                                  \
+                         "jne 7f\n\t"                                                              \
+                         "vmovups (%[a]), %%ymm0\n\t"                                              \
+                         "vmovups 32(%[a]), %%ymm1\n\t" T_EACH_ROW(T_BIAS_COL)                     \
+                         "7:\n\t"                                                                  \
+                         "mov 8(%[io]), %[a]\n\t"                                                  \
+                         "test %[a], %[a]\n\t"                                                     \
+                         "jz 8f\n\t"                                                               \
+                         "mov 16(%[io]), %[b]\n\t" T_EACH_ROW(T_RES)                               \
+                         "8:\n\t"                                                                  \
+                         "vbroadcastss 36(%[io]), %%ymm2\n\t"                                      \
+                         "vbroadcastss 40(%[io]), %%ymm3\n\t" T_EACH_ROW(T_CLAMP)                  \
+                         "9:\n\t" T_EACH_ROW(T_STORE)                                              \
+                         : [a] "+r"(a), [b] "+r"(b), [k] "+r"(kk)                                  \
+                         : [io] "r"(io), [c0] "r"(c), [c3] "r"(c3), [ld] "r"(ld)                   \
+                         : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", \
+                           "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15",          \
+                           "memory", "cc");                                                        \
+    }
+TILE_ASM(tile_6x16_asm, K_STEP6, T_EACH_ROW6, TILE_ZERO6)
+TILE_ASM(tile_4x16_asm, K_STEP4, T_EACH_ROW4, TILE_ZERO4)
 
 /* Narrower tiles for the edges, with the same per-element order of the K
  * sums (one FMA per k, in k order), so a value does not depend on which
@@ -206,23 +210,6 @@ static void tile_2x16(size_t kc, const float *a, const float *b, float *acc) {
     TILE_ST16(0);
     TILE_ST16(1);
     memset(acc + 32, 0, 64 * sizeof(float));
-}
-
-static void tile_4x16(size_t kc, const float *a, const float *b, float *acc) {
-    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00;
-    __m256 c20 = c00, c21 = c00, c30 = c00, c31 = c00;
-    for (size_t k = 0; k < kc; k++, a += 6, b += 16) {
-        __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
-        TILE_FMA16(0);
-        TILE_FMA16(1);
-        TILE_FMA16(2);
-        TILE_FMA16(3);
-    }
-    TILE_ST16(0);
-    TILE_ST16(1);
-    TILE_ST16(2);
-    TILE_ST16(3);
-    memset(acc + 64, 0, 32 * sizeof(float));
 }
 
 static void tile_6x8(size_t kc, const float *a, const float *b, float *acc) {
@@ -329,7 +316,7 @@ void nnf_gemm_ukernel_6x16_avx2(size_t kc, const float *a, const float *b, float
         _mm_prefetch((const char *)(c + r * ldc + 15), _MM_HINT_T0);
     }
     nnf_ep_fast f = nnf_ep_fast_init(t->ep);
-    if (m == 6 && n == 16 && (!t->ep || f.clamp_only)) {
+    if ((m == 6 || m == 4) && n == 16 && (!t->ep || f.clamp_only)) {
         const nnf_epilogue *e = t->ep;
         tile_io io = {.accumulate = t->accumulate, .lo = -INFINITY, .hi = INFINITY};
         if (e) {
@@ -343,7 +330,10 @@ void nnf_gemm_ukernel_6x16_avx2(size_t kc, const float *a, const float *b, float
             io.lo = _mm256_cvtss_f32(f.lo);
             io.hi = _mm256_cvtss_f32(f.hi);
         }
-        tile_6x16_asm(kc, a, b, c, ldc, &io);
+        if (m == 6)
+            tile_6x16_asm(kc, a, b, c, ldc, &io);
+        else
+            tile_4x16_asm(kc, a, b, c, ldc, &io);
         return;
     }
     float acc[96] __attribute__((aligned(32)));
@@ -351,9 +341,10 @@ void nnf_gemm_ukernel_6x16_avx2(size_t kc, const float *a, const float *b, float
         tile_2x16(kc, a, b, acc);
     else if (n <= 8)
         tile_6x8(kc, a, b, acc);
-    else if (m <= 4)
-        tile_4x16(kc, a, b, acc);
-    else
+    else if (m <= 4) {
+        tile_4x16_asm(kc, a, b, acc, 16, &(tile_io){0}); /* the raw sums */
+        memset(acc + 64, 0, 32 * sizeof(float));
+    } else
         tile_6x16_asm(kc, a, b, acc, 16, &(tile_io){0}); /* the raw sums */
 
     __m256i m0 = nnf_mask8(n), m1 = nnf_mask8(n > 8 ? n - 8 : 0);
