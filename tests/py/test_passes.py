@@ -119,9 +119,18 @@ def case_conv_moves_sigmoid():
     return n + moves + [helper.make_node("Sigmoid", ["t"], ["y"])], i + shape, 3
 
 
+def case_matmul_moves_tanh():
+    """MatMul -> Transpose -> Tanh: the activation crosses the move into the GEMM's epilogue."""
+    w = const("w", (9, 7))
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"]),
+             helper.make_node("Transpose", ["m"], ["t"], perm=[0, 2, 1, 3]),
+             helper.make_node("Tanh", ["t"], ["y"])]
+    return nodes, [w], 2
+
+
 CASES = {f.__name__[5:]: f for f in (case_conv_bn_relu, case_conv_bn_add_relu, case_conv_silu, case_conv_silu_add,
                                       case_conv_relu6, case_conv_hardswish_leaky, case_matmul_bias_gelu,
-                                      case_matmul_layernorm_chain, case_conv_moves_sigmoid)}
+                                      case_matmul_layernorm_chain, case_conv_moves_sigmoid, case_matmul_moves_tanh)}
 
 
 def live_nodes(path, level):
