@@ -191,9 +191,9 @@ static nnf_status try_through_moves(nnf_pass_ctx *ctx, nnf_node *act_node, const
     if (!slot)
         return NNF_OK;
     /* moves[n_moves - 1] reads the producer's output: a fresh value for it
-     * and for each move's output but the last, all made before any rewiring
-     * (an out-of-memory leaves the graph as it was); a name the model
-     * already uses stops the rewrite */
+     * and for each move's output but the last, all made before any node is
+     * rewired (a failure leaves at most an unread value behind); a name the
+     * model already uses stops the rewrite */
     int fresh[MAX_MOVES];
     for (int k = n_moves - 1; k >= 0; k--) {
         int old = k == n_moves - 1 ? v : moves[k + 1]->outputs[0];

@@ -107,8 +107,8 @@ _Static_assert(offsetof(tile_io, res) == 8 && offsetof(tile_io, res_ld) == 16 &&
  * the registers: through a stack copy and the C epilogue a 6x16 tile's tail
  * was ~4 % of a 128 x 768 x 768 product (perf: outside the K loop). The
  * 4-row form (8 accumulators, A still in 6-row panels) runs the 4 + 4 tail
- * panels of an M = 6 i + 2 block (tail_split): in C through the stack it
- * ran at ~77 % of a full panel's rate, 3.5 % of BERT's 128 x 768 x 768. */
+ * panels of an M = 6 i + 2 block (tail_split): in C through the stack each
+ * took 87 % of a full panel's time for 67 % of its rows (BERT's M = 128). */
 /* The K loop is written in assembly: with intrinsics GCC spilled one of the
  * 12 accumulators (15 of 16 registers are live), and the store/load round
  * trip on the spilled chain capped the kernel near 60 % of peak. ymm4-15
