@@ -22,6 +22,7 @@ static nnf_status gemm_alloc(nnf_node *node, nnf_arena *arena, nnf_gemm_params *
     p->beta = 1.0f;
     p->act.kind = NNF_ACT_NONE;
     p->residual_input = -1;
+    p->bias_input = -1;
     node->params = p;
     *out = p;
     return NNF_OK;
@@ -158,6 +159,7 @@ nnf_status nnf_matmul_infer(NNF_INFER_ARGS) {
         y.dim_names[y.rank++] = b->shape.dim_names[rb - 1];
     }
     NNF_CHECK(check_residual(node, p->residual_input, in, &y));
+    NNF_CHECK(check_residual(node, p->bias_input, in, &y));
     out[0].shape = y;
     return NNF_OK;
 }

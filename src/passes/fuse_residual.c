@@ -6,7 +6,8 @@
  * own, a pass over three tensors; now the conv's activation pass adds x).
  * MatMul → Add(matmul, x) likewise, where x is shaped like the output or is a
  * constant row of the output's last extent (the bias of a Linear layer); x
- * joins the MatMul as input 2. */
+ * joins the MatMul as its next input. A MatMul takes a bias row and then a
+ * residual (fuse_matmul). */
 #include "passes/pass.h"
 
 #include "ops/params.h"
@@ -29,25 +30,36 @@ static bool bias_row(const nnf_value *x, const nnf_shape *out) {
     return x->shape.rank <= out->rank && x->shape.dims[x->shape.rank - 1] == out->dims[out->rank - 1];
 }
 
+/* A MatMul takes up to two Adds after it: a constant bias row (its bias
+ * slot, bias_input) and then a tensor of its output's shape (residual_input):
+ * a Linear layer's bias and the skip connection after it, in that order, the
+ * order the epilogue adds them (acc + bias + x, rounded as the two Add nodes
+ * were). */
 static nnf_status fuse_matmul(nnf_pass_ctx *ctx, nnf_node *add) {
     nnf_graph *g = ctx->graph;
     for (int side = 0; side < 2; side++) {
         int mv = add->inputs[side], xv = add->inputs[1 - side];
         nnf_node *mm = nnf_pass_producer(ctx, mv);
         if (!mm || strcmp(mm->op_type, "MatMul") || mm->domain[0] || ctx->uses[mv] != 1 || mv == xv ||
-            mm->n_inputs != 2)
+            mm->n_inputs < 2 || mm->n_inputs > 3)
             continue;
         nnf_gemm_params *gp = mm->params;
         if (gp->act.kind != NNF_ACT_NONE || gp->residual_input >= 0)
             continue;
         const nnf_value *m = &g->values[mv], *x = &g->values[xv];
         const nnf_shape *out = &g->values[add->outputs[0]].shape;
-        if (m->dtype != NNF_DTYPE_FLOAT32 || x->dtype != NNF_DTYPE_FLOAT32 || !same_shape(&m->shape, out) ||
-            !(same_shape(&x->shape, out) || bias_row(x, out)))
+        if (m->dtype != NNF_DTYPE_FLOAT32 || x->dtype != NNF_DTYPE_FLOAT32 || !same_shape(&m->shape, out))
             continue;
-        NNF_CHECK(nnf_pass_resize_inputs(mm, 3));
-        mm->inputs[2] = xv;
-        gp->residual_input = 2;
+        int as_bias = gp->bias_input < 0 && bias_row(x, out);
+        if (!as_bias && !same_shape(&x->shape, out))
+            continue;
+        int slot = mm->n_inputs;
+        NNF_CHECK(nnf_pass_resize_inputs(mm, slot + 1));
+        mm->inputs[slot] = xv;
+        if (as_bias)
+            gp->bias_input = slot;
+        else
+            gp->residual_input = slot;
         NNF_CHECK(nnf_pass_merge_names(ctx, mm, add));
         nnf_pass_take_output(ctx, mm, 0, add->outputs[0]);
         add->dead = true;

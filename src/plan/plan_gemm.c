@@ -251,6 +251,16 @@ static nnf_status plan_common(const nnf_node *node, const nnf_tinfo *in, const n
             s->residual_input = p->residual_input;
         }
     }
+    if (!is_gemm && p->bias_input >= 0) {
+        /* a fused bias row: N values along the output's last axis */
+        const nnf_tinfo *bi = p->bias_input < node->n_inputs ? &in[p->bias_input] : NULL;
+        if (!bi || !bi->present || bi->dtype != NNF_DTYPE_FLOAT32 || s->bias_mode != BIAS_NONE ||
+            numel(&bi->shape) != n || bi->shape.rank < 1 || bi->shape.dims[bi->shape.rank - 1] != n)
+            goto keep_reference;
+        s->bias_mode = BIAS_INPUT;
+        s->bias_kind = NNF_BIAS_PER_COL;
+        s->bias_input = p->bias_input;
+    }
     if (is_gemm && node->n_inputs > 2 && in[2].present && p->beta != 0.0f) {
         const nnf_tinfo *c = &in[2];
         int64_t cn = numel(&c->shape);

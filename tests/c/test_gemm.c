@@ -716,7 +716,8 @@ static void test_plans(void) {
                              .alpha = 0.5f,
                              .beta = 2.0f,
                              .act = {NNF_ACT_GELU_ERF, 0, 0},
-                             .residual_input = -1};
+                             .residual_input = -1,
+                             .bias_input = -1};
         int ranks[3] = {2, 2, 1};
         int64_t dims[3][4] = {{33, 70}, {45, 70}, {45}};
         float *d[3] = {check_rand_buf(33 * 70), check_rand_buf(45 * 70), check_rand_buf(45)};
@@ -730,7 +731,8 @@ static void test_plans(void) {
         check_plan("Gemm", &p, 3, ranks[0] == 2 ? (int[]){2, 2, 2} : ranks, dims2, d2, cst2, 2, yd,
                    1);
         /* C (M, 1) constant: per-row bias; transA */
-        nnf_gemm_params p3 = {.trans_a = 1, .alpha = 1.0f, .beta = 1.0f, .residual_input = -1};
+        nnf_gemm_params p3 = {
+            .trans_a = 1, .alpha = 1.0f, .beta = 1.0f, .residual_input = -1, .bias_input = -1};
         int64_t dims3[3][4] = {{70, 33}, {70, 45}, {33, 1}};
         float *d3[3] = {d[0], d[1], d2[2]};
         int cst3[3] = {0, 1, 1};
@@ -741,7 +743,8 @@ static void test_plans(void) {
     }
     /* MatMul: BERT-like 3-D x constant 2-D (flattened), with fused residual */
     {
-        nnf_gemm_params p = {.alpha = 1.0f, .residual_input = 2, .act = {NNF_ACT_NONE, 0, 0}};
+        nnf_gemm_params p = {
+            .alpha = 1.0f, .residual_input = 2, .bias_input = -1, .act = {NNF_ACT_NONE, 0, 0}};
         int64_t dims[3][4] = {{2, 16, 64}, {64, 48}, {2, 16, 48}};
         float *d[3] = {check_rand_buf(2 * 16 * 64), check_rand_buf(64 * 48), check_rand_buf(2 * 16 * 48)};
         int cst[3] = {0, 1, 0};
@@ -750,12 +753,20 @@ static void test_plans(void) {
         /* residual as a row vector: a per-column bias */
         int64_t dims2[3][4] = {{2, 16, 64}, {64, 48}, {48}};
         check_plan("MatMul", &p, 3, (int[]){3, 2, 1}, dims2, d, cst, 3, yd, 1);
+        /* a Linear layer's bias row and the skip connection after it: both fused */
+        nnf_gemm_params pb = {
+            .alpha = 1.0f, .residual_input = 3, .bias_input = 2, .act = {NNF_ACT_NONE, 0, 0}};
+        int64_t dims4[4][4] = {{2, 16, 64}, {64, 48}, {48}, {2, 16, 48}};
+        float *d4[4] = {d[0], d[1], check_rand_buf(48), d[2]};
+        int cst4[4] = {0, 1, 1, 0};
+        check_plan("MatMul", &pb, 4, (int[]){3, 2, 1, 3}, dims4, d4, cst4, 3, yd, 1);
+        free(d4[2]);
         for (int i = 0; i < 3; i++)
             free(d[i]);
     }
     /* MatMul: 4-D broadcast batches, nothing constant (attention scores) */
     {
-        nnf_gemm_params p = {.alpha = 1.0f, .residual_input = -1};
+        nnf_gemm_params p = {.alpha = 1.0f, .residual_input = -1, .bias_input = -1};
         int64_t dims[2][4] = {{2, 3, 13, 8}, {1, 3, 8, 17}};
         float *d[2] = {check_rand_buf(2 * 3 * 13 * 8), check_rand_buf(3 * 8 * 17)};
         int cst[2] = {0, 0};

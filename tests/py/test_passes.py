@@ -119,6 +119,15 @@ def case_conv_moves_sigmoid():
     return n + moves + [helper.make_node("Sigmoid", ["t"], ["y"])], i + shape, 3
 
 
+def case_matmul_bias_skip():
+    """A Linear layer and the skip connection after it (BERT's dense + residual before LayerNorm):
+    both Adds fold into the MatMul, the bias first."""
+    w, b = const("w", (9, 9)), const("bias", (9,))
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Add", ["m", "bias"], ["h"]),
+             helper.make_node("Add", ["x", "h"], ["y"])]
+    return nodes, [w, b], 1
+
+
 def case_matmul_moves_tanh():
     """MatMul -> Transpose -> Tanh: the activation crosses the move into the GEMM's epilogue."""
     w = const("w", (9, 7))
@@ -130,7 +139,8 @@ def case_matmul_moves_tanh():
 
 CASES = {f.__name__[5:]: f for f in (case_conv_bn_relu, case_conv_bn_add_relu, case_conv_silu, case_conv_silu_add,
                                       case_conv_relu6, case_conv_hardswish_leaky, case_matmul_bias_gelu,
-                                      case_matmul_layernorm_chain, case_conv_moves_sigmoid, case_matmul_moves_tanh)}
+                                      case_matmul_layernorm_chain, case_conv_moves_sigmoid, case_matmul_moves_tanh,
+                                      case_matmul_bias_skip)}
 
 
 def live_nodes(path, level):
@@ -152,9 +162,12 @@ def test_fusion_matches_unfused_and_ort(name, tmp_path):
     ref = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     fused = nnfuse.run_model(data, {"x": x}, threads=1)["y"]
     unfused = nnfuse.run_model(data, {"x": x}, threads=1, opt_level=0)["y"]
+    # the fused graph on the reference kernels: every fused node's oracle honours what it absorbed
+    oracle = nnfuse.run_model(data, {"x": x}, threads=1, reference_kernels=True)["y"]
     tol = 1e-4 * max(1.0, float(np.abs(ref).max()))
     np.testing.assert_allclose(fused, ref, rtol=0, atol=tol)
     np.testing.assert_allclose(unfused, ref, rtol=0, atol=tol)
+    np.testing.assert_allclose(oracle, ref, rtol=0, atol=tol)
     assert live_nodes(path, 2) == n_convs, "every BN/bias/activation/residual should fold into its producer"
     assert live_nodes(path, 0) == len(nodes)
 

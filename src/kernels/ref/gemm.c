@@ -206,6 +206,17 @@ nnf_status nnf_matmul_ref(NNF_KERNEL_ARGS) {
         sb *= db;
         batches *= dy;
     }
+    if (p->bias_input >= 0) {
+        /* a fused bias row [.., N]: added before the residual, as the Add
+         * nodes it replaced did */
+        const nnf_buf *bias = p->bias_input < node->n_inputs ? in[p->bias_input] : NULL;
+        if (!bias || bias->dtype != NNF_DTYPE_FLOAT32 || (int64_t)bias->numel != j.n)
+            return nnf_node_error(node, NNF_ERR_SHAPE, "fused bias must be %lld float32 values", (long long)j.n);
+        j.c = bias->data;
+        j.c_rs = 0;
+        j.c_cs = 1;
+        j.beta = 1.0f;
+    }
     NNF_CHECK(set_residual(node, &j, in, y, p->residual_input));
     mm_run(&j, ctx, batches);
     return NNF_OK;
