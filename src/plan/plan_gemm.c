@@ -175,24 +175,22 @@ static nnf_status mm_run(NNF_KERNEL_ARGS) {
     return st == NNF_OK ? st : nnf_error_prefix(st, "node %s (%s)", node->name, node->op_type);
 }
 
-/* A fused residual the epilogue can take: shaped like Y, or a row vector
- * broadcast over Y's rows (then it is a per-column bias). */
-static int residual_mode(const nnf_tinfo *r, const nnf_tinfo *y, int64_t n, int *as_col_bias) {
+/* A fused residual the epilogue can take: float32, shaped like Y. */
+static int full_shaped(const nnf_tinfo *r, const nnf_tinfo *y) {
     int64_t rn = numel(&r->shape), yn = numel(&y->shape);
-    *as_col_bias = 0;
-    if (r->dtype != NNF_DTYPE_FLOAT32 || rn < 0 || yn < 0)
+    if (r->dtype != NNF_DTYPE_FLOAT32 || rn < 0 || rn != yn || r->shape.rank > y->shape.rank)
         return 0;
-    if (rn == yn && r->shape.rank <= y->shape.rank) {
-        for (int i = 0; i < r->shape.rank; i++)
-            if (r->shape.dims[i] != y->shape.dims[y->shape.rank - r->shape.rank + i])
-                return 0;
-        return 1;
-    }
-    if (rn == n && r->shape.rank >= 1 && r->shape.dims[r->shape.rank - 1] == n) {
-        *as_col_bias = 1;
-        return 1;
-    }
-    return 0;
+    for (int i = 0; i < r->shape.rank; i++)
+        if (r->shape.dims[i] != y->shape.dims[y->shape.rank - r->shape.rank + i])
+            return 0;
+    return 1;
+}
+
+/* A fused bias the epilogue can take per column: float32, N values along
+ * Y's last axis. */
+static int column_bias(const nnf_tinfo *b, int64_t n) {
+    return b->dtype == NNF_DTYPE_FLOAT32 && numel(&b->shape) == n && b->shape.rank >= 1 &&
+           b->shape.dims[b->shape.rank - 1] == n;
 }
 
 static nnf_status plan_common(const nnf_node *node, const nnf_tinfo *in, const nnf_tinfo *out,
@@ -239,23 +237,14 @@ static nnf_status plan_common(const nnf_node *node, const nnf_tinfo *in, const n
     s->bias_input = -1;
 
     if (p->residual_input >= 0) {
-        int col_bias;
         if (p->residual_input >= node->n_inputs || !in[p->residual_input].present ||
-            !residual_mode(&in[p->residual_input], &out[0], n, &col_bias))
+            !full_shaped(&in[p->residual_input], &out[0]))
             goto keep_reference;
-        if (col_bias) {
-            s->bias_mode = BIAS_INPUT;
-            s->bias_kind = NNF_BIAS_PER_COL;
-            s->bias_input = p->residual_input;
-        } else {
-            s->residual_input = p->residual_input;
-        }
+        s->residual_input = p->residual_input;
     }
     if (!is_gemm && p->bias_input >= 0) {
-        /* a fused bias row: N values along the output's last axis */
-        const nnf_tinfo *bi = p->bias_input < node->n_inputs ? &in[p->bias_input] : NULL;
-        if (!bi || !bi->present || bi->dtype != NNF_DTYPE_FLOAT32 || s->bias_mode != BIAS_NONE ||
-            numel(&bi->shape) != n || bi->shape.rank < 1 || bi->shape.dims[bi->shape.rank - 1] != n)
+        if (p->bias_input >= node->n_inputs || !in[p->bias_input].present ||
+            !column_bias(&in[p->bias_input], n))
             goto keep_reference;
         s->bias_mode = BIAS_INPUT;
         s->bias_kind = NNF_BIAS_PER_COL;

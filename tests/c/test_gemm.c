@@ -750,9 +750,11 @@ static void test_plans(void) {
         int cst[3] = {0, 1, 0};
         int64_t yd[3] = {2, 16, 48};
         check_plan("MatMul", &p, 3, (int[]){3, 2, 3}, dims, d, cst, 3, yd, 1);
-        /* residual as a row vector: a per-column bias */
+        /* a fused row vector: a per-column bias */
+        nnf_gemm_params prow = {
+            .alpha = 1.0f, .residual_input = -1, .bias_input = 2, .act = {NNF_ACT_NONE, 0, 0}};
         int64_t dims2[3][4] = {{2, 16, 64}, {64, 48}, {48}};
-        check_plan("MatMul", &p, 3, (int[]){3, 2, 1}, dims2, d, cst, 3, yd, 1);
+        check_plan("MatMul", &prow, 3, (int[]){3, 2, 1}, dims2, d, cst, 3, yd, 1);
         /* a Linear layer's bias row and the skip connection after it: both fused */
         nnf_gemm_params pb = {
             .alpha = 1.0f, .residual_input = 3, .bias_input = 2, .act = {NNF_ACT_NONE, 0, 0}};

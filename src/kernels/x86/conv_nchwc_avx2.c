@@ -132,7 +132,7 @@ tile(const nnf_nchwc_conv_job *j, const tile_arg *a, const ep_ctx *ec, const int
         /* a line of the next K block per tap while the block has lines
          * left, then none (any readable line, step 0) */
         for (size_t t = 0; t < a->ntile;) {
-            size_t can = n ? nnf_nchwc_wfetch_left(a->wf) / n : 0, cnt = a->ntile - t;
+            size_t can = nnf_nchwc_wfetch_left(a->wf) / n, cnt = a->ntile - t;
             cnt = can && can < cnt ? can : cnt;
             const char *pf = can ? nnf_nchwc_wfetch_take(a->wf, cnt * n) : NULL;
             io.pf = pf ? pf : (const char *)a->w;
