@@ -1,4 +1,6 @@
-#define _DEFAULT_SOURCE /* madvise */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* madvise, mremap */
+#endif
 #include "base/alloc.h"
 
 #include "base/status.h"
@@ -8,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 static _Atomic uint64_t fail_countdown; /* 0 = off */
 static _Atomic uint64_t alloc_count;
@@ -52,29 +55,142 @@ void *nnf_realloc(void *ptr, size_t size) {
 
 void nnf_free(void *ptr) { free(ptr); }
 
+/* ---- aligned blocks and the load-time page bank ----------------------------
+ *
+ * Every aligned block sits 64 bytes after a header saying how it goes back:
+ * to the heap, or, for a large block made while this thread's page bank is
+ * open, to its own mapping. Loading a model writes each weight several times
+ * into fresh memory (the importer's aligned copy, the folded copy, the packed
+ * one) and frees the older copy as the next is made; a fresh page costs the
+ * kernel (and the hypervisor) ten times what writing it does. While the bank
+ * is open a freed mapping's pages are kept, and the next large block takes
+ * them over with mremap (page tables move, no data is copied or cleared):
+ * the whole load touches about as many fresh pages as the model keeps. */
+
+typedef struct block_header {
+    size_t map_bytes; /* 0: from the heap; else the size of its own mapping */
+} block_header;
+#define BLOCK_HEADER 64
+#define BANK_MIN_BYTES ((size_t)1 << 20)
+#define BANK_RANGES 256
+
+#if defined(__SANITIZE_ADDRESS__)
+#define BANK_ENABLED 0 /* sanitizer builds keep every block on the checked heap */
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(memory_sanitizer)
+#define BANK_ENABLED 0
+#endif
+#endif
+#if !defined(BANK_ENABLED) && defined(MREMAP_FIXED)
+#define BANK_ENABLED 1
+#endif
+#ifndef BANK_ENABLED
+#define BANK_ENABLED 0
+#endif
+
+typedef struct page_range {
+    unsigned char *addr;
+    size_t bytes;
+} page_range;
+
+static _Thread_local struct {
+    int depth;
+    int n;
+    page_range r[BANK_RANGES];
+} t_bank;
+
+void nnf_page_bank_open(void) { t_bank.depth++; }
+
+void nnf_page_bank_close(void) {
+    if (t_bank.depth <= 0 || --t_bank.depth > 0)
+        return;
+    for (int i = 0; i < t_bank.n; i++)
+        munmap(t_bank.r[i].addr, t_bank.r[i].bytes);
+    t_bank.n = 0;
+}
+
+static void populate(void *p, size_t bytes) {
+#ifdef MADV_POPULATE_WRITE
+    /* pages faulted in now, in one call, not one page fault at a time on
+     * first touch (EINVAL before Linux 5.14: they fault in on use) */
+    uintptr_t a = ((uintptr_t)p + 4095) & ~(uintptr_t)4095;
+    uintptr_t e = ((uintptr_t)p + bytes) & ~(uintptr_t)4095;
+    if (e > a)
+        (void)madvise((void *)a, e - a, MADV_POPULATE_WRITE);
+#else
+    (void)p;
+    (void)bytes;
+#endif
+}
+
+#if BANK_ENABLED
+/* Move banked pages into [dst, dst + bytes); returns how many bytes were filled. */
+static size_t bank_fill(unsigned char *dst, size_t bytes) {
+    size_t filled = 0;
+    while (filled < bytes && t_bank.n > 0) {
+        page_range *r = &t_bank.r[t_bank.n - 1];
+        size_t len = r->bytes < bytes - filled ? r->bytes : bytes - filled;
+        if (mremap(r->addr, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, dst + filled) == MAP_FAILED)
+            break; /* the rest is fresh pages */
+        r->addr += len;
+        r->bytes -= len;
+        if (r->bytes == 0)
+            t_bank.n--;
+        filled += len;
+    }
+    return filled;
+}
+
+static void *map_block(size_t total) {
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), bytes;
+    if (!nnf_add_size(total, page - 1, &bytes))
+        return NULL;
+    bytes &= ~(page - 1);
+    unsigned char *base = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED)
+        return NULL;
+    size_t filled = bank_fill(base, bytes);
+    populate(base + filled, bytes - filled);
+    ((block_header *)base)->map_bytes = bytes;
+    return base + BLOCK_HEADER;
+}
+#endif
+
 void *nnf_malloc_aligned(size_t size) {
     if (should_fail())
         return NULL;
-    size_t rounded;
-    if (!nnf_add_size(size, 63, &rounded))
+    size_t total;
+    if (!nnf_add_size(size, BLOCK_HEADER + 63, &total))
         return NULL;
-    rounded &= ~(size_t)63;
-    void *p = aligned_alloc(64, rounded ? rounded : 64);
-#ifdef MADV_POPULATE_WRITE
-    /* Large blocks (packed weights, folded weights, tensors) are written
-     * whole soon after: their pages are faulted in now, in one call, not one
-     * page fault at a time on first touch. */
-    if (p && rounded >= ((size_t)1 << 20)) {
-        uintptr_t a = ((uintptr_t)p + 4095) & ~(uintptr_t)4095;
-        uintptr_t e = ((uintptr_t)p + rounded) & ~(uintptr_t)4095;
-        if (e > a)
-            (void)madvise((void *)a, e - a, MADV_POPULATE_WRITE); /* EINVAL before Linux 5.14 */
-    }
+    total &= ~(size_t)63;
+#if BANK_ENABLED
+    if (t_bank.depth > 0 && total >= BANK_MIN_BYTES)
+        return map_block(total);
 #endif
-    return p;
+    unsigned char *p = aligned_alloc(64, total);
+    if (!p)
+        return NULL;
+    ((block_header *)p)->map_bytes = 0;
+    /* large blocks (tensors, scratch) are written whole soon after */
+    if (total >= BANK_MIN_BYTES)
+        populate(p, total);
+    return p + BLOCK_HEADER;
 }
 
-void nnf_free_aligned(void *ptr) { free(ptr); }
+void nnf_free_aligned(void *ptr) {
+    if (!ptr)
+        return;
+    block_header *h = (block_header *)((unsigned char *)ptr - BLOCK_HEADER);
+    if (h->map_bytes == 0) {
+        free(h);
+        return;
+    }
+    if (t_bank.depth > 0 && t_bank.n < BANK_RANGES) {
+        t_bank.r[t_bank.n++] = (page_range){(unsigned char *)h, h->map_bytes};
+        return;
+    }
+    munmap(h, h->map_bytes);
+}
 
 char *nnf_strdup(const char *s) {
     size_t n = strlen(s) + 1;

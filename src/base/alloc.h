@@ -15,6 +15,12 @@ void nnf_free(void *ptr);
 /* 64-byte aligned, for tensors and packed weights. Free with nnf_free_aligned. */
 void *nnf_malloc_aligned(size_t size);
 void nnf_free_aligned(void *ptr);
+/* While open (nested calls count), this thread's freed large aligned blocks
+ * keep their pages for its next large blocks (moved, not copied): for a load,
+ * which replaces each weight by a new copy several times. Close gives back
+ * what is left. */
+void nnf_page_bank_open(void);
+void nnf_page_bank_close(void);
 char *nnf_strdup(const char *s);
 
 /* Per-thread scratch: a growable 64-byte aligned buffer per (thread, kind),

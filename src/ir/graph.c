@@ -116,6 +116,19 @@ void *nnf_graph_block_alloc(nnf_graph *g, size_t size) {
     return d;
 }
 
+void *nnf_graph_take_value_block(nnf_graph *g, int v) {
+    graph_private *p = root_of(g);
+    nnf_value *val = &g->values[v];
+    for (size_t i = 0; val->data && i < p->n_blocks; i++)
+        if (p->blocks[i] == val->data) {
+            void *d = p->blocks[i];
+            val->data = NULL;
+            val->released = true;
+            return d;
+        }
+    return NULL;
+}
+
 bool nnf_graph_release_value_data(nnf_graph *g, int v) {
     graph_private *p = root_of(g);
     nnf_value *val = &g->values[v];

@@ -164,6 +164,10 @@ void *nnf_graph_block_alloc(nnf_graph *g, size_t size);
 /* Release value v's data if it lives in a block of g: sets data NULL and
  * released. Returns true if memory was freed. */
 bool nnf_graph_release_value_data(nnf_graph *g, int v);
+/* Detach value v's data block (it stays owned by the graph) so a new value can
+ * hold it: sets data NULL and released. NULL if v's data is not a block of g
+ * (borrowed from the file, or in the arena). */
+void *nnf_graph_take_value_block(nnf_graph *g, int v);
 
 /* Find a value by name; -1 if absent. Linear-time lookup with a hash built on
  * demand is an internal detail. */

@@ -70,7 +70,9 @@ nnf_status nnf_nchwc_wino_create(const nnf_conv2d_shape *s, nnf_isa isa, const f
     }
     /* U_xi as B (K = c8 rows of input channels, N = oc8 columns), zeros
      * past c and oc */
-    b = nnf_calloc(floats * 36, sizeof(float));
+    b = nnf_malloc_aligned(bytes); /* a large one takes freed pages at load (the page bank) */
+    if (b && (k->c8 != s->c || k->oc8 != s->oc))
+        memset(b, 0, bytes);
     if (!b) {
         st = nnf_error(NNF_ERR_OUT_OF_MEMORY, "nchwc winograd: out of memory for %zu weights",
                        floats * 36);
@@ -87,11 +89,11 @@ nnf_status nnf_nchwc_wino_create(const nnf_conv2d_shape *s, nnf_isa isa, const f
     }
     snprintf(k->name, sizeof k->name, "f32_conv_nchwc_winograd4x4_%s",
              k->cfg->name + strlen("f32_gemm_"));
-    nnf_free(b);
+    nnf_free_aligned(b);
     *out = k;
     return NNF_OK;
 fail:
-    nnf_free(b);
+    nnf_free_aligned(b);
     nnf_nchwc_wino_destroy(k);
     return st;
 }

@@ -39,15 +39,14 @@ static nnf_status fold_one(nnf_pass_ctx *ctx, nnf_node *bn, nnf_node *conv) {
     char name[300];
     float *nw, *nb;
     snprintf(name, sizeof name, "%s.weight_bn_folded", conv->name);
-    int nwv = nnf_pass_new_const(g, name, &wshape, &nw);
+    int nwv = nnf_pass_new_const_over(ctx, wv, name, &wshape, &nw); /* may be w's own block */
     nnf_shape bshape = {.rank = 1, .dims = {m}};
     snprintf(name, sizeof name, "%s.bias_bn_folded", conv->name);
     int nbv = nwv >= 0 ? nnf_pass_new_const(g, name, &bshape, &nb) : -1;
     if (nwv < 0 || nbv < 0)
         return nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory folding '%s' into '%s'", bn->name, conv->name);
-    /* the graph's value array may have moved: re-read weight data pointers */
-    w = g->values[wv].data;
-    b = bv >= 0 ? g->values[bv].data : NULL;
+    /* w and b still point at their data (blocks do not move with the value
+     * array); nw may be w itself */
     for (int64_t o = 0; o < m; o++) {
         float s = gamma[o] / sqrtf(var[o] + bp->epsilon);
         for (int64_t i = 0; i < per; i++)

@@ -40,5 +40,12 @@ const float *nnf_pass_const_f32(const nnf_graph *g, int v);
 void nnf_pass_release_unused(nnf_pass_ctx *ctx);
 /* Add a new constant float32 value with the given shape; returns its id or -1. */
 int nnf_pass_new_const(nnf_graph *g, const char *name, const nnf_shape *shape, float **data_out);
+/* The same, taking over the data block of constant `from` when this rewrite's
+ * node is its only reader and the graph owns it (copied at import, or made by
+ * a pass): no new memory and no page faults, for data computed element by
+ * element from the old (in place). `from` is left released; otherwise a new
+ * block as nnf_pass_new_const. */
+int nnf_pass_new_const_over(nnf_pass_ctx *ctx, int from, const char *name, const nnf_shape *shape,
+                            float **data_out);
 
 #endif

@@ -75,18 +75,13 @@ const float *nnf_pass_const_f32(const nnf_graph *g, int v) {
     return val->data;
 }
 
-int nnf_pass_new_const(nnf_graph *g, const char *name, const nnf_shape *shape, float **data_out) {
+/* A new float32 constant over `data` (nbytes of it), under a name unused so far. */
+static int add_const(nnf_graph *g, const char *name, const nnf_shape *shape, void *data, size_t nbytes) {
     char unique[512];
     int k = 0;
     snprintf(unique, sizeof unique, "%s", name);
     while (nnf_graph_find_value(g, unique) >= 0)
         snprintf(unique, sizeof unique, "%s_%d", name, ++k);
-    int64_t numel = nnf_shape_numel(shape);
-    if (numel < 0)
-        return -1;
-    float *data = nnf_graph_block_alloc(g, ((size_t)numel ? (size_t)numel : 1) * sizeof(float));
-    if (!data)
-        return -1;
     int v = nnf_graph_value(g, unique);
     if (v < 0)
         return -1;
@@ -95,9 +90,34 @@ int nnf_pass_new_const(nnf_graph *g, const char *name, const nnf_shape *shape, f
     val->dtype = NNF_DTYPE_FLOAT32;
     val->shape = *shape;
     val->data = data;
-    val->nbytes = (size_t)numel * sizeof(float);
-    *data_out = data;
+    val->nbytes = nbytes;
     return v;
+}
+
+int nnf_pass_new_const(nnf_graph *g, const char *name, const nnf_shape *shape, float **data_out) {
+    int64_t numel = nnf_shape_numel(shape);
+    if (numel < 0)
+        return -1;
+    float *data = nnf_graph_block_alloc(g, ((size_t)numel ? (size_t)numel : 1) * sizeof(float));
+    if (!data)
+        return -1;
+    *data_out = data;
+    return add_const(g, name, shape, data, (size_t)numel * sizeof(float));
+}
+
+int nnf_pass_new_const_over(nnf_pass_ctx *ctx, int from, const char *name, const nnf_shape *shape,
+                            float **data_out) {
+    nnf_graph *g = ctx->graph;
+    const nnf_value *old = &g->values[from];
+    int64_t numel = nnf_shape_numel(shape);
+    void *data = NULL;
+    if (numel > 0 && ctx->uses[from] == 1 && old->dtype == NNF_DTYPE_FLOAT32 &&
+        old->nbytes == (size_t)numel * sizeof(float))
+        data = nnf_graph_take_value_block(g, from);
+    if (!data)
+        return nnf_pass_new_const(g, name, shape, data_out);
+    *data_out = data;
+    return add_const(g, name, shape, data, (size_t)numel * sizeof(float));
 }
 
 void nnf_pass_release_unused(nnf_pass_ctx *ctx) {

@@ -68,8 +68,8 @@ static nnf_status prepare(nnf_model *m) {
     return build_info(m);
 }
 
-static nnf_status load(const void *data, size_t size, const char *source, const char *base_dir,
-                       const nnf_model_options *opts, nnf_mapping *file, nnf_model **out) {
+static nnf_status load_model(const void *data, size_t size, const char *source, const char *base_dir,
+                             const nnf_model_options *opts, nnf_mapping *file, nnf_model **out) {
     nnf_model *m = nnf_calloc(1, sizeof *m);
     nnf_status st = NNF_OK;
     if (!m || !(m->source = nnf_strdup(source))) {
@@ -105,6 +105,16 @@ static nnf_status load(const void *data, size_t size, const char *source, const 
     return NNF_OK;
 fail:
     nnf_model_destroy(m);
+    return st;
+}
+
+/* Import, fold and pack replace each weight by a new copy: the pages of the
+ * copy freed go to the next one (base/alloc.h, the page bank). */
+static nnf_status load(const void *data, size_t size, const char *source, const char *base_dir,
+                       const nnf_model_options *opts, nnf_mapping *file, nnf_model **out) {
+    nnf_page_bank_open();
+    nnf_status st = load_model(data, size, source, base_dir, opts, file, out);
+    nnf_page_bank_close();
     return st;
 }
 

@@ -53,6 +53,7 @@ typedef struct cli_inputs {
     nnf_tensor tensors[64];
     int64_t shapes[64][NNF_MAX_RANK];
     void *data[64];
+    bool from_npy[64]; /* data[i] is an nnf_npy's (nnf_npy_free), else calloc'd */
     size_t n;
 } cli_inputs;
 nnf_status cli_inputs_make(const nnf_model *model, const cli_common *c, cli_inputs *out);

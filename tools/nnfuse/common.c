@@ -163,6 +163,7 @@ nnf_status cli_inputs_make(const nnf_model *model, const cli_common *c, cli_inpu
             t->rank = npy.rank;
             memcpy(out->shapes[i], npy.shape, sizeof(int64_t) * (size_t)npy.rank);
             out->data[i] = t->data = npy.data;
+            out->from_npy[i] = true;
             continue;
         }
         if (info.rank < 0)
@@ -205,8 +206,12 @@ nnf_status cli_inputs_make(const nnf_model *model, const cli_common *c, cli_inpu
 }
 
 void cli_inputs_free(cli_inputs *in) {
-    for (size_t i = 0; i < in->n; i++)
-        free(in->data[i]); /* npy data is aligned_alloc'd: free() is its release too */
+    for (size_t i = 0; i < in->n; i++) {
+        if (in->from_npy[i])
+            nnf_npy_free(&(nnf_npy){.data = in->data[i]});
+        else
+            free(in->data[i]);
+    }
     in->n = 0;
 }
 

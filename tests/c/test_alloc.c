@@ -1,0 +1,119 @@
+/* Aligned blocks and the load-time page bank (src/base/alloc.c): 64-byte
+ * alignment at small and large sizes, with the bank closed and open; a freed
+ * large block's pages serve the next one (they come with the old contents:
+ * moved, not freshly faulted), across blocks of other sizes and with fresh
+ * pages making up the rest; nesting; blocks made while it was open and
+ * freed after it closed; and allocation failure while it is open. */
+#include "base/alloc.h"
+
+#include "check.h"
+
+#include <stdint.h>
+#include <string.h>
+
+#define MB ((size_t)1 << 20)
+
+static int aligned(const void *p) { return ((uintptr_t)p & 63) == 0; }
+
+/* Writes the whole block and reads it back. */
+static int round_trip(unsigned char *p, size_t n, unsigned char v) {
+    memset(p, v, n);
+    for (size_t i = 0; i < n; i += 4093)
+        if (p[i] != v)
+            return 0;
+    return p[n - 1] == v;
+}
+
+static void check_sizes(void) {
+    static const size_t sizes[] = {1, 63, 64, 65, 4096, MB - 65, MB - 64, MB, 3 * MB + 7};
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        unsigned char *p = nnf_malloc_aligned(sizes[i]);
+        CHECK_MSG(p && aligned(p), "size %zu", sizes[i]);
+        if (p)
+            CHECK_MSG(round_trip(p, sizes[i], (unsigned char)(i + 1)), "size %zu", sizes[i]);
+        nnf_free_aligned(p);
+    }
+    nnf_free_aligned(NULL);
+}
+
+/* Does block p (n bytes) hold byte v from 4 KiB on (past the header page)? */
+static int holds(const unsigned char *p, size_t n, unsigned char v) {
+    for (size_t i = 4096; i < n; i += 4096)
+        if (p[i] != v)
+            return 0;
+    return 1;
+}
+
+static void check_bank(void) {
+    nnf_page_bank_open();
+    nnf_page_bank_open(); /* nested: the inner close keeps it open */
+    unsigned char *a = nnf_malloc_aligned(4 * MB);
+    CHECK(a && aligned(a) && round_trip(a, 4 * MB, 0xA5));
+    nnf_page_bank_close();
+    nnf_free_aligned(a);
+    /* the next large block takes a's pages over, contents and all */
+    unsigned char *b = nnf_malloc_aligned(2 * MB);
+    CHECK(b && aligned(b));
+#if !defined(__SANITIZE_ADDRESS__)
+    if (b)
+        CHECK_MSG(holds(b, 2 * MB, 0xA5), "a's pages were not moved into b");
+#endif
+    if (b)
+        CHECK(round_trip(b, 2 * MB, 0x11));
+    /* the rest of a's pages, then fresh ones: larger than what is banked */
+    unsigned char *c = nnf_malloc_aligned(5 * MB);
+    CHECK(c && aligned(c) && round_trip(c, 5 * MB, 0x22));
+    if (b)
+        CHECK(holds(b, 2 * MB, 0x11)); /* c did not take b's pages */
+    nnf_free_aligned(b);
+    nnf_free_aligned(c);
+    /* two banked blocks make one */
+    unsigned char *d = nnf_malloc_aligned(6 * MB + 12345);
+    CHECK(d && aligned(d) && round_trip(d, 6 * MB + 12345, 0x33));
+    /* small blocks stay on the heap while the bank is open */
+    unsigned char *s = nnf_malloc_aligned(1000);
+    CHECK(s && aligned(s) && round_trip(s, 1000, 0x44));
+    nnf_free_aligned(s);
+    /* an allocation failure while open leaves the bank usable */
+    nnf_alloc_fail_after(1);
+    CHECK(nnf_malloc_aligned(2 * MB) == NULL);
+    unsigned char *e = nnf_malloc_aligned(2 * MB);
+    CHECK(e && round_trip(e, 2 * MB, 0x55));
+    nnf_free_aligned(e);
+    nnf_page_bank_close();
+    /* made while open, freed after: its mapping goes back */
+    CHECK(d && holds(d, 6 * MB, 0x33));
+    nnf_free_aligned(d);
+    nnf_page_bank_close(); /* unbalanced: no effect */
+    /* closed: large blocks come from the heap again */
+    unsigned char *f = nnf_malloc_aligned(3 * MB);
+    CHECK(f && aligned(f) && round_trip(f, 3 * MB, 0x66));
+    nnf_free_aligned(f);
+}
+
+/* More freed blocks than the bank keeps track of: the extra ones go back. */
+static void check_many(void) {
+    enum { N = 300 };
+    static unsigned char *p[N];
+    nnf_page_bank_open();
+    for (int i = 0; i < N; i++) {
+        p[i] = nnf_malloc_aligned(MB);
+        CHECK(p[i] != NULL);
+        if (p[i])
+            p[i][MB - 1] = (unsigned char)i;
+    }
+    for (int i = 0; i < N; i++)
+        nnf_free_aligned(p[i]);
+    unsigned char *big = nnf_malloc_aligned(64 * MB);
+    CHECK(big && round_trip(big, 64 * MB, 0x77));
+    nnf_free_aligned(big);
+    nnf_page_bank_close();
+}
+
+int main(void) {
+    check_sizes();
+    check_bank();
+    check_sizes();
+    check_many();
+    TEST_MAIN_END();
+}
