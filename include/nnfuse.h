@@ -122,6 +122,9 @@ typedef struct nnf_model_options {
      * Default 0: the copies are released (a model's resident memory roughly
      * halves). */
     int keep_unpacked_weights;
+    /* threads loading may use: 0 = all cores (default), 1 = only the caller's. With more than
+     * one, a helper thread faults fresh memory in ahead of the loader. */
+    int threads;
 } nnf_model_options;
 
 typedef struct nnf_session_options {

@@ -41,7 +41,7 @@ class _ValueInfo(ctypes.Structure):
 
 class _ModelOptions(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_size_t), ("opt_level", ctypes.c_int),
-                ("keep_unpacked_weights", ctypes.c_int)]
+                ("keep_unpacked_weights", ctypes.c_int), ("threads", ctypes.c_int)]
 
 
 class _SessionOptions(ctypes.Structure):
@@ -106,8 +106,8 @@ def _info(fn, handle, i):
 class Model:
     """A loaded model (immutable; may be shared by sessions)."""
 
-    def __init__(self, source, opt_level=3, keep_unpacked_weights=False):
-        opts = _ModelOptions(ctypes.sizeof(_ModelOptions), opt_level, 1 if keep_unpacked_weights else 0)
+    def __init__(self, source, opt_level=3, keep_unpacked_weights=False, threads=0):
+        opts = _ModelOptions(ctypes.sizeof(_ModelOptions), opt_level, 1 if keep_unpacked_weights else 0, threads)
         self._handle = ctypes.c_void_p()
         self._buffer = None
         if isinstance(source, (bytes, bytearray)):
@@ -134,7 +134,8 @@ class Session:
 
     def __init__(self, model, threads=0, opt_level=3, reference_kernels=False, dump_dir=None):
         self.model = model if isinstance(model, Model) else Model(model, opt_level=opt_level,
-                                                                  keep_unpacked_weights=reference_kernels)
+                                                                  keep_unpacked_weights=reference_kernels,
+                                                                  threads=threads)
         self._dump = dump_dir.encode() if dump_dir else None
         opts = _SessionOptions(ctypes.sizeof(_SessionOptions), threads, 0, self._dump, None,
                                1 if reference_kernels else 0)

@@ -93,20 +93,108 @@ typedef struct page_range {
     size_t bytes;
 } page_range;
 
-static _Thread_local struct {
+/* The ranges of pages a thread's loads may reuse; shared with its prefault
+ * helper (under mu). */
+typedef struct page_bank {
     int depth;
+    pthread_mutex_t mu;
+    pthread_cond_t wake; /* the helper's: room below PREFAULT_AHEAD, or stop */
     int n;
+    size_t banked; /* bytes in r[] */
     page_range r[BANK_RANGES];
-} t_bank;
+    atomic_int stop;
+    int helper_running;
+    pthread_t helper;
+} page_bank;
 
-void nnf_page_bank_open(void) { t_bank.depth++; }
+static _Thread_local page_bank *t_bank;
+
+/* A helper keeps this much faulted-in memory banked ahead of the loading
+ * thread, mapped and touched a chunk at a time. Touching pages (a fault each,
+ * under the per-VMA lock) rather than MADV_POPULATE_WRITE (which holds the
+ * mmap lock for the whole range) leaves the loader's mmap and mremap calls
+ * free to run meanwhile. */
+#define PREFAULT_AHEAD ((size_t)8 << 20)
+#define PREFAULT_CHUNK ((size_t)2 << 20)
+
+#if BANK_ENABLED
+static void *prefault_main(void *arg) {
+    page_bank *b = arg;
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    pthread_mutex_lock(&b->mu);
+    while (!atomic_load(&b->stop)) {
+        if (b->banked >= PREFAULT_AHEAD || b->n >= BANK_RANGES) {
+            pthread_cond_wait(&b->wake, &b->mu);
+            continue;
+        }
+        pthread_mutex_unlock(&b->mu);
+        unsigned char *p = mmap(NULL, PREFAULT_CHUNK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p != MAP_FAILED)
+            for (size_t i = 0; i < PREFAULT_CHUNK && !atomic_load_explicit(&b->stop, memory_order_relaxed);
+                 i += page)
+                ((volatile unsigned char *)p)[i] = 0;
+        pthread_mutex_lock(&b->mu);
+        if (p == MAP_FAILED)
+            break;
+        if (atomic_load(&b->stop) || b->n >= BANK_RANGES) {
+            munmap(p, PREFAULT_CHUNK);
+            continue;
+        }
+        b->r[b->n++] = (page_range){p, PREFAULT_CHUNK};
+        b->banked += PREFAULT_CHUNK;
+    }
+    pthread_mutex_unlock(&b->mu);
+    return NULL;
+}
+#endif
+
+void nnf_page_bank_open(int prefault) {
+    page_bank *b = t_bank;
+    if (b) {
+        b->depth++;
+        return;
+    }
+    /* plain calloc: without a bank a load only runs slower, so this is not
+     * an allocation-failure path of its own */
+    b = calloc(1, sizeof *b);
+    if (!b)
+        return;
+    if (pthread_mutex_init(&b->mu, NULL)) {
+        free(b);
+        return;
+    }
+    if (pthread_cond_init(&b->wake, NULL)) {
+        pthread_mutex_destroy(&b->mu);
+        free(b);
+        return;
+    }
+    b->depth = 1;
+    t_bank = b;
+#if BANK_ENABLED
+    if (prefault)
+        b->helper_running = pthread_create(&b->helper, NULL, prefault_main, b) == 0;
+#else
+    (void)prefault;
+#endif
+}
 
 void nnf_page_bank_close(void) {
-    if (t_bank.depth <= 0 || --t_bank.depth > 0)
+    page_bank *b = t_bank;
+    if (!b || --b->depth > 0)
         return;
-    for (int i = 0; i < t_bank.n; i++)
-        munmap(t_bank.r[i].addr, t_bank.r[i].bytes);
-    t_bank.n = 0;
+    if (b->helper_running) {
+        pthread_mutex_lock(&b->mu);
+        atomic_store(&b->stop, 1);
+        pthread_cond_signal(&b->wake);
+        pthread_mutex_unlock(&b->mu);
+        pthread_join(b->helper, NULL);
+    }
+    for (int i = 0; i < b->n; i++)
+        munmap(b->r[i].addr, b->r[i].bytes);
+    pthread_cond_destroy(&b->wake);
+    pthread_mutex_destroy(&b->mu);
+    free(b);
+    t_bank = NULL;
 }
 
 static void populate(void *p, size_t bytes) {
@@ -125,19 +213,23 @@ static void populate(void *p, size_t bytes) {
 
 #if BANK_ENABLED
 /* Move banked pages into [dst, dst + bytes); returns how many bytes were filled. */
-static size_t bank_fill(unsigned char *dst, size_t bytes) {
+static size_t bank_fill(page_bank *b, unsigned char *dst, size_t bytes) {
     size_t filled = 0;
-    while (filled < bytes && t_bank.n > 0) {
-        page_range *r = &t_bank.r[t_bank.n - 1];
+    pthread_mutex_lock(&b->mu);
+    while (filled < bytes && b->n > 0) {
+        page_range *r = &b->r[b->n - 1];
         size_t len = r->bytes < bytes - filled ? r->bytes : bytes - filled;
         if (mremap(r->addr, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, dst + filled) == MAP_FAILED)
             break; /* the rest is fresh pages */
         r->addr += len;
         r->bytes -= len;
+        b->banked -= len;
         if (r->bytes == 0)
-            t_bank.n--;
+            b->n--;
         filled += len;
     }
+    pthread_cond_signal(&b->wake);
+    pthread_mutex_unlock(&b->mu);
     return filled;
 }
 
@@ -149,7 +241,7 @@ static void *map_block(size_t total) {
     unsigned char *base = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (base == MAP_FAILED)
         return NULL;
-    size_t filled = bank_fill(base, bytes);
+    size_t filled = bank_fill(t_bank, base, bytes);
     populate(base + filled, bytes - filled);
     ((block_header *)base)->map_bytes = bytes;
     return base + BLOCK_HEADER;
@@ -164,7 +256,7 @@ void *nnf_malloc_aligned(size_t size) {
         return NULL;
     total &= ~(size_t)63;
 #if BANK_ENABLED
-    if (t_bank.depth > 0 && total >= BANK_MIN_BYTES)
+    if (t_bank && total >= BANK_MIN_BYTES)
         return map_block(total);
 #endif
     unsigned char *p = aligned_alloc(64, total);
@@ -185,9 +277,17 @@ void nnf_free_aligned(void *ptr) {
         free(h);
         return;
     }
-    if (t_bank.depth > 0 && t_bank.n < BANK_RANGES) {
-        t_bank.r[t_bank.n++] = (page_range){(unsigned char *)h, h->map_bytes};
-        return;
+    page_bank *b = t_bank;
+    if (b) {
+        pthread_mutex_lock(&b->mu);
+        int kept = b->n < BANK_RANGES;
+        if (kept) {
+            b->r[b->n++] = (page_range){(unsigned char *)h, h->map_bytes};
+            b->banked += h->map_bytes;
+        }
+        pthread_mutex_unlock(&b->mu);
+        if (kept)
+            return;
     }
     munmap(h, h->map_bytes);
 }

@@ -17,9 +17,11 @@ void *nnf_malloc_aligned(size_t size);
 void nnf_free_aligned(void *ptr);
 /* While open (nested calls count), this thread's freed large aligned blocks
  * keep their pages for its next large blocks (moved, not copied): for a load,
- * which replaces each weight by a new copy several times. Close gives back
- * what is left. */
-void nnf_page_bank_open(void);
+ * which replaces each weight by a new copy several times. prefault (on the
+ * first open): a helper thread keeps a few MiB of fresh pages faulted in
+ * ahead of those blocks, so another core does the kernel's share of the
+ * work. Close gives back what is left. */
+void nnf_page_bank_open(int prefault);
 void nnf_page_bank_close(void);
 char *nnf_strdup(const char *s);
 

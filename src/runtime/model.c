@@ -10,6 +10,7 @@
 
 #include <libgen.h>
 #include <stddef.h>
+#include <unistd.h>
 #include <sys/mman.h>
 #include <string.h>
 
@@ -109,10 +110,12 @@ fail:
 }
 
 /* Import, fold and pack replace each weight by a new copy: the pages of the
- * copy freed go to the next one (base/alloc.h, the page bank). */
+ * copy freed go to the next one (base/alloc.h, the page bank), and with a
+ * second thread allowed, a helper faults fresh pages in ahead of them. */
 static nnf_status load(const void *data, size_t size, const char *source, const char *base_dir,
                        const nnf_model_options *opts, nnf_mapping *file, nnf_model **out) {
-    nnf_page_bank_open();
+    int threads = opts && opts->struct_size >= offsetof(nnf_model_options, threads) + sizeof(int) ? opts->threads : 0;
+    nnf_page_bank_open(threads > 1 || (threads == 0 && sysconf(_SC_NPROCESSORS_ONLN) > 1));
     nnf_status st = load_model(data, size, source, base_dir, opts, file, out);
     nnf_page_bank_close();
     return st;

@@ -3,7 +3,8 @@
  * large block's pages serve the next one (they come with the old contents:
  * moved, not freshly faulted), across blocks of other sizes and with fresh
  * pages making up the rest; nesting; blocks made while it was open and
- * freed after it closed; and allocation failure while it is open. */
+ * freed after it closed; allocation failure while it is open; the prefault
+ * helper. */
 #include "base/alloc.h"
 
 #include "check.h"
@@ -45,8 +46,8 @@ static int holds(const unsigned char *p, size_t n, unsigned char v) {
 }
 
 static void check_bank(void) {
-    nnf_page_bank_open();
-    nnf_page_bank_open(); /* nested: the inner close keeps it open */
+    nnf_page_bank_open(0);
+    nnf_page_bank_open(0); /* nested: the inner close keeps it open */
     unsigned char *a = nnf_malloc_aligned(4 * MB);
     CHECK(a && aligned(a) && round_trip(a, 4 * MB, 0xA5));
     nnf_page_bank_close();
@@ -95,7 +96,7 @@ static void check_bank(void) {
 static void check_many(void) {
     enum { N = 300 };
     static unsigned char *p[N];
-    nnf_page_bank_open();
+    nnf_page_bank_open(0);
     for (int i = 0; i < N; i++) {
         p[i] = nnf_malloc_aligned(MB);
         CHECK(p[i] != NULL);
@@ -110,10 +111,37 @@ static void check_many(void) {
     nnf_page_bank_close();
 }
 
+/* With the prefault helper: blocks still come whole and writable, whether
+ * the helper's pages, recycled ones or fresh ones fill them; close stops it. */
+static void check_prefault(void) {
+    for (int round = 0; round < 3; round++) {
+        nnf_page_bank_open(1);
+        unsigned char *p[8] = {0};
+        for (int i = 0; i < 8; i++) {
+            size_t n = (size_t)(i + 1) * MB + (size_t)i * 4099;
+            p[i] = nnf_malloc_aligned(n);
+            CHECK(p[i] && aligned(p[i]) && round_trip(p[i], n, (unsigned char)(0x80 + i)));
+            if (i % 3 == 2) {
+                nnf_free_aligned(p[i - 1]);
+                p[i - 1] = NULL;
+            }
+        }
+        for (int i = 0; i < 8; i++)
+            nnf_free_aligned(p[i]);
+        if (round == 1) {
+            unsigned char *q = nnf_malloc_aligned(40 * MB); /* more than the helper keeps ahead */
+            CHECK(q && round_trip(q, 40 * MB, 0x99));
+            nnf_free_aligned(q);
+        }
+        nnf_page_bank_close();
+    }
+}
+
 int main(void) {
     check_sizes();
     check_bank();
     check_sizes();
     check_many();
+    check_prefault();
     TEST_MAIN_END();
 }

@@ -220,6 +220,7 @@ nnf_status cli_open(const cli_common *c, nnf_model **model, nnf_session **sessio
     nnf_model_options mo = nnf_model_options_default();
     mo.opt_level = c->opt_level;
     mo.keep_unpacked_weights = extra && extra->reference_kernels;
+    mo.threads = c->threads; /* the session's: a 1-thread figure uses one thread throughout */
     *model = NULL;
     *session = NULL;
     NNF_CHECK(nnf_model_load(c->model, &mo, model));
