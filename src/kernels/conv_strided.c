@@ -17,6 +17,7 @@
 #include "kernels/conv_fast.h"
 
 #include "base/alloc.h"
+#include "base/threadpool.h"
 
 #include <stdatomic.h>
 #include <stddef.h>
@@ -205,14 +206,6 @@ typedef struct strided_job {
     atomic_int busy[MAX_SLOTS];
 } strided_job;
 
-static int slot_claim(strided_job *j) {
-    for (;;)
-        for (int sl = 0; sl < j->slots; sl++)
-            if (!atomic_load_explicit(&j->busy[sl], memory_order_relaxed) &&
-                !atomic_exchange_explicit(&j->busy[sl], 1, memory_order_acquire))
-                return sl;
-}
-
 typedef struct split_rows_ctx {
     const strided_job *j;
     float *xs;
@@ -245,7 +238,7 @@ static void band_task(void *ctx, size_t band) {
     const split_geom *g = &j->g;
     size_t icg = s->c / s->group, ocg = s->oc / s->group, ohw = s->oh * s->ow;
     size_t oh0 = band * g->rows, rows = s->oh - oh0 < g->rows ? s->oh - oh0 : g->rows;
-    int slot = slot_claim(j);
+    int slot = nnf_slot_claim(j->busy, j->slots);
     float *xs = j->scratch + (size_t)slot * j->slot_floats;
     size_t hb = band_in_rows(s, rows);
     split_rows_ctx sc = {.j = j, .xs = xs, .oh0 = oh0, .rows = rows};
@@ -264,7 +257,7 @@ static void band_task(void *ctx, size_t band) {
                                  j->y + oh0 * s->ow, ohw, &e, j->pool);
     if (st != NNF_OK)
         j->st = st;
-    atomic_store_explicit(&j->busy[slot], 0, memory_order_release);
+    nnf_slot_release(j->busy, slot);
 }
 
 /* Row k = (ic, kh, kw) of a group's K reads its tap at a fixed offset from
