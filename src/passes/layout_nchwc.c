@@ -236,7 +236,7 @@ static nnf_status try_conv(layout *L, int id, bool *done) {
      * where the blocked Winograd does not win (nnf_nchwc_wino_wins: maps of
      * fewer than 16 or 24 tiles) the NCHW one runs 1.5-2x faster than the
      * blocked direct kernel, reorders around it included */
-    if (s.c >= 64 && nnf_conv_select(&s, nnf_cpu_isa()) == NNF_CONV_ALGO_WINOGRAD &&
+    if (s.c >= nnf_nchwc_wino_min_c() && nnf_conv_select(&s, nnf_cpu_isa()) == NNF_CONV_ALGO_WINOGRAD &&
         !nnf_nchwc_wino_wins(&s, nnf_cpu_isa()))
         return NNF_OK;
     /* only NCHW readers (a detection head before its Reshape): blocking
