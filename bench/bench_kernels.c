@@ -41,6 +41,8 @@ static const bcase cases[] = {
     {"bert_qkv_128x768x768", 'g', .m = 128, .n = 768, .k = 768},
     {"bert_ffn1_128x768x3072", 'g', .m = 128, .n = 3072, .k = 768, .act = NNF_ACT_GELU_ERF},
     {"bert_ffn2_128x3072x768", 'g', .m = 128, .n = 768, .k = 3072},
+    {"r50_fc_1x2048x1000", 'g', .m = 1, .n = 1000, .k = 2048},
+    {"mbv2_fc_1x1280x1000", 'g', .m = 1, .n = 1000, .k = 1280},
     {"r50_conv1_7x7s2", 'c', .c = 3, .h = 224, .w = 224, .oc = 64, .g = 1, .kh = 7, .s = 2, .p = 3, .act = NNF_ACT_RELU},
     {"r50_l1_1x1_64_64", 'c', .c = 64, .h = 56, .w = 56, .oc = 64, .g = 1, .kh = 1, .s = 1, .act = NNF_ACT_RELU},
     {"r50_l1_3x3_64_64", 'c', .c = 64, .h = 56, .w = 56, .oc = 64, .g = 1, .kh = 3, .s = 1, .p = 1, .act = NNF_ACT_RELU},

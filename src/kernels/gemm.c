@@ -12,8 +12,8 @@
 
 /* ---- configurations ------------------------------------------------------ */
 
-static void gemv_panel_8_scalar(size_t k, size_t kc, const float *a, size_t a_stride,
-                                const float *bdata, size_t mn_pad, size_t col0, float *y);
+static void gemv_block_8_scalar(size_t kcb, const float *a, size_t a_stride, const float *b,
+                                size_t np, float *st);
 
 static nnf_gemm_cfg g_cfgs[3];
 static pthread_once_t g_cfg_once = PTHREAD_ONCE_INIT;
@@ -47,14 +47,14 @@ static void init_cfgs(void) {
                                             .mr = 4,
                                             .nr = 8,
                                             .ukernel = nnf_gemm_ukernel_4x8_scalar,
-                                            .gemv_panel = gemv_panel_8_scalar};
+                                            .gemv_block = gemv_block_8_scalar};
     g_cfgs[NNF_ISA_AVX2] = (nnf_gemm_cfg){.name = "f32_gemm_6x16_avx2",
                                           .isa = NNF_ISA_AVX2,
                                           .mr = 6,
                                           .nr = 16,
                                           .ukernel = nnf_gemm_ukernel_6x16_avx2,
                                           .pack_a_rows = nnf_gemm_pack_a6_avx2,
-                                          .gemv_panel = nnf_gemv_panel_16_avx2,
+                                          .gemv_block = nnf_gemv_block_16_avx2,
                                           .ukernel_rebalance = 1};
     g_cfgs[NNF_ISA_AVX512] = (nnf_gemm_cfg){.name = "f32_gemm_14x32_avx512",
                                             .isa = NNF_ISA_AVX512,
@@ -590,27 +590,44 @@ typedef struct gemv_job {
     const nnf_epilogue *ep;
 } gemv_job;
 
-/* Columns [j0, j0 + nj), whole panels. The raw sums of a panel go to a
- * register-sized buffer; the microkernel with kc = 0 then adds them
- * ("accumulate") and applies the epilogue in registers, as on any tile. */
+/* Panels at a time of a GEMV task: their partial sums (4 nr floats each)
+ * stay in L1 while every K block streams past them. */
+#define GEMV_PANELS 16
+
+/* Columns [j0, j0 + nj), whole panels, GEMV_PANELS at a time, K block after
+ * K block. A panel's sums go to a register-sized buffer; the microkernel
+ * with kc = 0 then adds them ("accumulate") and applies the epilogue in
+ * registers, as on any tile. */
 static void gemv_task(void *ctx, size_t i0, size_t j0, size_t mi, size_t nj) {
     (void)i0;
     (void)mi;
     const gemv_job *j = ctx;
     const nnf_gemm_cfg *cfg = j->cfg;
-    const size_t nr = cfg->nr;
-    _Alignas(64) float buf[64];
+    const size_t nr = cfg->nr, kc = j->b->kc;
+    _Alignas(64) float st[GEMV_PANELS * 4 * 64], buf[64];
     const nnf_epilogue *ep = j->ep;
-    for (size_t jr = j0; jr < j0 + nj; jr += nr) {
-        size_t nn = j0 + nj - jr < nr ? j0 + nj - jr : nr;
-        cfg->gemv_panel(j->k, j->b->kc, j->a, j->a_stride, j->b->data, j->b->mn_pad, jr, buf);
-        nnf_tile_ep t = {.accumulate = 1, .ep = ep};
-        t.bias = ep->bias_kind == NNF_BIAS_PER_ROW   ? ep->bias
-                 : ep->bias_kind == NNF_BIAS_PER_COL ? ep->bias + jr
-                                                     : NULL;
-        t.residual = ep->residual ? ep->residual + jr : NULL;
-        cfg->ukernel(0, buf, buf, buf, nr, 1, nn, &t);
-        memcpy(j->c + jr, buf, nn * sizeof(float));
+    for (size_t g0 = j0; g0 < j0 + nj; g0 += GEMV_PANELS * nr) {
+        size_t cols = j0 + nj - g0 < GEMV_PANELS * nr ? j0 + nj - g0 : GEMV_PANELS * nr;
+        size_t np = (cols + nr - 1) / nr;
+        memset(st, 0, np * 4 * nr * sizeof(float));
+        for (size_t pc = 0; pc < j->k; pc += kc) {
+            size_t kcb = j->k - pc < kc ? j->k - pc : kc;
+            cfg->gemv_block(kcb, j->a + pc * j->a_stride, j->a_stride,
+                            j->b->data + pc * j->b->mn_pad + g0 * kcb, np, st);
+        }
+        for (size_t p = 0; p < np; p++) {
+            size_t jr = g0 + p * nr, nn = j0 + nj - jr < nr ? j0 + nj - jr : nr;
+            const float *sp = st + p * 4 * nr;
+            for (size_t q = 0; q < nr; q++)
+                buf[q] = (sp[q] + sp[nr + q]) + (sp[2 * nr + q] + sp[3 * nr + q]);
+            nnf_tile_ep t = {.accumulate = 1, .ep = ep};
+            t.bias = ep->bias_kind == NNF_BIAS_PER_ROW   ? ep->bias
+                     : ep->bias_kind == NNF_BIAS_PER_COL ? ep->bias + jr
+                                                         : NULL;
+            t.residual = ep->residual ? ep->residual + jr : NULL;
+            cfg->ukernel(0, buf, buf, buf, nr, 1, nn, &t);
+            memcpy(j->c + jr, buf, nn * sizeof(float));
+        }
     }
 }
 
@@ -654,7 +671,7 @@ nnf_status nnf_gemm_run(const nnf_gemm_cfg *cfg, size_t m, size_t n, size_t k,
     if (too_small_to_split(fmas(m, n, k), pool))
         pool = NULL;
     int gemv =
-        m == 1 && k > 0 && cfg->gemv_panel && cfg->nr <= 64 && b->packed && !a->packed && !a->pack;
+        m == 1 && k > 0 && cfg->gemv_block && cfg->nr <= 64 && b->packed && !a->packed && !a->pack;
     nnf_epilogue plain = nnf_epilogue_default();
     if (!ep)
         ep = &plain;
@@ -846,18 +863,12 @@ void nnf_gemm_ukernel_4x8_scalar(size_t kc, const float *a, const float *b, floa
     }
 }
 
-static void gemv_panel_8_scalar(size_t k, size_t kc, const float *a, size_t a_stride,
-                                const float *bdata, size_t mn_pad, size_t col0, float *y) {
-    float acc[8] = {0};
-    for (size_t pc = 0; pc < k; pc += kc) {
-        size_t kcb = k - pc < kc ? k - pc : kc;
-        const float *b = bdata + pc * mn_pad + col0 * kcb;
+static void gemv_block_8_scalar(size_t kcb, const float *a, size_t a_stride, const float *b,
+                                size_t np, float *st) {
+    for (size_t p = 0; p < np; p++, st += 32)
         for (size_t kk = 0; kk < kcb; kk++, b += 8) {
-            float av = a[(pc + kk) * a_stride];
+            float av = a[kk * a_stride], *s = st + 8 * (kk % 4);
             for (int q = 0; q < 8; q++)
-                acc[q] += av * b[q];
+                s[q] += av * b[q];
         }
-    }
-    for (int q = 0; q < 8; q++)
-        y[q] = acc[q];
 }

@@ -34,13 +34,18 @@ typedef void (*nnf_gemm_ukernel_fn)(size_t kc, const float *a, const float *b, f
 typedef void (*nnf_gemm_pack_rows_fn)(const float *base, size_t ld, size_t mn0, size_t mnc,
                                       size_t k0, size_t kc, float *dst);
 
-/* y[0, r) = sum over k of a[k * a_stride] * B(k, col0 + q) for one r-wide
- * panel of a packed B (data / mn_pad / kc as in nnf_gemm_packed; col0 a
- * multiple of r): the M = 1 product, which streams B once instead of feeding
- * a register tile that is mostly zero rows. Columns past B's edge read the
- * packed zero padding. */
-typedef void (*nnf_gemv_panel_fn)(size_t k, size_t kc, const float *a, size_t a_stride,
-                                  const float *bdata, size_t mn_pad, size_t col0, float *y);
+/* The M = 1 product against a packed B, which streams B once instead of
+ * feeding a register tile that is mostly zero rows: one K block (kcb rows,
+ * a[kk * a_stride] for its k) of np consecutive r-wide panels of B (b: the
+ * first panel's kcb x r floats, the others following, as packed). Each
+ * panel's partial sums are four sets of r columns, the k steps taken in
+ * turn (st[4 r p + r s + q]: panel p, set s = kk % 4 within the block, column
+ * q), read and written back, so the K blocks can run one after another over
+ * all the panels and B is read as one stream. Column q of a panel is then
+ * (st[q] + st[r + q]) + (st[2 r + q] + st[3 r + q]). Columns past B's edge
+ * read the packed zero padding. */
+typedef void (*nnf_gemv_block_fn)(size_t kcb, const float *a, size_t a_stride, const float *b,
+                                  size_t np, float *st);
 
 typedef struct nnf_gemm_cfg {
     const char *name; /* "f32_gemm_6x16_avx2" */
@@ -49,7 +54,7 @@ typedef struct nnf_gemm_cfg {
     size_t kc, mc, nc; /* cache blocks; mc % mr == 0, nc % nr == 0 */
     nnf_gemm_ukernel_fn ukernel;
     nnf_gemm_pack_rows_fn pack_a_rows; /* NULL: the portable packer */
-    nnf_gemv_panel_fn gemv_panel;      /* NULL: M = 1 runs through the microkernel */
+    nnf_gemv_block_fn gemv_block;      /* NULL: M = 1 runs through the microkernel */
     /* the microkernel's tiles for 1-2 rows are bound by the FMA latency, its
      * 3-4 row tile is not: a block's last panels of mr + 1 or mr + 2 rows
      * are packed as two (gemm.c, tail_split) */
@@ -153,8 +158,8 @@ void nnf_gemm_pack_a6_avx2(const float *base, size_t ld, size_t mn0, size_t mnc,
                            size_t kc, float *dst);
 void nnf_gemm_pack_a14_avx512(const float *base, size_t ld, size_t mn0, size_t mnc, size_t k0,
                               size_t kc, float *dst);
-void nnf_gemv_panel_16_avx2(size_t k, size_t kc, const float *a, size_t a_stride,
-                            const float *bdata, size_t mn_pad, size_t col0, float *y);
+void nnf_gemv_block_16_avx2(size_t kcb, const float *a, size_t a_stride, const float *b,
+                            size_t np, float *st);
 void nnf_gemm_ukernel_14x32_avx512(size_t kc, const float *a, const float *b, float *c, size_t ldc,
                                    size_t m, size_t n, const nnf_tile_ep *t);
 

@@ -384,7 +384,8 @@ static void test_threads(const nnf_gemm_cfg *cfg) {
 /* M = 1 against a packed B (the GEMV path): panel edges, several K blocks,
  * a strided (transposed) A, every bias kind and a residual, threads. */
 static void test_gemv(const nnf_gemm_cfg *cfg) {
-    size_t ns[] = {1, 2, cfg->nr - 1, cfg->nr, cfg->nr + 1, 2 * cfg->nr + 1, 61, 127, 1000};
+    /* 16 nr + 1: past the panels a GEMV task carries at a time (gemm.c) */
+    size_t ns[] = {1, 2, cfg->nr - 1, cfg->nr, cfg->nr + 1, 2 * cfg->nr + 1, 61, 127, 16 * cfg->nr + 1, 1000};
     size_t ks[] = {1, 3, 7, 13, cfg->kc, cfg->kc + 1, 2 * cfg->kc + 3, 2048};
     float *bias = check_rand_buf(1000), *res = check_rand_buf(1000 + 5);
     nnf_threadpool *pool2 = NULL, *pool3 = NULL;
