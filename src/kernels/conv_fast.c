@@ -75,51 +75,8 @@ void nnf_conv_kernel_destroy(nnf_conv_kernel *k) {
     nnf_free(k);
 }
 
-/* U = G g G^T per (oc, c), computed in double and rounded once, then packed
- * per point xi = 6k + l as a GEMM operand. */
-/* G on one column (x0, x1, x2) of a 3x3 kernel, G's rows written out
- * (1/4 0 0; -1/6 -1/6 -1/6; -1/6 1/6 -1/6; 1/24 1/12 1/6; 1/24 -1/12 1/6;
- * 0 0 1: nnf_wino_g), in double, for WT kernels side by side. */
-#define WT 8
-static inline void wino_g_cols(const double *x0, const double *x1, const double *x2,
-                               double r[6][WT]) {
-    for (int i = 0; i < WT; i++) {
-        double s = x0[i] + x2[i], p = x0[i] * (1.0 / 24) + x2[i] * (1.0 / 6),
-               q = x1[i] * (1.0 / 12);
-        r[0][i] = x0[i] * (1.0 / 4);
-        r[1][i] = (s + x1[i]) * (-1.0 / 6);
-        r[2][i] = (s - x1[i]) * (-1.0 / 6);
-        r[3][i] = p + q;
-        r[4][i] = p - q;
-        r[5][i] = x2[i];
-    }
-}
-
-/* WT kernels at a time, each step of the transform across all of them (a
- * kernel at a time, in scalar double, this and the scatter of its 36 values
- * took ~48 ms of loading ResNet-50). */
-void nnf_wino_weight_tiles(const float *w, size_t stride, size_t n, float *u, size_t ustride) {
-    for (size_t i0 = 0; i0 < n; i0 += WT) {
-        size_t m = n - i0 < WT ? n - i0 : WT;
-        double g[9][WT], t[6][3][WT], r[6][WT];
-        for (int e = 0; e < 9; e++)
-            for (size_t i = 0; i < WT; i++)
-                g[e][i] = i < m ? (double)w[(i0 + i) * stride + (size_t)e] : 0.0;
-        for (int b = 0; b < 3; b++) { /* G g, column by column */
-            wino_g_cols(g[b], g[3 + b], g[6 + b], r);
-            for (int a = 0; a < 6; a++)
-                for (int i = 0; i < WT; i++)
-                    t[a][b][i] = r[a][i];
-        }
-        for (int a = 0; a < 6; a++) { /* (G g) G^T, row by row */
-            wino_g_cols(t[a][0], t[a][1], t[a][2], r);
-            for (int b = 0; b < 6; b++)
-                for (size_t i = 0; i < m; i++)
-                    u[(size_t)(a * 6 + b) * ustride + i0 + i] = (float)r[b][i];
-        }
-    }
-}
-
+/* U = G g G^T per (oc, c) (nnf_wino_weight_8_avx2), packed per point
+ * xi = 6k + l as a GEMM operand. */
 size_t nnf_wino_round16(size_t n) {
     return (n + 15) / 16 * 16;
 }
@@ -136,6 +93,8 @@ static nnf_status winograd_weights(nnf_conv_kernel *k, const float *w) {
     float *u = NULL;
     if (!nnf_mul_size(s->oc, s->c, &n) || !nnf_mul_size(n, 36, &n))
         return nnf_error(NNF_ERR_INVALID_ARGUMENT, "convolution weights are too large");
+    if (k->isa < NNF_ISA_AVX2)
+        return nnf_error(NNF_ERR_UNSUPPORTED, "Winograd needs the AVX2 tier");
     k->cfg = nnf_gemm_cfg_for(k->isa);
     k->packed_w = nnf_calloc(36, sizeof *k->packed_w);
     u = nnf_malloc(n * sizeof(float));
@@ -145,7 +104,12 @@ static nnf_status winograd_weights(nnf_conv_kernel *k, const float *w) {
     }
     k->n_packed = 36;
     size_t occ = s->oc * s->c;
-    nnf_wino_weight_tiles(w, 9, occ, u, occ);
+    for (size_t i0 = 0; i0 < occ; i0 += 8) { /* (oc, c) kernels, 8 at a time */
+        float *dst[36];
+        for (size_t xi = 0; xi < 36; xi++)
+            dst[xi] = u + xi * occ + i0;
+        nnf_wino_weight_8_avx2(w + i0 * 9, 9, occ - i0 < 8 ? occ - i0 : 8, dst);
+    }
     for (size_t xi = 0; xi < 36; xi++) {
         st = nnf_gemm_pack_a(k->cfg, s->oc, s->c, u + xi * occ, s->c, 0, &k->packed_w[xi]);
         if (st != NNF_OK)

@@ -154,11 +154,11 @@ void nnf_dw_c8_avx2(const nnf_conv2d_shape *s, const float *w, const float *x, f
 /* Winograd F(4x4,3x3) with points 0, +-1, +-2, inf (Lavin & Gray): Y = A^T
  * [(G g G^T) . (B^T d B)] A on 6x6 input tiles d, 4x4 output tiles. */
 extern const double nnf_wino_g[6][3];
-/* U = G g G^T of n 3x3 kernels (row-major), kernel i at w + i * stride,
+/* U = G g G^T of m <= 8 3x3 kernels (row-major), kernel i at w + i * stride,
  * computed in double and rounded once; its value (a, b) (a: the rows'
- * transform, b: the columns') goes to u[(a * 6 + b) * ustride + i], so each
- * of the 36 matrices gets a run of n. */
-void nnf_wino_weight_tiles(const float *w, size_t stride, size_t n, float *u, size_t ustride);
+ * transform, b: the columns') goes to dst[a * 6 + b][i], so each of the 36
+ * matrices gets a run of m. AVX2 (every Winograd kernel needs it). */
+void nnf_wino_weight_8_avx2(const float *w, size_t stride, size_t m, float *const dst[36]);
 /* The 36 matrices of a work item are read or written together: a stride of
  * a multiple of 4 KiB (or a large power of two) maps them all to a few L1
  * sets, which cost the first version a third of its transforms. Floats

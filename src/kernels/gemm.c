@@ -172,8 +172,8 @@ static void pack_block(const nnf_gemm_cfg *cfg, nnf_gemm_side side, const nnf_ge
     }
 }
 
-nnf_status nnf_gemm_pack(const nnf_gemm_cfg *cfg, nnf_gemm_side side, const nnf_gemm_src *src,
-                         size_t mn, size_t k, nnf_gemm_packed **out) {
+nnf_status nnf_gemm_packed_create(const nnf_gemm_cfg *cfg, nnf_gemm_side side, size_t mn, size_t k,
+                                  nnf_gemm_packed **out) {
     *out = NULL;
     size_t r = side == NNF_GEMM_A ? cfg->mr : cfg->nr;
     size_t mn_pad, floats, bytes;
@@ -197,10 +197,34 @@ nnf_status nnf_gemm_pack(const nnf_gemm_cfg *cfg, nnf_gemm_side side, const nnf_
     p->kc = nnf_gemm_kc(cfg, k);
     p->r = r;
     p->mn_pad = mn_pad;
+    *out = p;
+    return NNF_OK;
+}
+
+void nnf_gemm_packed_zero_outside(nnf_gemm_packed *p, size_t mn_valid, size_t k_valid) {
+    const size_t r = p->r;
+    for (size_t pc = 0; pc < p->k; pc += p->kc) {
+        size_t kcb = p->k - pc < p->kc ? p->k - pc : p->kc;
+        for (size_t m0 = 0; m0 < p->mn_pad; m0 += r) {
+            float *panel = p->data + pc * p->mn_pad + m0 * kcb;
+            size_t cols = mn_valid > m0 ? (mn_valid - m0 < r ? mn_valid - m0 : r) : 0;
+            for (size_t kk = 0; kk < kcb; kk++)
+                if (pc + kk >= k_valid)
+                    memset(panel + kk * r, 0, r * sizeof(float));
+                else if (cols < r)
+                    memset(panel + kk * r + cols, 0, (r - cols) * sizeof(float));
+        }
+    }
+}
+
+nnf_status nnf_gemm_pack(const nnf_gemm_cfg *cfg, nnf_gemm_side side, const nnf_gemm_src *src,
+                         size_t mn, size_t k, nnf_gemm_packed **out) {
+    nnf_gemm_packed *p;
+    NNF_CHECK(nnf_gemm_packed_create(cfg, side, mn, k, &p));
     for (size_t pc = 0; pc < k; pc += p->kc) {
         size_t kcb = k - pc < p->kc ? k - pc : p->kc;
         if (mn)
-            pack_block(cfg, side, src, 0, mn, pc, kcb, r, p->data + pc * mn_pad);
+            pack_block(cfg, side, src, 0, mn, pc, kcb, p->r, p->data + pc * p->mn_pad);
     }
     *out = p;
     return NNF_OK;

@@ -114,6 +114,21 @@ nnf_status nnf_gemm_pack_b(const nnf_gemm_cfg *cfg, size_t k, size_t n, const fl
 nnf_status nnf_gemm_pack_a(const nnf_gemm_cfg *cfg, size_t m, size_t k, const float *a, size_t lda,
                            int trans_a, nnf_gemm_packed **out);
 void nnf_gemm_packed_destroy(nnf_gemm_packed *p);
+/* An operand in the packed layout with its data unwritten, for a producer
+ * that writes the packed layout itself (nnf_gemm_packed_at): the Winograd
+ * weight transform, which would otherwise fill a row-major copy of 36
+ * matrices only for them to be packed. */
+nnf_status nnf_gemm_packed_create(const nnf_gemm_cfg *cfg, nnf_gemm_side side, size_t mn, size_t k,
+                                  nnf_gemm_packed **out);
+/* Zero every element of row/column mn >= mn_valid or depth >= k_valid (the
+ * padding a producer does not write). */
+void nnf_gemm_packed_zero_outside(nnf_gemm_packed *p, size_t mn_valid, size_t k_valid);
+/* Where element (mn, kk) lives: row mn of A or column mn of B, depth kk.
+ * The r elements of a panel at one depth are contiguous, from mn - mn % r. */
+static inline float *nnf_gemm_packed_at(const nnf_gemm_packed *p, size_t mn, size_t kk) {
+    size_t pc = kk / p->kc * p->kc, kcb = p->k - pc < p->kc ? p->k - pc : p->kc;
+    return p->data + pc * p->mn_pad + (mn - mn % p->r) * kcb + (kk - pc) * p->r + mn % p->r;
+}
 /* Bytes held by a packed operand (for plan reports). */
 size_t nnf_gemm_packed_bytes(const nnf_gemm_packed *p);
 

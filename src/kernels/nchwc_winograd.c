@@ -64,7 +64,6 @@ nnf_status nnf_nchwc_wino_create(const nnf_conv2d_shape *s, nnf_isa isa, const f
     if (!k)
         return nnf_error(NNF_ERR_OUT_OF_MEMORY, "nchwc winograd: out of memory for the kernel");
     nnf_status st = NNF_OK;
-    float *b = NULL;
     k->s = *s;
     k->cfg = nnf_gemm_cfg_for(isa);
     k->c8 = nnf_nchwc_blocks(s->c) * NNF_NCHWC_B;
@@ -77,31 +76,31 @@ nnf_status nnf_nchwc_wino_create(const nnf_conv2d_shape *s, nnf_isa isa, const f
         goto fail;
     }
     /* U_xi as B (K = c8 rows of input channels, N = oc8 columns), zeros
-     * past c and oc */
-    b = nnf_malloc_aligned(bytes); /* a large one takes freed pages at load (the page bank) */
-    if (b && (k->c8 != s->c || k->oc8 != s->oc))
-        memset(b, 0, bytes);
-    if (!b) {
-        st = nnf_error(NNF_ERR_OUT_OF_MEMORY, "nchwc winograd: out of memory for %zu weights",
-                       floats * 36);
-        goto fail;
-    }
-    /* the output channels of one input channel at a time: each matrix gets
-     * a run of them */
-    for (size_t ic = 0; ic < s->c; ic++)
-        nnf_wino_weight_tiles(w + ic * 9, s->c * 9, s->oc, b + ic * k->oc8, floats);
+     * past c and oc, the transform writing the packed layout itself (a
+     * row-major copy of the 36 matrices, then packed, took 38 MB for 512
+     * channels and two more passes over it) */
     for (size_t xi = 0; xi < 36; xi++) {
-        st = nnf_gemm_pack_b(k->cfg, k->c8, k->oc8, b + xi * floats, k->oc8, 0, &k->u[xi]);
+        st = nnf_gemm_packed_create(k->cfg, NNF_GEMM_B, k->oc8, k->c8, &k->u[xi]);
         if (st != NNF_OK)
             goto fail;
+        nnf_gemm_packed_zero_outside(k->u[xi], s->oc, s->c);
     }
+    /* the output channels of one input channel 8 at a time: a run of 8 in
+     * one panel of each matrix (all 36 share the layout) */
+    for (size_t ic = 0; ic < s->c; ic++)
+        for (size_t oc0 = 0; oc0 < s->oc; oc0 += 8) {
+            size_t off = (size_t)(nnf_gemm_packed_at(k->u[0], oc0, ic) - k->u[0]->data);
+            float *dst[36];
+            for (size_t xi = 0; xi < 36; xi++)
+                dst[xi] = k->u[xi]->data + off;
+            nnf_wino_weight_8_avx2(w + (oc0 * s->c + ic) * 9, s->c * 9, s->oc - oc0 < 8 ? s->oc - oc0 : 8,
+                                   dst);
+        }
     snprintf(k->name, sizeof k->name, "f32_conv_nchwc_winograd4x4_%s",
              k->cfg->name + strlen("f32_gemm_"));
-    nnf_free_aligned(b);
     *out = k;
     return NNF_OK;
 fail:
-    nnf_free_aligned(b);
     nnf_nchwc_wino_destroy(k);
     return st;
 }

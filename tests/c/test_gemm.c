@@ -953,6 +953,35 @@ static void test_blocking_and_packing(const nnf_gemm_cfg *cfg) {
             nnf_gemm_packed_destroy(p);
             free(a);
         }
+    /* an operand written through nnf_gemm_packed_at (the Winograd weights)
+     * equals the packed copy of the same matrix, padding included: B of
+     * k x n with only its first kv rows and nv columns non-zero */
+    size_t ns[] = {1, 8, cfg->nr - 1, cfg->nr + 8, 3 * cfg->nr + 5};
+    for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++)
+        for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
+            size_t n = ns[ni], k = ks[ki], nv = n > 3 ? n - 3 : n, kv = k > 2 ? k - 2 : k;
+            float *b = calloc(k * n, sizeof(float));
+            for (size_t kk = 0; kk < kv; kk++)
+                for (size_t j = 0; j < nv; j++)
+                    b[kk * n + j] = (float)(kk * n + j) * 0.25f + 1.0f;
+            nnf_gemm_packed *want = NULL, *got = NULL;
+            CHECK(nnf_gemm_pack_b(cfg, k, n, b, n, 0, &want) == NNF_OK);
+            CHECK(nnf_gemm_packed_create(cfg, NNF_GEMM_B, n, k, &got) == NNF_OK);
+            if (want && got) {
+                memset(got->data, 0x7f, nnf_gemm_packed_bytes(got)); /* garbage */
+                nnf_gemm_packed_zero_outside(got, nv, kv);
+                for (size_t kk = 0; kk < kv; kk++)
+                    for (size_t j = 0; j < nv; j++)
+                        *nnf_gemm_packed_at(got, j, kk) = b[kk * n + j];
+                CHECK_MSG(got->kc == want->kc && got->mn_pad == want->mn_pad &&
+                              !memcmp(got->data, want->data, nnf_gemm_packed_bytes(want)),
+                          "%s: B %zux%zu written in place differs from its packed copy", cfg->name,
+                          k, n);
+            }
+            nnf_gemm_packed_destroy(want);
+            nnf_gemm_packed_destroy(got);
+            free(b);
+        }
 }
 
 static int g_thread_gemm_ok;
