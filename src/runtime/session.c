@@ -71,14 +71,19 @@ NNF_API nnf_status nnf_session_create(const nnf_model *model, const nnf_session_
     st = nnf_concat_in_place_plan(s);
     if (st != NNF_OK)
         goto fail;
-    for (int v = 0; s->opts.reference_kernels && v < g->n_values; v++)
-        if (g->values[v].released) {
-            st = nnf_error(NNF_ERR_INVALID_ARGUMENT,
-                           "%s: reference_kernels needs the unpacked weights ('%s' lives only packed): load the "
-                           "model with keep_unpacked_weights or at opt_level 0",
-                           model->source, g->values[v].name);
-            goto fail;
-        }
+    /* the weights a node reads (a BN fold releases the unfolded ones, which
+     * nothing reads any more) */
+    for (int oi = 0; s->opts.reference_kernels && oi < g->n_order; oi++) {
+        const nnf_node *n = &g->nodes[g->order[oi]];
+        for (int k = 0; k < n->n_inputs; k++)
+            if (n->inputs[k] >= 0 && g->values[n->inputs[k]].released) {
+                st = nnf_error(NNF_ERR_INVALID_ARGUMENT,
+                               "%s: reference_kernels needs the unpacked weights ('%s' lives only packed): "
+                               "load the model with keep_unpacked_weights or at opt_level 0",
+                               model->source, g->values[n->inputs[k]].name);
+                goto fail;
+            }
+    }
     *out = s;
     return NNF_OK;
 fail:

@@ -60,3 +60,35 @@ def test_reference_session_on_released_model_is_a_clear_error(tmp_path):
     kept = nnfuse.Model(str(path), keep_unpacked_weights=True)
     out = nnfuse.Session(kept, reference_kernels=True).run({"x": X})["y"]
     np.testing.assert_allclose(out, nnfuse.Session(model).run({"x": X})["y"], rtol=1e-5, atol=1e-5)
+
+
+def bank_model():
+    """Weights past the page bank's 64 KiB threshold: a BN-folded 3x3 conv with 64 channels (folded
+    in place, then transformed for Winograd) and a 4096 x 64 MatMul."""
+    c = 64
+    w = numpy_helper.from_array(RNG.standard_normal((c, c, 3, 3)).astype(np.float32) * 0.05, "w")
+    bn = [numpy_helper.from_array(v.astype(np.float32), n) for n, v in
+          (("g", RNG.uniform(0.5, 1.5, c)), ("be", RNG.standard_normal(c) * 0.1),
+           ("mu", RNG.standard_normal(c) * 0.1), ("var", RNG.uniform(0.5, 2.0, c)))]
+    m = numpy_helper.from_array(RNG.standard_normal((c * 8 * 8, 64)).astype(np.float32) * 0.02, "m")
+    shape = numpy_helper.from_array(np.array([1, -1], np.int64), "shape")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("BatchNormalization", ["c", "g", "be", "mu", "var"], ["n"]),
+             helper.make_node("Relu", ["n"], ["r"]), helper.make_node("Reshape", ["r", "shape"], ["f"]),
+             helper.make_node("MatMul", ["f", "m"], ["y"])]
+    g = helper.make_graph(nodes, "bank", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, 8, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64])], [w, *bn, m, shape])
+    return model_of(g).SerializeToString()
+
+
+def test_load_threads_change_nothing_but_time(tmp_path):
+    """Loading on one thread, or with the helper that faults pages in ahead (2 threads), gives the
+    same packed weights: the same outputs to the bit, and the reference kernels' within rounding."""
+    path = tmp_path / "bank.onnx"
+    path.write_bytes(bank_model())
+    x = RNG.standard_normal((1, 64, 8, 8)).astype(np.float32)
+    outs = [nnfuse.Session(nnfuse.Model(str(path), threads=t), threads=1).run({"x": x})["y"] for t in (1, 2, 0)]
+    assert np.array_equal(outs[0], outs[1]) and np.array_equal(outs[0], outs[2])
+    ref = nnfuse.Session(str(path), threads=1, reference_kernels=True).run({"x": x})["y"]
+    np.testing.assert_allclose(outs[0], ref, rtol=1e-4, atol=1e-4)
+    assert np.abs(outs[0]).max() > 0.1  # the outputs vary: the comparison is not between zeros
