@@ -51,6 +51,12 @@ typedef struct nnf_value {
     /* the data was released after load (packed into a kernel plan, or no
      * longer read by any node): only planned kernels may run on it */
     bool released;
+    /* an initialiser whose data stays in the model file at an address not
+     * aligned for its dtype, because every reader copies it byte-wise (the
+     * table of a Gather: a vocabulary's embeddings are read a row at a time,
+     * never copied at load and never resident whole). The importer copies
+     * any other misaligned initialiser into an aligned block. */
+    bool misaligned;
     /* a blocked (NCHWc8) twin made by the layout pass: the id of the value
      * whose data it holds in blocked layout; -1 for every other value. Tools
      * (hooks, dumps) see such a value as that logical value. */
@@ -78,6 +84,9 @@ typedef struct nnf_const_tensor {
     nnf_shape shape;
     const void *data;
     size_t nbytes;
+    /* data points into the model at an address not aligned for the dtype
+     * (only while importing initialisers: see nnf_value.misaligned) */
+    bool misaligned;
 } nnf_const_tensor;
 
 typedef struct nnf_attr {

@@ -463,7 +463,10 @@ static nnf_status scan_graph(nnf_onnx_ctx *cx, nnf_graph *g, const nnf_pb_field 
 static nnf_status graph_initializer(nnf_onnx_ctx *cx, nnf_graph *g, const nnf_pb_field *f) {
     nnf_const_tensor t;
     const char *name = NULL;
-    NNF_CHECK(nnf_onnx_tensor(cx, &g->arena, f, "initializer", &name, &t));
+    cx->initializers = true;
+    nnf_status st = nnf_onnx_tensor(cx, &g->arena, f, "initializer", &name, &t);
+    cx->initializers = false;
+    NNF_CHECK(st);
     if (!name || !name[0])
         return NNF_CORRUPT("initializer at offset %zu has no name", f->offset);
     if (nnf_graph_find_value(g, name) >= 0)
@@ -477,7 +480,52 @@ static nnf_status graph_initializer(nnf_onnx_ctx *cx, nnf_graph *g, const nnf_pb
     v->shape = t.shape;
     v->data = t.data;
     v->nbytes = t.nbytes;
+    v->misaligned = t.misaligned;
     return NNF_OK;
+}
+
+/* A misaligned initialiser stays in the file only if every reader copies it
+ * byte-wise: the data input of Gather, in a graph without subgraphs (which
+ * could read it by name) and not a graph output; the others get their
+ * aligned copy now, before anything reads them typed. */
+static nnf_status align_initializers(nnf_onnx_ctx *cx, nnf_graph *g) {
+    bool any = false;
+    for (int v = 0; v < g->n_values && !any; v++)
+        any = g->values[v].misaligned;
+    if (!any)
+        return NNF_OK;
+    bool subgraphs = false;
+    for (int i = 0; i < g->n_nodes && !subgraphs; i++)
+        for (int a = 0; a < g->nodes[i].n_attrs; a++)
+            subgraphs |= g->nodes[i].attrs[a].type == NNF_ATTR_GRAPH ||
+                         g->nodes[i].attrs[a].type == NNF_ATTR_GRAPHS;
+    bool *keep = nnf_calloc((size_t)g->n_values, sizeof *keep);
+    if (!keep)
+        return nnf_onnx_oom("initialiser alignment");
+    for (int v = 0; v < g->n_values; v++)
+        keep[v] = g->values[v].misaligned && !subgraphs;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const nnf_node *n = &g->nodes[i];
+        bool gather = !n->domain[0] && !strcmp(n->op_type, "Gather");
+        for (int k = 0; k < n->n_inputs; k++)
+            if (n->inputs[k] >= 0 && !(gather && k == 0))
+                keep[n->inputs[k]] = false;
+    }
+    for (int k = 0; k < g->n_outputs; k++)
+        keep[g->outputs[k]] = false;
+    nnf_status st = NNF_OK;
+    for (int v = 0; v < g->n_values && st == NNF_OK; v++) {
+        nnf_value *val = &g->values[v];
+        if (!val->misaligned || keep[v])
+            continue;
+        st = nnf_onnx_copy_aligned(cx, &g->arena, &val->data, val->nbytes);
+        if (st == NNF_OK)
+            val->misaligned = false;
+        else
+            nnf_error_prefix(st, "initializer '" NNF_ONNX_NAME_FMT "'", val->name);
+    }
+    nnf_free(keep);
+    return st;
 }
 
 static nnf_status graph_input(nnf_onnx_ctx *cx, nnf_graph *g, const nnf_pb_field *f) {
@@ -568,7 +616,7 @@ nnf_status nnf_onnx_graph(nnf_onnx_ctx *cx, nnf_graph *g, const nnf_pb_field *sp
             }
         }
     }
-    return NNF_OK;
+    return align_initializers(cx, g);
 }
 
 /* ---- ModelProto ----------------------------------------------------------------------------- */

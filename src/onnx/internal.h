@@ -15,6 +15,7 @@ typedef struct nnf_onnx_ctx {
     const char *base_dir; /* NULL = current directory */
     nnf_graph *root;      /* owns external-data mappings for all subgraphs */
     bool base_is_mapping; /* base is a private file mapping: copied pages may be handed back */
+    bool initializers;    /* reading a graph's initialisers: misaligned data may stay in place */
     /* domain → opset version, hashed: a hostile file may hold very many
      * opset imports and nodes, and a linear lookup per node is quadratic. */
     const char **opset_keys;
@@ -23,6 +24,9 @@ typedef struct nnf_onnx_ctx {
 } nnf_onnx_ctx;
 
 nnf_status nnf_onnx_oom(const char *what);
+/* Replace *data (nbytes in the model) by an aligned copy, handing the copied
+ * file pages back. */
+nnf_status nnf_onnx_copy_aligned(nnf_onnx_ctx *cx, nnf_arena *a, const void **data, size_t nbytes);
 
 /* A reader over a LEN field's payload. */
 static inline nnf_pb nnf_onnx_msg(const nnf_onnx_ctx *cx, const nnf_pb_field *f) {

@@ -320,15 +320,31 @@ static void release_source_pages(nnf_onnx_ctx *cx, const uint8_t *src, size_t nb
         madvise((void *)lo, hi - lo, MADV_DONTNEED);
 }
 
+nnf_status nnf_onnx_copy_aligned(nnf_onnx_ctx *cx, nnf_arena *a, const void **data, size_t nbytes) {
+    void *copy = tensor_alloc(cx, a, nbytes);
+    if (!copy)
+        return nnf_onnx_oom("tensor data");
+    memcpy(copy, *data, nbytes);
+    release_source_pages(cx, *data, nbytes);
+    *data = copy;
+    return NNF_OK;
+}
+
 /* Point at (or copy) data that is already in the tensor's layout. */
 static nnf_status borrow_or_copy(nnf_onnx_ctx *cx, nnf_arena *a, const uint8_t *src, size_t nbytes,
-                                 size_t esize, const void **out) {
+                                 size_t esize, const void **out, bool *misaligned) {
     if (nbytes == 0) {
         *out = NULL;
         return NNF_OK;
     }
     if (((uintptr_t)src % esize) == 0) {
         *out = src;
+        return NNF_OK;
+    }
+    /* a large initialiser: its readers decide (nnf_onnx_align_initializers) */
+    if (cx->initializers && nbytes >= OWN_BLOCK_MIN) {
+        *out = src;
+        *misaligned = true;
         return NNF_OK;
     }
     void *copy = tensor_alloc(cx, a, nbytes);
@@ -341,7 +357,7 @@ static nnf_status borrow_or_copy(nnf_onnx_ctx *cx, nnf_arena *a, const uint8_t *
 }
 
 static nnf_status load_external(nnf_onnx_ctx *cx, nnf_arena *a, const tensor_scan *ts,
-                                size_t nbytes, size_t esize, const void **out) {
+                                size_t nbytes, size_t esize, const void **out, bool *misaligned) {
     if (!ts->has_location)
         return NNF_CORRUPT("data_location is EXTERNAL but external_data has no 'location'");
     if (ts->has_length && ts->ext_length != nbytes)
@@ -353,7 +369,8 @@ static nnf_status load_external(nnf_onnx_ctx *cx, nnf_arena *a, const tensor_sca
         return NNF_CORRUPT("external data at offset %" PRIu64 " + %zu bytes runs past the end of "
                            "'%.200s' (%zu bytes)",
                            ts->ext_offset, nbytes, ts->location, m->size);
-    return borrow_or_copy(cx, a, (const uint8_t *)m->addr + ts->ext_offset, nbytes, esize, out);
+    return borrow_or_copy(cx, a, (const uint8_t *)m->addr + ts->ext_offset, nbytes, esize, out,
+                          misaligned);
 }
 
 static nnf_status decode_typed(nnf_onnx_ctx *cx, nnf_arena *a, const nnf_pb_field *span, int field,
@@ -440,10 +457,10 @@ static nnf_status tensor_body(nnf_onnx_ctx *cx, nnf_arena *a, const nnf_pb_field
     if (ts->has_raw) {
         if (ts->raw_len != nbytes)
             return NNF_CORRUPT("raw_data has %zu bytes, dims need %zu", ts->raw_len, nbytes);
-        return borrow_or_copy(cx, a, ts->raw, nbytes, esize, &out->data);
+        return borrow_or_copy(cx, a, ts->raw, nbytes, esize, &out->data, &out->misaligned);
     }
     if (ext)
-        return load_external(cx, a, ts, nbytes, esize, &out->data);
+        return load_external(cx, a, ts, nbytes, esize, &out->data, &out->misaligned);
     if (ts->n_typed[want]) {
         if (ts->n_typed[want] != (size_t)numel)
             return NNF_CORRUPT("%s has %zu values, dims need %" PRId64, field_name(want),

@@ -92,3 +92,35 @@ def test_load_threads_change_nothing_but_time(tmp_path):
     ref = nnfuse.Session(str(path), threads=1, reference_kernels=True).run({"x": x})["y"]
     np.testing.assert_allclose(outs[0], ref, rtol=1e-4, atol=1e-4)
     assert np.abs(outs[0]).max() > 0.1  # the outputs vary: the comparison is not between zeros
+
+
+def table_model(pad):
+    """A 1000 x 64 embedding read by Gather only (its raw_data left in the file when misaligned) and a
+    second table read by Gather and MatMul (copied aligned); pad shifts the offsets."""
+    pre = numpy_helper.from_array(np.zeros(1, np.float32), "pre")
+    pre.doc_string = "x" * pad  # written before the tables: their raw_data moves by pad bytes
+    emb = numpy_helper.from_array(RNG.standard_normal((1000, 64)).astype(np.float32), "emb")
+    w2 = numpy_helper.from_array(RNG.standard_normal((64, 64)).astype(np.float32), "w2")
+    nodes = [helper.make_node("Gather", ["emb", "ids"], ["e"]), helper.make_node("Gather", ["w2", "ids2"], ["r"]),
+             helper.make_node("MatMul", ["e", "w2"], ["m"]), helper.make_node("Add", ["m", "r"], ["y"])]
+    g = helper.make_graph(nodes, "tables", [helper.make_tensor_value_info("ids", TensorProto.INT64, [5]),
+                                            helper.make_tensor_value_info("ids2", TensorProto.INT64, [5])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [5, 64])], [pre, emb, w2])
+    return model_of(g).SerializeToString(), numpy_helper.to_array(emb), numpy_helper.to_array(w2)
+
+
+@pytest.mark.parametrize("pad", [0, 1, 2, 3])
+def test_gather_tables_read_in_place(tmp_path, pad):
+    """Gather reads a misaligned table where the file has it; every result as numpy's."""
+    data, emb, w2 = table_model(pad)
+    path = tmp_path / "t.onnx"
+    path.write_bytes(data)
+    ids = np.array([0, 999, 17, 500, 17], np.int64)
+    ids2 = np.array([63, 0, 5, 5, 1], np.int64)
+    want = emb[ids] @ w2 + w2[ids2]
+    for source in (data, str(path)):
+        for level in (0, 3):
+            out = nnfuse.Session(nnfuse.Model(source, opt_level=level), threads=1).run(
+                {"ids": ids, "ids2": ids2})["y"]
+            np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
+    assert path.read_bytes() == data
