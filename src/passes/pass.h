@@ -33,7 +33,8 @@ nnf_status nnf_pass_merge_names(nnf_pass_ctx *ctx, nnf_node *into, const nnf_nod
 void nnf_pass_take_output(nnf_pass_ctx *ctx, nnf_node *node, int k, int v);
 /* Grow a node's input list to n entries (new ones NNF_NO_VALUE). */
 nnf_status nnf_pass_resize_inputs(nnf_node *node, int n);
-/* A float32 constant value's data, or NULL. */
+/* A float32 constant value's data, or NULL (also for a misaligned one, which
+ * only byte-wise readers may read). */
 const float *nnf_pass_const_f32(const nnf_graph *g, int v);
 /* Release the data of constants no live node reads any more (weights that
  * were folded into new ones). */

@@ -70,7 +70,7 @@ const float *nnf_pass_const_f32(const nnf_graph *g, int v) {
         return NULL;
     const nnf_value *val = &g->values[v];
     if ((val->kind != NNF_VALUE_INITIALIZER && val->kind != NNF_VALUE_CONSTANT) || !val->data ||
-        val->dtype != NNF_DTYPE_FLOAT32 || !nnf_shape_known(&val->shape))
+        val->misaligned || val->dtype != NNF_DTYPE_FLOAT32 || !nnf_shape_known(&val->shape))
         return NULL;
     return val->data;
 }
