@@ -337,23 +337,15 @@ static nnf_status borrow_or_copy(nnf_onnx_ctx *cx, nnf_arena *a, const uint8_t *
         *out = NULL;
         return NNF_OK;
     }
-    if (((uintptr_t)src % esize) == 0) {
-        *out = src;
+    *out = src;
+    if (((uintptr_t)src % esize) == 0)
         return NNF_OK;
-    }
-    /* a large initialiser: its readers decide (nnf_onnx_align_initializers) */
+    /* a large initialiser: its readers decide (align_initializers, import.c) */
     if (cx->initializers && nbytes >= OWN_BLOCK_MIN) {
-        *out = src;
         *misaligned = true;
         return NNF_OK;
     }
-    void *copy = tensor_alloc(cx, a, nbytes);
-    if (!copy)
-        return nnf_onnx_oom("tensor data");
-    memcpy(copy, src, nbytes);
-    *out = copy;
-    release_source_pages(cx, src, nbytes);
-    return NNF_OK;
+    return nnf_onnx_copy_aligned(cx, a, out, nbytes);
 }
 
 static nnf_status load_external(nnf_onnx_ctx *cx, nnf_arena *a, const tensor_scan *ts,
