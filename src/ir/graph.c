@@ -116,17 +116,22 @@ void *nnf_graph_block_alloc(nnf_graph *g, size_t size) {
     return d;
 }
 
-void *nnf_graph_take_value_block(nnf_graph *g, int v) {
-    graph_private *p = root_of(g);
-    nnf_value *val = &g->values[v];
+/* The block holding value v's data, or NULL (borrowed, in the arena, none). */
+static void **value_block(graph_private *p, const nnf_value *val) {
     for (size_t i = 0; val->data && i < p->n_blocks; i++)
-        if (p->blocks[i] == val->data) {
-            void *d = p->blocks[i];
-            val->data = NULL;
-            val->released = true;
-            return d;
-        }
+        if (p->blocks[i] == val->data)
+            return &p->blocks[i];
     return NULL;
+}
+
+void *nnf_graph_take_value_block(nnf_graph *g, int v) {
+    nnf_value *val = &g->values[v];
+    void **b = value_block(root_of(g), val);
+    if (!b)
+        return NULL;
+    val->data = NULL;
+    val->released = true;
+    return *b;
 }
 
 bool nnf_graph_release_value_data(nnf_graph *g, int v) {
@@ -134,14 +139,14 @@ bool nnf_graph_release_value_data(nnf_graph *g, int v) {
     nnf_value *val = &g->values[v];
     if (!val->data)
         return false;
-    for (size_t i = 0; i < p->n_blocks; i++)
-        if (p->blocks[i] == val->data) {
-            nnf_free_aligned(p->blocks[i]);
-            p->blocks[i] = NULL;
-            val->data = NULL;
-            val->released = true;
-            return true;
-        }
+    void **b = value_block(p, val);
+    if (b) {
+        nnf_free_aligned(*b);
+        *b = NULL;
+        val->data = NULL;
+        val->released = true;
+        return true;
+    }
     /* Borrowed from a file mapping: hand back the whole pages inside it (the
      * partial pages at its ends may hold neighbouring tensors). */
     const char *d = val->data;

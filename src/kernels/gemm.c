@@ -609,7 +609,7 @@ typedef struct gemv_job {
     const nnf_gemm_cfg *cfg;
     const nnf_gemm_packed *b;
     const float *a;
-    size_t a_stride, n, k;
+    size_t a_stride, k;
     float *c;
     const nnf_epilogue *ep;
 } gemv_job;
@@ -662,7 +662,6 @@ static void run_gemv(const nnf_gemm_cfg *cfg, size_t n, size_t k, const nnf_gemm
                   .b = b,
                   .a = a->data,
                   .a_stride = a->trans ? a->ld : 1,
-                  .n = n,
                   .k = k,
                   .c = c,
                   .ep = ep};

@@ -68,10 +68,8 @@ nnf_status nnf_nchwc_wino_create(const nnf_conv2d_shape *s, nnf_isa isa, const f
     k->cfg = nnf_gemm_cfg_for(isa);
     k->c8 = nnf_nchwc_blocks(s->c) * NNF_NCHWC_B;
     k->oc8 = nnf_nchwc_blocks(s->oc) * NNF_NCHWC_B;
-    size_t floats, wn, bytes;
-    if (!nnf_mul_size(k->c8, k->oc8, &floats) || !nnf_mul_size(floats, 36, &bytes) ||
-        !nnf_mul_size(bytes, sizeof(float), &bytes) || !nnf_mul_size(s->oc, s->c, &wn) ||
-        !nnf_mul_size(wn, 9, &wn)) {
+    size_t wn; /* w's floats (nnf_gemm_packed_create checks the packed sizes) */
+    if (!nnf_mul_size(s->oc, s->c, &wn) || !nnf_mul_size(wn, 9, &wn)) {
         st = nnf_error(NNF_ERR_INVALID_ARGUMENT, "nchwc winograd: weights too large");
         goto fail;
     }

@@ -55,11 +55,22 @@ NNF_API nnf_status nnf_session_create(const nnf_model *model, const nnf_session_
         st = nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory creating a session");
         goto fail;
     }
+    /* a reference-kernel session needs the weights its nodes read unpacked
+     * (a BN fold releases the unfolded ones, which nothing reads any more) */
     for (int oi = 0; oi < g->n_order; oi++) {
         const nnf_node *n = &g->nodes[g->order[oi]];
-        for (int k = 0; k < n->n_inputs; k++)
-            if (n->inputs[k] >= 0)
-                s->last_use[n->inputs[k]] = oi;
+        for (int k = 0; k < n->n_inputs; k++) {
+            if (n->inputs[k] < 0)
+                continue;
+            s->last_use[n->inputs[k]] = oi;
+            if (s->opts.reference_kernels && g->values[n->inputs[k]].released) {
+                st = nnf_error(NNF_ERR_INVALID_ARGUMENT,
+                               "%s: reference_kernels needs the unpacked weights ('%s' lives only packed): "
+                               "load the model with keep_unpacked_weights or at opt_level 0",
+                               model->source, g->values[n->inputs[k]].name);
+                goto fail;
+            }
+        }
     }
     for (int k = 0; k < g->n_outputs; k++)
         s->last_use[g->outputs[k]] = INT32_MAX;
@@ -71,19 +82,6 @@ NNF_API nnf_status nnf_session_create(const nnf_model *model, const nnf_session_
     st = nnf_concat_in_place_plan(s);
     if (st != NNF_OK)
         goto fail;
-    /* the weights a node reads (a BN fold releases the unfolded ones, which
-     * nothing reads any more) */
-    for (int oi = 0; s->opts.reference_kernels && oi < g->n_order; oi++) {
-        const nnf_node *n = &g->nodes[g->order[oi]];
-        for (int k = 0; k < n->n_inputs; k++)
-            if (n->inputs[k] >= 0 && g->values[n->inputs[k]].released) {
-                st = nnf_error(NNF_ERR_INVALID_ARGUMENT,
-                               "%s: reference_kernels needs the unpacked weights ('%s' lives only packed): "
-                               "load the model with keep_unpacked_weights or at opt_level 0",
-                               model->source, g->values[n->inputs[k]].name);
-                goto fail;
-            }
-    }
     *out = s;
     return NNF_OK;
 fail:
