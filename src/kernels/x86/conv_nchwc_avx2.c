@@ -556,7 +556,10 @@ void nnf_nchwc_conv_span_avx2(const nnf_nchwc_conv_job *j, size_t b, size_t ocb0
     }
     /* rows so narrow that balanced tiles average half a pixel short of the
      * widest run through tiles that wrap rows, where the row's border tiles
-     * run in C anyway (an all-interior row's tiles run in assembly) */
+     * run in C anyway (an all-interior row's tiles run in assembly). Every
+     * such row does, even one alone at the end of a band: as a row of its
+     * own, its 1-pixel border tiles would sum in their split order, and the
+     * band (the thread count) would decide a pixel's bits. */
     size_t pmax = tile_px[nob - 1];
     int narrow = ow0 == 0 && ow1 == j->ow && (j->ow_lo > 0 || j->ow_hi < j->ow) &&
                  j->ow * 2 < (2 * pmax - 1) * ((j->ow + pmax - 1) / pmax);
@@ -571,7 +574,7 @@ void nnf_nchwc_conv_span_avx2(const nnf_nchwc_conv_job *j, size_t b, size_t ocb0
         a.wf = &wf;
         for (size_t oh = oh0; oh < oh1;) {
             size_t end = oh1 < j->oh_hi ? oh1 : j->oh_hi;
-            if (narrow && oh >= j->oh_lo && oh + 1 < end) {
+            if (narrow && oh >= j->oh_lo && oh < end) {
                 nnf_nchwc_wfetch_upto(&wf, end - oh0);
                 rows(j, &a, &ec, ocb0, nob, oh, end);
                 oh = end;
