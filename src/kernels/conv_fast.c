@@ -17,31 +17,53 @@ const double nnf_wino_bt[6][6] = {{4, 0, -5, 0, 1, 0},  {0, -4, -4, 1, 1, 0}, {0
 const double nnf_wino_at[4][6] = {
     {1, 1, 1, 1, 1, 0}, {0, 1, -1, 2, -2, 0}, {0, 1, 1, 4, 4, 0}, {0, 1, -1, 8, -8, 1}};
 
+/* A shape every algorithm needs: whole groups, no zero extent. */
+static bool shape_valid(const nnf_conv2d_shape *s) {
+    return s->group && s->c % s->group == 0 && s->oc % s->group == 0 && s->kh && s->kw && s->sh &&
+           s->sw && s->dh && s->dw && s->oh && s->ow;
+}
+
+bool nnf_conv_algo_fits(const nnf_conv2d_shape *s, nnf_conv_algo algo, nnf_isa isa) {
+    if (!s || !shape_valid(s))
+        return false;
+    switch (algo) {
+    case NNF_CONV_ALGO_NONE: return false;
+    case NNF_CONV_ALGO_IM2COL:
+    case NNF_CONV_ALGO_STRIDED: return true;
+    case NNF_CONV_ALGO_GEMM_1X1: /* the input is the GEMM operand as it lies */
+        return s->kh == 1 && s->kw == 1 && s->sh == 1 && s->sw == 1 && s->pt == 0 && s->pl == 0 &&
+               s->oh == s->h && s->ow == s->w;
+    case NNF_CONV_ALGO_DEPTHWISE: /* the plane kernels: square 3x3 / 5x5, stride 1 or 2 */
+        return s->group == s->c && s->oc == s->c && s->kh == s->kw && (s->kh == 3 || s->kh == 5) &&
+               s->sh == s->sw && (s->sh == 1 || s->sh == 2) && s->dh == 1 && s->dw == 1 &&
+               s->pt < s->kh && s->pl < s->kw;
+    case NNF_CONV_ALGO_WINOGRAD: /* AVX2 transforms around 8-column GEMM panels */
+        return isa >= NNF_ISA_AVX2 && nnf_gemm_cfg_for(isa)->nr % 8 == 0 && s->group == 1 &&
+               s->kh == 3 && s->kw == 3 && s->sh == 1 && s->sw == 1 && s->dh == 1 && s->dw == 1 &&
+               s->w <= (1u << 20) && s->oh <= (1u << 20);
+    }
+    return false;
+}
+
 /* Winograd pays when the 36 GEMMs are big enough to run near peak (some
  * channels) and the tiles, counted in groups of 8 for the transforms, are
  * mostly useful: a 7x7 output (4 tiles of 8) would waste 60 %. */
-static int winograd_fits(const nnf_conv2d_shape *s, nnf_isa isa) {
-    if (isa < NNF_ISA_AVX2 || nnf_gemm_cfg_for(isa)->nr % 8 || s->group != 1 || s->kh != 3 ||
-        s->kw != 3 || s->sh != 1 || s->sw != 1 || s->dh != 1 || s->dw != 1 || s->c < 16 ||
-        s->oc < 16)
+static int winograd_wins(const nnf_conv2d_shape *s, nnf_isa isa) {
+    if (!nnf_conv_algo_fits(s, NNF_CONV_ALGO_WINOGRAD, isa) || s->c < 16 || s->oc < 16)
         return 0;
     size_t tiles = ((s->oh + 3) / 4) * ((s->ow + 3) / 4), t8 = (tiles + 7) / 8 * 8;
     /* useful outputs over computed outputs at least 5/8 */
-    return s->oh * s->ow * 8 >= t8 * 16 * 5 && s->w <= (1u << 20) && s->oh <= (1u << 20);
+    return s->oh * s->ow * 8 >= t8 * 16 * 5;
 }
 
 nnf_conv_algo nnf_conv_select(const nnf_conv2d_shape *s, nnf_isa isa) {
-    if (!s->group || s->c % s->group || s->oc % s->group || !s->kh || !s->kw || !s->sh || !s->sw ||
-        !s->dh || !s->dw || !s->oh || !s->ow)
+    if (!shape_valid(s))
         return NNF_CONV_ALGO_NONE;
-    if (s->group == s->c && s->oc == s->c && s->kh == s->kw && (s->kh == 3 || s->kh == 5) &&
-        s->sh == s->sw && (s->sh == 1 || s->sh == 2) && s->dh == 1 && s->dw == 1 &&
-        s->pt < s->kh && s->pl < s->kw)
+    if (nnf_conv_algo_fits(s, NNF_CONV_ALGO_DEPTHWISE, isa))
         return NNF_CONV_ALGO_DEPTHWISE;
-    if (s->kh == 1 && s->kw == 1 && s->sh == 1 && s->sw == 1 && s->pt == 0 && s->pl == 0 &&
-        s->oh == s->h && s->ow == s->w)
+    if (nnf_conv_algo_fits(s, NNF_CONV_ALGO_GEMM_1X1, isa))
         return NNF_CONV_ALGO_GEMM_1X1;
-    if (winograd_fits(s, isa))
+    if (winograd_wins(s, isa))
         return NNF_CONV_ALGO_WINOGRAD;
     /* few input channels (the stems, K = 27..147): packing was a third of
      * the time; with many channels the GEMM dominates and the split copy
@@ -124,14 +146,19 @@ nnf_status nnf_conv_kernel_create(const nnf_conv2d_shape *s, nnf_conv_algo algo,
                                   const float *w, nnf_conv_kernel **out) {
     *out = NULL;
     nnf_status st = NNF_OK;
-    if (algo == NNF_CONV_ALGO_NONE)
-        return nnf_error(NNF_ERR_INTERNAL, "no optimised convolution for this shape");
+    nnf_isa tier = isa > nnf_cpu_get()->max_isa ? nnf_cpu_get()->max_isa : isa;
+    if (!nnf_conv_algo_fits(s, algo, tier))
+        return nnf_error(NNF_ERR_UNSUPPORTED,
+                         "convolution %zux%zu stride %zux%zu dilation %zux%zu group %zu: not a "
+                         "shape the %s algorithm computes",
+                         s->kh, s->kw, s->sh, s->sw, s->dh, s->dw, s->group,
+                         nnf_conv_algo_name(algo));
     nnf_conv_kernel *k = nnf_calloc(1, sizeof *k);
     if (!k)
         return nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory for a convolution kernel");
     k->s = *s;
     k->algo = algo;
-    k->isa = isa > nnf_cpu_get()->max_isa ? nnf_cpu_get()->max_isa : isa;
+    k->isa = tier;
     size_t taps = s->kh * s->kw, icg = s->c / s->group, ocg = s->oc / s->group;
     size_t kdim, wcount;
     if (!nnf_mul_size(icg, taps, &kdim) || !nnf_mul_size(kdim, s->oc, &wcount)) {

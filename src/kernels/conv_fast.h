@@ -47,7 +47,11 @@ typedef enum nnf_conv_algo {
     NNF_CONV_ALGO_STRIDED, /* IM2COL over a phase-split copy of the input (conv_strided.c) */
 } nnf_conv_algo;
 
-/* Pure selection from the shape and tier. */
+/* Whether algo computes shape s on tier isa: its preconditions, which
+ * nnf_conv_kernel_create checks (an algorithm given a shape it does not
+ * compute would read and write out of bounds). */
+bool nnf_conv_algo_fits(const nnf_conv2d_shape *s, nnf_conv_algo algo, nnf_isa isa);
+/* Pure selection from the shape and tier: the fastest algorithm that fits. */
 nnf_conv_algo nnf_conv_select(const nnf_conv2d_shape *s, nnf_isa isa);
 const char *nnf_conv_algo_name(nnf_conv_algo algo);
 

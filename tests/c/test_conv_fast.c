@@ -591,6 +591,128 @@ static void test_strided(nnf_isa isa) {
     nnf_threadpool_destroy(pool);
 }
 
+/* 1, 2 and 3 threads give the same bits (0 when they do). */
+static int threads_agree(const nnf_conv2d_shape *s, nnf_conv_algo algo, nnf_isa isa,
+                         const nnf_activation *act, int use_bias, int use_res,
+                         nnf_threadpool *pool2, nnf_threadpool *pool3) {
+    size_t xn = s->n * s->c * s->h * s->w, yn = s->n * s->oc * s->oh * s->ow;
+    float *x = check_rand_buf(xn), *w = check_rand_buf(s->oc * (s->c / s->group) * s->kh * s->kw);
+    float *b = check_rand_buf(s->oc), *r = check_rand_buf(yn);
+    float *y[3] = {malloc((yn + 1) * sizeof(float)), malloc((yn + 1) * sizeof(float)),
+                   malloc((yn + 1) * sizeof(float))};
+    nnf_threadpool *pools[3] = {NULL, pool2, pool3};
+    nnf_conv_kernel *k = NULL;
+    int bad = nnf_conv_kernel_create(s, algo, isa, w, &k) != NNF_OK;
+    nnf_epilogue ep = nnf_epilogue_default();
+    ep.act = *act;
+    if (use_bias) {
+        ep.bias_kind = NNF_BIAS_PER_ROW;
+        ep.bias = b;
+    }
+    if (use_res) {
+        ep.residual = r;
+        ep.residual_after_act = use_res == 2;
+    }
+    for (int t = 0; t < 3 && !bad; t++) {
+        y[t][yn] = 12345.0f; /* the sentinel past the end must survive */
+        bad |= nnf_conv_kernel_run(k, x, y[t], &ep, pools[t]) != NNF_OK || y[t][yn] != 12345.0f;
+        bad |= t > 0 && memcmp(y[0], y[t], yn * sizeof(float)) != 0;
+    }
+    nnf_conv_kernel_destroy(k);
+    free(x);
+    free(w);
+    free(b);
+    free(r);
+    for (int t = 0; t < 3; t++)
+        free(y[t]);
+    return bad;
+}
+
+/* NNF_TEST_SOAK=N runs N random shapes from NNF_TEST_SEED (default 1) through
+ * every algorithm that takes them, on every tier: the oracle as above, and 1,
+ * 2, 3 threads bit-identical. Off by default (CI runs the fixed cases); for
+ * long runs after a kernel change:
+ *   NNF_TEST_SOAK=2000 NNF_TEST_SEED=7 build/test_conv_fast */
+static void soak(void) {
+    const char *e = getenv("NNF_TEST_SOAK"), *seed = getenv("NNF_TEST_SEED");
+    long count = e ? atol(e) : 0;
+    if (count <= 0)
+        return;
+    check_rng = 0x9E3779B97F4A7C15ull ^
+                (uint64_t)(seed ? strtoull(seed, NULL, 10) : 1) * 0x2545F4914F6CDD1Dull;
+    (void)check_unit();
+    nnf_threadpool *pool2 = NULL, *pool3 = NULL;
+    CHECK(nnf_threadpool_create(2, &pool2) == NNF_OK && nnf_threadpool_create(3, &pool3) == NNF_OK);
+    static const nnf_conv_algo algos[] = {NNF_CONV_ALGO_GEMM_1X1, NNF_CONV_ALGO_IM2COL,
+                                          NNF_CONV_ALGO_DEPTHWISE, NNF_CONV_ALGO_WINOGRAD,
+                                          NNF_CONV_ALGO_STRIDED};
+    int before = check_failed;
+    long ran = 0, runs = 0;
+    while (ran < count) {
+        size_t n = 1 + (check_unit() < 0.15), g = 1, c, oc;
+        double kind = check_unit();
+        if (kind < 0.25) { /* depthwise */
+            c = oc = g = 1 + (size_t)(check_unit() * 200);
+        } else if (kind < 0.35) { /* grouped */
+            g = 2 + (size_t)(check_unit() * 4);
+            c = g * (1 + (size_t)(check_unit() * 12));
+            oc = g * (1 + (size_t)(check_unit() * 12));
+        } else {
+            c = 1 + (size_t)(check_unit() * (check_unit() < 0.5 ? 24 : 260));
+            oc = 1 + (size_t)(check_unit() * (check_unit() < 0.5 ? 24 : 260));
+        }
+        size_t kh = 1 + (size_t)(check_unit() * 7), kw = check_unit() < 0.7 ? kh : 1 + (size_t)(check_unit() * 7);
+        if (check_unit() < 0.3)
+            kh = kw = 3;
+        size_t st = 1 + (size_t)(check_unit() * 3), d = check_unit() < 0.15 ? 2 : 1;
+        size_t h = 1 + (size_t)(check_unit() * 48), w = 1 + (size_t)(check_unit() * 48);
+        size_t pt = (size_t)(check_unit() * 4), pl = (size_t)(check_unit() * 4);
+        size_t pb = check_unit() < 0.7 ? pt : (size_t)(check_unit() * 4);
+        size_t pr = check_unit() < 0.7 ? pl : (size_t)(check_unit() * 4);
+        nnf_conv2d_shape s = shape(n, c, h, w, oc, g, kh, kw, st, d, pt, pl, pb, pr);
+        double macs = (double)n * (double)oc * (double)(c / g) * (double)(kh * kw) * (double)s.oh *
+                      (double)s.ow;
+        if (s.oh == 0 || s.ow == 0 || macs > 2e7)
+            continue;
+        nnf_activation act = {.kind = (nnf_act_kind)(check_unit() * (NNF_ACT_GELU_TANH + 1))};
+        if (act.kind == NNF_ACT_CLIP)
+            act.alpha = 0.1f, act.beta = 0.6f;
+        else if (act.kind == NNF_ACT_LEAKY_RELU)
+            act.alpha = 0.1f;
+        else if (act.kind == NNF_ACT_HARD_SIGMOID)
+            act.alpha = 0.2f, act.beta = 0.5f;
+        int use_bias = check_unit() < 0.7, use_res = (int)(check_unit() * 3);
+        ran++;
+        for (int t = NNF_ISA_SCALAR; t <= (int)nnf_cpu_get()->max_isa; t++)
+            for (size_t a = 0; a < sizeof algos / sizeof algos[0]; a++) {
+                nnf_conv_kernel *k = NULL;
+                float *wt = check_rand_buf(oc * (c / g) * kh * kw);
+                nnf_status cs = nnf_conv_kernel_create(&s, algos[a], (nnf_isa)t, wt, &k);
+                nnf_conv_kernel_destroy(k);
+                free(wt);
+                if (cs != NNF_OK) { /* not a shape this algorithm takes */
+                    nnf_error_clear();
+                    continue;
+                }
+                runs++;
+                const char *name = nnf_isa_name((nnf_isa)t);
+                CHECK_MSG(run_conv(&s, (nnf_isa)t, &act, use_bias, use_res, pool2, algos[a]) == 0,
+                          "soak %s algo %d: n%zu c%zu %zux%zu oc%zu g%zu k%zux%zu s%zu d%zu "
+                          "p%zu,%zu,%zu,%zu",
+                          name, (int)algos[a], n, c, h, w, oc, g, kh, kw, st, d, pt, pl, pb, pr);
+                CHECK_MSG(threads_agree(&s, algos[a], (nnf_isa)t, &act, use_bias, use_res, pool2,
+                                        pool3) == 0,
+                          "soak %s algo %d: 1, 2, 3 threads differ: n%zu c%zu %zux%zu oc%zu g%zu "
+                          "k%zux%zu s%zu d%zu p%zu,%zu,%zu,%zu",
+                          name, (int)algos[a], n, c, h, w, oc, g, kh, kw, st, d, pt, pl, pb, pr);
+            }
+    }
+    nnf_threadpool_destroy(pool2);
+    nnf_threadpool_destroy(pool3);
+    printf("soak: %ld random shapes (%ld kernel runs) from seed %s, %d failed checks\n", ran, runs,
+           seed ? seed : "1", check_failed - before);
+}
+
 int main(void) {
     const nnf_cpu *cpu = nnf_cpu_get();
     /* selection is pure */
@@ -622,6 +744,36 @@ int main(void) {
     CHECK(nnf_conv_select(&s, NNF_ISA_AVX2) == NNF_CONV_ALGO_DEPTHWISE);
     s = shape(1, 32, 56, 56, 32, 32, 7, 7, 1, 1, 3, 3, 3, 3);
     CHECK(nnf_conv_select(&s, NNF_ISA_AVX2) == NNF_CONV_ALGO_IM2COL);
+    /* an algorithm given a shape it does not compute is refused, not run out
+     * of bounds (the soak below forces every algorithm on every shape) */
+    {
+        static const struct {
+            nnf_conv2d_shape s;
+            nnf_conv_algo algo;
+        } misfits[] = {
+            {{.n = 1, .c = 8, .h = 9, .w = 9, .oc = 8, .group = 8, .kh = 4, .kw = 3, .sh = 1, .sw = 1,
+              .dh = 1, .dw = 1, .oh = 6, .ow = 7},
+             NNF_CONV_ALGO_DEPTHWISE},
+            {{.n = 1, .c = 8, .h = 9, .w = 9, .oc = 8, .group = 1, .kh = 3, .kw = 3, .sh = 1, .sw = 1,
+              .dh = 1, .dw = 1, .oh = 7, .ow = 7},
+             NNF_CONV_ALGO_GEMM_1X1},
+            {{.n = 1, .c = 8, .h = 9, .w = 9, .oc = 8, .group = 1, .kh = 3, .kw = 3, .sh = 2, .sw = 2,
+              .dh = 1, .dw = 1, .oh = 4, .ow = 4},
+             NNF_CONV_ALGO_WINOGRAD},
+            {{.n = 1, .c = 8, .h = 9, .w = 9, .oc = 8, .group = 1, .kh = 3, .kw = 3, .sh = 1, .sw = 1,
+              .dh = 1, .dw = 1, .oh = 7, .ow = 7},
+             NNF_CONV_ALGO_NONE},
+        };
+        float wm[8 * 8 * 12] = {0};
+        for (size_t i = 0; i < sizeof misfits / sizeof misfits[0]; i++) {
+            nnf_conv_kernel *k = (nnf_conv_kernel *)&wm; /* must come back NULL */
+            CHECK(!nnf_conv_algo_fits(&misfits[i].s, misfits[i].algo, NNF_ISA_AVX2));
+            CHECK(nnf_conv_kernel_create(&misfits[i].s, misfits[i].algo, NNF_ISA_AVX2, wm, &k) ==
+                      NNF_ERR_UNSUPPORTED &&
+                  k == NULL);
+            nnf_error_clear();
+        }
+    }
     s.group = 5; /* does not divide the channels */
     CHECK(nnf_conv_select(&s, NNF_ISA_AVX2) == NNF_CONV_ALGO_NONE);
     test_im2col_packer();
@@ -633,5 +785,7 @@ int main(void) {
         test_strided((nnf_isa)t);
         test_plan();
     }
+    nnf_cpu_force_isa(cpu->default_isa);
+    soak();
     TEST_MAIN_END();
 }

@@ -71,7 +71,47 @@ typedef struct gcase {
     int use_ep;
 } gcase;
 
-/* Runs one case with cfg and checks it against the oracle; returns max error ratio. */
+/* The oracle for C(i, j) of case g (a and b as stored, lda and ldb resolved,
+ * the epilogue's residual still holding its input): the product in double
+ * precision through the epilogue, and in *tol the tolerance of the file's
+ * head comment. */
+static double oracle_at(const gcase *g, const float *a, size_t lda, const float *b, size_t ldb,
+                        size_t i, size_t j, double *tol) {
+    const nnf_epilogue *ep = g->use_ep ? &g->ep : NULL;
+    double acc = 0, mag = 0;
+    for (size_t q = 0; q < g->k; q++) {
+        double av = g->ta ? a[q * lda + i] : a[i * lda + q];
+        double bv = g->tb ? b[j * ldb + q] : b[q * ldb + j];
+        acc += av * bv;
+        mag += fabs(av * bv);
+    }
+    double y = acc, extra = 0, xin;
+    double alpha = ep ? ep->alpha : 1.0;
+    y *= alpha;
+    mag *= fabs(alpha);
+    if (ep) {
+        if (ep->bias_kind == NNF_BIAS_PER_ROW)
+            y += ep->bias[i], extra += fabs(ep->bias[i]);
+        else if (ep->bias_kind == NNF_BIAS_PER_COL)
+            y += ep->bias[j], extra += fabs(ep->bias[j]);
+        double r = ep->residual ? ep->residual_scale * ep->residual[i * ep->ld_residual + j] : 0;
+        extra += fabs(r);
+        if (!ep->residual_after_act)
+            y += r;
+        xin = y;
+        y = act_d(&ep->act, y);
+        if (ep->residual_after_act)
+            y += r;
+    } else {
+        xin = y;
+    }
+    double t = (double)g->k * ldexp(1.0, -22) * mag + ldexp(1.0, -20) * (extra + fabs(y)) + 1e-30;
+    /* activation slope <= 1.2 carries the sum's error; plus its own approximation error */
+    *tol = 1.2 * t + 4e-7 * (1.0 + fabs(xin));
+    return y;
+}
+
+/* Runs one case with cfg and checks it against the oracle; returns the number of bad values. */
 static int run_case(const nnf_gemm_cfg *cfg, const gcase *g, nnf_threadpool *pool,
                     const char *what) {
     size_t m = g->m, n = g->n, k = g->k;
@@ -104,38 +144,7 @@ static int run_case(const nnf_gemm_cfg *cfg, const gcase *g, nnf_threadpool *poo
                 }
                 continue;
             }
-            double acc = 0, mag = 0;
-            for (size_t q = 0; q < k; q++) {
-                double av = g->ta ? a[q * lda + i] : a[i * lda + q];
-                double bv = g->tb ? b[j * ldb + q] : b[q * ldb + j];
-                acc += av * bv;
-                mag += fabs(av * bv);
-            }
-            double y = acc, extra = 0, xin;
-            double alpha = ep ? ep->alpha : 1.0;
-            y *= alpha;
-            mag *= fabs(alpha);
-            if (ep) {
-                if (ep->bias_kind == NNF_BIAS_PER_ROW)
-                    y += ep->bias[i], extra += fabs(ep->bias[i]);
-                else if (ep->bias_kind == NNF_BIAS_PER_COL)
-                    y += ep->bias[j], extra += fabs(ep->bias[j]);
-                double r =
-                    ep->residual ? ep->residual_scale * ep->residual[i * ep->ld_residual + j] : 0;
-                extra += fabs(r);
-                if (!ep->residual_after_act)
-                    y += r;
-                xin = y;
-                y = act_d(&ep->act, y);
-                if (ep->residual_after_act)
-                    y += r;
-            } else {
-                xin = y;
-            }
-            double tol =
-                (double)k * ldexp(1.0, -22) * mag + ldexp(1.0, -20) * (extra + fabs(y)) + 1e-30;
-            /* activation slope <= 1.2 carries the sum's error; plus its own approximation error */
-            tol = 1.2 * tol + 4e-7 * (1.0 + fabs(xin));
+            double tol, y = oracle_at(g, a, lda, b, ldb, i, j, &tol);
             double got = c[ci];
             if (!(fabs(got - y) <= tol)) {
                 fprintf(stderr,
@@ -984,6 +993,294 @@ static void test_blocking_and_packing(const nnf_gemm_cfg *cfg) {
         }
 }
 
+/* ---- soak: random cases, off unless NNF_TEST_SOAK is set ------------------ */
+
+static int is_prime(size_t v) {
+    if (v < 2)
+        return 0;
+    for (size_t d = 2; d * d <= v; d++)
+        if (v % d == 0)
+            return 0;
+    return 1;
+}
+
+/* A dimension of about max at most: small (1..24), a prime, a multiple of a
+ * register tile (6, 8, 14, 16, 32: the tiers' mr and nr) or of a cache block
+ * of the tiers (`blocks`: kc for K, nc for N) off by -1, 0 or +1, or any. */
+static size_t soak_dim(size_t max, const size_t *blocks, size_t nblocks) {
+    static const size_t tiles[] = {6, 8, 14, 16, 32};
+    double u = check_unit();
+    size_t v;
+    if (u < 0.3) {
+        v = 1 + (size_t)(check_unit() * 24);
+    } else if (u < 0.45) {
+        for (v = 2 + (size_t)(check_unit() * (double)(max - 1)); !is_prime(v); v--)
+            ;
+    } else if (u < 0.85) {
+        size_t nb = 5 + nblocks, i = (size_t)(check_unit() * (double)nb) % nb;
+        size_t base = i < 5 ? tiles[i] : blocks[i - 5];
+        size_t mult = 1 + (size_t)(check_unit() * (double)(max / base));
+        v = base * mult + (size_t)(check_unit() * 3) - 1;
+    } else {
+        v = 1 + (size_t)(check_unit() * (double)max);
+    }
+    return v ? v : 1;
+}
+
+/* Floats past the end of C that no run may touch. */
+#define SOAK_SENTINEL 16
+
+/* One random case on every tier: the 1-thread result against the oracle
+ * (computed once for all tiers: it is most of the cost), nothing written
+ * outside C's m x n (row padding, a sentinel past its end), the 2- and
+ * 3-thread results equal to it bit for bit; a batch against its lone GEMMs
+ * bit for bit on 1, 2 and 3 threads, its first GEMM against the oracle.
+ * Returns 0 when the draw is over the oracle's budget (drawn again). */
+static int soak_case(long idx, const char *seed, nnf_threadpool *const pools[3]) {
+    nnf_isa max_isa = nnf_cpu_get()->max_isa;
+    size_t kcs[3], ncs[3], mcs[3], ntiers = 0;
+    for (int t = NNF_ISA_SCALAR; t <= (int)max_isa; t++, ntiers++) {
+        const nnf_gemm_cfg *cfg = nnf_gemm_cfg_for((nnf_isa)t);
+        kcs[ntiers] = cfg->kc;
+        ncs[ntiers] = cfg->nc;
+        mcs[ntiers] = cfg->mc;
+    }
+    gcase g = {0};
+    size_t cnt = 0; /* GEMMs in a batch; 0: one nnf_gemm_run */
+    double u = check_unit();
+    g.n = soak_dim(300, ncs, ntiers);
+    if (u < 0.1) {
+        g.m = 1; /* the GEMV path when B is prepacked and A is not */
+        if (check_unit() < 0.5)
+            g.n = soak_dim(2000, ncs, ntiers);
+    } else if (u < 0.14) { /* a second M block (tail_split per block) */
+        g.m = mcs[(size_t)(check_unit() * (double)ntiers) % ntiers] +
+              (size_t)(check_unit() * 15) - 7;
+    } else if (u < 0.19) { /* tall: the threads' tiles cut M, B is packed once for them */
+        g.m = soak_dim(2100, mcs, ntiers);
+        g.n = soak_dim(64, NULL, 0);
+    } else if (u < 0.24) { /* wide: they cut N, A is packed once; B's rows are prefetched */
+        g.m = soak_dim(48, NULL, 0);
+        g.n = soak_dim(2000, ncs, ntiers);
+    } else {
+        g.m = soak_dim(300, NULL, 0);
+    }
+    g.k = check_unit() < 0.01 ? 0 : soak_dim(1200, kcs, ntiers); /* up to 3 K blocks */
+    if (check_unit() < 0.12)
+        cnt = 2 + (size_t)(check_unit() * 5);
+    /* the double oracle's work (and the scalar tier's), bounded */
+    if ((double)g.m * (double)g.n * (double)(g.k ? g.k : 1) * (double)(cnt ? cnt : 1) > 4e7)
+        return 0;
+    size_t m = g.m, n = g.n, k = g.k;
+    if (!cnt) { /* a batch's operands are tight and plain (batch_at) */
+        g.ta = check_unit() < 0.3;
+        g.tb = check_unit() < 0.4;
+    }
+    size_t ar = g.ta ? k : m, ac = g.ta ? m : k, br = g.tb ? n : k, bc = g.tb ? k : n;
+    if (!cnt) {
+        if (check_unit() < 0.25)
+            g.lda = ac + 1 + (size_t)(check_unit() * 40);
+        if (check_unit() < 0.25)
+            g.ldb = bc + 1 + (size_t)(check_unit() * 40);
+        if (check_unit() < 0.25)
+            g.ldc = n + 1 + (size_t)(check_unit() * 40);
+        g.pack_a = check_unit() < 0.25;
+    }
+    g.pack_b = check_unit() < (m == 1 ? 0.7 : 0.35);
+    size_t lda = g.lda ? g.lda : ac, ldb = g.ldb ? g.ldb : bc, ldc = g.ldc ? g.ldc : n;
+
+    /* the epilogue: the clamp-only ones (alpha 1, a residual before the
+     * activation at scale 1, none/ReLU/Clip) finish in the AVX2 tile's
+     * registers, the rest through the C epilogue: both often */
+    size_t mn = m > n ? m : n;
+    float *bias = check_rand_buf(mn);
+    int inplace = 0;
+    g.use_ep = check_unit() < 0.85;
+    g.ep = nnf_epilogue_default();
+    if (check_unit() < 0.25)
+        g.ep.alpha = 3.0f * (float)check_unit() - 1.5f;
+    g.ep.act = k_acts[check_unit() < 0.4 ? (size_t)(check_unit() * 3) % 3
+                                         : (size_t)(check_unit() * N_ACTS) % N_ACTS];
+    g.ep.bias_kind = (nnf_bias_kind)((size_t)(check_unit() * 3) % 3);
+    g.ep.bias = g.ep.bias_kind != NNF_BIAS_NONE ? bias : NULL;
+    size_t res_floats = 0;
+    if (check_unit() < 0.5) {
+        g.ep.residual_after_act = check_unit() < 0.35;
+        if (check_unit() < 0.3)
+            g.ep.residual_scale = 0.25f + (float)check_unit();
+        g.ep.ld_residual = n;
+        if (cnt) {
+            res_floats = cnt * m * n;
+        } else if (check_unit() < 0.2) {
+            inplace = 1; /* residual = C itself (an in-place Add) */
+            g.ep.ld_residual = ldc;
+        } else {
+            if (check_unit() < 0.3)
+                g.ep.ld_residual += 1 + (size_t)(check_unit() * 20);
+            res_floats = m * g.ep.ld_residual;
+        }
+    }
+    int with_res = res_floats || inplace;
+
+    float *a = check_rand_buf((cnt ? cnt : 1) * ar * lda);
+    float *b = check_rand_buf((cnt ? 3 : 1) * br * ldb); /* a batch: B shared by every third */
+    float *res = res_floats ? check_rand_buf(res_floats) : NULL;
+    size_t csize = (cnt ? cnt * m * n : m * ldc) + SOAK_SENTINEL;
+    float *c0 = check_rand_buf(csize), *c = malloc(csize * sizeof(float)),
+          *c1 = malloc(csize * sizeof(float));
+    /* the oracle, once: C's initial contents as the residual when in place */
+    double *want = malloc((m * n + 1) * sizeof(double)), *tol = malloc((m * n + 1) * sizeof(double));
+    g.ep.residual = inplace ? c0 : res;
+    for (size_t i = 0; i < m; i++)
+        for (size_t j = 0; j < n; j++)
+            want[i * n + j] = oracle_at(&g, a, lda, b, ldb, i, j, &tol[i * n + j]);
+    g.ep.residual = inplace ? c : res;
+    const nnf_epilogue *ep = g.use_ep ? &g.ep : NULL;
+
+    char what[320];
+    snprintf(what, sizeof what,
+             "soak case %ld of seed %s: m=%zu n=%zu k=%zu ta=%d tb=%d lda=%zu ldb=%zu ldc=%zu "
+             "pack_a=%d pack_b=%d batch=%zu ep=%d alpha=%g bias=%d act=%d res=%d after=%d "
+             "scale=%g ld_res=%zu in_place=%d",
+             idx, seed, m, n, k, g.ta, g.tb, lda, ldb, ldc, g.pack_a, g.pack_b, cnt, g.use_ep,
+             (double)g.ep.alpha, (int)g.ep.bias_kind, (int)g.ep.act.kind, with_res,
+             g.ep.residual_after_act, (double)g.ep.residual_scale, g.ep.ld_residual, inplace);
+
+    for (int t = NNF_ISA_SCALAR; t <= (int)max_isa; t++) {
+        CHECK(nnf_cpu_force_isa((nnf_isa)t) == (nnf_isa)t);
+        const nnf_gemm_cfg *cfg = nnf_gemm_cfg_for(nnf_cpu_isa());
+        nnf_gemm_packed *pa = NULL, *pb = NULL;
+        if (g.pack_a)
+            CHECK(nnf_gemm_pack_a(cfg, m, k, a, lda, g.ta, &pa) == NNF_OK);
+        if (g.pack_b)
+            CHECK(nnf_gemm_pack_b(cfg, k, n, b, ldb, g.tb, &pb) == NNF_OK);
+        nnf_gemm_src sa = pa ? nnf_gemm_src_packed(pa) : nnf_gemm_src_matrix(a, lda, g.ta);
+        nnf_gemm_src sb = pb ? nnf_gemm_src_packed(pb) : nnf_gemm_src_matrix(b, ldb, g.tb);
+        /* at() supplies the residual whatever the epilogue: none without one */
+        bctx bt = {.a = a, .b = b, .r = ep ? res : NULL, .c = c, .pb = pb, .m = m, .n = n, .k = k};
+        /* the reference bits: one nnf_gemm_run per GEMM, on 1 thread */
+        memcpy(c1, c0, csize * sizeof(float));
+        if (cnt) {
+            bt.c = c1;
+            for (size_t i = 0; i < cnt; i++) {
+                nnf_gemm_src bsa, bsb;
+                float *bc1;
+                const float *br1;
+                batch_at(&bt, i, &bsa, &bsb, &bc1, &br1);
+                nnf_epilogue e = ep ? *ep : nnf_epilogue_default();
+                e.residual = br1;
+                CHECK(nnf_gemm_run(cfg, m, n, k, &bsa, &bsb, bc1, n, &e, NULL) == NNF_OK);
+            }
+            bt.c = c;
+        } else {
+            nnf_epilogue e = g.ep;
+            if (inplace)
+                e.residual = c1;
+            CHECK(nnf_gemm_run(cfg, m, n, k, &sa, &sb, c1, ldc, g.use_ep ? &e : NULL, NULL) ==
+                  NNF_OK);
+        }
+        int bad = 0;
+        for (size_t i = 0; i < m; i++)
+            for (size_t j = 0; j < n; j++) {
+                double got = c1[i * ldc + j], y = want[i * n + j];
+                if (!(fabs(got - y) <= tol[i * n + j]) && bad++ < 3)
+                    fprintf(stderr, "%s: %s C(%zu,%zu) = %.9g, want %.9g (tol %.3g)\n", what,
+                            cfg->name, i, j, got, y, tol[i * n + j]);
+            }
+        CHECK_MSG(!bad, "%s: %s, %d values beyond the tolerance", what, cfg->name, bad);
+        size_t outside = 0;
+        for (size_t ci = 0; ci < csize; ci++)
+            if ((ci >= (cnt ? cnt * m * n : m * ldc) || (!cnt && ci % ldc >= n)) &&
+                memcmp(&c1[ci], &c0[ci], sizeof(float)))
+                outside++;
+        CHECK_MSG(!outside, "%s: %s wrote %zu floats outside C", what, cfg->name, outside);
+        /* a value does not depend on which tile computed it (nor on which
+         * of the threads' tiles it fell in): C's bottom-right block from
+         * (i0, j0) computed alone, through operands offset to it, has the
+         * same bits (prepacked operands cannot be offset; M = 1 against a
+         * packed B is the GEMV path, which sums in another order) */
+        if (!cnt && !pa && !pb && !inplace) {
+            size_t i0 = (size_t)(check_unit() * (double)m), j0 = (size_t)(check_unit() * (double)n);
+            size_t ms = m - i0, ns = n - j0;
+            nnf_gemm_src ssa = nnf_gemm_src_matrix(a + (g.ta ? i0 : i0 * lda), lda, g.ta);
+            nnf_gemm_src ssb = nnf_gemm_src_matrix(b + (g.tb ? j0 * ldb : j0), ldb, g.tb);
+            nnf_epilogue es = g.ep;
+            es.bias = es.bias_kind == NNF_BIAS_PER_ROW   ? bias + i0
+                      : es.bias_kind == NNF_BIAS_PER_COL ? bias + j0
+                                                         : NULL;
+            es.residual = res ? res + i0 * g.ep.ld_residual + j0 : NULL;
+            memcpy(c, c0, csize * sizeof(float));
+            CHECK(nnf_gemm_run(cfg, ms, ns, k, &ssa, &ssb, c + i0 * ldc + j0, ldc,
+                               g.use_ep ? &es : NULL, NULL) == NNF_OK);
+            size_t diff = 0;
+            for (size_t i = i0; i < m; i++)
+                diff += memcmp(c + i * ldc + j0, c1 + i * ldc + j0, ns * sizeof(float)) != 0;
+            CHECK_MSG(!diff, "%s: %s, the block from (%zu,%zu) alone: %zu rows differ", what,
+                      cfg->name, i0, j0, diff);
+        }
+        for (int p = 0; p < 3; p++) {
+            if (!cnt && p == 0)
+                continue; /* that was the reference */
+            memcpy(c, c0, csize * sizeof(float));
+            if (cnt)
+                CHECK(nnf_gemm_run_batch(cfg, cnt, m, n, k, batch_at, &bt, n, ep, pools[p]) ==
+                      NNF_OK);
+            else
+                CHECK(nnf_gemm_run(cfg, m, n, k, &sa, &sb, c, ldc, ep, pools[p]) == NNF_OK);
+            size_t diff = 0, first = 0;
+            for (size_t ci = csize; ci-- > 0;)
+                if (memcmp(&c[ci], &c1[ci], sizeof(float)))
+                    diff++, first = ci;
+            CHECK_MSG(!diff,
+                      "%s: %s, %s on %d threads: %zu floats differ from 1 thread's, first at "
+                      "%zu: %a vs %a",
+                      what, cfg->name, cnt ? "batch" : "GEMM", p + 1, diff, first,
+                      (double)c[first], (double)c1[first]);
+        }
+        nnf_gemm_packed_destroy(pa);
+        nnf_gemm_packed_destroy(pb);
+    }
+    free(bias);
+    free(a);
+    free(b);
+    free(res);
+    free(c0);
+    free(c);
+    free(c1);
+    free(want);
+    free(tol);
+    return 1;
+}
+
+/* NNF_TEST_SOAK=N runs N random cases from NNF_TEST_SEED (default 1) on a
+ * wider grid than the fixed tests: M, N to ~300 (M = 1, and M past the
+ * tiers' mc, sometimes), K to ~1200 (up to three K blocks), small sizes,
+ * primes and tile/block multiples +-1, strides, transposes, prepacked
+ * operands, every epilogue (in place too), batches; every tier on 1, 2 and
+ * 3 threads. Off by default (CI runs the fixed cases); for long runs after
+ * a kernel change:
+ *   NNF_TEST_SOAK=2000 NNF_TEST_SEED=7 build/test_gemm */
+static void soak(void) {
+    const char *e = getenv("NNF_TEST_SOAK"), *seed = getenv("NNF_TEST_SEED");
+    long count = e ? atol(e) : 0;
+    if (count <= 0)
+        return;
+    check_rng = 0x9E3779B97F4A7C15ull ^
+                (uint64_t)(seed ? strtoull(seed, NULL, 10) : 1) * 0x2545F4914F6CDD1Dull;
+    (void)check_unit();
+    nnf_threadpool *pools[3] = {NULL, NULL, NULL};
+    CHECK(nnf_threadpool_create(2, &pools[1]) == NNF_OK &&
+          nnf_threadpool_create(3, &pools[2]) == NNF_OK);
+    int before = check_failed;
+    long ran = 0;
+    while (ran < count)
+        ran += soak_case(ran, seed ? seed : "1", pools);
+    nnf_threadpool_destroy(pools[1]);
+    nnf_threadpool_destroy(pools[2]);
+    printf("soak: %ld random cases from seed %s, %d failed checks\n", ran, seed ? seed : "1",
+           check_failed - before);
+}
+
 static int g_thread_gemm_ok;
 
 static void *gemm_on_a_thread(void *arg) {
@@ -1043,6 +1340,7 @@ int main(void) {
         g_plan_pool = NULL;
         nnf_threadpool_destroy(pp);
     }
+    soak();
     /* a tier above the machine's is clamped */
     CHECK(nnf_cpu_force_isa(NNF_ISA_AVX512) == cpu->max_isa);
     nnf_isa parsed;

@@ -11,7 +11,9 @@
  *   global     double sum / hw, max skipping NaN like the reference;
  *   resize     exact gather.
  * Every kernel also runs on a 2-thread pool and must be bit-identical to the
- * inline run. */
+ * inline run, and must not write past its output (a guard of sentinels).
+ * NNF_TEST_SOAK=N adds N random cases of each family on a wider grid, on
+ * 3 threads too (soak() below). */
 #include "base/alloc.h"
 #include "base/cpu.h"
 #include "base/threadpool.h"
@@ -25,6 +27,7 @@
 #include <string.h>
 
 static nnf_threadpool *pool2;
+static nnf_threadpool *pool3; /* the soak's third thread count; NULL in the fixed cases */
 
 static size_t out_dim(size_t in, size_t k, size_t s, size_t d, size_t p0, size_t p1) {
     size_t span = (k - 1) * d + 1;
@@ -36,6 +39,51 @@ static float *nan_buf(size_t n) {
     for (size_t i = 0; i < n; i++)
         p[i] = NAN;
     return p;
+}
+
+/* Every output buffer is followed by GUARD sentinels that no kernel may
+ * write. */
+#define GUARD 16
+#define SENTINEL 12345.0f
+
+/* n floats of `fill`, then the guard. The runs on 1, 2 and 3 threads fill
+ * their outputs differently, so an element that no call writes makes them
+ * differ even where the oracle would accept the filler (a NaN window). */
+static float *out_buf(size_t n, float fill) {
+    float *p = malloc((n + GUARD) * sizeof(float));
+    for (size_t i = 0; i < n; i++)
+        p[i] = fill;
+    for (size_t i = 0; i < GUARD; i++)
+        p[n + i] = SENTINEL;
+    return p;
+}
+
+#define FILL1 NAN
+#define FILL2 (-1e30f)
+#define FILL3 1e30f
+
+/* NULL when y1, y2 and y3 (NULL: no 3-thread run) hold the same n floats,
+ * bit for bit, and their guards are intact; else what differs. */
+static const char *outputs_differ(const float *y1, const float *y2, const float *y3, size_t n) {
+    static char why[160];
+    const float *ys[3] = {y1, y2, y3};
+    for (int t = 0; t < 3; t++)
+        for (size_t i = 0; ys[t] && i < GUARD; i++)
+            if (ys[t][n + i] != SENTINEL) {
+                snprintf(why, sizeof why, "the %d-thread run wrote past the end (guard %zu = %.9g)",
+                         t + 1, i, ys[t][n + i]);
+                return why;
+            }
+    for (int t = 1; t < 3; t++)
+        if (ys[t] && memcmp(y1, ys[t], n * sizeof(float)) != 0) {
+            size_t i = 0;
+            while (!memcmp(y1 + i, ys[t] + i, sizeof(float)))
+                i++;
+            snprintf(why, sizeof why, "1 and %d threads differ first at %zu of %zu: %.9g vs %.9g",
+                     t + 1, i, n, y1[i], ys[t][i]);
+            return why;
+        }
+    return NULL;
 }
 
 static int bits_zero(float v) {
@@ -51,35 +99,48 @@ static size_t blk_at(size_t b, size_t c, size_t p, size_t cb, size_t hw) {
 
 /* ---- reorders ---- */
 
+/* One round trip of n images of c channels and hw pixels. */
+static void check_reorder(size_t n, size_t c, size_t hw, nnf_isa isa) {
+    size_t cb = nnf_nchwc_blocks(c), xn = n * c * hw, bn = n * cb * 8 * hw;
+    float *x = check_rand_buf(xn), *yb = out_buf(bn, FILL1), *yb2 = out_buf(bn, FILL2),
+          *yb3 = pool3 ? out_buf(bn, FILL3) : NULL, *back = out_buf(xn, FILL1),
+          *back2 = out_buf(xn, FILL2), *back3 = pool3 ? out_buf(xn, FILL3) : NULL;
+    nnf_nchwc_from_nchw(x, yb, n, c, hw, isa, NULL);
+    nnf_nchwc_from_nchw(x, yb2, n, c, hw, isa, pool2);
+    if (pool3)
+        nnf_nchwc_from_nchw(x, yb3, n, c, hw, isa, pool3);
+    int bad = 0, pad_bad = 0;
+    for (size_t b = 0; b < n; b++)
+        for (size_t k = 0; k < cb * 8; k++)
+            for (size_t p = 0; p < hw; p++) {
+                float v = yb[blk_at(b, k, p, cb, hw)];
+                if (k < c)
+                    bad += v != x[(b * c + k) * hw + p];
+                else
+                    pad_bad += !bits_zero(v);
+            }
+    CHECK_MSG(bad == 0, "from_nchw %s n %zu c %zu hw %zu: %d wrong", nnf_isa_name(isa), n, c, hw,
+              bad);
+    CHECK_MSG(pad_bad == 0, "from_nchw %s n %zu c %zu hw %zu: %d padding lanes not +0",
+              nnf_isa_name(isa), n, c, hw, pad_bad);
+    const char *why = outputs_differ(yb, yb2, yb3, bn);
+    CHECK_MSG(!why, "from_nchw %s n %zu c %zu hw %zu: %s", nnf_isa_name(isa), n, c, hw, why);
+    nnf_nchwc_to_nchw(yb, back, n, c, hw, isa, NULL);
+    nnf_nchwc_to_nchw(yb, back2, n, c, hw, isa, pool2);
+    if (pool3)
+        nnf_nchwc_to_nchw(yb, back3, n, c, hw, isa, pool3);
+    CHECK_MSG(memcmp(back, x, xn * sizeof(float)) == 0, "round trip %s n %zu c %zu hw %zu",
+              nnf_isa_name(isa), n, c, hw);
+    why = outputs_differ(back, back2, back3, xn);
+    CHECK_MSG(!why, "to_nchw %s n %zu c %zu hw %zu: %s", nnf_isa_name(isa), n, c, hw, why);
+    free(x), free(yb), free(yb2), free(yb3), free(back), free(back2), free(back3);
+}
+
 static void test_reorder(nnf_isa isa) {
     static const size_t cs[] = {1, 3, 7, 8, 9, 17, 64}, hws[] = {1, 13, 61};
     for (size_t ci = 0; ci < sizeof cs / sizeof cs[0]; ci++)
-        for (size_t hi = 0; hi < sizeof hws / sizeof hws[0]; hi++) {
-            size_t n = 2, c = cs[ci], hw = hws[hi], cb = nnf_nchwc_blocks(c);
-            size_t xn = n * c * hw, bn = n * cb * 8 * hw;
-            float *x = check_rand_buf(xn), *yb = nan_buf(bn), *yb2 = nan_buf(bn), *back = nan_buf(xn),
-                  *back2 = nan_buf(xn);
-            nnf_nchwc_from_nchw(x, yb, n, c, hw, isa, NULL);
-            nnf_nchwc_from_nchw(x, yb2, n, c, hw, isa, pool2);
-            int bad = 0, pad_bad = 0;
-            for (size_t b = 0; b < n; b++)
-                for (size_t k = 0; k < cb * 8; k++)
-                    for (size_t p = 0; p < hw; p++) {
-                        float v = yb[blk_at(b, k, p, cb, hw)];
-                        if (k < c)
-                            bad += v != x[(b * c + k) * hw + p];
-                        else
-                            pad_bad += !bits_zero(v);
-                    }
-            CHECK_MSG(bad == 0, "from_nchw c %zu hw %zu: %d wrong", c, hw, bad);
-            CHECK_MSG(pad_bad == 0, "from_nchw c %zu hw %zu: %d padding lanes not +0", c, hw, pad_bad);
-            CHECK_MSG(memcmp(yb, yb2, bn * sizeof(float)) == 0, "from_nchw c %zu hw %zu: threads differ", c, hw);
-            nnf_nchwc_to_nchw(yb, back, n, c, hw, isa, NULL);
-            nnf_nchwc_to_nchw(yb, back2, n, c, hw, isa, pool2);
-            CHECK_MSG(memcmp(back, x, xn * sizeof(float)) == 0, "round trip c %zu hw %zu", c, hw);
-            CHECK_MSG(memcmp(back2, x, xn * sizeof(float)) == 0, "round trip (2 threads) c %zu hw %zu", c, hw);
-            free(x), free(yb), free(yb2), free(back), free(back2);
-        }
+        for (size_t hi = 0; hi < sizeof hws / sizeof hws[0]; hi++)
+            check_reorder(2, cs[ci], hws[hi], isa);
 }
 
 /* ---- depthwise ---- */
@@ -88,28 +149,37 @@ typedef struct dw_case {
     size_t c, h, w, k_h, k_w, s, d, pt, pl, pb, pr;
     nnf_activation act;
     int bias, res, nan;
-    int res_after; /* residual after the activation, scaled by 0.5 */
+    int res_after;          /* residual after the activation, scaled by 0.5 */
+    size_t n;               /* batch; 0: 2 */
+    size_t s_w, d_w;        /* column stride and dilation; 0: as s and d */
+    float alpha, res_scale; /* 0: 1, and the residual's scale as res_after says */
 } dw_case;
 
 static double worst_dw;
 
 static int run_dw(const dw_case *q, nnf_isa isa) {
-    nnf_conv2d_shape s = {.n = 2, .c = q->c, .h = q->h, .w = q->w, .oc = q->c, .group = q->c, .kh = q->k_h,
-                          .kw = q->k_w, .sh = q->s, .sw = q->s, .dh = q->d, .dw = q->d, .pt = q->pt, .pl = q->pl};
-    s.oh = out_dim(q->h, q->k_h, q->s, q->d, q->pt, q->pb);
-    s.ow = out_dim(q->w, q->k_w, q->s, q->d, q->pl, q->pr);
+    nnf_conv2d_shape s = {.n = q->n ? q->n : 2, .c = q->c, .h = q->h, .w = q->w, .oc = q->c,
+                          .group = q->c, .kh = q->k_h, .kw = q->k_w, .sh = q->s,
+                          .sw = q->s_w ? q->s_w : q->s, .dh = q->d, .dw = q->d_w ? q->d_w : q->d,
+                          .pt = q->pt, .pl = q->pl};
+    s.oh = out_dim(q->h, q->k_h, s.sh, s.dh, q->pt, q->pb);
+    s.ow = out_dim(q->w, q->k_w, s.sw, s.dw, q->pl, q->pr);
     if (!s.oh || !s.ow)
         return 0;
     size_t cb = nnf_nchwc_blocks(s.c), taps = s.kh * s.kw, ihw = s.h * s.w, ohw = s.oh * s.ow;
     size_t xn = s.n * s.c * ihw, yn = s.n * s.c * ohw, xbn = s.n * cb * 8 * ihw, ybn = s.n * cb * 8 * ohw;
     float *x = check_rand_buf(xn), *w = check_rand_buf(s.c * taps), *bias = check_rand_buf(s.c);
-    float *r = check_rand_buf(yn), *xb = nan_buf(xbn), *rb = nan_buf(ybn), *y1 = nan_buf(ybn), *y2 = nan_buf(ybn);
+    float *r = check_rand_buf(yn), *xb = nan_buf(xbn), *rb = nan_buf(ybn),
+          *y1 = out_buf(ybn, FILL1), *y2 = out_buf(ybn, FILL2),
+          *y3 = pool3 ? out_buf(ybn, FILL3) : NULL;
     if (q->nan)
         x[(s.c / 2) * ihw + ihw / 2] = NAN; /* image 0, a middle channel, the middle pixel */
     nnf_nchwc_from_nchw(x, xb, s.n, s.c, ihw, NNF_ISA_SCALAR, NULL);
     nnf_nchwc_from_nchw(r, rb, s.n, s.c, ohw, NNF_ISA_SCALAR, NULL);
     nnf_epilogue ep = nnf_epilogue_default();
     ep.act = q->act;
+    if (q->alpha != 0.0f)
+        ep.alpha = q->alpha;
     if (q->bias) {
         ep.bias_kind = NNF_BIAS_PER_ROW;
         ep.bias = bias;
@@ -120,17 +190,25 @@ static int run_dw(const dw_case *q, nnf_isa isa) {
             ep.residual_after_act = 1;
             ep.residual_scale = 0.5f;
         }
+        if (q->res_scale != 0.0f)
+            ep.residual_scale = q->res_scale;
     }
     nnf_nchwc_dw *k = NULL;
     int bad = 0;
+    const char *why = NULL;
     CHECK(nnf_nchwc_dw_supported(&s));
     CHECK(nnf_nchwc_dw_create(&s, isa, w, &k) == NNF_OK);
     if (!k)
         goto done;
     CHECK(nnf_nchwc_dw_run(k, xb, y1, &ep, NULL) == NNF_OK);
     CHECK(nnf_nchwc_dw_run(k, xb, y2, &ep, pool2) == NNF_OK);
-    CHECK_MSG(memcmp(y1, y2, ybn * sizeof(float)) == 0, "dw c %zu %zux%zu s %zu w %zu: threads differ", s.c,
-              s.kh, s.kw, s.sh, s.w);
+    if (pool3)
+        CHECK(nnf_nchwc_dw_run(k, xb, y3, &ep, pool3) == NNF_OK);
+    why = outputs_differ(y1, y2, y3, ybn);
+    CHECK_MSG(!why,
+              "dw %s n %zu c %zu h %zu w %zu %zux%zu s %zu,%zu d %zu,%zu pads %zu,%zu,%zu,%zu: %s",
+              nnf_isa_name(isa), s.n, s.c, s.h, s.w, s.kh, s.kw, s.sh, s.sw, s.dh, s.dw, q->pt,
+              q->pl, q->pb, q->pr, why);
     for (size_t b = 0; b < s.n; b++)
         for (size_t c = 0; c < cb * 8; c++)
             for (size_t oh = 0; oh < s.oh; oh++)
@@ -153,13 +231,15 @@ static int run_dw(const dw_case *q, nnf_isa isa) {
                             acc += p;
                             mag += fabs(p);
                         }
-                    double pre = acc + (q->bias ? bias[c] : 0.0);
-                    double rv = r[(b * s.c + c) * ohw + oh * s.ow + ow];
+                    double pre = ep.alpha * acc + (q->bias ? bias[c] : 0.0);
+                    double rv = ep.residual_scale * (double)r[(b * s.c + c) * ohw + oh * s.ow + ow];
                     if (q->res && !q->res_after)
                         pre += rv;
                     double want = nnf_act_apply(&q->act, (float)pre);
                     if (q->res && q->res_after)
-                        want += 0.5 * rv;
+                        want += rv;
+                    /* alpha scales the sum's rounding error with it */
+                    mag *= fabs(ep.alpha) > 1 ? fabs(ep.alpha) : 1;
                     double tol = (double)taps * ldexp(1.0, -22) * (mag + 1.0) + 2e-6 * (1.0 + fabs(want));
                     int ok = isnan(want) ? isnan(got) : !isnan(got) && fabs(got - want) <= tol;
                     if (!isnan(want) && !isnan(got) && tol > 0 && fabs(got - want) / tol > worst_dw)
@@ -168,13 +248,17 @@ static int run_dw(const dw_case *q, nnf_isa isa) {
                         fprintf(stderr, "  b %zu c %zu (%zu,%zu): %.9g want %.9g tol %g\n", b, c, oh, ow, got,
                                 want, tol);
                 }
-    CHECK_MSG(bad == 0, "dw %s c %zu h %zu w %zu %zux%zu s %zu d %zu pads %zu,%zu,%zu,%zu act %d bias %d res %d%s nan %d",
-              nnf_isa_name(isa), s.c, s.h, s.w, s.kh, s.kw, s.sh, s.dh, q->pt, q->pl, q->pb, q->pr, q->act.kind,
-              q->bias, q->res, q->res_after ? " after" : "", q->nan);
+    CHECK_MSG(
+        bad == 0,
+        "dw %s n %zu c %zu h %zu w %zu %zux%zu s %zu,%zu d %zu,%zu pads %zu,%zu,%zu,%zu act %d "
+        "(%g, %g) bias %d res %d%s alpha %g res_scale %g nan %d",
+        nnf_isa_name(isa), s.n, s.c, s.h, s.w, s.kh, s.kw, s.sh, s.sw, s.dh, s.dw, q->pt, q->pl,
+        q->pb, q->pr, q->act.kind, q->act.alpha, q->act.beta, q->bias, q->res,
+        q->res_after ? " after" : "", ep.alpha, ep.residual_scale, q->nan);
 done:
     nnf_nchwc_dw_destroy(k);
-    free(x), free(w), free(bias), free(r), free(xb), free(rb), free(y1), free(y2);
-    return bad;
+    free(x), free(w), free(bias), free(r), free(xb), free(rb), free(y1), free(y2), free(y3);
+    return bad + (why != NULL);
 }
 
 static const nnf_activation acts[] = {
@@ -246,20 +330,22 @@ static size_t pool_out(size_t in, size_t k, size_t s, size_t d, size_t p0, size_
     return o;
 }
 
-static void run_pool(const pool_case *q, nnf_isa isa) {
-    nnf_nchwc_pool_shape s = {.n = 2, .c = q->c, .h = q->h, .w = q->w, .kh = q->k, .kw = q->k, .sh = q->s,
-                              .sw = q->s, .dh = q->d, .dw = q->d, .pt = q->p, .pl = q->p, .pb = q->p, .pr = q->p,
-                              .is_max = q->is_max, .count_include_pad = q->cip};
-    s.oh = pool_out(q->h, q->k, q->s, q->d, q->p, q->p, (int)q->ceil);
-    s.ow = pool_out(q->w, q->k, q->s, q->d, q->p, q->p, (int)q->ceil);
-    size_t cb = nnf_nchwc_blocks(s.c), ihw = s.h * s.w, ohw = s.oh * s.ow;
+/* One pool of shape s (its oh, ow as ceil_mode gave them) on input data with
+ * a NaN at flat NCHW index nan_at (none when past the input). */
+static void check_pool(const nnf_nchwc_pool_shape *sp, int ceil_mode, size_t nan_at, nnf_isa isa) {
+    const nnf_nchwc_pool_shape s = *sp;
+    size_t cb = nnf_nchwc_blocks(s.c), ihw = s.h * s.w, ohw = s.oh * s.ow, ybn = s.n * cb * 8 * ohw;
     float *x = check_rand_buf(s.n * s.c * ihw), *xb = nan_buf(s.n * cb * 8 * ihw);
-    float *y1 = nan_buf(s.n * cb * 8 * ohw), *y2 = nan_buf(s.n * cb * 8 * ohw);
-    x[ihw + 2] = NAN; /* image 0, channel 1: NaN stays only where it is a window's first tap */
+    float *y1 = out_buf(ybn, FILL1), *y2 = out_buf(ybn, FILL2),
+          *y3 = pool3 ? out_buf(ybn, FILL3) : NULL;
+    if (nan_at < s.n * s.c * ihw)
+        x[nan_at] = NAN;
     nnf_nchwc_from_nchw(x, xb, s.n, s.c, ihw, NNF_ISA_SCALAR, NULL);
     nnf_nchwc_pool(&s, xb, y1, isa, NULL);
     nnf_nchwc_pool(&s, xb, y2, isa, pool2);
-    CHECK(memcmp(y1, y2, s.n * cb * 8 * ohw * sizeof(float)) == 0);
+    if (pool3)
+        nnf_nchwc_pool(&s, xb, y3, isa, pool3);
+    const char *why = outputs_differ(y1, y2, y3, ybn);
     int bad = 0;
     for (size_t b = 0; b < s.n; b++)
         for (size_t c = 0; c < cb * 8; c++)
@@ -270,7 +356,7 @@ static void run_pool(const pool_case *q, nnf_isa isa) {
                         bad += !bits_zero(got);
                         continue;
                     }
-                    float acc = q->is_max ? -INFINITY : 0.0f;
+                    float acc = s.is_max ? -INFINITY : 0.0f;
                     int first = 1;
                     size_t count = 0, padded = 0;
                     for (size_t i = 0; i < s.kh; i++)
@@ -284,25 +370,41 @@ static void run_pool(const pool_case *q, nnf_isa isa) {
                                 continue;
                             float v = x[(b * s.c + c) * ihw + (size_t)ih * s.w + (size_t)iw];
                             count++;
-                            if (!q->is_max)
+                            if (!s.is_max)
                                 acc += v;
                             else if (first || v > acc)
                                 acc = v;
                             first = 0;
                         }
                     float want = acc;
-                    if (!q->is_max) {
-                        size_t div = q->cip ? padded : count;
+                    if (!s.is_max) {
+                        size_t div = s.count_include_pad ? padded : count;
                         want = div ? acc / (float)div : 0.0f;
                     }
                     int ok = isnan(want) ? isnan(got)
-                                         : q->is_max ? got == want : fabsf(got - want) <= 1e-6f * (1 + fabsf(want));
+                             : s.is_max  ? got == want
+                                         : fabsf(got - want) <= 1e-6f * (1 + fabsf(want));
                     if (!ok && bad++ < 3)
                         fprintf(stderr, "  b %zu c %zu (%zu,%zu): %.9g want %.9g\n", b, c, oh, ow, got, want);
                 }
-    CHECK_MSG(bad == 0, "pool %s %s c %zu %zux%zu k %zu s %zu d %zu p %zu ceil %zu cip %d", nnf_isa_name(isa),
-              q->is_max ? "max" : "avg", s.c, s.h, s.w, q->k, q->s, q->d, q->p, q->ceil, q->cip);
-    free(x), free(xb), free(y1), free(y2);
+    CHECK_MSG(bad == 0 && !why,
+              "pool %s %s n %zu c %zu %zux%zu k %zux%zu s %zu,%zu d %zu,%zu pads %zu,%zu,%zu,%zu "
+              "-> %zux%zu ceil %d cip %d nan at %zu: %s",
+              nnf_isa_name(isa), s.is_max ? "max" : "avg", s.n, s.c, s.h, s.w, s.kh, s.kw, s.sh,
+              s.sw, s.dh, s.dw, s.pt, s.pl, s.pb, s.pr, s.oh, s.ow, ceil_mode, s.count_include_pad,
+              nan_at, why ? why : "wrong values");
+    free(x), free(xb), free(y1), free(y2), free(y3);
+}
+
+static void run_pool(const pool_case *q, nnf_isa isa) {
+    nnf_nchwc_pool_shape s = {.n = 2, .c = q->c, .h = q->h, .w = q->w, .kh = q->k, .kw = q->k,
+                              .sh = q->s, .sw = q->s, .dh = q->d, .dw = q->d, .pt = q->p,
+                              .pl = q->p, .pb = q->p, .pr = q->p, .is_max = q->is_max,
+                              .count_include_pad = q->cip};
+    s.oh = pool_out(q->h, q->k, q->s, q->d, q->p, q->p, (int)q->ceil);
+    s.ow = pool_out(q->w, q->k, q->s, q->d, q->p, q->p, (int)q->ceil);
+    /* image 0, channel 1: NaN stays only where it is a window's first tap */
+    check_pool(&s, (int)q->ceil, s.h * s.w + 2, isa);
 }
 
 static void test_pool(nnf_isa isa) {
@@ -326,69 +428,298 @@ static void test_pool(nnf_isa isa) {
             }
 }
 
+/* One global pool; a NaN at flat NCHW index nan_at (none when past the input). */
+static void check_global(size_t n, size_t c, size_t hw, int is_max, size_t nan_at, nnf_isa isa) {
+    size_t cb = nnf_nchwc_blocks(c);
+    float *x = check_rand_buf(n * c * hw), *xb = nan_buf(n * cb * 8 * hw);
+    float *y1 = out_buf(n * c, FILL1), *y2 = out_buf(n * c, FILL2),
+          *y3 = pool3 ? out_buf(n * c, FILL3) : NULL;
+    if (nan_at < n * c * hw)
+        x[nan_at] = NAN;
+    nnf_nchwc_from_nchw(x, xb, n, c, hw, NNF_ISA_SCALAR, NULL);
+    nnf_nchwc_global_pool(xb, y1, n, c, hw, is_max, isa, NULL);
+    nnf_nchwc_global_pool(xb, y2, n, c, hw, is_max, isa, pool2);
+    if (pool3)
+        nnf_nchwc_global_pool(xb, y3, n, c, hw, is_max, isa, pool3);
+    const char *why = outputs_differ(y1, y2, y3, n * c);
+    CHECK_MSG(!why, "global %s %s n %zu c %zu hw %zu: %s", nnf_isa_name(isa),
+              is_max ? "max" : "avg", n, c, hw, why);
+    int bad = 0;
+    for (size_t i = 0; i < n * c; i++) {
+        double acc = 0;
+        float m = -INFINITY;
+        for (size_t p = 0; p < hw; p++) {
+            acc += x[i * hw + p];
+            m = x[i * hw + p] > m ? x[i * hw + p] : m; /* the reference's global max skips NaN */
+        }
+        float want = is_max ? m : (float)(acc / (double)hw);
+        int ok = isnan(want) ? isnan(y1[i]) : is_max ? y1[i] == want : fabsf(y1[i] - want) <= 1e-7f;
+        if (!ok && bad++ < 3)
+            fprintf(stderr, "  [%zu][%zu]: %.9g want %.9g\n", i / c, i % c, y1[i], want);
+    }
+    CHECK_MSG(bad == 0, "global %s %s n %zu c %zu hw %zu nan at %zu: %d wrong", nnf_isa_name(isa),
+              is_max ? "max" : "avg", n, c, hw, nan_at, bad);
+    free(x), free(xb), free(y1), free(y2), free(y3);
+}
+
 static void test_global(nnf_isa isa) {
     static const size_t cs[] = {1, 7, 8, 9, 17}, hws[] = {1, 49, 61};
     for (size_t ci = 0; ci < 5; ci++)
         for (size_t hi = 0; hi < 3; hi++)
-            for (int is_max = 0; is_max <= 1; is_max++) {
-                size_t n = 2, c = cs[ci], hw = hws[hi], cb = nnf_nchwc_blocks(c);
-                float *x = check_rand_buf(n * c * hw), *xb = nan_buf(n * cb * 8 * hw);
-                float *y1 = nan_buf(n * c), *y2 = nan_buf(n * c);
-                if (is_max && hw > 1)
-                    x[hw / 2] = NAN; /* the reference's global max skips NaN */
-                nnf_nchwc_from_nchw(x, xb, n, c, hw, NNF_ISA_SCALAR, NULL);
-                nnf_nchwc_global_pool(xb, y1, n, c, hw, is_max, isa, NULL);
-                nnf_nchwc_global_pool(xb, y2, n, c, hw, is_max, isa, pool2);
-                CHECK(memcmp(y1, y2, n * c * sizeof(float)) == 0);
-                int bad = 0;
-                for (size_t i = 0; i < n * c; i++) {
-                    double acc = 0;
-                    float m = -INFINITY;
-                    for (size_t p = 0; p < hw; p++) {
-                        acc += x[i * hw + p];
-                        m = x[i * hw + p] > m ? x[i * hw + p] : m;
-                    }
-                    float want = is_max ? m : (float)(acc / (double)hw);
-                    bad += is_max ? y1[i] != want : fabsf(y1[i] - want) > 1e-7f;
+            for (int is_max = 0; is_max <= 1; is_max++)
+                check_global(2, cs[ci], hws[hi], is_max,
+                             is_max && hws[hi] > 1 ? hws[hi] / 2 : SIZE_MAX, isa);
+}
+
+/* One nearest resize by the tables rows[oh], cols[ow]. */
+static void check_resize(size_t n, size_t c, size_t ih, size_t iw, size_t oh, size_t ow,
+                         const int32_t *rows, const int32_t *cols, nnf_isa isa) {
+    size_t cb = nnf_nchwc_blocks(c), ybn = n * cb * 8 * oh * ow;
+    float *x = check_rand_buf(n * c * ih * iw), *xb = nan_buf(n * cb * 8 * ih * iw);
+    float *y1 = out_buf(ybn, FILL1), *y2 = out_buf(ybn, FILL2),
+          *y3 = pool3 ? out_buf(ybn, FILL3) : NULL;
+    nnf_nchwc_from_nchw(x, xb, n, c, ih * iw, NNF_ISA_SCALAR, NULL);
+    nnf_nchwc_resize_nearest(xb, y1, n, c, ih, iw, oh, ow, rows, cols, isa, NULL);
+    nnf_nchwc_resize_nearest(xb, y2, n, c, ih, iw, oh, ow, rows, cols, isa, pool2);
+    if (pool3)
+        nnf_nchwc_resize_nearest(xb, y3, n, c, ih, iw, oh, ow, rows, cols, isa, pool3);
+    const char *why = outputs_differ(y1, y2, y3, ybn);
+    CHECK_MSG(!why, "resize %s n %zu c %zu %zux%zu -> %zux%zu: %s", nnf_isa_name(isa), n, c, ih, iw,
+              oh, ow, why);
+    int bad = 0;
+    for (size_t b = 0; b < n; b++)
+        for (size_t k = 0; k < cb * 8; k++)
+            for (size_t i = 0; i < oh; i++)
+                for (size_t j = 0; j < ow; j++) {
+                    float got = y1[blk_at(b, k, i * ow + j, cb, oh * ow)];
+                    if (k >= c)
+                        bad += !bits_zero(got);
+                    else
+                        bad +=
+                            got != x[((b * c + k) * ih + (size_t)rows[i]) * iw + (size_t)cols[j]];
                 }
-                CHECK_MSG(bad == 0, "global %s %s c %zu hw %zu: %d wrong", nnf_isa_name(isa), is_max ? "max" : "avg",
-                          c, hw, bad);
-                free(x), free(xb), free(y1), free(y2);
-            }
+    CHECK_MSG(bad == 0, "resize %s n %zu c %zu %zux%zu -> %zux%zu: %d wrong", nnf_isa_name(isa), n,
+              c, ih, iw, oh, ow, bad);
+    free(x), free(xb), free(y1), free(y2), free(y3);
 }
 
 static void test_resize(nnf_isa isa) {
     static const size_t dims[][4] = {{5, 6, 10, 12}, {7, 3, 5, 11}, {1, 1, 3, 2}, {6, 9, 6, 9}};
     for (size_t di = 0; di < 4; di++)
         for (size_t c = 3; c <= 17; c += 7) {
-            size_t n = 2, ih = dims[di][0], iw = dims[di][1], oh = dims[di][2], ow = dims[di][3];
-            size_t cb = nnf_nchwc_blocks(c);
+            size_t ih = dims[di][0], iw = dims[di][1], oh = dims[di][2], ow = dims[di][3];
             int32_t *rows = malloc(oh * sizeof *rows), *cols = malloc(ow * sizeof *cols);
             for (size_t i = 0; i < oh; i++) /* 2x tables where the sizes say so, else odd ones */
                 rows[i] = oh == 2 * ih ? (int32_t)(i / 2) : (int32_t)((i * 7 + 3) % ih);
             for (size_t j = 0; j < ow; j++)
                 cols[j] = ow == 2 * iw ? (int32_t)(j / 2) : (int32_t)((j * 5 + 1) % iw);
-            float *x = check_rand_buf(n * c * ih * iw), *xb = nan_buf(n * cb * 8 * ih * iw);
-            float *y1 = nan_buf(n * cb * 8 * oh * ow), *y2 = nan_buf(n * cb * 8 * oh * ow);
-            nnf_nchwc_from_nchw(x, xb, n, c, ih * iw, NNF_ISA_SCALAR, NULL);
-            nnf_nchwc_resize_nearest(xb, y1, n, c, ih, iw, oh, ow, rows, cols, isa, NULL);
-            nnf_nchwc_resize_nearest(xb, y2, n, c, ih, iw, oh, ow, rows, cols, isa, pool2);
-            CHECK(memcmp(y1, y2, n * cb * 8 * oh * ow * sizeof(float)) == 0);
-            int bad = 0;
-            for (size_t b = 0; b < n; b++)
-                for (size_t k = 0; k < cb * 8; k++)
-                    for (size_t i = 0; i < oh; i++)
-                        for (size_t j = 0; j < ow; j++) {
-                            float got = y1[blk_at(b, k, i * ow + j, cb, oh * ow)];
-                            if (k >= c)
-                                bad += !bits_zero(got);
-                            else
-                                bad += got != x[((b * c + k) * ih + (size_t)rows[i]) * iw + (size_t)cols[j]];
-                        }
-            CHECK_MSG(bad == 0, "resize %s c %zu %zux%zu -> %zux%zu: %d wrong", nnf_isa_name(isa), c, ih, iw, oh,
-                      ow, bad);
-            free(rows), free(cols), free(x), free(xb), free(y1), free(y2);
+            check_resize(2, c, ih, iw, oh, ow, rows, cols, isa);
+            free(rows), free(cols);
         }
+}
+
+/* ---- the soak ---- */
+
+/* Uniform in [lo, hi]. */
+static size_t uniform(size_t lo, size_t hi) {
+    return lo + (size_t)(check_unit() * (double)(hi - lo + 1));
+}
+
+static size_t pick(const size_t *v, size_t n) {
+    return v[(size_t)(check_unit() * (double)n) % n];
+}
+
+/* Any small count, or a multiple of 8 up to 296 off by -1, 0 or +1 (a last
+ * block of 7, 8 or 1 real lanes behind many whole ones). */
+static size_t soak_channels(void) {
+    if (check_unit() < 0.3)
+        return uniform(1, 24);
+    size_t c = 8 * uniform(1, 37) + uniform(0, 2) - 1;
+    return c > 300 ? 300 : c;
+}
+
+/* A map extent: half the time one at the edges of the AVX2 rows' groups of
+ * 8, 4 and 1 pixels, else any of 1..60. */
+static size_t soak_extent(void) {
+    static const size_t edges[] = {1, 2, 7, 8, 9, 13, 14, 15, 16, 17};
+    return check_unit() < 0.5 ? pick(edges, 10) : uniform(1, 60);
+}
+
+/* Padding 0..3 per side, symmetric most of the time. */
+static void soak_pads(size_t *pt, size_t *pl, size_t *pb, size_t *pr) {
+    *pt = uniform(0, 3);
+    *pl = uniform(0, 3);
+    *pb = check_unit() < 0.6 ? *pt : uniform(0, 3);
+    *pr = check_unit() < 0.6 ? *pl : uniform(0, 3);
+}
+
+/* The oracles' work per case, in multiply-adds: bounds a soak case's cost. */
+#define SOAK_WORK 3e6
+
+static void soak_dw(nnf_isa top) {
+    for (;;) {
+        dw_case q = {.n = 1 + (size_t)(check_unit() < 0.3), .c = soak_channels(), .d = 1};
+        q.h = soak_extent();
+        q.w = soak_extent();
+        double u = check_unit();
+        if (u < 0.6) { /* the specialised rows: 3x3 and 5x5 at column stride 1 and 2 */
+            q.k_h = q.k_w = u < 0.35 ? 3 : 5;
+        } else if (u < 0.85) {
+            static const size_t ks[] = {1, 2, 7};
+            q.k_h = q.k_w = pick(ks, 3);
+        } else if (u < 0.98) {
+            q.k_h = uniform(1, 7);
+            q.k_w = uniform(1, 7);
+        } else { /* around the 64-row pointer table: the per-pixel path from 65 rows */
+            q.k_h = uniform(63, 66);
+            q.k_w = uniform(1, 3);
+            q.h = q.k_h - 6 + uniform(0, 8);
+        }
+        q.s = uniform(1, 3);
+        q.s_w = check_unit() < 0.7 ? q.s : uniform(1, 3);
+        if (check_unit() < 0.2)
+            q.d = 2;
+        q.d_w = check_unit() < 0.8 ? q.d : uniform(1, 2);
+        if (q.k_h > 7)
+            q.d = 1;
+        soak_pads(&q.pt, &q.pl, &q.pb, &q.pr);
+        size_t oh = out_dim(q.h, q.k_h, q.s, q.d, q.pt, q.pb),
+               ow = out_dim(q.w, q.k_w, q.s_w, q.d_w, q.pl, q.pr);
+        if (!oh || !ow || (double)(q.n * q.c * oh * ow * q.k_h * q.k_w) > SOAK_WORK)
+            continue;
+        q.act = acts[uniform(0, N_ACTS - 1)];
+        if (q.act.kind == NNF_ACT_CLIP && check_unit() < 0.3) { /* lo > hi too: every value is hi */
+            q.act.alpha = check_frand();
+            q.act.beta = check_frand();
+        }
+        q.bias = check_unit() < 0.7;
+        q.res = check_unit() < 0.4;
+        q.res_after = q.res && check_unit() < 0.3;
+        if (check_unit() < 0.2) { /* the general epilogue */
+            q.alpha = 0.5f + (float)check_unit();
+            q.res_scale = 0.25f + (float)check_unit();
+        }
+        q.nan = check_unit() < 0.1;
+        for (int t = NNF_ISA_SCALAR; t <= (int)top; t++)
+            run_dw(&q, (nnf_isa)t);
+        return;
+    }
+}
+
+static void soak_pool(nnf_isa top) {
+    for (;;) {
+        nnf_nchwc_pool_shape s = {
+            .n = 1 + (size_t)(check_unit() < 0.3), .c = soak_channels(), .dh = 1, .dw = 1};
+        s.h = soak_extent();
+        s.w = soak_extent();
+        if (check_unit() < 0.5) { /* the specialised rows: 2x2 s2, 3x3 s1/s2, 5x5 s1 */
+            static const size_t ks[][2] = {{2, 2}, {3, 1}, {3, 2}, {5, 1}};
+            size_t i = uniform(0, 3);
+            s.kw = ks[i][0];
+            s.sw = ks[i][1];
+            s.kh = check_unit() < 0.8 ? s.kw : uniform(1, 7);
+        } else {
+            s.kh = uniform(1, 7);
+            s.kw = check_unit() < 0.6 ? s.kh : uniform(1, 7);
+            s.sw = uniform(1, 3);
+        }
+        s.sh = check_unit() < 0.7 ? s.sw : uniform(1, 3);
+        if (check_unit() < 0.15)
+            s.dh = 2;
+        if (check_unit() < 0.15)
+            s.dw = 2;
+        soak_pads(&s.pt, &s.pl, &s.pb, &s.pr);
+        int ceil_mode = check_unit() < 0.3;
+        if (s.h + s.pt + s.pb < (s.kh - 1) * s.dh + 1 || s.w + s.pl + s.pr < (s.kw - 1) * s.dw + 1)
+            continue;
+        s.oh = pool_out(s.h, s.kh, s.sh, s.dh, s.pt, s.pb, ceil_mode);
+        s.ow = pool_out(s.w, s.kw, s.sw, s.dw, s.pl, s.pr, ceil_mode);
+        if ((double)(s.n * s.c * s.oh * s.ow * s.kh * s.kw) > SOAK_WORK)
+            continue;
+        s.is_max = check_unit() < 0.5;
+        s.count_include_pad = !s.is_max && check_unit() < 0.5;
+        size_t xn = s.n * s.c * s.h * s.w,
+               nan_at = check_unit() < 0.3 ? uniform(0, xn - 1) : SIZE_MAX;
+        for (int t = NNF_ISA_SCALAR; t <= (int)top; t++)
+            check_pool(&s, ceil_mode, nan_at, (nnf_isa)t);
+        return;
+    }
+}
+
+static void soak_global(nnf_isa top) {
+    for (;;) {
+        size_t n = 1 + (size_t)(check_unit() < 0.3), c = soak_channels();
+        size_t hw = check_unit() < 0.5 ? soak_extent() : soak_extent() * soak_extent();
+        if ((double)(n * c * hw) > SOAK_WORK)
+            continue;
+        int is_max = check_unit() < 0.5;
+        size_t nan_at = check_unit() < 0.3 ? uniform(0, n * c * hw - 1) : SIZE_MAX;
+        for (int t = NNF_ISA_SCALAR; t <= (int)top; t++)
+            check_global(n, c, hw, is_max, nan_at, (nnf_isa)t);
+        return;
+    }
+}
+
+/* Tables of 2x upsampling, or of any indices in range. */
+static void soak_resize(nnf_isa top) {
+    size_t n = 1 + (size_t)(check_unit() < 0.3), c = soak_channels(), ih = uniform(1, 30),
+           iw = uniform(1, 30);
+    int twice = check_unit() < 0.4;
+    size_t oh = twice ? 2 * ih : uniform(1, 60), ow = twice ? 2 * iw : uniform(1, 60);
+    int32_t *rows = malloc(oh * sizeof *rows), *cols = malloc(ow * sizeof *cols);
+    for (size_t i = 0; i < oh; i++)
+        rows[i] = (int32_t)(twice ? i / 2 : uniform(0, ih - 1));
+    for (size_t j = 0; j < ow; j++)
+        cols[j] = (int32_t)(twice ? j / 2 : uniform(0, iw - 1));
+    for (int t = NNF_ISA_SCALAR; t <= (int)top; t++)
+        check_resize(n, c, ih, iw, oh, ow, rows, cols, (nnf_isa)t);
+    free(rows), free(cols);
+}
+
+/* Maps around the reorders' 1024-pixel work items too. */
+static void soak_reorder(nnf_isa top) {
+    size_t n = 1 + (size_t)(check_unit() < 0.3), c = soak_channels(), hw;
+    double u = check_unit();
+    hw = u < 0.5 ? uniform(1, 64) : u < 0.8 ? uniform(1, 1000) : uniform(1000, 2100);
+    if (n * c * hw > 600000)
+        hw = 600000 / (n * c);
+    for (int t = NNF_ISA_SCALAR; t <= (int)top; t++)
+        check_reorder(n, c, hw, (nnf_isa)t);
+}
+
+/* NNF_TEST_SOAK=N runs N more random cases of each family (depthwise, pool,
+ * global pool, resize, reorder) from NNF_TEST_SEED (default 1) on every tier,
+ * on 1, 2 and 3 threads: channels to 300, maps to 60 x 60, kernels 1..7 on
+ * each axis (and 63..66 rows), strides 1..3 and dilation 1..2 per axis,
+ * asymmetric padding 0..3, batch 1..2, every activation with bias, residual
+ * and the general epilogue, ceil_mode and count_include_pad, NaN inputs.
+ * Off by default (CI runs the fixed cases); for long runs after a kernel
+ * change:
+ *   NNF_TEST_SOAK=2000 NNF_TEST_SEED=7 build/test_nchwc */
+static void soak(nnf_isa top) {
+    const char *e = getenv("NNF_TEST_SOAK"), *seed = getenv("NNF_TEST_SEED");
+    long count = e ? atol(e) : 0;
+    if (count <= 0)
+        return;
+    check_rng = 0x9E3779B97F4A7C15ull ^
+                (uint64_t)(seed ? strtoull(seed, NULL, 10) : 1) * 0x2545F4914F6CDD1Dull;
+    (void)check_unit();
+    CHECK(nnf_threadpool_create(3, &pool3) == NNF_OK);
+    int before = check_failed;
+    for (long i = 0; i < count; i++)
+        soak_dw(top);
+    for (long i = 0; i < count; i++)
+        soak_pool(top);
+    for (long i = 0; i < count; i++)
+        soak_global(top);
+    for (long i = 0; i < count; i++)
+        soak_resize(top);
+    for (long i = 0; i < count; i++)
+        soak_reorder(top);
+    nnf_threadpool_destroy(pool3);
+    pool3 = NULL;
+    printf("soak: %ld random cases from seed %s, %d failed checks\n", count, seed ? seed : "1",
+           check_failed - before);
 }
 
 int main(void) {
@@ -428,6 +759,7 @@ int main(void) {
         test_global(isa);
         test_resize(isa);
     }
+    soak(cpu->max_isa < NNF_ISA_AVX2 ? cpu->max_isa : NNF_ISA_AVX2);
     printf("depthwise: worst |error| / tolerance %.3g\n", worst_dw);
     nnf_threadpool_destroy(pool2);
     TEST_MAIN_END();
