@@ -698,12 +698,15 @@ nnf_status nnf_gemm_run(const nnf_gemm_cfg *cfg, size_t m, size_t n, size_t k,
     nnf_epilogue plain = nnf_epilogue_default();
     if (!ep)
         ep = &plain;
-    /* C holds partial sums between K blocks, and a GEMV stores panels while
-     * later ones still read the residual, so a residual that overlaps C (an
-     * in-place Add) must then be read from a copy. */
+    /* A residual that overlaps C is read from a copy unless it is C itself
+     * (an in-place Add: each element read just before it is written) with
+     * one K block and no GEMV: C holds partial sums between K blocks, a GEMV
+     * stores panels while later ones still read the residual, and a residual
+     * shifted against C would be read where other tiles already wrote. */
     float *res_copy = NULL;
     nnf_epilogue with_copy;
-    if (ep->residual && (k > kc || gemv)) {
+    if (ep->residual &&
+        (k > kc || gemv || ep->residual != c || (m > 1 && ep->ld_residual != ldc))) {
         const float *r0 = ep->residual, *r1 = ep->residual + (m - 1) * ep->ld_residual + n;
         const float *c0 = c, *c1 = c + (m - 1) * ldc + n;
         if ((uintptr_t)r0 < (uintptr_t)c1 && (uintptr_t)c0 < (uintptr_t)r1) {

@@ -40,7 +40,8 @@ typedef void (*nnf_gemm_pack_rows_fn)(const float *base, size_t ld, size_t mn0, 
  * first panel's kcb x r floats, the others following, as packed). Each
  * panel's partial sums are four sets of r columns, the k steps taken in
  * turn (st[4 r p + r s + q]: panel p, set s = kk % 4 within the block, column
- * q), read and written back, so the K blocks can run one after another over
+ * q; the AVX2 kernel adds a block's last kcb % 4 steps to set 0), read and
+ * written back, so the K blocks can run one after another over
  * all the panels and B is read as one stream. Column q of a panel is then
  * (st[q] + st[r + q]) + (st[2 r + q] + st[3 r + q]). Columns past B's edge
  * read the packed zero padding. */

@@ -459,6 +459,33 @@ static void test_gemv(const nnf_gemm_cfg *cfg) {
         free(buf);
         free(want);
     }
+    /* the same on the tiled path, one K block: a residual shifted against C
+     * by a row, an element either way, or with another row stride, must be
+     * read before any tile writes over it (C itself is read in place) */
+    for (int shift = -41; shift <= 41; shift++) {
+        if (shift < -1 && shift != -40 && shift != -41)
+            continue;
+        if (shift > 1 && shift != 40 && shift != 41)
+            continue;
+        const size_t tm = 13, tn = 40, tk = 5, pad = 64;
+        float *buf = malloc((tm * tn + 2 * pad) * sizeof(float));
+        float *want = malloc(tm * tn * sizeof(float));
+        float *ta = check_rand_buf(tm * tk), *tb = check_rand_buf(tk * tn);
+        for (size_t i = 0; i < tm * tn + 2 * pad; i++)
+            buf[i] = (float)i * 0.01f - 3.0f;
+        nnf_gemm_src xa = nnf_gemm_src_matrix(ta, tk, 0), xb = nnf_gemm_src_matrix(tb, tn, 0);
+        nnf_epilogue e2 = nnf_epilogue_default();
+        e2.residual = buf + pad + shift;
+        e2.ld_residual = tn;
+        CHECK(nnf_gemm_run(cfg, tm, tn, tk, &xa, &xb, want, tn, &e2, NULL) == NNF_OK);
+        CHECK(nnf_gemm_run(cfg, tm, tn, tk, &xa, &xb, buf + pad, tn, &e2, pool2) == NNF_OK);
+        CHECK_MSG(!memcmp(want, buf + pad, tm * tn * sizeof(float)),
+                  "%s: residual shifted %d against C", cfg->name, shift);
+        free(buf);
+        free(want);
+        free(ta);
+        free(tb);
+    }
     nnf_gemm_packed_destroy(pb);
     nnf_threadpool_destroy(pool2);
     nnf_threadpool_destroy(pool3);
@@ -1054,8 +1081,8 @@ static int soak_case(long idx, const char *seed, nnf_threadpool *const pools[3])
         if (check_unit() < 0.5)
             g.n = soak_dim(2000, ncs, ntiers);
     } else if (u < 0.14) { /* a second M block (tail_split per block) */
-        g.m = mcs[(size_t)(check_unit() * (double)ntiers) % ntiers] +
-              (size_t)(check_unit() * 15) - 7;
+        g.m =
+            mcs[(size_t)(check_unit() * (double)ntiers) % ntiers] + (size_t)(check_unit() * 15) - 7;
     } else if (u < 0.19) { /* tall: the threads' tiles cut M, B is packed once for them */
         g.m = soak_dim(2100, mcs, ntiers);
         g.n = soak_dim(64, NULL, 0);
@@ -1129,7 +1156,8 @@ static int soak_case(long idx, const char *seed, nnf_threadpool *const pools[3])
     float *c0 = check_rand_buf(csize), *c = malloc(csize * sizeof(float)),
           *c1 = malloc(csize * sizeof(float));
     /* the oracle, once: C's initial contents as the residual when in place */
-    double *want = malloc((m * n + 1) * sizeof(double)), *tol = malloc((m * n + 1) * sizeof(double));
+    double *want = malloc((m * n + 1) * sizeof(double)),
+           *tol = malloc((m * n + 1) * sizeof(double));
     g.ep.residual = inplace ? c0 : res;
     for (size_t i = 0; i < m; i++)
         for (size_t j = 0; j < n; j++)
@@ -1234,8 +1262,8 @@ static int soak_case(long idx, const char *seed, nnf_threadpool *const pools[3])
             CHECK_MSG(!diff,
                       "%s: %s, %s on %d threads: %zu floats differ from 1 thread's, first at "
                       "%zu: %a vs %a",
-                      what, cfg->name, cnt ? "batch" : "GEMM", p + 1, diff, first,
-                      (double)c[first], (double)c1[first]);
+                      what, cfg->name, cnt ? "batch" : "GEMM", p + 1, diff, first, (double)c[first],
+                      (double)c1[first]);
         }
         nnf_gemm_packed_destroy(pa);
         nnf_gemm_packed_destroy(pb);
