@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all build test test-avx512 demo deps venv clean asan zoo conformance format hostile python
+.PHONY: all build test test-avx512 demo deps venv clean asan zoo conformance format hostile python soak
 
 all: build
 
@@ -44,6 +44,18 @@ test-avx512: deps venv
 	@$(MAKE) --no-print-directory build BUILD=build-avx512 CMAKE_FLAGS="-DNNF_WERROR=ON -DNNF_EMULATE_AVX512=ON"
 	cd build-avx512 && ctest --output-on-failure -j $(JOBS)
 	NNF_LIB=$(CURDIR)/build-avx512/libnnfuse.so NNF_BIN=$(CURDIR)/build-avx512/nnfuse $(PY) -m pytest -q tests/py
+
+# Random shapes through the optimised kernels (GEMM, both conv families, the
+# blocked depthwise/pool/reorder/resize kernels) against their oracles, every
+# tier, 1/2/3 threads bit for bit: SOAK cases per seed, for each of SEEDS.
+# Minutes, not part of `make test`; run it after changing a kernel.
+SOAK ?= 1000
+SEEDS ?= 1 2 3
+soak: build
+	@for t in test_gemm test_conv_nchwc test_conv_fast test_nchwc; do for s in $(SEEDS); do \
+		NNF_TEST_SOAK=$(SOAK) NNF_TEST_SEED=$$s $(BUILD)/$$t > $(BUILD)/soak_$${t}_$$s.log 2>&1; \
+		rc=$$?; printf '%-16s seed %s: %s\n' $$t $$s "$$(grep '^soak:' $(BUILD)/soak_$${t}_$$s.log)"; \
+		if [ $$rc -ne 0 ]; then tail -20 $(BUILD)/soak_$${t}_$$s.log; exit 1; fi; done; done
 
 asan: venv
 	@$(MAKE) --no-print-directory build BUILD=build-asan CMAKE_FLAGS="-DNNF_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug"
