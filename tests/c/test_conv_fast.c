@@ -658,10 +658,14 @@ static void soak(void) {
             c = g * (1 + (size_t)(check_unit() * 12));
             oc = g * (1 + (size_t)(check_unit() * 12));
         } else {
-            c = 1 + (size_t)(check_unit() * (check_unit() < 0.5 ? 24 : 260));
-            oc = 1 + (size_t)(check_unit() * (check_unit() < 0.5 ? 24 : 260));
+            /* one draw per expression: a seed replays on any compiler */
+            double cmax = check_unit() < 0.5 ? 24 : 260;
+            c = 1 + (size_t)(check_unit() * cmax);
+            double ocmax = check_unit() < 0.5 ? 24 : 260;
+            oc = 1 + (size_t)(check_unit() * ocmax);
         }
-        size_t kh = 1 + (size_t)(check_unit() * 7), kw = check_unit() < 0.7 ? kh : 1 + (size_t)(check_unit() * 7);
+        size_t kh = 1 + (size_t)(check_unit() * 7);
+        size_t kw = check_unit() < 0.7 ? kh : 1 + (size_t)(check_unit() * 7);
         if (check_unit() < 0.3)
             kh = kw = 3;
         size_t st = 1 + (size_t)(check_unit() * 3), d = check_unit() < 0.15 ? 2 : 1;

@@ -333,7 +333,8 @@ static size_t pick(const size_t *v, size_t n) {
 static size_t soak_channels(void) {
     if (check_unit() < 0.3)
         return 1 + (size_t)(check_unit() * 24);
-    size_t c = 8 * (1 + (size_t)(check_unit() * 33)) + (size_t)(check_unit() * 3) - 1;
+    size_t blocks = 1 + (size_t)(check_unit() * 33); /* one draw per statement: a seed */
+    size_t c = 8 * blocks + (size_t)(check_unit() * 3) - 1; /* replays on any compiler */
     return c ? c : 1;
 }
 

@@ -1081,8 +1081,8 @@ static int soak_case(long idx, const char *seed, nnf_threadpool *const pools[3])
         if (check_unit() < 0.5)
             g.n = soak_dim(2000, ncs, ntiers);
     } else if (u < 0.14) { /* a second M block (tail_split per block) */
-        g.m =
-            mcs[(size_t)(check_unit() * (double)ntiers) % ntiers] + (size_t)(check_unit() * 15) - 7;
+        size_t mc = mcs[(size_t)(check_unit() * (double)ntiers) % ntiers]; /* a draw a statement */
+        g.m = mc + (size_t)(check_unit() * 15) - 7;
     } else if (u < 0.19) { /* tall: the threads' tiles cut M, B is packed once for them */
         g.m = soak_dim(2100, mcs, ntiers);
         g.n = soak_dim(64, NULL, 0);
