@@ -534,7 +534,8 @@ static size_t pick(const size_t *v, size_t n) {
 static size_t soak_channels(void) {
     if (check_unit() < 0.3)
         return uniform(1, 24);
-    size_t c = 8 * uniform(1, 37) + uniform(0, 2) - 1;
+    size_t blocks = uniform(1, 37); /* one draw per statement: a seed replays anywhere */
+    size_t c = 8 * blocks + uniform(0, 2) - 1;
     return c > 300 ? 300 : c;
 }
 
