@@ -133,6 +133,15 @@ static inline f_res f_run(const char *op, int opset, nnf_attr *attrs, int n_attr
         bin[i].data = (void *)ins[i].data;
         pin[i] = &bin[i];
     }
+    /* an output extent known only at run time (axes from a non-constant
+     * input): the buffers cannot be sized from the planned shape (-1 would
+     * wrap the count), so the case ends here, planned or not, nothing run */
+    for (int k = 0; k < n_out; k++)
+        for (int d = 0; d < tout[k].shape.rank; d++)
+            if (tout[k].shape.dims[d] < 0) {
+                r.n_out = 0;
+                goto done;
+            }
     for (int k = 0; k < n_out; k++) {
         nnf_buf *b[2] = {&bfast[k], &bref[k]};
         size_t es = nnf_dtype_size(tout[k].dtype), n = 1;

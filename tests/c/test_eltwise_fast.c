@@ -16,7 +16,10 @@
  *   Gelu           abs 5e-7 * (1 + |x|)
  *   Softmax        abs 1e-7 + rel 1e-6; LogSoftmax abs 1e-6 * (1 + |y|)
  *   ReduceSum/Mean abs 1e-6 * sum|x| over the row (float blocks, double carry)
- *   Resize         exact (the reference's float operations; +0 and -0 equal) */
+ *   Resize         exact (the reference's float operations; +0 and -0 equal)
+ *
+ * NNF_TEST_SOAK=N adds N random cases of every op above, on 1, 2 and 3
+ * threads too (soak() below). */
 #include "base/alloc.h"
 #include "fast_op_harness.h"
 #include "kernels/eltwise_fast.h"
@@ -24,6 +27,8 @@
 #include "ops/tensor_common.h"
 
 #include "check.h"
+
+#include <stdarg.h>
 
 static nnf_threadpool *g_pool;
 static const size_t sizes[] = {1, 2, 7, 13, 15, 16, 17, 31, 32, 33, 61, 127, 1000, 40000};
@@ -40,8 +45,11 @@ typedef struct un_case {
     float lo, hi;
 } un_case;
 
-static void test_unary(nnf_isa isa) {
-    un_case cases[] = {
+/* The N_UN_CASES unary ops with their tolerances and input ranges (the
+ * soak draws from them too). */
+#define N_UN_CASES 19
+static void unary_cases(un_case *out) {
+    const un_case cases[N_UN_CASES] = {
         {"Relu", 14, {{0}}, 0, 0, 0, 0, -8, 8},
         {"LeakyRelu", 16, {f_float("alpha", 0.1f)}, 1, 0, 0, 0, -8, 8},
         {"Sigmoid", 13, {{0}}, 0, 2e-7, 0, 0, -30, 30},
@@ -62,8 +70,14 @@ static void test_unary(nnf_isa isa) {
         {"Softsign", 1, {{0}}, 0, 0, 0, 0, -8, 8},
         {"Clip", 6, {f_float("min", -1.0f), f_float("max", 2.5f)}, 2, 0, 0, 0, -8, 8},
     };
+    memcpy(out, cases, sizeof cases);
+}
+
+static void test_unary(nnf_isa isa) {
+    un_case cases[N_UN_CASES];
+    unary_cases(cases);
     const char *t = nnf_isa_name(isa);
-    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    for (size_t c = 0; c < N_UN_CASES; c++) {
         un_case *u = &cases[c];
         double worst = 0;
         for (size_t si = 0; si < N_SIZES; si++) {
@@ -807,6 +821,622 @@ static void test_perm_reduce(void) {
     CHECK(r.rank == 1 && r.dims[0] == 120 && r.perm[0] == 0);
 }
 
+/* ---- the soak ------------------------------------------------------------------------ */
+
+static nnf_threadpool *g_pool3; /* the soak's third thread count */
+static char soak_what[1024];    /* the case in words, printed when a check fails */
+static long soak_planned;       /* runs the fast kernels took (the soak reaches them) */
+static long soak_case;          /* the case's number in its seed's sequence */
+
+static size_t uniform(size_t lo, size_t hi) {
+    return lo + (size_t)(check_unit() * (double)(hi - lo + 1));
+}
+
+static void what_add(const char *fmt, ...) {
+    size_t at = strlen(soak_what);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(soak_what + at, sizeof soak_what - at, fmt, ap);
+    va_end(ap);
+}
+
+static void what_dims(const char *name, int rank, const int64_t *d) {
+    what_add(" %s [", name);
+    for (int i = 0; i < rank; i++)
+        what_add(i ? ",%lld" : "%lld", (long long)d[i]);
+    what_add("]");
+}
+
+/* Extents at the vector widths +-1 and the 16-item block starts of the
+ * drivers, primes, and one long axis. */
+static const int64_t soak_ext[] = {1,  2,  3,  7,  8,  9,   15,  16,  17,  31,
+                                   32, 33, 63, 64, 65, 127, 255, 256, 257, 1000};
+#define N_SOAK_EXT (sizeof soak_ext / sizeof soak_ext[0])
+
+/* Elements per tensor: a few thousand, or (one case in four) up to 300000 so
+ * that the drivers split the work (16384 floats or 256 KB per thread block)
+ * and the thread counts can differ. */
+static size_t soak_cap(void) {
+    return check_unit() < 0.25 ? 300000 : 4096;
+}
+
+/* rank extents from soak_ext, cut (one axis at a time, to a smaller extent)
+ * until there are at most cap elements. */
+static void soak_shape(int rank, int64_t *d, size_t cap) {
+    for (int i = 0; i < rank; i++)
+        d[i] = soak_ext[uniform(0, N_SOAK_EXT - 1)];
+    while (numel_of(rank, d) > cap) {
+        int i = (int)uniform(0, (size_t)rank - 1);
+        size_t k = 0;
+        while (k + 1 < N_SOAK_EXT && soak_ext[k + 1] < d[i])
+            k++;
+        if (d[i] > 1)
+            d[i] = soak_ext[uniform(0, k)];
+    }
+}
+
+/* Uniform in [lo, hi], most of the time with NaN/Inf/-0/denormals/large
+ * values every stride-th element. */
+static float *soak_floats(size_t n, float lo, float hi) {
+    float *x = f_rand_buf(n, lo, hi);
+    if (check_unit() < 0.7) {
+        size_t every = uniform(2, 40); /* a draw a statement: seeds replay anywhere */
+        f_specials(x, n, every, uniform(0, 5));
+    }
+    return x;
+}
+
+static void *soak_bytes(size_t n) {
+    unsigned char *p = malloc(n ? n : 1);
+    for (size_t i = 0; i < n; i++)
+        p[i] = (unsigned char)(check_unit() * 256);
+    return p;
+}
+
+static nnf_dtype soak_dtype(void) {
+    static const nnf_dtype dt[] = {NNF_DTYPE_FLOAT32, NNF_DTYPE_FLOAT32, NNF_DTYPE_INT32,
+                                   NNF_DTYPE_INT64, NNF_DTYPE_UINT8};
+    return dt[uniform(0, 4)];
+}
+
+/* |fast - ref| <= abs + rel * |ref| + per_x * |x| (x: input 0, as large as the
+ * output); row_sum: abs * sum |x| over the reduced row of the output element
+ * instead (/ the row length for a mean); bytes: bit-identical; exact on the
+ * scalar tier when scalar_exact. */
+typedef struct soak_tol {
+    double abs, rel, per_x;
+    int row_sum, mean, bytes, scalar_exact;
+} soak_tol;
+
+/* Worst error over output 0 as a fraction of the tolerance (> 1 fails);
+ * prints the worst element. NaN must meet NaN, infinities be equal, and a
+ * -0 may meet +0 (as f_err). */
+static double soak_err(const f_res *r, const soak_tol *tol, int exact, const f_in *x0) {
+    if (tol->bytes || r->dtype[0] != NNF_DTYPE_FLOAT32)
+        return f_same_bytes(r, 0) ? 0 : INFINITY;
+    const float *f = r->fast[0], *e = r->ref[0], *x = x0->data;
+    size_t n = r->numel[0], row = n ? numel_of(x0->rank, x0->dims) / n : 0, at = 0;
+    double worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        double q, t = exact ? 0 : tol->abs + tol->rel * fabs(e[i]);
+        if (!exact && tol->per_x > 0)
+            t += tol->per_x * fabs(x[i]);
+        if (!exact && tol->row_sum) {
+            double s = 0;
+            for (size_t k = 0; k < row; k++)
+                s += fabs(x[i * row + k]);
+            t = tol->abs * (tol->mean ? s / (double)row : s);
+        }
+        if (isnan(e[i]) || isnan(f[i]))
+            q = isnan(e[i]) && isnan(f[i]) ? 0 : INFINITY;
+        else if (isinf(e[i]) || isinf(f[i]))
+            q = e[i] == f[i] ? 0 : INFINITY;
+        else {
+            double d = fabs((double)f[i] - (double)e[i]);
+            q = d == 0 ? 0 : (t > 0 ? d / t : INFINITY);
+        }
+        if (q > worst) {
+            worst = q;
+            at = i;
+        }
+    }
+    if (worst > 1)
+        fprintf(stderr, "  [%s] element %zu of %zu: fast %.9g ref %.9g\n", r->name, at, n, f[at],
+                e[at]);
+    return worst;
+}
+
+/* 0x7f poison (fast_op_harness.h) left in the 16 bytes after output 0. */
+static int soak_guard_ok(const f_res *r, const void *buf) {
+    const unsigned char *p = (const unsigned char *)buf + r->numel[0] * nnf_dtype_size(r->dtype[0]);
+    for (int i = 0; i < 16; i++)
+        if (p[i] != 0x7f)
+            return 0;
+    return 1;
+}
+
+/* One random case on every tier and on 1, 2 and 3 threads: the op runs (init,
+ * infer, plan, run), the fast result is within tol of the reference, the
+ * three thread counts give the same bits, and no kernel writes past its
+ * output. */
+static void soak_run(const char *op, int opset, nnf_attr *at, int n_at, const f_in *ins, int n_in,
+                     nnf_plan_fn plan_fn, const soak_tol *tol) {
+    nnf_threadpool *pools[3] = {NULL, g_pool, g_pool3};
+    for (int t = NNF_ISA_SCALAR; t <= (int)nnf_cpu_get()->max_isa; t++) {
+        nnf_isa isa = nnf_cpu_force_isa((nnf_isa)t);
+        const char *tn = nnf_isa_name(isa);
+        f_res r[3];
+        for (int p = 0; p < 3; p++)
+            r[p] = f_run(op, opset, at, n_at, ins, n_in, 1, plan_fn, pools[p]);
+        for (int p = 0; p < 3; p++) {
+            CHECK_MSG(r[p].status == NNF_OK, "soak #%ld %s %d threads: fails:%s", soak_case, tn,
+                      p + 1, soak_what);
+            if (r[p].status != NNF_OK)
+                continue;
+            CHECK_MSG(soak_guard_ok(&r[p], r[p].ref[0]) &&
+                          (!r[p].planned || soak_guard_ok(&r[p], r[p].fast[0])),
+                      "soak #%ld %s %d threads [%s]: written past the output:%s", soak_case, tn,
+                      p + 1, r[p].name, soak_what);
+        }
+        if (r[0].status == NNF_OK && r[0].planned) {
+            soak_planned++;
+            double e = soak_err(&r[0], tol, tol->scalar_exact && isa == NNF_ISA_SCALAR, &ins[0]);
+            CHECK_MSG(e <= 1, "soak #%ld %s [%s]: error %.3g of tolerance:%s", soak_case, tn,
+                      r[0].name, e, soak_what);
+            size_t bytes = r[0].numel[0] * nnf_dtype_size(r[0].dtype[0]);
+            for (int p = 1; p < 3; p++)
+                CHECK_MSG(r[p].status != NNF_OK ||
+                              (r[p].planned && !memcmp(r[p].fast[0], r[0].fast[0], bytes)),
+                          "soak #%ld %s [%s]: %d threads differ from 1:%s", soak_case, tn,
+                          r[0].name, p + 1, soak_what);
+        }
+        for (int p = 0; p < 3; p++)
+            f_free(&r[p]);
+    }
+}
+
+static void soak_unary(size_t cap) {
+    un_case cases[N_UN_CASES];
+    unary_cases(cases);
+    un_case *u = &cases[uniform(0, N_UN_CASES - 1)];
+    int rank = (int)uniform(1, 6);
+    int64_t d[6];
+    soak_shape(rank, d, cap);
+    size_t n = numel_of(rank, d);
+    float *x = soak_floats(n, u->lo, u->hi);
+    for (size_t i = 1; i < n; i += 11) /* ties for Round, integers for Floor/Ceil */
+        x[i] = (float)((int)x[i]) + (i % 2 ? 0.5f : 0.0f);
+    soak_tol tol = {u->abs_tol, u->rel_tol, u->abs_per_x, .scalar_exact = 1};
+    f_in in[3] = {f32_in(x, rank, d, 0)};
+    float lo = f_rand(-3, 1), hi = f_rand(-1, 3);
+    if (check_unit() < 0.1) { /* Clip-13: constant bounds (one may be absent; lo > hi too) */
+        in[1] = f32_in(&lo, 0, NULL, 1);
+        in[2] = f32_in(&hi, 0, NULL, 1);
+        in[1].absent = check_unit() < 0.2;
+        in[2].absent = !in[1].absent && check_unit() < 0.2;
+        snprintf(soak_what, sizeof soak_what, " Clip-13 min %s%.9g max %s%.9g",
+                 in[1].absent ? "absent " : "", lo, in[2].absent ? "absent " : "", hi);
+        what_dims("x", rank, d);
+        soak_run("Clip", 13, NULL, 0, in, 3, NULL, &tol);
+    } else {
+        snprintf(soak_what, sizeof soak_what, " %s-%d", u->op, u->opset);
+        what_dims("x", rank, d);
+        soak_run(u->op, u->opset, u->attrs, u->n_attrs, in, 1, NULL, &tol);
+    }
+    free(x);
+}
+
+/* Operand shapes of a broadcast: same, a scalar, a channel [c,1,..,1], a
+ * trailing row, or any mix of size-1 axes and lower ranks on both sides;
+ * A and B swapped half of the time (never for PRelu, whose slope is B). */
+static void soak_binary(size_t cap) {
+    static const char *ops[] = {"Add", "Sub", "Mul", "Div", "Max", "Min", "PRelu"};
+    const char *op = ops[uniform(0, 6)];
+    int prelu = !strcmp(op, "PRelu");
+    int rank = (int)uniform(1, 6), ra = rank, rb = rank;
+    int64_t od[6], da[6], db[6];
+    soak_shape(rank, od, cap);
+    memcpy(da, od, sizeof od);
+    memcpy(db, od, sizeof od);
+    size_t k = uniform(0, (size_t)rank - 1), pattern = uniform(0, 5);
+    switch (pattern) {
+    case 0: break;
+    case 1: /* a scalar of rank 0..rank */
+        rb = (int)uniform(0, (size_t)rank);
+        for (int i = 0; i < rb; i++)
+            db[i] = 1;
+        break;
+    case 2: /* a channel: [c, 1, ..] at axis k, with or without the leading 1s */
+        for (int i = 0; i < rank; i++)
+            db[i] = i == (int)k ? od[i] : 1;
+        if (check_unit() < 0.5) {
+            rb = rank - (int)k;
+            memmove(db, db + k, sizeof(int64_t) * (size_t)rb);
+        }
+        break;
+    case 3: /* the trailing axes from k */
+        rb = rank - (int)k;
+        memmove(db, od + k, sizeof(int64_t) * (size_t)rb);
+        break;
+    default: /* size-1 axes anywhere, lower ranks, on one or both sides */
+        rb = (int)uniform(0, (size_t)rank);
+        for (int i = 0; i < rb; i++)
+            db[i] = check_unit() < 0.5 ? 1 : od[rank - rb + i];
+        if (!prelu && pattern == 5) {
+            ra = (int)uniform(0, (size_t)rank);
+            for (int i = 0; i < ra; i++)
+                da[i] = check_unit() < 0.5 ? 1 : od[rank - ra + i];
+        }
+        break;
+    }
+    if (!prelu && check_unit() < 0.5) {
+        int64_t t[6];
+        memcpy(t, da, sizeof t);
+        memcpy(da, db, sizeof t);
+        memcpy(db, t, sizeof t);
+        int tr = ra;
+        ra = rb;
+        rb = tr;
+    }
+    size_t na = numel_of(ra, da), nb = numel_of(rb, db);
+    float *a = soak_floats(na, -4, 4), *b = soak_floats(nb, -4, 4);
+    f_in in[2] = {f32_in(a, ra, da, 0), f32_in(b, rb, db, 0)};
+    snprintf(soak_what, sizeof soak_what, " %s", op);
+    what_dims("a", ra, da);
+    what_dims("b", rb, db);
+    soak_tol tol = {0, 0, 0, .scalar_exact = 1};
+    soak_run(op, prelu ? 16 : 14, NULL, 0, in, 2, NULL, &tol);
+    free(a);
+    free(b);
+}
+
+/* Pow by a constant 2 or 0.5 (float, or int64 2) of rank 0..2, or by 3 or a
+ * run-time exponent (the reference). */
+static void soak_pow(size_t cap) {
+    int rank = (int)uniform(1, 6);
+    int64_t d[6], ed[2] = {1, 1};
+    soak_shape(rank, d, cap);
+    size_t n = numel_of(rank, d);
+    float *x = soak_floats(n, -10, 10);
+    static const float ev[] = {2.0f, 0.5f, 3.0f};
+    float e = ev[uniform(0, 2)];
+    int64_t ei = 2;
+    int erank = (int)uniform(0, 2), econst = check_unit() < 0.9; /* a draw per declarator */
+    f_in in[2] = {f32_in(x, rank, d, 0), f32_in(&e, erank, ed, econst)};
+    if (check_unit() < 0.2)
+        in[1] =
+            (f_in){.dtype = NNF_DTYPE_INT64, .rank = 1, .dims = {1}, .data = &ei, .constant = 1};
+    snprintf(soak_what, sizeof soak_what, " Pow-15 exponent %s %g%s (rank %d)",
+             in[1].dtype == NNF_DTYPE_INT64 ? "int64" : "float",
+             in[1].dtype == NNF_DTYPE_INT64 ? 2.0 : (double)e, in[1].constant ? "" : " at run time",
+             in[1].rank);
+    what_dims("x", rank, d);
+    soak_tol tol = {.rel = 1.2e-7};
+    soak_run("Pow", 15, NULL, 0, in, 2, NULL, &tol);
+    free(x);
+}
+
+/* Softmax/LogSoftmax opsets 1, 11 (rows from the axis on) and 13 (along the
+ * axis; sometimes with extent-1 axes after it), any axis, negative too. */
+static void soak_softmax(size_t cap) {
+    int log = check_unit() < 0.5, rank = (int)uniform(1, 6);
+    static const int opsets[] = {1, 11, 13, 13};
+    int opset = opsets[uniform(0, 3)];
+    int64_t d[6];
+    soak_shape(rank, d, cap);
+    int has_axis = check_unit() < 0.8 || (opset < 13 && rank < 2); /* the default is 1 */
+    int64_t axis = (int64_t)uniform(0, 2 * (size_t)rank - 1) - rank;
+    if (opset >= 13 && check_unit() < 0.3)
+        for (int i = (int)(axis < 0 ? axis + rank : axis) + 1; i < rank; i++)
+            d[i] = 1;
+    size_t n = numel_of(rank, d);
+    float *x = f_rand_buf(n, -20, 20);
+    if (check_unit() < 0.4) {
+        size_t every = uniform(5, 300); /* a draw a statement: seeds replay anywhere */
+        f_specials(x, n, every, uniform(0, 5));
+    }
+    const char *op = log ? "LogSoftmax" : "Softmax";
+    nnf_attr at = f_int("axis", axis);
+    snprintf(soak_what, sizeof soak_what, " %s-%d axis %s%lld", op, opset,
+             has_axis ? "" : "default, not ", (long long)axis);
+    what_dims("x", rank, d);
+    soak_tol tol = {.abs = log ? 1e-6 : 1e-7, .rel = 1e-6};
+    f_in in = f32_in(x, rank, d, 0);
+    soak_run(op, opset, &at, has_axis, &in, 1, NULL, &tol);
+    free(x);
+}
+
+/* Reduce{Sum,Mean,Max,Min} opsets 11, 13, 18: axes as an attribute or a
+ * constant input (negative, any order), a trailing block or any subset, none
+ * (all, or nothing with noop_with_empty_axes), keepdims on and off. */
+static void soak_reduce(size_t cap) {
+    static const char *ops[] = {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin"};
+    static const int opsets[] = {11, 13, 18};
+    size_t oi = uniform(0, 3);
+    int opset = opsets[uniform(0, 2)], rank = (int)uniform(1, 6);
+    int axes_input = opset >= (oi == 0 ? 13 : 18);
+    int64_t d[6], axes[6];
+    soak_shape(rank, d, cap);
+    int na = 0;
+    if (check_unit() < 0.85) {
+        int mask[6] = {0};
+        if (check_unit() < 0.6) { /* a trailing block */
+            for (int i = (int)uniform(0, (size_t)rank - 1); i < rank; i++)
+                mask[i] = 1;
+        } else {
+            for (int i = 0; i < rank; i++)
+                mask[i] = check_unit() < 0.5;
+        }
+        for (int i = 0; i < rank; i++)
+            if (mask[i])
+                axes[na++] = check_unit() < 0.5 ? i - rank : i;
+        for (int i = na - 1; i > 0; i--) { /* any order */
+            size_t j = uniform(0, (size_t)i);
+            int64_t t = axes[i];
+            axes[i] = axes[j];
+            axes[j] = t;
+        }
+    }
+    size_t n = numel_of(rank, d);
+    int sum_like = oi < 2;
+    float *x = sum_like ? f_rand_buf(n, -1, 1) : soak_floats(n, -1, 1);
+    if (sum_like && check_unit() < 0.4) {
+        size_t every = uniform(2, 200); /* a draw a statement: seeds replay anywhere */
+        f_specials(x, n, every, uniform(0, 5));
+    }
+    nnf_attr at[3];
+    int n_at = 0, keep = check_unit() < 0.5, noop = axes_input && check_unit() < 0.3;
+    if (check_unit() < 0.8)
+        at[n_at++] = f_int("keepdims", keep);
+    if (noop)
+        at[n_at++] = f_int("noop_with_empty_axes", 1);
+    f_in in[2] = {f32_in(x, rank, d, 0)};
+    int n_in = 1;
+    if (na && !axes_input)
+        at[n_at++] = f_ints("axes", axes, na);
+    if (na && axes_input) { /* constant: f_run sizes the output from the inferred shape */
+        in[1] =
+            (f_in){.dtype = NNF_DTYPE_INT64, .rank = 1, .dims = {na}, .data = axes, .constant = 1};
+        n_in = 2;
+    }
+    snprintf(soak_what, sizeof soak_what, " %s-%d keepdims %s%s axes%s", ops[oi], opset,
+             n_at && at[0].name[0] == 'k' ? (keep ? "1" : "0") : "default",
+             noop ? " noop_with_empty_axes" : "", axes_input ? " (input)" : "");
+    what_dims("", na, axes);
+    what_dims("x", rank, d);
+    soak_tol tol = {sum_like ? 1e-6 : 0, 0, 0, .row_sum = sum_like, .mean = oi == 1};
+    soak_run(ops[oi], opset, at, n_at, in, n_in, NULL, &tol);
+    free(x);
+}
+
+/* Transpose of ranks 1..6 by any permutation (or none: reversed), any
+ * element size. */
+static void soak_transpose(size_t cap) {
+    int rank = (int)uniform(1, 6);
+    int64_t d[6], perm[6];
+    soak_shape(rank, d, cap);
+    for (int i = 0; i < rank; i++)
+        perm[i] = i;
+    for (int i = rank - 1; i > 0; i--) {
+        size_t j = uniform(0, (size_t)i);
+        int64_t t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    int has_perm = check_unit() < 0.9;
+    nnf_dtype dt = soak_dtype();
+    void *x = soak_bytes(numel_of(rank, d) * nnf_dtype_size(dt));
+    f_in in = {.dtype = dt, .rank = rank, .data = x};
+    memcpy(in.dims, d, sizeof d);
+    nnf_attr at = f_ints("perm", perm, rank);
+    snprintf(soak_what, sizeof soak_what, " Transpose %s", nnf_dtype_name(dt));
+    what_dims("x", rank, d);
+    if (has_perm)
+        what_dims("perm", rank, perm);
+    soak_tol tol = {.bytes = 1};
+    soak_run("Transpose", 13, &at, has_perm, &in, 1, nnf_plan_transpose, &tol);
+    free(x);
+}
+
+/* Concat of 1..5 inputs along any axis (negative too), extents 0 included. */
+static void soak_concat(size_t cap) {
+    int rank = (int)uniform(1, 6), n_in = (int)uniform(1, 5);
+    int64_t d[6], axis = (int64_t)uniform(0, 2 * (size_t)rank - 1) - rank;
+    int ax = (int)(axis < 0 ? axis + rank : axis);
+    soak_shape(rank, d, cap / (size_t)n_in);
+    nnf_dtype dt = soak_dtype();
+    size_t es = nnf_dtype_size(dt), per_unit = numel_of(rank, d) / (size_t)d[ax];
+    f_in in[5] = {{0}};
+    void *bufs[5];
+    snprintf(soak_what, sizeof soak_what, " Concat %s axis %lld", nnf_dtype_name(dt),
+             (long long)axis);
+    for (int i = 0; i < n_in; i++) {
+        int64_t e = check_unit() < 0.1 ? 0 : soak_ext[uniform(0, N_SOAK_EXT - 1)];
+        while ((size_t)e * per_unit > cap / (size_t)n_in && e > 1)
+            e /= 2;
+        in[i] = (f_in){.dtype = dt, .rank = rank};
+        memcpy(in[i].dims, d, sizeof d);
+        in[i].dims[ax] = e;
+        bufs[i] = soak_bytes((size_t)e * per_unit * es);
+        in[i].data = bufs[i];
+        what_dims("in", rank, in[i].dims);
+    }
+    nnf_attr at = f_int("axis", axis);
+    soak_tol tol = {.bytes = 1};
+    soak_run("Concat", 13, &at, 1, in, n_in, nnf_plan_concat, &tol);
+    for (int i = 0; i < n_in; i++)
+        free(bufs[i]);
+}
+
+/* A slice bound: inside, just outside, or far outside the axis. */
+static int64_t soak_bound(int64_t dim) {
+    double u = check_unit();
+    if (u < 0.05)
+        return INT64_MAX;
+    if (u < 0.1)
+        return INT64_MIN;
+    return (int64_t)uniform(0, 2 * (size_t)dim + 6) - dim - 3;
+}
+
+/* Slice-13 with constant starts/ends/axes/steps over any subset of the axes
+ * (negative axes, steps -3..3, axes or steps omitted), and Slice-1. */
+static void soak_slice(size_t cap) {
+    int rank = (int)uniform(1, 6);
+    int64_t d[6], st[6], en[6], ax[6], sp[6], perm[6];
+    soak_shape(rank, d, cap);
+    for (int i = 0; i < rank; i++)
+        perm[i] = i;
+    for (int i = rank - 1; i > 0; i--) {
+        size_t j = uniform(0, (size_t)i);
+        int64_t t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    int n = (int)uniform(1, (size_t)rank), v1 = check_unit() < 0.15;
+    int has_axes = v1 || check_unit() < 0.8, has_steps = !v1 && check_unit() < 0.8;
+    static const int64_t steps[] = {1, 1, 1, 2, 3, -1, -1, -2, -3};
+    for (int i = 0; i < n; i++) {
+        int a = has_axes ? (int)perm[i] : i;
+        ax[i] = check_unit() < 0.3 ? a - rank : a;
+        sp[i] = has_steps ? steps[uniform(0, 8)] : 1;
+        st[i] = soak_bound(d[a]);
+        en[i] = soak_bound(d[a]);
+        if (check_unit() < 0.6) { /* most of the time a non-empty range in the step's direction */
+            int64_t lo = (int64_t)uniform(0, (size_t)d[a] - 1),
+                    hi = (int64_t)uniform(0, (size_t)d[a]);
+            if (hi <= lo)
+                hi = lo + 1;
+            st[i] = sp[i] > 0 ? lo : hi - 1;
+            /* a negative step ending before element 0: -d - 1 or INT64_MIN (-1 is the last) */
+            en[i] = sp[i] > 0 ? hi : lo > 0 ? lo - 1 : check_unit() < 0.5 ? INT64_MIN : -d[a] - 1;
+        }
+    }
+    nnf_dtype dt = soak_dtype();
+    void *x = soak_bytes(numel_of(rank, d) * nnf_dtype_size(dt));
+    f_in in[5] = {{.dtype = dt, .rank = rank, .data = x}};
+    memcpy(in[0].dims, d, sizeof d);
+    const int64_t *args[4] = {st, en, ax, sp};
+    for (int i = 0; i < 4; i++)
+        in[i + 1] = (f_in){
+            .dtype = NNF_DTYPE_INT64, .rank = 1, .dims = {n}, .data = args[i], .constant = 1};
+    in[3].absent = !has_axes;
+    in[4].absent = !has_steps;
+    snprintf(soak_what, sizeof soak_what, " Slice-%d %s", v1 ? 1 : 13, nnf_dtype_name(dt));
+    what_dims("x", rank, d);
+    what_dims("starts", n, st);
+    what_dims("ends", n, en);
+    if (has_axes)
+        what_dims("axes", n, ax);
+    if (has_steps)
+        what_dims("steps", n, sp);
+    soak_tol tol = {.bytes = 1};
+    if (v1) {
+        nnf_attr at[3] = {f_ints("starts", st, n), f_ints("ends", en, n), f_ints("axes", ax, n)};
+        soak_run("Slice", 1, at, 3, in, 1, nnf_plan_slice, &tol);
+    } else {
+        soak_run("Slice", 13, NULL, 0, in, has_steps ? 5 : has_axes ? 4 : 3, nnf_plan_slice, &tol);
+    }
+    free(x);
+}
+
+/* Resize-13 of ranks 2..6 by constant scales or sizes of the last two axes
+ * (now and then an outer axis or cubic: the reference), every coordinate
+ * transform and nearest mode, and Resize-18 with axes = the last two. */
+static void soak_resize(size_t cap) {
+    static const char *modes[] = {"nearest", "nearest", "linear", "linear", "cubic"};
+    static const float sc[] = {0.25f, 0.5f, 0.7f, 1, 1, 1.3f, 1.5f, 2, 2, 3};
+    int rank = (int)uniform(2, 6), by_sizes = check_unit() < 0.3;
+    int opset = check_unit() < 0.2 ? 18 : 13, naxes = opset == 18 ? 2 : rank;
+    int64_t d[6], od[6], sizes[6], four = naxes, axes[2] = {-2, rank - 1};
+    float scales[6];
+    do {
+        soak_shape(rank, d, cap / 4);
+        for (int i = 0; i < rank; i++) {
+            int resized = i >= rank - 2 || check_unit() < 0.05;
+            scales[i] = resized ? sc[uniform(0, 9)] : 1;
+            od[i] = (int64_t)floorf(scales[i] * (float)d[i]);
+            if (by_sizes) {
+                od[i] = resized ? (int64_t)uniform(1, 2 * (size_t)d[i] + 2) : d[i];
+                sizes[i] = od[i];
+            }
+        }
+    } while (numel_of(rank, od) == 0 || numel_of(rank, od) > cap);
+    /* cubic takes 4 taps on every axis: the reference refuses rank 6 */
+    const char *mode = modes[uniform(0, rank < 6 ? 4 : 3)], *coord = rs_coords[uniform(0, 5)],
+               *nearest = rs_nearest[uniform(0, 3)];
+    size_t n = numel_of(rank, d);
+    float *x = soak_floats(n, -10, 10);
+    nnf_attr at[4] = {f_str("mode", mode), f_str("coordinate_transformation_mode", coord),
+                      f_str("nearest_mode", nearest), f_ints("axes", axes, 2)};
+    int off = rank - naxes;
+    f_in in[4] = {f32_in(x, rank, d, 0), {.absent = 1}, {.absent = 1}, {.absent = 1}};
+    if (by_sizes)
+        in[3] = (f_in){.dtype = NNF_DTYPE_INT64,
+                       .rank = 1,
+                       .dims = {four},
+                       .data = sizes + off,
+                       .constant = 1};
+    else
+        in[2] = f32_in(scales + off, 1, &four, 1);
+    snprintf(soak_what, sizeof soak_what, " Resize-%d %s %s %s", opset, mode, coord, nearest);
+    what_dims("x", rank, d);
+    what_dims("y", rank, od);
+    if (!by_sizes) {
+        what_add(" scales [");
+        for (int i = off; i < rank; i++)
+            what_add(i > off ? ",%.9g" : "%.9g", (double)scales[i]);
+        what_add("]");
+    }
+    soak_tol tol = {0};
+    soak_run("Resize", opset, at, opset == 18 ? 4 : 3, in, by_sizes ? 4 : 3, nnf_plan_resize, &tol);
+    free(x);
+}
+
+/* NNF_TEST_SOAK=N runs N more random cases from NNF_TEST_SEED (default 1),
+ * each on every tier and on 1, 2 and 3 threads: every op above at ranks
+ * 1..6 with extents of soak_ext (a few thousand elements, one case in four up
+ * to 300000 so the drivers split the work), broadcasts of every kind, softmax
+ * and reduction axes (negative, keepdims, opsets 1..18), transposes of any
+ * permutation, concats and slices along any axis with any bounds and steps,
+ * and resizes of ranks 2..6; NaN/Inf/-0/denormals mixed in. Checked: the
+ * tolerances above, bit-identical results on 1, 2 and 3 threads, and
+ * nothing written past the output. Off by default (CI runs the fixed cases);
+ * for long runs after a kernel change:
+ *   NNF_TEST_SOAK=1000 NNF_TEST_SEED=7 build/test_eltwise_fast */
+static void soak(void) {
+    const char *e = getenv("NNF_TEST_SOAK"), *seed = getenv("NNF_TEST_SEED");
+    long count = e ? atol(e) : 0;
+    if (count <= 0)
+        return;
+    check_rng = 0x9E3779B97F4A7C15ull ^
+                (uint64_t)(seed ? strtoull(seed, NULL, 10) : 1) * 0x2545F4914F6CDD1Dull;
+    (void)check_unit();
+    CHECK(nnf_threadpool_create(3, &g_pool3) == NNF_OK);
+    int before = check_failed;
+    for (long i = 0; i < count; i++) {
+        size_t cap = soak_cap();
+        soak_case = i;
+        switch (uniform(0, 8)) {
+        case 0: soak_unary(cap); break;
+        case 1: soak_binary(cap); break;
+        case 2: soak_pow(cap); break;
+        case 3: soak_softmax(cap); break;
+        case 4: soak_reduce(cap); break;
+        case 5: soak_transpose(cap); break;
+        case 6: soak_concat(cap); break;
+        case 7: soak_slice(cap); break;
+        default: soak_resize(cap); break;
+        }
+    }
+    /* most cases take a fast kernel on every tier: a soak that stopped
+     * reaching them would pass without checking anything */
+    CHECK_MSG(count < 20 || soak_planned >= count, "soak: only %ld planned runs", soak_planned);
+    nnf_threadpool_destroy(g_pool3);
+    g_pool3 = NULL;
+    printf("soak: %ld random cases from seed %s, %d failed checks\n", count, seed ? seed : "1",
+           check_failed - before);
+}
+
 int main(void) {
     const nnf_cpu *cpu = nnf_cpu_get();
     if (nnf_threadpool_create(2, &g_pool) != NNF_OK)
@@ -833,6 +1463,7 @@ int main(void) {
      * each input it may overwrite (fast_op_harness.h), at every size and tier */
     printf("runs with the output over an input: %d\n", f_in_place_total);
     CHECK(f_in_place_total >= 400);
+    soak();
     nnf_threadpool_destroy(g_pool);
     TEST_MAIN_END();
 }
