@@ -43,6 +43,25 @@ static inline double check_unit(void) {
     check_rng ^= check_rng << 17;
     return (double)(check_rng >> 11) / 9007199254740992.0;
 }
+/* Soak runs: NNF_TEST_SOAK=N random cases (none by default: CI runs the fixed
+ * cases), drawn from NNF_TEST_SEED (default 1), which reseeds check_rng.
+ * Returns N; check_soak_seed() names the seed for the closing line. */
+static const char *check_soak_seed_str;
+static inline long check_soak_begin(void) {
+    const char *e = getenv("NNF_TEST_SOAK");
+    long count = e ? atol(e) : 0;
+    if (count <= 0)
+        return 0;
+    check_soak_seed_str = getenv("NNF_TEST_SEED");
+    uint64_t seed = check_soak_seed_str ? strtoull(check_soak_seed_str, NULL, 10) : 1;
+    check_rng = 0x9E3779B97F4A7C15ull ^ seed * 0x2545F4914F6CDD1Dull;
+    (void)check_unit();
+    return count;
+}
+static inline const char *check_soak_seed(void) {
+    return check_soak_seed_str ? check_soak_seed_str : "1";
+}
+
 /* uniform in [-1, 1) */
 static inline float check_frand(void) {
     return (float)(check_unit() * 2.0 - 1.0);

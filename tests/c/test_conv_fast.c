@@ -34,6 +34,24 @@ static double worst_ratio; /* largest |error| / tolerance seen by run_conv */
 static nnf_conv_algo force_algo; /* set: run this algorithm whatever selection says */
 static int force_dw = -1;        /* >= 0: run this nnf_dw_kernel for DEPTHWISE */
 
+/* The epilogue of a test conv: act (NULL: none), the bias b if use_bias,
+ * the residual r before (use_res 1) or after (2) the activation. */
+static nnf_epilogue conv_ep(const nnf_activation *act, const float *b, int use_bias, const float *r,
+                            int use_res) {
+    nnf_epilogue ep = nnf_epilogue_default();
+    if (act)
+        ep.act = *act;
+    if (use_bias) {
+        ep.bias_kind = NNF_BIAS_PER_ROW;
+        ep.bias = b;
+    }
+    if (use_res) {
+        ep.residual = r;
+        ep.residual_after_act = use_res == 2;
+    }
+    return ep;
+}
+
 /* Runs the conv, compares with the oracle; 0 when everything is within
  * tolerance. use_res: 1 adds a residual before the activation, 2 after it. */
 static int run_conv(const nnf_conv2d_shape *s, nnf_isa isa, const nnf_activation *act, int use_bias,
@@ -51,17 +69,7 @@ static int run_conv(const nnf_conv2d_shape *s, nnf_isa isa, const nnf_activation
         return 1;
     if (algo == NNF_CONV_ALGO_DEPTHWISE && force_dw >= 0)
         k->dw_kern = force_dw;
-    nnf_epilogue ep = nnf_epilogue_default();
-    if (act)
-        ep.act = *act;
-    if (use_bias) {
-        ep.bias_kind = NNF_BIAS_PER_ROW;
-        ep.bias = b;
-    }
-    if (use_res) {
-        ep.residual = r;
-        ep.residual_after_act = use_res == 2;
-    }
+    nnf_epilogue ep = conv_ep(act, b, use_bias, r, use_res);
     if (nnf_conv_kernel_run(k, x, y, &ep, pool) != NNF_OK)
         bad++;
     wino_mag wm = {0};
@@ -603,16 +611,7 @@ static int threads_agree(const nnf_conv2d_shape *s, nnf_conv_algo algo, nnf_isa 
     nnf_threadpool *pools[3] = {NULL, pool2, pool3};
     nnf_conv_kernel *k = NULL;
     int bad = nnf_conv_kernel_create(s, algo, isa, w, &k) != NNF_OK;
-    nnf_epilogue ep = nnf_epilogue_default();
-    ep.act = *act;
-    if (use_bias) {
-        ep.bias_kind = NNF_BIAS_PER_ROW;
-        ep.bias = b;
-    }
-    if (use_res) {
-        ep.residual = r;
-        ep.residual_after_act = use_res == 2;
-    }
+    nnf_epilogue ep = conv_ep(act, b, use_bias, r, use_res);
     for (int t = 0; t < 3 && !bad; t++) {
         y[t][yn] = 12345.0f; /* the sentinel past the end must survive */
         bad |= nnf_conv_kernel_run(k, x, y[t], &ep, pools[t]) != NNF_OK || y[t][yn] != 12345.0f;
@@ -634,13 +633,9 @@ static int threads_agree(const nnf_conv2d_shape *s, nnf_conv_algo algo, nnf_isa 
  * long runs after a kernel change:
  *   NNF_TEST_SOAK=2000 NNF_TEST_SEED=7 build/test_conv_fast */
 static void soak(void) {
-    const char *e = getenv("NNF_TEST_SOAK"), *seed = getenv("NNF_TEST_SEED");
-    long count = e ? atol(e) : 0;
+    long count = check_soak_begin();
     if (count <= 0)
         return;
-    check_rng = 0x9E3779B97F4A7C15ull ^
-                (uint64_t)(seed ? strtoull(seed, NULL, 10) : 1) * 0x2545F4914F6CDD1Dull;
-    (void)check_unit();
     nnf_threadpool *pool2 = NULL, *pool3 = NULL;
     CHECK(nnf_threadpool_create(2, &pool2) == NNF_OK && nnf_threadpool_create(3, &pool3) == NNF_OK);
     static const nnf_conv_algo algos[] = {NNF_CONV_ALGO_GEMM_1X1, NNF_CONV_ALGO_IM2COL,
@@ -714,7 +709,7 @@ static void soak(void) {
     nnf_threadpool_destroy(pool2);
     nnf_threadpool_destroy(pool3);
     printf("soak: %ld random shapes (%ld kernel runs) from seed %s, %d failed checks\n", ran, runs,
-           seed ? seed : "1", check_failed - before);
+           check_soak_seed(), check_failed - before);
 }
 
 int main(void) {

@@ -345,12 +345,9 @@ static size_t soak_channels(void) {
  * default (CI runs the fixed cases); for long runs after a kernel change:
  *   NNF_TEST_SOAK=5000 NNF_TEST_SEED=7 build/test_conv_nchwc */
 static void soak(nnf_threadpool *pool2) {
-    const char *e = getenv("NNF_TEST_SOAK"), *seed = getenv("NNF_TEST_SEED");
-    long count = e ? atol(e) : 0;
+    long count = check_soak_begin();
     if (count <= 0)
         return;
-    check_rng = 0x9E3779B97F4A7C15ull ^ (uint64_t)(seed ? strtoull(seed, NULL, 10) : 1) * 0x2545F4914F6CDD1Dull;
-    (void)check_unit();
     int before = check_failed;
     long ran = 0;
     while (ran < count) {
@@ -396,7 +393,7 @@ static void soak(nnf_threadpool *pool2) {
         run_case(&tc, pool2);
         ran++;
     }
-    printf("soak: %ld random cases from seed %s, %d failed checks\n", ran, seed ? seed : "1",
+    printf("soak: %ld random cases from seed %s, %d failed checks\n", ran, check_soak_seed(),
            check_failed - before);
 }
 

@@ -875,6 +875,18 @@ static void soak_shape(int rank, int64_t *d, size_t cap) {
     }
 }
 
+/* A random permutation of 0..rank-1 (Fisher-Yates). */
+static void soak_perm(int rank, int64_t *perm) {
+    for (int i = 0; i < rank; i++)
+        perm[i] = i;
+    for (int i = rank - 1; i > 0; i--) {
+        size_t j = uniform(0, (size_t)i);
+        int64_t t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+}
+
 /* Uniform in [lo, hi], most of the time with NaN/Inf/-0/denormals/large
  * values every stride-th element. */
 static float *soak_floats(size_t n, float lo, float hi) {
@@ -1215,14 +1227,7 @@ static void soak_transpose(size_t cap) {
     int rank = (int)uniform(1, 6);
     int64_t d[6], perm[6];
     soak_shape(rank, d, cap);
-    for (int i = 0; i < rank; i++)
-        perm[i] = i;
-    for (int i = rank - 1; i > 0; i--) {
-        size_t j = uniform(0, (size_t)i);
-        int64_t t = perm[i];
-        perm[i] = perm[j];
-        perm[j] = t;
-    }
+    soak_perm(rank, perm);
     int has_perm = check_unit() < 0.9;
     nnf_dtype dt = soak_dtype();
     void *x = soak_bytes(numel_of(rank, d) * nnf_dtype_size(dt));
@@ -1284,14 +1289,7 @@ static void soak_slice(size_t cap) {
     int rank = (int)uniform(1, 6);
     int64_t d[6], st[6], en[6], ax[6], sp[6], perm[6];
     soak_shape(rank, d, cap);
-    for (int i = 0; i < rank; i++)
-        perm[i] = i;
-    for (int i = rank - 1; i > 0; i--) {
-        size_t j = uniform(0, (size_t)i);
-        int64_t t = perm[i];
-        perm[i] = perm[j];
-        perm[j] = t;
-    }
+    soak_perm(rank, perm);
     int n = (int)uniform(1, (size_t)rank), v1 = check_unit() < 0.15;
     int has_axes = v1 || check_unit() < 0.8, has_steps = !v1 && check_unit() < 0.8;
     static const int64_t steps[] = {1, 1, 1, 2, 3, -1, -1, -2, -3};
@@ -1404,13 +1402,9 @@ static void soak_resize(size_t cap) {
  * for long runs after a kernel change:
  *   NNF_TEST_SOAK=1000 NNF_TEST_SEED=7 build/test_eltwise_fast */
 static void soak(void) {
-    const char *e = getenv("NNF_TEST_SOAK"), *seed = getenv("NNF_TEST_SEED");
-    long count = e ? atol(e) : 0;
+    long count = check_soak_begin();
     if (count <= 0)
         return;
-    check_rng = 0x9E3779B97F4A7C15ull ^
-                (uint64_t)(seed ? strtoull(seed, NULL, 10) : 1) * 0x2545F4914F6CDD1Dull;
-    (void)check_unit();
     CHECK(nnf_threadpool_create(3, &g_pool3) == NNF_OK);
     int before = check_failed;
     for (long i = 0; i < count; i++) {
@@ -1433,7 +1427,7 @@ static void soak(void) {
     CHECK_MSG(count < 20 || soak_planned >= count, "soak: only %ld planned runs", soak_planned);
     nnf_threadpool_destroy(g_pool3);
     g_pool3 = NULL;
-    printf("soak: %ld random cases from seed %s, %d failed checks\n", count, seed ? seed : "1",
+    printf("soak: %ld random cases from seed %s, %d failed checks\n", count, check_soak_seed(),
            check_failed - before);
 }
 

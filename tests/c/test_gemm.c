@@ -1289,23 +1289,19 @@ static int soak_case(long idx, const char *seed, nnf_threadpool *const pools[3])
  * a kernel change:
  *   NNF_TEST_SOAK=2000 NNF_TEST_SEED=7 build/test_gemm */
 static void soak(void) {
-    const char *e = getenv("NNF_TEST_SOAK"), *seed = getenv("NNF_TEST_SEED");
-    long count = e ? atol(e) : 0;
+    long count = check_soak_begin();
     if (count <= 0)
         return;
-    check_rng = 0x9E3779B97F4A7C15ull ^
-                (uint64_t)(seed ? strtoull(seed, NULL, 10) : 1) * 0x2545F4914F6CDD1Dull;
-    (void)check_unit();
     nnf_threadpool *pools[3] = {NULL, NULL, NULL};
     CHECK(nnf_threadpool_create(2, &pools[1]) == NNF_OK &&
           nnf_threadpool_create(3, &pools[2]) == NNF_OK);
     int before = check_failed;
     long ran = 0;
     while (ran < count)
-        ran += soak_case(ran, seed ? seed : "1", pools);
+        ran += soak_case(ran, check_soak_seed(), pools);
     nnf_threadpool_destroy(pools[1]);
     nnf_threadpool_destroy(pools[2]);
-    printf("soak: %ld random cases from seed %s, %d failed checks\n", ran, seed ? seed : "1",
+    printf("soak: %ld random cases from seed %s, %d failed checks\n", ran, check_soak_seed(),
            check_failed - before);
 }
 

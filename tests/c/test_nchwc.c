@@ -698,13 +698,9 @@ static void soak_reorder(nnf_isa top) {
  * change:
  *   NNF_TEST_SOAK=2000 NNF_TEST_SEED=7 build/test_nchwc */
 static void soak(nnf_isa top) {
-    const char *e = getenv("NNF_TEST_SOAK"), *seed = getenv("NNF_TEST_SEED");
-    long count = e ? atol(e) : 0;
+    long count = check_soak_begin();
     if (count <= 0)
         return;
-    check_rng = 0x9E3779B97F4A7C15ull ^
-                (uint64_t)(seed ? strtoull(seed, NULL, 10) : 1) * 0x2545F4914F6CDD1Dull;
-    (void)check_unit();
     CHECK(nnf_threadpool_create(3, &pool3) == NNF_OK);
     int before = check_failed;
     for (long i = 0; i < count; i++)
@@ -719,7 +715,7 @@ static void soak(nnf_isa top) {
         soak_reorder(top);
     nnf_threadpool_destroy(pool3);
     pool3 = NULL;
-    printf("soak: %ld random cases from seed %s, %d failed checks\n", count, seed ? seed : "1",
+    printf("soak: %ld random cases from seed %s, %d failed checks\n", count, check_soak_seed(),
            check_failed - before);
 }
 

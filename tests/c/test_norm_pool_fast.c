@@ -832,13 +832,9 @@ static void soak_global(nnf_isa top) {
  * runs after a kernel change:
  *   NNF_TEST_SOAK=1000 NNF_TEST_SEED=7 build/test_norm_pool_fast */
 static void soak(nnf_isa top) {
-    const char *e = getenv("NNF_TEST_SOAK"), *seed = getenv("NNF_TEST_SEED");
-    long count = e ? atol(e) : 0;
+    long count = check_soak_begin();
     if (count <= 0)
         return;
-    check_rng = 0x9E3779B97F4A7C15ull ^
-                (uint64_t)(seed ? strtoull(seed, NULL, 10) : 1) * 0x2545F4914F6CDD1Dull;
-    (void)check_unit();
     CHECK(nnf_threadpool_create(3, &g_pool3) == NNF_OK);
     int before = check_failed;
     for (long i = 0; i < count; i++)
@@ -851,7 +847,7 @@ static void soak(nnf_isa top) {
         soak_global(top);
     nnf_threadpool_destroy(g_pool3);
     g_pool3 = NULL;
-    printf("soak: %ld random cases from seed %s, %d failed checks\n", count, seed ? seed : "1",
+    printf("soak: %ld random cases from seed %s, %d failed checks\n", count, check_soak_seed(),
            check_failed - before);
 }
 
