@@ -56,7 +56,7 @@ SEEDS ?= 1 2 3
 soak: build
 	@for t in test_gemm test_conv_nchwc test_conv_fast test_nchwc test_eltwise_fast test_norm_pool_fast; do for s in $(SEEDS); do \
 		NNF_TEST_SOAK=$(SOAK) NNF_TEST_SEED=$$s $(BUILD)/$$t > $(BUILD)/soak_$${t}_$$s.log 2>&1; \
-		rc=$$?; printf '%-16s seed %s: %s\n' $$t $$s "$$(grep '^soak:' $(BUILD)/soak_$${t}_$$s.log)"; \
+		rc=$$?; printf '%-20s seed %s: %s\n' $$t $$s "$$(grep '^soak:' $(BUILD)/soak_$${t}_$$s.log)"; \
 		if [ $$rc -ne 0 ]; then tail -20 $(BUILD)/soak_$${t}_$$s.log; exit 1; fi; done; done
 
 asan: venv
