@@ -45,8 +45,10 @@ static inline double check_unit(void) {
 }
 /* Soak runs: NNF_TEST_SOAK=N random cases (none by default: CI runs the fixed
  * cases), drawn from NNF_TEST_SEED (default 1), which reseeds check_rng.
- * Returns N; check_soak_seed() names the seed for the closing line. */
+ * check_soak_begin returns N; check_soak_end prints the closing line that
+ * `make soak` collects: "soak: N <what> from seed S, F failed checks". */
 static const char *check_soak_seed_str;
+static int check_soak_failed_before;
 static inline long check_soak_begin(void) {
     const char *e = getenv("NNF_TEST_SOAK");
     long count = e ? atol(e) : 0;
@@ -56,10 +58,15 @@ static inline long check_soak_begin(void) {
     uint64_t seed = check_soak_seed_str ? strtoull(check_soak_seed_str, NULL, 10) : 1;
     check_rng = 0x9E3779B97F4A7C15ull ^ seed * 0x2545F4914F6CDD1Dull;
     (void)check_unit();
+    check_soak_failed_before = check_failed;
     return count;
 }
 static inline const char *check_soak_seed(void) {
     return check_soak_seed_str ? check_soak_seed_str : "1";
+}
+static inline void check_soak_end(long cases, const char *what) {
+    printf("soak: %ld %s from seed %s, %d failed checks\n", cases, what, check_soak_seed(),
+           check_failed - check_soak_failed_before);
 }
 
 /* uniform in [-1, 1) */

@@ -348,7 +348,6 @@ static void soak(nnf_threadpool *pool2) {
     long count = check_soak_begin();
     if (count <= 0)
         return;
-    int before = check_failed;
     long ran = 0;
     while (ran < count) {
         tcase tc = {.n = 1 + (size_t)(check_unit() < 0.15), .dh = 1, .dw = 1};
@@ -393,8 +392,7 @@ static void soak(nnf_threadpool *pool2) {
         run_case(&tc, pool2);
         ran++;
     }
-    printf("soak: %ld random cases from seed %s, %d failed checks\n", ran, check_soak_seed(),
-           check_failed - before);
+    check_soak_end(ran, "random cases");
 }
 
 int main(void) {

@@ -1406,7 +1406,6 @@ static void soak(void) {
     if (count <= 0)
         return;
     CHECK(nnf_threadpool_create(3, &g_pool3) == NNF_OK);
-    int before = check_failed;
     for (long i = 0; i < count; i++) {
         size_t cap = soak_cap();
         soak_case = i;
@@ -1427,8 +1426,7 @@ static void soak(void) {
     CHECK_MSG(count < 20 || soak_planned >= count, "soak: only %ld planned runs", soak_planned);
     nnf_threadpool_destroy(g_pool3);
     g_pool3 = NULL;
-    printf("soak: %ld random cases from seed %s, %d failed checks\n", count, check_soak_seed(),
-           check_failed - before);
+    check_soak_end(count, "random cases");
 }
 
 int main(void) {

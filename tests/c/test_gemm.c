@@ -1295,14 +1295,12 @@ static void soak(void) {
     nnf_threadpool *pools[3] = {NULL, NULL, NULL};
     CHECK(nnf_threadpool_create(2, &pools[1]) == NNF_OK &&
           nnf_threadpool_create(3, &pools[2]) == NNF_OK);
-    int before = check_failed;
     long ran = 0;
     while (ran < count)
         ran += soak_case(ran, check_soak_seed(), pools);
     nnf_threadpool_destroy(pools[1]);
     nnf_threadpool_destroy(pools[2]);
-    printf("soak: %ld random cases from seed %s, %d failed checks\n", ran, check_soak_seed(),
-           check_failed - before);
+    check_soak_end(ran, "random cases");
 }
 
 static int g_thread_gemm_ok;

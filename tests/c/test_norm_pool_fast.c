@@ -836,7 +836,6 @@ static void soak(nnf_isa top) {
     if (count <= 0)
         return;
     CHECK(nnf_threadpool_create(3, &g_pool3) == NNF_OK);
-    int before = check_failed;
     for (long i = 0; i < count; i++)
         soak_layernorm(top);
     for (long i = 0; i < count; i++)
@@ -847,8 +846,7 @@ static void soak(nnf_isa top) {
         soak_global(top);
     nnf_threadpool_destroy(g_pool3);
     g_pool3 = NULL;
-    printf("soak: %ld random cases from seed %s, %d failed checks\n", count, check_soak_seed(),
-           check_failed - before);
+    check_soak_end(count, "random cases");
 }
 
 int main(void) {
