@@ -33,6 +33,7 @@ char *nnf_strdup(const char *s);
 typedef enum nnf_scratch_kind {
     NNF_SCRATCH_GEMM = 0,
     NNF_SCRATCH_WINOGRAD,
+    NNF_SCRATCH_PW_DW,
     NNF_SCRATCH_KINDS
 } nnf_scratch_kind;
 float *nnf_thread_scratch(nnf_scratch_kind kind, size_t floats);

@@ -283,7 +283,8 @@ static void row_scalar(const nnf_nchwc_conv_job *j, size_t b, size_t ocb0, size_
                                 acc[i] += xp[l] * wp[l * nob * NNF_NCHWC_B + i];
                     }
                 }
-            size_t off = b * j->y_img + ob * j->y_blk + (oh * j->ow + ow) * NNF_NCHWC_B;
+            size_t off =
+                b * j->y_img + (ob - j->y_blk0) * j->y_blk + (oh * j->ow + ow) * NNF_NCHWC_B;
             epilogue_block(j, ob, acc, j->ep->residual ? j->ep->residual + off : NULL, j->y + off);
         }
     }
@@ -420,6 +421,67 @@ static void subsample_copy(void *ctx, size_t pl) {
         for (size_t q = 0; q < s->ow; q++)
             memcpy(d + q * L, src + q * s->sw * L, L * sizeof(float));
     }
+}
+
+bool nnf_nchwc_conv_pointwise(const nnf_nchwc_conv *k) {
+    const nnf_conv2d_shape *s = &k->s;
+    return k->in_blocked && s->group == 1 && s->kh == 1 && s->kw == 1 && s->sh == 1 && s->sw == 1 &&
+           !s->pt && !s->pl && s->oh == s->h && s->ow == s->w;
+}
+
+size_t nnf_nchwc_conv_tile_groups(const nnf_nchwc_conv *k) {
+    return tile_groups(&k->s, k->gblk);
+}
+
+size_t nnf_nchwc_conv_tile_group(const nnf_nchwc_conv *k, size_t tg, size_t *nob) {
+    return tile_group(tg, k->gblk, group_ocb(&k->s), nob);
+}
+
+/* The flattened run's job over the pixels of rows [r0, r1) only: the input
+ * from row r0 with the whole planes' stride between blocks, the output
+ * block-major at y with y_blk floats per block. A pixel's sums do not depend
+ * on the pixel range a span covers, so the values are the full run's. */
+void nnf_nchwc_conv_rows(const nnf_nchwc_conv *k, const float *x, size_t r0, size_t r1, size_t tg,
+                         float *y, size_t y_blk, const nnf_epilogue *ep) {
+    const nnf_conv2d_shape *s = &k->s;
+    nnf_epilogue e = *ep;
+    if (e.bias_kind == NNF_BIAS_NONE)
+        e.bias = NULL;
+    if (!e.bias)
+        e.bias_kind = NNF_BIAS_NONE;
+    size_t row = s->w * NNF_NCHWC_B;
+    nnf_nchwc_conv_job j = {.k = k,
+                            .x = x + r0 * row,
+                            .y = y,
+                            .ep = &e,
+                            .lanes = NNF_NCHWC_B,
+                            .icu = in_units(k),
+                            .h = 1,
+                            .w = (r1 - r0) * s->w,
+                            .oh = 1,
+                            .ow = (r1 - r0) * s->w};
+    j.x_row = j.w * NNF_NCHWC_B;
+    j.x_unit = s->h * row;
+    j.x_grp = j.icu * j.x_unit;
+    j.x_img = j.x_grp;
+    j.ocb = nnf_nchwc_blocks(s->oc);
+    j.ocb_grp = j.ocb;
+    j.y_blk = y_blk;
+    j.y_img = j.ocb * y_blk;
+    j.w_blk = k->w_floats / j.ocb;
+    j.ow_lo = 0;
+    j.ow_hi = j.ow;
+    j.oh_lo = 0;
+    j.oh_hi = 1;
+    j.kc = k_block_units(k, k->gblk);
+    size_t nob, ocb0 = tile_group(tg, k->gblk, j.ocb, &nob);
+    j.y_blk0 = ocb0; /* y holds the tile group's blocks only */
+    if (wide_tiles(k))
+        nnf_nchwc_conv_span_avx512(&j, 0, ocb0, nob, 0, 1, 0, j.ow);
+    else if (k->isa >= NNF_ISA_AVX2)
+        nnf_nchwc_conv_span_avx2(&j, 0, ocb0, nob, 0, 1, 0, j.ow);
+    else
+        span_scalar(&j, 0, ocb0, nob, 0, 1, 0, j.ow);
 }
 
 nnf_status nnf_nchwc_conv_run(const nnf_nchwc_conv *k, const float *x, float *y,

@@ -96,6 +96,18 @@ bool nnf_nchwc_conv_one_pass(const nnf_nchwc_conv *k);
  * (else NNF_ERR_INVALID_ARGUMENT); ep->act; alpha = 1. */
 nnf_status nnf_nchwc_conv_run(const nnf_nchwc_conv *k, const float *x, float *y, const nnf_epilogue *ep,
                               nnf_threadpool *pool);
+/* A pointwise conv: 1x1, stride 1, no padding, group 1, blocked input. */
+bool nnf_nchwc_conv_pointwise(const nnf_nchwc_conv *k);
+/* The output blocks in register-tile groups (the weights' grouping): their
+ * count, and group tg's first block and block count (*nob). */
+size_t nnf_nchwc_conv_tile_groups(const nnf_nchwc_conv *k);
+size_t nnf_nchwc_conv_tile_group(const nnf_nchwc_conv *k, size_t tg, size_t *nob);
+/* Rows [r0, r1) of tile group tg of a pointwise conv's output, x at one
+ * image: y [nob][(r1 - r0) * w][8], y_blk floats from block to block; ep as
+ * nnf_nchwc_conv_run's, without a residual. The same values as a whole
+ * run's, on the calling thread. */
+void nnf_nchwc_conv_rows(const nnf_nchwc_conv *k, const float *x, size_t r0, size_t r1, size_t tg,
+                         float *y, size_t y_blk, const nnf_epilogue *ep);
 
 /* Internal to conv_nchwc.c and its ISA files. A job is the convolution's
  * geometry as the kernels see it (1x1 stride-1 unpadded convs flattened to
@@ -113,6 +125,7 @@ typedef struct nnf_nchwc_conv_job {
     size_t x_img, x_unit, x_row; /* input strides in floats */
     size_t x_grp;                /* input floats per conv group (group > 1: x_img / group) */
     size_t ocb, y_img, y_blk;    /* output blocks, output strides in floats */
+    size_t y_blk0;               /* the first block at y (nnf_nchwc_conv_rows; else 0) */
     size_t ocb_grp;              /* output blocks per conv group (ocb when group == 1) */
     size_t w_blk;                /* packed weight floats per output block */
     size_t ow_lo, ow_hi;         /* interior columns: every kw tap inside the row */
@@ -222,6 +235,25 @@ void nnf_nchwc_dw_destroy(nnf_nchwc_dw *k);
 /* Same epilogue contract as nnf_nchwc_conv_run. */
 nnf_status nnf_nchwc_dw_run(const nnf_nchwc_dw *k, const float *x, float *y, const nnf_epilogue *ep,
                             nnf_threadpool *pool);
+/* Output rows [oh0, oh0 + noh) of block blk of one image on the calling
+ * thread: x holds input rows [x_row0, x_row1) of the block's plane (every
+ * row those output rows read), y is the block's output plane. */
+void nnf_nchwc_dw_rows(const nnf_nchwc_dw *k, const float *x, size_t x_row0, size_t x_row1,
+                       size_t blk, float *y, const nnf_epilogue *ep, size_t oh0, size_t noh);
+
+/* ---- pointwise -> depthwise, fused (nchwc_pw_dw.c) ----
+ * A pointwise conv whose output only a depthwise conv reads (MobileNet's
+ * expansion and its depthwise conv; oneDNN's depthwise post-op): per task
+ * of (image, tile group of the pointwise conv, band of output rows), the
+ * pointwise rows the band reads go to a per-thread buffer of a few rows
+ * that slides down the band, and the depthwise rows are computed from it
+ * while it is in L2. The expanded tensor is never written whole. The
+ * values are the two kernels' run one after the other, bit for bit. */
+bool nnf_nchwc_pw_dw_supported(const nnf_nchwc_conv *pw, const nnf_nchwc_dw *dw);
+/* Neither epilogue has a residual. */
+nnf_status nnf_nchwc_pw_dw_run(const nnf_nchwc_conv *pw, const nnf_nchwc_dw *dw, const float *x,
+                               float *y, const nnf_epilogue *ep_pw, const nnf_epilogue *ep_dw,
+                               nnf_threadpool *pool);
 
 /* ---- Winograd F(4x4,3x3) (nchwc_winograd.c, x86/nchwc_winograd_avx2.c) ----
  * Group 1, 3x3, stride 1, dilation 1, NCHWc8 in and out, AVX2 tier and

@@ -81,7 +81,8 @@ static void dw_rows_scalar(const nnf_nchwc_dw_tile *t, size_t oh0, size_t noh) {
             nnf_nchwc_window_taps(iw0, s->kw, s->dw, s->w, &q0, &q1);
             float acc[NNF_NCHWC_B] = {0};
             for (size_t i = r0; i < r1; i++) {
-                const float *xr = t->x + ((size_t)(ih0 + (ptrdiff_t)(i * s->dh)) * s->w) * B;
+                const float *xr =
+                    t->x + ((size_t)(ih0 + (ptrdiff_t)(i * s->dh)) - t->x_row0) * s->w * B;
                 for (size_t j = q0; j < q1; j++) {
                     const float *xp = xr + (size_t)(iw0 + (ptrdiff_t)(j * s->dw)) * B;
                     const float *wp = t->w + (i * s->kw + j) * B;
@@ -118,28 +119,43 @@ typedef struct dw_job {
     size_t cb;
 } dw_job;
 
+/* The tile of block blk whose residual (if any) is at res. */
+static void block_rows(const nnf_nchwc_dw *k, const float *x, size_t x_row0, size_t x_row1,
+                       size_t blk, float *y, const float *res, const nnf_epilogue *ep, size_t oh0,
+                       size_t noh) {
+    const nnf_conv2d_shape *s = &k->s;
+    size_t c0 = blk * NNF_NCHWC_B;
+    nnf_nchwc_dw_tile t = {
+        .s = s,
+        .x = x,
+        .w = k->w + blk * s->kh * s->kw * NNF_NCHWC_B,
+        .bias = ep->bias_kind != NNF_BIAS_NONE && ep->bias ? ep->bias + c0 : NULL,
+        .res = res,
+        .y = y,
+        .ep = ep,
+        .nc = s->c - c0 < NNF_NCHWC_B ? s->c - c0 : NNF_NCHWC_B,
+        .x_row0 = x_row0,
+        .x_row1 = x_row1,
+    };
+    if (k->isa >= NNF_ISA_AVX2)
+        nnf_nchwc_dw_rows_avx2(&t, oh0, noh);
+    else
+        dw_rows_scalar(&t, oh0, noh);
+}
+
+void nnf_nchwc_dw_rows(const nnf_nchwc_dw *k, const float *x, size_t x_row0, size_t x_row1,
+                       size_t blk, float *y, const nnf_epilogue *ep, size_t oh0, size_t noh) {
+    block_rows(k, x, x_row0, x_row1, blk, y, NULL, ep, oh0, noh);
+}
+
 /* i: image * cb + block; j: first output row. */
 static void dw_task(void *ctx, size_t i, size_t j, size_t ni, size_t nj) {
     const dw_job *d = ctx;
     const nnf_conv2d_shape *s = &d->k->s;
-    size_t taps = s->kh * s->kw, in_plane = s->h * s->w * NNF_NCHWC_B, out_plane = s->oh * s->ow * NNF_NCHWC_B;
-    for (size_t it = i; it < i + ni; it++) {
-        size_t blk = it % d->cb, c0 = blk * NNF_NCHWC_B;
-        nnf_nchwc_dw_tile t = {
-            .s = s,
-            .x = d->x + it * in_plane,
-            .w = d->k->w + blk * taps * NNF_NCHWC_B,
-            .bias = d->ep->bias_kind != NNF_BIAS_NONE && d->ep->bias ? d->ep->bias + c0 : NULL,
-            .res = d->ep->residual ? d->ep->residual + it * out_plane : NULL,
-            .y = d->y + it * out_plane,
-            .ep = d->ep,
-            .nc = s->c - c0 < NNF_NCHWC_B ? s->c - c0 : NNF_NCHWC_B,
-        };
-        if (d->k->isa >= NNF_ISA_AVX2)
-            nnf_nchwc_dw_rows_avx2(&t, j, nj);
-        else
-            dw_rows_scalar(&t, j, nj);
-    }
+    size_t in_plane = s->h * s->w * NNF_NCHWC_B, out_plane = s->oh * s->ow * NNF_NCHWC_B;
+    for (size_t it = i; it < i + ni; it++)
+        block_rows(d->k, d->x + it * in_plane, 0, s->h, it % d->cb, d->y + it * out_plane,
+                   d->ep->residual ? d->ep->residual + it * out_plane : NULL, d->ep, j, nj);
 }
 
 /* Rows per item: at least ~4 items per thread over the whole tensor so the

@@ -195,6 +195,75 @@ nnf_status nnf_nchwc_conv_ref(NNF_KERNEL_ARGS) {
     return wrap_ref(node, in, out, ctx, nnf_conv_ref, idx, ch, oc, 0);
 }
 
+void nnf_nchwc_pw_dw_split(const nnf_node *node, nnf_node *n1, nnf_nchwc_params *p1, nnf_node *n2,
+                           nnf_nchwc_params *p2) {
+    const nnf_nchwc_params *p = params(node);
+    *n1 = *n2 = *node;
+    *p1 = *p2 = *p;
+    p1->in_blocked = p2->in_blocked = 1;
+    p2->conv = p->dw;
+    n1->params = p1;
+    n2->params = p2;
+    n1->n_inputs = n2->n_inputs = 3;
+}
+
+/* The pointwise conv's output (blocked), from its inputs in[0..2]. */
+static nnf_status pw_dw_mid(const nnf_node *n1, const nnf_tinfo *in, nnf_tinfo *mid) {
+    memset(mid, 0, sizeof *mid);
+    mid->present = true;
+    mid->shape.rank = -1;
+    return nnf_nchwc_conv_infer(n1, in, mid);
+}
+
+nnf_status nnf_nchwc_pw_dw_infer(NNF_INFER_ARGS) {
+    nnf_node n1, n2;
+    nnf_nchwc_params p1, p2;
+    nnf_nchwc_pw_dw_split(node, &n1, &p1, &n2, &p2);
+    nnf_tinfo t[3];
+    NNF_CHECK(pw_dw_mid(&n1, in, &t[0]));
+    t[1] = in[3];
+    t[2] = in[4];
+    return nnf_nchwc_conv_infer(&n2, t, out);
+}
+
+double nnf_nchwc_pw_dw_cost(NNF_COST_ARGS) {
+    nnf_node n1, n2;
+    nnf_nchwc_params p1, p2;
+    nnf_nchwc_pw_dw_split(node, &n1, &p1, &n2, &p2);
+    nnf_tinfo t[3];
+    if (pw_dw_mid(&n1, in, &t[0]) != NNF_OK) {
+        nnf_error_clear();
+        return 0;
+    }
+    t[1] = in[3];
+    t[2] = in[4];
+    return nnf_nchwc_conv_cost(&n1, in, &t[0]) + nnf_nchwc_conv_cost(&n2, t, out);
+}
+
+/* The two reference convs, the pointwise output in a buffer of its own. */
+nnf_status nnf_nchwc_pw_dw_ref(NNF_KERNEL_ARGS) {
+    nnf_node n1, n2;
+    nnf_nchwc_params p1, p2;
+    nnf_nchwc_pw_dw_split(node, &n1, &p1, &n2, &p2);
+    if (!in[0] || in[0]->rank != 4 || !in[1] || in[1]->rank != 4)
+        return nnf_node_error(node, NNF_ERR_SHAPE,
+                              "the input and the pointwise weight must be 4-D");
+    nnf_buf mid = *in[0];
+    mid.dims[1] = nnf_nchwc_round(in[1]->dims[0]);
+    size_t bytes;
+    mid.numel = (size_t)(mid.dims[0] * mid.dims[1] * mid.dims[2] * mid.dims[3]);
+    if (!nnf_mul_size(mid.numel, sizeof(float), &bytes) ||
+        !(mid.data = nnf_malloc(bytes ? bytes : 1)))
+        return nnf_node_error(node, NNF_ERR_OUT_OF_MEMORY,
+                              "out of memory for the pointwise conv's output");
+    nnf_buf *pm = &mid, *in2[3] = {&mid, in[3], in[4]};
+    nnf_status st = nnf_nchwc_conv_ref(&n1, in, &pm, ctx);
+    if (st == NNF_OK)
+        st = nnf_nchwc_conv_ref(&n2, in2, out, ctx);
+    nnf_free(mid.data);
+    return st;
+}
+
 /* Pools and Resize see the padded channels as channels: zero in, zero out. */
 static nnf_status wrap_padded(NNF_KERNEL_ARGS, nnf_kernel_fn ref) {
     int idx[2] = {0, -1};

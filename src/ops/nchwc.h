@@ -16,6 +16,10 @@
  *   Conv                 Conv (group 1 or depthwise) with its fused epilogue;
  *                        X blocked, or plain NCHW when in_blocked is 0 (the
  *                        first conv); W, B as Conv's; output blocked
+ *   ConvPwDw             a pointwise Conv (conv) and the depthwise Conv (dw)
+ *                        that alone read its output, made by
+ *                        passes/fuse_pw_dw.c: X, W, B, W_dw, B_dw (biases
+ *                        optional); X and output blocked
  *   MaxPool, AveragePool blocked in and out
  *   GlobalAveragePool, GlobalMaxPool   blocked in, [N,channels,1,1] out
  *   Resize               nearest Resize of H and W, blocked in and out
@@ -35,7 +39,14 @@ typedef struct nnf_nchwc_params {
     nnf_conv_params conv;
     int64_t channels; /* ReorderOutput, global pools: logical channel count */
     int in_blocked;   /* Conv: input 0 is blocked (else plain NCHW) */
+    nnf_conv_params dw; /* ConvPwDw: the depthwise conv (conv is the pointwise one) */
 } nnf_nchwc_params;
+
+struct nnf_node;
+/* The two Conv nodes a ConvPwDw node stands for (inputs X, W, B and
+ * (pointwise output), W_dw, B_dw), their params in p1, p2. */
+void nnf_nchwc_pw_dw_split(const struct nnf_node *node, struct nnf_node *n1, nnf_nchwc_params *p1,
+                           struct nnf_node *n2, nnf_nchwc_params *p2);
 
 static inline int64_t nnf_nchwc_round(int64_t c) { return (c + 7) / 8 * 8; }
 

@@ -12,6 +12,7 @@ nnf_status nnf_pass_fuse_residual(nnf_pass_ctx *ctx);
 nnf_status nnf_pass_fuse_activation(nnf_pass_ctx *ctx);
 nnf_status nnf_pass_fuse_layernorm(nnf_pass_ctx *ctx);
 nnf_status nnf_pass_layout_nchwc(nnf_pass_ctx *ctx);
+nnf_status nnf_pass_fuse_pw_dw(nnf_pass_ctx *ctx);
 
 static const nnf_pass pipeline[] = {
     {"fold_batchnorm", 1, nnf_pass_fold_batchnorm},   /* Conv → BN: scale weights, shift bias */
@@ -20,6 +21,7 @@ static const nnf_pass pipeline[] = {
     {"fuse_residual", 2, nnf_pass_fuse_residual},     /* Conv+act → Add(x): residual after the act */
     {"fuse_layernorm", 2, nnf_pass_fuse_layernorm},   /* ReduceMean…Div·gamma+beta → LayerNormalization */
     {"layout_nchwc", 3, nnf_pass_layout_nchwc},       /* convs and their neighbours on NCHWc8 blocked tensors */
+    {"fuse_pw_dw", 3, nnf_pass_fuse_pw_dw},           /* blocked 1x1 Conv → depthwise Conv: one ConvPwDw */
 };
 
 static int listed(const char *list, const char *name) {

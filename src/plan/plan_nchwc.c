@@ -187,6 +187,81 @@ nnf_status nnf_plan_nchwc_conv(NNF_PLAN_ARGS) {
                 conv_state_free);
 }
 
+/* ---- pointwise -> depthwise, fused ------------------------------------- */
+
+typedef struct pw_dw_state {
+    nnf_nchwc_conv *pw;
+    nnf_nchwc_dw *dw;
+    size_t x_numel, mid_numel, y_numel;
+    int bias_pw, bias_dw;
+    char name[96];
+} pw_dw_state;
+
+static void pw_dw_state_free(void *p) {
+    pw_dw_state *s = p;
+    if (!s)
+        return;
+    nnf_nchwc_conv_destroy(s->pw);
+    nnf_nchwc_dw_destroy(s->dw);
+    nnf_free(s);
+}
+
+static nnf_status pw_dw_run(NNF_KERNEL_ARGS) {
+    const pw_dw_state *s = ctx->state;
+    NNF_CHECK(check_planned(node, in, out, s->x_numel, s->y_numel, s->name));
+    nnf_node n1, n2;
+    nnf_nchwc_params p1, p2;
+    nnf_nchwc_pw_dw_split(node, &n1, &p1, &n2, &p2);
+    nnf_buf *const in2[3] = {NULL, in[3], in[4]};
+    nnf_epilogue e1, e2;
+    NNF_CHECK(nnf_conv_run_epilogue(&n1, in, s->bias_pw, &p1.conv, s->pw->s.oc, s->mid_numel, &e1));
+    NNF_CHECK(nnf_conv_run_epilogue(&n2, in2, s->bias_dw, &p2.conv, s->dw->s.oc, s->y_numel, &e2));
+    nnf_status st =
+        nnf_nchwc_pw_dw_run(s->pw, s->dw, in[0]->data, out[0]->data, &e1, &e2, ctx->pool);
+    return st == NNF_OK ? st : nnf_error_prefix(st, "node %s (%s)", node->name, node->op_type);
+}
+
+nnf_status nnf_plan_nchwc_pw_dw(NNF_PLAN_ARGS) {
+    const nnf_tinfo *x = &in[0], *w1 = &in[1], *w2 = &in[3], *y = &out[0];
+    if (!known_f32(x, 4) || !known_f32(w1, 4) || !w1->data || !known_f32(w2, 4) || !w2->data ||
+        !known_f32(y, 4))
+        return NNF_OK;
+    nnf_node n1, n2;
+    nnf_nchwc_params p1, p2;
+    nnf_nchwc_pw_dw_split(node, &n1, &p1, &n2, &p2);
+    /* the logical shapes: x and the pointwise output with their weights' channel counts */
+    int64_t xd[4], md[4], yd[4];
+    memcpy(xd, x->shape.dims, sizeof xd);
+    memcpy(yd, y->shape.dims, sizeof yd);
+    xd[1] = w1->shape.dims[1];
+    md[0] = xd[0], md[1] = w1->shape.dims[0], md[2] = xd[2], md[3] = xd[3];
+    nnf_conv2d_shape s1, s2;
+    if (!nnf_nchwc_conv_shape(&p1.conv, xd, w1->shape.dims, md, &s1) ||
+        !nnf_nchwc_conv_shape(&p2.conv, md, w2->shape.dims, yd, &s2))
+        return NNF_OK;
+    pw_dw_state *st = nnf_calloc(1, sizeof *st);
+    if (!st)
+        return plan_oom(node);
+    nnf_isa isa = nnf_cpu_isa();
+    nnf_status rc = nnf_nchwc_conv_create(&s1, 1, isa, w1->data, &st->pw);
+    if (rc == NNF_OK)
+        rc = nnf_nchwc_dw_create(&s2, isa, w2->data, &st->dw);
+    if (rc != NNF_OK || !nnf_nchwc_pw_dw_supported(st->pw, st->dw)) {
+        pw_dw_state_free(st);
+        if (rc == NNF_OK)
+            return NNF_OK; /* the reference kernel runs it */
+        return nnf_error_prefix(rc, "node %s (%s)", node->name, node->op_type);
+    }
+    st->x_numel = (size_t)nnf_shape_numel(&x->shape);
+    st->mid_numel = s1.n * nnf_nchwc_blocks(s1.oc) * NNF_NCHWC_B * s1.oh * s1.ow;
+    st->y_numel = (size_t)nnf_shape_numel(&y->shape);
+    st->bias_pw = in[2].present;
+    st->bias_dw = in[4].present;
+    snprintf(st->name, sizeof st->name, "%s+%s", st->pw->name, st->dw->name);
+    plan->packed_inputs = 1u << 1 | 1u << 3;
+    return bind(plan, st->name, pw_dw_run, st, pw_dw_state_free);
+}
+
 /* ---- pools ------------------------------------------------------------ */
 
 typedef struct pool_state {

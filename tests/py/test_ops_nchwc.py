@@ -226,10 +226,62 @@ def test_pass_can_be_disabled(tmp_path):
     assert not any(o.startswith("nchwc.") for o in ops), ops
 
 
-@pytest.mark.parametrize("op", ["Conv", "ReorderInput", "ReorderOutput", "MaxPool", "AveragePool",
+def case_inverted_residual(share_expansion=False):
+    """MobileNetV2's blocks at odd sizes: 1x1 expansion + ReLU6 -> depthwise 3x3 (stride 2, then 1)
+    + ReLU6 -> 1x1 projection, the second block with its skip Add. share_expansion: the second
+    expansion is read by a pool too, so it must stay a tensor of its own."""
+    a = conv("a", "x", 5, 12, k=1, pad=0)
+    e1 = conv("e1", a[2], 12, 44, k=1, pad=0, act="relu6")
+    d1 = conv("d1", e1[2], 44, 44, stride=2, group=44, act="relu6")
+    p1 = conv("p1", d1[2], 44, 16, k=1, pad=0)
+    e2 = conv("e2", p1[2], 16, 72, k=1, pad=0, act="relu6")
+    d2 = conv("d2", e2[2], 72, 72, group=72, act="relu6")
+    p2 = conv("p2", d2[2], 72, 16, k=1, pad=0)
+    nodes, outputs = [helper.make_node("Add", [p2[2], p1[2]], ["y"])], ["y"]
+    if share_expansion:
+        nodes.append(helper.make_node("GlobalAveragePool", [e2[2]], ["g"]))
+        outputs.append("g")
+    return build([a, e1, d1, p1, e2, d2, p2], nodes, [], outputs, (1, 5, 23, 29))
+
+
+@pytest.mark.parametrize("share", [False, True])
+def test_expansion_fuses_into_depthwise(share, tmp_path, monkeypatch):
+    """A 1x1 conv whose output only a depthwise conv reads runs with it as one ConvPwDw node
+    (passes/fuse_pw_dw.c): ONNX Runtime's results, and the same bits as the two convs apart
+    (NNF_DISABLE_PASSES=fuse_pw_dw) on 1 and 2 threads; an expansion read by another node too
+    stays a Conv of its own."""
+    data = case_inverted_residual(share)
+    path = tmp_path / "mbv2_blocks.onnx"
+    path.write_bytes(data)
+    ops = [o for o, _ in profiled_ops(path)]
+    assert ops.count("nchwc.ConvPwDw") == (1 if share else 2), ops
+    sess = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    x = RNG.standard_normal((1, 5, 23, 29)).astype(np.float32)
+    names = [o.name for o in sess.get_outputs()]
+    ref = dict(zip(names, sess.run(None, {"x": x})))
+    for threads in (1, 2):
+        fused = nnfuse.run_model(data, {"x": x}, threads=threads)
+        monkeypatch.setenv("NNF_DISABLE_PASSES", "fuse_pw_dw")
+        apart = nnfuse.run_model(data, {"x": x}, threads=threads)
+        monkeypatch.delenv("NNF_DISABLE_PASSES")
+        for n in names:
+            np.testing.assert_allclose(fused[n], ref[n], rtol=0, atol=1e-4 * max(1.0, float(np.abs(ref[n]).max())),
+                                       err_msg=f"output {n}, {threads} threads")
+            assert np.array_equal(fused[n], apart[n]), f"output {n}, {threads} threads: fused != apart"
+    # the fused node's reference kernel (the two reference convs)
+    got = nnfuse.run_model(data, {"x": x}, threads=2, reference_kernels=True)
+    for n in names:
+        np.testing.assert_allclose(got[n], ref[n], rtol=0, atol=1e-4 * max(1.0, float(np.abs(ref[n]).max())),
+                                   err_msg=f"output {n}, reference kernels")
+    monkeypatch.setenv("NNF_DISABLE_PASSES", "fuse_pw_dw")
+    assert "nchwc.ConvPwDw" not in {o for o, _ in profiled_ops(path)}
+
+
+@pytest.mark.parametrize("op", ["Conv", "ConvPwDw", "ReorderInput", "ReorderOutput", "MaxPool", "AveragePool",
                                 "GlobalAveragePool", "GlobalMaxPool", "Resize"])
 def test_internal_ops_refused_in_model_files(op, tmp_path):
-    node = helper.make_node(op, ["x", "x"] if op == "Conv" else ["x"], ["y"], domain="nnfuse.nchwc")
+    node = helper.make_node(op, {"Conv": ["x", "x"], "ConvPwDw": ["x"] * 5}.get(op, ["x"]), ["y"],
+                            domain="nnfuse.nchwc")
     g = helper.make_graph([node], "hostile", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 2, 2])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
     m = model_of(g, 17, ("nnfuse.nchwc", 1))

@@ -275,7 +275,7 @@ void nnf_nchwc_conv_span_avx512(const nnf_nchwc_conv_job *j, size_t b, size_t oc
     const nnf_conv2d_shape *s = &j->k->s;
     const int Z = (int)((nob + 1) / 2);
     const size_t pmax = tile_px[Z - 1], wunit = s->kh * s->kw * j->lanes * nob * NNF_NCHWC_B;
-    float *yb = j->y + b * j->y_img + ocb0 * j->y_blk;
+    float *yb = j->y + b * j->y_img + (ocb0 - j->y_blk0) * j->y_blk;
     const float *rb = j->ep->residual ? j->ep->residual + (yb - j->y) : NULL;
     tile_arg a = {.nob = nob, .blk0 = ocb0};
     ptrdiff_t tab[2 * TAB_MAX]; /* not zeroed: 8 KiB per span call */

@@ -330,7 +330,8 @@ void nnf_nchwc_dw_rows_avx2(const nnf_nchwc_dw_tile *t, size_t oh0, size_t noh) 
                 nnf_nchwc_window_taps(iw0, s->kw, s->dw, s->w, &q0, &q1);
                 __m256 acc = _mm256_setzero_ps();
                 for (size_t i = r0; i < r1; i++) {
-                    const float *row = t->x + (size_t)(ih0 + (ptrdiff_t)(i * s->dh)) * s->w * B;
+                    const float *row =
+                        t->x + ((size_t)(ih0 + (ptrdiff_t)(i * s->dh)) - t->x_row0) * s->w * B;
                     for (size_t j = q0; j < q1; j++)
                         acc = _mm256_fmadd_ps(_mm256_loadu_ps(row + (size_t)(iw0 + (ptrdiff_t)(j * s->dw)) * B),
                                               _mm256_loadu_ps(t->w + (i * s->kw + j) * B), acc);
@@ -339,12 +340,14 @@ void nnf_nchwc_dw_rows_avx2(const nnf_nchwc_dw_tile *t, size_t oh0, size_t noh) 
             }
         } else {
             for (size_t i = r0; i < r1; i++)
-                xr[i] = t->x + (size_t)(ih0 + (ptrdiff_t)(i * s->dh)) * s->w * B;
+                xr[i] = t->x + ((size_t)(ih0 + (ptrdiff_t)(i * s->dh)) - t->x_row0) * s->w * B;
             /* rows below this window's last row that the next window's last row reaches */
             ptrdiff_t last = ih0 + (ptrdiff_t)((s->kh - 1) * s->dh), next = last + (ptrdiff_t)s->sh;
             for (int r = 0; r < 2; r++) {
                 ptrdiff_t row = last + 1 + r;
-                c.pf[r] = row <= next && row >= 0 && row < (ptrdiff_t)s->h ? t->x + (size_t)row * s->w * B : NULL;
+                c.pf[r] = row <= next && row >= (ptrdiff_t)t->x_row0 && row < (ptrdiff_t)t->x_row1
+                              ? t->x + ((size_t)row - t->x_row0) * s->w * B
+                              : NULL;
                 /* the groups fetch from their own first column on; the left border's columns here */
                 if (c.pf[r])
                     for (size_t l = 0; l < (lo * s->sw + 1) * B; l += 16)
