@@ -155,6 +155,17 @@ def profiled_ops(path, env=None):
     return [("nchwc." + o if "nchwc" in k or o.startswith("Reorder") else o, k) for o, k in ops]
 
 
+def ort_outputs(data, x):
+    """ONNX Runtime's outputs of model bytes `data` on input x: (output names, {name: array})."""
+    sess = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    names = [o.name for o in sess.get_outputs()]
+    return names, dict(zip(names, sess.run(None, {"x": x})))
+
+
+def assert_close(got, ref, msg):
+    np.testing.assert_allclose(got, ref, rtol=0, atol=1e-4 * max(1.0, float(np.abs(ref).max())), err_msg=msg)
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_blocked_models_match_ort(name, tmp_path):
     data, expect_ops, n_reorders = CASES[name]()
@@ -255,24 +266,20 @@ def test_expansion_fuses_into_depthwise(share, tmp_path, monkeypatch):
     path.write_bytes(data)
     ops = [o for o, _ in profiled_ops(path)]
     assert ops.count("nchwc.ConvPwDw") == (1 if share else 2), ops
-    sess = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
     x = RNG.standard_normal((1, 5, 23, 29)).astype(np.float32)
-    names = [o.name for o in sess.get_outputs()]
-    ref = dict(zip(names, sess.run(None, {"x": x})))
+    names, ref = ort_outputs(data, x)
     for threads in (1, 2):
         fused = nnfuse.run_model(data, {"x": x}, threads=threads)
         monkeypatch.setenv("NNF_DISABLE_PASSES", "fuse_pw_dw")
         apart = nnfuse.run_model(data, {"x": x}, threads=threads)
         monkeypatch.delenv("NNF_DISABLE_PASSES")
         for n in names:
-            np.testing.assert_allclose(fused[n], ref[n], rtol=0, atol=1e-4 * max(1.0, float(np.abs(ref[n]).max())),
-                                       err_msg=f"output {n}, {threads} threads")
+            assert_close(fused[n], ref[n], f"output {n}, {threads} threads")
             assert np.array_equal(fused[n], apart[n]), f"output {n}, {threads} threads: fused != apart"
     # the fused node's reference kernel (the two reference convs)
     got = nnfuse.run_model(data, {"x": x}, threads=2, reference_kernels=True)
     for n in names:
-        np.testing.assert_allclose(got[n], ref[n], rtol=0, atol=1e-4 * max(1.0, float(np.abs(ref[n]).max())),
-                                   err_msg=f"output {n}, reference kernels")
+        assert_close(got[n], ref[n], f"output {n}, reference kernels")
     monkeypatch.setenv("NNF_DISABLE_PASSES", "fuse_pw_dw")
     assert "nchwc.ConvPwDw" not in {o for o, _ in profiled_ops(path)}
 
@@ -329,12 +336,9 @@ def test_bottleneck_writes_over_its_residual(keep_h, over, tmp_path):
                          if "over_input" in e["args"] and e["args"]["op_name"] == "Conv")
     if over is not None:
         assert len(overwritten) == over and ("h.r" in overwritten) == (keep_h is None), overwritten
-    sess = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
     x = RNG.standard_normal((1, 16, 12, 12)).astype(np.float32)
-    names = [o.name for o in sess.get_outputs()]
-    ref = dict(zip(names, sess.run(None, {"x": x})))
+    names, ref = ort_outputs(data, x)
     for threads in (1, 2):
         got = nnfuse.run_model(data, {"x": x}, threads=threads)
         for n in names:
-            np.testing.assert_allclose(got[n], ref[n], rtol=0, atol=1e-4 * max(1.0, float(np.abs(ref[n]).max())),
-                                       err_msg=f"output {n}, {threads} threads")
+            assert_close(got[n], ref[n], f"output {n}, {threads} threads")
