@@ -250,10 +250,12 @@ nnf_status nnf_nchwc_pw_dw_ref(NNF_KERNEL_ARGS) {
                               "the input and the pointwise weight must be 4-D");
     nnf_buf mid = *in[0];
     mid.dims[1] = nnf_nchwc_round(in[1]->dims[0]);
-    size_t bytes;
-    mid.numel = (size_t)(mid.dims[0] * mid.dims[1] * mid.dims[2] * mid.dims[3]);
-    if (!nnf_mul_size(mid.numel, sizeof(float), &bytes) ||
-        !(mid.data = nnf_malloc(bytes ? bytes : 1)))
+    size_t bytes = sizeof(float);
+    for (int d = 0; d < 4; d++)
+        if (mid.dims[d] < 0 || !nnf_mul_size(bytes, (size_t)mid.dims[d], &bytes))
+            return nnf_node_error(node, NNF_ERR_SHAPE, "the pointwise conv's output is too large");
+    mid.numel = bytes / sizeof(float);
+    if (!(mid.data = nnf_malloc(bytes ? bytes : 1)))
         return nnf_node_error(node, NNF_ERR_OUT_OF_MEMORY,
                               "out of memory for the pointwise conv's output");
     nnf_buf *pm = &mid, *in2[3] = {&mid, in[3], in[4]};
