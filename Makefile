@@ -46,7 +46,8 @@ test-avx512: deps venv
 	NNF_LIB=$(CURDIR)/build-avx512/libnnfuse.so NNF_BIN=$(CURDIR)/build-avx512/nnfuse $(PY) -m pytest -q tests/py
 
 # Random shapes through the optimised kernels (GEMM, both conv families, the
-# blocked depthwise/pool/reorder/resize kernels, element-wise/softmax/reduce/
+# blocked depthwise/pool/reorder/resize kernels, the fused pointwise ->
+# depthwise conv, element-wise/softmax/reduce/
 # transpose/concat/slice/resize, layer/batch norm and NCHW pools) against
 # their oracles, every tier, 1/2/3 threads bit for bit: SOAK cases per seed,
 # for each of SEEDS.
@@ -54,7 +55,7 @@ test-avx512: deps venv
 SOAK ?= 1000
 SEEDS ?= 1 2 3
 soak: build
-	@for t in test_gemm test_conv_nchwc test_conv_fast test_nchwc test_eltwise_fast test_norm_pool_fast; do for s in $(SEEDS); do \
+	@for t in test_gemm test_conv_nchwc test_conv_fast test_nchwc test_pw_dw test_eltwise_fast test_norm_pool_fast; do for s in $(SEEDS); do \
 		NNF_TEST_SOAK=$(SOAK) NNF_TEST_SEED=$$s $(BUILD)/$$t > $(BUILD)/soak_$${t}_$$s.log 2>&1; \
 		rc=$$?; printf '%-20s seed %s: %s\n' $$t $$s "$$(grep '^soak:' $(BUILD)/soak_$${t}_$$s.log)"; \
 		if [ $$rc -ne 0 ]; then tail -20 $(BUILD)/soak_$${t}_$$s.log; exit 1; fi; done; done

@@ -4,7 +4,8 @@
  * every tier this machine has and on 1, 2 and 3 threads, and write nothing
  * past its output. Maps wide enough that the row buffer holds only a few
  * rows (its height comes from the L2 size) slide it down the band; NaN and
- * Inf in the input propagate alike. */
+ * Inf in the input propagate alike. NNF_TEST_SOAK=N NNF_TEST_SEED=S (check.h)
+ * runs N random cases after the fixed ones (`make soak`). */
 #include "base/alloc.h"
 #include "base/cpu.h"
 #include "base/threadpool.h"
@@ -115,6 +116,53 @@ done:
     free(wp), free(wd), free(bp), free(bd), free(x), free(mid), free(ref), free(y);
 }
 
+/* Uniform in [lo, hi]. */
+static size_t uniform(size_t lo, size_t hi) {
+    return lo + (size_t)(check_unit() * (double)(hi - lo + 1));
+}
+
+/* A channel count of whole blocks (up to `blocks`) off by -1, 0 or +1; one
+ * draw per statement, so a seed replays on any compiler. */
+static size_t around_blocks(size_t blocks) {
+    size_t b = uniform(1, blocks);
+    return 8 * b + uniform(0, 2) - 1;
+}
+
+/* Random shapes on a wider grid than the fixed cases: channel counts at and
+ * around whole blocks, maps from 1 pixel to rows wide enough that the
+ * buffer holds a few of them, every kernel extent the depthwise rows
+ * specialise and some they do not, strides 1-3, dilation 2, padding 0-3. */
+static void soak(void) {
+    static const nnf_act_kind acts[] = {NNF_ACT_NONE, NNF_ACT_RELU, NNF_ACT_CLIP, NNF_ACT_SILU,
+                                        NNF_ACT_SIGMOID};
+    static const size_t ks[] = {1, 3, 3, 5, 5, 7};
+    long cases = check_soak_begin();
+    for (long i = 0; i < cases;) {
+        pcase q = {.n = 1 + (size_t)(check_unit() < 0.2)};
+        q.c = check_unit() < 0.5 ? uniform(1, 20) : around_blocks(8);
+        q.oc = check_unit() < 0.3 ? uniform(1, 30) : around_blocks(24);
+        q.h = uniform(1, 40);
+        q.w = check_unit() < 0.2 ? uniform(200, 900) : uniform(1, 60);
+        q.k = ks[uniform(0, 5)];
+        q.s = uniform(1, 3);
+        q.d = check_unit() < 0.2 ? 2 : 1;
+        q.p = uniform(0, 3);
+        q.act_pw = acts[uniform(0, 4)];
+        q.act_dw = acts[uniform(0, 4)];
+        q.bias = check_unit() < 0.7;
+        q.nonfinite = check_unit() < 0.1;
+        size_t span = (q.k - 1) * q.d + 1;
+        if (q.h + 2 * q.p < span || q.w + 2 * q.p < span ||
+            (double)(q.n * q.h * q.w * q.oc * (q.c + q.k * q.k)) > 2e7)
+            continue;
+        for (int t = NNF_ISA_SCALAR; t <= (int)nnf_cpu_get()->max_isa; t++)
+            run_case(&q, (nnf_isa)t);
+        i++;
+    }
+    if (cases)
+        check_soak_end(cases, "fused pointwise/depthwise cases");
+}
+
 int main(void) {
     if (nnf_threadpool_create(2, &pools[1]) != NNF_OK ||
         nnf_threadpool_create(3, &pools[2]) != NNF_OK)
@@ -142,6 +190,7 @@ int main(void) {
     for (int t = NNF_ISA_SCALAR; t <= (int)nnf_cpu_get()->max_isa; t++)
         for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
             run_case(&cases[i], (nnf_isa)t);
+    soak();
     nnf_threadpool_destroy(pools[1]);
     nnf_threadpool_destroy(pools[2]);
     TEST_MAIN_END();
