@@ -28,10 +28,16 @@ static const nnf_shape *weight(const nnf_graph *g, const nnf_node *n) {
     return &g->values[w].shape;
 }
 
+/* A 2-D conv: its attributes imply two spatial axes, or none (kernel_shape,
+ * strides, pads all defaulted: the 4-D weight decides). */
+static bool two_d(const nnf_conv_params *p) {
+    return p->spatial == 0 || p->spatial == 2;
+}
+
 static bool pointwise(const nnf_graph *g, const nnf_node *n) {
     const nnf_conv_params *p = &((const nnf_nchwc_params *)n->params)->conv;
     const nnf_shape *w = weight(g, n);
-    if (!w || p->spatial != 2 || p->group != 1 || w->dims[2] != 1 || w->dims[3] != 1 ||
+    if (!w || !two_d(p) || p->group != 1 || w->dims[2] != 1 || w->dims[3] != 1 ||
         p->auto_pad != NNF_AUTO_PAD_NOTSET)
         return false;
     for (int i = 0; i < 2; i++)
@@ -43,7 +49,7 @@ static bool pointwise(const nnf_graph *g, const nnf_node *n) {
 static bool depthwise(const nnf_graph *g, const nnf_node *n) {
     const nnf_conv_params *p = &((const nnf_nchwc_params *)n->params)->conv;
     const nnf_shape *w = weight(g, n);
-    return w && p->spatial == 2 && w->dims[1] == 1 && p->group == w->dims[0];
+    return w && two_d(p) && w->dims[1] == 1 && p->group == w->dims[0];
 }
 
 nnf_status nnf_pass_fuse_pw_dw(nnf_pass_ctx *ctx) {

@@ -18,6 +18,8 @@ def small_model():
     b = numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), "b")
     shape = numpy_helper.from_array(np.array([1, -1], np.int64), "shape")
     head = numpy_helper.from_array(np.array([1, 2, 2, 64], np.int64), "head")
+    pw = numpy_helper.from_array(rng.standard_normal((16, 4, 1, 1)).astype(np.float32), "pw")
+    dw = numpy_helper.from_array(rng.standard_normal((16, 1, 3, 3)).astype(np.float32), "dw")
     nodes = [
         helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
         helper.make_node("Relu", ["c"], ["r"]),
@@ -29,10 +31,15 @@ def small_model():
         helper.make_node("Reshape", ["c2", "head"], ["h"]),
         helper.make_node("Transpose", ["h"], ["t"], perm=[0, 1, 3, 2]),
         helper.make_node("Sigmoid", ["t"], ["z"]),
+        # an expansion and its depthwise conv: one fused node (passes/fuse_pw_dw.c) with a
+        # per-thread row buffer
+        helper.make_node("Conv", ["c", "pw"], ["e"]),
+        helper.make_node("Conv", ["e", "dw"], ["d"], pads=[1, 1, 1, 1], group=16),
     ]
     g = helper.make_graph(nodes, "faults", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
-                           helper.make_tensor_value_info("z", TensorProto.FLOAT, None)], [w, b, shape, head])
+                           helper.make_tensor_value_info("z", TensorProto.FLOAT, None),
+                           helper.make_tensor_value_info("d", TensorProto.FLOAT, None)], [w, b, shape, head, pw, dw])
     return model_of(g).SerializeToString()
 
 
@@ -55,7 +62,7 @@ def test_every_allocation_failure_is_clean():
             continue
         finally:
             lib.nnf_alloc_fail_after(0)
-        for name in ("y", "z"):
+        for name in ("y", "z", "d"):
             np.testing.assert_array_equal(out[name], expected[name])
         break
     else:

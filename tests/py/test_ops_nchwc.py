@@ -284,6 +284,20 @@ def test_expansion_fuses_into_depthwise(share, tmp_path, monkeypatch):
     assert "nchwc.ConvPwDw" not in {o for o, _ in profiled_ops(path)}
 
 
+def test_expansion_fuses_with_default_attributes(tmp_path):
+    """A 1x1 Conv written without kernel_shape, strides or pads (all defaulted) fuses too."""
+    a = conv("a", "x", 8, 12, k=1, pad=0)
+    nodes = [helper.make_node("Conv", [a[2], "e.w"], ["e"]),
+             helper.make_node("Conv", ["e", "d.w"], ["y"], group=40, pads=[1, 1, 1, 1])]
+    data = build([a], nodes, [w("e.w", (40, 12, 1, 1)), w("d.w", (40, 1, 3, 3))], ["y"], (1, 8, 9, 11))
+    path = tmp_path / "defaults.onnx"
+    path.write_bytes(data)
+    assert [o for o, _ in profiled_ops(path)].count("nchwc.ConvPwDw") == 1
+    x = RNG.standard_normal((1, 8, 9, 11)).astype(np.float32)
+    names, ref = ort_outputs(data, x)
+    assert_close(nnfuse.run_model(data, {"x": x})["y"], ref["y"], "output y")
+
+
 @pytest.mark.parametrize("op", ["Conv", "ConvPwDw", "ReorderInput", "ReorderOutput", "MaxPool", "AveragePool",
                                 "GlobalAveragePool", "GlobalMaxPool", "Resize"])
 def test_internal_ops_refused_in_model_files(op, tmp_path):
