@@ -423,10 +423,15 @@ static void subsample_copy(void *ctx, size_t pl) {
     }
 }
 
+/* A 1x1 stride-1 unpadded conv runs flattened: one row of h*w pixels. */
+static int flat_1x1(const nnf_conv2d_shape *s) {
+    return s->kh == 1 && s->kw == 1 && s->sh == 1 && s->sw == 1 && s->pt == 0 && s->pl == 0 &&
+           s->oh == s->h && s->ow == s->w;
+}
+
 bool nnf_nchwc_conv_pointwise(const nnf_nchwc_conv *k) {
     const nnf_conv2d_shape *s = &k->s;
-    return k->in_blocked && s->group == 1 && s->kh == 1 && s->kw == 1 && s->sh == 1 && s->sw == 1 &&
-           !s->pt && !s->pl && s->oh == s->h && s->ow == s->w;
+    return k->in_blocked && s->group == 1 && flat_1x1(s);
 }
 
 size_t nnf_nchwc_conv_tile_groups(const nnf_nchwc_conv *k) {
@@ -437,43 +442,59 @@ size_t nnf_nchwc_conv_tile_group(const nnf_nchwc_conv *k, size_t tg, size_t *nob
     return tile_group(tg, k->gblk, group_ocb(&k->s), nob);
 }
 
-/* The flattened run's job over the pixels of rows [r0, r1) only: the input
- * from row r0 with the whole planes' stride between blocks, the output
- * block-major at y with y_blk floats per block. A pixel's sums do not depend
- * on the pixel range a span covers, so the values are the full run's. */
+/* The job of conv k (the input copy's geometry, if any) from x to y. */
+static nnf_nchwc_conv_job job_of(const nnf_nchwc_conv *k, const float *x, float *y,
+                                 const nnf_epilogue *e) {
+    const nnf_conv2d_shape *s = &k->s;
+    nnf_nchwc_conv_job j = {.k = k,
+                            .x = x,
+                            .y = y,
+                            .ep = e,
+                            .lanes = in_lanes(k),
+                            .icu = in_units(k),
+                            .h = s->h,
+                            .w = s->w,
+                            .oh = s->oh,
+                            .ow = s->ow};
+    if (flat_1x1(s)) {
+        j.w = j.ow = s->h * s->w;
+        j.h = j.oh = 1;
+    }
+    j.x_row = j.w * j.lanes;
+    j.x_unit = j.h * j.x_row;
+    j.x_grp = j.icu * j.x_unit;
+    j.x_img = s->group * j.x_grp;
+    j.ocb = nnf_nchwc_blocks(s->oc);
+    j.ocb_grp = group_ocb(s);
+    j.y_blk = j.oh * j.ow * NNF_NCHWC_B;
+    j.y_img = j.ocb * j.y_blk;
+    j.w_blk = k->w_floats / j.ocb;
+    nnf_nchwc_interior(j.w, s->pl, s->sw, s->kw, s->dw, j.ow, &j.ow_lo, &j.ow_hi);
+    nnf_nchwc_interior(j.h, s->pt, s->sh, s->kh, s->dh, j.oh, &j.oh_lo, &j.oh_hi);
+    /* K blocks whose weights stay in the core's L1 with room for the input
+     * and the accumulated outputs; the partial sums go through y exactly
+     * (a float stored and reloaded), so the blocking changes no result */
+    j.kc = k_block_units(k, k->gblk);
+    return j;
+}
+
+/* The flattened run's job cut to the pixels of rows [r0, r1): the input from
+ * row r0 (the blocks' planes still h*w apart), the output block-major at y
+ * with y_blk floats per block, holding tile group tg's blocks only. A
+ * pixel's sums do not depend on the pixel range a span covers, so the
+ * values are the whole run's. */
 void nnf_nchwc_conv_rows(const nnf_nchwc_conv *k, const float *x, size_t r0, size_t r1, size_t tg,
                          float *y, size_t y_blk, const nnf_epilogue *ep) {
-    const nnf_conv2d_shape *s = &k->s;
     nnf_epilogue e = *ep;
     if (e.bias_kind == NNF_BIAS_NONE)
         e.bias = NULL;
     if (!e.bias)
         e.bias_kind = NNF_BIAS_NONE;
-    size_t row = s->w * NNF_NCHWC_B;
-    nnf_nchwc_conv_job j = {.k = k,
-                            .x = x + r0 * row,
-                            .y = y,
-                            .ep = &e,
-                            .lanes = NNF_NCHWC_B,
-                            .icu = in_units(k),
-                            .h = 1,
-                            .w = (r1 - r0) * s->w,
-                            .oh = 1,
-                            .ow = (r1 - r0) * s->w};
+    nnf_nchwc_conv_job j = job_of(k, x + r0 * k->s.w * NNF_NCHWC_B, y, &e);
+    j.w = j.ow = j.ow_hi = (r1 - r0) * k->s.w;
     j.x_row = j.w * NNF_NCHWC_B;
-    j.x_unit = s->h * row;
-    j.x_grp = j.icu * j.x_unit;
-    j.x_img = j.x_grp;
-    j.ocb = nnf_nchwc_blocks(s->oc);
-    j.ocb_grp = j.ocb;
     j.y_blk = y_blk;
     j.y_img = j.ocb * y_blk;
-    j.w_blk = k->w_floats / j.ocb;
-    j.ow_lo = 0;
-    j.ow_hi = j.ow;
-    j.oh_lo = 0;
-    j.oh_hi = 1;
-    j.kc = k_block_units(k, k->gblk);
     size_t nob, ocb0 = tile_group(tg, k->gblk, j.ocb, &nob);
     j.y_blk0 = ocb0; /* y holds the tile group's blocks only */
     if (wide_tiles(k))
@@ -545,40 +566,10 @@ nnf_status nnf_nchwc_conv_run(const nnf_nchwc_conv *k, const float *x, float *y,
         s = &kp.s;
         x = xcopy;
     }
-    nnf_nchwc_conv_job j = {.k = k,
-                            .x = x,
-                            .y = y,
-                            .ep = &e,
-                            .lanes = in_lanes(k),
-                            .icu = in_units(k),
-                            .h = s->h,
-                            .w = s->w,
-                            .oh = s->oh,
-                            .ow = s->ow};
-    int flat = s->kh == 1 && s->kw == 1 && s->sh == 1 && s->sw == 1 && s->pt == 0 && s->pl == 0 &&
-               s->oh == s->h && s->ow == s->w;
-    if (flat) {
-        j.w = j.ow = s->h * s->w;
-        j.h = j.oh = 1;
-    }
-    j.x_row = j.w * j.lanes;
-    j.x_unit = j.h * j.x_row;
-    j.x_grp = j.icu * j.x_unit;
-    j.x_img = s->group * j.x_grp;
-    j.ocb = nnf_nchwc_blocks(s->oc);
-    j.ocb_grp = group_ocb(s);
-    j.y_blk = j.oh * j.ow * NNF_NCHWC_B;
-    j.y_img = j.ocb * j.y_blk;
-    j.w_blk = k->w_floats / j.ocb;
-    nnf_nchwc_interior(j.w, s->pl, s->sw, s->kw, s->dw, j.ow, &j.ow_lo, &j.ow_hi);
-    nnf_nchwc_interior(j.h, s->pt, s->sh, s->kh, s->dh, j.oh, &j.oh_lo, &j.oh_hi);
-
+    nnf_nchwc_conv_job j = job_of(k, x, y, &e);
+    int flat = flat_1x1(s);
     task_ctx t = {.job = &j, .flat = (size_t)flat};
     t.gblk = k->gblk; /* from the shape as created, not the copy's */
-    /* K blocks whose weights stay in the core's L1 with room for the input
-     * and the accumulated outputs; the partial sums go through y exactly
-     * (a float stored and reloaded), so the blocking changes no result */
-    j.kc = k_block_units(k, t.gblk);
     t.groups = tile_groups(s, t.gblk);
     t.span = wide_tiles(k)            ? nnf_nchwc_conv_span_avx512
              : k->isa >= NNF_ISA_AVX2 ? nnf_nchwc_conv_span_avx2
