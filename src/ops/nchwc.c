@@ -107,14 +107,21 @@ static void block(const float *x, float *y, int64_t n, int64_t c, int64_t hw, nn
     nnf_nchwc_from_nchw(x, y, (size_t)n, (size_t)c, (size_t)hw, NNF_ISA_SCALAR, ctx->pool);
 }
 
-/* A plain NCHW buffer with c channels of a blocked 4-D buffer's geometry. */
+/* A new float buffer of a 4-D buffer's geometry with c channels (a plain
+ * twin of a blocked operand, or the blocked output of a ConvPwDw's first
+ * conv); its size is checked for overflow. */
 static nnf_status plain_like(const nnf_node *node, const nnf_buf *b, int64_t c, nnf_buf *out) {
     *out = *b;
     out->dims[1] = c;
-    size_t bytes;
-    out->numel = (size_t)(b->dims[0] * c * b->dims[2] * b->dims[3]);
-    if (!nnf_mul_size(out->numel, sizeof(float), &bytes) || !(out->data = nnf_malloc(bytes ? bytes : 1)))
-        return nnf_node_error(node, NNF_ERR_OUT_OF_MEMORY, "out of memory for a reference reorder");
+    size_t bytes = sizeof(float);
+    for (int d = 0; d < 4; d++)
+        if (out->dims[d] < 0 || !nnf_mul_size(bytes, (size_t)out->dims[d], &bytes))
+            return nnf_node_error(node, NNF_ERR_SHAPE, "an operand of %lld channels is too large",
+                                  (long long)c);
+    out->numel = bytes / sizeof(float);
+    if (!(out->data = nnf_malloc(bytes ? bytes : 1)))
+        return nnf_node_error(node, NNF_ERR_OUT_OF_MEMORY,
+                              "out of memory for a reference kernel's operand");
     return NNF_OK;
 }
 
@@ -248,16 +255,8 @@ nnf_status nnf_nchwc_pw_dw_ref(NNF_KERNEL_ARGS) {
     if (!in[0] || in[0]->rank != 4 || !in[1] || in[1]->rank != 4)
         return nnf_node_error(node, NNF_ERR_SHAPE,
                               "the input and the pointwise weight must be 4-D");
-    nnf_buf mid = *in[0];
-    mid.dims[1] = nnf_nchwc_round(in[1]->dims[0]);
-    size_t bytes = sizeof(float);
-    for (int d = 0; d < 4; d++)
-        if (mid.dims[d] < 0 || !nnf_mul_size(bytes, (size_t)mid.dims[d], &bytes))
-            return nnf_node_error(node, NNF_ERR_SHAPE, "the pointwise conv's output is too large");
-    mid.numel = bytes / sizeof(float);
-    if (!(mid.data = nnf_malloc(bytes ? bytes : 1)))
-        return nnf_node_error(node, NNF_ERR_OUT_OF_MEMORY,
-                              "out of memory for the pointwise conv's output");
+    nnf_buf mid; /* the pointwise output: x's geometry, the blocked output channels */
+    NNF_CHECK(plain_like(node, in[0], nnf_nchwc_round(in[1]->dims[0]), &mid));
     nnf_buf *pm = &mid, *in2[3] = {&mid, in[3], in[4]};
     nnf_status st = nnf_nchwc_conv_ref(&n1, in, &pm, ctx);
     if (st == NNF_OK)
