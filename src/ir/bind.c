@@ -220,8 +220,17 @@ nnf_status nnf_graph_infer(nnf_graph *g) {
             merge_shape(&v->shape, &out[k].shape);
             out[k].shape = v->shape;
         }
-        if (all_const)
+        if (all_const) {
+            /* a conv's weights may still be misaligned in the file (import.c) */
+            for (int k = 0; k < n->n_inputs; k++) {
+                if (n->inputs[k] < 0 || !g->values[n->inputs[k]].misaligned ||
+                    nnf_node_reads_bytewise(n, k))
+                    continue;
+                NNF_CHECK(nnf_graph_align_value(g, n->inputs[k]));
+                in[k].data = g->values[n->inputs[k]].data;
+            }
             NNF_CHECK(fold_node(g, n, in, out));
+        }
     }
     return NNF_OK;
 }

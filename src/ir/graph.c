@@ -134,6 +134,25 @@ void *nnf_graph_take_value_block(nnf_graph *g, int v) {
     return *b;
 }
 
+/* Data borrowed from a file mapping of the graph: hands back the whole pages
+ * inside it (the partial pages at its ends may hold neighbouring tensors).
+ * False if d is not in a mapping. */
+static bool release_mapped_pages(const graph_private *p, const void *data, size_t nbytes) {
+    const char *d = data;
+    for (const nnf_mapping *m = p->g.mappings; m; m = m->next) {
+        const char *base = m->addr;
+        if (!base || d < base || d + nbytes > base + m->size)
+            continue;
+        uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+        uintptr_t lo = ((uintptr_t)d + page - 1) & ~(page - 1),
+                  hi = ((uintptr_t)d + nbytes) & ~(page - 1);
+        if (hi > lo)
+            madvise((void *)lo, hi - lo, MADV_DONTNEED);
+        return true;
+    }
+    return false;
+}
+
 bool nnf_graph_release_value_data(nnf_graph *g, int v) {
     graph_private *p = root_of(g);
     nnf_value *val = &g->values[v];
@@ -147,22 +166,56 @@ bool nnf_graph_release_value_data(nnf_graph *g, int v) {
         val->released = true;
         return true;
     }
-    /* Borrowed from a file mapping: hand back the whole pages inside it (the
-     * partial pages at its ends may hold neighbouring tensors). */
-    const char *d = val->data;
-    for (const nnf_mapping *m = p->g.mappings; m; m = m->next) {
-        const char *base = m->addr;
-        if (!base || d < base || d + val->nbytes > base + m->size)
-            continue;
-        uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-        uintptr_t lo = ((uintptr_t)d + page - 1) & ~(page - 1), hi = ((uintptr_t)d + val->nbytes) & ~(page - 1);
-        if (hi > lo)
-            madvise((void *)lo, hi - lo, MADV_DONTNEED);
-        val->data = NULL;
-        val->released = true;
-        return true;
+    if (!release_mapped_pages(p, val->data, val->nbytes))
+        return false;
+    val->data = NULL;
+    val->released = true;
+    return true;
+}
+
+bool nnf_node_reads_bytewise(const nnf_node *n, int k) {
+    return k == 0 && !n->domain[0] && !strcmp(n->op_type, "Gather");
+}
+
+nnf_status nnf_graph_align_values(nnf_graph *g) {
+    bool any = false;
+    for (int v = 0; v < g->n_values && !any; v++)
+        any = g->values[v].misaligned;
+    if (!any)
+        return NNF_OK;
+    bool *need = nnf_calloc((size_t)g->n_values, sizeof *need);
+    if (!need)
+        return nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory aligning initializers");
+    for (int i = 0; i < g->n_nodes; i++) {
+        const nnf_node *n = &g->nodes[i];
+        for (int k = 0; k < n->n_inputs && !n->dead; k++)
+            if (n->inputs[k] >= 0 && !nnf_node_reads_bytewise(n, k))
+                need[n->inputs[k]] = true;
     }
-    return false;
+    for (int k = 0; k < g->n_outputs; k++)
+        need[g->outputs[k]] = true;
+    nnf_status st = NNF_OK;
+    for (int v = 0; v < g->n_values && st == NNF_OK; v++)
+        if (need[v])
+            st = nnf_graph_align_value(g, v);
+    nnf_free(need);
+    return st;
+}
+
+nnf_status nnf_graph_align_value(nnf_graph *g, int v) {
+    nnf_value *val = &g->values[v];
+    if (!val->misaligned || !val->data)
+        return NNF_OK;
+    void *copy = nnf_graph_block_alloc(g, val->nbytes);
+    if (!copy)
+        return nnf_error(NNF_ERR_OUT_OF_MEMORY,
+                         "out of memory aligning initializer '%.200s' (%zu bytes)", val->name,
+                         val->nbytes);
+    memcpy(copy, val->data, val->nbytes);
+    release_mapped_pages(root_of(g), val->data, val->nbytes);
+    val->data = copy;
+    val->misaligned = false;
+    return NNF_OK;
 }
 
 int nnf_graph_find_value(const nnf_graph *g, const char *name) {

@@ -178,6 +178,16 @@ bool nnf_graph_release_value_data(nnf_graph *g, int v);
  * (borrowed from the file, or in the arena). */
 void *nnf_graph_take_value_block(nnf_graph *g, int v);
 
+/* Whether node n reads its input k only byte-wise (memcpy of rows), so the
+ * value may stay in the model file at an address not aligned for its dtype
+ * (nnf_value.misaligned): the table of a Gather. */
+bool nnf_node_reads_bytewise(const nnf_node *n, int k);
+/* Give every misaligned value that a node of g reads other than byte-wise, or
+ * that is a graph output, an aligned copy of its data. Idempotent. */
+nnf_status nnf_graph_align_values(nnf_graph *g);
+/* The same for value v alone (nothing if it is aligned). */
+nnf_status nnf_graph_align_value(nnf_graph *g, int v);
+
 /* Find a value by name; -1 if absent. Linear-time lookup with a hash built on
  * demand is an internal detail. */
 int nnf_graph_find_value(const nnf_graph *g, const char *name);

@@ -16,7 +16,8 @@ static nnf_status fold_one(nnf_pass_ctx *ctx, nnf_node *bn, nnf_node *conv) {
     nnf_graph *g = ctx->graph;
     const nnf_norm_params *bp = bn->params;
     int wv = conv->inputs[1], bv = conv->n_inputs > 2 ? conv->inputs[2] : NNF_NO_VALUE;
-    const float *w = nnf_pass_const_f32(g, wv);
+    /* the weights may still be misaligned in the file (import.c): read byte-wise */
+    const unsigned char *w = nnf_pass_const_f32_bytes(g, wv);
     const float *b = bv >= 0 ? nnf_pass_const_f32(g, bv) : NULL;
     const float *gamma = nnf_pass_const_f32(g, bn->inputs[1]);
     const float *beta = nnf_pass_const_f32(g, bn->inputs[2]);
@@ -49,8 +50,11 @@ static nnf_status fold_one(nnf_pass_ctx *ctx, nnf_node *bn, nnf_node *conv) {
      * array); nw may be w itself */
     for (int64_t o = 0; o < m; o++) {
         float s = gamma[o] / sqrtf(var[o] + bp->epsilon);
-        for (int64_t i = 0; i < per; i++)
-            nw[o * per + i] = w[o * per + i] * s;
+        for (int64_t i = 0; i < per; i++) {
+            float x;
+            memcpy(&x, w + (size_t)(o * per + i) * sizeof x, sizeof x);
+            nw[o * per + i] = x * s;
+        }
         nb[o] = ((b ? b[o] : 0.0f) - mean[o]) * s + beta[o];
     }
     NNF_CHECK(nnf_pass_resize_inputs(conv, 3));

@@ -17,6 +17,9 @@ typedef struct nnf_pass {
     const char *name;
     int min_level; /* runs at -O<min_level> and above */
     nnf_status (*run)(nnf_pass_ctx *ctx);
+    /* reads misaligned weights (nnf_value.misaligned) byte-wise, so it may
+     * run before they are aligned; the first pass without it runs after */
+    int bytewise;
 } nnf_pass;
 
 /* Run every enabled pass for opt_level. disabled: comma-separated pass names
@@ -36,6 +39,9 @@ nnf_status nnf_pass_resize_inputs(nnf_node *node, int n);
 /* A float32 constant value's data, or NULL (also for a misaligned one, which
  * only byte-wise readers may read). */
 const float *nnf_pass_const_f32(const nnf_graph *g, int v);
+/* The same data, misaligned too: for a pass that reads it byte-wise
+ * (nnf_pass.bytewise). */
+const void *nnf_pass_const_f32_bytes(const nnf_graph *g, int v);
 /* Release the data of constants no live node reads any more (weights that
  * were folded into new ones). */
 void nnf_pass_release_unused(nnf_pass_ctx *ctx);

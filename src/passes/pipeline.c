@@ -15,13 +15,13 @@ nnf_status nnf_pass_layout_nchwc(nnf_pass_ctx *ctx);
 nnf_status nnf_pass_fuse_pw_dw(nnf_pass_ctx *ctx);
 
 static const nnf_pass pipeline[] = {
-    {"fold_batchnorm", 1, nnf_pass_fold_batchnorm},   /* Conv → BN: scale weights, shift bias */
-    {"fuse_residual", 2, nnf_pass_fuse_residual},     /* Conv → Add(x): residual epilogue */
-    {"fuse_activation", 2, nnf_pass_fuse_activation}, /* Conv/Gemm/MatMul (→ Reshape/Transpose…) → act (SiLU, GELU chains too) */
-    {"fuse_residual", 2, nnf_pass_fuse_residual},     /* Conv+act → Add(x): residual after the act */
-    {"fuse_layernorm", 2, nnf_pass_fuse_layernorm},   /* ReduceMean…Div·gamma+beta → LayerNormalization */
-    {"layout_nchwc", 3, nnf_pass_layout_nchwc},       /* convs and their neighbours on NCHWc8 blocked tensors */
-    {"fuse_pw_dw", 3, nnf_pass_fuse_pw_dw},           /* blocked 1x1 Conv → depthwise Conv: one ConvPwDw */
+    {"fold_batchnorm", 1, nnf_pass_fold_batchnorm, 1},  /* Conv → BN: scale weights, shift bias */
+    {"fuse_residual", 2, nnf_pass_fuse_residual, 0},    /* Conv → Add(x): residual epilogue */
+    {"fuse_activation", 2, nnf_pass_fuse_activation, 0}, /* Conv/Gemm/MatMul (→ Reshape/Transpose…) → act (SiLU, GELU chains too) */
+    {"fuse_residual", 2, nnf_pass_fuse_residual, 0},    /* Conv+act → Add(x): residual after the act */
+    {"fuse_layernorm", 2, nnf_pass_fuse_layernorm, 0},  /* ReduceMean…Div·gamma+beta → LayerNormalization */
+    {"layout_nchwc", 3, nnf_pass_layout_nchwc, 0},      /* convs and their neighbours on NCHWc8 blocked tensors */
+    {"fuse_pw_dw", 3, nnf_pass_fuse_pw_dw, 0},          /* blocked 1x1 Conv → depthwise Conv: one ConvPwDw */
 };
 
 static int listed(const char *list, const char *name) {
@@ -43,8 +43,14 @@ nnf_status nnf_passes_run(nnf_graph *g, int opt_level, const char *disabled) {
     if (!ctx.uses)
         return nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory running graph passes");
     nnf_status st = NNF_OK;
+    bool aligned = false;
     for (size_t i = 0; i < sizeof pipeline / sizeof pipeline[0]; i++) {
         const nnf_pass *p = &pipeline[i];
+        if (!p->bytewise && !aligned) {
+            aligned = true;
+            if ((st = nnf_graph_align_values(g)) != NNF_OK)
+                break;
+        }
         if (opt_level < p->min_level || listed(disabled, p->name) || listed(env, p->name))
             continue;
         ctx.fusions = 0;

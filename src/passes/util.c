@@ -65,14 +65,19 @@ nnf_status nnf_pass_resize_inputs(nnf_node *node, int n) {
     return NNF_OK;
 }
 
-const float *nnf_pass_const_f32(const nnf_graph *g, int v) {
+const void *nnf_pass_const_f32_bytes(const nnf_graph *g, int v) {
     if (v < 0)
         return NULL;
     const nnf_value *val = &g->values[v];
     if ((val->kind != NNF_VALUE_INITIALIZER && val->kind != NNF_VALUE_CONSTANT) || !val->data ||
-        val->misaligned || val->dtype != NNF_DTYPE_FLOAT32 || !nnf_shape_known(&val->shape))
+        val->dtype != NNF_DTYPE_FLOAT32 || !nnf_shape_known(&val->shape))
         return NULL;
     return val->data;
+}
+
+const float *nnf_pass_const_f32(const nnf_graph *g, int v) {
+    const void *d = nnf_pass_const_f32_bytes(g, v);
+    return d && !g->values[v].misaligned ? d : NULL;
 }
 
 /* A new float32 constant over `data` (nbytes of it), under a name unused so far. */

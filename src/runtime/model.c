@@ -65,6 +65,8 @@ static nnf_status prepare(nnf_model *m) {
         NNF_CHECK(nnf_graph_verify(g));
         release_file_pages(m);
     }
+    /* the weights the passes did not read byte-wise (all of them at -O0) */
+    NNF_CHECK(nnf_graph_align_values(g));
     NNF_CHECK(nnf_graph_plan(g, m->opt_level > 0 && !m->keep_unpacked, &m->plans));
     return build_info(m);
 }

@@ -124,3 +124,49 @@ def test_gather_tables_read_in_place(tmp_path, pad):
                 {"ids": ids, "ids2": ids2})["y"]
             np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
     assert path.read_bytes() == data
+
+
+def conv_weights_model(pad):
+    """Three convs whose weights' raw_data lands misaligned for some pad (a doc_string before them
+    shifts it): w1 before a BatchNormalization (folded straight from the file), w2 with no
+    BatchNormalization (aligned after the fold), w3 also read by a ReduceSum (aligned at import), w4
+    on a constant input (the conv runs while shapes are inferred)."""
+    pre = numpy_helper.from_array(np.zeros(1, np.float32), "pre")
+    pre.doc_string = "x" * pad
+    inits = [pre]
+    for name in ("w1", "w2", "w3", "w4"):
+        inits.append(numpy_helper.from_array(RNG.standard_normal((16, 8, 3, 3)).astype(np.float32) * 0.2, name))
+    w2 = inits[2]
+    w2.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(w2)[:8].repeat(2, axis=1), "w2"))  # 8 x 16 x 3 x 3
+    for name, v in (("s", 1 + 0.1 * RNG.standard_normal(16)), ("bb", RNG.standard_normal(16)),
+                    ("mean", RNG.standard_normal(16)), ("var", 0.5 + RNG.random(16)),
+                    ("xc", RNG.standard_normal((1, 8, 4, 4)))):
+        inits.append(numpy_helper.from_array(v.astype(np.float32), name))
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("BatchNormalization", ["c1", "s", "bb", "mean", "var"], ["n1"]),
+             helper.make_node("Relu", ["n1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "w2"], ["y1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["x", "w3"], ["y2"]),
+             helper.make_node("ReduceSum", ["w3"], ["y3"], keepdims=0),
+             helper.make_node("Conv", ["xc", "w4"], ["y4"])]
+    g = helper.make_graph(nodes, "convw", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 8, 8])],
+                          [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("y1", "y2", "y3", "y4")],
+                          inits)
+    return model_of(g).SerializeToString()
+
+
+@pytest.mark.parametrize("pad", [0, 1, 2, 3])
+def test_conv_weights_folded_from_the_file(tmp_path, pad):
+    """Conv weights left misaligned in the file by the importer: folded, aligned after the fold, or
+    aligned at import, every output as ONNX Runtime's at every level and on the reference kernels."""
+    ort = pytest.importorskip("onnxruntime")
+    data = conv_weights_model(pad)
+    path = tmp_path / "c.onnx"
+    path.write_bytes(data)
+    want = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"x": X})
+    for source in (data, str(path)):
+        for kw in ({"opt_level": 0}, {"opt_level": 1}, {"opt_level": 3}, {"reference_kernels": True}):
+            out = nnfuse.Session(source, threads=1, **kw).run({"x": X})
+            for name, w in zip(("y1", "y2", "y3", "y4"), want):
+                np.testing.assert_allclose(out[name], w, rtol=1e-4, atol=1e-4, err_msg=f"{name} {kw} pad {pad}")
+    assert path.read_bytes() == data
