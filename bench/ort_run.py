@@ -13,7 +13,8 @@
         generator `nnfuse run` uses: floats uniform in [-1, 1), integers 0),
         intra_op_num_threads = N, ORT_ENABLE_ALL, warm-up, N timed runs; prints
         JSON with the keys of `nnfuse bench --json` (first_ms = session
-        creation + first run, peak RSS of this process: VmHWM, else getrusage).
+        creation + first run, load_ms = session creation, peak RSS of this
+        process: VmHWM, else getrusage).
 
 Safe names follow CLI.md: characters outside [A-Za-z0-9._-] become '_'.
 """
@@ -163,6 +164,7 @@ def cmd_bench(args) -> int:
     feeds = make_inputs(args.model, args.inputs, args.seed, shapes)
     t0 = time.perf_counter()
     sess = session(args.model, args.threads)
+    load_ms = (time.perf_counter() - t0) * 1e3
     sess.run(None, feeds)
     first_ms = (time.perf_counter() - t0) * 1e3
     for _ in range(args.warmup):
@@ -183,6 +185,7 @@ def cmd_bench(args) -> int:
         "warmup": args.warmup,
         "count": len(lat),
         "first_ms": first_ms,
+        "load_ms": load_ms,
         "latency_ms": {
             "min": lat_sorted[0], "mean": float(np.mean(lat)), "median": _percentile(lat_sorted, 0.5),
             "p90": _percentile(lat_sorted, 0.9), "p99": _percentile(lat_sorted, 0.99), "max": lat_sorted[-1],

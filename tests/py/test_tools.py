@@ -91,6 +91,7 @@ def test_bench_json_schema(tiny_model, tmp_path):
     assert r["model"] == str(tiny_model) and r["threads"] == 1 and r["count"] == 7
     assert len(r["samples_ms"]) == 7
     assert r["first_ms"] > 0 and r["throughput"] > 0
+    assert 0 < r["load_ms"] < r["first_ms"]
     assert 0.5 < r["peak_rss_mb"] < 4096
     # live intermediates at the peak: at least conv_out + relu/out (4x8x8 floats each)
     assert r["arena_bytes"] >= 2 * 4 * 8 * 8 * 4
