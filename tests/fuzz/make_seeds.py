@@ -50,9 +50,35 @@ def shapes():
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], producer_name="make_seeds")
 
 
+def conv_bn():
+    # A conv's weights of 4.6 KB (large enough to stay in the file) at an
+    # address not aligned for floats, then a BatchNormalization: the fold reads
+    # them byte-wise from the file (src/onnx/import.c). The pad before them is
+    # chosen so the serialised raw_data lands misaligned.
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("BatchNormalization", ["c", "s", "bb", "m", "v"], ["n"]),
+        helper.make_node("Relu", ["n"], ["y"]),
+    ]
+    w = t("w", (16, 8, 3, 3))
+    stats = [t("s", (16,)), t("bb", (16,)), t("m", (16,)), numpy_helper.from_array(
+        rng.uniform(0.5, 1.5, 16).astype(np.float32), "v")]
+    for pad in range(8):
+        pre = t("pre", (1,))
+        pre.doc_string = "x" * pad
+        g = helper.make_graph(nodes, "conv_bn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 5, 5])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 5, 5])],
+                              [pre, w] + stats)
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], producer_name="make_seeds")
+        data = m.SerializeToString()
+        if data.index(w.raw_data) % 4:
+            return m
+    raise AssertionError("no pad left the weights misaligned")
+
+
 if __name__ == "__main__":
     os.makedirs(OUT, exist_ok=True)
-    for name, make in (("cnn", cnn), ("shapes", shapes)):
+    for name, make in (("cnn", cnn), ("shapes", shapes), ("conv_bn", conv_bn)):
         m = make()
         onnx.checker.check_model(m, full_check=True)
         onnx.save(m, os.path.join(OUT, name + ".onnx"))
