@@ -111,6 +111,13 @@ typedef struct nnf_value_info {
 typedef struct nnf_model nnf_model;
 typedef struct nnf_session nnf_session;
 
+/* One entry of nnf_model_options.input_shapes. */
+typedef struct nnf_input_shape {
+    const char *name;
+    int rank;
+    const int64_t *dims; /* rank extents, each >= 0 */
+} nnf_input_shape;
+
 /* Options structs start with their size so they can grow without _v2 calls.
  * Always start from the *_default() value. */
 typedef struct nnf_model_options {
@@ -125,6 +132,15 @@ typedef struct nnf_model_options {
     /* threads loading may use: 0 = all cores (default), 1 = only the caller's. With more than
      * one, a helper thread faults fresh memory in ahead of the loader. */
     int threads;
+    /* Shapes fixed at load for inputs with symbolic (or unknown) dims, as onnxruntime's
+     * free-dimension overrides or OpenVINO's reshape: n_input_shapes entries, borrowed for the
+     * call. Each listed input must keep the model's rank and fixed extents; a symbolic dim takes
+     * the given extent, and so does every dim of the graph that bears its name. Passes and
+     * kernel plans then see concrete shapes: a model whose inputs keep symbolic dims runs the
+     * nodes whose shapes stay unknown on reference kernels (a warning says so), and runs with
+     * other shapes than these are refused (NNF_ERR_SHAPE). */
+    const nnf_input_shape *input_shapes;
+    size_t n_input_shapes;
 } nnf_model_options;
 
 typedef struct nnf_session_options {

@@ -39,9 +39,14 @@ class _ValueInfo(ctypes.Structure):
                 ("dims", ctypes.POINTER(ctypes.c_int64)), ("dim_names", ctypes.POINTER(ctypes.c_char_p))]
 
 
+class _InputShape(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("rank", ctypes.c_int), ("dims", ctypes.POINTER(ctypes.c_int64))]
+
+
 class _ModelOptions(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_size_t), ("opt_level", ctypes.c_int),
-                ("keep_unpacked_weights", ctypes.c_int), ("threads", ctypes.c_int)]
+                ("keep_unpacked_weights", ctypes.c_int), ("threads", ctypes.c_int),
+                ("input_shapes", ctypes.POINTER(_InputShape)), ("n_input_shapes", ctypes.c_size_t)]
 
 
 class _SessionOptions(ctypes.Structure):
@@ -104,10 +109,21 @@ def _info(fn, handle, i):
 
 
 class Model:
-    """A loaded model (immutable; may be shared by sessions)."""
+    """A loaded model (immutable; may be shared by sessions).
 
-    def __init__(self, source, opt_level=3, keep_unpacked_weights=False, threads=0):
+    input_shapes: {input name: shape} fixed at load for inputs with symbolic dims (as
+    onnxruntime's free-dimension overrides): the graph passes and kernel plans then see concrete
+    shapes, and runs with other shapes are refused."""
+
+    def __init__(self, source, opt_level=3, keep_unpacked_weights=False, threads=0, input_shapes=None):
         opts = _ModelOptions(ctypes.sizeof(_ModelOptions), opt_level, 1 if keep_unpacked_weights else 0, threads)
+        shapes = list((input_shapes or {}).items())
+        if shapes:
+            dims = [(ctypes.c_int64 * max(len(s), 1))(*[int(d) for d in s]) for _, s in shapes]
+            entries = (_InputShape * len(shapes))(
+                *[_InputShape(str(n).encode(), len(s), d) for (n, s), d in zip(shapes, dims)])
+            opts.input_shapes = entries
+            opts.n_input_shapes = len(shapes)
         self._handle = ctypes.c_void_p()
         self._buffer = None
         if isinstance(source, (bytes, bytearray)):
@@ -132,10 +148,10 @@ class Model:
 class Session:
     """One caller's execution state. `model` is a Model, a path, or ONNX bytes."""
 
-    def __init__(self, model, threads=0, opt_level=3, reference_kernels=False, dump_dir=None):
+    def __init__(self, model, threads=0, opt_level=3, reference_kernels=False, dump_dir=None, input_shapes=None):
         self.model = model if isinstance(model, Model) else Model(model, opt_level=opt_level,
                                                                   keep_unpacked_weights=reference_kernels,
-                                                                  threads=threads)
+                                                                  threads=threads, input_shapes=input_shapes)
         self._dump = dump_dir.encode() if dump_dir else None
         opts = _SessionOptions(ctypes.sizeof(_SessionOptions), threads, 0, self._dump, None,
                                1 if reference_kernels else 0)

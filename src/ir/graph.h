@@ -188,6 +188,11 @@ nnf_status nnf_graph_align_values(nnf_graph *g);
 /* The same for value v alone (nothing if it is aligned). */
 nnf_status nnf_graph_align_value(nnf_graph *g, int v);
 
+/* Fix the shapes of the listed graph inputs (nnf_model_options.input_shapes)
+ * and of every declared dim named like a symbolic dim they fixed; before
+ * shapes are inferred. */
+nnf_status nnf_graph_fix_inputs(nnf_graph *g, const nnf_input_shape *shapes, size_t n);
+
 /* Find a value by name; -1 if absent. Linear-time lookup with a hash built on
  * demand is an internal detail. */
 int nnf_graph_find_value(const nnf_graph *g, const char *name);

@@ -49,8 +49,34 @@ static void release_file_pages(nnf_model *m) {
             madvise(x->addr, x->size, MADV_DONTNEED);
 }
 
-static nnf_status prepare(nnf_model *m) {
+/* A warning when nodes were left to reference kernels because their shapes
+ * are not known at load (symbolic input dims): the user can fix them. */
+static void warn_unplanned(const nnf_model *m) {
+    const nnf_graph *g = m->graph;
+    int unplanned = 0, first = -1;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const nnf_node *n = &g->nodes[i];
+        if (n->dead || m->plans[i].run)
+            continue;
+        bool unknown = false;
+        for (int k = 0; k < n->n_outputs && !unknown; k++)
+            unknown = n->outputs[k] >= 0 && !nnf_shape_known(&g->values[n->outputs[k]].shape);
+        if (unknown && ++unplanned == 1)
+            first = i;
+    }
+    if (unplanned)
+        NNF_LOG_WARN("%s: %d node%s (first '%s', %s) planned without shapes, so on reference "
+                     "kernels: an input has symbolic dims; fix them at load for full speed "
+                     "(nnf_model_options.input_shapes, the CLI's --input-shape, Python's "
+                     "input_shapes=)",
+                     m->source, unplanned, unplanned == 1 ? "" : "s", g->nodes[first].name,
+                     g->nodes[first].op_type);
+}
+
+static nnf_status prepare(nnf_model *m, const nnf_model_options *opts) {
     nnf_graph *g = m->graph;
+    if (opts && opts->struct_size >= offsetof(nnf_model_options, n_input_shapes) + sizeof(size_t))
+        NNF_CHECK(nnf_graph_fix_inputs(g, opts->input_shapes, opts->n_input_shapes));
     NNF_CHECK(nnf_graph_bind_ops(g));
     NNF_CHECK(nnf_graph_init_params(g));
     NNF_CHECK(nnf_graph_toposort(g));
@@ -68,6 +94,7 @@ static nnf_status prepare(nnf_model *m) {
     /* the weights the passes did not read byte-wise (all of them at -O0) */
     NNF_CHECK(nnf_graph_align_values(g));
     NNF_CHECK(nnf_graph_plan(g, m->opt_level > 0 && !m->keep_unpacked, &m->plans));
+    warn_unplanned(m);
     return build_info(m);
 }
 
@@ -98,7 +125,7 @@ static nnf_status load_model(const void *data, size_t size, const char *source, 
     }
     /* import copied what it could not point at; the rest faults back in on use */
     release_file_pages(m);
-    st = prepare(m);
+    st = prepare(m, opts);
     if (st != NNF_OK) {
         nnf_error_prefix(st, "%s", source);
         goto fail;

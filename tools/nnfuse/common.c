@@ -215,6 +215,36 @@ void cli_inputs_free(cli_inputs *in) {
     in->n = 0;
 }
 
+/* The --input-shape NAME:d0,d1,... options as the model options' input shapes
+ * (fixed at load, so passes and kernel plans see them). */
+typedef struct cli_shapes {
+    nnf_input_shape entries[64];
+    char names[64][256];
+    int64_t dims[64][16];
+} cli_shapes;
+
+static nnf_status parse_shapes(const cli_common *c, cli_shapes *out) {
+    for (int k = 0; k < c->n_input_shapes; k++) {
+        const char *s = c->input_shapes[k], *colon = strrchr(s, ':');
+        size_t ln = (size_t)(colon - s);
+        if (ln >= sizeof out->names[k])
+            return nnf_error(NNF_ERR_INVALID_ARGUMENT, "--input-shape: name too long");
+        memcpy(out->names[k], s, ln);
+        out->names[k][ln] = 0;
+        int rank = 0;
+        for (const char *p = colon + 1; *p;) {
+            char *end;
+            long long e = strtoll(p, &end, 10);
+            if (end == p || e < 0 || rank == 16 || (*end && *end != ','))
+                return nnf_error(NNF_ERR_INVALID_ARGUMENT, "--input-shape %s: bad dims", s);
+            out->dims[k][rank++] = e;
+            p = *end ? end + 1 : end;
+        }
+        out->entries[k] = (nnf_input_shape){out->names[k], rank, out->dims[k]};
+    }
+    return NNF_OK;
+}
+
 nnf_status cli_open(const cli_common *c, nnf_model **model, nnf_session **session,
                     const nnf_session_options *extra) {
     nnf_model_options mo = nnf_model_options_default();
@@ -223,10 +253,19 @@ nnf_status cli_open(const cli_common *c, nnf_model **model, nnf_session **sessio
     mo.threads = c->threads; /* the session's: a 1-thread figure uses one thread throughout */
     *model = NULL;
     *session = NULL;
-    NNF_CHECK(nnf_model_load(c->model, &mo, model));
+    cli_shapes *shapes = c->n_input_shapes ? calloc(1, sizeof *shapes) : NULL;
+    if (c->n_input_shapes && !shapes)
+        return nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory for --input-shape");
+    nnf_status st = shapes ? parse_shapes(c, shapes) : NNF_OK;
+    mo.input_shapes = shapes ? shapes->entries : NULL;
+    mo.n_input_shapes = (size_t)c->n_input_shapes;
+    if (st == NNF_OK)
+        st = nnf_model_load(c->model, &mo, model);
+    free(shapes);
+    NNF_CHECK(st);
     nnf_session_options so = extra ? *extra : nnf_session_options_default();
     so.threads = c->threads;
-    nnf_status st = nnf_session_create(*model, &so, session);
+    st = nnf_session_create(*model, &so, session);
     if (st != NNF_OK) {
         nnf_model_destroy(*model);
         *model = NULL;
