@@ -69,7 +69,8 @@ typedef struct nnf_kernel_plan {
      * runtime may hand its buffer to the output */
     unsigned in_place_inputs;
 } nnf_kernel_plan;
-/* Shapes in in/out are fully known; constant inputs (weights) carry data. */
+/* Shapes in in/out are fully known (also unknown extents for an op marked
+ * NNF_OP_SYM); constant inputs (weights) carry data. */
 #define NNF_PLAN_ARGS const nnf_node *node, const nnf_tinfo *in, const nnf_tinfo *out, nnf_kernel_plan *plan
 typedef nnf_status (*nnf_plan_fn)(NNF_PLAN_ARGS);
 
@@ -84,6 +85,9 @@ typedef struct nnf_op_def {
     nnf_kernel_fn ref;
     nnf_cost_fn cost;
     nnf_plan_fn plan;
+    /* plan is also called for nodes whose shapes are not all known at load
+     * (NNF_OP_SYM in the table); otherwise only with every shape known */
+    bool plan_symbolic;
 } nnf_op_def;
 
 /* Declarations of every function the table names. */
@@ -94,7 +98,9 @@ typedef struct nnf_op_def {
     nnf_status ref(NNF_KERNEL_ARGS);                                                               \
     double cost(NNF_COST_ARGS);                                                                    \
     nnf_status plan(NNF_PLAN_ARGS);
+#define NNF_OP_SYM NNF_OP
 #include "ops/list_all.inc"
+#undef NNF_OP_SYM
 #undef NNF_OP
 
 nnf_status nnf_init_none(NNF_INIT_ARGS);

@@ -5,9 +5,15 @@
 static const nnf_op_def op_table[] = {
 #define NNF_OP(domain, name, since, until, in_min, in_max, out_min, out_max, dtypes, init, infer,  \
                ref, cost, plan)                                                                    \
-    {domain, name, since, until, in_min, in_max, out_min, out_max, dtypes, init, infer, ref, cost, plan},
+    {domain, name, since, until, in_min, in_max, out_min, out_max, dtypes, init, infer, ref, cost, \
+     plan, false},
+#define NNF_OP_SYM(domain, name, since, until, in_min, in_max, out_min, out_max, dtypes, init,     \
+                   infer, ref, cost, plan)                                                         \
+    {domain, name, since, until, in_min, in_max, out_min, out_max, dtypes, init, infer, ref, cost, \
+     plan, true},
 #include "ops/list_all.inc"
 #undef NNF_OP
+#undef NNF_OP_SYM
 };
 
 size_t nnf_op_count(void) { return sizeof op_table / sizeof op_table[0]; }

@@ -42,7 +42,7 @@ nnf_status nnf_graph_plan(nnf_graph *g, bool release_packed, nnf_kernel_plan **p
             nnf_value_tinfo(g, n->outputs[k], &out[k]);
             known &= !out[k].present || nnf_shape_known(&out[k].shape);
         }
-        if (!known)
+        if (!known && !n->op->plan_symbolic)
             continue;
         nnf_status st = n->op->plan(n, in, out, &plans[id]);
         if (st != NNF_OK) {

@@ -26,6 +26,10 @@ typedef struct ew_state {
     nnf_ew_bcast bc;
     int kind;       /* softmax: log; reduce: nnf_reduce_kind */
     size_t rows, n; /* softmax / reduce: rows of n */
+    /* planned with shapes unknown at load (symbolic dims): the broadcast
+     * pattern, or softmax's rows, come from the run's shapes */
+    bool symbolic;
+    int axis, coerce_2d; /* softmax, when symbolic */
     char name[64];
 } ew_state;
 
@@ -47,6 +51,23 @@ static void plan_set(nnf_kernel_plan *plan, ew_state *s, nnf_kernel_fn run) {
     plan->run = run;
     plan->state = s;
     plan->free_state = state_free;
+}
+
+static int f32_present(const nnf_tinfo *t) {
+    return t->present && t->dtype == NNF_DTYPE_FLOAT32;
+}
+
+/* The reference kernel, for a symbolic plan whose run-time shapes its fast
+ * kernel does not cover. */
+static nnf_status run_reference(NNF_KERNEL_ARGS) {
+    nnf_kctx ref = {.pool = ctx->pool};
+    return node->op->ref(node, in, out, &ref);
+}
+
+static nnf_shape shape_of(const nnf_buf *b) {
+    nnf_shape s = {.rank = b->rank};
+    memcpy(s.dims, b->dims, sizeof(int64_t) * (size_t)b->rank);
+    return s;
 }
 
 static int f32_known(const nnf_tinfo *t) {
@@ -109,7 +130,8 @@ nnf_status nnf_plan_unary(NNF_PLAN_ARGS) {
     const nnf_unary_params *p = node->params;
     nnf_ew_unary u;
     nnf_status st;
-    if (!p || !f32_known(&in[0]) || out[0].dtype != NNF_DTYPE_FLOAT32 || !map_unop(p, &u))
+    /* element-wise over the run's element count: symbolic shapes too */
+    if (!p || !f32_present(&in[0]) || out[0].dtype != NNF_DTYPE_FLOAT32 || !map_unop(p, &u))
         return NNF_OK;
     ew_state *s = state_new(node, &st);
     if (!s)
@@ -155,9 +177,16 @@ nnf_status nnf_plan_clip(NNF_PLAN_ARGS) {
 
 static nnf_status binary_run(NNF_KERNEL_ARGS) {
     const ew_state *s = ctx->state;
-    if (!in[0] || !in[1] || out[0]->numel != s->bc.numel || out[0]->dtype != NNF_DTYPE_FLOAT32)
+    nnf_ew_bcast bc = s->bc;
+    if (s->symbolic && in[0] && in[1]) {
+        nnf_shape a = shape_of(in[0]), b = shape_of(in[1]), y = shape_of(out[0]);
+        bc = nnf_ew_bcast_classify(&a, &b, &y);
+        if (bc.kind == NNF_EWBC_NONE || (s->op == NNF_EWB_PRELU && bc.small_is_a))
+            return run_reference(node, in, out, ctx);
+    }
+    if (!in[0] || !in[1] || out[0]->numel != bc.numel || out[0]->dtype != NNF_DTYPE_FLOAT32)
         return nnf_node_error(node, NNF_ERR_SHAPE, "%s: operands do not match the plan", s->name);
-    nnf_ew_binary_run(s->k, s->op, &s->bc, in[0]->data, in[1]->data, out[0]->data, ctx->pool);
+    nnf_ew_binary_run(s->k, s->op, &bc, in[0]->data, in[1]->data, out[0]->data, ctx->pool);
     return NNF_OK;
 }
 
@@ -170,8 +199,13 @@ static nnf_status pow_run(NNF_KERNEL_ARGS) {
 
 /* Pow with a constant scalar exponent of 2 or 0.5 is a unary op. */
 static int pow_unary(const nnf_tinfo *a, const nnf_tinfo *b, const nnf_tinfo *y, nnf_ew_unop *op) {
-    if (!b->present || !b->data || !nnf_shape_known(&b->shape) || nnf_shape_numel(&b->shape) != 1 ||
-        nnf_shape_numel(&a->shape) != nnf_shape_numel(&y->shape))
+    if (!b->present || !b->data || !nnf_shape_known(&b->shape) || nnf_shape_numel(&b->shape) != 1)
+        return 0;
+    /* Y is A's shape: known equal, or (symbolic dims) an exponent of no
+     * higher rank than A's */
+    if (nnf_shape_known(&a->shape) && nnf_shape_known(&y->shape)
+            ? nnf_shape_numel(&a->shape) != nnf_shape_numel(&y->shape)
+            : a->shape.rank < 0 || b->shape.rank > a->shape.rank)
         return 0;
     double e;
     if (b->dtype == NNF_DTYPE_FLOAT32)
@@ -194,9 +228,11 @@ nnf_status nnf_plan_binary(NNF_PLAN_ARGS) {
     nnf_status st;
     static const char *names[NNF_EWB_COUNT] = {"add", "sub", "mul", "div", "max", "min", "prelu"};
     if (!p || node->n_inputs != 2 || p->mean || (p->legacy && p->legacy_broadcast) ||
-        !f32_known(&in[0]) || !in[1].present || !nnf_shape_known(&in[1].shape) ||
-        out[0].dtype != NNF_DTYPE_FLOAT32 || !nnf_shape_known(&out[0].shape))
+        !f32_present(&in[0]) || !in[1].present || out[0].dtype != NNF_DTYPE_FLOAT32)
         return NNF_OK;
+    /* shapes unknown at load: the broadcast pattern is classified per run */
+    bool symbolic = !nnf_shape_known(&in[0].shape) || !nnf_shape_known(&in[1].shape) ||
+                    !nnf_shape_known(&out[0].shape);
     if (p->op == NNF_BIN_POW) {
         nnf_ew_unop op;
         if (!pow_unary(&in[0], &in[1], &out[0], &op))
@@ -224,21 +260,26 @@ nnf_status nnf_plan_binary(NNF_PLAN_ARGS) {
     }
     if (in[1].dtype != NNF_DTYPE_FLOAT32)
         return NNF_OK;
-    nnf_ew_bcast bc = nnf_ew_bcast_classify(&in[0].shape, &in[1].shape, &out[0].shape);
-    /* PRelu's slope broadcasts to X, never the other way */
-    if (bc.kind == NNF_EWBC_NONE || (op == NNF_EWB_PRELU && bc.small_is_a))
-        return NNF_OK;
+    nnf_ew_bcast bc = {0};
+    if (!symbolic) {
+        bc = nnf_ew_bcast_classify(&in[0].shape, &in[1].shape, &out[0].shape);
+        /* PRelu's slope broadcasts to X, never the other way */
+        if (bc.kind == NNF_EWBC_NONE || (op == NNF_EWB_PRELU && bc.small_is_a))
+            return NNF_OK;
+    }
     ew_state *s = state_new(node, &st);
     if (!s)
         return st;
     s->op = op;
     s->bc = bc;
-    snprintf(s->name, sizeof s->name, "f32_%s_%s_%s", names[op], nnf_ew_bcast_name(bc.kind),
-             s->k->suffix);
+    s->symbolic = symbolic;
+    snprintf(s->name, sizeof s->name, "f32_%s_%s_%s", names[op],
+             symbolic ? "runtime" : nnf_ew_bcast_name(bc.kind), s->k->suffix);
     plan_set(plan, s, binary_run);
     /* an operand as large as the output is read at the output's index, just
-     * before that element is written; a broadcast one is read again */
-    for (int k = 0; k < 2; k++)
+     * before that element is written; a broadcast one is read again (with
+     * shapes unknown at load, either may be broadcast: never in place) */
+    for (int k = 0; k < 2 && !symbolic; k++)
         if (nnf_shape_numel(&in[k].shape) == nnf_shape_numel(&out[0].shape))
             plan->in_place_inputs |= 1u << k;
     return NNF_OK;
@@ -263,40 +304,64 @@ static size_t row_grain(size_t n) {
     return n >= GRAIN_FLOATS ? 1 : GRAIN_FLOATS / n;
 }
 
+/* The length of a softmax row over shape sh at axis (rank known), or 0 when
+ * the fast kernel does not cover it (opset 13+: later axes of extent > 1). */
+static size_t softmax_row(const nnf_shape *sh, int axis, int coerce_2d) {
+    size_t n = 1;
+    for (int i = axis; i < sh->rank; i++) {
+        if (i > axis && !coerce_2d && sh->dims[i] != 1)
+            return 0;
+        n *= (size_t)sh->dims[i];
+    }
+    return n;
+}
+
 static nnf_status softmax_run(NNF_KERNEL_ARGS) {
     const ew_state *s = ctx->state;
     NNF_CHECK(check_same_numel(node, s, in[0], out[0]));
-    if (s->rows * s->n != out[0]->numel)
+    ew_state at = *s;
+    if (s->symbolic) { /* rows from the run's shape */
+        nnf_shape x = shape_of(in[0]);
+        at.n = x.rank > s->axis ? softmax_row(&x, s->axis, s->coerce_2d) : 0;
+        if (!at.n)
+            return run_reference(node, in, out, ctx);
+        at.rows = in[0]->numel / at.n;
+    }
+    if (at.rows * at.n != out[0]->numel)
         return nnf_node_error(node, NNF_ERR_SHAPE, "%s: %zu elements, planned %zu rows of %zu",
-                              s->name, out[0]->numel, s->rows, s->n);
-    rows_job j = {s, in[0]->data, out[0]->data};
-    nnf_ew_parallel_ranges(ctx->pool, s->rows, row_grain(s->n), softmax_rows, &j);
+                              s->name, out[0]->numel, at.rows, at.n);
+    rows_job j = {&at, in[0]->data, out[0]->data};
+    nnf_ew_parallel_ranges(ctx->pool, at.rows, row_grain(at.n), softmax_rows, &j);
     return NNF_OK;
 }
 
 nnf_status nnf_plan_softmax(NNF_PLAN_ARGS) {
     const nnf_softmax_params *p = node->params;
     nnf_status st;
-    if (!p || p->kind == NNF_HARDMAX || !f32_known(&in[0]) || in[0].shape.rank < 1)
+    /* symbolic dims: the rank must be known (it places the axis) */
+    if (!p || p->kind == NNF_HARDMAX || !f32_present(&in[0]) || in[0].shape.rank < 1)
         return NNF_OK;
     const nnf_shape *sh = &in[0].shape;
+    bool symbolic = !nnf_shape_known(sh);
+    if (!symbolic && nnf_shape_numel(sh) <= 0)
+        return NNF_OK;
     int axis;
     if (p->axis < -sh->rank || p->axis >= sh->rank)
         return NNF_OK; /* the reference kernel reports it */
     axis = (int)(p->axis < 0 ? p->axis + sh->rank : p->axis);
-    size_t n = 1;
-    for (int i = axis; i < sh->rank; i++) {
-        /* opset 13+: only the last axis (later axes of extent 1) is a row */
-        if (i > axis && !p->coerce_2d && sh->dims[i] != 1)
-            return NNF_OK;
-        n *= (size_t)sh->dims[i];
-    }
+    /* opset 13+: only the last axis (later axes of extent 1) is a row */
+    size_t n = symbolic ? 0 : softmax_row(sh, axis, p->coerce_2d);
+    if (!symbolic && !n)
+        return NNF_OK;
     ew_state *s = state_new(node, &st);
     if (!s)
         return st;
     s->kind = p->kind == NNF_LOG_SOFTMAX;
+    s->symbolic = symbolic;
+    s->axis = axis;
+    s->coerce_2d = p->coerce_2d;
     s->n = n;
-    s->rows = (size_t)nnf_shape_numel(sh) / n;
+    s->rows = symbolic ? 0 : (size_t)nnf_shape_numel(sh) / n;
     snprintf(s->name, sizeof s->name, "f32_%s_lastaxis_%s", s->kind ? "logsoftmax" : "softmax",
              s->k->suffix);
     plan_set(plan, s, softmax_run);

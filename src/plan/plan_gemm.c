@@ -198,13 +198,31 @@ static nnf_status plan_common(const nnf_node *node, const nnf_tinfo *in, const n
     const nnf_gemm_params *p = node->params;
     const nnf_tinfo *a = &in[0], *b = &in[1];
     nnf_status st = NNF_OK;
-    if (!p || a->dtype != NNF_DTYPE_FLOAT32 || b->dtype != NNF_DTYPE_FLOAT32 ||
-        !nnf_shape_known(&a->shape) || !nnf_shape_known(&b->shape) ||
-        !nnf_shape_known(&out[0].shape) || a->shape.rank < 1 || b->shape.rank < 1)
+    if (!p || a->dtype != NNF_DTYPE_FLOAT32 || b->dtype != NNF_DTYPE_FLOAT32)
         return NNF_OK;
+    /* Shapes not all known at load (symbolic dims, NNF_OP_SYM): M, K, N and
+     * the batch axes come from the run, which checks them. A constant 2-D B
+     * is packed now (K and N are its own) and A's leading axes are flattened
+     * into M; any other B is read unpacked, for MatMul only. The epilogue
+     * takes only what needs no run-time extent: a column bias of B's N, the
+     * activation. */
+    bool fixed = nnf_shape_known(&a->shape) && nnf_shape_known(&b->shape) &&
+                 nnf_shape_known(&out[0].shape);
     int ra = a->shape.rank, rb = b->shape.rank;
     int64_t m, k, n, a_batch = 1, b_batch = 1;
-    if (is_gemm) {
+    if (!fixed) {
+        if (b->data && nnf_shape_known(&b->shape) && rb == 2) {
+            k = b->shape.dims[is_gemm && p->trans_b ? 1 : 0];
+            n = b->shape.dims[is_gemm && p->trans_b ? 0 : 1];
+        } else if (!b->data && !is_gemm && p->bias_input < 0 && p->residual_input < 0) {
+            k = n = 1; /* placeholders */
+        } else {
+            return NNF_OK;
+        }
+        m = 1; /* a placeholder */
+    } else if (ra < 1 || rb < 1) {
+        return NNF_OK;
+    } else if (is_gemm) {
         if (ra != 2 || rb != 2)
             return NNF_OK;
         m = a->shape.dims[p->trans_a ? 1 : 0];
@@ -232,7 +250,7 @@ static nnf_status plan_common(const nnf_node *node, const nnf_tinfo *in, const n
     s->alpha = is_gemm ? p->alpha : 1.0f;
     s->beta = is_gemm ? p->beta : 0.0f;
     s->act = p->act;
-    s->flatten = ch.flatten;
+    s->flatten = ch.flatten || (!fixed && b->data); /* a 2-D B: A's leading axes are rows */
     s->residual_input = -1;
     s->bias_input = -1;
 
@@ -257,7 +275,10 @@ static nnf_status plan_common(const nnf_node *node, const nnf_tinfo *in, const n
         if (c->dtype != NNF_DTYPE_FLOAT32 || cn < 0 || s->bias_mode != BIAS_NONE)
             goto keep_reference;
         nnf_bias_kind kind;
-        if (cn == m * n && (rc == 2 || m == 1 || n == 1) && !(m == 1 && n == 1 && rc < 2)) {
+        if (!fixed && cn != 1 && !(cn == n && c->shape.dims[rc - 1] == n))
+            goto keep_reference; /* a C that needs M */
+        if (fixed && cn == m * n && (rc == 2 || m == 1 || n == 1) &&
+            !(m == 1 && n == 1 && rc < 2)) {
             if (s->residual_input >= 0)
                 goto keep_reference;
             s->bias_mode = C_AS_RESIDUAL;
@@ -266,7 +287,8 @@ static nnf_status plan_common(const nnf_node *node, const nnf_tinfo *in, const n
             kind = NNF_BIAS_PER_COL; /* filled with beta*c below */
         } else if (cn == n && c->shape.dims[rc - 1] == n) {
             kind = NNF_BIAS_PER_COL;
-        } else if (cn == m && rc == 2 && c->shape.dims[0] == m && c->shape.dims[1] == 1) {
+        } else if (fixed && cn == m && rc == 2 && c->shape.dims[0] == m &&
+                   c->shape.dims[1] == 1) {
             kind = NNF_BIAS_PER_ROW;
         } else {
             goto keep_reference;

@@ -223,9 +223,13 @@ static bool plan_matches(const nnf_graph *g, const nnf_node *n, nnf_buf *const *
     for (int k = 0; k < n->n_inputs; k++) {
         if (!in[k])
             continue;
+        /* a rank or extent unknown at load (an NNF_OP_SYM plan) is the run's */
         const nnf_shape *s = &g->values[n->inputs[k]].shape;
-        if (s->rank != in[k]->rank || memcmp(s->dims, in[k]->dims, sizeof(int64_t) * (size_t)s->rank))
+        if (s->rank >= 0 && s->rank != in[k]->rank)
             return false;
+        for (int d = 0; d < s->rank; d++)
+            if (s->dims[d] >= 0 && s->dims[d] != in[k]->dims[d])
+                return false;
     }
     return true;
 }

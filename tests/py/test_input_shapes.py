@@ -46,16 +46,27 @@ def dyn_path(tmp_path_factory):
     return path
 
 
+def npy(beside, name, shape):
+    """An .npy input file beside a model (the CLI's -i keeps the load's shapes symbolic)."""
+    path = beside.with_name(f"{name}.npy")
+    np.save(path, RNG.standard_normal(shape).astype(np.float32))
+    return path
+
+
 def feeds(n, length=5):
     return {"x": RNG.standard_normal((n, 4, 8, 8)).astype(np.float32),
             "z": RNG.standard_normal((n, length)).astype(np.float32)}
 
 
 def test_fixed_shapes_run_planned_kernels(dyn_path):
-    """Symbolic: Conv and MatMul on reference kernels. Fixed at load: planned kernels, the conv
-    with the BatchNormalization and the Relu in it, the GEMM with its bias."""
-    kernels = {e["args"]["op_name"]: e["args"]["kernel"] for e in profile_nodes(dyn_path, "--threads", 1)}
-    assert kernels["Conv"] == "ref" and kernels["MatMul"] == "ref"
+    """Symbolic: the Conv on its reference kernel; the MatMul on the GEMM with B packed, its bias
+    Add apart (classified per run). Fixed at load: planned kernels, the conv with the
+    BatchNormalization and the Relu in it, the GEMM with its bias."""
+    kernels = {e["args"]["op_name"]: e["args"]["kernel"]
+               for e in profile_nodes(dyn_path, "--threads", 1, "-i", f"x={npy(dyn_path, 'x', (3, 4, 8, 8))}",
+                                      "-i", f"z={npy(dyn_path, 'z', (3, 5))}")}
+    assert kernels["Conv"] == "ref", kernels
+    assert kernels["MatMul"].endswith("_packed_b") and "_runtime_" in kernels["Add"], kernels
     events = profile_nodes(dyn_path, "--threads", 1, "--input-shape", "x:3,4,8,8", "--input-shape", "z:3,5")
     node = {e["args"]["op_name"]: e["args"] for e in events}
     assert node["Conv"]["kernel"].startswith("f32_conv") and "gemm" in node["MatMul"]["kernel"], node
@@ -113,3 +124,76 @@ def test_cli_warns_about_symbolic_dims_and_takes_input_shape(dyn_path):
     assert "planned without shapes" not in p.stderr
     p = subprocess.run(run + ["--input-shape", "x:2,4,x"], capture_output=True, text=True)
     assert p.returncode != 0 and "--input-shape x:2,4,x: bad dims" in p.stderr
+
+
+# ---- kernels planned on symbolic shapes (NNF_OP_SYM): every run-time shape as ONNX Runtime --------
+
+def sym_model(nodes, inputs, outputs, inits=(), opset=17):
+    """inputs: (name, shape[, TensorProto dtype])."""
+    g = helper.make_graph(nodes, "sym", [helper.make_tensor_value_info(i[0], i[2] if len(i) > 2 else TensorProto.FLOAT, i[1])
+                                         for i in inputs],
+                          [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outputs], list(inits))
+    return model_of(g, opset).SerializeToString()
+
+
+def const(name, shape, scale=1.0):
+    return numpy_helper.from_array((RNG.standard_normal(shape) * scale).astype(np.float32), name)
+
+
+def arrays(**shapes):
+    return {n: RNG.standard_normal(s).astype(np.float32) for n, s in shapes.items()}
+
+
+SYM_CASES = {
+    # MatMul with a constant B (packed; A's leading axes flattened) and a batched non-constant B
+    # that broadcasts; Gemm with a symbolic M and a column bias
+    "matmul": (sym_model([helper.make_node("MatMul", ["a", "w"], ["y"]), helper.make_node("MatMul", ["q", "k"], ["s"]),
+                          helper.make_node("Gemm", ["g", "gw", "gc"], ["gy"], transB=1, alpha=0.5, beta=2.0)],
+                         [("a", ["B", "T", 13]), ("q", ["B", 3, "T", 7]), ("k", [1, 3, 7, "U"]), ("g", ["M", 13])],
+                         ["y", "s", "gy"], [const("w", (13, 31)), const("gw", (17, 13)), const("gc", (17,))]),
+               lambda b, t, u: arrays(a=(b, t, 13), q=(b, 3, t, 7), k=(1, 3, 7, u), g=(t, 13))),
+    # A reshaped to a rank unknown at load (the target's length is symbolic) before a MatMul with
+    # a constant B: ranks 2, 3 and 4 at run time
+    "unknown_rank": (sym_model([helper.make_node("Reshape", ["a", "sh"], ["r"]), helper.make_node("MatMul", ["r", "w"], ["y"])],
+                               [("a", ["B", "T", 13]), ("sh", ["R"], TensorProto.INT64)], ["y"], [const("w", (13, 80))]),
+                     lambda b, t, u: {**arrays(a=(b, t, 13)),
+                                      "sh": np.array([[b * t], [t, b], [1, b, t]][u % 3] + [13], np.int64)}),
+    # softmax over the last axis (opset 13) and coerced to 2-D at axis 1 (opset 11); at opset 13 an
+    # axis before trailing axes of extent > 1 takes the reference kernel at run time
+    "softmax13": (sym_model([helper.make_node("Softmax", ["x"], ["y"], axis=-1),
+                             helper.make_node("LogSoftmax", ["x"], ["z"], axis=2)],
+                            [("x", ["B", 3, "T", "U"])], ["y", "z"], opset=13),
+                  lambda b, t, u: arrays(x=(b, 3, t, u))),
+    "softmax11": (sym_model([helper.make_node("Softmax", ["x"], ["y"], axis=1)], [("x", ["B", 3, "T", "U"])], ["y"], opset=11),
+                  lambda b, t, u: arrays(x=(b, 3, t, u))),
+    # binary ops whose broadcast pattern is classified per run (same shape, scalar, a row, a
+    # column and an outer pattern the fast kernels may leave to the reference), Pow by a constant
+    # scalar, unary ops
+    "eltwise": (sym_model([helper.make_node("Add", ["x", "x2"], ["s0"]), helper.make_node("Mul", ["x", "c"], ["s1"]),
+                           helper.make_node("Sub", ["x", "row"], ["s2"]), helper.make_node("Div", ["x", "col"], ["s3"]),
+                           helper.make_node("Max", ["x", "outer"], ["s4"]), helper.make_node("Pow", ["x", "two"], ["s5"]),
+                           helper.make_node("Erf", ["x"], ["s6"]), helper.make_node("Sigmoid", ["x"], ["s7"])],
+                          [("x", ["B", "T", "U"]), ("x2", ["B", "T", "U"]), ("col", ["B", "T", 1]), ("outer", ["B", 1, "U"])],
+                          ["s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7"],
+                          [const("c", ()), numpy_helper.from_array(np.array(2.0, np.float32), "two"), const("row", (1, 1, 1))]),
+                lambda b, t, u: {**arrays(x=(b, t, u), x2=(b, t, u), outer=(b, 1, u)),
+                                 "col": (RNG.random((b, t, 1)) + 0.5).astype(np.float32)}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SYM_CASES))
+def test_symbolic_plans_match_onnxruntime_at_every_run_shape(case):
+    """One session per thread count, runs at several shapes (1, primes, a tile edge): the
+    kernels planned on symbolic shapes give ONNX Runtime's outputs."""
+    ort = pytest.importorskip("onnxruntime")
+    data, make = SYM_CASES[case]
+    ref = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    sessions = {t: nnfuse.Session(data, threads=t) for t in (1, 2)}
+    for b, t, u in ((1, 1, 1), (2, 7, 13), (3, 17, 16), (1, 31, 5)):
+        f = make(b, t, u)
+        want = ref.run(None, f)
+        for threads, s in sessions.items():
+            got = s.run(f)
+            for name, w in zip(list(got), want):
+                np.testing.assert_allclose(got[name], w, rtol=2e-5, atol=2e-5,
+                                           err_msg=f"{case} {name} at {b},{t},{u} x{threads}")
