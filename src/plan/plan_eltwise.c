@@ -97,6 +97,8 @@ static nnf_status check_same_numel(const nnf_node *node, const ew_state *s, cons
 static nnf_status unary_run(NNF_KERNEL_ARGS) {
     const ew_state *s = ctx->state;
     NNF_CHECK(check_same_numel(node, s, in[0], out[0]));
+    if (!out[0]->numel) /* an empty run of a symbolic plan */
+        return NNF_OK;
     nnf_ew_unary_run(s->k, &s->u, in[0]->data, out[0]->data, out[0]->numel, ctx->pool);
     return NNF_OK;
 }
@@ -131,7 +133,8 @@ nnf_status nnf_plan_unary(NNF_PLAN_ARGS) {
     nnf_ew_unary u;
     nnf_status st;
     /* element-wise over the run's element count: symbolic shapes too */
-    if (!p || !f32_present(&in[0]) || out[0].dtype != NNF_DTYPE_FLOAT32 || !map_unop(p, &u))
+    if (!p || !f32_present(&in[0]) || out[0].dtype != NNF_DTYPE_FLOAT32 || !map_unop(p, &u) ||
+        (nnf_shape_known(&in[0].shape) && !f32_known(&in[0])))
         return NNF_OK;
     ew_state *s = state_new(node, &st);
     if (!s)
@@ -179,6 +182,8 @@ static nnf_status binary_run(NNF_KERNEL_ARGS) {
     const ew_state *s = ctx->state;
     nnf_ew_bcast bc = s->bc;
     if (s->symbolic && in[0] && in[1]) {
+        if (!out[0]->numel)
+            return NNF_OK;
         nnf_shape a = shape_of(in[0]), b = shape_of(in[1]), y = shape_of(out[0]);
         bc = nnf_ew_bcast_classify(&a, &b, &y);
         if (bc.kind == NNF_EWBC_NONE || (s->op == NNF_EWB_PRELU && bc.small_is_a))
@@ -233,6 +238,8 @@ nnf_status nnf_plan_binary(NNF_PLAN_ARGS) {
     /* shapes unknown at load: the broadcast pattern is classified per run */
     bool symbolic = !nnf_shape_known(&in[0].shape) || !nnf_shape_known(&in[1].shape) ||
                     !nnf_shape_known(&out[0].shape);
+    if (!symbolic && !f32_known(&in[0]))
+        return NNF_OK;
     if (p->op == NNF_BIN_POW) {
         nnf_ew_unop op;
         if (!pow_unary(&in[0], &in[1], &out[0], &op))
