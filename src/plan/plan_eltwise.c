@@ -372,8 +372,9 @@ nnf_status nnf_plan_softmax(NNF_PLAN_ARGS) {
     snprintf(s->name, sizeof s->name, "f32_%s_lastaxis_%s", s->kind ? "logsoftmax" : "softmax",
              s->k->suffix);
     plan_set(plan, s, softmax_run);
-    /* per row: x read for the max (and sum), then y[i] written from x[i] */
-    plan->in_place_inputs = 1u;
+    /* per row: x read for the max (and sum), then y[i] written from x[i]
+     * (not where a symbolic plan may hand the run to the reference kernel) */
+    plan->in_place_inputs = symbolic ? 0u : 1u;
     return NNF_OK;
 }
 
