@@ -14,13 +14,6 @@ typedef struct named_dim {
     const char *input; /* the input that fixed it */
 } named_dim;
 
-static int graph_input(const nnf_graph *g, const char *name) {
-    for (int i = 0; i < g->n_inputs; i++)
-        if (!strcmp(g->values[g->inputs[i]].name, name))
-            return g->inputs[i];
-    return -1;
-}
-
 /* Records that symbolic dim `name` is `extent` (fixed by `input`); an error
  * if another entry fixed it to another extent. */
 static nnf_status name_dim(named_dim *named, size_t *n, const char *name, int64_t extent,
@@ -44,8 +37,8 @@ static nnf_status check_entry(const nnf_graph *g, const nnf_input_shape *s, size
     if (s->rank < 0 || s->rank > NNF_MAX_RANK || (s->rank > 0 && !s->dims))
         return nnf_error(NNF_ERR_INVALID_ARGUMENT, "input shapes: '%.200s' has rank %d%s", s->name,
                          s->rank, s->rank > 0 ? " and no dims" : "");
-    int v = graph_input(g, s->name);
-    if (v < 0)
+    int v = nnf_graph_find_value(g, s->name);
+    if (v < 0 || g->values[v].kind != NNF_VALUE_INPUT)
         return nnf_error(NNF_ERR_INVALID_ARGUMENT, "input shapes: the model has no input '%.200s'",
                          s->name);
     const nnf_shape *sh = &g->values[v].shape;

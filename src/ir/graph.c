@@ -177,23 +177,31 @@ bool nnf_node_reads_bytewise(const nnf_node *n, int k) {
     return k == 0 && !n->domain[0] && !strcmp(n->op_type, "Gather");
 }
 
+bool *nnf_graph_typed_reads(const nnf_graph *g, bool fold_pending) {
+    bool *typed = nnf_calloc((size_t)g->n_values + 1, sizeof *typed);
+    if (!typed)
+        return NULL;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const nnf_node *n = &g->nodes[i];
+        bool conv = fold_pending && !n->domain[0] && !strcmp(n->op_type, "Conv");
+        for (int k = 0; k < n->n_inputs && !n->dead; k++)
+            if (n->inputs[k] >= 0 && !nnf_node_reads_bytewise(n, k) && !(conv && k == 1))
+                typed[n->inputs[k]] = true;
+    }
+    for (int k = 0; k < g->n_outputs; k++)
+        typed[g->outputs[k]] = true;
+    return typed;
+}
+
 nnf_status nnf_graph_align_values(nnf_graph *g) {
     bool any = false;
     for (int v = 0; v < g->n_values && !any; v++)
         any = g->values[v].misaligned;
     if (!any)
         return NNF_OK;
-    bool *need = nnf_calloc((size_t)g->n_values, sizeof *need);
+    bool *need = nnf_graph_typed_reads(g, false);
     if (!need)
         return nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory aligning initializers");
-    for (int i = 0; i < g->n_nodes; i++) {
-        const nnf_node *n = &g->nodes[i];
-        for (int k = 0; k < n->n_inputs && !n->dead; k++)
-            if (n->inputs[k] >= 0 && !nnf_node_reads_bytewise(n, k))
-                need[n->inputs[k]] = true;
-    }
-    for (int k = 0; k < g->n_outputs; k++)
-        need[g->outputs[k]] = true;
     nnf_status st = NNF_OK;
     for (int v = 0; v < g->n_values && st == NNF_OK; v++)
         if (need[v])

@@ -182,6 +182,12 @@ void *nnf_graph_take_value_block(nnf_graph *g, int v);
  * value may stay in the model file at an address not aligned for its dtype
  * (nnf_value.misaligned): the table of a Gather. */
 bool nnf_node_reads_bytewise(const nnf_node *n, int k);
+/* Per value (n_values entries, owned by the caller, nnf_free; NULL on OOM):
+ * whether a live node reads it other than byte-wise, or it is a graph output,
+ * so that its data must be aligned. fold_pending: a Conv's weights count as
+ * read byte-wise, as the BatchNormalization fold reads them before any typed
+ * reader does (the import; nnf_graph_align_values runs after the fold). */
+bool *nnf_graph_typed_reads(const nnf_graph *g, bool fold_pending);
 /* Give every misaligned value that a node of g reads other than byte-wise, or
  * that is a graph output, an aligned copy of its data. Idempotent. */
 nnf_status nnf_graph_align_values(nnf_graph *g);

@@ -486,7 +486,7 @@ static nnf_status graph_initializer(nnf_onnx_ctx *cx, nnf_graph *g, const nnf_pb
 
 /* A misaligned initialiser stays in the file only if every reader copies it
  * byte-wise (nnf_node_reads_bytewise: the data input of Gather) or is a
- * Conv's weights, in a graph without subgraphs (which could read it by name)
+ * Conv's weights (nnf_graph_typed_reads), in a graph without subgraphs (which could read it by name)
  * and not a graph output; the others get their aligned copy now, before
  * anything reads them typed. A conv's weights are read once by the
  * BatchNormalization fold, byte-wise, into the folded copy: copying them here
@@ -504,24 +504,13 @@ static nnf_status align_initializers(nnf_onnx_ctx *cx, nnf_graph *g) {
         for (int a = 0; a < g->nodes[i].n_attrs; a++)
             subgraphs |= g->nodes[i].attrs[a].type == NNF_ATTR_GRAPH ||
                          g->nodes[i].attrs[a].type == NNF_ATTR_GRAPHS;
-    bool *keep = nnf_calloc((size_t)g->n_values, sizeof *keep);
-    if (!keep)
+    bool *typed = nnf_graph_typed_reads(g, true);
+    if (!typed)
         return nnf_onnx_oom("initialiser alignment");
-    for (int v = 0; v < g->n_values; v++)
-        keep[v] = g->values[v].misaligned && !subgraphs;
-    for (int i = 0; i < g->n_nodes; i++) {
-        const nnf_node *n = &g->nodes[i];
-        bool conv = !n->domain[0] && !strcmp(n->op_type, "Conv");
-        for (int k = 0; k < n->n_inputs; k++)
-            if (n->inputs[k] >= 0 && !nnf_node_reads_bytewise(n, k) && !(conv && k == 1))
-                keep[n->inputs[k]] = false;
-    }
-    for (int k = 0; k < g->n_outputs; k++)
-        keep[g->outputs[k]] = false;
     nnf_status st = NNF_OK;
     for (int v = 0; v < g->n_values && st == NNF_OK; v++) {
         nnf_value *val = &g->values[v];
-        if (!val->misaligned || keep[v])
+        if (!val->misaligned || (!typed[v] && !subgraphs))
             continue;
         st = nnf_onnx_copy_aligned(cx, &g->arena, &val->data, val->nbytes);
         if (st == NNF_OK)
@@ -529,7 +518,7 @@ static nnf_status align_initializers(nnf_onnx_ctx *cx, nnf_graph *g) {
         else
             nnf_error_prefix(st, "initializer '" NNF_ONNX_NAME_FMT "'", val->name);
     }
-    nnf_free(keep);
+    nnf_free(typed);
     return st;
 }
 

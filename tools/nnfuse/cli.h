@@ -47,8 +47,8 @@ int cli_common_flag(cli_common *c, int argc, char **argv, int *i);
 void cli_common_init(cli_common *c);
 
 /* Inputs for one run: from -i files, or a seeded generator (floats uniform in
- * [-1,1), integers 0, bool false) with shapes from the model, with
- * --input-shape overriding unknown/symbolic dims (unnamed unknown dims = 1). */
+ * [-1,1), integers 0, bool false) with shapes from the model, which
+ * --input-shape fixed at load (cli_open); other unknown dims are 1. */
 typedef struct cli_inputs {
     nnf_tensor tensors[64];
     int64_t shapes[64][NNF_MAX_RANK];

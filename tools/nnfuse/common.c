@@ -124,18 +124,6 @@ static uint64_t splitmix(uint64_t *s) {
     return z ^ (z >> 31);
 }
 
-/* --input-shape NAME:d0,d1,... for this input, or NULL. */
-static const char *shape_override(const cli_common *c, const char *name) {
-    size_t ln = strlen(name);
-    for (int k = 0; k < c->n_input_shapes; k++) {
-        const char *s = c->input_shapes[k];
-        const char *colon = strrchr(s, ':');
-        if ((size_t)(colon - s) == ln && !strncmp(s, name, ln))
-            return colon + 1;
-    }
-    return NULL;
-}
-
 nnf_status cli_inputs_make(const nnf_model *model, const cli_common *c, cli_inputs *out) {
     memset(out, 0, sizeof *out);
     size_t n = nnf_model_input_count(model);
@@ -171,17 +159,10 @@ nnf_status cli_inputs_make(const nnf_model *model, const cli_common *c, cli_inpu
                              "input '%s' has an unknown rank: give it with -i %s=FILE.npy", info.name, info.name);
         t->dtype = info.dtype == NNF_DTYPE_UNDEFINED ? NNF_DTYPE_FLOAT32 : info.dtype;
         t->rank = info.rank;
-        const char *ov = shape_override(c, info.name);
+        /* --input-shape fixed the shape at load (cli_open); other unknown extents are 1 */
         size_t numel = 1;
         for (int d = 0; d < info.rank; d++) {
             int64_t e = info.dims[d] >= 0 ? info.dims[d] : 1;
-            if (ov) {
-                char *end;
-                e = strtoll(ov, &end, 10);
-                if (end == ov)
-                    return nnf_error(NNF_ERR_INVALID_ARGUMENT, "--input-shape for '%s': bad dims", info.name);
-                ov = *end == ',' ? end + 1 : end;
-            }
             if (e < 0 || !nnf_mul_size(numel, (size_t)e, &numel))
                 return nnf_error(NNF_ERR_INVALID_ARGUMENT, "input '%s': bad extent", info.name);
             out->shapes[i][d] = e;
