@@ -141,6 +141,14 @@ typedef struct nnf_model_options {
      * other shapes than these are refused (NNF_ERR_SHAPE). */
     const nnf_input_shape *input_shapes;
     size_t n_input_shapes;
+    /* A model whose symbolic dims leave nodes without planned kernels (convolutions, pools,
+     * norms: the ones that plan for fixed shapes only) plans each new set of input shapes on
+     * its first run, as a load with those shapes fixed would, and keeps up to shape_plans of
+     * these plans (default 4; 0: none, such nodes run on reference kernels). A plan is kept
+     * only where it puts at least a tenth of the run's FLOPs on planned kernels that the
+     * symbolic plan left to reference kernels; otherwise the model keeps its symbolic plan
+     * for every shape. Each kept plan holds its own packed weights. */
+    int shape_plans;
 } nnf_model_options;
 
 typedef struct nnf_session_options {

@@ -46,7 +46,8 @@ class _InputShape(ctypes.Structure):
 class _ModelOptions(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_size_t), ("opt_level", ctypes.c_int),
                 ("keep_unpacked_weights", ctypes.c_int), ("threads", ctypes.c_int),
-                ("input_shapes", ctypes.POINTER(_InputShape)), ("n_input_shapes", ctypes.c_size_t)]
+                ("input_shapes", ctypes.POINTER(_InputShape)), ("n_input_shapes", ctypes.c_size_t),
+                ("shape_plans", ctypes.c_int)]
 
 
 class _SessionOptions(ctypes.Structure):
@@ -75,6 +76,7 @@ _lib.nnf_model_load.argtypes = [ctypes.c_char_p, ctypes.POINTER(_ModelOptions), 
 _lib.nnf_model_load_buffer.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p,
                                        ctypes.POINTER(_ModelOptions), ctypes.POINTER(ctypes.c_void_p)]
 _lib.nnf_model_destroy.argtypes = [ctypes.c_void_p]
+_lib.nnf_model_options_default.restype = _ModelOptions
 _lib.nnf_model_input_count.argtypes = [ctypes.c_void_p]
 _lib.nnf_model_input_count.restype = ctypes.c_size_t
 _lib.nnf_model_output_count.argtypes = [ctypes.c_void_p]
@@ -113,10 +115,19 @@ class Model:
 
     input_shapes: {input name: shape} fixed at load for inputs with symbolic dims (as
     onnxruntime's free-dimension overrides): the graph passes and kernel plans then see concrete
-    shapes, and runs with other shapes are refused."""
+    shapes, and runs with other shapes are refused.
+    shape_plans: how many sets of input shapes a model with symbolic dims plans on their first
+    run (None: the library's default, 4; 0: none, nodes waiting for shapes run on reference
+    kernels)."""
 
-    def __init__(self, source, opt_level=3, keep_unpacked_weights=False, threads=0, input_shapes=None):
-        opts = _ModelOptions(ctypes.sizeof(_ModelOptions), opt_level, 1 if keep_unpacked_weights else 0, threads)
+    def __init__(self, source, opt_level=3, keep_unpacked_weights=False, threads=0, input_shapes=None,
+                 shape_plans=None):
+        opts = _lib.nnf_model_options_default()
+        opts.opt_level = opt_level
+        opts.keep_unpacked_weights = 1 if keep_unpacked_weights else 0
+        opts.threads = threads
+        if shape_plans is not None:
+            opts.shape_plans = shape_plans
         shapes = list((input_shapes or {}).items())
         if shapes:
             dims = [(ctypes.c_int64 * max(len(s), 1))(*[int(d) for d in s]) for _, s in shapes]
@@ -148,10 +159,12 @@ class Model:
 class Session:
     """One caller's execution state. `model` is a Model, a path, or ONNX bytes."""
 
-    def __init__(self, model, threads=0, opt_level=3, reference_kernels=False, dump_dir=None, input_shapes=None):
+    def __init__(self, model, threads=0, opt_level=3, reference_kernels=False, dump_dir=None, input_shapes=None,
+                 shape_plans=None):
         self.model = model if isinstance(model, Model) else Model(model, opt_level=opt_level,
                                                                   keep_unpacked_weights=reference_kernels,
-                                                                  threads=threads, input_shapes=input_shapes)
+                                                                  threads=threads, input_shapes=input_shapes,
+                                                                  shape_plans=shape_plans)
         self._dump = dump_dir.encode() if dump_dir else None
         opts = _SessionOptions(ctypes.sizeof(_SessionOptions), threads, 0, self._dump, None,
                                1 if reference_kernels else 0)

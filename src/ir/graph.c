@@ -226,6 +226,20 @@ nnf_status nnf_graph_align_value(nnf_graph *g, int v) {
     return NNF_OK;
 }
 
+int nnf_graph_find_node(const nnf_graph *g, const char *name, size_t len) {
+    int node = -1;
+    for (int i = 0; i < g->n_nodes && node < 0; i++)
+        if (strlen(g->nodes[i].name) == len && !strncmp(g->nodes[i].name, name, len))
+            node = i;
+    for (int i = 0; node >= 0 && g->nodes[node].dead && i < g->n_nodes; i++) {
+        const nnf_node *f = &g->nodes[i];
+        for (int k = 0; !f->dead && f->fused_from && k < f->n_fused_from; k++)
+            if (!strcmp(f->fused_from[k], g->nodes[node].name))
+                return i;
+    }
+    return node;
+}
+
 int nnf_graph_find_value(const nnf_graph *g, const char *name) {
     const graph_private *p = (const graph_private *)g;
     if (!p->idx.cap)

@@ -202,6 +202,9 @@ nnf_status nnf_graph_fix_inputs(nnf_graph *g, const nnf_input_shape *shapes, siz
 /* Find a value by name; -1 if absent. Linear-time lookup with a hash built on
  * demand is an internal detail. */
 int nnf_graph_find_value(const nnf_graph *g, const char *name);
+/* The node named `name` (len bytes of it), or where that node was fused
+ * away, the live node that absorbed it (fused_from); -1 if none. */
+NNF_API int nnf_graph_find_node(const nnf_graph *g, const char *name, size_t len);
 /* Get or create the value with this name. Returns its id or -1 on OOM. */
 int nnf_graph_value(nnf_graph *g, const char *name);
 /* Append a node; inputs/outputs are copied. Returns the node id or -1 on OOM. */

@@ -15,7 +15,7 @@
 #include <string.h>
 
 NNF_API nnf_model_options nnf_model_options_default(void) {
-    return (nnf_model_options){.struct_size = sizeof(nnf_model_options), .opt_level = 3};
+    return (nnf_model_options){.struct_size = sizeof(nnf_model_options), .opt_level = 3, .shape_plans = 4};
 }
 
 static nnf_status build_info(nnf_model *m) {
@@ -47,30 +47,63 @@ static void release_file_pages(nnf_model *m) {
     for (nnf_mapping *x = m->graph->mappings; x; x = x->next)
         if (x->addr)
             madvise(x->addr, x->size, MADV_DONTNEED);
+    if (m->parent) /* a shape plan reads its parent's mapping */
+        for (nnf_mapping *x = m->parent->graph->mappings; x; x = x->next)
+            if (x->addr)
+                madvise(x->addr, x->size, MADV_DONTNEED);
 }
 
-/* A warning when nodes were left to reference kernels because their shapes
- * are not known at load (symbolic input dims): the user can fix them. */
-static void warn_unplanned(const nnf_model *m) {
+/* Marks the nodes left to reference kernels because their shapes are not
+ * known at load (symbolic input dims) although their op plans kernels, in
+ * m->unplanned (left NULL when there is none). Returns their count and the
+ * first of them in *first. */
+static int find_unplanned(nnf_model *m, int *first) {
     const nnf_graph *g = m->graph;
-    int unplanned = 0, first = -1;
-    for (int i = 0; i < g->n_nodes; i++) {
+    int unplanned = 0;
+    for (int i = 0; i < g->n_nodes && m->plans; i++) {
         const nnf_node *n = &g->nodes[i];
-        if (n->dead || m->plans[i].run)
+        if (n->dead || m->plans[i].run || !n->op->plan || n->op->plan == nnf_plan_none)
             continue;
         bool unknown = false;
         for (int k = 0; k < n->n_outputs && !unknown; k++)
             unknown = n->outputs[k] >= 0 && !nnf_shape_known(&g->values[n->outputs[k]].shape);
-        if (unknown && ++unplanned == 1)
-            first = i;
+        if (!unknown)
+            continue;
+        if (!m->unplanned && !(m->unplanned = nnf_calloc((size_t)g->n_nodes, 1)))
+            return -1;
+        m->unplanned[i] = 1;
+        if (++unplanned == 1)
+            *first = i;
     }
-    if (unplanned)
-        NNF_LOG_WARN("%s: %d node%s (first '%s', %s) planned without shapes, so on reference "
-                     "kernels: an input has symbolic dims; fix them at load for full speed "
-                     "(nnf_model_options.input_shapes, the CLI's --input-shape, Python's "
-                     "input_shapes=)",
-                     m->source, unplanned, unplanned == 1 ? "" : "s", g->nodes[first].name,
-                     g->nodes[first].op_type);
+    return unplanned;
+}
+
+/* A model whose symbolic dims leave nodes on reference kernels plans each
+ * new set of input shapes on its first run (shape_plans.c), unless the
+ * options say not to; a warning says which nodes wait for shapes. */
+static nnf_status plan_shapes_later(nnf_model *m, const nnf_model_options *opts) {
+    int first = -1, unplanned = find_unplanned(m, &first);
+    if (unplanned < 0)
+        return nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory");
+    if (!unplanned)
+        return NNF_OK;
+    const nnf_node *n = &m->graph->nodes[first];
+    int max = opts && opts->struct_size >= offsetof(nnf_model_options, shape_plans) + sizeof(int) ? opts->shape_plans : 4;
+    if (m->parent) /* its inputs are fixed: what stays unknown depends on data */
+        NNF_LOG_INFO("%s: %d node%s (first '%s', %s) have shapes that depend on data: reference kernels",
+                     m->source, unplanned, unplanned == 1 ? "" : "s", n->name, n->op_type);
+    else if (max > 0)
+        NNF_LOG_WARN("%s: %d node%s (first '%s', %s) wait for shapes (an input has symbolic dims): each "
+                     "new set of input shapes is planned on its first run, which costs about a load. "
+                     "To plan at load, fix the shapes (nnf_model_options.input_shapes, the CLI's "
+                     "--input-shape, Python's input_shapes=)",
+                     m->source, unplanned, unplanned == 1 ? "" : "s", n->name, n->op_type);
+    else
+        NNF_LOG_WARN("%s: %d node%s (first '%s', %s) planned without shapes, so on reference kernels: an "
+                     "input has symbolic dims and shape_plans is 0; fix them at load for full speed "
+                     "(nnf_model_options.input_shapes, the CLI's --input-shape, Python's input_shapes=)",
+                     m->source, unplanned, unplanned == 1 ? "" : "s", n->name, n->op_type);
+    return m->parent || max <= 0 ? NNF_OK : nnf_shape_plans_create(max, &m->shape_plans);
 }
 
 static nnf_status prepare(nnf_model *m, const nnf_model_options *opts) {
@@ -94,20 +127,25 @@ static nnf_status prepare(nnf_model *m, const nnf_model_options *opts) {
     /* the weights the passes did not read byte-wise (all of them at -O0) */
     NNF_CHECK(nnf_graph_align_values(g));
     NNF_CHECK(nnf_graph_plan(g, m->opt_level > 0 && !m->keep_unpacked, &m->plans));
-    warn_unplanned(m);
+    NNF_CHECK(plan_shapes_later(m, opts));
     return build_info(m);
 }
 
 static nnf_status load_model(const void *data, size_t size, const char *source, const char *base_dir,
-                             const nnf_model_options *opts, nnf_mapping *file, nnf_model **out) {
+                             const nnf_model_options *opts, nnf_mapping *file, const nnf_model *parent, nnf_model **out) {
     nnf_model *m = nnf_calloc(1, sizeof *m);
     nnf_status st = NNF_OK;
-    if (!m || !(m->source = nnf_strdup(source))) {
+    if (!m || !(m->source = nnf_strdup(source)) || (base_dir && !(m->base_dir = nnf_strdup(base_dir)))) {
+        if (m)
+            nnf_free(m->source);
         nnf_free(m);
         nnf_mappings_free(file);
         return nnf_error(NNF_ERR_OUT_OF_MEMORY, "%s: out of memory", source);
     }
     m->file = file;
+    m->bytes = data;
+    m->size = size;
+    m->parent = parent;
     m->opt_level = opts ? opts->opt_level : 3;
     m->keep_unpacked = opts && opts->struct_size >= offsetof(nnf_model_options, keep_unpacked_weights) + sizeof(int)
                            ? opts->keep_unpacked_weights
@@ -142,12 +180,25 @@ fail:
  * copy freed go to the next one (base/alloc.h, the page bank), and with a
  * second thread allowed, a helper faults fresh pages in ahead of them. */
 static nnf_status load(const void *data, size_t size, const char *source, const char *base_dir,
-                       const nnf_model_options *opts, nnf_mapping *file, nnf_model **out) {
+                       const nnf_model_options *opts, nnf_mapping *file, const nnf_model *parent, nnf_model **out) {
     int threads = opts && opts->struct_size >= offsetof(nnf_model_options, threads) + sizeof(int) ? opts->threads : 0;
     nnf_page_bank_open(threads > 1 || (threads == 0 && sysconf(_SC_NPROCESSORS_ONLN) > 1));
-    nnf_status st = load_model(data, size, source, base_dir, opts, file, out);
+    nnf_status st = load_model(data, size, source, base_dir, opts, file, parent, out);
+    if (st == NNF_OK)
+        (*out)->threads = threads;
     nnf_page_bank_close();
     return st;
+}
+
+nnf_status nnf_model_load_shaped(const nnf_model *base, const nnf_input_shape *shapes, size_t n, nnf_model **out) {
+    nnf_model_options o = nnf_model_options_default();
+    o.opt_level = base->opt_level;
+    o.keep_unpacked_weights = base->keep_unpacked;
+    o.threads = base->threads;
+    o.input_shapes = shapes;
+    o.n_input_shapes = n;
+    o.shape_plans = 0;
+    return load(base->bytes, base->size, base->source, base->base_dir, &o, NULL, base, out);
 }
 
 NNF_API nnf_status nnf_model_load(const char *path, const nnf_model_options *opts, nnf_model **out) {
@@ -161,7 +212,7 @@ NNF_API nnf_status nnf_model_load(const char *path, const nnf_model_options *opt
         nnf_mappings_free(file);
         return nnf_error(NNF_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
     }
-    nnf_status st = load(file->addr, file->size, path, dirname(dir_copy), opts, file, out);
+    nnf_status st = load(file->addr, file->size, path, dirname(dir_copy), opts, file, NULL, out);
     nnf_free(dir_copy);
     return st;
 }
@@ -171,12 +222,13 @@ NNF_API nnf_status nnf_model_load_buffer(const void *data, size_t size, const ch
     if ((!data && size) || !out)
         return nnf_error(NNF_ERR_INVALID_ARGUMENT, "nnf_model_load_buffer: data and model_out are required");
     *out = NULL;
-    return load(data, size, "<memory>", base_dir, opts, NULL, out);
+    return load(data, size, "<memory>", base_dir, opts, NULL, NULL, out);
 }
 
 NNF_API void nnf_model_destroy(nnf_model *m) {
     if (!m)
         return;
+    nnf_shape_plans_free(m->shape_plans); /* they read m's bytes */
     if (m->graph)
         nnf_graph_plans_free(m->graph, m->plans);
     nnf_graph_destroy(m->graph);
@@ -184,6 +236,8 @@ NNF_API void nnf_model_destroy(nnf_model *m) {
     nnf_free(m->input_info);
     nnf_free(m->output_info);
     nnf_free(m->source);
+    nnf_free(m->base_dir);
+    nnf_free(m->unplanned);
     nnf_free(m);
 }
 

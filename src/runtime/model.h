@@ -5,14 +5,42 @@
 
 #include "ops/op.h"
 
+typedef struct nnf_shape_plans nnf_shape_plans;
+
 struct nnf_model {
     nnf_graph *graph;
     nnf_mapping *file; /* the mapped .onnx until import hands it to the graph (NULL for buffers) */
     char *source;      /* path for messages */
     int opt_level;
     int keep_unpacked; /* nnf_model_options.keep_unpacked_weights */
+    int threads;       /* nnf_model_options.threads */
     nnf_value_info *input_info, *output_info;
     nnf_kernel_plan *plans; /* per node id; NULL at -O0 (reference kernels only) */
+    /* The bytes the model was read from (the file's mapping, which the graph
+     * keeps, or the caller's buffer, borrowed for the model's lifetime) and
+     * the directory of external data: a shape plan loads them again. */
+    const void *bytes;
+    size_t size;
+    char *base_dir;
+    /* per node id: 1 = left to reference kernels because its shapes are
+     * unknown at load although its op plans kernels; NULL when none is */
+    unsigned char *unplanned;
+    nnf_shape_plans *shape_plans; /* shape_plans.c; NULL: this model plans no shapes at run time */
+    const nnf_model *parent;      /* a shape plan's model: the one it was planned for (owns it) */
 };
+
+/* `base` loaded again from its bytes, with n input shapes fixed (the same
+ * options otherwise); *out plans no shapes of its own and must not outlive
+ * base. */
+nnf_status nnf_model_load_shaped(const nnf_model *base, const nnf_input_shape *shapes, size_t n, nnf_model **out);
+
+/* shape_plans.c: the plans a model with symbolic dims makes for the input
+ * shapes it runs with. create: room for `max` plans. */
+nnf_status nnf_shape_plans_create(int max, nnf_shape_plans **out);
+void nnf_shape_plans_free(nnf_shape_plans *sp);
+/* The model to run inputs of the shapes in bufs (indexed by value id, as a
+ * session's) on: m itself, or a model planned for them (made on first use,
+ * owned by m). Safe to call from sessions on several threads. */
+const nnf_model *nnf_model_for_shapes(const nnf_model *m, const nnf_buf *bufs);
 
 #endif

@@ -26,17 +26,18 @@ double nnf_now_us(void) {
 
 NNF_API const nnf_graph *nnf_model_graph(const nnf_model *m) { return m->graph; }
 
-NNF_API nnf_status nnf_session_create(const nnf_model *model, const nnf_session_options *opts,
-                                      nnf_session **out) {
-    if (!model || !out)
-        return nnf_error(NNF_ERR_INVALID_ARGUMENT, "nnf_session_create: model and session_out are required");
-    *out = NULL;
+NNF_API const nnf_graph *nnf_session_graph(const nnf_session *s) { return s->last->model->graph; }
+
+/* A session over model; on `pool` when given (borrowed), else on its own. */
+static nnf_status session_new(const nnf_model *model, const nnf_session_options *opts, nnf_threadpool *pool,
+                              nnf_session **out) {
     nnf_session *s = nnf_calloc(1, sizeof *s);
     if (!s)
         return nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory creating a session");
     const nnf_graph *g = model->graph;
     nnf_status st = NNF_OK;
     s->model = model;
+    s->last = s;
     s->n_values = g->n_values;
     s->opts = nnf_session_options_default();
     if (opts)
@@ -74,8 +75,9 @@ NNF_API nnf_status nnf_session_create(const nnf_model *model, const nnf_session_
     }
     for (int k = 0; k < g->n_outputs; k++)
         s->last_use[g->outputs[k]] = INT32_MAX;
-    st = nnf_threadpool_create(s->opts.threads, &s->pool);
-    if (st != NNF_OK)
+    s->borrowed_pool = pool;
+    s->pool = pool;
+    if (!pool && (st = nnf_threadpool_create(s->opts.threads, &s->pool)) != NNF_OK)
         goto fail;
     /* the model's kernel plans are shared; a reference-only session ignores them */
     s->plans = s->opts.reference_kernels ? NULL : model->plans;
@@ -87,6 +89,14 @@ NNF_API nnf_status nnf_session_create(const nnf_model *model, const nnf_session_
 fail:
     nnf_session_destroy(s);
     return st;
+}
+
+NNF_API nnf_status nnf_session_create(const nnf_model *model, const nnf_session_options *opts,
+                                      nnf_session **out) {
+    if (!model || !out)
+        return nnf_error(NNF_ERR_INVALID_ARGUMENT, "nnf_session_create: model and session_out are required");
+    *out = NULL;
+    return session_new(model, opts, NULL, out);
 }
 
 /* Keep a released buffer for reuse; free it when the cache cannot grow. */
@@ -144,7 +154,11 @@ NNF_API void nnf_session_destroy(nnf_session *s) {
     nnf_free(s->cache);
     nnf_free(s->capacity);
     nnf_free_aligned(s->logical);
-    nnf_threadpool_destroy(s->pool);
+    for (int i = 0; i < s->n_shaped; i++)
+        nnf_session_destroy(s->shaped[i].session);
+    nnf_free(s->shaped);
+    if (!s->borrowed_pool)
+        nnf_threadpool_destroy(s->pool);
     nnf_free(s->last_use);
     nnf_free(s->slice_of);
     nnf_free(s->slice_off);
@@ -510,6 +524,42 @@ static nnf_status run_node(nnf_session *s, int oi) {
     return NNF_OK;
 }
 
+/* The node of s's graph that stands for node `node` of parent's (by name,
+ * or the node that absorbed it): a shaped session's graph went through the
+ * passes apart. -1 if none. */
+static int same_node(const nnf_session *parent, const nnf_session *s, int node) {
+    const nnf_graph *pg = parent->model->graph;
+    if (node < 0 || node >= pg->n_nodes)
+        return -1;
+    return nnf_graph_find_node(s->model->graph, pg->nodes[node].name, strlen(pg->nodes[node].name));
+}
+
+/* Runs on the executor for the shape plan `model` (made on first use). */
+static nnf_status run_shaped(nnf_session *s, const nnf_model *model, const nnf_tensor *inputs, size_t count,
+                             const nnf_tensor **outputs_out, size_t *count_out) {
+    nnf_session *run = NULL;
+    for (int i = 0; i < s->n_shaped && !run; i++)
+        if (s->shaped[i].model == model)
+            run = s->shaped[i].session;
+    if (!run) {
+        struct nnf_shaped_session *grown = nnf_realloc(s->shaped, ((size_t)s->n_shaped + 1) * sizeof *grown);
+        if (!grown)
+            return session_fail(s, nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory creating a session"));
+        s->shaped = grown;
+        nnf_status st = session_new(model, &s->opts, s->pool, &run);
+        if (st != NNF_OK)
+            return session_fail(s, st);
+        s->shaped[s->n_shaped++] = (struct nnf_shaped_session){model, run};
+        run->t0_us = s->t0_us;
+        nnf_session_set_hook(run, s->hook, s->hook_user, s->hook_logical);
+        nnf_session_inject_error(run, same_node(s, run, s->inject_node), s->inject_delta);
+    }
+    s->last = run;
+    nnf_status st = nnf_session_run(run, inputs, count, outputs_out, count_out);
+    snprintf(s->error, sizeof s->error, "%s", run->error);
+    return st;
+}
+
 NNF_API nnf_status nnf_session_run(nnf_session *s, const nnf_tensor *inputs, size_t count,
                                    const nnf_tensor **outputs_out, size_t *count_out) {
     if (!s)
@@ -537,6 +587,10 @@ NNF_API nnf_status nnf_session_run(nnf_session *s, const nnf_tensor *inputs, siz
     st = bind_inputs(s, inputs, count);
     if (st != NNF_OK)
         goto fail;
+    s->last = s;
+    const nnf_model *shaped = s->plans ? nnf_model_for_shapes(s->model, s->bufs) : s->model;
+    if (shaped != s->model)
+        return run_shaped(s, shaped, inputs, count, outputs_out, count_out);
     for (int oi = 0; oi < g->n_order; oi++) {
         if (g->nodes[g->order[oi]].dead)
             continue;
@@ -562,27 +616,36 @@ fail:
     return session_fail(s, st);
 }
 
+/* Profile events, memory figures: those of the executor the last run ran on. */
 NNF_API void nnf_session_profile(const nnf_session *s, const nnf_profile_event **events, size_t *count) {
-    *events = s->events;
-    *count = s->n_events;
+    *events = s->last->events;
+    *count = s->last->n_events;
 }
 
-NNF_API void nnf_session_profile_reset(nnf_session *s) { s->n_events = 0; }
+NNF_API void nnf_session_profile_reset(nnf_session *s) {
+    s->n_events = 0;
+    for (int i = 0; i < s->n_shaped; i++)
+        s->shaped[i].session->n_events = 0;
+}
 
 NNF_API void nnf_session_set_hook(nnf_session *s, nnf_output_hook hook, void *user, bool logical) {
     s->hook = hook;
     s->hook_user = user;
     s->hook_logical = logical;
+    for (int i = 0; i < s->n_shaped; i++)
+        nnf_session_set_hook(s->shaped[i].session, hook, user, logical);
 }
 
 NNF_API void nnf_session_inject_error(nnf_session *s, int node, float delta) {
     s->inject_node = node;
     s->inject_delta = delta;
+    for (int i = 0; i < s->n_shaped; i++)
+        nnf_session_inject_error(s->shaped[i].session, same_node(s, s->shaped[i].session, node), delta);
 }
 
 NNF_API void nnf_session_memory(const nnf_session *s, size_t *live_out, size_t *peak_out) {
     if (live_out)
-        *live_out = s ? s->live_bytes : 0;
+        *live_out = s ? s->last->live_bytes : 0;
     if (peak_out)
-        *peak_out = s ? s->peak_bytes : 0;
+        *peak_out = s ? s->last->peak_bytes : 0;
 }

@@ -67,6 +67,16 @@ struct nnf_session {
     /* a blocked output unblocked for the hook and dumps (grown as needed) */
     float *logical;
     size_t logical_cap;
+    /* Executors over the model's shape plans (runtime/shape_plans.c), made
+     * on first use with this session's options, pool and hook: a run whose
+     * input shapes have a plan runs there. */
+    struct nnf_shaped_session {
+        const nnf_model *model;
+        nnf_session *session;
+    } *shaped;
+    int n_shaped;
+    nnf_session *last;  /* the session that ran the last run: this one or a shaped one */
+    bool borrowed_pool; /* a shaped session runs on its parent's pool */
 };
 
 /* Profile events of the runs since the last reset (borrowed). */
@@ -74,6 +84,10 @@ NNF_API void nnf_session_profile(const nnf_session *s, const nnf_profile_event *
 NNF_API void nnf_session_profile_reset(nnf_session *s);
 NNF_API void nnf_session_set_hook(nnf_session *s, nnf_output_hook hook, void *user, bool logical);
 NNF_API const nnf_graph *nnf_model_graph(const nnf_model *m);
+/* The graph of the model the last run ran on: the session's model, or its
+ * shape plan for that run's input shapes (the nodes profile events and
+ * hooks refer to). */
+NNF_API const nnf_graph *nnf_session_graph(const nnf_session *s);
 /* Test hook for `nnfuse compare` tests: perturb one node's output. */
 NNF_API void nnf_session_inject_error(nnf_session *s, int node, float delta);
 double nnf_now_us(void);

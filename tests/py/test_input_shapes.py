@@ -59,19 +59,20 @@ def feeds(n, length=5):
 
 
 def test_fixed_shapes_run_planned_kernels(dyn_path):
-    """Symbolic: the Conv on its reference kernel; the MatMul on the GEMM with B packed, its bias
-    Add apart (classified per run). Fixed at load: planned kernels, the conv with the
-    BatchNormalization and the Relu in it, the GEMM with its bias."""
+    """Symbolic, without shape plans: the Conv on its reference kernel; the MatMul on the GEMM
+    with B packed, its bias Add apart (classified per run). Fixed at load, or planned for the
+    run's shapes on the first run (a shape plan, the default): planned kernels, the conv with
+    the BatchNormalization and the Relu in it, the GEMM with its bias."""
+    given = ["-i", f"x={npy(dyn_path, 'x', (3, 4, 8, 8))}", "-i", f"z={npy(dyn_path, 'z', (3, 5))}"]
     kernels = {e["args"]["op_name"]: e["args"]["kernel"]
-               for e in profile_nodes(dyn_path, "--threads", 1, "-i", f"x={npy(dyn_path, 'x', (3, 4, 8, 8))}",
-                                      "-i", f"z={npy(dyn_path, 'z', (3, 5))}")}
+               for e in profile_nodes(dyn_path, "--threads", 1, "--shape-plans", 0, *given)}
     assert kernels["Conv"] == "ref", kernels
     assert kernels["MatMul"].endswith("_packed_b") and "_runtime_" in kernels["Add"], kernels
-    events = profile_nodes(dyn_path, "--threads", 1, "--input-shape", "x:3,4,8,8", "--input-shape", "z:3,5")
-    node = {e["args"]["op_name"]: e["args"] for e in events}
-    assert node["Conv"]["kernel"].startswith("f32_conv") and "gemm" in node["MatMul"]["kernel"], node
-    assert sorted(node["Conv"]["fused_from"]) == ["BatchNormalization_1", "Conv_0", "Relu_2"]
-    assert sorted(node["MatMul"]["fused_from"]) == ["Add_5", "MatMul_4"]
+    for how in (["--input-shape", "x:3,4,8,8", "--input-shape", "z:3,5"], given, ["--warmup", 0, *given]):
+        node = {e["args"]["op_name"]: e["args"] for e in profile_nodes(dyn_path, "--threads", 1, *how)}
+        assert node["Conv"]["kernel"].startswith("f32_conv") and "gemm" in node["MatMul"]["kernel"], (how, node)
+        assert sorted(node["Conv"]["fused_from"]) == ["BatchNormalization_1", "Conv_0", "Relu_2"], how
+        assert sorted(node["MatMul"]["fused_from"]) == ["Add_5", "MatMul_4"], how
 
 
 def test_outputs_equal_onnxruntime_at_every_level(dyn_path):
@@ -79,8 +80,9 @@ def test_outputs_equal_onnxruntime_at_every_level(dyn_path):
     f = feeds(3)
     want = ort.InferenceSession(str(dyn_path), providers=["CPUExecutionProvider"]).run(None, f)
     for level in (0, 3):
-        for shapes in (None, {"x": (3, 4, 8, 8), "z": (3, 5)}):
-            got = nnfuse.Session(str(dyn_path), threads=1, opt_level=level, input_shapes=shapes).run(f)
+        for shapes, plans in ((None, None), (None, 0), ({"x": (3, 4, 8, 8), "z": (3, 5)}, None)):
+            got = nnfuse.Session(str(dyn_path), threads=1, opt_level=level, input_shapes=shapes,
+                                 shape_plans=plans).run(f)
             np.testing.assert_allclose(got["y"], want[0], rtol=1e-4, atol=1e-4)
             np.testing.assert_allclose(got["y2"], want[1], rtol=0, atol=0)
 
@@ -118,10 +120,14 @@ def test_runs_with_other_shapes_are_refused(dyn_path):
 def test_cli_warns_about_symbolic_dims_and_takes_input_shape(dyn_path):
     run = [NNF_BIN, "bench", str(dyn_path), "--threads", "1", "--iterations", "1", "--warmup", "0"]
     p = subprocess.run(run, capture_output=True, text=True, check=True)
-    assert "planned without shapes" in p.stderr and "--input-shape" in p.stderr
+    assert "1 node (first 'Conv_0', Conv) wait for shapes" in p.stderr and "--input-shape" in p.stderr, p.stderr
+    p = subprocess.run(run + ["--shape-plans", "0"], capture_output=True, text=True, check=True)
+    assert "planned without shapes" in p.stderr and "--input-shape" in p.stderr, p.stderr
     p = subprocess.run(run + ["--input-shape", "x:2,4,8,8", "--input-shape", "z:2,3"], capture_output=True,
                        text=True, check=True)
-    assert "planned without shapes" not in p.stderr
+    assert "shapes" not in p.stderr, p.stderr
+    p = subprocess.run(run + ["--shape-plans", "-1"], capture_output=True, text=True)
+    assert p.returncode == 1, p.stderr
     p = subprocess.run(run + ["--input-shape", "x:2,4,x"], capture_output=True, text=True)
     assert p.returncode != 0 and "--input-shape x:2,4,x: bad dims" in p.stderr
 
@@ -188,7 +194,7 @@ def test_symbolic_plans_match_onnxruntime_at_every_run_shape(case):
     ort = pytest.importorskip("onnxruntime")
     data, make = SYM_CASES[case]
     ref = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
-    sessions = {t: nnfuse.Session(data, threads=t) for t in (1, 2)}
+    sessions = {t: nnfuse.Session(data, threads=t, shape_plans=0) for t in (1, 2)}
     for b, t, u in ((1, 1, 1), (2, 7, 13), (3, 17, 16), (1, 31, 5), (2, 0, 3)):
         f = make(b, t, u)
         want = ref.run(None, f)
@@ -197,3 +203,78 @@ def test_symbolic_plans_match_onnxruntime_at_every_run_shape(case):
             for name, w in zip(list(got), want):
                 np.testing.assert_allclose(got[name], w, rtol=2e-5, atol=2e-5,
                                            err_msg=f"{case} {name} at {b},{t},{u} x{threads}")
+
+
+# ---- shape plans: a model with symbolic dims plans each new set of input shapes on its first run -----
+
+def test_shape_plans_match_onnxruntime_up_to_their_cap(dyn_path, capfd):
+    """Two sessions (1 and 2 threads) share a model that keeps 2 shape plans: runs at shapes
+    seen before, new ones, and ones beyond the cap (on the symbolic plan, one warning) all give
+    ONNX Runtime's outputs."""
+    ort = pytest.importorskip("onnxruntime")
+    ref = ort.InferenceSession(str(dyn_path), providers=["CPUExecutionProvider"])
+    m = nnfuse.Model(str(dyn_path), shape_plans=2)
+    sessions = [nnfuse.Session(m, threads=t) for t in (1, 2)]
+    for n, length in ((1, 1), (3, 5), (1, 1), (2, 7), (5, 2), (3, 5), (2, 7)):
+        f = feeds(n, length)
+        want = ref.run(None, f)
+        for s in sessions:
+            got = s.run(f)
+            np.testing.assert_allclose(got["y"], want[0], rtol=1e-4, atol=1e-4, err_msg=f"{n}x{length}")
+            np.testing.assert_array_equal(got["y2"], want[1])
+    err = capfd.readouterr().err
+    assert err.count("a new set of input shapes after 2 planned ones") == 1, err
+
+
+def test_sessions_on_threads_share_shape_plans(dyn_path):
+    """Sessions on four threads run one model at overlapping sets of shapes at once."""
+    import threading
+    ort = pytest.importorskip("onnxruntime")
+    ref = ort.InferenceSession(str(dyn_path), providers=["CPUExecutionProvider"])
+    cases = [feeds(n, length) for n, length in ((1, 3), (2, 3), (4, 1), (2, 3), (1, 3), (3, 2))]
+    wants = [ref.run(None, f) for f in cases]
+    m = nnfuse.Model(str(dyn_path))
+    errors = []
+
+    def work(first):
+        try:
+            s = nnfuse.Session(m, threads=1)
+            for i in range(len(cases)):
+                k = (first + i) % len(cases)
+                got = s.run(cases[k])
+                np.testing.assert_allclose(got["y"], wants[k][0], rtol=1e-4, atol=1e-4)
+        except Exception as e:  # noqa: BLE001 -- reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+
+
+def test_shape_plans_that_gain_little_are_not_kept(tmp_path):
+    """A model whose nodes waiting for shapes carry no FLOPs (a Transpose before a MatMul planned
+    on symbolic shapes) plans one set of shapes, finds no gain and keeps its symbolic plan."""
+    path = tmp_path / "t.onnx"
+    path.write_bytes(sym_model([helper.make_node("Transpose", ["a"], ["t"], perm=[0, 2, 1]),
+                                helper.make_node("MatMul", ["t", "w"], ["y"])],
+                               [("a", ["B", 13, "T"])], ["y"], [const("w", (13, 31))]))
+    a = npy(path, "a", (2, 13, 5))
+    p = subprocess.run([NNF_BIN, "run", str(path), "-v", "-i", f"a={a}"], capture_output=True, text=True, check=True)
+    assert "0 % of its FLOPs gain planned kernels" in p.stderr, p.stderr
+    kernels = {e["args"]["op_name"]: e["args"]["kernel"] for e in profile_nodes(path, "-i", f"a={a}")}
+    assert kernels["Transpose"] == "ref" and kernels["MatMul"].endswith("_packed_b"), kernels
+
+
+def test_compare_and_profile_follow_shape_plans(dyn_path):
+    """`nnfuse compare` checks a shape plan's nodes against the reference kernels, and finds an
+    error injected in a node that the shape plan fused into the Conv."""
+    run = [NNF_BIN, "compare", str(dyn_path), "--threads", "1"]
+    p = subprocess.run(run, capture_output=True, text=True)
+    assert p.returncode == 0, p.stdout + p.stderr
+    p = subprocess.run(run, capture_output=True, text=True, env={**__import__("os").environ,
+                                                                   "NNF_TEST_INJECT": "Relu_2:0.01"})
+    assert p.returncode == 4, p.stdout + p.stderr
+    assert "first tensor beyond tolerance is 'r' from node 'Conv_0+" in p.stderr, p.stderr

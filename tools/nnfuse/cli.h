@@ -39,6 +39,7 @@ typedef struct cli_common {
     int n_input_files;
     const char *input_shapes[64]; /* "NAME:d0,d1,..." */
     int n_input_shapes;
+    int shape_plans; /* --shape-plans N (nnf_model_options.shape_plans); -1 = the default */
 } cli_common;
 
 /* Consume a common flag at argv[*i] (advancing *i past its value). Returns 1 if

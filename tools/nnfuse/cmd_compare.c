@@ -565,21 +565,7 @@ int cmd_compare(int argc, char **argv) {
     const char *inject = getenv("NNF_TEST_INJECT");
     if (inject && inject[0]) {
         const char *colon = strrchr(inject, ':');
-        const nnf_graph *g = nnf_model_graph(model);
-        int node = -1;
-        for (int i = 0; colon && i < g->n_nodes && node < 0; i++)
-            if (strlen(g->nodes[i].name) == (size_t)(colon - inject) &&
-                !strncmp(g->nodes[i].name, inject, (size_t)(colon - inject)))
-                node = i;
-        /* a node fused away lives on inside the node that absorbed it */
-        for (int i = 0; node >= 0 && g->nodes[node].dead && i < g->n_nodes; i++) {
-            const nnf_node *f = &g->nodes[i];
-            for (int k = 0; !f->dead && f->fused_from && k < f->n_fused_from; k++)
-                if (!strcmp(f->fused_from[k], g->nodes[node].name)) {
-                    node = i;
-                    break;
-                }
-        }
+        int node = colon ? nnf_graph_find_node(nnf_model_graph(model), inject, (size_t)(colon - inject)) : -1;
         if (node < 0) {
             fprintf(stderr, "nnfuse compare: NNF_TEST_INJECT=%s names no node of %s (want NODE:DELTA)\n", inject,
                     c.model);

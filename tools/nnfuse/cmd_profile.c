@@ -123,6 +123,7 @@ static void profile_hook(void *user, const nnf_node *node, int output_index, con
     const nnf_profile_event *ev;
     size_t n_ev;
     nnf_session_profile(ctx->sess, &ev, &n_ev);
+    ctx->g = nnf_session_graph(ctx->sess); /* a shape plan's, where the run went to one */
     int id = (int)(node - ctx->g->nodes);
     if (n_ev == 0 || ev[n_ev - 1].node != id || node->n_inputs > 64 || node->n_outputs > 64) {
         ctx->err = nnf_node_error(node, NNF_ERR_INTERNAL, "profile event and output hook disagree");
@@ -144,7 +145,7 @@ static void profile_hook(void *user, const nnf_node *node, int output_index, con
     nnf_buf *in[64], *out[64], *shown_in[64], *shown_out[64], shown[128];
     nnf_tinfo tin[64], tout[64];
     double bytes = 0;
-    const nnf_graph *g = nnf_model_graph(ctx->sess->model);
+    const nnf_graph *g = ctx->g;
     for (int pass = 0; pass < 2; pass++) {
         int cnt = pass ? node->n_outputs : node->n_inputs;
         const int *ids = pass ? node->outputs : node->inputs;
@@ -408,7 +409,6 @@ int cmd_profile(int argc, char **argv) {
     if (st != NNF_OK)
         return cli_fail("profile", st, nnf_last_error());
     ctx.sess = sess;
-    ctx.g = nnf_model_graph(model);
     peak_info pk = {0};
     if (peak_file && (rc = read_peak(peak_file, nnf_threadpool_size(sess->pool), &pk)) != EXIT_OK)
         goto done;
@@ -441,7 +441,7 @@ int cmd_profile(int argc, char **argv) {
     const nnf_profile_event *ev;
     size_t n_ev;
     nnf_session_profile(sess, &ev, &n_ev);
-    const nnf_graph *g = ctx.g;
+    const nnf_graph *g = ctx.g = nnf_session_graph(sess);
     ops = calloc((size_t)g->n_nodes + 1, sizeof *ops);
     nodes = calloc((size_t)g->n_nodes + 1, sizeof *nodes);
     if (!ops || !nodes) {

@@ -68,6 +68,7 @@ void cli_common_init(cli_common *c) {
     memset(c, 0, sizeof *c);
     c->threads = 0;
     c->opt_level = 3;
+    c->shape_plans = -1;
 }
 
 int cli_common_flag(cli_common *c, int argc, char **argv, int *i) {
@@ -107,6 +108,15 @@ int cli_common_flag(cli_common *c, int argc, char **argv, int *i) {
         if (!val || c->n_input_shapes >= 64 || !strchr(val, ':'))
             return -1;
         c->input_shapes[c->n_input_shapes++] = val;
+        ++*i;
+        return 1;
+    }
+    if (!strcmp(a, "--shape-plans")) {
+        char *end;
+        long n = val ? strtol(val, &end, 10) : -1;
+        if (!val || *end || n < 0 || n > 1024)
+            return -1;
+        c->shape_plans = (int)n;
         ++*i;
         return 1;
     }
@@ -232,6 +242,8 @@ nnf_status cli_open(const cli_common *c, nnf_model **model, nnf_session **sessio
     mo.opt_level = c->opt_level;
     mo.keep_unpacked_weights = extra && extra->reference_kernels;
     mo.threads = c->threads; /* the session's: a 1-thread figure uses one thread throughout */
+    if (c->shape_plans >= 0)
+        mo.shape_plans = c->shape_plans;
     *model = NULL;
     *session = NULL;
     cli_shapes *shapes = c->n_input_shapes ? calloc(1, sizeof *shapes) : NULL;
