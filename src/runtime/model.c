@@ -79,8 +79,9 @@ static int find_unplanned(nnf_model *m, int *first) {
 }
 
 /* A model whose symbolic dims leave nodes on reference kernels plans each
- * new set of input shapes on its first run (shape_plans.c), unless the
- * options say not to; a warning says which nodes wait for shapes. */
+ * new set of input shapes on its first run (shape_plans.c) where those
+ * nodes carry a tenth of its FLOPs or more, unless the options say not to;
+ * a warning says which nodes wait for shapes. */
 static nnf_status plan_shapes_later(nnf_model *m, const nnf_model_options *opts) {
     int first = -1, unplanned = find_unplanned(m, &first);
     if (unplanned < 0)
@@ -88,22 +89,27 @@ static nnf_status plan_shapes_later(nnf_model *m, const nnf_model_options *opts)
     if (!unplanned)
         return NNF_OK;
     const nnf_node *n = &m->graph->nodes[first];
-    int max = opts && opts->struct_size >= offsetof(nnf_model_options, shape_plans) + sizeof(int) ? opts->shape_plans : 4;
-    if (m->parent) /* its inputs are fixed: what stays unknown depends on data */
+    const char *s = unplanned == 1 ? "" : "s";
+    if (m->parent) { /* its inputs are fixed: what stays unknown depends on data */
         NNF_LOG_INFO("%s: %d node%s (first '%s', %s) have shapes that depend on data: reference kernels",
-                     m->source, unplanned, unplanned == 1 ? "" : "s", n->name, n->op_type);
-    else if (max > 0)
-        NNF_LOG_WARN("%s: %d node%s (first '%s', %s) wait for shapes (an input has symbolic dims): each "
-                     "new set of input shapes is planned on its first run, which costs about a load. "
-                     "To plan at load, fix the shapes (nnf_model_options.input_shapes, the CLI's "
-                     "--input-shape, Python's input_shapes=)",
-                     m->source, unplanned, unplanned == 1 ? "" : "s", n->name, n->op_type);
-    else
-        NNF_LOG_WARN("%s: %d node%s (first '%s', %s) planned without shapes, so on reference kernels: an "
-                     "input has symbolic dims and shape_plans is 0; fix them at load for full speed "
-                     "(nnf_model_options.input_shapes, the CLI's --input-shape, Python's input_shapes=)",
-                     m->source, unplanned, unplanned == 1 ? "" : "s", n->name, n->op_type);
-    return m->parent || max <= 0 ? NNF_OK : nnf_shape_plans_create(max, &m->shape_plans);
+                     m->source, unplanned, s, n->name, n->op_type);
+        return NNF_OK;
+    }
+    int max = opts && opts->struct_size >= offsetof(nnf_model_options, shape_plans) + sizeof(int) ? opts->shape_plans : 4;
+    double share = nnf_unplanned_share(m);
+    if (max > 0 && share >= 0.1) {
+        NNF_LOG_WARN("%s: %d node%s (first '%s', %s; %.0f %% of the FLOPs) wait for shapes (an input has "
+                     "symbolic dims): each new set of input shapes is planned on its first run, which costs "
+                     "about a load. To plan at load, fix the shapes (nnf_model_options.input_shapes, the "
+                     "CLI's --input-shape, Python's input_shapes=)",
+                     m->source, unplanned, s, n->name, n->op_type, 100 * share);
+        return nnf_shape_plans_create(max, &m->shape_plans);
+    }
+    NNF_LOG_WARN("%s: %d node%s (first '%s', %s; %.0f %% of the FLOPs) planned without shapes, so on reference "
+                 "kernels: an input has symbolic dims; fixing them at load plans these nodes too "
+                 "(nnf_model_options.input_shapes, the CLI's --input-shape, Python's input_shapes=)",
+                 m->source, unplanned, s, n->name, n->op_type, 100 * share);
+    return NNF_OK;
 }
 
 static nnf_status prepare(nnf_model *m, const nnf_model_options *opts) {

@@ -35,7 +35,9 @@ struct nnf_model {
 nnf_status nnf_model_load_shaped(const nnf_model *base, const nnf_input_shape *shapes, size_t n, nnf_model **out);
 
 /* shape_plans.c: the plans a model with symbolic dims makes for the input
- * shapes it runs with. create: room for `max` plans. */
+ * shapes it runs with. create: room for `max` plans. The share of m's FLOPs
+ * (every unknown extent taken as 1) in the nodes m->unplanned marks. */
+double nnf_unplanned_share(const nnf_model *m);
 nnf_status nnf_shape_plans_create(int max, nnf_shape_plans **out);
 void nnf_shape_plans_free(nnf_shape_plans *sp);
 /* The model to run inputs of the shapes in bufs (indexed by value id, as a

@@ -8,11 +8,11 @@
  * optimisation profile made on demand; onnxruntime plans no shapes but its
  * kernels need none.
  *
- * A shape plan is kept only where it pays: where the nodes the symbolic plan
- * left to reference kernels carry at least a tenth of the run's FLOPs (a
- * CNN's convolutions). Otherwise (BERT's Transposes and ReduceMeans) the
- * symbolic plan serves every shape and no other is tried, since the graph,
- * not the extents, decides what plans symbolically. */
+ * Shape plans are made only where they pay: where the nodes the symbolic
+ * plan left to reference kernels carry at least a tenth of the model's FLOPs
+ * at unit extents (a CNN's convolutions; decided at load, model.c). Otherwise
+ * (BERT's Transposes and ReduceMeans) the symbolic plan serves every shape:
+ * a shape plan would cost a load and a second copy of the weights for little. */
 #include "base/log.h"
 #include "runtime/model.h"
 #include "runtime/session.h"
@@ -29,7 +29,7 @@ typedef struct shape_plan {
 struct nnf_shape_plans {
     pthread_mutex_t mu;
     int max, n;
-    bool symbolic_suffices; /* a shape plan gained too little: the model's own plan serves all shapes */
+    bool failed; /* a shape plan failed to load: the model's own plan serves all shapes */
     bool full_warned;
     shape_plan *plans;
 };
@@ -91,43 +91,39 @@ static int64_t *key_make(const nnf_graph *g, const nnf_buf *bufs, size_t *len) {
     return key;
 }
 
-static double node_cost(const nnf_graph *g, const nnf_node *n) {
-    nnf_tinfo in[64], out[64];
+/* A node's FLOPs with every unknown extent taken as 1 (0 where a rank is
+ * unknown): the load-time estimate of what waits for shapes. */
+static double unit_cost(const nnf_graph *g, const nnf_node *n) {
+    nnf_tinfo t[128];
     if (n->n_inputs > 64 || n->n_outputs > 64)
         return 0;
-    for (int k = 0; k < n->n_inputs; k++)
-        nnf_value_tinfo(g, n->inputs[k], &in[k]);
-    for (int k = 0; k < n->n_outputs; k++)
-        nnf_value_tinfo(g, n->outputs[k], &out[k]);
-    double c = n->op->cost(n, in, out);
+    for (int k = 0; k < n->n_inputs + n->n_outputs; k++) {
+        nnf_value_tinfo(g, k < n->n_inputs ? n->inputs[k] : n->outputs[k - n->n_inputs], &t[k]);
+        if (t[k].present && t[k].shape.rank < 0)
+            return 0;
+        for (int d = 0; d < t[k].shape.rank; d++)
+            if (t[k].shape.dims[d] < 0)
+                t[k].shape.dims[d] = 1;
+    }
+    double c = n->op->cost(n, t, t + n->n_inputs);
     return c > 0 ? c : 0;
 }
 
-/* The share of the shaped model's FLOPs on planned kernels in nodes that
- * the symbolic model left to reference kernels (matched by name: a fused
- * node keeps the name of the node it grew from). */
-static double gained_share(const nnf_model *m, const nnf_model *shaped) {
-    const nnf_graph *g = shaped->graph, *sg = m->graph;
-    double total = 0, gained = 0;
+double nnf_unplanned_share(const nnf_model *m) {
+    const nnf_graph *g = m->graph;
+    double total = 0, waiting = 0;
     for (int i = 0; i < g->n_nodes; i++) {
-        const nnf_node *n = &g->nodes[i];
-        if (n->dead)
+        if (g->nodes[i].dead)
             continue;
-        double c = node_cost(g, n);
+        double c = unit_cost(g, &g->nodes[i]);
         total += c;
-        if (!c || !shaped->plans || !shaped->plans[i].run)
-            continue;
-        for (int j = 0; j < sg->n_nodes; j++)
-            if (m->unplanned[j] && !strcmp(sg->nodes[j].name, n->name)) {
-                gained += c;
-                break;
-            }
+        waiting += m->unplanned && m->unplanned[i] ? c : 0;
     }
-    return total > 0 ? gained / total : 0;
+    return total > 0 ? waiting / total : 0;
 }
 
-/* Loads m for these shapes; NULL (and a message) where it fails or does
- * not pay. Called with sp->mu held. */
+/* Loads m for these shapes; NULL (and a message) where it fails. Called
+ * with sp->mu held. */
 static nnf_model *plan_for(const nnf_model *m, const nnf_buf *bufs) {
     const nnf_graph *g = m->graph;
     nnf_input_shape *shapes = nnf_calloc((size_t)g->n_inputs + 1, sizeof *shapes);
@@ -146,13 +142,8 @@ static nnf_model *plan_for(const nnf_model *m, const nnf_buf *bufs) {
                      m->source, nnf_error_message());
         return NULL;
     }
-    double share = gained_share(m, shaped);
-    NNF_LOG_INFO("%s: planned for the run's input shapes in %.1f ms: %.0f %% of its FLOPs gain planned kernels",
-                 m->source, (nnf_now_us() - t0) / 1e3, 100 * share);
-    if (share >= 0.1)
-        return shaped;
-    nnf_model_destroy(shaped);
-    return NULL;
+    NNF_LOG_INFO("%s: planned for the run's input shapes in %.1f ms", m->source, (nnf_now_us() - t0) / 1e3);
+    return shaped;
 }
 
 const nnf_model *nnf_model_for_shapes(const nnf_model *m, const nnf_buf *bufs) {
@@ -165,7 +156,7 @@ const nnf_model *nnf_model_for_shapes(const nnf_model *m, const nnf_buf *bufs) {
     for (int i = 0; i < sp->n && use == m; i++)
         if (key_matches(&sp->plans[i], g, bufs))
             use = sp->plans[i].model;
-    if (use != m || sp->symbolic_suffices)
+    if (use != m || sp->failed)
         goto done;
     if (sp->n == sp->max) {
         if (!sp->full_warned)
@@ -181,7 +172,7 @@ const nnf_model *nnf_model_for_shapes(const nnf_model *m, const nnf_buf *bufs) {
         goto done;
     if (!(p.model = plan_for(m, bufs))) {
         nnf_free(p.key);
-        sp->symbolic_suffices = true;
+        sp->failed = true;
         goto done;
     }
     sp->plans[sp->n++] = p;
