@@ -78,6 +78,35 @@ static int find_unplanned(nnf_model *m, int *first) {
     return unplanned;
 }
 
+/* Whether the weights that planned kernels do not read are kept, so that
+ * reference-kernel sessions can run the model. */
+static bool keeps_unpacked(const nnf_model *m) { return m->opt_level == 0 || m->keep_unpacked; }
+
+/* With shape plans, the nodes waiting for shapes never run on m itself:
+ * the weights only they read go (a ResNet's convolution weights), unless m
+ * keeps unpacked weights. */
+static nnf_status release_waiting_weights(nnf_model *m) {
+    nnf_graph *g = m->graph;
+    if (keeps_unpacked(m))
+        return NNF_OK;
+    unsigned char *read = nnf_calloc((size_t)g->n_values + 1, 1);
+    if (!read)
+        return nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory");
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int k = 0; !g->nodes[i].dead && !m->unplanned[i] && k < g->nodes[i].n_inputs; k++)
+            if (g->nodes[i].inputs[k] >= 0)
+                read[g->nodes[i].inputs[k]] = 1;
+    for (int k = 0; k < g->n_outputs; k++)
+        read[g->outputs[k]] = 1;
+    for (int v = 0; v < g->n_values; v++) {
+        const nnf_value *val = &g->values[v];
+        if (!read[v] && val->data && (val->kind == NNF_VALUE_INITIALIZER || val->kind == NNF_VALUE_CONSTANT))
+            nnf_graph_release_value_data(g, v);
+    }
+    nnf_free(read);
+    return NNF_OK;
+}
+
 /* A model whose symbolic dims leave nodes on reference kernels plans each
  * new set of input shapes on its first run (shape_plans.c) where those
  * nodes carry a tenth of its FLOPs or more, unless the options say not to;
@@ -103,7 +132,8 @@ static nnf_status plan_shapes_later(nnf_model *m, const nnf_model_options *opts)
                      "about a load. To plan at load, fix the shapes (nnf_model_options.input_shapes, the "
                      "CLI's --input-shape, Python's input_shapes=)",
                      m->source, unplanned, s, n->name, n->op_type, 100 * share);
-        return nnf_shape_plans_create(max, &m->shape_plans);
+        NNF_CHECK(nnf_shape_plans_create(max, &m->shape_plans));
+        return release_waiting_weights(m);
     }
     NNF_LOG_WARN("%s: %d node%s (first '%s', %s; %.0f %% of the FLOPs) planned without shapes, so on reference "
                  "kernels: an input has symbolic dims; fixing them at load plans these nodes too "
@@ -132,7 +162,7 @@ static nnf_status prepare(nnf_model *m, const nnf_model_options *opts) {
     }
     /* the weights the passes did not read byte-wise (all of them at -O0) */
     NNF_CHECK(nnf_graph_align_values(g));
-    NNF_CHECK(nnf_graph_plan(g, m->opt_level > 0 && !m->keep_unpacked, &m->plans));
+    NNF_CHECK(nnf_graph_plan(g, !keeps_unpacked(m), &m->plans));
     NNF_CHECK(plan_shapes_later(m, opts));
     return build_info(m);
 }

@@ -40,9 +40,12 @@ nnf_status nnf_model_load_shaped(const nnf_model *base, const nnf_input_shape *s
 double nnf_unplanned_share(const nnf_model *m);
 nnf_status nnf_shape_plans_create(int max, nnf_shape_plans **out);
 void nnf_shape_plans_free(nnf_shape_plans *sp);
-/* The model to run inputs of the shapes in bufs (indexed by value id, as a
- * session's) on: m itself, or a model planned for them (made on first use,
- * owned by m). Safe to call from sessions on several threads. */
-const nnf_model *nnf_model_for_shapes(const nnf_model *m, const nnf_buf *bufs);
+/* The shape plan to run the input shapes in bufs (indexed by value id, as a
+ * session's) on: one m keeps (made on first use; m itself where m makes no
+ * shape plans), or where m keeps as many as it may, a new one that *own
+ * returns to the caller to destroy. Safe from sessions on several threads. */
+nnf_status nnf_model_for_shapes(const nnf_model *m, const nnf_buf *bufs, const nnf_model **use, nnf_model **own);
+/* Whether shape plan `plan` of m was made for the input shapes in bufs. */
+bool nnf_shape_plan_fits(const nnf_model *plan, const nnf_model *m, const nnf_buf *bufs);
 
 #endif

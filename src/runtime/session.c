@@ -154,8 +154,11 @@ NNF_API void nnf_session_destroy(nnf_session *s) {
     nnf_free(s->cache);
     nnf_free(s->capacity);
     nnf_free_aligned(s->logical);
-    for (int i = 0; i < s->n_shaped; i++)
+    for (int i = 0; i < s->n_shaped; i++) {
         nnf_session_destroy(s->shaped[i].session);
+        if (s->shaped[i].own)
+            nnf_model_destroy((nnf_model *)s->shaped[i].model);
+    }
     nnf_free(s->shaped);
     if (!s->borrowed_pool)
         nnf_threadpool_destroy(s->pool);
@@ -534,28 +537,58 @@ static int same_node(const nnf_session *parent, const nnf_session *s, int node) 
     return nnf_graph_find_node(s->model->graph, pg->nodes[node].name, strlen(pg->nodes[node].name));
 }
 
-/* Runs on the executor for the shape plan `model` (made on first use). */
-static nnf_status run_shaped(nnf_session *s, const nnf_model *model, const nnf_tensor *inputs, size_t count,
-                             const nnf_tensor **outputs_out, size_t *count_out) {
+/* Drops the session's own shape plan: a run with other shapes came. */
+static void drop_own_plan(nnf_session *s) {
+    for (int i = 0; i < s->n_shaped; i++)
+        if (s->shaped[i].own) {
+            nnf_session_destroy(s->shaped[i].session);
+            nnf_model_destroy((nnf_model *)s->shaped[i].model);
+            s->shaped[i] = s->shaped[--s->n_shaped];
+            s->last = s;
+            return;
+        }
+}
+
+/* The executor for the shape plan of the bound inputs' shapes, made (with
+ * the plan, where need be) on first use. */
+static nnf_status shaped_session(nnf_session *s, nnf_session **out) {
+    for (int i = 0; i < s->n_shaped; i++)
+        if (nnf_shape_plan_fits(s->shaped[i].model, s->model, s->bufs)) {
+            *out = s->shaped[i].session;
+            return NNF_OK;
+        }
+    drop_own_plan(s); /* its memory goes before a new plan's comes */
+    struct nnf_shaped_session *grown = nnf_realloc(s->shaped, ((size_t)s->n_shaped + 1) * sizeof *grown);
+    if (!grown)
+        return nnf_error(NNF_ERR_OUT_OF_MEMORY, "%s: out of memory creating a session", s->model->source);
+    s->shaped = grown;
+    const nnf_model *model;
+    nnf_model *own;
+    NNF_CHECK(nnf_model_for_shapes(s->model, s->bufs, &model, &own));
     nnf_session *run = NULL;
-    for (int i = 0; i < s->n_shaped && !run; i++)
-        if (s->shaped[i].model == model)
-            run = s->shaped[i].session;
-    if (!run) {
-        struct nnf_shaped_session *grown = nnf_realloc(s->shaped, ((size_t)s->n_shaped + 1) * sizeof *grown);
-        if (!grown)
-            return session_fail(s, nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory creating a session"));
-        s->shaped = grown;
-        nnf_status st = session_new(model, &s->opts, s->pool, &run);
-        if (st != NNF_OK)
-            return session_fail(s, st);
-        s->shaped[s->n_shaped++] = (struct nnf_shaped_session){model, run};
-        run->t0_us = s->t0_us;
-        nnf_session_set_hook(run, s->hook, s->hook_user, s->hook_logical);
-        nnf_session_inject_error(run, same_node(s, run, s->inject_node), s->inject_delta);
+    nnf_status st = session_new(model, &s->opts, s->pool, &run);
+    if (st != NNF_OK) {
+        nnf_model_destroy(own);
+        return st;
     }
+    s->shaped[s->n_shaped++] = (struct nnf_shaped_session){model, run, own != NULL};
+    run->t0_us = s->t0_us;
+    nnf_session_set_hook(run, s->hook, s->hook_user, s->hook_logical);
+    nnf_session_inject_error(run, same_node(s, run, s->inject_node), s->inject_delta);
+    *out = run;
+    return NNF_OK;
+}
+
+/* A model with shape plans runs each set of input shapes on its plan. */
+static nnf_status run_shaped(nnf_session *s, const nnf_tensor *inputs, size_t count, const nnf_tensor **outputs_out,
+                             size_t *count_out) {
+    nnf_session *run = NULL;
+    nnf_status st = shaped_session(s, &run);
+    release_all(s); /* the inputs bound to find the shapes */
+    if (st != NNF_OK)
+        return session_fail(s, st);
     s->last = run;
-    nnf_status st = nnf_session_run(run, inputs, count, outputs_out, count_out);
+    st = nnf_session_run(run, inputs, count, outputs_out, count_out);
     snprintf(s->error, sizeof s->error, "%s", run->error);
     return st;
 }
@@ -588,9 +621,8 @@ NNF_API nnf_status nnf_session_run(nnf_session *s, const nnf_tensor *inputs, siz
     if (st != NNF_OK)
         goto fail;
     s->last = s;
-    const nnf_model *shaped = s->plans ? nnf_model_for_shapes(s->model, s->bufs) : s->model;
-    if (shaped != s->model)
-        return run_shaped(s, shaped, inputs, count, outputs_out, count_out);
+    if (s->plans && s->model->shape_plans)
+        return run_shaped(s, inputs, count, outputs_out, count_out);
     for (int oi = 0; oi < g->n_order; oi++) {
         if (g->nodes[g->order[oi]].dead)
             continue;

@@ -68,11 +68,13 @@ struct nnf_session {
     float *logical;
     size_t logical_cap;
     /* Executors over the model's shape plans (runtime/shape_plans.c), made
-     * on first use with this session's options, pool and hook: a run whose
-     * input shapes have a plan runs there. */
+     * on first use with this session's options, pool and hook: a run runs on
+     * the one planned for its input shapes. At most one plan is the
+     * session's own (`own`: made beyond the model's cap, destroyed here). */
     struct nnf_shaped_session {
         const nnf_model *model;
         nnf_session *session;
+        bool own;
     } *shaped;
     int n_shaped;
     nnf_session *last;  /* the session that ran the last run: this one or a shaped one */

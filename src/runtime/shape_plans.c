@@ -20,18 +20,11 @@
 #include <pthread.h>
 #include <string.h>
 
-typedef struct shape_plan {
-    int64_t *key; /* per graph input: its rank, then its extents */
-    size_t key_len;
-    nnf_model *model;
-} shape_plan;
-
 struct nnf_shape_plans {
     pthread_mutex_t mu;
     int max, n;
-    bool failed; /* a shape plan failed to load: the model's own plan serves all shapes */
     bool full_warned;
-    shape_plan *plans;
+    nnf_model **plans;
 };
 
 nnf_status nnf_shape_plans_create(int max, nnf_shape_plans **out) {
@@ -52,43 +45,22 @@ nnf_status nnf_shape_plans_create(int max, nnf_shape_plans **out) {
 void nnf_shape_plans_free(nnf_shape_plans *sp) {
     if (!sp)
         return;
-    for (int i = 0; i < sp->n; i++) {
-        nnf_model_destroy(sp->plans[i].model);
-        nnf_free(sp->plans[i].key);
-    }
+    for (int i = 0; i < sp->n; i++)
+        nnf_model_destroy(sp->plans[i]);
     pthread_mutex_destroy(&sp->mu);
     nnf_free(sp->plans);
     nnf_free(sp);
 }
 
-static bool key_matches(const shape_plan *p, const nnf_graph *g, const nnf_buf *bufs) {
-    size_t at = 0;
+bool nnf_shape_plan_fits(const nnf_model *plan, const nnf_model *m, const nnf_buf *bufs) {
+    const nnf_graph *g = m->graph, *pg = plan->graph;
     for (int i = 0; i < g->n_inputs; i++) {
+        const nnf_shape *s = &pg->values[pg->inputs[i]].shape;
         const nnf_buf *b = &bufs[g->inputs[i]];
-        if (at + 1 + (size_t)b->rank > p->key_len || p->key[at] != b->rank ||
-            memcmp(&p->key[at + 1], b->dims, sizeof(int64_t) * (size_t)b->rank))
+        if (s->rank != b->rank || memcmp(s->dims, b->dims, sizeof(int64_t) * (size_t)b->rank))
             return false;
-        at += 1 + (size_t)b->rank;
     }
-    return at == p->key_len;
-}
-
-static int64_t *key_make(const nnf_graph *g, const nnf_buf *bufs, size_t *len) {
-    size_t n = 0;
-    for (int i = 0; i < g->n_inputs; i++)
-        n += 1 + (size_t)bufs[g->inputs[i]].rank;
-    int64_t *key = nnf_malloc((n ? n : 1) * sizeof *key);
-    if (!key)
-        return NULL;
-    size_t at = 0;
-    for (int i = 0; i < g->n_inputs; i++) {
-        const nnf_buf *b = &bufs[g->inputs[i]];
-        key[at] = b->rank;
-        memcpy(&key[at + 1], b->dims, sizeof(int64_t) * (size_t)b->rank);
-        at += 1 + (size_t)b->rank;
-    }
-    *len = n;
-    return key;
+    return true;
 }
 
 /* A node's FLOPs with every unknown extent taken as 1 (0 where a rank is
@@ -122,62 +94,55 @@ double nnf_unplanned_share(const nnf_model *m) {
     return total > 0 ? waiting / total : 0;
 }
 
-/* Loads m for these shapes; NULL (and a message) where it fails. Called
- * with sp->mu held. */
-static nnf_model *plan_for(const nnf_model *m, const nnf_buf *bufs) {
+/* m loaded again with the shapes in bufs fixed. */
+static nnf_status plan_for(const nnf_model *m, const nnf_buf *bufs, nnf_model **out) {
     const nnf_graph *g = m->graph;
     nnf_input_shape *shapes = nnf_calloc((size_t)g->n_inputs + 1, sizeof *shapes);
     if (!shapes)
-        return NULL;
+        return nnf_error(NNF_ERR_OUT_OF_MEMORY, "%s: out of memory planning for the run's input shapes", m->source);
     for (int i = 0; i < g->n_inputs; i++) {
         const nnf_buf *b = &bufs[g->inputs[i]];
         shapes[i] = (nnf_input_shape){g->values[g->inputs[i]].name, b->rank, b->dims};
     }
     double t0 = nnf_now_us();
-    nnf_model *shaped = NULL;
-    nnf_status st = nnf_model_load_shaped(m, shapes, (size_t)g->n_inputs, &shaped);
+    nnf_status st = nnf_model_load_shaped(m, shapes, (size_t)g->n_inputs, out);
     nnf_free(shapes);
-    if (st != NNF_OK) {
-        NNF_LOG_WARN("%s: planning for the run's input shapes failed, so the symbolic plan runs them: %s",
-                     m->source, nnf_error_message());
-        return NULL;
-    }
+    if (st != NNF_OK)
+        return nnf_error_prefix(st, "planning for the run's input shapes");
     NNF_LOG_INFO("%s: planned for the run's input shapes in %.1f ms", m->source, (nnf_now_us() - t0) / 1e3);
-    return shaped;
+    return NNF_OK;
 }
 
-const nnf_model *nnf_model_for_shapes(const nnf_model *m, const nnf_buf *bufs) {
+nnf_status nnf_model_for_shapes(const nnf_model *m, const nnf_buf *bufs, const nnf_model **use, nnf_model **own) {
     nnf_shape_plans *sp = m->shape_plans;
+    *use = m;
+    *own = NULL;
     if (!sp)
-        return m;
-    const nnf_graph *g = m->graph;
-    const nnf_model *use = m;
+        return NNF_OK;
+    nnf_status st = NNF_OK;
     pthread_mutex_lock(&sp->mu);
-    for (int i = 0; i < sp->n && use == m; i++)
-        if (key_matches(&sp->plans[i], g, bufs))
-            use = sp->plans[i].model;
-    if (use != m || sp->failed)
-        goto done;
-    if (sp->n == sp->max) {
-        if (!sp->full_warned)
-            NNF_LOG_WARN("%s: a new set of input shapes after %d planned ones: shapes not planned for run "
-                         "on the symbolic plan (nodes waiting for shapes on reference kernels); "
-                         "nnf_model_options.shape_plans allows more",
-                         m->source, sp->max);
-        sp->full_warned = true;
+    for (int i = 0; i < sp->n; i++)
+        if (nnf_shape_plan_fits(sp->plans[i], m, bufs)) {
+            *use = sp->plans[i];
+            goto done;
+        }
+    if (sp->n < sp->max) {
+        nnf_model *p = NULL;
+        if ((st = plan_for(m, bufs, &p)) == NNF_OK)
+            *use = sp->plans[sp->n++] = p;
         goto done;
     }
-    shape_plan p = {0};
-    if (!(p.key = key_make(g, bufs, &p.key_len)))
-        goto done;
-    if (!(p.model = plan_for(m, bufs))) {
-        nnf_free(p.key);
-        sp->failed = true;
-        goto done;
-    }
-    sp->plans[sp->n++] = p;
-    use = p.model;
+    if (!sp->full_warned)
+        NNF_LOG_WARN("%s: a new set of input shapes after %d planned ones: a session plans each set of shapes "
+                     "beyond them for itself, on every change (nnf_model_options.shape_plans allows more)",
+                     m->source, sp->max);
+    sp->full_warned = true;
+    pthread_mutex_unlock(&sp->mu);
+    /* out of the lock: other sessions go on with the shared plans */
+    if ((st = plan_for(m, bufs, own)) == NNF_OK)
+        *use = *own;
+    return st;
 done:
     pthread_mutex_unlock(&sp->mu);
-    return use;
+    return st;
 }

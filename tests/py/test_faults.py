@@ -4,6 +4,7 @@ a crash fails the test run. (Under the ASan build the same sweep also proves not
 import ctypes
 
 import numpy as np
+import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import nnfuse
@@ -12,7 +13,8 @@ from conftest import model_of
 OOM = 4
 
 
-def small_model():
+def small_model(batch=1):
+    """batch: the input's first dim ("N": a symbolic batch, planned for on the first run)."""
     rng = np.random.default_rng(0)
     w = numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w")
     b = numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), "b")
@@ -36,22 +38,23 @@ def small_model():
         helper.make_node("Conv", ["c", "pw"], ["e"]),
         helper.make_node("Conv", ["e", "dw"], ["d"], pads=[1, 1, 1, 1], group=16),
     ]
-    g = helper.make_graph(nodes, "faults", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+    g = helper.make_graph(nodes, "faults", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 3, 8, 8])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
                            helper.make_tensor_value_info("z", TensorProto.FLOAT, None),
                            helper.make_tensor_value_info("d", TensorProto.FLOAT, None)], [w, b, shape, head, pw, dw])
     return model_of(g).SerializeToString()
 
 
-def test_every_allocation_failure_is_clean():
+@pytest.mark.parametrize("batch", [1, "N"])
+def test_every_allocation_failure_is_clean(batch):
     lib = nnfuse._lib
     lib.nnf_alloc_fail_after.argtypes = [ctypes.c_uint64]
     lib.nnf_alloc_fail_after.restype = ctypes.c_uint64
-    data = small_model()
+    data = small_model(batch)
     x = np.random.default_rng(1).standard_normal((1, 3, 8, 8)).astype(np.float32)
     expected = nnfuse.run_model(data, {"x": x}, threads=1)
     failures = 0
-    for n in range(1, 2000):
+    for n in range(1, 4000):
         lib.nnf_alloc_fail_after(n)
         try:
             out = nnfuse.run_model(data, {"x": x}, threads=1)
