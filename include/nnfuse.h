@@ -136,9 +136,8 @@ typedef struct nnf_model_options {
      * free-dimension overrides or OpenVINO's reshape: n_input_shapes entries, borrowed for the
      * call. Each listed input must keep the model's rank and fixed extents; a symbolic dim takes
      * the given extent, and so does every dim of the graph that bears its name. Passes and
-     * kernel plans then see concrete shapes: a model whose inputs keep symbolic dims runs the
-     * nodes whose shapes stay unknown on reference kernels (a warning says so), and runs with
-     * other shapes than these are refused (NNF_ERR_SHAPE). */
+     * kernel plans then see concrete shapes at load (see shape_plans for a model that keeps
+     * symbolic dims), and runs with other shapes than these are refused (NNF_ERR_SHAPE). */
     const nnf_input_shape *input_shapes;
     size_t n_input_shapes;
     /* A model whose symbolic dims leave nodes without planned kernels (convolutions, pools,
