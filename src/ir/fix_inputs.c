@@ -15,13 +15,18 @@ typedef struct named_dim {
 } named_dim;
 
 /* Records that symbolic dim `name` is `extent` (fixed by `input`); an error
- * if another entry fixed it to another extent. */
+ * if another entry fixed it to another extent, unless lenient (the name is
+ * then left symbolic: extent -1). */
 static nnf_status name_dim(named_dim *named, size_t *n, const char *name, int64_t extent,
-                           const char *input) {
+                           const char *input, bool lenient) {
     for (size_t i = 0; i < *n; i++)
         if (!strcmp(named[i].name, name)) {
-            if (named[i].extent == extent)
+            if (named[i].extent == extent || named[i].extent < 0)
                 return NNF_OK;
+            if (lenient) {
+                named[i].extent = -1;
+                return NNF_OK;
+            }
             return nnf_error(NNF_ERR_INVALID_ARGUMENT,
                              "input shapes: dim '%.100s' is %" PRId64
                              " for input '%.200s' and %" PRId64 " for input '%.200s'",
@@ -60,7 +65,7 @@ static nnf_status check_entry(const nnf_graph *g, const nnf_input_shape *s, size
     return NNF_OK;
 }
 
-nnf_status nnf_graph_fix_inputs(nnf_graph *g, const nnf_input_shape *shapes, size_t n) {
+nnf_status nnf_graph_fix_inputs(nnf_graph *g, const nnf_input_shape *shapes, size_t n, bool lenient) {
     if (n == 0)
         return NNF_OK;
     if (!shapes)
@@ -85,7 +90,7 @@ nnf_status nnf_graph_fix_inputs(nnf_graph *g, const nnf_input_shape *shapes, siz
         const nnf_shape *sh = &g->values[ids[k]].shape;
         for (int d = 0; d < s->rank && st == NNF_OK && sh->rank >= 0; d++)
             if (sh->dims[d] < 0 && sh->dim_names[d])
-                st = name_dim(named, &n_named, sh->dim_names[d], s->dims[d], s->name);
+                st = name_dim(named, &n_named, sh->dim_names[d], s->dims[d], s->name, lenient);
     }
     if (st == NNF_OK) {
         for (size_t k = 0; k < n; k++) {
@@ -100,7 +105,7 @@ nnf_status nnf_graph_fix_inputs(nnf_graph *g, const nnf_input_shape *shapes, siz
             nnf_shape *sh = &g->values[v].shape;
             for (int d = 0; d < sh->rank; d++)
                 for (size_t i = 0; i < n_named && sh->dims[d] < 0; i++)
-                    if (sh->dim_names[d] && !strcmp(sh->dim_names[d], named[i].name)) {
+                    if (named[i].extent >= 0 && sh->dim_names[d] && !strcmp(sh->dim_names[d], named[i].name)) {
                         sh->dims[d] = named[i].extent;
                         sh->dim_names[d] = NULL;
                     }

@@ -196,8 +196,10 @@ nnf_status nnf_graph_align_value(nnf_graph *g, int v);
 
 /* Fix the shapes of the listed graph inputs (nnf_model_options.input_shapes)
  * and of every declared dim named like a symbolic dim they fixed; before
- * shapes are inferred. */
-nnf_status nnf_graph_fix_inputs(nnf_graph *g, const nnf_input_shape *shapes, size_t n);
+ * shapes are inferred. Two inputs that give one name two extents are an
+ * error, unless `lenient` (a run's shapes, which onnxruntime accepts too):
+ * then that name stays symbolic elsewhere. */
+nnf_status nnf_graph_fix_inputs(nnf_graph *g, const nnf_input_shape *shapes, size_t n, bool lenient);
 
 /* Find a value by name; -1 if absent. Linear-time lookup with a hash built on
  * demand is an internal detail. */

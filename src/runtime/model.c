@@ -145,7 +145,7 @@ static nnf_status plan_shapes_later(nnf_model *m, const nnf_model_options *opts)
 static nnf_status prepare(nnf_model *m, const nnf_model_options *opts) {
     nnf_graph *g = m->graph;
     if (opts && opts->struct_size >= offsetof(nnf_model_options, n_input_shapes) + sizeof(size_t))
-        NNF_CHECK(nnf_graph_fix_inputs(g, opts->input_shapes, opts->n_input_shapes));
+        NNF_CHECK(nnf_graph_fix_inputs(g, opts->input_shapes, opts->n_input_shapes, m->parent != NULL));
     NNF_CHECK(nnf_graph_bind_ops(g));
     NNF_CHECK(nnf_graph_init_params(g));
     NNF_CHECK(nnf_graph_toposort(g));

@@ -228,6 +228,17 @@ def test_shape_plans_match_onnxruntime_up_to_their_cap(dyn_path, capfd):
     assert err.count("a new set of input shapes after 2 planned ones") == 1, err
 
 
+def test_shape_plans_take_inputs_that_disagree_on_a_named_dim(dyn_path):
+    """x's "N" 3 and z's 2: onnxruntime runs it, so does the shape plan (which then leaves "N"
+    symbolic past the inputs); at load, the same shapes are refused (test_bad_shapes_are_refused)."""
+    ort = pytest.importorskip("onnxruntime")
+    f = {"x": feeds(3)["x"], "z": feeds(2, 5)["z"]}
+    want = ort.InferenceSession(str(dyn_path), providers=["CPUExecutionProvider"]).run(None, f)
+    got = nnfuse.Session(str(dyn_path), threads=1).run(f)
+    np.testing.assert_allclose(got["y"], want[0], rtol=1e-4, atol=1e-4)
+    np.testing.assert_array_equal(got["y2"], want[1])
+
+
 def test_sessions_on_threads_share_shape_plans(dyn_path):
     """Sessions on four threads run one model at overlapping sets of shapes at once."""
     import threading
