@@ -60,6 +60,11 @@ typedef struct cli_inputs {
 nnf_status cli_inputs_make(const nnf_model *model, const cli_common *c, cli_inputs *out);
 void cli_inputs_free(cli_inputs *in);
 
+/* nnf_model_load for a second load of the model a command loads anyway (the
+ * exported graph's statistics, the reference of `compare`): its load warnings
+ * would repeat the first's, so only errors are logged unless -v asked for more. */
+nnf_status cli_load_again(const char *path, const nnf_model_options *mo, nnf_model **out);
+
 /* Load the model and create a session from the common options. */
 nnf_status cli_open(const cli_common *c, nnf_model **model, nnf_session **session,
                     const nnf_session_options *extra);

@@ -236,6 +236,15 @@ static nnf_status parse_shapes(const cli_common *c, cli_shapes *out) {
     return NNF_OK;
 }
 
+nnf_status cli_load_again(const char *path, const nnf_model_options *mo, nnf_model **out) {
+    nnf_log_level level = nnf_log_level_get();
+    if (level == NNF_LOG_WARN)
+        nnf_log_set_level(NNF_LOG_ERROR);
+    nnf_status st = nnf_model_load(path, mo, out);
+    nnf_log_set_level(level);
+    return st;
+}
+
 nnf_status cli_open(const cli_common *c, nnf_model **model, nnf_session **session,
                     const nnf_session_options *extra) {
     nnf_model_options mo = nnf_model_options_default();
