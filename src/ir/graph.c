@@ -139,17 +139,19 @@ void *nnf_graph_take_value_block(nnf_graph *g, int v) {
  * False if d is not in a mapping. */
 static bool release_mapped_pages(const graph_private *p, const void *data, size_t nbytes) {
     const char *d = data;
-    for (const nnf_mapping *m = p->g.mappings; m; m = m->next) {
-        const char *base = m->addr;
-        if (!base || d < base || d + nbytes > base + m->size)
-            continue;
-        uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-        uintptr_t lo = ((uintptr_t)d + page - 1) & ~(page - 1),
-                  hi = ((uintptr_t)d + nbytes) & ~(page - 1);
-        if (hi > lo)
-            madvise((void *)lo, hi - lo, MADV_DONTNEED);
-        return true;
-    }
+    const nnf_mapping *lists[2] = {p->g.mappings, p->g.borrowed_mappings};
+    for (int l = 0; l < 2; l++)
+        for (const nnf_mapping *m = lists[l]; m; m = m->next) {
+            const char *base = m->addr;
+            if (!base || d < base || d + nbytes > base + m->size)
+                continue;
+            uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+            uintptr_t lo = ((uintptr_t)d + page - 1) & ~(page - 1),
+                      hi = ((uintptr_t)d + nbytes) & ~(page - 1);
+            if (hi > lo)
+                madvise((void *)lo, hi - lo, MADV_DONTNEED);
+            return true;
+        }
     return false;
 }
 

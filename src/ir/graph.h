@@ -142,6 +142,9 @@ typedef struct nnf_mapping {
 struct nnf_graph {
     nnf_arena arena;
     nnf_mapping *mappings; /* external-data files; unmapped by nnf_graph_destroy */
+    /* mappings values may point into that another graph owns (a shape plan's
+     * graph reads its parent model's file) */
+    const nnf_mapping *borrowed_mappings;
     nnf_graph *parent; /* enclosing graph of a subgraph (If/Loop body), else NULL */
     const char *name;
     const char *source; /* file the graph was read from, for messages ("<memory>") */

@@ -44,25 +44,26 @@ static nnf_status build_info(nnf_model *m) {
  * before packing so the copies do not all peak together: a value still read
  * from the mapping faults its pages in again from the page cache. */
 static void release_file_pages(nnf_model *m) {
-    for (nnf_mapping *x = m->graph->mappings; x; x = x->next)
-        if (x->addr)
-            madvise(x->addr, x->size, MADV_DONTNEED);
-    if (m->parent) /* a shape plan reads its parent's mapping */
-        for (nnf_mapping *x = m->parent->graph->mappings; x; x = x->next)
+    const nnf_mapping *lists[2] = {m->graph->mappings, m->graph->borrowed_mappings};
+    for (int l = 0; l < 2; l++)
+        for (const nnf_mapping *x = lists[l]; x; x = x->next)
             if (x->addr)
                 madvise(x->addr, x->size, MADV_DONTNEED);
 }
 
-/* Marks the nodes left to reference kernels because their shapes are not
- * known at load (symbolic input dims) although their op plans kernels, in
- * m->unplanned (left NULL when there is none). Returns their count and the
- * first of them in *first. */
-static int find_unplanned(nnf_model *m, int *first) {
+/* Marks in m->unplanned the nodes that wait for shapes: their op plans
+ * kernels, their shapes are unknown at load (symbolic input dims), and they
+ * got no plan (before planning: their op plans for known shapes only).
+ * Returns their count (-1: out of memory), the first of them in *first. */
+static int find_waiting(nnf_model *m, int *first) {
     const nnf_graph *g = m->graph;
-    int unplanned = 0;
-    for (int i = 0; i < g->n_nodes && m->plans; i++) {
+    int waiting = 0;
+    nnf_free(m->unplanned);
+    m->unplanned = NULL;
+    for (int i = 0; i < g->n_nodes; i++) {
         const nnf_node *n = &g->nodes[i];
-        if (n->dead || m->plans[i].run || !n->op->plan || n->op->plan == nnf_plan_none)
+        if (n->dead || !n->op->plan || n->op->plan == nnf_plan_none ||
+            (m->plans ? m->plans[i].run != NULL : n->op->plan_symbolic))
             continue;
         bool unknown = false;
         for (int k = 0; k < n->n_outputs && !unknown; k++)
@@ -72,73 +73,50 @@ static int find_unplanned(nnf_model *m, int *first) {
         if (!m->unplanned && !(m->unplanned = nnf_calloc((size_t)g->n_nodes, 1)))
             return -1;
         m->unplanned[i] = 1;
-        if (++unplanned == 1)
+        if (++waiting == 1)
             *first = i;
     }
-    return unplanned;
+    return waiting;
 }
 
 /* Whether the weights that planned kernels do not read are kept, so that
  * reference-kernel sessions can run the model. */
 static bool keeps_unpacked(const nnf_model *m) { return m->opt_level == 0 || m->keep_unpacked; }
 
-/* With shape plans, the nodes waiting for shapes never run on m itself:
- * the weights only they read go (a ResNet's convolution weights), unless m
- * keeps unpacked weights. */
-static nnf_status release_waiting_weights(nnf_model *m) {
-    nnf_graph *g = m->graph;
-    if (keeps_unpacked(m))
-        return NNF_OK;
-    unsigned char *read = nnf_calloc((size_t)g->n_values + 1, 1);
-    if (!read)
+/* Where the nodes waiting for shapes carry a tenth of the model's FLOPs or
+ * more (unknown extents taken as 1), each new set of input shapes is planned
+ * on its first run (shape_plans.c), unless the options allow no shape plans:
+ * true then, with m->shape_plans made and a warning. Otherwise a warning
+ * names the nodes left to reference kernels. */
+static nnf_status plan_shapes_later(nnf_model *m, int max, bool *planned) {
+    *planned = false;
+    int first = -1, waiting = find_waiting(m, &first);
+    if (waiting < 0)
         return nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory");
-    for (int i = 0; i < g->n_nodes; i++)
-        for (int k = 0; !g->nodes[i].dead && !m->unplanned[i] && k < g->nodes[i].n_inputs; k++)
-            if (g->nodes[i].inputs[k] >= 0)
-                read[g->nodes[i].inputs[k]] = 1;
-    for (int k = 0; k < g->n_outputs; k++)
-        read[g->outputs[k]] = 1;
-    for (int v = 0; v < g->n_values; v++) {
-        const nnf_value *val = &g->values[v];
-        if (!read[v] && val->data && (val->kind == NNF_VALUE_INITIALIZER || val->kind == NNF_VALUE_CONSTANT))
-            nnf_graph_release_value_data(g, v);
-    }
-    nnf_free(read);
-    return NNF_OK;
-}
-
-/* A model whose symbolic dims leave nodes on reference kernels plans each
- * new set of input shapes on its first run (shape_plans.c) where those
- * nodes carry a tenth of its FLOPs or more, unless the options say not to;
- * a warning says which nodes wait for shapes. */
-static nnf_status plan_shapes_later(nnf_model *m, const nnf_model_options *opts) {
-    int first = -1, unplanned = find_unplanned(m, &first);
-    if (unplanned < 0)
-        return nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory");
-    if (!unplanned)
+    if (!waiting)
         return NNF_OK;
     const nnf_node *n = &m->graph->nodes[first];
-    const char *s = unplanned == 1 ? "" : "s";
+    const char *s = waiting == 1 ? "" : "s";
     if (m->parent) { /* its inputs are fixed: what stays unknown depends on data */
         NNF_LOG_INFO("%s: %d node%s (first '%s', %s) have shapes that depend on data: reference kernels",
-                     m->source, unplanned, s, n->name, n->op_type);
+                     m->source, waiting, s, n->name, n->op_type);
         return NNF_OK;
     }
-    int max = opts && opts->struct_size >= offsetof(nnf_model_options, shape_plans) + sizeof(int) ? opts->shape_plans : 4;
     double share = nnf_unplanned_share(m);
     if (max > 0 && share >= 0.1) {
         NNF_LOG_WARN("%s: %d node%s (first '%s', %s; %.0f %% of the FLOPs) wait for shapes (an input has "
                      "symbolic dims): each new set of input shapes is planned on its first run, which costs "
                      "about a load. To plan at load, fix the shapes (nnf_model_options.input_shapes, the "
                      "CLI's --input-shape, Python's input_shapes=)",
-                     m->source, unplanned, s, n->name, n->op_type, 100 * share);
-        NNF_CHECK(nnf_shape_plans_create(max, &m->shape_plans));
-        return release_waiting_weights(m);
+                     m->source, waiting, s, n->name, n->op_type, 100 * share);
+        *planned = true;
+        return nnf_shape_plans_create(max, &m->shape_plans);
     }
-    NNF_LOG_WARN("%s: %d node%s (first '%s', %s; %.0f %% of the FLOPs) planned without shapes, so on reference "
-                 "kernels: an input has symbolic dims; fixing them at load plans these nodes too "
-                 "(nnf_model_options.input_shapes, the CLI's --input-shape, Python's input_shapes=)",
-                 m->source, unplanned, s, n->name, n->op_type, 100 * share);
+    if (m->plans) /* before planning, the caller plans and asks again */
+        NNF_LOG_WARN("%s: %d node%s (first '%s', %s; %.0f %% of the FLOPs) planned without shapes, so on "
+                     "reference kernels: an input has symbolic dims; fixing them at load plans these nodes too "
+                     "(nnf_model_options.input_shapes, the CLI's --input-shape, Python's input_shapes=)",
+                     m->source, waiting, s, n->name, n->op_type, 100 * share);
     return NNF_OK;
 }
 
@@ -151,6 +129,15 @@ static nnf_status prepare(nnf_model *m, const nnf_model_options *opts) {
     NNF_CHECK(nnf_graph_toposort(g));
     NNF_CHECK(nnf_graph_verify(g));
     NNF_CHECK(nnf_graph_infer(g));
+    int max = opts && opts->struct_size >= offsetof(nnf_model_options, shape_plans) + sizeof(int) ? opts->shape_plans : 4;
+    bool planned = false;
+    /* A model whose runs all go to shape plans never runs itself: no
+     * passes, no kernel plans, its weights left in the file. Unless it keeps
+     * unpacked weights for reference-kernel sessions, which need all that. */
+    if (!keeps_unpacked(m))
+        NNF_CHECK(plan_shapes_later(m, max, &planned));
+    if (planned)
+        return build_info(m);
     /* -O0 is "no graph optimisation" (as ORT's ORT_DISABLE_ALL): the graph
      * runs as imported, on the same planned kernels, so -O0 against -O3
      * measures what the passes bring. It keeps the unpacked weights, so a
@@ -163,7 +150,7 @@ static nnf_status prepare(nnf_model *m, const nnf_model_options *opts) {
     /* the weights the passes did not read byte-wise (all of them at -O0) */
     NNF_CHECK(nnf_graph_align_values(g));
     NNF_CHECK(nnf_graph_plan(g, !keeps_unpacked(m), &m->plans));
-    NNF_CHECK(plan_shapes_later(m, opts));
+    NNF_CHECK(plan_shapes_later(m, max, &planned));
     return build_info(m);
 }
 
@@ -186,11 +173,19 @@ static nnf_status load_model(const void *data, size_t size, const char *source, 
     m->keep_unpacked = opts && opts->struct_size >= offsetof(nnf_model_options, keep_unpacked_weights) + sizeof(int)
                            ? opts->keep_unpacked_weights
                            : 0;
-    st = file ? nnf_onnx_import_mapping(file, source, base_dir, &m->graph)
+    /* a shape plan reads its parent's file mapping as one (its pages go
+     * back as weights are copied), without owning it */
+    const nnf_mapping *from = file;
+    for (const nnf_mapping *x = parent ? parent->graph->mappings : NULL; x && !from; x = x->next)
+        if (x->addr == data && x->size == size)
+            from = x;
+    st = from ? nnf_onnx_import_mapping(from, source, base_dir, &m->graph)
               : nnf_onnx_import(data, size, source, base_dir, &m->graph);
     if (st != NNF_OK)
         goto fail;
     m->graph->source = m->source;
+    if (parent) /* a shape plan's values point into its parent's files */
+        m->graph->borrowed_mappings = parent->graph->mappings;
     /* the graph owns every mapping its values point into */
     if (file) {
         file->next = m->graph->mappings;

@@ -73,6 +73,13 @@ static nnf_status session_new(const nnf_model *model, const nnf_session_options 
             }
         }
     }
+    if (s->opts.reference_kernels && model->shape_plans && !model->plans) {
+        st = nnf_error(NNF_ERR_INVALID_ARGUMENT,
+                       "%s: reference_kernels needs the model's weights as imported, and this one plans for "
+                       "its input shapes at run time: load it with keep_unpacked_weights or at opt_level 0",
+                       model->source);
+        goto fail;
+    }
     for (int k = 0; k < g->n_outputs; k++)
         s->last_use[g->outputs[k]] = INT32_MAX;
     s->borrowed_pool = pool;
@@ -621,7 +628,7 @@ NNF_API nnf_status nnf_session_run(nnf_session *s, const nnf_tensor *inputs, siz
     if (st != NNF_OK)
         goto fail;
     s->last = s;
-    if (s->plans && s->model->shape_plans)
+    if (!s->opts.reference_kernels && s->model->shape_plans)
         return run_shaped(s, inputs, count, outputs_out, count_out);
     for (int oi = 0; oi < g->n_order; oi++) {
         if (g->nodes[g->order[oi]].dead)

@@ -121,7 +121,7 @@ def test_runs_with_other_shapes_are_refused(dyn_path):
 def test_cli_warns_about_symbolic_dims_and_takes_input_shape(dyn_path):
     run = [NNF_BIN, "bench", str(dyn_path), "--threads", "1", "--iterations", "1", "--warmup", "0"]
     p = subprocess.run(run, capture_output=True, text=True, check=True)
-    assert re.search(r"1 node \(first 'Conv_0', Conv; \d+ % of the FLOPs\) wait for shapes", p.stderr), p.stderr
+    assert re.search(r"2 nodes \(first 'Conv_0', Conv; \d+ % of the FLOPs\) wait for shapes", p.stderr), p.stderr
     assert "--input-shape" in p.stderr, p.stderr
     p = subprocess.run(run + ["--shape-plans", "0"], capture_output=True, text=True, check=True)
     assert "planned without shapes" in p.stderr and "--input-shape" in p.stderr, p.stderr
@@ -293,3 +293,16 @@ def test_compare_and_profile_follow_shape_plans(dyn_path):
                                                                    "NNF_TEST_INJECT": "Relu_2:0.01"})
     assert p.returncode == 4, p.stdout + p.stderr
     assert "first tensor beyond tolerance is 'r' from node 'Conv_0+" in p.stderr, p.stderr
+
+
+def test_reference_kernel_sessions_need_a_model_that_keeps_its_weights(dyn_path):
+    """A model whose runs all go to shape plans keeps no aligned weights of its own: a
+    reference-kernel session on it is refused, saying how to load it; loaded with
+    keep_unpacked_weights it runs and gives the shape plan's outputs."""
+    with pytest.raises(nnfuse.NnfError, match="plans for its input shapes at run time: load it with "
+                                              "keep_unpacked_weights"):
+        nnfuse.Session(nnfuse.Model(str(dyn_path)), threads=1, reference_kernels=True)
+    f = feeds(2)
+    want = nnfuse.Session(str(dyn_path), threads=1).run(f)
+    got = nnfuse.Session(str(dyn_path), threads=1, reference_kernels=True).run(f)
+    np.testing.assert_allclose(got["y"], want["y"], rtol=1e-4, atol=1e-4)
