@@ -455,10 +455,6 @@ void nnf_gemv_block_16_avx2(size_t kcb, const float *a, size_t a_stride, const f
         __m256 s6 = _mm256_loadu_ps(st + 48), s7 = _mm256_loadu_ps(st + 56);
         size_t kk = 0;
         for (; kk + 4 <= kcb; kk += 4, b += 64) {
-            _mm_prefetch((const char *)(b + 512), _MM_HINT_T0);
-            _mm_prefetch((const char *)(b + 528), _MM_HINT_T0);
-            _mm_prefetch((const char *)(b + 544), _MM_HINT_T0);
-            _mm_prefetch((const char *)(b + 560), _MM_HINT_T0);
             __m256 a0 = _mm256_set1_ps(a[kk * a_stride]);
             __m256 a1 = _mm256_set1_ps(a[(kk + 1) * a_stride]);
             __m256 a2 = _mm256_set1_ps(a[(kk + 2) * a_stride]);
