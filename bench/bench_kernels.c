@@ -42,6 +42,9 @@ static const bcase cases[] = {
     {"bert_ffn1_128x768x3072", 'g', .m = 128, .n = 3072, .k = 768, .act = NNF_ACT_GELU_ERF},
     {"bert_ffn2_128x3072x768", 'g', .m = 128, .n = 768, .k = 3072},
     {"r50_fc_1x2048x1000", 'g', .m = 1, .n = 1000, .k = 2048},
+    /* short sequences: a few A panels against weights that stream */
+    {"bert_ffn1_8x768x3072", 'g', .m = 8, .n = 3072, .k = 768},
+    {"bert_ffn1_16x768x3072", 'g', .m = 16, .n = 3072, .k = 768},
     {"mbv2_fc_1x1280x1000", 'g', .m = 1, .n = 1000, .k = 1280},
     {"r50_conv1_7x7s2", 'c', .c = 3, .h = 224, .w = 224, .oc = 64, .g = 1, .kh = 7, .s = 2, .p = 3, .act = NNF_ACT_RELU},
     {"r50_l1_1x1_64_64", 'c', .c = 64, .h = 56, .w = 56, .oc = 64, .g = 1, .kh = 1, .s = 1, .act = NNF_ACT_RELU},

@@ -44,6 +44,9 @@ typedef struct nnf_tile_ep {
     const nnf_epilogue *ep;   /* NULL except on the last K block */
     const float *bias;        /* ep->bias advanced to the tile's first row or column */
     const float *residual;    /* ep->residual advanced to the tile's origin */
+    /* bytes past the B panel at which the kernel prefetches as it reads it
+     * (0: its own distance) */
+    ptrdiff_t b_prefetch;
 } nnf_tile_ep;
 
 /* The epilogue on one value at (row i, col j) of the tile, with the shared

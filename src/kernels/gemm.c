@@ -366,6 +366,21 @@ static inline size_t mm_of(size_t ir, size_t mcb, size_t mr, size_t split, size_
     return ir == split ? tail0 : mcb - ir;
 }
 
+/* A block of 2 to this many A panels against prepacked B runs B panel by
+ * B panel (see gemm_task): M = 7-24 rows against weights from memory,
+ * BERT's projections at a sequence of 8 or 16 (ab_builds on 24 MatMuls of
+ * 768 x 3072 and back: 0.78 at M = 8, 0.82 at 16). A single panel streams
+ * B alone, where prefetching a B panel (28 KB) ahead into L1 lost (1.17 at
+ * M = 4); with more panels B's reads are a small part of the block's work. */
+#define NNF_GEMM_STREAM_PANELS 4
+
+/* The bias of the tile at C's (row, col), as the microkernel takes it. */
+static inline const float *tile_bias(const nnf_epilogue *ep, size_t row, size_t col) {
+    return ep->bias_kind == NNF_BIAS_PER_ROW   ? ep->bias + row
+           : ep->bias_kind == NNF_BIAS_PER_COL ? ep->bias + col
+                                               : NULL;
+}
+
 /* One task: C rows [i0, i0 + mi) x columns [j0, j0 + nj). */
 static void gemm_task(void *ctx, size_t i0, size_t j0, size_t mi, size_t nj) {
     gemm_job *j = ctx;
@@ -409,7 +424,10 @@ static void gemm_task(void *ctx, size_t i0, size_t j0, size_t mi, size_t nj) {
                     pack_block(cfg, NNF_GEMM_B, j->b, jc, ncb, pc, kcb, nr, bbuf);
                     bp = bbuf;
                 }
-                size_t calls = (ncb + nr - 1) / nr;
+                size_t calls = (ncb + nr - 1) / nr, panels = (mcb + mr - 1) / mr;
+                /* prepacked weights that a few A panels share stream B panel
+                 * by B panel (below) */
+                bool stream_b = j->b->packed && panels > 1 && panels <= NNF_GEMM_STREAM_PANELS;
                 /* the next block's source rows, a slice per microkernel call */
                 pf_cursor pf = {0};
                 size_t work = (mcb + mr - 1) / mr * kcb, pf_calls = calls * ((mcb + mr - 1) / mr);
@@ -417,7 +435,7 @@ static void gemm_task(void *ctx, size_t i0, size_t j0, size_t mi, size_t nj) {
                     size_t nnext = j0 + nj - (jc + ncb) < j->nc ? j0 + nj - (jc + ncb) : j->nc;
                     pf_start(&pf, j->b->data + pc * j->b->ld + jc + ncb, j->b->ld, kcb, nnext,
                              pf_calls);
-                } else if (j->b->packed && (mcb + mr - 1) / mr >= NNF_GEMM_PF_MIN_PANELS) {
+                } else if (j->b->packed && panels >= NNF_GEMM_PF_MIN_PANELS && !stream_b) {
                     /* prepacked weights: the block after this one, in the
                      * order the task reads them (the next columns, or the
                      * next K block's first), one contiguous run, spread
@@ -443,14 +461,37 @@ static void gemm_task(void *ctx, size_t i0, size_t j0, size_t mi, size_t nj) {
                         pf_start(&pf, packed_panels(j->b->packed, jc2, pc2, kcb2), 0, 1,
                                  round_up(n2, nr) * kcb2, pf_calls);
                 }
+                if (stream_b) {
+                    /* B panel outermost, every A panel on each, the kernel
+                     * prefetching the next B panel as it reads this one:
+                     * its reads from memory overlap the FMAs of every
+                     * panel. A panel by A panel along the block (below),
+                     * the first A panel waited on memory and the others
+                     * ran on the block in L2, one after the other (and
+                     * prefetching the next block besides overflowed L2). */
+                    t.b_prefetch = (ptrdiff_t)(nr * kcb * sizeof(float));
+                    for (size_t jr = 0; jr < ncb; jr += nr)
+                        for (size_t ir = 0, pr = 0, mm = 0; ir < mcb; ir += mm, pr += mr) {
+                            mm = mm_of(ir, mcb, mr, split, tail0);
+                            size_t row = ic + ir, col = jc + jr, nn = ncb - jr < nr ? ncb - jr : nr;
+                            if (t.ep) {
+                                t.bias = tile_bias(ep, row, col);
+                                t.residual = ep->residual
+                                                 ? ep->residual + row * ep->ld_residual + col
+                                                 : NULL;
+                            }
+                            cfg->ukernel(kcb, ap + pr * kcb, bp + jr * kcb,
+                                         j->c + row * j->ldc + col, j->ldc, mm, nn, &t);
+                        }
+                    t.b_prefetch = 0;
+                    continue;
+                }
                 for (size_t ir = 0, pr = 0, mm = 0; ir < mcb; ir += mm, pr += mr) {
                     mm = mm_of(ir, mcb, mr, split, tail0);
                     const float *apanel = ap + pr * kcb;
                     size_t row = ic + ir;
                     if (t.ep)
-                        t.bias = ep->bias_kind == NNF_BIAS_PER_ROW   ? ep->bias + row
-                                 : ep->bias_kind == NNF_BIAS_PER_COL ? ep->bias + jc
-                                                                     : NULL;
+                        t.bias = tile_bias(ep, row, jc);
                     float *crow = j->c + row * j->ldc + jc;
                     const float *rrow =
                         t.ep && ep->residual ? ep->residual + row * ep->ld_residual + jc : NULL;

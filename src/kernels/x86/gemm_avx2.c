@@ -78,6 +78,7 @@ typedef struct tile_io {
     int ep;               /* 28: apply bias, residual and clamp */
     int bias_kind;        /* 32: 0 none, 1 per row, 2 per column */
     float lo, hi;         /* 36, 40: the clamp (+-inf: none) */
+    ptrdiff_t pf;         /* bytes past b that the K loop prefetches B from */
 } tile_io;
 _Static_assert(offsetof(tile_io, res) == 8 && offsetof(tile_io, res_ld) == 16 &&
                    offsetof(tile_io, accumulate) == 24 && offsetof(tile_io, ep) == 28 &&
@@ -129,10 +130,10 @@ _Static_assert(offsetof(tile_io, res) == 8 && offsetof(tile_io, res_ld) == 16 &&
                          "jb 3f\n\t"                                                               \
                          ".p2align 5\n"                                                            \
                          "1:\n\t"                                                                  \
-                         "prefetcht0 1024(%[b])\n\t" K_STEP(0, 0)                                  \
-                         "prefetcht0 1088(%[b])\n\t" K_STEP(24, 64)                                \
-                         "prefetcht0 1152(%[b])\n\t" K_STEP(48, 128)                               \
-                         "prefetcht0 1216(%[b])\n\t" K_STEP(72, 192)                               \
+                         "prefetcht0 0(%[b],%[pf])\n\t" K_STEP(0, 0)                               \
+                         "prefetcht0 64(%[b],%[pf])\n\t" K_STEP(24, 64)                            \
+                         "prefetcht0 128(%[b],%[pf])\n\t" K_STEP(48, 128)                          \
+                         "prefetcht0 192(%[b],%[pf])\n\t" K_STEP(72, 192)                          \
                          "add $96, %[a]\n\t"                                                       \
                          "add $256, %[b]\n\t"                                                      \
                          "sub $4, %[k]\n\t"                                                        \
@@ -171,7 +172,7 @@ _Static_assert(offsetof(tile_io, res) == 8 && offsetof(tile_io, res_ld) == 16 &&
                          "vbroadcastss 40(%[io]), %%ymm3\n\t" T_EACH_ROW(T_CLAMP)                  \
                          "9:\n\t" T_EACH_ROW(T_STORE)                                              \
                          : [a] "+r"(a), [b] "+r"(b), [k] "+r"(kk)                                  \
-                         : [io] "r"(io), [c0] "r"(c), [c3] "r"(c3), [ld] "r"(ld)                   \
+                         : [io] "r"(io), [c0] "r"(c), [c3] "r"(c3), [ld] "r"(ld), [pf] "r"(io->pf) \
                          : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", \
                            "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15",          \
                            "memory", "cc");                                                        \
@@ -318,7 +319,8 @@ void nnf_gemm_ukernel_6x16_avx2(size_t kc, const float *a, const float *b, float
     nnf_ep_fast f = nnf_ep_fast_init(t->ep);
     if ((m == 6 || m == 4) && n == 16 && (!t->ep || f.clamp_only)) {
         const nnf_epilogue *e = t->ep;
-        tile_io io = {.accumulate = t->accumulate, .lo = -INFINITY, .hi = INFINITY};
+        tile_io io = {.accumulate = t->accumulate, .lo = -INFINITY, .hi = INFINITY,
+                      .pf = t->b_prefetch ? t->b_prefetch : 1024};
         if (e) {
             io.ep = 1;
             io.bias = t->bias;
