@@ -97,9 +97,13 @@ static nnf_status plan_shapes_later(nnf_model *m, int max, bool *planned) {
         return NNF_OK;
     const nnf_node *n = &m->graph->nodes[first];
     const char *s = waiting == 1 ? "" : "s";
-    if (m->parent) { /* its inputs are fixed: what stays unknown depends on data */
-        NNF_LOG_INFO("%s: %d node%s (first '%s', %s) have shapes that depend on data: reference kernels",
-                     m->source, waiting, s, n->name, n->op_type);
+    bool symbolic = false;
+    for (int i = 0; i < m->graph->n_inputs && !symbolic; i++)
+        symbolic = !nnf_shape_known(&m->graph->values[m->graph->inputs[i]].shape);
+    if (m->parent || !symbolic) { /* the inputs are fixed: what stays unknown depends on data */
+        if (m->plans)
+            NNF_LOG_INFO("%s: %d node%s (first '%s', %s) have shapes that depend on data: reference kernels",
+                         m->source, waiting, s, n->name, n->op_type);
         return NNF_OK;
     }
     double share = nnf_unplanned_share(m);

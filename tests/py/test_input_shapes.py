@@ -306,3 +306,22 @@ def test_reference_kernel_sessions_need_a_model_that_keeps_its_weights(dyn_path)
     want = nnfuse.Session(str(dyn_path), threads=1).run(f)
     got = nnfuse.Session(str(dyn_path), threads=1, reference_kernels=True).run(f)
     np.testing.assert_allclose(got["y"], want["y"], rtol=1e-4, atol=1e-4)
+
+
+def test_shapes_that_depend_on_data_plan_no_shapes(tmp_path):
+    """Fixed input shapes, but a Conv's input shape comes from an input's data (a Reshape to a
+    fed shape): no shape plans (the inputs' shapes never change), the Conv on its reference
+    kernel, ONNX Runtime's outputs, and no warning about symbolic dims."""
+    ort = pytest.importorskip("onnxruntime")
+    path = tmp_path / "d.onnx"
+    path.write_bytes(sym_model([helper.make_node("Reshape", ["x", "s"], ["r"]),
+                                helper.make_node("Conv", ["r", "w"], ["y"], pads=[1, 1, 1, 1])],
+                               [("x", [1, 48]), ("s", [4], TensorProto.INT64)], ["y"], [const("w", (8, 3, 3, 3))]))
+    f = {"x": RNG.standard_normal((1, 48)).astype(np.float32), "s": np.array([1, 3, 4, 4], np.int64)}
+    want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, f)
+    np.testing.assert_allclose(nnfuse.Session(str(path), threads=1).run(f)["y"], want[0], rtol=1e-5, atol=1e-5)
+    np.save(tmp_path / "x.npy", f["x"])
+    np.save(tmp_path / "s.npy", f["s"])
+    p = subprocess.run([NNF_BIN, "run", str(path), "-i", f"x={tmp_path / 'x.npy'}", "-i", f"s={tmp_path / 's.npy'}"],
+                       capture_output=True, text=True, check=True)
+    assert "symbolic" not in p.stderr and "shapes" not in p.stderr, p.stderr
