@@ -76,9 +76,27 @@ def conv_bn():
     raise AssertionError("no pad left the weights misaligned")
 
 
+def dyn_cnn():
+    # A symbolic batch: the model is a template and each run's shapes get a
+    # shape plan (src/runtime/shape_plans.c), loaded again from the bytes.
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("BatchNormalization", ["c", "s", "bb", "m", "v"], ["n"]),
+        helper.make_node("Relu", ["n"], ["r"]),
+        helper.make_node("GlobalAveragePool", ["r"], ["p"]),
+        helper.make_node("Flatten", ["p"], ["f"], axis=1),
+        helper.make_node("Gemm", ["f", "fw", "fb"], ["y"], transB=1),
+    ]
+    inits = [t("w", (8, 3, 3, 3)), t("s", (8,)), t("bb", (8,)), t("m", (8,)),
+             numpy_helper.from_array(rng.uniform(0.5, 1.5, 8).astype(np.float32), "v"), t("fw", (4, 8)), t("fb", (4,))]
+    g = helper.make_graph(nodes, "dyn_cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 6, 6])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], producer_name="make_seeds")
+
+
 if __name__ == "__main__":
     os.makedirs(OUT, exist_ok=True)
-    for name, make in (("cnn", cnn), ("shapes", shapes), ("conv_bn", conv_bn)):
+    for name, make in (("cnn", cnn), ("shapes", shapes), ("conv_bn", conv_bn), ("dyn_cnn", dyn_cnn)):
         m = make()
         onnx.checker.check_model(m, full_check=True)
         onnx.save(m, os.path.join(OUT, name + ".onnx"))

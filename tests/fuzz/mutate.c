@@ -5,8 +5,10 @@
  * varints and length prefixes overwritten with large values, duplicated
  * spans), and for each one calls nnf_model_load_buffer; when that succeeds it
  * creates a session and runs it once on zero-filled inputs of the declared
- * shapes (skipped when a dim is unknown or an input has more than 64M
- * elements). It prints "N loaded, N rejected, N ran".
+ * shapes, symbolic dims taken as 1 (as `nnfuse run` does; so a model with a
+ * symbolic batch runs its shape plan), skipped when the rank is unknown or
+ * an input has more than 64M elements. It prints "N loaded, N rejected,
+ * N ran".
  *
  * Exit status: 0 unless an internal inconsistency was seen (a failure with
  * no message, a status outside the enum or NNF_ERR_INTERNAL, outputs that do
@@ -27,6 +29,7 @@
 #include <string.h>
 
 #define MAX_RUN_ELEMS (64ll << 20)
+#define MAX_RANK 8 /* the library's (src/ir/graph.h); larger ranks never load */
 
 typedef struct bytes {
     uint8_t *p;
@@ -274,8 +277,9 @@ static void run_model(nnf_model *model, counts *c, long iter, const char *desc) 
     size_t n_in = nnf_model_input_count(model), n_out = nnf_model_output_count(model);
     nnf_tensor *ins = calloc(n_in ? n_in : 1, sizeof *ins);
     void **bufs = calloc(n_in ? n_in : 1, sizeof *bufs);
+    int64_t(*dims)[MAX_RANK] = calloc(n_in ? n_in : 1, sizeof *dims);
     nnf_session *sess = NULL;
-    if (!ins || !bufs)
+    if (!ins || !bufs || !dims)
         die("out of memory");
     bool runnable = true;
     for (size_t i = 0; i < n_in; i++) {
@@ -288,13 +292,13 @@ static void run_model(nnf_model *model, counts *c, long iter, const char *desc) 
         }
         long long numel = 1;
         size_t esize = nnf_dtype_size(info.dtype);
-        if (info.rank < 0 || esize == 0)
+        if (info.rank < 0 || info.rank > MAX_RANK || esize == 0)
             runnable = false;
-        for (int d = 0; runnable && d < info.rank; d++)
-            if (info.dims[d] < 0 ||
-                __builtin_mul_overflow(numel, (long long)info.dims[d], &numel) ||
-                numel > MAX_RUN_ELEMS)
+        for (int d = 0; runnable && d < info.rank; d++) {
+            dims[i][d] = info.dims[d] < 0 ? 1 : info.dims[d];
+            if (__builtin_mul_overflow(numel, (long long)dims[i][d], &numel) || numel > MAX_RUN_ELEMS)
                 runnable = false;
+        }
         if (!runnable)
             break;
         bufs[i] = calloc((size_t)(numel ? numel : 1), esize);
@@ -303,7 +307,7 @@ static void run_model(nnf_model *model, counts *c, long iter, const char *desc) 
         ins[i] = (nnf_tensor){.name = info.name,
                               .dtype = info.dtype,
                               .rank = info.rank,
-                              .shape = info.dims,
+                              .shape = dims[i],
                               .data = bufs[i]};
     }
     nnf_value_info extra;
@@ -350,6 +354,7 @@ done:
         free(bufs[i]);
     free(bufs);
     free(ins);
+    free(dims);
 }
 
 static void try_one(const bytes *b, const char *base_dir, counts *c, long iter, const char *desc) {
