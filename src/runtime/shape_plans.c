@@ -9,10 +9,12 @@
  * kernels need none.
  *
  * Shape plans are made only where they pay: where the nodes the symbolic
- * plan left to reference kernels carry at least a tenth of the model's FLOPs
- * at unit extents (a CNN's convolutions; decided at load, model.c). Otherwise
- * (BERT's Transposes and ReduceMeans) the symbolic plan serves every shape:
- * a shape plan would cost a load and a second copy of the weights for little. */
+ * plan would leave to reference kernels carry at least a tenth of the
+ * model's FLOPs at unit extents (a CNN's convolutions; decided at load,
+ * model.c). The model is then only their template: no passes, no packed
+ * weights. Otherwise (BERT's Transposes and ReduceMeans) the symbolic plan
+ * serves every shape: its kernels take each run's extents, and a shape plan
+ * would cost a load per set of shapes for little. */
 #include "base/log.h"
 #include "runtime/model.h"
 #include "runtime/session.h"
@@ -29,11 +31,7 @@ struct nnf_shape_plans {
 
 nnf_status nnf_shape_plans_create(int max, nnf_shape_plans **out) {
     nnf_shape_plans *sp = nnf_calloc(1, sizeof *sp);
-    if (sp)
-        sp->plans = nnf_calloc((size_t)max, sizeof *sp->plans);
-    if (!sp || !sp->plans || pthread_mutex_init(&sp->mu, NULL)) {
-        if (sp)
-            nnf_free(sp->plans);
+    if (!sp || pthread_mutex_init(&sp->mu, NULL)) {
         nnf_free(sp);
         return nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory");
     }
@@ -127,7 +125,13 @@ nnf_status nnf_model_for_shapes(const nnf_model *m, const nnf_buf *bufs, const n
             goto done;
         }
     if (sp->n < sp->max) {
-        nnf_model *p = NULL;
+        nnf_model *p = NULL, **grown = nnf_realloc(sp->plans, ((size_t)sp->n + 1) * sizeof *grown);
+        if (!grown) {
+            st = nnf_error(NNF_ERR_OUT_OF_MEMORY, "%s: out of memory planning for the run's input shapes",
+                           m->source);
+            goto done;
+        }
+        sp->plans = grown;
         if ((st = plan_for(m, bufs, &p)) == NNF_OK)
             *use = sp->plans[sp->n++] = p;
         goto done;
