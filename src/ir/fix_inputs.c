@@ -65,7 +65,8 @@ static nnf_status check_entry(const nnf_graph *g, const nnf_input_shape *s, size
     return NNF_OK;
 }
 
-nnf_status nnf_graph_fix_inputs(nnf_graph *g, const nnf_input_shape *shapes, size_t n, bool lenient) {
+nnf_status nnf_graph_fix_inputs(nnf_graph *g, const nnf_input_shape *shapes, size_t n,
+                                bool lenient) {
     if (n == 0)
         return NNF_OK;
     if (!shapes)
@@ -105,7 +106,8 @@ nnf_status nnf_graph_fix_inputs(nnf_graph *g, const nnf_input_shape *shapes, siz
             nnf_shape *sh = &g->values[v].shape;
             for (int d = 0; d < sh->rank; d++)
                 for (size_t i = 0; i < n_named && sh->dims[d] < 0; i++)
-                    if (named[i].extent >= 0 && sh->dim_names[d] && !strcmp(sh->dim_names[d], named[i].name)) {
+                    if (named[i].extent >= 0 && sh->dim_names[d] &&
+                        !strcmp(sh->dim_names[d], named[i].name)) {
                         sh->dims[d] = named[i].extent;
                         sh->dim_names[d] = NULL;
                     }

@@ -202,7 +202,8 @@ nnf_status nnf_graph_align_value(nnf_graph *g, int v);
  * shapes are inferred. Two inputs that give one name two extents are an
  * error, unless `lenient` (a run's shapes, which onnxruntime accepts too):
  * then that name stays symbolic elsewhere. */
-nnf_status nnf_graph_fix_inputs(nnf_graph *g, const nnf_input_shape *shapes, size_t n, bool lenient);
+nnf_status nnf_graph_fix_inputs(nnf_graph *g, const nnf_input_shape *shapes, size_t n,
+                                bool lenient);
 
 /* Find a value by name; -1 if absent. Linear-time lookup with a hash built on
  * demand is an internal detail. */

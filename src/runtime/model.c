@@ -15,7 +15,8 @@
 #include <string.h>
 
 NNF_API nnf_model_options nnf_model_options_default(void) {
-    return (nnf_model_options){.struct_size = sizeof(nnf_model_options), .opt_level = 3, .shape_plans = 4};
+    return (nnf_model_options){
+        .struct_size = sizeof(nnf_model_options), .opt_level = 3, .shape_plans = 4};
 }
 
 static nnf_status build_info(nnf_model *m) {
@@ -81,7 +82,9 @@ static int find_waiting(nnf_model *m, int *first) {
 
 /* Whether the weights that planned kernels do not read are kept, so that
  * reference-kernel sessions can run the model. */
-static bool keeps_unpacked(const nnf_model *m) { return m->opt_level == 0 || m->keep_unpacked; }
+static bool keeps_unpacked(const nnf_model *m) {
+    return m->opt_level == 0 || m->keep_unpacked;
+}
 
 /* Where the nodes waiting for shapes carry a tenth of the model's FLOPs or
  * more (unknown extents taken as 1), each new set of input shapes is planned
@@ -102,38 +105,45 @@ static nnf_status plan_shapes_later(nnf_model *m, int max, bool *planned) {
         symbolic = !nnf_shape_known(&m->graph->values[m->graph->inputs[i]].shape);
     if (m->parent || !symbolic) { /* the inputs are fixed: what stays unknown depends on data */
         if (m->plans)
-            NNF_LOG_INFO("%s: %d node%s (first '%s', %s) have shapes that depend on data: reference kernels",
-                         m->source, waiting, s, n->name, n->op_type);
+            NNF_LOG_INFO(
+                "%s: %d node%s (first '%s', %s) have shapes that depend on data: reference kernels",
+                m->source, waiting, s, n->name, n->op_type);
         return NNF_OK;
     }
     double share = nnf_unplanned_share(m);
     if (max > 0 && share >= 0.1) {
-        NNF_LOG_WARN("%s: %d node%s (first '%s', %s; %.0f %% of the FLOPs) wait for shapes (an input has "
-                     "symbolic dims): each new set of input shapes is planned on its first run, which costs "
-                     "about a load. To plan at load, fix the shapes (nnf_model_options.input_shapes, the "
-                     "CLI's --input-shape, Python's input_shapes=)",
-                     m->source, waiting, s, n->name, n->op_type, 100 * share);
+        NNF_LOG_WARN(
+            "%s: %d node%s (first '%s', %s; %.0f %% of the FLOPs) wait for shapes (an input has "
+            "symbolic dims): each new set of input shapes is planned on its first run, which costs "
+            "about a load. To plan at load, fix the shapes (nnf_model_options.input_shapes, the "
+            "CLI's --input-shape, Python's input_shapes=)",
+            m->source, waiting, s, n->name, n->op_type, 100 * share);
         *planned = true;
         return nnf_shape_plans_create(max, &m->shape_plans);
     }
     if (m->plans) /* before planning, the caller plans and asks again */
-        NNF_LOG_WARN("%s: %d node%s (first '%s', %s; %.0f %% of the FLOPs) planned without shapes, so on "
-                     "reference kernels: an input has symbolic dims; fixing them at load plans these nodes too "
-                     "(nnf_model_options.input_shapes, the CLI's --input-shape, Python's input_shapes=)",
-                     m->source, waiting, s, n->name, n->op_type, 100 * share);
+        NNF_LOG_WARN(
+            "%s: %d node%s (first '%s', %s; %.0f %% of the FLOPs) planned without shapes, so on "
+            "reference kernels: an input has symbolic dims; fixing them at load plans these nodes "
+            "too "
+            "(nnf_model_options.input_shapes, the CLI's --input-shape, Python's input_shapes=)",
+            m->source, waiting, s, n->name, n->op_type, 100 * share);
     return NNF_OK;
 }
 
 static nnf_status prepare(nnf_model *m, const nnf_model_options *opts) {
     nnf_graph *g = m->graph;
     if (opts && opts->struct_size >= offsetof(nnf_model_options, n_input_shapes) + sizeof(size_t))
-        NNF_CHECK(nnf_graph_fix_inputs(g, opts->input_shapes, opts->n_input_shapes, m->parent != NULL));
+        NNF_CHECK(
+            nnf_graph_fix_inputs(g, opts->input_shapes, opts->n_input_shapes, m->parent != NULL));
     NNF_CHECK(nnf_graph_bind_ops(g));
     NNF_CHECK(nnf_graph_init_params(g));
     NNF_CHECK(nnf_graph_toposort(g));
     NNF_CHECK(nnf_graph_verify(g));
     NNF_CHECK(nnf_graph_infer(g));
-    int max = opts && opts->struct_size >= offsetof(nnf_model_options, shape_plans) + sizeof(int) ? opts->shape_plans : 4;
+    int max = opts && opts->struct_size >= offsetof(nnf_model_options, shape_plans) + sizeof(int)
+                  ? opts->shape_plans
+                  : 4;
     bool planned = false;
     /* A model whose runs all go to shape plans never runs itself: no
      * passes, no kernel plans, its weights left in the file. Unless it keeps
@@ -158,11 +168,13 @@ static nnf_status prepare(nnf_model *m, const nnf_model_options *opts) {
     return build_info(m);
 }
 
-static nnf_status load_model(const void *data, size_t size, const char *source, const char *base_dir,
-                             const nnf_model_options *opts, nnf_mapping *file, const nnf_model *parent, nnf_model **out) {
+static nnf_status load_model(const void *data, size_t size, const char *source,
+                             const char *base_dir, const nnf_model_options *opts, nnf_mapping *file,
+                             const nnf_model *parent, nnf_model **out) {
     nnf_model *m = nnf_calloc(1, sizeof *m);
     nnf_status st = NNF_OK;
-    if (!m || !(m->source = nnf_strdup(source)) || (base_dir && !(m->base_dir = nnf_strdup(base_dir)))) {
+    if (!m || !(m->source = nnf_strdup(source)) ||
+        (base_dir && !(m->base_dir = nnf_strdup(base_dir)))) {
         if (m)
             nnf_free(m->source);
         nnf_free(m);
@@ -215,7 +227,8 @@ fail:
  * copy freed go to the next one (base/alloc.h, the page bank), and with a
  * second thread allowed, a helper faults fresh pages in ahead of them. */
 static nnf_status load(const void *data, size_t size, const char *source, const char *base_dir,
-                       const nnf_model_options *opts, nnf_mapping *file, const nnf_model *parent, nnf_model **out) {
+                       const nnf_model_options *opts, nnf_mapping *file, const nnf_model *parent,
+                       nnf_model **out) {
     int threads = opts && opts->struct_size >= offsetof(nnf_model_options, threads) + sizeof(int) ? opts->threads : 0;
     nnf_page_bank_open(threads > 1 || (threads == 0 && sysconf(_SC_NPROCESSORS_ONLN) > 1));
     nnf_status st = load_model(data, size, source, base_dir, opts, file, parent, out);
@@ -225,7 +238,8 @@ static nnf_status load(const void *data, size_t size, const char *source, const 
     return st;
 }
 
-nnf_status nnf_model_load_shaped(const nnf_model *base, const nnf_input_shape *shapes, size_t n, nnf_model **out) {
+nnf_status nnf_model_load_shaped(const nnf_model *base, const nnf_input_shape *shapes, size_t n,
+                                 nnf_model **out) {
     nnf_model_options o = nnf_model_options_default();
     o.opt_level = base->opt_level;
     o.keep_unpacked_weights = base->keep_unpacked;

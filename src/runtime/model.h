@@ -32,7 +32,8 @@ struct nnf_model {
 /* `base` loaded again from its bytes, with n input shapes fixed (the same
  * options otherwise); *out plans no shapes of its own and must not outlive
  * base. */
-nnf_status nnf_model_load_shaped(const nnf_model *base, const nnf_input_shape *shapes, size_t n, nnf_model **out);
+nnf_status nnf_model_load_shaped(const nnf_model *base, const nnf_input_shape *shapes, size_t n,
+                                 nnf_model **out);
 
 /* shape_plans.c: the plans a model with symbolic dims makes for the input
  * shapes it runs with. create: room for `max` plans. The share of m's FLOPs
@@ -44,7 +45,8 @@ void nnf_shape_plans_free(nnf_shape_plans *sp);
  * session's) on: one m keeps (made on first use; m itself where m makes no
  * shape plans), or where m keeps as many as it may, a new one that *own
  * returns to the caller to destroy. Safe from sessions on several threads. */
-nnf_status nnf_model_for_shapes(const nnf_model *m, const nnf_buf *bufs, const nnf_model **use, nnf_model **own);
+nnf_status nnf_model_for_shapes(const nnf_model *m, const nnf_buf *bufs, const nnf_model **use,
+                                nnf_model **own);
 /* Whether shape plan `plan` of m was made for the input shapes in bufs. */
 bool nnf_shape_plan_fits(const nnf_model *plan, const nnf_model *m, const nnf_buf *bufs);
 

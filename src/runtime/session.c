@@ -26,11 +26,13 @@ double nnf_now_us(void) {
 
 NNF_API const nnf_graph *nnf_model_graph(const nnf_model *m) { return m->graph; }
 
-NNF_API const nnf_graph *nnf_session_graph(const nnf_session *s) { return s->last->model->graph; }
+NNF_API const nnf_graph *nnf_session_graph(const nnf_session *s) {
+    return s->last->model->graph;
+}
 
 /* A session over model; on `pool` when given (borrowed), else on its own. */
-static nnf_status session_new(const nnf_model *model, const nnf_session_options *opts, nnf_threadpool *pool,
-                              nnf_session **out) {
+static nnf_status session_new(const nnf_model *model, const nnf_session_options *opts,
+                              nnf_threadpool *pool, nnf_session **out) {
     nnf_session *s = nnf_calloc(1, sizeof *s);
     if (!s)
         return nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory creating a session");
@@ -74,10 +76,11 @@ static nnf_status session_new(const nnf_model *model, const nnf_session_options 
         }
     }
     if (s->opts.reference_kernels && model->shape_plans && !model->plans) {
-        st = nnf_error(NNF_ERR_INVALID_ARGUMENT,
-                       "%s: reference_kernels needs the model's weights as imported, and this one plans for "
-                       "its input shapes at run time: load it with keep_unpacked_weights or at opt_level 0",
-                       model->source);
+        st = nnf_error(
+            NNF_ERR_INVALID_ARGUMENT,
+            "%s: reference_kernels needs the model's weights as imported, and this one plans for "
+            "its input shapes at run time: load it with keep_unpacked_weights or at opt_level 0",
+            model->source);
         goto fail;
     }
     for (int k = 0; k < g->n_outputs; k++)
@@ -101,7 +104,8 @@ fail:
 NNF_API nnf_status nnf_session_create(const nnf_model *model, const nnf_session_options *opts,
                                       nnf_session **out) {
     if (!model || !out)
-        return nnf_error(NNF_ERR_INVALID_ARGUMENT, "nnf_session_create: model and session_out are required");
+        return nnf_error(NNF_ERR_INVALID_ARGUMENT,
+                         "nnf_session_create: model and session_out are required");
     *out = NULL;
     return session_new(model, opts, NULL, out);
 }
@@ -565,9 +569,11 @@ static nnf_status shaped_session(nnf_session *s, nnf_session **out) {
             return NNF_OK;
         }
     drop_own_plan(s); /* its memory goes before a new plan's comes */
-    struct nnf_shaped_session *grown = nnf_realloc(s->shaped, ((size_t)s->n_shaped + 1) * sizeof *grown);
+    struct nnf_shaped_session *grown =
+        nnf_realloc(s->shaped, ((size_t)s->n_shaped + 1) * sizeof *grown);
     if (!grown)
-        return nnf_error(NNF_ERR_OUT_OF_MEMORY, "%s: out of memory creating a session", s->model->source);
+        return nnf_error(NNF_ERR_OUT_OF_MEMORY, "%s: out of memory creating a session",
+                         s->model->source);
     s->shaped = grown;
     const nnf_model *model;
     nnf_model *own;
@@ -587,8 +593,8 @@ static nnf_status shaped_session(nnf_session *s, nnf_session **out) {
 }
 
 /* A model with shape plans runs each set of input shapes on its plan. */
-static nnf_status run_shaped(nnf_session *s, const nnf_tensor *inputs, size_t count, const nnf_tensor **outputs_out,
-                             size_t *count_out) {
+static nnf_status run_shaped(nnf_session *s, const nnf_tensor *inputs, size_t count,
+                             const nnf_tensor **outputs_out, size_t *count_out) {
     nnf_session *run = NULL;
     nnf_status st = shaped_session(s, &run);
     release_all(s); /* the inputs bound to find the shapes */
@@ -679,7 +685,8 @@ NNF_API void nnf_session_inject_error(nnf_session *s, int node, float delta) {
     s->inject_node = node;
     s->inject_delta = delta;
     for (int i = 0; i < s->n_shaped; i++)
-        nnf_session_inject_error(s->shaped[i].session, same_node(s, s->shaped[i].session, node), delta);
+        nnf_session_inject_error(s->shaped[i].session, same_node(s, s->shaped[i].session, node),
+                                 delta);
 }
 
 NNF_API void nnf_session_memory(const nnf_session *s, size_t *live_out, size_t *peak_out) {

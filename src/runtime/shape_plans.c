@@ -97,7 +97,8 @@ static nnf_status plan_for(const nnf_model *m, const nnf_buf *bufs, nnf_model **
     const nnf_graph *g = m->graph;
     nnf_input_shape *shapes = nnf_calloc((size_t)g->n_inputs + 1, sizeof *shapes);
     if (!shapes)
-        return nnf_error(NNF_ERR_OUT_OF_MEMORY, "%s: out of memory planning for the run's input shapes", m->source);
+        return nnf_error(NNF_ERR_OUT_OF_MEMORY,
+                         "%s: out of memory planning for the run's input shapes", m->source);
     for (int i = 0; i < g->n_inputs; i++) {
         const nnf_buf *b = &bufs[g->inputs[i]];
         shapes[i] = (nnf_input_shape){g->values[g->inputs[i]].name, b->rank, b->dims};
@@ -107,11 +108,13 @@ static nnf_status plan_for(const nnf_model *m, const nnf_buf *bufs, nnf_model **
     nnf_free(shapes);
     if (st != NNF_OK)
         return nnf_error_prefix(st, "planning for the run's input shapes");
-    NNF_LOG_INFO("%s: planned for the run's input shapes in %.1f ms", m->source, (nnf_now_us() - t0) / 1e3);
+    NNF_LOG_INFO("%s: planned for the run's input shapes in %.1f ms", m->source,
+                 (nnf_now_us() - t0) / 1e3);
     return NNF_OK;
 }
 
-nnf_status nnf_model_for_shapes(const nnf_model *m, const nnf_buf *bufs, const nnf_model **use, nnf_model **own) {
+nnf_status nnf_model_for_shapes(const nnf_model *m, const nnf_buf *bufs, const nnf_model **use,
+                                nnf_model **own) {
     nnf_shape_plans *sp = m->shape_plans;
     *use = m;
     *own = NULL;
@@ -127,8 +130,8 @@ nnf_status nnf_model_for_shapes(const nnf_model *m, const nnf_buf *bufs, const n
     if (sp->n < sp->max) {
         nnf_model *p = NULL, **grown = nnf_realloc(sp->plans, ((size_t)sp->n + 1) * sizeof *grown);
         if (!grown) {
-            st = nnf_error(NNF_ERR_OUT_OF_MEMORY, "%s: out of memory planning for the run's input shapes",
-                           m->source);
+            st = nnf_error(NNF_ERR_OUT_OF_MEMORY,
+                           "%s: out of memory planning for the run's input shapes", m->source);
             goto done;
         }
         sp->plans = grown;
@@ -137,9 +140,11 @@ nnf_status nnf_model_for_shapes(const nnf_model *m, const nnf_buf *bufs, const n
         goto done;
     }
     if (!sp->full_warned)
-        NNF_LOG_WARN("%s: a new set of input shapes after %d planned ones: a session plans each set of shapes "
-                     "beyond them for itself, on every change (nnf_model_options.shape_plans allows more)",
-                     m->source, sp->max);
+        NNF_LOG_WARN(
+            "%s: a new set of input shapes after %d planned ones: a session plans each set of "
+            "shapes "
+            "beyond them for itself, on every change (nnf_model_options.shape_plans allows more)",
+            m->source, sp->max);
     sp->full_warned = true;
     pthread_mutex_unlock(&sp->mu);
     /* out of the lock: other sessions go on with the shared plans */

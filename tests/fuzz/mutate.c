@@ -296,7 +296,8 @@ static void run_model(nnf_model *model, counts *c, long iter, const char *desc) 
             runnable = false;
         for (int d = 0; runnable && d < info.rank; d++) {
             dims[i][d] = info.dims[d] < 0 ? 1 : info.dims[d];
-            if (__builtin_mul_overflow(numel, (long long)dims[i][d], &numel) || numel > MAX_RUN_ELEMS)
+            if (__builtin_mul_overflow(numel, (long long)dims[i][d], &numel) ||
+                numel > MAX_RUN_ELEMS)
                 runnable = false;
         }
         if (!runnable)

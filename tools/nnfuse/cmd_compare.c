@@ -565,7 +565,9 @@ int cmd_compare(int argc, char **argv) {
     const char *inject = getenv("NNF_TEST_INJECT");
     if (inject && inject[0]) {
         const char *colon = strrchr(inject, ':');
-        int node = colon ? nnf_graph_find_node(nnf_model_graph(model), inject, (size_t)(colon - inject)) : -1;
+        int node =
+            colon ? nnf_graph_find_node(nnf_model_graph(model), inject, (size_t)(colon - inject))
+                  : -1;
         if (node < 0) {
             fprintf(stderr, "nnfuse compare: NNF_TEST_INJECT=%s names no node of %s (want NODE:DELTA)\n", inject,
                     c.model);

@@ -81,7 +81,8 @@ int cmd_info(int argc, char **argv) {
     nnf_model *model = NULL, *optimised = NULL;
     nnf_model_options mo = nnf_model_options_default();
     mo.opt_level = 0;
-    nnf_status st = c.opt_level > 0 ? cli_load_again(c.model, &mo, &model) : nnf_model_load(c.model, &mo, &model);
+    nnf_status st = c.opt_level > 0 ? cli_load_again(c.model, &mo, &model)
+                                    : nnf_model_load(c.model, &mo, &model);
     if (st != NNF_OK)
         return cli_fail("info", st, nnf_last_error());
     mo.opt_level = c.opt_level;

@@ -24,11 +24,13 @@ static void usage(FILE *f) {
     fprintf(f, "usage: nnfuse <command> [options]\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(f, "  %-9s %s\n", commands[i].name, commands[i].summary);
-    fprintf(f, "\ncommon options: --threads N (0 = all cores; loading and running), -O0..-O3, -v, --seed N,\n"
-               "  -i NAME=FILE.npy, --input-shape NAME:d0,d1,... (fixed at load), --shape-plans N (input\n"
-               "  shapes a model with symbolic dims plans on their first run; default 4, 0 = none)\n"
-               "environment: NNF_LOG_LEVEL=error|warn|info|debug|trace, NNF_ISA=scalar|avx2|avx512\n"
-               "`nnfuse <command> --help` describes a command. Version " NNFUSE_VERSION ".\n");
+    fprintf(f,
+            "\ncommon options: --threads N (0 = all cores; loading and running), -O0..-O3, -v,\n"
+            "  --seed N, -i NAME=FILE.npy, --input-shape NAME:d0,d1,... (fixed at load),\n"
+            "  --shape-plans N (input shapes a model with symbolic dims plans on their first run;\n"
+            "  default 4, 0 = none)\n"
+            "environment: NNF_LOG_LEVEL=error|warn|info|debug|trace, NNF_ISA=scalar|avx2|avx512\n"
+            "`nnfuse <command> --help` describes a command. Version " NNFUSE_VERSION ".\n");
 }
 
 int main(int argc, char **argv) {
