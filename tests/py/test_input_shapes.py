@@ -130,6 +130,11 @@ def test_cli_warns_about_symbolic_dims_and_takes_input_shape(dyn_path):
     assert "shapes" not in p.stderr, p.stderr
     p = subprocess.run(run + ["--shape-plans", "-1"], capture_output=True, text=True)
     assert p.returncode == 1, p.stderr
+    # info loads the model twice (as exported, and optimised): one warning; the node count says
+    # that the passes run per set of shapes
+    p = subprocess.run([NNF_BIN, "info", str(dyn_path)], capture_output=True, text=True, check=True)
+    assert p.stderr.count("wait for shapes") == 1, p.stderr
+    assert "folded and fused per set of input shapes" in p.stdout, p.stdout
     p = subprocess.run(run + ["--input-shape", "x:2,4,x"], capture_output=True, text=True)
     assert p.returncode != 0 and "--input-shape x:2,4,x: bad dims" in p.stderr
 

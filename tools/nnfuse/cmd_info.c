@@ -2,6 +2,7 @@
 #include "cli.h"
 
 #include "ops/op.h"
+#include "runtime/model.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -156,7 +157,13 @@ int cmd_info(int argc, char **argv) {
         print_values(g, g->inputs, g->n_inputs, 0);
         printf("outputs:\n");
         print_values(g, g->outputs, g->n_outputs, 0);
-        printf("nodes:      %d (%d after constant folding and fusion at -O%d)\n", g->n_nodes, live, c.opt_level);
+        if (optimised && optimised->shape_plans &&
+            !optimised->plans) /* a template: see runtime/shape_plans.c */
+            printf("nodes:      %d (folded and fused per set of input shapes, on its first run)\n",
+                   g->n_nodes);
+        else
+            printf("nodes:      %d (%d after constant folding and fusion at -O%d)\n", g->n_nodes,
+                   live, c.opt_level);
         printf("parameters: %lld (%.2f MiB)\n", (long long)params, (double)weight_bytes / (1 << 20));
         printf("GFLOPs:     %.3f%s\n", flops / 1e9,
                unknown_cost ? " (nodes with symbolic shapes not counted)" : "");
