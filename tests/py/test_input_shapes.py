@@ -281,7 +281,8 @@ def test_models_whose_waiting_nodes_carry_no_flops_plan_no_shapes(tmp_path):
                                 helper.make_node("MatMul", ["t", "w"], ["y"])],
                                [("a", ["B", 13, "T"])], ["y"], [const("w", (13, 31))]))
     a = npy(path, "a", (2, 13, 5))
-    p = subprocess.run([NNF_BIN, "run", str(path), "-v", "-i", f"a={a}"], capture_output=True, text=True, check=True)
+    p = subprocess.run([NNF_BIN, "run", str(path), "-v", "-i", f"a={a}"], capture_output=True, text=True, check=True,
+                       cwd=tmp_path)  # `run` writes its outputs into the working directory
     assert "1 node (first 'Transpose_0', Transpose; 0 % of the FLOPs) planned without shapes" in p.stderr, p.stderr
     assert "planned for the run's input shapes" not in p.stderr, p.stderr
     kernels = {e["args"]["op_name"]: e["args"]["kernel"] for e in profile_nodes(path, "-i", f"a={a}")}
@@ -328,5 +329,5 @@ def test_shapes_that_depend_on_data_plan_no_shapes(tmp_path):
     np.save(tmp_path / "x.npy", f["x"])
     np.save(tmp_path / "s.npy", f["s"])
     p = subprocess.run([NNF_BIN, "run", str(path), "-i", f"x={tmp_path / 'x.npy'}", "-i", f"s={tmp_path / 's.npy'}"],
-                       capture_output=True, text=True, check=True)
+                       capture_output=True, text=True, check=True, cwd=tmp_path)
     assert "symbolic" not in p.stderr and "shapes" not in p.stderr, p.stderr
