@@ -78,3 +78,21 @@ void nnf_value_tinfo(const nnf_graph *g, int v, nnf_tinfo *t) {
     if (!t->data && !val->released && (val->kind == NNF_VALUE_INITIALIZER || val->kind == NNF_VALUE_CONSTANT))
         t->data = empty_data;
 }
+
+double nnf_node_cost(const nnf_graph *g, const nnf_node *n, bool unit_extents) {
+    nnf_tinfo t[128];
+    if (n->n_inputs > 64 || n->n_outputs > 64)
+        return -1;
+    for (int k = 0; k < n->n_inputs + n->n_outputs; k++) {
+        nnf_value_tinfo(g, k < n->n_inputs ? n->inputs[k] : n->outputs[k - n->n_inputs], &t[k]);
+        if (t[k].present && t[k].shape.rank < 0)
+            return -1;
+        for (int d = 0; d < t[k].shape.rank; d++)
+            if (t[k].shape.dims[d] < 0) {
+                if (!unit_extents)
+                    return -1;
+                t[k].shape.dims[d] = 1;
+            }
+    }
+    return n->op->cost(n, t, t + n->n_inputs);
+}

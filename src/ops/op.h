@@ -117,6 +117,10 @@ const nnf_op_def *nnf_op_find(const char *domain, const char *name, int opset,
 /* Value v of g as inference sees it (v < 0: an absent optional input). An
  * empty constant counts as known data. */
 void nnf_value_tinfo(const nnf_graph *g, int v, nnf_tinfo *t);
+/* Node n's FLOPs from the shapes in g. An unknown extent is taken as 1 when
+ * unit_extents, else the node is not countable: -1. So is one with an
+ * unknown rank or more than 64 inputs or outputs. */
+double nnf_node_cost(const nnf_graph *g, const nnf_node *n, bool unit_extents);
 
 /* Helpers shared by many ops. */
 /* numpy-style broadcast of a and b into out; NNF_ERR_SHAPE if incompatible. */

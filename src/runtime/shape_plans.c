@@ -61,31 +61,14 @@ bool nnf_shape_plan_fits(const nnf_model *plan, const nnf_model *m, const nnf_bu
     return true;
 }
 
-/* A node's FLOPs with every unknown extent taken as 1 (0 where a rank is
- * unknown): the load-time estimate of what waits for shapes. */
-static double unit_cost(const nnf_graph *g, const nnf_node *n) {
-    nnf_tinfo t[128];
-    if (n->n_inputs > 64 || n->n_outputs > 64)
-        return 0;
-    for (int k = 0; k < n->n_inputs + n->n_outputs; k++) {
-        nnf_value_tinfo(g, k < n->n_inputs ? n->inputs[k] : n->outputs[k - n->n_inputs], &t[k]);
-        if (t[k].present && t[k].shape.rank < 0)
-            return 0;
-        for (int d = 0; d < t[k].shape.rank; d++)
-            if (t[k].shape.dims[d] < 0)
-                t[k].shape.dims[d] = 1;
-    }
-    double c = n->op->cost(n, t, t + n->n_inputs);
-    return c > 0 ? c : 0;
-}
-
 double nnf_unplanned_share(const nnf_model *m) {
     const nnf_graph *g = m->graph;
     double total = 0, waiting = 0;
     for (int i = 0; i < g->n_nodes; i++) {
         if (g->nodes[i].dead)
             continue;
-        double c = unit_cost(g, &g->nodes[i]);
+        double c = nnf_node_cost(g, &g->nodes[i], true); /* the load-time estimate */
+        c = c > 0 ? c : 0;
         total += c;
         waiting += m->unplanned && m->unplanned[i] ? c : 0;
     }

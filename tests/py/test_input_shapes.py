@@ -2,6 +2,7 @@
 input_shapes=): a model exported with symbolic dims gets the same passes and kernels as one with
 fixed shapes, every dim named like a fixed one follows, and bad entries or runs with other shapes
 are refused with a message naming the input."""
+import json
 import re
 import subprocess
 
@@ -135,6 +136,16 @@ def test_cli_warns_about_symbolic_dims_and_takes_input_shape(dyn_path):
     p = subprocess.run([NNF_BIN, "info", str(dyn_path)], capture_output=True, text=True, check=True)
     assert p.stderr.count("wait for shapes") == 1, p.stderr
     assert "folded and fused per set of input shapes" in p.stdout, p.stdout
+    # with unknown extents taken as 1 its FLOPs are a floor of those with the shapes fixed to 1
+    # (the Reshape's -1 stays unknown: 1 there, 1024 fixed); --input-shape counts them all
+    info = [NNF_BIN, "info", str(dyn_path), "--json"]
+    sym = json.loads(subprocess.run(info, capture_output=True, text=True, check=True).stdout)
+    fixed = json.loads(subprocess.run(info + ["--input-shape", "x:1,4,8,8", "--input-shape", "z:1,1"],
+                                      capture_output=True, text=True, check=True).stdout)
+    assert sym["gflops"] == 0 and sym["nodes_without_cost"] > 0, sym
+    assert fixed["nodes_without_cost"] == 0 and fixed["inputs"][0]["shape"] == [1, 4, 8, 8], fixed
+    assert 0 < sym["gflops_unknown_extents_1"] <= fixed["gflops"] == fixed["gflops_unknown_extents_1"]
+    assert fixed["nodes_after_optimisation"] < fixed["nodes"], fixed
     p = subprocess.run(run + ["--input-shape", "x:2,4,x"], capture_output=True, text=True)
     assert p.returncode != 0 and "--input-shape x:2,4,x: bad dims" in p.stderr
 

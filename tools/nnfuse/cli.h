@@ -60,10 +60,12 @@ typedef struct cli_inputs {
 nnf_status cli_inputs_make(const nnf_model *model, const cli_common *c, cli_inputs *out);
 void cli_inputs_free(cli_inputs *in);
 
-/* nnf_model_load for a second load of the model a command loads anyway (the
- * exported graph's statistics, the reference of `compare`): its load warnings
- * would repeat the first's, so only errors are logged unless -v asked for more. */
-nnf_status cli_load_again(const char *path, const nnf_model_options *mo, nnf_model **out);
+/* Load the model with the common options (--threads, --input-shape,
+ * --shape-plans) over mo's opt_level and keep_unpacked_weights. again: a
+ * second load of the model a command loads anyway (the exported graph's
+ * statistics, the reference of `compare`), whose load warnings would repeat
+ * the first's, so only errors are logged unless -v asked for more. */
+nnf_status cli_load(const cli_common *c, nnf_model_options mo, bool again, nnf_model **out);
 
 /* Load the model and create a session from the common options. */
 nnf_status cli_open(const cli_common *c, nnf_model **model, nnf_session **session,

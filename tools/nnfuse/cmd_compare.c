@@ -581,7 +581,7 @@ int cmd_compare(int argc, char **argv) {
     if (unfused) {
         nnf_model_options mo = nnf_model_options_default();
         mo.opt_level = 0;
-        if ((st = cli_load_again(c.model, &mo, &ref_model)) != NNF_OK)
+        if ((st = cli_load(&c, mo, true, &ref_model)) != NNF_OK)
             goto fail;
         nnf_session_options so = nnf_session_options_default();
         so.threads = c.threads;

@@ -43,23 +43,6 @@ static void print_values(const nnf_graph *g, const int *ids, int n, int json) {
     }
 }
 
-static double node_flops(const nnf_graph *g, const nnf_node *n) {
-    nnf_tinfo in[64], out[64];
-    if (n->n_inputs > 64 || n->n_outputs > 64)
-        return 0;
-    for (int pass = 0; pass < 2; pass++) {
-        int cnt = pass ? n->n_outputs : n->n_inputs;
-        const int *ids = pass ? n->outputs : n->inputs;
-        nnf_tinfo *t = pass ? out : in;
-        for (int k = 0; k < cnt; k++) {
-            nnf_value_tinfo(g, ids[k], &t[k]);
-            if (t[k].present && !nnf_shape_known(&t[k].shape))
-                return -1; /* symbolic: not countable, reported below */
-        }
-    }
-    return n->op->cost(n, in, out);
-}
-
 int cmd_info(int argc, char **argv) {
     cli_common c;
     cli_common_init(&c);
@@ -82,12 +65,11 @@ int cmd_info(int argc, char **argv) {
     nnf_model *model = NULL, *optimised = NULL;
     nnf_model_options mo = nnf_model_options_default();
     mo.opt_level = 0;
-    nnf_status st = c.opt_level > 0 ? cli_load_again(c.model, &mo, &model)
-                                    : nnf_model_load(c.model, &mo, &model);
+    nnf_status st = cli_load(&c, mo, c.opt_level > 0, &model);
     if (st != NNF_OK)
         return cli_fail("info", st, nnf_last_error());
     mo.opt_level = c.opt_level;
-    if (c.opt_level > 0 && (st = nnf_model_load(c.model, &mo, &optimised)) != NNF_OK) {
+    if (c.opt_level > 0 && (st = cli_load(&c, mo, false, &optimised)) != NNF_OK) {
         nnf_model_destroy(model);
         return cli_fail("info", st, nnf_last_error());
     }
@@ -96,7 +78,7 @@ int cmd_info(int argc, char **argv) {
 
     op_count hist[512];
     int n_hist = 0, live = 0, unknown_cost = 0;
-    double flops = 0;
+    double flops = 0, unit_flops = 0; /* unit: unknown extents taken as 1 */
     for (int i = 0; i < g->n_nodes; i++) {
         const nnf_node *n = &g->nodes[i];
         int h = 0;
@@ -108,11 +90,10 @@ int cmd_info(int argc, char **argv) {
             hist[h].count++;
         if (n->dead)
             continue;
-        double f = node_flops(g, n);
-        if (f < 0)
-            unknown_cost++;
-        else
-            flops += f;
+        double f = nnf_node_cost(g, n, false), u = nnf_node_cost(g, n, true);
+        unknown_cost += f < 0;
+        flops += f > 0 ? f : 0;
+        unit_flops += u > 0 ? u : 0;
     }
     for (int i = 0; i < og->n_nodes; i++)
         live += !og->nodes[i].dead;
@@ -147,8 +128,10 @@ int cmd_info(int argc, char **argv) {
             cli_json_string(stdout, hist[h].name);
             printf(": %d", hist[h].count);
         }
-        printf("}, \"parameters\": %lld, \"weights_bytes\": %zu, \"gflops\": %.6f, \"nodes_without_cost\": %d}\n",
-               (long long)params, weight_bytes, flops / 1e9, unknown_cost);
+        printf("}, \"parameters\": %lld, \"weights_bytes\": %zu, \"gflops\": %.6f, "
+               "\"nodes_without_cost\": %d, "
+               "\"gflops_unknown_extents_1\": %.6f}\n",
+               (long long)params, weight_bytes, flops / 1e9, unknown_cost, unit_flops / 1e9);
     } else {
         printf("model:      %s\n", c.model);
         printf("producer:   %s, opset %lld\n", g->producer_name ? g->producer_name : "?",
@@ -165,8 +148,12 @@ int cmd_info(int argc, char **argv) {
             printf("nodes:      %d (%d after constant folding and fusion at -O%d)\n", g->n_nodes,
                    live, c.opt_level);
         printf("parameters: %lld (%.2f MiB)\n", (long long)params, (double)weight_bytes / (1 << 20));
-        printf("GFLOPs:     %.3f%s\n", flops / 1e9,
-               unknown_cost ? " (nodes with symbolic shapes not counted)" : "");
+        if (unknown_cost)
+            printf("GFLOPs:     %.3f (%d nodes with symbolic shapes not counted; %.3f taking each\n"
+                   "            unknown extent as 1; --input-shape counts them)\n",
+                   flops / 1e9, unknown_cost, unit_flops / 1e9);
+        else
+            printf("GFLOPs:     %.3f\n", flops / 1e9);
         printf("operators:\n");
         for (int h = 0; h < n_hist; h++)
             printf("  %-24s %d\n", hist[h].name, hist[h].count);

@@ -236,12 +236,24 @@ static nnf_status parse_shapes(const cli_common *c, cli_shapes *out) {
     return NNF_OK;
 }
 
-nnf_status cli_load_again(const char *path, const nnf_model_options *mo, nnf_model **out) {
+nnf_status cli_load(const cli_common *c, nnf_model_options mo, bool again, nnf_model **out) {
+    mo.threads = c->threads; /* the session's: a 1-thread figure uses one thread throughout */
+    if (c->shape_plans >= 0)
+        mo.shape_plans = c->shape_plans;
+    *out = NULL;
+    cli_shapes *shapes = c->n_input_shapes ? calloc(1, sizeof *shapes) : NULL;
+    if (c->n_input_shapes && !shapes)
+        return nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory for --input-shape");
+    nnf_status st = shapes ? parse_shapes(c, shapes) : NNF_OK;
+    mo.input_shapes = shapes ? shapes->entries : NULL;
+    mo.n_input_shapes = (size_t)c->n_input_shapes;
     nnf_log_level level = nnf_log_level_get();
-    if (level == NNF_LOG_WARN)
+    if (again && level == NNF_LOG_WARN)
         nnf_log_set_level(NNF_LOG_ERROR);
-    nnf_status st = nnf_model_load(path, mo, out);
+    if (st == NNF_OK)
+        st = nnf_model_load(c->model, &mo, out);
     nnf_log_set_level(level);
+    free(shapes);
     return st;
 }
 
@@ -250,24 +262,11 @@ nnf_status cli_open(const cli_common *c, nnf_model **model, nnf_session **sessio
     nnf_model_options mo = nnf_model_options_default();
     mo.opt_level = c->opt_level;
     mo.keep_unpacked_weights = extra && extra->reference_kernels;
-    mo.threads = c->threads; /* the session's: a 1-thread figure uses one thread throughout */
-    if (c->shape_plans >= 0)
-        mo.shape_plans = c->shape_plans;
-    *model = NULL;
     *session = NULL;
-    cli_shapes *shapes = c->n_input_shapes ? calloc(1, sizeof *shapes) : NULL;
-    if (c->n_input_shapes && !shapes)
-        return nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory for --input-shape");
-    nnf_status st = shapes ? parse_shapes(c, shapes) : NNF_OK;
-    mo.input_shapes = shapes ? shapes->entries : NULL;
-    mo.n_input_shapes = (size_t)c->n_input_shapes;
-    if (st == NNF_OK)
-        st = nnf_model_load(c->model, &mo, model);
-    free(shapes);
-    NNF_CHECK(st);
+    NNF_CHECK(cli_load(c, mo, false, model));
     nnf_session_options so = extra ? *extra : nnf_session_options_default();
     so.threads = c->threads;
-    st = nnf_session_create(*model, &so, session);
+    nnf_status st = nnf_session_create(*model, &so, session);
     if (st != NNF_OK) {
         nnf_model_destroy(*model);
         *model = NULL;
