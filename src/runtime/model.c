@@ -52,32 +52,33 @@ static void release_file_pages(nnf_model *m) {
                 madvise(x->addr, x->size, MADV_DONTNEED);
 }
 
-/* Marks in m->unplanned the nodes that wait for shapes: their op plans
- * kernels, their shapes are unknown at load (symbolic input dims), and they
- * got no plan (before planning: their op plans for known shapes only).
- * Returns their count (-1: out of memory), the first of them in *first. */
-static int find_waiting(nnf_model *m, int *first) {
+/* Whether node i waits for shapes: its op plans kernels, its shapes are
+ * unknown at load (symbolic input dims), and it got no plan (before
+ * planning: its op plans for known shapes only). */
+static bool waits_for_shapes(const nnf_model *m, int i) {
     const nnf_graph *g = m->graph;
-    int waiting = 0;
-    nnf_free(m->unplanned);
-    m->unplanned = NULL;
+    const nnf_node *n = &g->nodes[i];
+    if (n->dead || !n->op->plan || n->op->plan == nnf_plan_none ||
+        (m->plans ? m->plans[i].run != NULL : n->op->plan_symbolic))
+        return false;
+    for (int k = 0; k < n->n_outputs; k++)
+        if (n->outputs[k] >= 0 && !nnf_shape_known(&g->values[n->outputs[k]].shape))
+            return true;
+    return false;
+}
+
+/* The share of m's FLOPs (every unknown extent taken as 1) in the nodes that
+ * wait for shapes. */
+static double waiting_share(const nnf_model *m) {
+    const nnf_graph *g = m->graph;
+    double total = 0, waiting = 0;
     for (int i = 0; i < g->n_nodes; i++) {
-        const nnf_node *n = &g->nodes[i];
-        if (n->dead || !n->op->plan || n->op->plan == nnf_plan_none ||
-            (m->plans ? m->plans[i].run != NULL : n->op->plan_symbolic))
-            continue;
-        bool unknown = false;
-        for (int k = 0; k < n->n_outputs && !unknown; k++)
-            unknown = n->outputs[k] >= 0 && !nnf_shape_known(&g->values[n->outputs[k]].shape);
-        if (!unknown)
-            continue;
-        if (!m->unplanned && !(m->unplanned = nnf_calloc((size_t)g->n_nodes, 1)))
-            return -1;
-        m->unplanned[i] = 1;
-        if (++waiting == 1)
-            *first = i;
+        double c = g->nodes[i].dead ? 0 : nnf_node_cost(g, &g->nodes[i], true);
+        c = c > 0 ? c : 0;
+        total += c;
+        waiting += waits_for_shapes(m, i) ? c : 0;
     }
-    return waiting;
+    return total > 0 ? waiting / total : 0;
 }
 
 /* Whether the weights that planned kernels do not read are kept, so that
@@ -93,9 +94,10 @@ static bool keeps_unpacked(const nnf_model *m) {
  * names the nodes left to reference kernels. */
 static nnf_status plan_shapes_later(nnf_model *m, int max, bool *planned) {
     *planned = false;
-    int first = -1, waiting = find_waiting(m, &first);
-    if (waiting < 0)
-        return nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory");
+    int first = -1, waiting = 0;
+    for (int i = 0; i < m->graph->n_nodes; i++)
+        if (waits_for_shapes(m, i) && ++waiting == 1)
+            first = i;
     if (!waiting)
         return NNF_OK;
     const nnf_node *n = &m->graph->nodes[first];
@@ -110,7 +112,7 @@ static nnf_status plan_shapes_later(nnf_model *m, int max, bool *planned) {
                 m->source, waiting, s, n->name, n->op_type);
         return NNF_OK;
     }
-    double share = nnf_unplanned_share(m);
+    double share = waiting_share(m);
     if (max > 0 && share >= 0.1) {
         NNF_LOG_WARN(
             "%s: %d node%s (first '%s', %s; %.0f %% of the FLOPs) wait for shapes (an input has "
@@ -125,8 +127,7 @@ static nnf_status plan_shapes_later(nnf_model *m, int max, bool *planned) {
         NNF_LOG_WARN(
             "%s: %d node%s (first '%s', %s; %.0f %% of the FLOPs) planned without shapes, so on "
             "reference kernels: an input has symbolic dims; fixing them at load plans these nodes "
-            "too "
-            "(nnf_model_options.input_shapes, the CLI's --input-shape, Python's input_shapes=)",
+            "too (nnf_model_options.input_shapes, the CLI's --input-shape, Python's input_shapes=)",
             m->source, waiting, s, n->name, n->op_type, 100 * share);
     return NNF_OK;
 }
@@ -286,7 +287,6 @@ NNF_API void nnf_model_destroy(nnf_model *m) {
     nnf_free(m->output_info);
     nnf_free(m->source);
     nnf_free(m->base_dir);
-    nnf_free(m->unplanned);
     nnf_free(m);
 }
 

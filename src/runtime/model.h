@@ -22,9 +22,6 @@ struct nnf_model {
     const void *bytes;
     size_t size;
     char *base_dir;
-    /* per node id: 1 = left to reference kernels because its shapes are
-     * unknown at load although its op plans kernels; NULL when none is */
-    unsigned char *unplanned;
     nnf_shape_plans *shape_plans; /* shape_plans.c; NULL: this model plans no shapes at run time */
     const nnf_model *parent;      /* a shape plan's model: the one it was planned for (owns it) */
 };
@@ -36,9 +33,7 @@ nnf_status nnf_model_load_shaped(const nnf_model *base, const nnf_input_shape *s
                                  nnf_model **out);
 
 /* shape_plans.c: the plans a model with symbolic dims makes for the input
- * shapes it runs with. create: room for `max` plans. The share of m's FLOPs
- * (every unknown extent taken as 1) in the nodes m->unplanned marks. */
-double nnf_unplanned_share(const nnf_model *m);
+ * shapes it runs with, at most `max`. */
 nnf_status nnf_shape_plans_create(int max, nnf_shape_plans **out);
 void nnf_shape_plans_free(nnf_shape_plans *sp);
 /* The shape plan to run the input shapes in bufs (indexed by value id, as a

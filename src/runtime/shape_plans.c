@@ -61,20 +61,6 @@ bool nnf_shape_plan_fits(const nnf_model *plan, const nnf_model *m, const nnf_bu
     return true;
 }
 
-double nnf_unplanned_share(const nnf_model *m) {
-    const nnf_graph *g = m->graph;
-    double total = 0, waiting = 0;
-    for (int i = 0; i < g->n_nodes; i++) {
-        if (g->nodes[i].dead)
-            continue;
-        double c = nnf_node_cost(g, &g->nodes[i], true); /* the load-time estimate */
-        c = c > 0 ? c : 0;
-        total += c;
-        waiting += m->unplanned && m->unplanned[i] ? c : 0;
-    }
-    return total > 0 ? waiting / total : 0;
-}
-
 /* m loaded again with the shapes in bufs fixed. */
 static nnf_status plan_for(const nnf_model *m, const nnf_buf *bufs, nnf_model **out) {
     const nnf_graph *g = m->graph;
