@@ -275,12 +275,11 @@ bool nnf_nchwc_wino_supported(const nnf_conv2d_shape *s, nnf_isa isa);
 /* Whether a blocked conv runs as Winograd (a pure function of the shape and
  * the CPU, the plan's choice): where the NCHW selection picks Winograd
  * (kernels/conv_fast.h), from nnf_nchwc_wino_min_c() input channels (on
- * fewer its short GEMMs lose to the direct kernel) and 16
- * tiles on cores with 1 MiB of L2 or more, 24 on smaller ones (the tiles are
- * the GEMMs' rows, 6 per register panel: ResNet-50's 14x14 maps, 16 tiles,
- * ran 1.18x the NCHW kernel with its reorders on Zen 3, 512 KiB of L2, and
- * 0.9x on Zen 4; below the threshold the layout pass leaves those convs in
- * NCHW). */
+ * fewer its short GEMMs lose to the direct kernel) and 16 tiles (the tiles
+ * are the GEMMs' rows, 6 per register panel: ResNet-50's 14x14 maps, 16
+ * tiles, ran 1.0x the NCHW kernel with its reorders on Zen 3 on 1 thread,
+ * 0.79x on 2, 0.9x on Zen 4; below the threshold the layout pass leaves
+ * those convs in NCHW). */
 bool nnf_nchwc_wino_wins(const nnf_conv2d_shape *s, nnf_isa isa);
 /* 32 input channels on cores with 1 MiB of L2 or more, 64 on smaller ones. */
 size_t nnf_nchwc_wino_min_c(void);

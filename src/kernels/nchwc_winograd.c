@@ -20,15 +20,17 @@ bool nnf_nchwc_wino_supported(const nnf_conv2d_shape *s, nnf_isa isa) {
            s->ow > 0;
 }
 
-/* The fewest tiles the blocked kernel runs on: 16 (ResNet-50's 14x14 maps)
- * on cores with 1 MiB of L2 or more, 24 below. On Zen 4 (1 MiB L2) the
- * blocked kernel ran ResNet-50's 256-channel 3x3s at 14x14 in 1.10-1.21 ms
- * where the NCHW one took 1.23 plus 0.03 of reorders (ResNet-50 in-process
- * A/B 0.979 on 1 thread, 0.952 on 2); on Zen 3 (512 KiB L2) an earlier
- * round measured the blocked kernel 1.18x slower there. */
-static size_t min_tiles(void) {
-    return nnf_cpu_get()->l2 >= ((size_t)1 << 20) ? 16 : 24;
-}
+/* The fewest tiles the blocked kernel runs on: 16, ResNet-50's 14x14 maps.
+ * On Zen 4 (1 MiB L2) it ran ResNet-50's 256-channel 3x3s at 14x14 in
+ * 1.10-1.21 ms where the NCHW one took 1.23 plus 0.03 of reorders
+ * (ResNet-50 in-process A/B 0.979 on 1 thread, 0.952 on 2). On Zen 3 (512
+ * KiB L2) an earlier round measured it 1.18x slower there and kept those
+ * maps in NCHW below 24 tiles; the kernel has changed since, and the
+ * seventeenth round measured it even with the NCHW kernel and its reorders
+ * on 1 thread (2.60 against 2.61 ms, caches swept before each run) and 1.26x
+ * faster on 2 (1.65 against 2.08): ResNet-50 A/B 0.978 on 1 thread, 0.953
+ * on 2, on Zen 3 too. */
+#define WINO_MIN_TILES 16
 
 /* The fewest input channels: 32 on cores with 1 MiB of L2 or more, 64 below.
  * YOLOv5s's 32-channel 3x3 at 160x160 ran 4.87 -> 3.80 ms in the model on Zen
@@ -40,7 +42,7 @@ size_t nnf_nchwc_wino_min_c(void) {
 
 bool nnf_nchwc_wino_wins(const nnf_conv2d_shape *s, nnf_isa isa) {
     size_t tiles = ((s->oh + 3) / 4) * ((s->ow + 3) / 4);
-    return nnf_nchwc_wino_supported(s, isa) && s->c >= nnf_nchwc_wino_min_c() && tiles >= min_tiles() &&
+    return nnf_nchwc_wino_supported(s, isa) && s->c >= nnf_nchwc_wino_min_c() && tiles >= WINO_MIN_TILES &&
            nnf_conv_select(s, isa) == NNF_CONV_ALGO_WINOGRAD;
 }
 
