@@ -343,9 +343,9 @@ static inline void pf_step(pf_cursor *p) {
     }
 }
 
-/* A block's last panel of 1 or 2 rows runs a register tile of 2 or 4
- * accumulators, bound by the FMA latency (a 2-row panel took 4 cycles a k
- * step, a full one 6): where the microkernel says so, that panel and the
+/* A block's last panel of 1 or 2 rows costs a 4-row tile (4 cycles a k
+ * step, a full panel 6; before the AVX2 tier ran it there, a 2-row tile
+ * bound by the FMA latency took as long): where the microkernel says so, that panel and the
  * full one before it are packed as two of 4 + 3 or 4 + 4 rows instead
  * (BERT's M = 128: 21 panels of 6 and one of 2). Each row's sum is the same
  * in any tile, so the results do not change. */

@@ -56,9 +56,9 @@ typedef struct nnf_gemm_cfg {
     nnf_gemm_ukernel_fn ukernel;
     nnf_gemm_pack_rows_fn pack_a_rows; /* NULL: the portable packer */
     nnf_gemv_block_fn gemv_block;      /* NULL: M = 1 runs through the microkernel */
-    /* the microkernel's tiles for 1-2 rows are bound by the FMA latency, its
-     * 3-4 row tile is not: a block's last panels of mr + 1 or mr + 2 rows
-     * are packed as two (gemm.c, tail_split) */
+    /* the microkernel runs 1-4 rows in its 4-row tile: a block's last
+     * panels of mr + 1 or mr + 2 rows are packed as two (gemm.c,
+     * tail_split), not as a full panel and one of 1-2 rows */
     int ukernel_rebalance;
 } nnf_gemm_cfg;
 

@@ -186,33 +186,11 @@ TILE_ASM(tile_4x16_asm, K_STEP4, T_EACH_ROW4, TILE_ZERO4)
  * are wanted: an M of 32 (5 full panels and 2 rows) computed 36 rows, an
  * N of 49 (7 x 7 pixels: 3 full panels and 1 column) 64 columns. Rows
  * (and the upper 8 columns of tile_6x8) that are not computed are zeroed:
- * the epilogue reads all 96. */
-/* Written out row by row: with loops over arrays of accumulators GCC kept
- * them on the stack (a load and a store per FMA). */
-#define TILE_FMA16(r)                                                                              \
-    do {                                                                                           \
-        __m256 av = _mm256_broadcast_ss(a + (r));                                                  \
-        c##r##0 = _mm256_fmadd_ps(av, b0, c##r##0);                                                \
-        c##r##1 = _mm256_fmadd_ps(av, b1, c##r##1);                                                \
-    } while (0)
-#define TILE_ST16(r)                                                                               \
-    do {                                                                                           \
-        _mm256_store_ps(acc + 16 * (r), c##r##0);                                                  \
-        _mm256_store_ps(acc + 16 * (r) + 8, c##r##1);                                              \
-    } while (0)
-
-static void tile_2x16(size_t kc, const float *a, const float *b, float *acc) {
-    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00;
-    for (size_t k = 0; k < kc; k++, a += 6, b += 16) {
-        __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
-        TILE_FMA16(0);
-        TILE_FMA16(1);
-    }
-    TILE_ST16(0);
-    TILE_ST16(1);
-    memset(acc + 32, 0, 64 * sizeof(float));
-}
-
+ * the epilogue reads all 96. Panels of 1-3 rows run the 4-row tile on the
+ * packed zero rows: a 2-row tile had four accumulator chains, bound by the
+ * FMA latency, and neither it nor the raw-sum tiles prefetched B, so a
+ * GEMM of 2 or 3 rows against weights from memory ran 1.1-1.2x one of 4
+ * (24 MatMuls of 768 x 3072 and back at M = 2: A/B 0.87 on 1 thread). */
 static void tile_6x8(size_t kc, const float *a, const float *b, float *acc) {
     __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0;
     for (size_t k = 0; k < kc; k++, a += 6, b += 16) {
@@ -339,15 +317,14 @@ void nnf_gemm_ukernel_6x16_avx2(size_t kc, const float *a, const float *b, float
         return;
     }
     float acc[96] __attribute__((aligned(32)));
-    if (m <= 2)
-        tile_2x16(kc, a, b, acc);
-    else if (n <= 8)
+    tile_io raw = {.pf = t->b_prefetch ? t->b_prefetch : 1024}; /* the raw sums */
+    if (n <= 8)
         tile_6x8(kc, a, b, acc);
     else if (m <= 4) {
-        tile_4x16_asm(kc, a, b, acc, 16, &(tile_io){0}); /* the raw sums */
+        tile_4x16_asm(kc, a, b, acc, 16, &raw);
         memset(acc + 64, 0, 32 * sizeof(float));
     } else
-        tile_6x16_asm(kc, a, b, acc, 16, &(tile_io){0}); /* the raw sums */
+        tile_6x16_asm(kc, a, b, acc, 16, &raw);
 
     __m256i m0 = nnf_mask8(n), m1 = nnf_mask8(n > 8 ? n - 8 : 0);
     /* bias + residual + ReLU/Clip (a conv's usual tail) without a call per
