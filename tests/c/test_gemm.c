@@ -848,8 +848,8 @@ static void test_plans(void) {
 /* The 1x1-conv shape of GEMM: A prepacked (weights), B a k-major matrix
  * read in place with a row stride wider than N (an activation plane), a
  * per-row bias, every activation, a residual on some. Sizes cross every
- * edge-tile choice of the tiers (M % mr of 1..mr-1: the AVX2 tier's 2- and
- * 4-row tiles; N % nr <= 8: its 8-column tile), and long N with enough M
+ * edge-tile choice of the tiers (M % mr of 1..mr-1: the AVX2 tier's 4-row
+ * tile on 1-4 rows; N % nr <= 8: its 8-column tile), and long N with enough M
  * panels runs the next-block prefetch of B across several N blocks. */
 static void test_conv1x1_shapes(const nnf_gemm_cfg *cfg) {
     static const size_t sz[] = {1, 2, 5, 7, 13, 16, 17, 31, 49, 64, 127};
