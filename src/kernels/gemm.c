@@ -344,11 +344,11 @@ static inline void pf_step(pf_cursor *p) {
 }
 
 /* A block's last panel of 1 or 2 rows costs a 4-row tile (4 cycles a k
- * step, a full panel 6; before the AVX2 tier ran it there, a 2-row tile
- * bound by the FMA latency took as long): where the microkernel says so, that panel and the
- * full one before it are packed as two of 4 + 3 or 4 + 4 rows instead
- * (BERT's M = 128: 21 panels of 6 and one of 2). Each row's sum is the same
- * in any tile, so the results do not change. */
+ * step, a full panel 6; a 2-row tile bound by the FMA latency took as
+ * long): where the microkernel says so, that panel and the full one before
+ * it are packed as two of 4 + 3 or 4 + 4 rows instead (BERT's M = 128: 21
+ * panels of 6 and one of 2). Each row's sum is the same in any tile, so the
+ * results do not change. */
 static void tail_split(size_t mcb, size_t mr, int rebalance, size_t *split, size_t *tail0) {
     size_t rem = mcb % mr;
     *split = mcb;

@@ -111,8 +111,8 @@ nnf_status nnf_model_for_shapes(const nnf_model *m, const nnf_buf *bufs, const n
     if (!sp->full_warned)
         NNF_LOG_WARN(
             "%s: a new set of input shapes after %d planned ones: a session plans each set of "
-            "shapes "
-            "beyond them for itself, on every change (nnf_model_options.shape_plans allows more)",
+            "shapes beyond them for itself, on every change (nnf_model_options.shape_plans "
+            "allows more)",
             m->source, sp->max);
     sp->full_warned = true;
     pthread_mutex_unlock(&sp->mu);

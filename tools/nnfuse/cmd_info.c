@@ -129,8 +129,7 @@ int cmd_info(int argc, char **argv) {
             printf(": %d", hist[h].count);
         }
         printf("}, \"parameters\": %lld, \"weights_bytes\": %zu, \"gflops\": %.6f, "
-               "\"nodes_without_cost\": %d, "
-               "\"gflops_unknown_extents_1\": %.6f}\n",
+               "\"nodes_without_cost\": %d, \"gflops_unknown_extents_1\": %.6f}\n",
                (long long)params, weight_bytes, flops / 1e9, unknown_cost, unit_flops / 1e9);
     } else {
         printf("model:      %s\n", c.model);
@@ -140,8 +139,8 @@ int cmd_info(int argc, char **argv) {
         print_values(g, g->inputs, g->n_inputs, 0);
         printf("outputs:\n");
         print_values(g, g->outputs, g->n_outputs, 0);
-        if (optimised && optimised->shape_plans &&
-            !optimised->plans) /* a template: see runtime/shape_plans.c */
+        /* a template for shape plans: see runtime/shape_plans.c */
+        if (optimised && optimised->shape_plans && !optimised->plans)
             printf("nodes:      %d (folded and fused per set of input shapes, on its first run)\n",
                    g->n_nodes);
         else

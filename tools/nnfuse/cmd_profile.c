@@ -151,9 +151,9 @@ static void profile_hook(void *user, const nnf_node *node, int output_index, con
         const int *ids = pass ? node->outputs : node->inputs;
         nnf_buf **bufs = pass ? out : in, **show = pass ? shown_out : shown_in;
         for (int k = 0; k < cnt; k++) {
-            /* the executor keeps a node's inputs alive until its hooks ran */
-            bufs[k] = ids[k] >= 0 ? &ctx->sess->last->bufs[ids[k]]
-                                  : NULL; /* last: the executor running */
+            /* the executor keeps a node's inputs alive until its hooks ran;
+             * last: the executor running */
+            bufs[k] = ids[k] >= 0 ? &ctx->sess->last->bufs[ids[k]] : NULL;
             buf_to_tinfo(bufs[k], pass ? &tout[k] : &tin[k]);
             if (bufs[k])
                 bytes += (double)bufs[k]->numel * (double)nnf_dtype_size(bufs[k]->dtype);
