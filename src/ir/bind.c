@@ -231,6 +231,7 @@ nnf_status nnf_graph_infer(nnf_graph *g) {
             }
             NNF_CHECK(fold_node(g, n, in, out));
         }
+        NNF_CHECK(nnf_dimvals_infer(g, n));
     }
     return NNF_OK;
 }

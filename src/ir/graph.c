@@ -534,6 +534,19 @@ bool nnf_shape_known(const nnf_shape *s) {
     return true;
 }
 
+bool nnf_shape_same(const nnf_shape *a, const nnf_shape *b) {
+    if (a->rank < 0 || a->rank != b->rank)
+        return false;
+    for (int i = 0; i < a->rank; i++) {
+        if (a->dims[i] != b->dims[i])
+            return false;
+        if (a->dims[i] < 0 &&
+            (!a->dim_names[i] || !b->dim_names[i] || strcmp(a->dim_names[i], b->dim_names[i])))
+            return false;
+    }
+    return true;
+}
+
 char *nnf_shape_str(const nnf_shape *s, char *buf, size_t size) {
     if (s->rank < 0) {
         snprintf(buf, size, "?");

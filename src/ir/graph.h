@@ -23,6 +23,14 @@
 
 typedef struct nnf_graph nnf_graph;
 
+/* An element of a small integer vector computed from shapes at run time,
+ * as load knows it: an extent (v >= 0), a symbolic dim (v < 0, name set) or
+ * unknown (v < 0, no name). See src/ops/dimvals.c. */
+typedef struct nnf_dimval {
+    int64_t v;
+    const char *name;
+} nnf_dimval;
+
 typedef struct nnf_shape {
     int rank; /* -1 = unknown */
     int64_t dims[NNF_MAX_RANK];
@@ -61,6 +69,11 @@ typedef struct nnf_value {
      * whose data it holds in blocked layout; -1 for every other value. Tools
      * (hooks, dumps) see such a value as that logical value. */
     int blocked_of;
+    /* a 0-D/1-D integer intermediate computed from shapes (Shape -> Gather
+     * -> Concat): its n_dimvals elements as far as load knows them, for
+     * Reshape's infer; NULL otherwise (src/ops/dimvals.c) */
+    const nnf_dimval *dimvals;
+    int n_dimvals;
 } nnf_value;
 
 /* ONNX AttributeProto.AttributeType values. */
@@ -238,6 +251,14 @@ int nnf_attr_floats(const nnf_node *n, const char *name, const float **vals);
 /* Element count of a fully known shape, -1 if any dim is unknown or it overflows. */
 int64_t nnf_shape_numel(const nnf_shape *s);
 bool nnf_shape_known(const nnf_shape *s);
+/* Equal at every run that keeps to the model's symbolic dims: the same
+ * rank, and each dim the same known extent or unknown under the same name. A
+ * name stands for one extent throughout a model (ONNX's dim_param; TensorRT
+ * reads it the same way), so a pass may fuse across "B x S x 768" and
+ * "B x S x 768" as it does across "1 x 128 x 768". Inputs that disagree on a
+ * named dim still run (as in ONNX Runtime): a kernel planned on such a match
+ * checks the run's extents and refuses a mismatch by name. */
+bool nnf_shape_same(const nnf_shape *a, const nnf_shape *b);
 /* Format "1x3x224x224", "batchx128", "?" into buf; returns buf. */
 char *nnf_shape_str(const nnf_shape *s, char *buf, size_t size);
 

@@ -75,6 +75,8 @@ void nnf_value_tinfo(const nnf_graph *g, int v, nnf_tinfo *t) {
     t->dtype = val->dtype;
     t->shape = val->shape;
     t->data = val->data;
+    t->dimvals = val->dimvals;
+    t->n_dimvals = val->n_dimvals;
     if (!t->data && !val->released && (val->kind == NNF_VALUE_INITIALIZER || val->kind == NNF_VALUE_CONSTANT))
         t->data = empty_data;
 }

@@ -27,6 +27,10 @@ typedef struct nnf_tinfo {
     nnf_dtype dtype;
     nnf_shape shape;
     const void *data;  /* non-NULL when the contents are known */
+    /* at load, for an integer vector computed from shapes: its elements as
+     * extents or symbolic dims (src/ops/dimvals.c); NULL at run time */
+    const nnf_dimval *dimvals;
+    int n_dimvals;
 } nnf_tinfo;
 
 /* A tensor as a kernel sees it: dense, row-major, shape fully known. */
@@ -121,6 +125,9 @@ void nnf_value_tinfo(const nnf_graph *g, int v, nnf_tinfo *t);
  * unit_extents, else the node is not countable: -1. So is one with an
  * unknown rank or more than 64 inputs or outputs. */
 double nnf_node_cost(const nnf_graph *g, const nnf_node *n, bool unit_extents);
+/* After node n's infer at load: the symbolic shape values of its output, for
+ * the shape-arithmetic ops (src/ops/dimvals.c). */
+nnf_status nnf_dimvals_infer(nnf_graph *g, const nnf_node *n);
 
 /* Helpers shared by many ops. */
 /* numpy-style broadcast of a and b into out; NNF_ERR_SHAPE if incompatible. */

@@ -49,6 +49,64 @@ static int64_t known_prod(const nnf_shape *s, int skip) {
     return p;
 }
 
+/* A target computed from shapes (t->dimvals, load only): its known extents
+ * and symbolic dims, 0 copying x's dim (allowzero off), and a -1 that is
+ * whatever of x is left once the target's other extents and names are taken
+ * out of it: x.view(B, S, -1) of "B x S x 12 x 64" is "B x S x 768". */
+static void symbolic_target(const nnf_reshape_params *p, const nnf_tinfo *x, const nnf_tinfo *t,
+                            nnf_shape *s) {
+    int minus = -1;
+    for (int i = 0; i < s->rank; i++) {
+        const nnf_dimval *d = &t->dimvals[i];
+        if (d->v == 0 && !p->allowzero) {
+            if (x->shape.rank <= i)
+                return;
+            s->dims[i] = x->shape.dims[i];
+            s->dim_names[i] = x->shape.dim_names[i];
+        } else if (d->v == -1 && !d->name) {
+            if (minus >= 0)
+                return; /* the run refuses it */
+            minus = i;
+        } else if (d->v >= 0) {
+            s->dims[i] = d->v;
+        } else {
+            s->dim_names[i] = d->name;
+        }
+    }
+    if (minus < 0 || x->shape.rank < 0)
+        return;
+    /* x's extents over the target's: known products divide, names cancel */
+    int64_t num = known_prod(&x->shape, -1), den = known_prod(s, minus);
+    const char *left = NULL;
+    bool used[NNF_MAX_RANK] = {false};
+    for (int i = 0; i < x->shape.rank; i++) {
+        if (x->shape.dims[i] >= 0)
+            continue;
+        const char *name = x->shape.dim_names[i];
+        int j = 0;
+        while (name && j < s->rank &&
+               (j == minus || used[j] || s->dims[j] >= 0 || !s->dim_names[j] ||
+                strcmp(s->dim_names[j], name)))
+            j++;
+        if (name && j < s->rank) {
+            used[j] = true;
+        } else if (name && !left) {
+            left = name;
+        } else {
+            return; /* unnamed, or two names left */
+        }
+    }
+    for (int j = 0; j < s->rank; j++)
+        if (j != minus && s->dims[j] < 0 && !used[j])
+            return; /* a target name x does not have */
+    if (num <= 0 || den <= 0 || num % den)
+        return;
+    if (!left)
+        s->dims[minus] = num / den;
+    else if (num == den)
+        s->dim_names[minus] = left;
+}
+
 nnf_status nnf_reshape_infer(NNF_INFER_ARGS) {
     const nnf_reshape_params *p = node->params;
     const nnf_tinfo *x = &in[0];
@@ -65,6 +123,8 @@ nnf_status nnf_reshape_infer(NNF_INFER_ARGS) {
     nnf_shape s;
     nnf_shape_unknown(&s, (int)spec.n);
     if (!spec.data) {
+        if (p->n_shape < 0 && in[1].dimvals && in[1].n_dimvals == spec.n)
+            symbolic_target(p, x, &in[1], &s);
         out[0].shape = s;
         return NNF_OK;
     }

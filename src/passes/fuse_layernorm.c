@@ -110,10 +110,12 @@ static nnf_status try_chain(nnf_pass_ctx *ctx, nnf_node *add_beta) {
             if (!mean || mean->inputs[0] != x || !mean_last_axis(g, mean) || !mean_last_axis(g, var))
                 continue;
             const nnf_shape *xs = &g->values[x].shape;
-            if (g->values[x].dtype != NNF_DTYPE_FLOAT32 || !nnf_shape_known(xs) || xs->rank < 1 ||
-                !affine_vector(g, gamma, xs->dims[xs->rank - 1]) ||
+            /* the normalised (last) extent known; the others may be symbolic */
+            if (g->values[x].dtype != NNF_DTYPE_FLOAT32 || xs->rank < 1 ||
+                xs->dims[xs->rank - 1] < 0 || !affine_vector(g, gamma, xs->dims[xs->rank - 1]) ||
                 !affine_vector(g, beta, xs->dims[xs->rank - 1]) ||
-                other_operand(mul, mul->inputs[ms]) != gamma || other_operand(add_beta, mul->outputs[0]) != beta)
+                other_operand(mul, mul->inputs[ms]) != gamma ||
+                other_operand(add_beta, mul->outputs[0]) != beta)
                 continue;
             const nnf_op_def *ln = nnf_op_find("", "LayerNormalization", 17, NULL);
             nnf_norm_params *p = nnf_arena_calloc(&g->arena, 1, sizeof *p);

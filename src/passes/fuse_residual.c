@@ -14,20 +14,23 @@
 
 #include <string.h>
 
+/* Conv residuals: both shapes known and equal (a conv's kernels read the
+ * residual at the output's extents). */
 static bool same_shape(const nnf_shape *a, const nnf_shape *b) {
-    if (!nnf_shape_known(a) || !nnf_shape_known(b) || a->rank != b->rank)
-        return false;
-    return !memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->rank);
+    return nnf_shape_known(a) && nnf_shape_same(a, b);
 }
 
-/* A constant vector [N] (or [1..1, N]) matching the output's last extent. */
-static bool bias_row(const nnf_value *x, const nnf_shape *out) {
-    if (!x->data || !nnf_shape_known(&x->shape) || out->rank < 1 || x->shape.rank < 1)
+/* A constant vector [N] (or [1..1, N]) matching the last extent of a MatMul
+ * output m, known: the Add's output is then m's shape whatever m's other
+ * extents (a symbolic batch and sequence). */
+static bool bias_row(const nnf_value *x, const nnf_shape *m) {
+    if (!x->data || !nnf_shape_known(&x->shape) || m->rank < 1 || x->shape.rank < 1 ||
+        m->dims[m->rank - 1] < 0)
         return false;
     for (int i = 0; i + 1 < x->shape.rank; i++)
         if (x->shape.dims[i] != 1)
             return false;
-    return x->shape.rank <= out->rank && x->shape.dims[x->shape.rank - 1] == out->dims[out->rank - 1];
+    return x->shape.rank <= m->rank && x->shape.dims[x->shape.rank - 1] == m->dims[m->rank - 1];
 }
 
 /* A MatMul takes up to two Adds after it: a constant bias row (its bias
@@ -48,10 +51,12 @@ static nnf_status fuse_matmul(nnf_pass_ctx *ctx, nnf_node *add) {
             continue;
         const nnf_value *m = &g->values[mv], *x = &g->values[xv];
         const nnf_shape *out = &g->values[add->outputs[0]].shape;
-        if (m->dtype != NNF_DTYPE_FLOAT32 || x->dtype != NNF_DTYPE_FLOAT32 || !same_shape(&m->shape, out))
+        if (m->dtype != NNF_DTYPE_FLOAT32 || x->dtype != NNF_DTYPE_FLOAT32)
             continue;
-        int as_bias = gp->bias_input < 0 && bias_row(x, out);
-        if (!as_bias && !same_shape(&x->shape, out))
+        /* symbolic dims match by name (nnf_shape_same); the GEMM's run
+         * checks the residual's extents */
+        int as_bias = gp->bias_input < 0 && bias_row(x, &m->shape);
+        if (!as_bias && !(nnf_shape_same(&m->shape, out) && nnf_shape_same(&x->shape, out)))
             continue;
         int slot = mm->n_inputs;
         NNF_CHECK(nnf_pass_resize_inputs(mm, slot + 1));

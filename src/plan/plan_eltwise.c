@@ -284,10 +284,15 @@ nnf_status nnf_plan_binary(NNF_PLAN_ARGS) {
              symbolic ? "runtime" : nnf_ew_bcast_name(bc.kind), s->k->suffix);
     plan_set(plan, s, binary_run);
     /* an operand as large as the output is read at the output's index, just
-     * before that element is written; a broadcast one is read again (with
-     * shapes unknown at load, either may be broadcast: never in place) */
-    for (int k = 0; k < 2 && !symbolic; k++)
-        if (nnf_shape_numel(&in[k].shape) == nnf_shape_numel(&out[0].shape))
+     * before that element is written; a broadcast one is read again. With
+     * shapes unknown at load either may be broadcast, and the session's run
+     * decides: it gives the output an input's buffer only when that input
+     * holds as many bytes as the output, and an operand whose every extent
+     * is 1 or the output's has the output's element count only when none
+     * is broadcast (the reference kernel, for a pattern the fast one does
+     * not cover, reads it at the output's index too). */
+    for (int k = 0; k < 2; k++)
+        if (symbolic || nnf_shape_numel(&in[k].shape) == nnf_shape_numel(&out[0].shape))
             plan->in_place_inputs |= 1u << k;
     return NNF_OK;
 }
@@ -461,6 +466,9 @@ typedef struct tr_state {
     const nnf_ew_kernels *k;
     int mode;
     size_t es;
+    /* the permutation, and whether the kernel is picked per run (symbolic) */
+    int rank, perm[NNF_MAX_RANK];
+    bool symbolic;
     nnf_perm_reduced r;
     /* TR_ROWS: output rows of `inner` elements; outer axes of the output with
      * their input strides (elements) */
@@ -523,8 +531,56 @@ static void tr_2d(void *p, size_t first, size_t count) {
     }
 }
 
+/* The kernel for a transpose of `dims` by perm: the axes that stay
+ * together merged (nnf_perm_reduce), then a plain copy, a copy of whole
+ * rows, or a batched 2-D transpose of 4-byte elements; false for any other. */
+static bool tr_classify(tr_state *s, int rank, const int64_t *dims, const int *perm) {
+    nnf_perm_reduced r;
+    nnf_perm_reduce(rank, dims, perm, &r);
+    if (r.rank <= 1)
+        s->mode = TR_COPY;
+    else if (r.perm[r.rank - 1] == r.rank - 1)
+        s->mode = TR_ROWS;
+    else if (s->es == 4 && ((r.rank == 2 && r.perm[0] == 1) ||
+                            (r.rank == 3 && r.perm[0] == 0 && r.perm[1] == 2 && r.perm[2] == 1)))
+        s->mode = TR_2D;
+    else
+        return false;
+    s->r = r;
+    if (s->mode == TR_ROWS) {
+        int64_t istr[NNF_MAX_RANK], st = 1;
+        for (int i = r.rank - 1; i >= 0; i--) {
+            istr[i] = st;
+            st *= r.dims[i];
+        }
+        s->inner = (size_t)r.dims[r.rank - 1];
+        s->no = r.rank - 1;
+        s->rows = 1;
+        for (int k = 0; k < s->no; k++) {
+            s->odims[k] = r.dims[r.perm[k]];
+            s->ostr[k] = istr[r.perm[k]];
+            s->rows *= (size_t)s->odims[k];
+        }
+    } else if (s->mode == TR_2D) {
+        s->batch = r.rank == 3 ? (size_t)r.dims[0] : 1;
+        s->R = (size_t)r.dims[r.rank - 2];
+        s->C = (size_t)r.dims[r.rank - 1];
+    }
+    return true;
+}
+
 static nnf_status transpose_run(NNF_KERNEL_ARGS) {
     const tr_state *s = ctx->state;
+    tr_state run;
+    if (s->symbolic) {
+        /* the run's extents pick the kernel; a form it does not cover (or a
+         * zero extent) takes the reference */
+        run = *s;
+        if (in[0]->rank != s->rank || !in[0]->numel ||
+            !tr_classify(&run, s->rank, in[0]->dims, s->perm))
+            return run_reference(node, in, out, ctx);
+        s = &run;
+    }
     if (in[0]->numel != out[0]->numel || nnf_dtype_size(in[0]->dtype) != s->es)
         return nnf_node_error(node, NNF_ERR_SHAPE, "%s: shapes do not match the plan", s->name);
     tr_job j = {s, in[0]->data, out[0]->data};
@@ -552,59 +608,37 @@ static void tr_free(void *p) {
     nnf_free(p);
 }
 
+/* NNF_OP_SYM: with a known rank but symbolic extents (BERT's heads split
+ * from a dynamic batch and sequence) the kernel is picked per run. */
 nnf_status nnf_plan_transpose(NNF_PLAN_ARGS) {
     const nnf_transpose_params *p = node->params;
     const nnf_shape *sh = &in[0].shape;
-    if (!p || !in[0].present || !nnf_shape_known(sh) || nnf_shape_numel(sh) <= 0 ||
+    bool known = nnf_shape_known(sh);
+    if (!p || !in[0].present || sh->rank < 0 || (known && nnf_shape_numel(sh) <= 0) ||
         (p->n_perm && p->n_perm != sh->rank))
         return NNF_OK;
     size_t es = nnf_dtype_size(in[0].dtype);
     if (!es)
         return NNF_OK;
-    int perm[NNF_MAX_RANK];
-    for (int k = 0; k < sh->rank; k++)
-        perm[k] = p->n_perm ? p->perm[k] : sh->rank - 1 - k;
-    nnf_perm_reduced r;
-    nnf_perm_reduce(sh->rank, sh->dims, perm, &r);
-    int mode;
-    if (r.rank <= 1)
-        mode = TR_COPY;
-    else if (r.perm[r.rank - 1] == r.rank - 1)
-        mode = TR_ROWS;
-    else if (es == 4 && ((r.rank == 2 && r.perm[0] == 1) ||
-                         (r.rank == 3 && r.perm[0] == 0 && r.perm[1] == 2 && r.perm[2] == 1)))
-        mode = TR_2D;
-    else
-        return NNF_OK;
     tr_state *s = nnf_calloc(1, sizeof *s);
     if (!s)
         return nnf_node_error(node, NNF_ERR_OUT_OF_MEMORY, "out of memory for a kernel plan");
     s->k = nnf_ew_kernels_for(nnf_cpu_isa());
-    s->mode = mode;
     s->es = es;
-    s->r = r;
-    if (mode == TR_ROWS) {
-        int64_t istr[NNF_MAX_RANK], st = 1;
-        for (int i = r.rank - 1; i >= 0; i--) {
-            istr[i] = st;
-            st *= r.dims[i];
-        }
-        s->inner = (size_t)r.dims[r.rank - 1];
-        s->no = r.rank - 1;
-        s->rows = 1;
-        for (int k = 0; k < s->no; k++) {
-            s->odims[k] = r.dims[r.perm[k]];
-            s->ostr[k] = istr[r.perm[k]];
-            s->rows *= (size_t)s->odims[k];
-        }
-    } else if (mode == TR_2D) {
-        s->batch = r.rank == 3 ? (size_t)r.dims[0] : 1;
-        s->R = (size_t)r.dims[r.rank - 2];
-        s->C = (size_t)r.dims[r.rank - 1];
+    s->rank = sh->rank;
+    for (int k = 0; k < sh->rank; k++)
+        s->perm[k] = p->n_perm ? (int)p->perm[k] : sh->rank - 1 - k;
+    s->symbolic = !known;
+    if (known && !tr_classify(s, sh->rank, sh->dims, s->perm)) {
+        nnf_free(s);
+        return NNF_OK;
     }
     static const char *names[] = {"copy", "rows", "2d"};
-    snprintf(s->name, sizeof s->name, "transpose_%s_%s", names[mode],
-             mode == TR_2D ? s->k->suffix : "memcpy");
+    if (known)
+        snprintf(s->name, sizeof s->name, "transpose_%s_%s", names[s->mode],
+                 s->mode == TR_2D ? s->k->suffix : "memcpy");
+    else
+        snprintf(s->name, sizeof s->name, "transpose_%s", s->k->suffix);
     plan->name = s->name;
     plan->run = transpose_run;
     plan->state = s;

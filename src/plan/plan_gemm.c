@@ -93,6 +93,15 @@ static void mm_batch_at(const void *ctx, size_t index, nnf_gemm_src *a, nnf_gemm
     *residual = t->res ? t->res + bi * t->m * t->n : NULL;
 }
 
+/* The run's residual has Y's extents (its leading axes may be left out):
+ * what the plan checked at load, or (symbolic dims) what the pass matched by
+ * name. */
+static bool residual_fits(const nnf_buf *r, const nnf_buf *y) {
+    if (r->dtype != NNF_DTYPE_FLOAT32 || r->numel != y->numel || r->rank > y->rank)
+        return false;
+    return !memcmp(r->dims, y->dims + (y->rank - r->rank), sizeof(int64_t) * (size_t)r->rank);
+}
+
 static nnf_status mm_run(NNF_KERNEL_ARGS) {
     const mm_state *s = ctx->state;
     const nnf_buf *a = in[0], *b = in[1], *y = out[0];
@@ -120,9 +129,15 @@ static nnf_status mm_run(NNF_KERNEL_ARGS) {
                               (long long)k, (long long)n, s->pb->k, s->pb->mn);
     nnf_epilogue e = base_ep(s, in);
     const float *res = NULL;
-    if (s->residual_input >= 0)
-        res = in[s->residual_input]->data;
-    else if (s->bias_mode == C_AS_RESIDUAL)
+    if (s->residual_input >= 0) {
+        const nnf_buf *r = in[s->residual_input];
+        if (!residual_fits(r, y))
+            return nnf_node_error(node, NNF_ERR_SHAPE,
+                                  "%s: the fused residual is not shaped like the output (inputs "
+                                  "that disagree on a symbolic dim the model names alike?)",
+                                  s->name);
+        res = r->data;
+    } else if (s->bias_mode == C_AS_RESIDUAL)
         res = in[2]->data;
     if (res) {
         e.residual_scale = s->bias_mode == C_AS_RESIDUAL ? s->beta : 1.0f;
@@ -204,8 +219,9 @@ static nnf_status plan_common(const nnf_node *node, const nnf_tinfo *in, const n
      * the batch axes come from the run, which checks them. A constant 2-D B
      * is packed now (K and N are its own) and A's leading axes are flattened
      * into M; any other B is read unpacked, for MatMul only. The epilogue
-     * takes only what needs no run-time extent: a column bias of B's N, the
-     * activation. */
+     * takes what needs no run-time extent (a column bias of B's N, the
+     * activation) and a residual the pass matched to Y by its dims' names,
+     * whose extents the run checks. */
     bool fixed = nnf_shape_known(&a->shape) && nnf_shape_known(&b->shape) &&
                  nnf_shape_known(&out[0].shape);
     int ra = a->shape.rank, rb = b->shape.rank;
@@ -255,8 +271,11 @@ static nnf_status plan_common(const nnf_node *node, const nnf_tinfo *in, const n
     s->bias_input = -1;
 
     if (p->residual_input >= 0) {
-        if (p->residual_input >= node->n_inputs || !in[p->residual_input].present ||
-            !full_shaped(&in[p->residual_input], &out[0]))
+        /* symbolic: the pass matched the residual's dims to Y's by name; the
+         * run checks its extents (mm_run) */
+        const nnf_tinfo *r = &in[p->residual_input];
+        if (p->residual_input >= node->n_inputs || !r->present ||
+            !(fixed ? full_shaped(r, &out[0]) : r->dtype == NNF_DTYPE_FLOAT32))
             goto keep_reference;
         s->residual_input = p->residual_input;
     }

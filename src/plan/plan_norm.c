@@ -8,6 +8,7 @@
 #include "ops/norm.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #define GRAIN_FLOATS 16384
@@ -15,7 +16,8 @@
 typedef struct ln_state {
     const nnf_ew_kernels *k;
     float eps;
-    size_t rows, n;
+    size_t rows, n; /* rows: 0 when the leading extents are symbolic (the run's) */
+    int axis;
     char name[48];
 } ln_state;
 
@@ -33,18 +35,31 @@ static void ln_rows(void *p, size_t first, size_t count) {
                            j->mean ? j->mean + r : NULL, j->inv ? j->inv + r : NULL);
 }
 
+/* The run's rows of n: the plan's, or (symbolic) x's leading extents, its
+ * normalised ones checked against n. */
+static size_t ln_rows_of(const ln_state *s, const nnf_buf *x) {
+    if (s->rows)
+        return s->rows;
+    size_t n = 1;
+    for (int i = s->axis; i < x->rank; i++)
+        n *= (size_t)x->dims[i];
+    return s->axis < x->rank && n == s->n ? x->numel / s->n : SIZE_MAX;
+}
+
 static nnf_status ln_run(NNF_KERNEL_ARGS) {
     const ln_state *s = ctx->state;
     const nnf_buf *x = in[0], *b = node->n_inputs > 2 ? in[2] : NULL;
-    if (x->dtype != NNF_DTYPE_FLOAT32 || x->numel != s->rows * s->n || out[0]->numel != x->numel ||
-        !in[1] || in[1]->numel != s->n || in[1]->dtype != NNF_DTYPE_FLOAT32 ||
+    size_t rows = ln_rows_of(s, x);
+    if (x->dtype != NNF_DTYPE_FLOAT32 || rows == SIZE_MAX || x->numel != rows * s->n ||
+        out[0]->numel != x->numel || !in[1] || in[1]->numel != s->n ||
+        in[1]->dtype != NNF_DTYPE_FLOAT32 ||
         (b && (b->numel != s->n || b->dtype != NNF_DTYPE_FLOAT32)))
         return nnf_node_error(node, NNF_ERR_SHAPE, "%s: shapes do not match the plan", s->name);
     ln_job j = {s, x->data, in[1]->data, b ? b->data : NULL, out[0]->data, NULL, NULL};
     for (int k = 1; k < node->n_outputs && k < 3; k++) {
         if (!out[k])
             continue;
-        if (out[k]->numel != s->rows || out[k]->dtype != NNF_DTYPE_FLOAT32)
+        if (out[k]->numel != rows || out[k]->dtype != NNF_DTYPE_FLOAT32)
             return nnf_node_error(node, NNF_ERR_SHAPE, "%s: output %d must hold one float per row",
                                   s->name, k);
         if (k == 1)
@@ -52,8 +67,8 @@ static nnf_status ln_run(NNF_KERNEL_ARGS) {
         else
             j.inv = out[k]->data;
     }
-    nnf_ew_parallel_ranges(ctx->pool, s->rows, s->n >= GRAIN_FLOATS ? 1 : GRAIN_FLOATS / s->n,
-                           ln_rows, &j);
+    nnf_ew_parallel_ranges(ctx->pool, rows, s->n >= GRAIN_FLOATS ? 1 : GRAIN_FLOATS / s->n, ln_rows,
+                           &j);
     return NNF_OK;
 }
 
@@ -66,16 +81,24 @@ static int f32_dense(const nnf_tinfo *t, int64_t n) {
            nnf_shape_numel(&t->shape) == n;
 }
 
+/* NNF_OP_SYM: the normalised extents must be known at load; the leading
+ * ones (a symbolic batch and sequence) may come from the run. */
 nnf_status nnf_plan_layernorm(NNF_PLAN_ARGS) {
     const nnf_norm_params *p = node->params;
     const nnf_shape *sh = &in[0].shape;
-    if (!p || in[0].dtype != NNF_DTYPE_FLOAT32 || !nnf_shape_known(sh) || sh->rank < 1 ||
-        nnf_shape_numel(sh) <= 0 || p->axis < -sh->rank || p->axis >= sh->rank)
+    if (!p || in[0].dtype != NNF_DTYPE_FLOAT32 || sh->rank < 1 || p->axis < -sh->rank ||
+        p->axis >= sh->rank)
         return NNF_OK;
     int axis = (int)(p->axis < 0 ? p->axis + sh->rank : p->axis);
     int64_t n = 1;
-    for (int i = axis; i < sh->rank; i++)
+    for (int i = axis; i < sh->rank; i++) {
+        if (sh->dims[i] < 0)
+            return NNF_OK;
         n *= sh->dims[i];
+    }
+    bool known = nnf_shape_known(sh);
+    if (n <= 0 || (known && nnf_shape_numel(sh) <= 0))
+        return NNF_OK;
     /* scale/bias that broadcast (fewer elements) keep the reference's expansion */
     if (!f32_dense(&in[1], n) || (node->n_inputs > 2 && in[2].present && !f32_dense(&in[2], n)))
         return NNF_OK;
@@ -85,7 +108,8 @@ nnf_status nnf_plan_layernorm(NNF_PLAN_ARGS) {
     s->k = nnf_ew_kernels_for(nnf_cpu_isa());
     s->eps = p->epsilon;
     s->n = (size_t)n;
-    s->rows = (size_t)(nnf_shape_numel(sh) / n);
+    s->rows = known ? (size_t)(nnf_shape_numel(sh) / n) : 0;
+    s->axis = axis;
     snprintf(s->name, sizeof s->name, "f32_layernorm_%s", s->k->suffix);
     plan->name = s->name;
     plan->run = ln_run;

@@ -62,14 +62,16 @@ def feeds(n, length=5):
 
 def test_fixed_shapes_run_planned_kernels(dyn_path):
     """Symbolic, without shape plans: the Conv on its reference kernel; the MatMul on the GEMM
-    with B packed, its bias Add apart (classified per run). Fixed at load, or planned for the
-    run's shapes on the first run (a shape plan, the default): planned kernels, the conv with
-    the BatchNormalization and the Relu in it, the GEMM with its bias."""
+    with B packed and its bias Add in it (a row of the output's known last extent, whatever
+    "N" is). Fixed at load, or planned for the run's shapes on the first run (a shape plan, the
+    default): planned kernels, the conv with the BatchNormalization and the Relu in it, the
+    GEMM with its bias."""
     given = ["-i", f"x={npy(dyn_path, 'x', (3, 4, 8, 8))}", "-i", f"z={npy(dyn_path, 'z', (3, 5))}"]
-    kernels = {e["args"]["op_name"]: e["args"]["kernel"]
-               for e in profile_nodes(dyn_path, "--threads", 1, "--shape-plans", 0, *given)}
-    assert kernels["Conv"] == "ref", kernels
-    assert kernels["MatMul"].endswith("_packed_b") and "_runtime_" in kernels["Add"], kernels
+    node = {e["args"]["op_name"]: e["args"]
+            for e in profile_nodes(dyn_path, "--threads", 1, "--shape-plans", 0, *given)}
+    assert node["Conv"]["kernel"] == "ref" and "Add" not in node, node
+    assert node["MatMul"]["kernel"].endswith("_packed_b"), node
+    assert sorted(node["MatMul"]["fused_from"]) == ["Add_5", "MatMul_4"]
     for how in (["--input-shape", "x:3,4,8,8", "--input-shape", "z:3,5"], given, ["--warmup", 0, *given]):
         node = {e["args"]["op_name"]: e["args"] for e in profile_nodes(dyn_path, "--threads", 1, *how)}
         assert node["Conv"]["kernel"].startswith("f32_conv") and "gemm" in node["MatMul"]["kernel"], (how, node)
@@ -284,20 +286,20 @@ def test_sessions_on_threads_share_shape_plans(dyn_path):
 
 
 def test_models_whose_waiting_nodes_carry_no_flops_plan_no_shapes(tmp_path):
-    """A model whose nodes waiting for shapes carry no FLOPs (a Transpose before a MatMul planned
+    """A model whose nodes waiting for shapes carry no FLOPs (a Concat before a MatMul planned
     on symbolic shapes) keeps its symbolic plan for every shape: a shape plan would cost a load
     and a second copy of the weights for nothing."""
     path = tmp_path / "t.onnx"
-    path.write_bytes(sym_model([helper.make_node("Transpose", ["a"], ["t"], perm=[0, 2, 1]),
+    path.write_bytes(sym_model([helper.make_node("Concat", ["a", "a"], ["t"], axis=0),
                                 helper.make_node("MatMul", ["t", "w"], ["y"])],
-                               [("a", ["B", 13, "T"])], ["y"], [const("w", (13, 31))]))
-    a = npy(path, "a", (2, 13, 5))
+                               [("a", ["B", "T", 13])], ["y"], [const("w", (13, 31))]))
+    a = npy(path, "a", (2, 5, 13))
     p = subprocess.run([NNF_BIN, "run", str(path), "-v", "-i", f"a={a}"], capture_output=True, text=True, check=True,
                        cwd=tmp_path)  # `run` writes its outputs into the working directory
-    assert "1 node (first 'Transpose_0', Transpose; 0 % of the FLOPs) planned without shapes" in p.stderr, p.stderr
+    assert "1 node (first 'Concat_0', Concat; 0 % of the FLOPs) planned without shapes" in p.stderr, p.stderr
     assert "planned for the run's input shapes" not in p.stderr, p.stderr
     kernels = {e["args"]["op_name"]: e["args"]["kernel"] for e in profile_nodes(path, "-i", f"a={a}")}
-    assert kernels["Transpose"] == "ref" and kernels["MatMul"].endswith("_packed_b"), kernels
+    assert kernels["Concat"] == "ref" and kernels["MatMul"].endswith("_packed_b"), kernels
 
 
 def test_compare_and_profile_follow_shape_plans(dyn_path):
@@ -342,3 +344,50 @@ def test_shapes_that_depend_on_data_plan_no_shapes(tmp_path):
     p = subprocess.run([NNF_BIN, "run", str(path), "-i", f"x={tmp_path / 'x.npy'}", "-i", f"s={tmp_path / 's.npy'}"],
                        capture_output=True, text=True, check=True, cwd=tmp_path)
     assert "symbolic" not in p.stderr and "shapes" not in p.stderr, p.stderr
+
+
+def test_a_residual_fused_by_dim_names_checks_the_run(tmp_path):
+    """MatMul + Add of a second input, both "B x S x 16": fused by the dims' names (the residual
+    epilogue). Inputs that keep to the names match onnxruntime; a run whose inputs disagree on
+    "S" is refused with a message naming the node, never read out of bounds."""
+    ort = pytest.importorskip("onnxruntime")
+    data = sym_model([helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Add", ["m", "r"], ["y"])],
+                     [("x", ["B", "S", 16]), ("r", ["B", "S", 16])], ["y"], [const("w", (16, 16))])
+    s = nnfuse.Session(data, threads=1)
+    for b, t in ((1, 1), (2, 7), (3, 13)):
+        f = arrays(x=(b, t, 16), r=(b, t, 16))
+        want = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, f)[0]
+        np.testing.assert_allclose(s.run(f)["y"], want, rtol=2e-5, atol=2e-5)
+    with pytest.raises(nnfuse.NnfError, match=r"MatMul_0.*fused residual is not shaped like the output"):
+        s.run(arrays(x=(1, 3, 16), r=(1, 1, 16)))
+
+
+def test_reshape_targets_computed_from_shapes_keep_the_dims_names(tmp_path):
+    """x.view(x.size()[:-1] + (2, 8)) and back with x.size()[:2] + (-1,), as exporters write them
+    (Shape -> Slice -> Concat, Shape -> Gather -> Unsqueeze -> Concat): load knows the results as
+    "B x S x 2 x 8" and "B x S x 16", and the runs match onnxruntime's."""
+    ort = pytest.importorskip("onnxruntime")
+    i64 = lambda name, v: numpy_helper.from_array(np.array(v, np.int64), name)  # noqa: E731
+    nodes = [helper.make_node("Shape", ["x"], ["sh"]),
+             helper.make_node("Slice", ["sh", "zero", "minus1"], ["lead"]),
+             helper.make_node("Concat", ["lead", "heads"], ["t1"], axis=0),
+             helper.make_node("Reshape", ["x", "t1"], ["split"]),
+             helper.make_node("Shape", ["split"], ["sh2"]),
+             helper.make_node("Gather", ["sh2", "one"], ["s"], axis=0),
+             helper.make_node("Unsqueeze", ["s", "axes0"], ["s1"]),
+             helper.make_node("Gather", ["sh2", "zero_s"], ["b"], axis=0),
+             helper.make_node("Unsqueeze", ["b", "axes0"], ["b1"]),
+             helper.make_node("Concat", ["b1", "s1", "minus1"], ["t2"], axis=0),
+             helper.make_node("Reshape", ["split", "t2"], ["merged"]),
+             helper.make_node("Relu", ["merged"], ["y"])]
+    inits = [i64("zero", [0]), i64("minus1", [-1]), i64("heads", [2, 8]), i64("one", 1), i64("zero_s", 0),
+             i64("axes0", [0])]
+    path = tmp_path / "views.onnx"
+    path.write_bytes(sym_model(nodes, [("x", ["B", "S", 16])], ["y"], inits))
+    dot = subprocess.run([NNF_BIN, "graph", str(path)], capture_output=True, text=True, check=True).stdout
+    assert 'label="BxSx2x8"' in dot and 'label="BxSx16"' in dot, dot
+    s = nnfuse.Session(str(path), threads=1)
+    for b, t in ((1, 1), (2, 5)):
+        f = arrays(x=(b, t, 16))
+        want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, f)[0]
+        np.testing.assert_array_equal(s.run(f)["y"], want)

@@ -77,3 +77,64 @@ def test_zoo_outputs_depend_on_input(tiny_zoo):
         for out in a:
             scale = max(1.0, float(np.abs(a[out]).max()))
             assert float(np.abs(a[out] - b[out]).max()) > 1e-2 * scale, (name, out)
+
+
+def symbolic_copy(path, out):
+    """The model with its inputs' batch and sequence dims symbolic ("B", "S"), as an exporter's
+    dynamic_axes write them, and no declared intermediate shapes."""
+    import onnx
+    model = onnx.load(path)
+    g = model.graph
+    inits = {i.name for i in g.initializer}
+    for v in list(g.input) + list(g.output):
+        if v.name in inits:
+            continue
+        dims = v.type.tensor_type.shape.dim
+        for d, name in zip(dims, ("B", "S")):
+            d.dim_param = name
+    del g.value_info[:]
+    onnx.save(model, out)
+    return out
+
+
+def test_symbolic_bert_gets_the_fixed_models_fusions_and_kernels(tiny_zoo, tmp_path):
+    """BERT exported with a symbolic batch and sequence: names carry the dims through the
+    Shape -> Gather -> Concat -> Reshape arithmetic (src/ops/dimvals.c), so every fusion the fixed
+    model gets happens (bias, GELU, both residuals, LayerNorm) and every node runs on a planned
+    kernel: the same nodes and kernels as fixed (shape arithmetic aside); and the outputs match
+    onnxruntime's at other sequence lengths."""
+    import numpy as np
+    import onnxruntime as ort
+    sys.path.insert(0, str(ROOT / "python"))
+    sys.path.insert(0, str(ROOT / "tests" / "py"))
+    import nnfuse
+    from conftest import profile_nodes
+
+    fixed = tiny_zoo["bert_tiny"]
+    sym = symbolic_copy(fixed, str(tmp_path / "bert_sym.onnx"))
+    feeds = zoocheck.make_zoo.random_feeds(__import__("onnx").load(fixed), 1)
+    for name, a in feeds.items():
+        np.save(tmp_path / f"{name}.npy", a)
+    given = [a for name in feeds for a in ("-i", f"{name}={tmp_path / (name + '.npy')}")]
+
+    def fused(path):
+        return sorted((e["args"]["op_name"], e["args"]["kernel"] == "ref",
+                       tuple(sorted(e["args"].get("fused_from", [])))) for e in profile_nodes(path, "--threads", 1, *given)
+                      if e["args"]["op_name"] not in ("Shape", "Gather", "Unsqueeze", "Concat", "Slice", "Reshape"))
+    want, got = fused(fixed), fused(sym)
+    assert got == want, "\n".join(map(str, sorted(set(got) ^ set(want))))
+    assert any(op == "MatMul" and len(f) >= 7 for op, _, f in got), got  # the GELU chain
+    assert [x for x in got if x[1]] == [("Cast", True, ())], got  # only the mask's Cast on "ref"
+
+    ref = ort.InferenceSession(sym, providers=["CPUExecutionProvider"])
+    sessions = [nnfuse.Session(sym, threads=t) for t in (1, 2)]
+    rng = np.random.default_rng(3)
+    for b, s in ((1, 1), (2, 7), (1, 13), (3, 16)):
+        f = {n: (rng.integers(0, 2 if "type" in n or "mask" in n else 100, (b, s))).astype(a.dtype)
+             for n, a in feeds.items()}
+        want = ref.run(None, f)
+        for sess in sessions:
+            out = sess.run(f)
+            for (name, g), w in zip(out.items(), want):
+                scale = max(1.0, float(np.abs(w).max()))
+                np.testing.assert_allclose(g, w, rtol=0, atol=1e-4 * scale, err_msg=f"{name} at {b}x{s}")
