@@ -3,7 +3,7 @@
 
     bench/compare.py [--models resnet50,mobilenetv2,...|PATH.onnx] [--threads 1,2]
                      [--iterations N] [--warmup N] [--rounds R] [--zoo DIR]
-                     [--out docs/PERFORMANCE.md]
+                     [--symbolic [--dims S=1,...]] [--out docs/PERFORMANCE.md]
 
 For every model and thread count, the two engines run in separate processes,
 alternately (nnfuse, ORT, nnfuse, ORT, ... for --rounds rounds; each round
@@ -27,6 +27,14 @@ is replaced), OUT with .json (every number, samples included) and OUT with .png
 (bar chart of the ratios). Missing zoo models are generated with
 zoo/make_zoo.py. A model that nnfuse cannot run gets a row saying why; the
 script goes on with the others.
+
+--symbolic runs each model as an exporter's dynamic_axes write it: the inputs'
+batch dim symbolic ("N", or "B" for a token input) and a token input's
+sequence dim too ("S"), declared output and intermediate shapes dropped. Both
+engines get the same input files, at the model's own shapes or with the dims
+--dims names changed (--dims S=1: BERT at one token); nnfuse keeps the dims
+symbolic at load (its -i files), so this measures what a user of such an
+export gets: shape plans for a CNN, the symbolic-shape kernels for BERT.
 """
 
 from __future__ import annotations
@@ -78,6 +86,42 @@ def resolve_model(name: str, zoo: pathlib.Path, python: str) -> pathlib.Path:
     return path
 
 
+def symbolic_copy(model: pathlib.Path, dims: dict, python: str, tmp: pathlib.Path):
+    """The model with symbolic input dims (see --symbolic), and a folder of
+    inputs at its shapes with `dims` applied, written by ORT's side's
+    generator (bench/ort_run.py) so both engines read the same files."""
+    import onnx
+
+    m = onnx.load(str(model))
+    g = m.graph
+    inits = {i.name for i in g.initializer}
+    shapes = {}
+    for vi in g.input:
+        if vi.name in inits:
+            continue
+        tt = vi.type.tensor_type
+        names = ["B", "S"] if tt.elem_type == onnx.TensorProto.INT64 and len(tt.shape.dim) == 2 else ["N"]
+        shape = [d.dim_value for d in tt.shape.dim]
+        for i, name in enumerate(names):
+            shape[i] = dims.get(name, shape[i])
+            tt.shape.dim[i].dim_param = name
+        shapes[vi.name] = shape
+    for o in g.output:
+        o.type.tensor_type.ClearField("shape")
+    del g.value_info[:]
+    out = tmp / f"{model.stem}-symbolic.onnx"
+    onnx.save(m, str(out))
+    feeds = tmp / f"{model.stem}-inputs"
+    feeds.mkdir(exist_ok=True)
+    sys.path.insert(0, str(ROOT / "bench"))
+    import numpy as np
+    import ort_run
+
+    for name, a in ort_run.make_inputs(str(model), None, 0, shapes).items():
+        np.save(feeds / f"{ort_run.safe_name(name)}.npy", a)
+    return out, feeds
+
+
 def run_json(cmd, json_path: pathlib.Path, timeout: float):
     """Run one benchmark process; its JSON result, or an error line."""
     try:
@@ -121,12 +165,15 @@ def warm_page_cache(model: pathlib.Path):
                 pass
 
 
-def bench_pair(model: pathlib.Path, threads: int, args, tmp: pathlib.Path):
+def bench_pair(model: pathlib.Path, threads: int, args, tmp: pathlib.Path, feeds: pathlib.Path = None):
     nn_json, ort_json = tmp / "nnfuse.json", tmp / "ort.json"
+    given = [a for f in sorted(feeds.glob("*.npy")) for a in ("-i", f"{f.stem}={f}")] if feeds else []
     nn_cmd = [args.nnfuse, "bench", str(model), "--threads", str(threads), "--warmup", str(args.warmup),
-              "--iterations", str(args.iterations), "--json", str(nn_json)]
+              "--iterations", str(args.iterations), *given, "--json", str(nn_json)]
     ort_cmd = [args.python, str(ROOT / "bench" / "ort_run.py"), "bench", str(model), "--threads", str(threads),
                "--warmup", str(args.warmup), "--iterations", str(args.iterations), "--json", str(ort_json)]
+    if feeds:
+        ort_cmd += ["--inputs", str(feeds)]
     o0_json = tmp / "nnfuse-O0.json"
     o0_cmd = nn_cmd[:-1] + [str(o0_json), "-O0"]
     nn_runs, ort_runs, o0_runs, errors = [], [], [], []
@@ -263,7 +310,14 @@ def main(argv=None) -> int:
                     help="Python with onnxruntime, for the ORT processes")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per benchmark process")
     ap.add_argument("--no-o0", dest="o0", action="store_false", help="skip the nnfuse -O0 runs")
+    ap.add_argument("--symbolic", action="store_true",
+                    help="each model with symbolic batch (and sequence) dims, as dynamic_axes exports")
+    ap.add_argument("--dims", default="", help="with --symbolic: symbolic dims to run at, e.g. S=1,B=2")
     args = ap.parse_args(argv)
+    try:
+        dims = {k.strip(): int(v) for k, v in (d.split("=") for d in args.dims.split(",") if d.strip())}
+    except ValueError:
+        ap.error("--dims takes NAME=INT,...")
     if args.iterations < 1 or args.rounds < 1 or args.warmup < 0:
         ap.error("--iterations and --rounds must be >= 1, --warmup >= 0")
     threads = sorted({int(t) for t in args.threads.split(",") if t.strip()})
@@ -289,9 +343,12 @@ def main(argv=None) -> int:
             except subprocess.CalledProcessError as e:
                 rows.extend({"model": name, "threads": t, "errors": [f"zoo generation failed: {e}"]} for t in threads)
                 continue
+            feeds = None
+            if args.symbolic:
+                model, feeds = symbolic_copy(model, dims, args.python, tmp)
             for t in threads:
                 print(f"compare: {model.stem}, {t} thread(s)", file=sys.stderr)
-                rows.append(bench_pair(model, t, args, tmp))
+                rows.append(bench_pair(model, t, args, tmp, feeds))
     meta["ort_version"] = next((r["onnxruntime_raw"][0].get("version", "?") for r in rows if r.get("onnxruntime_raw")), "?")
     table = markdown(rows, meta)
     png = out.with_suffix(".png")

@@ -343,3 +343,20 @@ def test_scoreboard_script(tiny_model, tmp_path):
     assert row["nnfuse_O0"]["processes"] == 2 and row["arena_O0_mb"] > 0 and row["arena_saving"] < 1
     pytest.importorskip("matplotlib")
     assert out.with_suffix(".png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_scoreboard_symbolic(tiny_model, tmp_path):
+    """--symbolic: the model with a symbolic batch "N", both engines on the same input files at
+    --dims N=2 (nnfuse keeping "N" symbolic at load: a shape plan on its first run)."""
+    pytest.importorskip("onnxruntime")
+    out = tmp_path / "PERF.md"
+    cmd = [sys.executable, str(ROOT / "bench" / "compare.py"), "--models", str(tiny_model), "--threads", "1",
+           "--iterations", "2", "--warmup", "1", "--rounds", "1", "--no-o0", "--out", str(out), "--nnfuse", BIN,
+           "--symbolic"]
+    proc = subprocess.run(cmd + ["--dims", "N=2"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    row = json.loads(out.with_suffix(".json").read_text())["rows"][0]
+    assert row["model"] == "tiny-symbolic" and row["latency_ratio"] > 0, row
+    assert row["nnfuse"]["processes"] == 1 and row["onnxruntime"]["processes"] == 1
+    bad = subprocess.run(cmd + ["--dims", "N"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode != 0 and "--dims takes NAME=INT" in bad.stderr
