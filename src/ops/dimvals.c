@@ -122,11 +122,10 @@ static int slice(const nnf_graph *g, const nnf_node *n, nnf_dimval *out) {
 }
 
 /* Ops that keep a vector's elements: Unsqueeze/Squeeze between a scalar
- * and one element, Identity, Cast to another integer type. */
+ * and one element, Identity, Cast to another integer type (the output's
+ * dtype is checked below). */
 static int same_elements(const nnf_graph *g, const nnf_node *n, nnf_dimval *out) {
     const nnf_value *y = &g->values[n->outputs[0]];
-    if (!strcmp(n->op_type, "Cast") && y->dtype != NNF_DTYPE_INT64 && y->dtype != NNF_DTYPE_INT32)
-        return -1;
     int c = vec_of(g, n->inputs[0], out);
     return c >= 0 && nnf_shape_numel(&y->shape) == c && y->shape.rank <= 1 ? c : -1;
 }
