@@ -204,6 +204,15 @@ SYM_CASES = {
                           [const("c", ()), numpy_helper.from_array(np.array(2.0, np.float32), "two"), const("row", (1, 1, 1))]),
                 lambda b, t, u: {**arrays(x=(b, t, u), x2=(b, t, u), outer=(b, 1, u)),
                                  "col": (RNG.random((b, t, 1)) + 0.5).astype(np.float32)}),
+    # LayerNormalization over a known last extent (rows from the run) and Transposes whose kernel
+    # the run's extents pick: a batched 2-D transpose, whole rows, the heads split of attention
+    "norm_transpose": (sym_model([helper.make_node("LayerNormalization", ["x", "g", "b"], ["n"], axis=-1, epsilon=1e-5),
+                                  helper.make_node("Transpose", ["x"], ["t0"], perm=[0, 2, 1]),
+                                  helper.make_node("Transpose", ["x"], ["t1"], perm=[1, 0, 2]),
+                                  helper.make_node("Transpose", ["h"], ["t2"], perm=[0, 2, 1, 3])],
+                                 [("x", ["B", "T", 13]), ("h", ["B", "T", 3, "U"])], ["n", "t0", "t1", "t2"],
+                                 [const("g", (13,)), const("b", (13,))]),
+                       lambda b, t, u: arrays(x=(b, t, 13), h=(b, t, 3, u))),
 }
 
 
