@@ -176,6 +176,8 @@ nnf_status nnf_reshape_infer(NNF_INFER_ARGS) {
             if (u >= 0 && known_prod(&x->shape, u) == prod)
                 s.dim_names[infer_at] = x->shape.dim_names[u];
         }
+    } else if (rest < 0 && nnf_shape_known(&s)) {
+        return nnf_node_error(node, NNF_ERR_SHAPE, "the target shape's extents overflow");
     } else if (in_n >= 0 && rest >= 0 && in_n != rest) {
         return nnf_node_error(node, NNF_ERR_SHAPE, "cannot reshape %lld elements into %lld",
                               (long long)in_n, (long long)rest);

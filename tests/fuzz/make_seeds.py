@@ -94,9 +94,61 @@ def dyn_cnn():
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], producer_name="make_seeds")
 
 
+def attention():
+    # One attention block as transformer exports write it, batch and sequence
+    # symbolic: the heads split by a Reshape to Shape -> Gather -> Unsqueeze ->
+    # Concat (src/ops/dimvals.c), merged by Shape -> Slice -> Concat with -1,
+    # the output projection's bias and residual fused by the dims' names, the
+    # LayerNorm chain fused, LayerNorm and Transposes on symbolic plans.
+    i64 = lambda name, v: numpy_helper.from_array(np.array(v, np.int64), name)  # noqa: E731
+    nodes = [
+        helper.make_node("MatMul", ["x", "wq"], ["q0"]),
+        helper.make_node("Add", ["q0", "bq"], ["q"]),
+        helper.make_node("Shape", ["q"], ["sq"]),
+        helper.make_node("Gather", ["sq", "i0"], ["b"], axis=0),
+        helper.make_node("Gather", ["sq", "i1"], ["s"], axis=0),
+        helper.make_node("Unsqueeze", ["b", "ax0"], ["b1"]),
+        helper.make_node("Unsqueeze", ["s", "ax0"], ["s1"]),
+        helper.make_node("Concat", ["b1", "s1", "heads"], ["split"], axis=0),
+        helper.make_node("Reshape", ["q", "split"], ["qh"]),
+        helper.make_node("Transpose", ["qh"], ["qt"], perm=[0, 2, 1, 3]),
+        helper.make_node("Transpose", ["qh"], ["kt"], perm=[0, 2, 3, 1]),
+        helper.make_node("MatMul", ["qt", "kt"], ["sc"]),
+        helper.make_node("Div", ["sc", "scale"], ["sd"]),
+        helper.make_node("Softmax", ["sd"], ["p"], axis=-1),
+        helper.make_node("MatMul", ["p", "qt"], ["ctx"]),
+        helper.make_node("Transpose", ["ctx"], ["ct"], perm=[0, 2, 1, 3]),
+        helper.make_node("Shape", ["ct"], ["sc2"]),
+        helper.make_node("Slice", ["sc2", "z", "two"], ["lead"]),
+        helper.make_node("Concat", ["lead", "m1"], ["merge"], axis=0),
+        helper.make_node("Reshape", ["ct", "merge"], ["cm"]),
+        helper.make_node("MatMul", ["cm", "wo"], ["o0"]),
+        helper.make_node("Add", ["o0", "bo"], ["o1"]),
+        helper.make_node("Add", ["o1", "x"], ["h"]),
+        helper.make_node("ReduceMean", ["h"], ["mu"], axes=[-1]),
+        helper.make_node("Sub", ["h", "mu"], ["d"]),
+        helper.make_node("Pow", ["d", "two_f"], ["d2"]),
+        helper.make_node("ReduceMean", ["d2"], ["var"], axes=[-1]),
+        helper.make_node("Add", ["var", "eps"], ["ve"]),
+        helper.make_node("Sqrt", ["ve"], ["sd2"]),
+        helper.make_node("Div", ["d", "sd2"], ["nrm"]),
+        helper.make_node("Mul", ["nrm", "gamma"], ["gm"]),
+        helper.make_node("Add", ["gm", "beta"], ["y"]),
+    ]
+    inits = [t("wq", (8, 8)), t("bq", (8,)), t("wo", (8, 8)), t("bo", (8,)), t("gamma", (8,)), t("beta", (8,)),
+             i64("i0", 0), i64("i1", 1), i64("ax0", [0]), i64("heads", [2, 4]), i64("z", [0]), i64("two", [2]),
+             i64("m1", [-1]), numpy_helper.from_array(np.array(2.0, np.float32), "scale"),
+             numpy_helper.from_array(np.array(2.0, np.float32), "two_f"),
+             numpy_helper.from_array(np.array(1e-5, np.float32), "eps")]
+    g = helper.make_graph(nodes, "attention", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["B", "S", 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["B", "S", 8])], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], producer_name="make_seeds")
+
+
 if __name__ == "__main__":
     os.makedirs(OUT, exist_ok=True)
-    for name, make in (("cnn", cnn), ("shapes", shapes), ("conv_bn", conv_bn), ("dyn_cnn", dyn_cnn)):
+    for name, make in (("cnn", cnn), ("shapes", shapes), ("conv_bn", conv_bn), ("dyn_cnn", dyn_cnn),
+                       ("attention", attention)):
         m = make()
         onnx.checker.check_model(m, full_check=True)
         onnx.save(m, os.path.join(OUT, name + ".onnx"))

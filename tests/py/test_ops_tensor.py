@@ -157,6 +157,15 @@ def test_gather_out_of_range_is_an_error():
         nnfuse.run_model(model, {"x": rand((3, 2)), "i": np.array([3], np.int64)}, threads=1)
 
 
+def test_reshape_to_extents_that_overflow_is_an_error():
+    """A target shape given at run time whose extents multiply past int64 (a fuzzed model's
+    [1, 1, 2, 7205759403792793604]): a shape error naming the node, not an internal one."""
+    s = np.array([1, 1, 2, 7205759403792793604], np.int64)
+    model = make_model("Reshape", [("x", rand((1, 1, 8))), ("s", s)])
+    with pytest.raises(nnfuse.NnfError, match="Reshape.*extents overflow"):
+        nnfuse.run_model(model, {"x": rand((1, 1, 8)), "s": s}, threads=1)
+
+
 def test_gather_elements_and_nd():
     x = rand((3, 4))
     idx = RNG.integers(-3, 3, (2, 4)).astype(np.int64)
