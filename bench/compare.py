@@ -86,7 +86,7 @@ def resolve_model(name: str, zoo: pathlib.Path, python: str) -> pathlib.Path:
     return path
 
 
-def symbolic_copy(model: pathlib.Path, dims: dict, python: str, tmp: pathlib.Path):
+def symbolic_copy(model: pathlib.Path, dims: dict, tmp: pathlib.Path):
     """The model with symbolic input dims (see --symbolic), and a folder of
     inputs at its shapes with `dims` applied, written by ORT's side's
     generator (bench/ort_run.py) so both engines read the same files."""
@@ -345,7 +345,7 @@ def main(argv=None) -> int:
                 continue
             feeds = None
             if args.symbolic:
-                model, feeds = symbolic_copy(model, dims, args.python, tmp)
+                model, feeds = symbolic_copy(model, dims, tmp)
             for t in threads:
                 print(f"compare: {model.stem}, {t} thread(s)", file=sys.stderr)
                 rows.append(bench_pair(model, t, args, tmp, feeds))

@@ -93,13 +93,14 @@ static void mm_batch_at(const void *ctx, size_t index, nnf_gemm_src *a, nnf_gemm
     *residual = t->res ? t->res + bi * t->m * t->n : NULL;
 }
 
-/* The run's residual has Y's extents (its leading axes may be left out):
- * what the plan checked at load, or (symbolic dims) what the pass matched by
- * name. */
-static bool residual_fits(const nnf_buf *r, const nnf_buf *y) {
-    if (r->dtype != NNF_DTYPE_FLOAT32 || r->numel != y->numel || r->rank > y->rank)
+/* A residual the epilogue can take: float32 with Y's extents (its leading
+ * axes may be left out). At load on known shapes (full_shaped), at run time
+ * on the run's (mm_run: what the pass matched by name on symbolic dims). */
+static bool residual_fits(nnf_dtype dt, int rr, const int64_t *rd, int64_t rn, int yr,
+                          const int64_t *yd, int64_t yn) {
+    if (dt != NNF_DTYPE_FLOAT32 || rn < 0 || rn != yn || rr > yr)
         return false;
-    return !memcmp(r->dims, y->dims + (y->rank - r->rank), sizeof(int64_t) * (size_t)r->rank);
+    return !memcmp(rd, yd + (yr - rr), sizeof(int64_t) * (size_t)rr);
 }
 
 static nnf_status mm_run(NNF_KERNEL_ARGS) {
@@ -131,7 +132,8 @@ static nnf_status mm_run(NNF_KERNEL_ARGS) {
     const float *res = NULL;
     if (s->residual_input >= 0) {
         const nnf_buf *r = in[s->residual_input];
-        if (!residual_fits(r, y))
+        if (!residual_fits(r->dtype, r->rank, r->dims, (int64_t)r->numel, y->rank, y->dims,
+                           (int64_t)y->numel))
             return nnf_node_error(node, NNF_ERR_SHAPE,
                                   "%s: the fused residual is not shaped like the output (inputs "
                                   "that disagree on a symbolic dim the model names alike?)",
@@ -190,15 +192,10 @@ static nnf_status mm_run(NNF_KERNEL_ARGS) {
     return st == NNF_OK ? st : nnf_error_prefix(st, "node %s (%s)", node->name, node->op_type);
 }
 
-/* A fused residual the epilogue can take: float32, shaped like Y. */
-static int full_shaped(const nnf_tinfo *r, const nnf_tinfo *y) {
-    int64_t rn = numel(&r->shape), yn = numel(&y->shape);
-    if (r->dtype != NNF_DTYPE_FLOAT32 || rn < 0 || rn != yn || r->shape.rank > y->shape.rank)
-        return 0;
-    for (int i = 0; i < r->shape.rank; i++)
-        if (r->shape.dims[i] != y->shape.dims[y->shape.rank - r->shape.rank + i])
-            return 0;
-    return 1;
+/* A fused residual the epilogue can take, on shapes known at load. */
+static bool full_shaped(const nnf_tinfo *r, const nnf_tinfo *y) {
+    return residual_fits(r->dtype, r->shape.rank, r->shape.dims, numel(&r->shape), y->shape.rank,
+                         y->shape.dims, numel(&y->shape));
 }
 
 /* A fused bias the epilogue can take per column: float32, N values along
