@@ -76,7 +76,6 @@ typedef struct block_header {
  * the same as 64). Outside a load, blocks from 1 MiB have their pages
  * faulted in when allocated. */
 #define BANK_MIN_BYTES ((size_t)64 << 10)
-#define POPULATE_MIN_BYTES ((size_t)1 << 20)
 #define BANK_RANGES 256
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -202,7 +201,7 @@ void nnf_page_bank_close(void) {
     t_bank = NULL;
 }
 
-static void populate(void *p, size_t bytes) {
+void nnf_populate(void *p, size_t bytes) {
 #ifdef MADV_POPULATE_WRITE
     /* pages faulted in now, in one call, not one page fault at a time on
      * first touch (EINVAL before Linux 5.14: they fault in on use) */
@@ -247,7 +246,7 @@ static void *map_block(size_t total) {
     if (base == MAP_FAILED)
         return NULL;
     size_t filled = bank_fill(t_bank, base, bytes);
-    populate(base + filled, bytes - filled);
+    nnf_populate(base + filled, bytes - filled);
     ((block_header *)base)->map_bytes = bytes;
     return base + BLOCK_HEADER;
 }
@@ -269,8 +268,8 @@ void *nnf_malloc_aligned(size_t size) {
         return NULL;
     ((block_header *)p)->map_bytes = 0;
     /* large blocks (tensors, scratch) are written whole soon after */
-    if (total >= POPULATE_MIN_BYTES)
-        populate(p, total);
+    if (total >= NNF_POPULATE_MIN_BYTES)
+        nnf_populate(p, total);
     return p + BLOCK_HEADER;
 }
 
@@ -295,6 +294,28 @@ void nnf_free_aligned(void *ptr) {
             return;
     }
     munmap(h, h->map_bytes);
+}
+
+int nnf_alloc_fails(void) {
+    return should_fail();
+}
+
+void *nnf_reserve(size_t bytes) {
+#if BANK_ENABLED
+    if (bytes == 0 || should_fail())
+        return NULL;
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+#else
+    (void)bytes; /* sanitizer builds: every buffer a heap block the checks can see */
+    return NULL;
+#endif
+}
+
+void nnf_unreserve(void *p, size_t bytes) {
+    if (p)
+        munmap(p, bytes);
 }
 
 char *nnf_strdup(const char *s) {

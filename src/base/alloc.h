@@ -23,6 +23,19 @@ void nnf_free_aligned(void *ptr);
  * work. Close gives back what is left. */
 void nnf_page_bank_open(int prefault);
 void nnf_page_bank_close(void);
+/* Faults in the whole pages of [p, p + bytes) for writing, in one call:
+ * done for fresh memory from this size on, which is written whole soon after. */
+#define NNF_POPULATE_MIN_BYTES ((size_t)1 << 20)
+void nnf_populate(void *p, size_t bytes);
+/* Address space for `bytes` (page multiple), pages faulted in on first touch,
+ * not counted against the commit limit until then; NULL where none is given
+ * (and always in sanitizer builds). Counts as an allocation for the fault
+ * injection below. */
+void *nnf_reserve(size_t bytes);
+void nnf_unreserve(void *p, size_t bytes);
+/* Counts one allocation made outside these functions (a buffer carved from a
+ * reserved range) and says whether the fault injection fails it. */
+int nnf_alloc_fails(void);
 char *nnf_strdup(const char *s);
 
 /* Per-thread scratch: a growable 64-byte aligned buffer per (thread, kind),

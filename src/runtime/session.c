@@ -30,6 +30,30 @@ NNF_API const nnf_graph *nnf_session_graph(const nnf_session *s) {
     return s->last->model->graph;
 }
 
+/* Address space for the intermediate buffers: twice the sum of their sizes
+ * (unknown extents taken as 1), so that a fixed-shape model's buffers fit
+ * however they are placed, and at least 256 MiB for a model with symbolic
+ * dims. Only touched pages cost memory; a buffer that does not fit is a block
+ * of its own (base/fitheap.h). */
+static size_t buffer_reserve(const nnf_graph *g) {
+    size_t sum = 0;
+    for (int v = 0; v < g->n_values; v++) {
+        const nnf_value *val = &g->values[v];
+        if (val->producer < 0 || val->shape.rank < 0)
+            continue;
+        size_t n = nnf_dtype_size(val->dtype), d;
+        for (int i = 0; i < val->shape.rank; i++)
+            if (!nnf_mul_size(n, val->shape.dims[i] > 0 ? (size_t)val->shape.dims[i] : 1, &n))
+                return (size_t)16 << 30;
+        if (!nnf_add_size(sum, n, &d))
+            return (size_t)16 << 30;
+        sum = d;
+    }
+    size_t floor = (size_t)256 << 20, cap = (size_t)16 << 30;
+    sum = sum > cap / 2 ? cap : 2 * sum;
+    return sum > floor ? sum : floor;
+}
+
 /* A session over model; on `pool` when given (borrowed), else on its own. */
 static nnf_status session_new(const nnf_model *model, const nnf_session_options *opts,
                               nnf_threadpool *pool, nnf_session **out) {
@@ -47,6 +71,7 @@ static nnf_status session_new(const nnf_model *model, const nnf_session_options 
     s->opts.struct_size = sizeof s->opts;
     s->inject_node = -1;
     s->t0_us = nnf_now_us();
+    nnf_fitheap_init(&s->heap, buffer_reserve(g));
     size_t nv = (size_t)g->n_values + 1;
     s->last_use = nnf_calloc(nv, sizeof *s->last_use);
     s->bufs = nnf_calloc(nv, sizeof *s->bufs);
@@ -110,40 +135,9 @@ NNF_API nnf_status nnf_session_create(const nnf_model *model, const nnf_session_
     return session_new(model, opts, NULL, out);
 }
 
-/* Keep a released buffer for reuse; free it when the cache cannot grow. */
-static void cache_put(nnf_session *s, void *data, size_t capacity) {
-    if (s->n_cache == s->cap_cache) {
-        size_t cap = s->cap_cache ? s->cap_cache * 2 : 64;
-        struct nnf_buf_cache *c = nnf_realloc(s->cache, cap * sizeof *c);
-        if (!c) {
-            nnf_free_aligned(data);
-            return;
-        }
-        s->cache = c;
-        s->cap_cache = cap;
-    }
-    s->cache[s->n_cache++] = (struct nnf_buf_cache){data, capacity};
-}
-
-/* The smallest cached buffer of at least `bytes`, or a new one. */
-static void *cache_get(nnf_session *s, size_t bytes, size_t *capacity) {
-    size_t best = s->n_cache;
-    for (size_t i = 0; i < s->n_cache; i++)
-        if (s->cache[i].capacity >= bytes && (best == s->n_cache || s->cache[i].capacity < s->cache[best].capacity))
-            best = i;
-    if (best < s->n_cache) {
-        void *d = s->cache[best].data;
-        *capacity = s->cache[best].capacity;
-        s->cache[best] = s->cache[--s->n_cache];
-        return d;
-    }
-    *capacity = bytes;
-    return nnf_malloc_aligned(bytes);
-}
-
 static void release(nnf_session *s, int v) {
     if (s->owned[v]) {
-        cache_put(s, s->bufs[v].data, s->capacity[v]);
+        nnf_fitheap_put(&s->heap, s->bufs[v].data, s->capacity[v]);
         s->live_bytes -= s->bufs[v].numel * nnf_dtype_size(s->bufs[v].dtype);
     }
     s->owned[v] = 0;
@@ -160,9 +154,7 @@ NNF_API void nnf_session_destroy(nnf_session *s) {
         return;
     if (s->bufs && s->owned)
         release_all(s);
-    for (size_t i = 0; i < s->n_cache; i++)
-        nnf_free_aligned(s->cache[i].data);
-    nnf_free(s->cache);
+    nnf_fitheap_destroy(&s->heap);
     nnf_free(s->capacity);
     nnf_free_aligned(s->logical);
     for (int i = 0; i < s->n_shaped; i++) {
@@ -383,7 +375,7 @@ static nnf_status concat_buffer(nnf_session *s, const nnf_node *n, int cv) {
     const nnf_value *val = &s->model->graph->values[cv];
     nnf_buf *b = &s->bufs[cv];
     size_t numel = (size_t)nnf_shape_numel(&val->shape), bytes = numel * nnf_dtype_size(val->dtype);
-    b->data = cache_get(s, bytes, &s->capacity[cv]);
+    b->data = nnf_fitheap_get(&s->heap, bytes, &s->capacity[cv]);
     if (!b->data)
         return nnf_node_error(n, NNF_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes for Concat output '%s'",
                               bytes, val->name);
@@ -487,7 +479,7 @@ static nnf_status run_node(nnf_session *s, int oi) {
             out[k] = b;
             continue;
         }
-        b->data = cache_get(s, bytes, &s->capacity[v]);
+        b->data = nnf_fitheap_get(&s->heap, bytes, &s->capacity[v]);
         if (!b->data)
             return nnf_node_error(n, NNF_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes for output %d", bytes, k);
         s->owned[v] = 1;

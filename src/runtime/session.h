@@ -2,6 +2,7 @@
 #ifndef NNF_RUNTIME_SESSION_H
 #define NNF_RUNTIME_SESSION_H
 
+#include "base/fitheap.h"
 #include "ops/op.h"
 #include "runtime/model.h"
 
@@ -49,14 +50,11 @@ struct nnf_session {
     /* bytes of intermediate buffers this session holds now / at most since
      * creation (`nnfuse bench` reports the peak as "Arena") */
     size_t live_bytes, peak_bytes;
-    /* released intermediate buffers kept for reuse (best fit by capacity), so
-     * steady-state runs allocate nothing and fault in no fresh pages. The
-     * static memory plan will replace this with one arena of offsets. */
-    struct nnf_buf_cache {
-        void *data;
-        size_t capacity;
-    } *cache;
-    size_t n_cache, cap_cache;
+    /* the intermediate buffers: one range of address space, first fit by
+     * offset, pages kept when a buffer is freed, so a run touches about its
+     * peak of live bytes and steady-state runs fault in nothing. The static
+     * memory plan will fix the offsets at load. */
+    nnf_fitheap heap;
     size_t *capacity; /* per value: capacity of bufs[v].data when owned */
     /* Concats done in place (concat_in_place.c): per value, the Concat
      * output it is a slice of (-1: none) and its byte offset there; per
