@@ -197,6 +197,8 @@ nnf_status nnf_gemm_packed_create(const nnf_gemm_cfg *cfg, nnf_gemm_side side, s
     p->kc = nnf_gemm_kc(cfg, k);
     p->r = r;
     p->mn_pad = mn_pad;
+    p->tail_from = mn;
+    p->tail = r;
     *out = p;
     return NNF_OK;
 }
@@ -345,25 +347,35 @@ static inline void pf_step(pf_cursor *p) {
 
 /* A block's last panel of 1 or 2 rows costs a 4-row tile (4 cycles a k
  * step, a full panel 6; a 2-row tile bound by the FMA latency took as
- * long): where the microkernel says so, that panel and the full one before
- * it are packed as two of 4 + 3 or 4 + 4 rows instead (BERT's M = 128: 21
- * panels of 6 and one of 2). Each row's sum is the same in any tile, so the
- * results do not change. */
-static void tail_split(size_t mcb, size_t mr, int rebalance, size_t *split, size_t *tail0) {
+ * long): where the microkernel says so, the block ends in panels of 5 rows
+ * instead, as many as make up the rest (M = 6 q + 2: four, M = 6 q + 1:
+ * five), which run at the full tile's speed per row (10 accumulators, more
+ * than the FMA latency needs). BERT's M = 128 ran 21 panels of 6 and one of
+ * 2, then 20 of 6 and two of 4 (each 87 % of a full panel's time for 67 % of
+ * its rows), now 18 of 6 and four of 5. Too few rows for that: the last two
+ * panels as 4 + 3 or 4 + 4. Each row's sum is the same in any tile, so the
+ * results do not change. Rows [0, split) are full panels, the rest panels
+ * of tail rows (the last one what is left). */
+static void tail_split(size_t mcb, size_t mr, int rebalance, size_t *split, size_t *tail) {
     size_t rem = mcb % mr;
     *split = mcb;
-    *tail0 = 0;
-    if (rebalance && mcb > mr && (rem == 1 || rem == 2)) {
+    *tail = mr;
+    if (!rebalance || mcb <= mr || (rem != 1 && rem != 2))
+        return;
+    size_t fives = rem == 2 ? 4 : 5; /* 5 fives = 4 sixes + 1, 4 fives = 3 sixes + 2 */
+    if (mr == 6 && mcb >= 5 * fives) {
+        *split = mcb - 5 * fives;
+        *tail = 5;
+    } else {
         *split = mcb - mr - rem;
-        *tail0 = (mr + rem + 1) / 2;
+        *tail = (mr + rem + 1) / 2;
     }
 }
 
 /* Rows of the panel starting at row ir of the block. */
-static inline size_t mm_of(size_t ir, size_t mcb, size_t mr, size_t split, size_t tail0) {
-    if (ir < split)
-        return split - ir < mr ? split - ir : mr;
-    return ir == split ? tail0 : mcb - ir;
+static inline size_t mm_of(size_t ir, size_t mcb, size_t mr, size_t split, size_t tail) {
+    size_t left = ir < split ? split - ir : mcb - ir, most = ir < split ? mr : tail;
+    return left < most ? left : most;
 }
 
 /* A block of 2 to this many A panels against prepacked B runs B panel by
@@ -399,20 +411,21 @@ static void gemm_task(void *ctx, size_t i0, size_t j0, size_t mi, size_t nj) {
         for (size_t ic = i0; ic < i0 + mi; ic += cfg->mc) {
             size_t mcb = i0 + mi - ic < cfg->mc ? i0 + mi - ic : cfg->mc;
             const float *ap;
-            /* rows [0, split) in whole panels, then two panels of tail0 and
-             * mcb - split - tail0 rows (see tail_split) */
-            size_t split = mcb, tail0 = 0;
+            /* rows [0, split) in whole panels, then panels of `tail` rows
+             * (see tail_split) */
+            size_t split = mcb, tail = mr;
             if (j->a->packed) {
                 ap = packed_panels(j->a->packed, ic, pc, kcb);
-            } else {
-                tail_split(mcb, mr, cfg->ukernel_rebalance, &split, &tail0);
-                pack_block(cfg, NNF_GEMM_A, j->a, ic, split, pc, kcb, mr, abuf);
-                if (split < mcb) {
-                    pack_block(cfg, NNF_GEMM_A, j->a, ic + split, tail0, pc, kcb, mr,
-                               abuf + split * kcb);
-                    pack_block(cfg, NNF_GEMM_A, j->a, ic + split + tail0, mcb - split - tail0, pc,
-                               kcb, mr, abuf + (split + mr) * kcb);
+                if (ic == 0 && mcb == j->a->packed->mn) {
+                    split = j->a->packed->tail_from;
+                    tail = j->a->packed->tail;
                 }
+            } else {
+                tail_split(mcb, mr, cfg->ukernel_rebalance, &split, &tail);
+                pack_block(cfg, NNF_GEMM_A, j->a, ic, split, pc, kcb, mr, abuf);
+                for (size_t r = split, pr = split; r < mcb; r += tail, pr += mr)
+                    pack_block(cfg, NNF_GEMM_A, j->a, ic + r, mcb - r < tail ? mcb - r : tail, pc,
+                               kcb, mr, abuf + pr * kcb);
                 ap = abuf;
             }
             for (size_t jc = j0; jc < j0 + nj; jc += j->nc) {
@@ -472,7 +485,7 @@ static void gemm_task(void *ctx, size_t i0, size_t j0, size_t mi, size_t nj) {
                     t.b_prefetch = (ptrdiff_t)(nr * kcb * sizeof(float));
                     for (size_t jr = 0; jr < ncb; jr += nr)
                         for (size_t ir = 0, pr = 0, mm = 0; ir < mcb; ir += mm, pr += mr) {
-                            mm = mm_of(ir, mcb, mr, split, tail0);
+                            mm = mm_of(ir, mcb, mr, split, tail);
                             size_t row = ic + ir, col = jc + jr, nn = ncb - jr < nr ? ncb - jr : nr;
                             if (t.ep) {
                                 t.bias = tile_bias(ep, row, col);
@@ -487,7 +500,7 @@ static void gemm_task(void *ctx, size_t i0, size_t j0, size_t mi, size_t nj) {
                     continue;
                 }
                 for (size_t ir = 0, pr = 0, mm = 0; ir < mcb; ir += mm, pr += mr) {
-                    mm = mm_of(ir, mcb, mr, split, tail0);
+                    mm = mm_of(ir, mcb, mr, split, tail);
                     const float *apanel = ap + pr * kcb;
                     size_t row = ic + ir;
                     if (t.ep)
@@ -591,16 +604,26 @@ typedef struct shared_pack_job {
     const nnf_gemm_src *src;
     size_t mn, k, kc, r, chunk, nchunks;
     float *data;
-    size_t mn_pad;
+    size_t mn_pad, tail_from, tail;
 } shared_pack_job;
 
+/* Chunk i: `chunk` rows' worth of panels of one K block; panels from
+ * tail_from on hold `tail` rows each. */
 static void shared_pack_task(void *ctx, size_t i) {
     const shared_pack_job *j = ctx;
     size_t pc = i / j->nchunks * j->kc, mn0 = i % j->nchunks * j->chunk;
     size_t kcb = j->k - pc < j->kc ? j->k - pc : j->kc;
-    size_t mnc = j->mn - mn0 < j->chunk ? j->mn - mn0 : j->chunk;
-    pack_block(j->cfg, j->side, j->src, mn0, mnc, pc, kcb, j->r,
-               j->data + pc * j->mn_pad + mn0 * kcb);
+    size_t end = mn0 + j->chunk < j->mn_pad ? mn0 + j->chunk : j->mn_pad; /* panel slots */
+    float *dst = j->data + pc * j->mn_pad;
+    size_t head = end < j->tail_from ? end : j->tail_from; /* whole panels first */
+    if (mn0 < head)
+        pack_block(j->cfg, j->side, j->src, mn0, head - mn0, pc, kcb, j->r, dst + mn0 * kcb);
+    for (size_t slot = mn0 > head ? mn0 : head; slot < end; slot += j->r) {
+        size_t row = j->tail_from + (slot - j->tail_from) / j->r * j->tail;
+        if (row < j->mn)
+            pack_block(j->cfg, j->side, j->src, row, j->mn - row < j->tail ? j->mn - row : j->tail,
+                       pc, kcb, j->r, dst + slot * kcb);
+    }
 }
 
 /* A shared operand above this many floats (16 MiB) is left to each tile. */
@@ -621,11 +644,22 @@ static size_t shared_floats(const nnf_gemm_cfg *cfg, nnf_gemm_side side, const n
 /* Packs one side into data (shared_floats() of it) split over the pool; *p
  * and *src describe the result. */
 static void shared_pack(const nnf_gemm_cfg *cfg, nnf_gemm_side side, const nnf_gemm_src *s,
-                        size_t mn, size_t k, size_t kc, float *data, nnf_threadpool *pool,
-                        nnf_gemm_packed *p, nnf_gemm_src *src) {
+                        size_t mn, size_t k, size_t kc, int one_block, float *data,
+                        nnf_threadpool *pool, nnf_gemm_packed *p, nnf_gemm_src *src) {
     size_t r = side == NNF_GEMM_A ? cfg->mr : cfg->nr;
-    *p = (nnf_gemm_packed){
-        .side = side, .mn = mn, .k = k, .kc = kc, .r = r, .mn_pad = round_up(mn, r), .data = data};
+    *p = (nnf_gemm_packed){.side = side,
+                           .mn = mn,
+                           .k = k,
+                           .kc = kc,
+                           .r = r,
+                           .mn_pad = round_up(mn, r),
+                           .data = data,
+                           .tail_from = mn,
+                           .tail = r};
+    /* rows that every task takes as one block end in its tail panels, as
+     * that block would pack them itself */
+    if (side == NNF_GEMM_A && one_block)
+        tail_split(mn, r, cfg->ukernel_rebalance, &p->tail_from, &p->tail);
     /* chunks of whole cache blocks for B (as its tiles pack it), of 16
      * register panels for A (M is short where this pays: 128 rows) */
     size_t chunk = side == NNF_GEMM_A ? 16 * r : cfg->nc;
@@ -639,7 +673,9 @@ static void shared_pack(const nnf_gemm_cfg *cfg, nnf_gemm_side side, const nnf_g
                           .chunk = chunk,
                           .nchunks = (mn + chunk - 1) / chunk,
                           .data = data,
-                          .mn_pad = p->mn_pad};
+                          .mn_pad = p->mn_pad,
+                          .tail_from = p->tail_from,
+                          .tail = p->tail};
     nnf_parallel_for(pool, ((k + kc - 1) / kc) * pj.nchunks, shared_pack_task, &pj);
     *src = nnf_gemm_src_packed(p);
 }
@@ -814,11 +850,12 @@ nnf_status nnf_gemm_run(const nnf_gemm_cfg *cfg, size_t m, size_t n, size_t k,
     nnf_gemm_packed packed_a, packed_b;
     nnf_gemm_src src_a, src_b;
     if (shared_a) {
-        shared_pack(cfg, NNF_GEMM_A, a, m, k, kc, buf, pool, &packed_a, &src_a);
+        shared_pack(cfg, NNF_GEMM_A, a, m, k, kc, ti >= m && m <= cfg->mc, buf, pool, &packed_a,
+                    &src_a);
         j->a = &src_a;
     }
     if (shared_b) {
-        shared_pack(cfg, NNF_GEMM_B, b, n, k, kc, buf + shared_a, pool, &packed_b, &src_b);
+        shared_pack(cfg, NNF_GEMM_B, b, n, k, kc, 0, buf + shared_a, pool, &packed_b, &src_b);
         j->b = &src_b;
     }
     nnf_parallel_for_2d(pool, m, n, ti, tj, gemm_task, j);

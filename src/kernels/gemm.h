@@ -56,9 +56,9 @@ typedef struct nnf_gemm_cfg {
     nnf_gemm_ukernel_fn ukernel;
     nnf_gemm_pack_rows_fn pack_a_rows; /* NULL: the portable packer */
     nnf_gemv_block_fn gemv_block;      /* NULL: M = 1 runs through the microkernel */
-    /* the microkernel runs 1-4 rows in its 4-row tile: a block's last
-     * panels of mr + 1 or mr + 2 rows are packed as two (gemm.c,
-     * tail_split), not as a full panel and one of 1-2 rows */
+    /* the microkernel has 5- and 4-row tiles: a block of 6 q + 1 or 6 q + 2
+     * rows ends in panels of 5 (or 4 + 3, 4 + 4 when it is small; gemm.c,
+     * tail_split), not in a panel of 1-2 rows */
     int ukernel_rebalance;
 } nnf_gemm_cfg;
 
@@ -79,6 +79,10 @@ typedef struct nnf_gemm_packed {
     size_t kc, r;  /* the cfg's kc and mr/nr baked into the layout */
     size_t mn_pad; /* mn rounded up to r */
     float *data;   /* k * mn_pad floats, 64-byte aligned */
+    /* rows from tail_from on are in panels of `tail` rows (each still r
+     * wide), as a block of all mn rows packs them (gemm.c, tail_split);
+     * tail_from = mn: every panel r rows */
+    size_t tail_from, tail;
 } nnf_gemm_packed;
 
 /* Fill panels for the rows (side A) / columns (side B) [mn0, mn0 + mnc) and

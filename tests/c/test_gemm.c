@@ -167,9 +167,11 @@ static int run_case(const nnf_gemm_cfg *cfg, const gcase *g, nnf_threadpool *poo
 }
 
 static void test_sizes(const nnf_gemm_cfg *cfg) {
-    size_t mn[] = {
-        1,           2,       7,           13,          31,      61,          127,
-        cfg->mr - 1, cfg->mr, cfg->mr + 1, cfg->nr - 1, cfg->nr, cfg->nr + 1, 2 * cfg->nr + 1};
+    /* 20, 25, 26, 31, 32, 61, 127: blocks that end in 5-row panels
+     * (tail_split), the first two in nothing else; 7, 13: in 4 + 3 */
+    size_t mn[] = {1,       2,           7,           13,      20,          25,
+                   26,      31,          32,          61,      127,         cfg->mr - 1,
+                   cfg->mr, cfg->mr + 1, cfg->nr - 1, cfg->nr, cfg->nr + 1, 2 * cfg->nr + 1};
     size_t ks[] = {1, 2, 7, 13, 61, cfg->kc, cfg->kc + 1, 2 * cfg->kc + 3};
     int fails = 0, cases = 0;
     for (size_t i = 0; i < sizeof mn / sizeof mn[0]; i++)
@@ -334,9 +336,10 @@ static void test_threads(const nnf_gemm_cfg *cfg) {
         free(t2);
     }
     /* Short and wide (BERT's 128-token projections: the tiles cut N, so A
-     * is packed once for all threads, in chunks of 16 panels: 2 chunks and
-     * a partial panel here), A transposed and strided, B prepacked, several
-     * K blocks */
+     * is packed once for all threads, in chunks of 16 panels: 2 chunks, the
+     * last 25 rows in five 5-row tail panels across them, as one thread's
+     * block packs them), A transposed and strided, B prepacked, several K
+     * blocks */
     {
         size_t ms = 16 * cfg->mr + 7, ns = 24 * cfg->nr + 3, ks = cfg->kc * 2 + 9, lda = ms + 3;
         float *as = check_rand_buf(ks * lda), *bs = check_rand_buf(ks * ns), *bias_s = check_rand_buf(ns);

@@ -56,13 +56,15 @@ static inline __attribute__((always_inline)) void store_row(float *cr, __m256 v0
     "vbroadcastss " #A "+12(%[a]), %%ymm3\n\t"                                                    \
     "vfmadd231ps %%ymm0, %%ymm3, %%ymm10\n\t"                                                     \
     "vfmadd231ps %%ymm1, %%ymm3, %%ymm11\n\t"
-#define K_STEP6(A, B)                                                                              \
+#define K_STEP5(A, B)                                                                              \
     K_STEP4(A, B)                                                                                  \
-    "vbroadcastss " #A "+16(%[a]), %%ymm2\n\t"                                                    \
-    "vfmadd231ps %%ymm0, %%ymm2, %%ymm12\n\t"                                                     \
-    "vfmadd231ps %%ymm1, %%ymm2, %%ymm13\n\t"                                                     \
-    "vbroadcastss " #A "+20(%[a]), %%ymm3\n\t"                                                    \
-    "vfmadd231ps %%ymm0, %%ymm3, %%ymm14\n\t"                                                     \
+    "vbroadcastss " #A "+16(%[a]), %%ymm2\n\t"                                                     \
+    "vfmadd231ps %%ymm0, %%ymm2, %%ymm12\n\t"                                                      \
+    "vfmadd231ps %%ymm1, %%ymm2, %%ymm13\n\t"
+#define K_STEP6(A, B)                                                                              \
+    K_STEP5(A, B)                                                                                  \
+    "vbroadcastss " #A "+20(%[a]), %%ymm3\n\t"                                                     \
+    "vfmadd231ps %%ymm0, %%ymm3, %%ymm14\n\t"                                                      \
     "vfmadd231ps %%ymm1, %%ymm3, %%ymm15\n\t"
 
 /* What the full tile finishes with (offsets fixed for the assembly below):
@@ -91,8 +93,8 @@ _Static_assert(offsetof(tile_io, res) == 8 && offsetof(tile_io, res_ld) == 16 &&
 #define T_EACH_ROW4(M)                                                                             \
     M(0, "(%[c0])", 4, 5) M(1, "(%[c0],%[ld])", 6, 7) M(2, "(%[c0],%[ld],2)", 8, 9)                \
         M(3, "(%[c3])", 10, 11)
-#define T_EACH_ROW6(M)                                                                             \
-    T_EACH_ROW4(M) M(4, "(%[c3],%[ld])", 12, 13) M(5, "(%[c3],%[ld],2)", 14, 15)
+#define T_EACH_ROW5(M) T_EACH_ROW4(M) M(4, "(%[c3],%[ld])", 12, 13)
+#define T_EACH_ROW6(M) T_EACH_ROW5(M) M(5, "(%[c3],%[ld],2)", 14, 15)
 #define T_ADD(src, acc) "vaddps " src ", %%ymm" #acc ", %%ymm" #acc "\n\t"
 #define T_ADD_C(r, c, a0, a1) T_ADD(c, a0) T_ADD("32" c, a1)
 #define T_BIAS_ROW(r, c, a0, a1)                                                                   \
@@ -107,9 +109,9 @@ _Static_assert(offsetof(tile_io, res) == 8 && offsetof(tile_io, res_ld) == 16 &&
 /* The full tile: 12 accumulators over the whole K block, finished into C in
  * the registers: through a stack copy and the C epilogue a 6x16 tile's tail
  * was ~4 % of a 128 x 768 x 768 product (perf: outside the K loop). The
- * 4-row form (8 accumulators, A still in 6-row panels) runs the 4 + 4 tail
- * panels of an M = 6 i + 2 block (tail_split): in C through the stack each
- * took 87 % of a full panel's time for 67 % of its rows (BERT's M = 128). */
+ * 5-row form (10 accumulators, A still in 6-row panels) runs the tail panels
+ * of an M = 6 q + 1 or 6 q + 2 block (tail_split); the 4-row form (8) those
+ * of a small one (4 + 3, 4 + 4), and edge panels of 1-4 rows. */
 /* The K loop is written in assembly: with intrinsics GCC spilled one of the
  * 12 accumulators (15 of 16 registers are live), and the store/load round
  * trip on the spilled chain capped the kernel near 60 % of peak. ymm4-15
@@ -118,7 +120,8 @@ _Static_assert(offsetof(tile_io, res) == 8 && offsetof(tile_io, res_ld) == 16 &&
 #define TILE_ZERO(r) "vxorps %%ymm" #r ", %%ymm" #r ", %%ymm" #r "\n\t"
 #define TILE_ZERO4 TILE_ZERO(4) TILE_ZERO(5) TILE_ZERO(6) TILE_ZERO(7) TILE_ZERO(8) TILE_ZERO(9) \
     TILE_ZERO(10) TILE_ZERO(11)
-#define TILE_ZERO6 TILE_ZERO4 TILE_ZERO(12) TILE_ZERO(13) TILE_ZERO(14) TILE_ZERO(15)
+#define TILE_ZERO5 TILE_ZERO4 TILE_ZERO(12) TILE_ZERO(13)
+#define TILE_ZERO6 TILE_ZERO5 TILE_ZERO(14) TILE_ZERO(15)
 #define TILE_ASM(NAME, K_STEP, T_EACH_ROW, ZERO)                                                   \
     static void NAME(size_t kc, const float *a, const float *b, float *c, size_t ldc,              \
                      const tile_io *io) {                                                          \
@@ -178,6 +181,7 @@ _Static_assert(offsetof(tile_io, res) == 8 && offsetof(tile_io, res_ld) == 16 &&
                            "memory", "cc");                                                        \
     }
 TILE_ASM(tile_6x16_asm, K_STEP6, T_EACH_ROW6, TILE_ZERO6)
+TILE_ASM(tile_5x16_asm, K_STEP5, T_EACH_ROW5, TILE_ZERO5)
 TILE_ASM(tile_4x16_asm, K_STEP4, T_EACH_ROW4, TILE_ZERO4)
 
 /* Narrower tiles for the edges, with the same per-element order of the K
@@ -295,7 +299,7 @@ void nnf_gemm_ukernel_6x16_avx2(size_t kc, const float *a, const float *b, float
         _mm_prefetch((const char *)(c + r * ldc + 15), _MM_HINT_T0);
     }
     nnf_ep_fast f = nnf_ep_fast_init(t->ep);
-    if ((m == 6 || m == 4) && n == 16 && (!t->ep || f.clamp_only)) {
+    if (m >= 4 && n == 16 && (!t->ep || f.clamp_only)) {
         const nnf_epilogue *e = t->ep;
         tile_io io = {.accumulate = t->accumulate, .lo = -INFINITY, .hi = INFINITY,
                       .pf = t->b_prefetch ? t->b_prefetch : 1024};
@@ -312,6 +316,8 @@ void nnf_gemm_ukernel_6x16_avx2(size_t kc, const float *a, const float *b, float
         }
         if (m == 6)
             tile_6x16_asm(kc, a, b, c, ldc, &io);
+        else if (m == 5)
+            tile_5x16_asm(kc, a, b, c, ldc, &io);
         else
             tile_4x16_asm(kc, a, b, c, ldc, &io);
         return;
@@ -323,6 +329,9 @@ void nnf_gemm_ukernel_6x16_avx2(size_t kc, const float *a, const float *b, float
     else if (m <= 4) {
         tile_4x16_asm(kc, a, b, acc, 16, &raw);
         memset(acc + 64, 0, 32 * sizeof(float));
+    } else if (m == 5) {
+        tile_5x16_asm(kc, a, b, acc, 16, &raw);
+        memset(acc + 80, 0, 16 * sizeof(float));
     } else
         tile_6x16_asm(kc, a, b, acc, 16, &raw);
 
