@@ -182,6 +182,16 @@ void nnf_page_bank_open(int prefault) {
 #endif
 }
 
+void *nnf_page_bank_current(void) {
+    return t_bank;
+}
+
+void *nnf_page_bank_adopt(void *bank) {
+    page_bank *old = t_bank;
+    t_bank = bank;
+    return old;
+}
+
 void nnf_page_bank_close(void) {
     page_bank *b = t_bank;
     if (!b || --b->depth > 0)

@@ -23,6 +23,11 @@ void nnf_free_aligned(void *ptr);
  * work. Close gives back what is left. */
 void nnf_page_bank_open(int prefault);
 void nnf_page_bank_close(void);
+/* Makes `bank` (another thread's open bank, or NULL) this thread's and
+ * returns what it had: a loader's workers share its bank for the time of a
+ * task (the bank locks itself). Open and close stay with the owner. */
+void *nnf_page_bank_adopt(void *bank);
+void *nnf_page_bank_current(void);
 /* Faults in the whole pages of [p, p + bytes) for writing, in one call:
  * done for fresh memory from this size on, which is written whole soon after. */
 #define NNF_POPULATE_MIN_BYTES ((size_t)1 << 20)

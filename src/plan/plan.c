@@ -1,7 +1,11 @@
 #include "plan/plan.h"
 
+#include "base/alloc.h"
 #include "base/log.h"
 
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 
 
@@ -19,48 +23,104 @@ static int *count_readers(const nnf_graph *g) {
     return uses;
 }
 
-nnf_status nnf_graph_plan(nnf_graph *g, bool release_packed, nnf_kernel_plan **plans_out) {
+/* Planning nodes on several threads: each task plans one node into its own
+ * slot and releases what that node alone packed; the first failure in
+ * topological order is the one reported. */
+typedef struct plan_job {
+    nnf_graph *g;
+    nnf_kernel_plan *plans;
+    const int *uses;
+    bool release_packed;
+    void *bank;         /* the loading thread's page bank, shared with the workers */
+    pthread_mutex_t mu; /* releases (the graph's block list) and the failure */
+    int failed_at;      /* position in g->order of the first failure, or INT_MAX */
+    nnf_status failed;
+    char message[NNF_ERROR_MAX];
+} plan_job;
+
+/* Plans node g->order[oi]; NNF_OK when it needs no plan. */
+static nnf_status plan_node(plan_job *j, int oi) {
+    nnf_graph *g = j->g;
+    int id = g->order[oi];
+    const nnf_node *n = &g->nodes[id];
+    if (n->dead || !n->op->plan || n->op->plan == nnf_plan_none || n->n_inputs > 64 ||
+        n->n_outputs > 64)
+        return NNF_OK;
+    nnf_tinfo in[64], out[64];
+    bool known = true;
+    for (int k = 0; k < n->n_inputs; k++) {
+        nnf_value_tinfo(g, n->inputs[k], &in[k]);
+        known &= !in[k].present || nnf_shape_known(&in[k].shape);
+    }
+    for (int k = 0; k < n->n_outputs; k++) {
+        nnf_value_tinfo(g, n->outputs[k], &out[k]);
+        known &= !out[k].present || nnf_shape_known(&out[k].shape);
+    }
+    if (!known && !n->op->plan_symbolic)
+        return NNF_OK;
+    nnf_status st = n->op->plan(n, in, out, &j->plans[id]);
+    if (st != NNF_OK)
+        return nnf_error_prefix(st, "planning node '%s' (%s)", n->name, n->op_type);
+    if (!j->plans[id].run)
+        return NNF_OK;
+    NNF_LOG_DEBUG("node '%s' (%s): kernel %s", n->name, n->op_type, j->plans[id].name);
+    pthread_mutex_lock(&j->mu);
+    for (int k = 0; j->release_packed && k < n->n_inputs && k < 32; k++) {
+        int v = n->inputs[k];
+        if ((j->plans[id].packed_inputs >> k & 1) && v >= 0 && j->uses[v] == 1 &&
+            nnf_graph_release_value_data(g, v))
+            NNF_LOG_TRACE("released the unpacked copy of '%s'", g->values[v].name);
+    }
+    pthread_mutex_unlock(&j->mu);
+    return NNF_OK;
+}
+
+static void plan_task(void *ctx, size_t i) {
+    plan_job *j = ctx;
+    void *own = nnf_page_bank_adopt(j->bank);
+    nnf_status st = plan_node(j, (int)i);
+    nnf_page_bank_adopt(own);
+    if (st == NNF_OK)
+        return;
+    pthread_mutex_lock(&j->mu);
+    if ((int)i < j->failed_at) {
+        j->failed_at = (int)i;
+        j->failed = st;
+        snprintf(j->message, sizeof j->message, "%s", nnf_error_message());
+    }
+    pthread_mutex_unlock(&j->mu);
+}
+
+nnf_status nnf_graph_plan(nnf_graph *g, bool release_packed, nnf_threadpool *pool,
+                          nnf_kernel_plan **plans_out) {
     nnf_kernel_plan *plans = nnf_calloc((size_t)g->n_nodes + 1, sizeof *plans);
     int *uses = count_readers(g);
-    if (!plans || !uses) {
+    plan_job j = {.g = g,
+                  .plans = plans,
+                  .uses = uses,
+                  .release_packed = release_packed,
+                  .bank = nnf_page_bank_current(),
+                  .failed_at = INT_MAX};
+    if (!plans || !uses || pthread_mutex_init(&j.mu, NULL)) {
         nnf_free(plans);
         nnf_free(uses);
         return nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory planning kernels");
     }
-    nnf_tinfo in[64], out[64];
-    for (int oi = 0; oi < g->n_order; oi++) {
-        int id = g->order[oi];
-        const nnf_node *n = &g->nodes[id];
-        if (n->dead || !n->op->plan || n->op->plan == nnf_plan_none || n->n_inputs > 64 || n->n_outputs > 64)
-            continue;
-        bool known = true;
-        for (int k = 0; k < n->n_inputs; k++) {
-            nnf_value_tinfo(g, n->inputs[k], &in[k]);
-            known &= !in[k].present || nnf_shape_known(&in[k].shape);
-        }
-        for (int k = 0; k < n->n_outputs; k++) {
-            nnf_value_tinfo(g, n->outputs[k], &out[k]);
-            known &= !out[k].present || nnf_shape_known(&out[k].shape);
-        }
-        if (!known && !n->op->plan_symbolic)
-            continue;
-        nnf_status st = n->op->plan(n, in, out, &plans[id]);
-        if (st != NNF_OK) {
-            nnf_graph_plans_free(g, plans);
-            nnf_free(uses);
-            return nnf_error_prefix(st, "planning node '%s' (%s)", n->name, n->op_type);
-        }
-        if (!plans[id].run)
-            continue;
-        NNF_LOG_DEBUG("node '%s' (%s): kernel %s", n->name, n->op_type, plans[id].name);
-        for (int k = 0; release_packed && k < n->n_inputs && k < 32; k++) {
-            int v = n->inputs[k];
-            if ((plans[id].packed_inputs >> k & 1) && v >= 0 && uses[v] == 1 &&
-                nnf_graph_release_value_data(g, v))
-                NNF_LOG_TRACE("released the unpacked copy of '%s'", g->values[v].name);
-        }
+    if (nnf_threadpool_size(pool) > 1) {
+        nnf_parallel_for(pool, (size_t)g->n_order, plan_task, &j);
+    } else {
+        for (int oi = 0; oi < g->n_order && j.failed_at == INT_MAX; oi++)
+            if ((j.failed = plan_node(&j, oi)) != NNF_OK)
+                j.failed_at = oi;
     }
+    pthread_mutex_destroy(&j.mu);
     nnf_free(uses);
+    if (j.failed_at != INT_MAX) {
+        nnf_graph_plans_free(g, plans);
+        if (nnf_threadpool_size(pool) > 1)
+            nnf_error(j.failed, "%s", j.message);
+        return j.failed;
+    }
     *plans_out = plans;
     return NNF_OK;
 }

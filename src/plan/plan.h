@@ -4,12 +4,17 @@
 #ifndef NNF_PLAN_PLAN_H
 #define NNF_PLAN_PLAN_H
 
+#include "base/threadpool.h"
 #include "ops/op.h"
 
 /* *plans_out: one entry per node id (run NULL = reference kernel). With
  * release_packed, a constant that a plan packed and that no other node reads
- * is released right after packing (see nnf_kernel_plan.packed_inputs). */
-nnf_status nnf_graph_plan(nnf_graph *g, bool release_packed, nnf_kernel_plan **plans_out);
+ * is released right after packing (see nnf_kernel_plan.packed_inputs). With
+ * a pool of several threads, nodes are planned in parallel (the weight
+ * transforms and packing that make most of a load's own work); the plans
+ * are the same. */
+nnf_status nnf_graph_plan(nnf_graph *g, bool release_packed, nnf_threadpool *pool,
+                          nnf_kernel_plan **plans_out);
 void nnf_graph_plans_free(const nnf_graph *g, nnf_kernel_plan *plans);
 
 #endif

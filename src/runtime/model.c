@@ -164,7 +164,19 @@ static nnf_status prepare(nnf_model *m, const nnf_model_options *opts) {
     }
     /* the weights the passes did not read byte-wise (all of them at -O0) */
     NNF_CHECK(nnf_graph_align_values(g));
-    NNF_CHECK(nnf_graph_plan(g, !keeps_unpacked(m), &m->plans));
+    /* the plans (weight transforms and packing: most of a load's own work)
+     * on the threads the load may use; without a pool, on this one */
+    int threads = opts && opts->struct_size >= offsetof(nnf_model_options, threads) + sizeof(int)
+                      ? opts->threads
+                      : 0;
+    nnf_threadpool *pool = NULL;
+    if (threads != 1 && nnf_threadpool_create(threads, &pool) != NNF_OK) {
+        pool = NULL;
+        nnf_error_clear();
+    }
+    nnf_status st = nnf_graph_plan(g, !keeps_unpacked(m), pool, &m->plans);
+    nnf_threadpool_destroy(pool);
+    NNF_CHECK(st);
     NNF_CHECK(plan_shapes_later(m, max, &planned));
     return build_info(m);
 }

@@ -45,19 +45,22 @@ def small_model(batch=1):
     return model_of(g).SerializeToString()
 
 
+@pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("batch", [1, "N"])
-def test_every_allocation_failure_is_clean(batch):
+def test_every_allocation_failure_is_clean(batch, threads):
+    """threads=2: the load plans nodes on two threads (plan/plan.c), so failures land in a
+    worker's task too, and the session runs on a pool."""
     lib = nnfuse._lib
     lib.nnf_alloc_fail_after.argtypes = [ctypes.c_uint64]
     lib.nnf_alloc_fail_after.restype = ctypes.c_uint64
     data = small_model(batch)
     x = np.random.default_rng(1).standard_normal((1, 3, 8, 8)).astype(np.float32)
-    expected = nnfuse.run_model(data, {"x": x}, threads=1)
+    expected = nnfuse.run_model(data, {"x": x}, threads=threads)
     failures = 0
     for n in range(1, 4000):
         lib.nnf_alloc_fail_after(n)
         try:
-            out = nnfuse.run_model(data, {"x": x}, threads=1)
+            out = nnfuse.run_model(data, {"x": x}, threads=threads)
         except nnfuse.NnfError as e:
             assert e.status == OOM, f"allocation {n} failed and gave status {e.status}: {e}"
             assert str(e), "an out-of-memory error must say where"
