@@ -21,6 +21,10 @@ size_t nnf_fitheap_span(const nnf_fitheap *h) {
     return h->top;
 }
 
+size_t nnf_fitheap_held(const nnf_fitheap *h) {
+    return h->touched + h->block_bytes;
+}
+
 /* Room for the free ranges a put can leave: they are separated by live
  * buffers, so never more than the buffers in the range. Grown before a
  * buffer is handed out, so that a put never allocates. */
@@ -145,6 +149,7 @@ void *nnf_fitheap_get(nnf_fitheap *h, size_t bytes, size_t *capacity) {
     if (d) {
         *capacity = bytes;
         h->n_block_live++;
+        h->block_bytes += bytes;
     }
     return d;
 }

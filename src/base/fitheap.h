@@ -35,6 +35,7 @@ typedef struct nnf_fitheap {
     nnf_fit_block *blocks; /* freed blocks of their own, kept for reuse */
     size_t n_blocks, cap_blocks;
     size_t n_block_live; /* blocks of their own handed out now */
+    size_t block_bytes;  /* their capacities, handed out or kept */
     int no_range;        /* the reservation failed or is not made here */
 } nnf_fitheap;
 
@@ -51,5 +52,8 @@ void nnf_fitheap_put(nnf_fitheap *h, void *data, size_t capacity);
 void nnf_fitheap_destroy(nnf_fitheap *h);
 /* Bytes of the range in use or free (its high-water mark), for tests and reports. */
 size_t nnf_fitheap_span(const nnf_fitheap *h);
+/* Bytes the heap keeps resident: the range's pages faulted in so far and every
+ * block of its own. */
+size_t nnf_fitheap_held(const nnf_fitheap *h);
 
 #endif

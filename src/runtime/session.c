@@ -681,6 +681,10 @@ NNF_API void nnf_session_inject_error(nnf_session *s, int node, float delta) {
                                  delta);
 }
 
+NNF_API size_t nnf_session_buffers_held(const nnf_session *s) {
+    return s ? nnf_fitheap_held(&s->last->heap) : 0;
+}
+
 NNF_API void nnf_session_memory(const nnf_session *s, size_t *live_out, size_t *peak_out) {
     if (live_out)
         *live_out = s ? s->last->live_bytes : 0;

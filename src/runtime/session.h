@@ -98,5 +98,8 @@ bool nnf_is_view_op(const nnf_node *n);
 nnf_status nnf_concat_in_place_plan(nnf_session *s);
 /* Current and peak bytes of live intermediate buffers (either may be NULL). */
 NNF_API void nnf_session_memory(const nnf_session *s, size_t *live_out, size_t *peak_out);
+/* Bytes the session's buffer heap keeps resident for them (base/fitheap.h):
+ * about the peak when buffers that live at different times share pages. */
+NNF_API size_t nnf_session_buffers_held(const nnf_session *s);
 
 #endif

@@ -62,7 +62,7 @@ static void check_first_fit(void) {
     memset(f, 0x5A, 2 * MB);
     nnf_fitheap_put(&h, f, ca);
     f = nnf_fitheap_get(&h, 2 * MB, &ca);
-    CHECK(f && f[MB] == 0x5A && h.touched >= 2 * MB);
+    CHECK(f && f[MB] == 0x5A && h.touched >= 2 * MB && nnf_fitheap_held(&h) == h.touched);
     nnf_fitheap_put(&h, f, ca);
     /* larger than what is left: a block of its own, kept and reused best fit */
     unsigned char *g = nnf_fitheap_get(&h, 80 * MB, &cb);
@@ -93,6 +93,10 @@ static void check_blocks(void) {
         for (int i = 0; i < 40; i++)
             nnf_fitheap_put(&h, p[i], c[i]);
         CHECK(h.base == NULL && h.n_block_live == 0 && h.n_blocks == 40);
+        size_t sum = 0;
+        for (int i = 0; i < 40; i++)
+            sum += c[i];
+        CHECK_MSG(nnf_fitheap_held(&h) == sum, "held %zu, blocks %zu", nnf_fitheap_held(&h), sum);
     }
     nnf_fitheap_destroy(&h);
 }

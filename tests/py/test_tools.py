@@ -95,6 +95,36 @@ def test_bench_json_schema(tiny_model, tmp_path):
     assert 0.5 < r["peak_rss_mb"] < 4096
     # live intermediates at the peak: at least conv_out + relu/out (4x8x8 floats each)
     assert r["arena_bytes"] >= 2 * 4 * 8 * 8 * 4
+    assert r["buffers_held_bytes"] >= r["arena_bytes"]
+
+
+def test_bench_buffers_that_live_apart_share_pages(tmp_path):
+    """A 256 KiB tensor dies early; then three of 64 KiB live together. The session's buffer
+    heap (base/fitheap.c) puts them where the big one was, so it holds the peak of live bytes
+    (the big one and the first small one: 320 KiB). One block per buffer, reused best fit (the
+    allocator before it, and what sanitizer builds still use), held 384 KiB: the second small
+    tensor took the big block, the third a new one."""
+    starts, ends, axes = (numpy_helper.from_array(np.array([v], np.int64), n)
+                          for v, n in ((0, "starts"), (4, "ends"), (1, "axes")))
+    nodes = [
+        helper.make_node("Concat", ["x", "x", "x", "x"], ["a"], axis=1),   # 256 KiB
+        helper.make_node("Slice", ["a", "starts", "ends", "axes"], ["b"]),  # 64 KiB; a dies
+        helper.make_node("Sigmoid", ["b"], ["c"]),
+        helper.make_node("Tanh", ["b"], ["d"]),                            # b, c, d live
+        helper.make_node("Add", ["c", "d"], ["e"]),
+        helper.make_node("Mul", ["e", "b"], ["y"]),
+    ]
+    graph = helper.make_graph(nodes, "heap", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 64, 64])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 64, 64])],
+                              [starts, ends, axes])
+    path = tmp_path / "heap.onnx"
+    onnx.save(model_of(graph), str(path))
+    for opt in ("-O0", "-O3"):
+        out = tmp_path / "bench.json"
+        nnfuse("bench", path, opt, "--threads", 1, "--warmup", 2, "--iterations", 3, "--json", out, check=0)
+        r = json.loads(out.read_text())
+        assert r["arena_bytes"] == 320 * 1024, opt
+        assert r["buffers_held_bytes"] == 320 * 1024, opt
 
 
 def test_bench_duration_and_usage(tiny_model):

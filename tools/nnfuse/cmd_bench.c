@@ -83,7 +83,7 @@ typedef struct bench_result {
     const char *model;
     int threads, opt_level, warmup;
     double first_ms, load_ms, total_s, throughput, rss_mib;
-    size_t count, arena_bytes;
+    size_t count, arena_bytes, held_bytes;
     bench_stats lat;
     const double *samples; /* sorted */
 } bench_result;
@@ -96,12 +96,17 @@ static int write_json(const char *path, const bench_result *r) {
     }
     fprintf(f, "{\"model\": ");
     cli_json_string(f, r->model);
-    fprintf(f,
-            ", \"threads\": %d, \"opt_level\": %d, \"warmup\": %d, \"count\": %zu, \"first_ms\": %.4f, "
-            "\"load_ms\": %.4f, \"latency_ms\": {\"min\": %.4f, \"mean\": %.4f, \"median\": %.4f, \"p90\": %.4f, \"p99\": %.4f, "
-            "\"max\": %.4f}, \"throughput\": %.4f, \"peak_rss_mb\": %.2f, \"arena_bytes\": %zu, \"samples_ms\": [",
-            r->threads, r->opt_level, r->warmup, r->count, r->first_ms, r->load_ms, r->lat.min, r->lat.mean, r->lat.median,
-            r->lat.p90, r->lat.p99, r->lat.max, r->throughput, r->rss_mib, r->arena_bytes);
+    fprintf(
+        f,
+        ", \"threads\": %d, \"opt_level\": %d, \"warmup\": %d, \"count\": %zu, \"first_ms\": %.4f, "
+        "\"load_ms\": %.4f, \"latency_ms\": {\"min\": %.4f, \"mean\": %.4f, \"median\": %.4f, "
+        "\"p90\": %.4f, \"p99\": %.4f, "
+        "\"max\": %.4f}, \"throughput\": %.4f, \"peak_rss_mb\": %.2f, \"arena_bytes\": %zu, "
+        "\"buffers_held_bytes\": %zu, "
+        "\"samples_ms\": [",
+        r->threads, r->opt_level, r->warmup, r->count, r->first_ms, r->load_ms, r->lat.min,
+        r->lat.mean, r->lat.median, r->lat.p90, r->lat.p99, r->lat.max, r->throughput, r->rss_mib,
+        r->arena_bytes, r->held_bytes);
     for (size_t i = 0; i < r->count; i++)
         fprintf(f, "%s%.4f", i ? ", " : "", r->samples[i]);
     fprintf(f, "]}\n");
@@ -125,7 +130,8 @@ static void print_text(const bench_result *r) {
            r->lat.mean, r->lat.median, r->lat.p90, r->lat.p99, r->lat.max);
     printf("Throughput:       %.2f inferences/s\n", r->throughput);
     printf("Peak RSS:         %.1f MiB\n", r->rss_mib);
-    printf("Arena:            %.2f MiB (peak of live intermediate buffers)\n", (double)r->arena_bytes / (1 << 20));
+    printf("Arena:            %.2f MiB (peak of live intermediate buffers; %.2f MiB held)\n",
+           (double)r->arena_bytes / (1 << 20), (double)r->held_bytes / (1 << 20));
 }
 
 int cmd_bench(int argc, char **argv) {
@@ -228,6 +234,7 @@ int cmd_bench(int argc, char **argv) {
     res.samples = lat;
     res.rss_mib = peak_rss_mib();
     nnf_session_memory(sess, NULL, &res.arena_bytes);
+    res.held_bytes = nnf_session_buffers_held(sess);
     if (!json || strcmp(json, "-"))
         print_text(&res);
     if (json)
