@@ -345,28 +345,30 @@ static inline void pf_step(pf_cursor *p) {
     }
 }
 
-/* A block's last panel of 1 or 2 rows costs a 4-row tile (4 cycles a k
+/* A block's last panel of 1-4 rows costs about a 4-row tile (4 cycles a k
  * step, a full panel 6; a 2-row tile bound by the FMA latency took as
- * long): where the microkernel says so, the block ends in panels of 5 rows
- * instead, as many as make up the rest (M = 6 q + 2: four, M = 6 q + 1:
- * five), which run at the full tile's speed per row (10 accumulators, more
- * than the FMA latency needs). BERT's M = 128 ran 21 panels of 6 and one of
- * 2, then 20 of 6 and two of 4 (each 87 % of a full panel's time for 67 % of
- * its rows), now 18 of 6 and four of 5. Too few rows for that: the last two
- * panels as 4 + 3 or 4 + 4. Each row's sum is the same in any tile, so the
- * results do not change. Rows [0, split) are full panels, the rest panels
- * of tail rows (the last one what is left). */
+ * long, and the 4-row one has just the 8 accumulator chains the latency
+ * needs): where the microkernel says so, the block ends in panels of 5 rows
+ * instead, as many as make up the rest (6 - rem of them: 5 b = rem mod 6),
+ * which run at the full tile's speed per row (10 accumulators). BERT's M =
+ * 128 ran 21 panels of 6 and one of 2, then 20 of 6 and two of 4 (each 87 %
+ * of a full panel's time for 67 % of its rows), now 18 of 6 and four of 5;
+ * a sequence of 64 ends in two of 5 instead of one of 4, one of 63 in three
+ * instead of one of 3. Too few rows for that: the last two panels as 4 + 3
+ * or 4 + 4 where the rest is 1 or 2 rows. Each row's sum is the same in any
+ * tile, so the results do not change. Rows [0, split) are full panels, the
+ * rest panels of tail rows (the last one what is left). */
 static void tail_split(size_t mcb, size_t mr, int rebalance, size_t *split, size_t *tail) {
     size_t rem = mcb % mr;
     *split = mcb;
     *tail = mr;
-    if (!rebalance || mcb <= mr || (rem != 1 && rem != 2))
+    if (!rebalance || mcb <= mr || rem == 0 || rem == mr - 1)
         return;
-    size_t fives = rem == 2 ? 4 : 5; /* 5 fives = 4 sixes + 1, 4 fives = 3 sixes + 2 */
+    size_t fives = mr - rem; /* mr = 6: 5 fives = 4 sixes + 1, ..., 2 fives = 6 + 4 */
     if (mr == 6 && mcb >= 5 * fives) {
         *split = mcb - 5 * fives;
         *tail = 5;
-    } else {
+    } else if (rem <= 2) {
         *split = mcb - mr - rem;
         *tail = (mr + rem + 1) / 2;
     }

@@ -167,8 +167,9 @@ static int run_case(const nnf_gemm_cfg *cfg, const gcase *g, nnf_threadpool *poo
 }
 
 static void test_sizes(const nnf_gemm_cfg *cfg) {
-    /* 20, 25, 26, 31, 32, 61, 127: blocks that end in 5-row panels
-     * (tail_split), the first two in nothing else; 7, 13: in 4 + 3 */
+    /* blocks that end in 5-row panels (tail_split): 20, 25 (nothing else),
+     * 26, 31, 32, 61, 127 (the rest 1-2 rows), 15, 16, 33 (3-4 rows); 7,
+     * 13: in 4 + 3 */
     size_t mn[] = {1,       2,           7,           13,      20,          25,
                    26,      31,          32,          61,      127,         cfg->mr - 1,
                    cfg->mr, cfg->mr + 1, cfg->nr - 1, cfg->nr, cfg->nr + 1, 2 * cfg->nr + 1};
