@@ -602,29 +602,28 @@ static void choose_tiles(const nnf_gemm_cfg *cfg, size_t m, size_t n, size_t k, 
  * the same values, so the same bits. */
 typedef struct shared_pack_job {
     const nnf_gemm_cfg *cfg;
-    nnf_gemm_side side;
     const nnf_gemm_src *src;
-    size_t mn, k, kc, r, chunk, nchunks;
-    float *data;
-    size_t mn_pad, tail_from, tail;
+    const nnf_gemm_packed *p; /* the layout being written */
+    size_t chunk, nchunks;
 } shared_pack_job;
 
 /* Chunk i: `chunk` rows' worth of panels of one K block; panels from
  * tail_from on hold `tail` rows each. */
 static void shared_pack_task(void *ctx, size_t i) {
     const shared_pack_job *j = ctx;
-    size_t pc = i / j->nchunks * j->kc, mn0 = i % j->nchunks * j->chunk;
-    size_t kcb = j->k - pc < j->kc ? j->k - pc : j->kc;
-    size_t end = mn0 + j->chunk < j->mn_pad ? mn0 + j->chunk : j->mn_pad; /* panel slots */
-    float *dst = j->data + pc * j->mn_pad;
-    size_t head = end < j->tail_from ? end : j->tail_from; /* whole panels first */
+    const nnf_gemm_packed *p = j->p;
+    size_t pc = i / j->nchunks * p->kc, mn0 = i % j->nchunks * j->chunk;
+    size_t kcb = p->k - pc < p->kc ? p->k - pc : p->kc;
+    size_t end = mn0 + j->chunk < p->mn_pad ? mn0 + j->chunk : p->mn_pad; /* panel slots */
+    float *dst = p->data + pc * p->mn_pad;
+    size_t head = end < p->tail_from ? end : p->tail_from; /* whole panels first */
     if (mn0 < head)
-        pack_block(j->cfg, j->side, j->src, mn0, head - mn0, pc, kcb, j->r, dst + mn0 * kcb);
-    for (size_t slot = mn0 > head ? mn0 : head; slot < end; slot += j->r) {
-        size_t row = j->tail_from + (slot - j->tail_from) / j->r * j->tail;
-        if (row < j->mn)
-            pack_block(j->cfg, j->side, j->src, row, j->mn - row < j->tail ? j->mn - row : j->tail,
-                       pc, kcb, j->r, dst + slot * kcb);
+        pack_block(j->cfg, p->side, j->src, mn0, head - mn0, pc, kcb, p->r, dst + mn0 * kcb);
+    for (size_t slot = mn0 > head ? mn0 : head; slot < end; slot += p->r) {
+        size_t row = p->tail_from + (slot - p->tail_from) / p->r * p->tail;
+        if (row < p->mn)
+            pack_block(j->cfg, p->side, j->src, row, p->mn - row < p->tail ? p->mn - row : p->tail,
+                       pc, kcb, p->r, dst + slot * kcb);
     }
 }
 
@@ -665,19 +664,8 @@ static void shared_pack(const nnf_gemm_cfg *cfg, nnf_gemm_side side, const nnf_g
     /* chunks of whole cache blocks for B (as its tiles pack it), of 16
      * register panels for A (M is short where this pays: 128 rows) */
     size_t chunk = side == NNF_GEMM_A ? 16 * r : cfg->nc;
-    shared_pack_job pj = {.cfg = cfg,
-                          .side = side,
-                          .src = s,
-                          .mn = mn,
-                          .k = k,
-                          .kc = kc,
-                          .r = r,
-                          .chunk = chunk,
-                          .nchunks = (mn + chunk - 1) / chunk,
-                          .data = data,
-                          .mn_pad = p->mn_pad,
-                          .tail_from = p->tail_from,
-                          .tail = p->tail};
+    shared_pack_job pj = {
+        .cfg = cfg, .src = s, .p = p, .chunk = chunk, .nchunks = (mn + chunk - 1) / chunk};
     nnf_parallel_for(pool, ((k + kc - 1) / kc) * pj.nchunks, shared_pack_task, &pj);
     *src = nnf_gemm_src_packed(p);
 }

@@ -132,6 +132,13 @@ static nnf_status plan_shapes_later(nnf_model *m, int max, bool *planned) {
     return NNF_OK;
 }
 
+/* The threads a load may use (nnf_model_options.threads; 0 = all cores). */
+static int load_threads(const nnf_model_options *opts) {
+    return opts && opts->struct_size >= offsetof(nnf_model_options, threads) + sizeof(int)
+               ? opts->threads
+               : 0;
+}
+
 static nnf_status prepare(nnf_model *m, const nnf_model_options *opts) {
     nnf_graph *g = m->graph;
     if (opts && opts->struct_size >= offsetof(nnf_model_options, n_input_shapes) + sizeof(size_t))
@@ -166,9 +173,7 @@ static nnf_status prepare(nnf_model *m, const nnf_model_options *opts) {
     NNF_CHECK(nnf_graph_align_values(g));
     /* the plans (weight transforms and packing: most of a load's own work)
      * on the threads the load may use; without a pool, on this one */
-    int threads = opts && opts->struct_size >= offsetof(nnf_model_options, threads) + sizeof(int)
-                      ? opts->threads
-                      : 0;
+    int threads = load_threads(opts);
     nnf_threadpool *pool = NULL;
     if (threads != 1 && nnf_threadpool_create(threads, &pool) != NNF_OK) {
         pool = NULL;
@@ -242,7 +247,7 @@ fail:
 static nnf_status load(const void *data, size_t size, const char *source, const char *base_dir,
                        const nnf_model_options *opts, nnf_mapping *file, const nnf_model *parent,
                        nnf_model **out) {
-    int threads = opts && opts->struct_size >= offsetof(nnf_model_options, threads) + sizeof(int) ? opts->threads : 0;
+    int threads = load_threads(opts);
     nnf_page_bank_open(threads > 1 || (threads == 0 && sysconf(_SC_NPROCESSORS_ONLN) > 1));
     nnf_status st = load_model(data, size, source, base_dir, opts, file, parent, out);
     if (st == NNF_OK)
