@@ -85,16 +85,23 @@ nnf_status nnf_nchwc_wino_create(const nnf_conv2d_shape *s, nnf_isa isa, const f
             goto fail;
         nnf_gemm_packed_zero_outside(k->u[xi], s->oc, s->c);
     }
-    /* the output channels of one input channel 8 at a time: a run of 8 in
-     * one panel of each matrix (all 36 share the layout) */
-    for (size_t ic = 0; ic < s->c; ic++)
-        for (size_t oc0 = 0; oc0 < s->oc; oc0 += 8) {
-            size_t off = (size_t)(nnf_gemm_packed_at(k->u[0], oc0, ic) - k->u[0]->data);
+    /* a panel (r output channels) over one K block at a time: each of the
+     * 36 matrices written front to back in whole lines. (Input channels
+     * outermost, 8 output channels a call, wrote half lines across every
+     * panel of every matrix, each line read before it was written.) */
+    size_t r = k->u[0]->r, kc = k->u[0]->kc;
+    if (r > 32 || r % 8) {
+        st = nnf_error(NNF_ERR_UNSUPPORTED, "nchwc winograd: GEMM panels of %zu columns", r);
+        goto fail;
+    }
+    for (size_t p0 = 0; p0 < s->oc; p0 += r)
+        for (size_t k0 = 0; k0 < s->c; k0 += kc) {
             float *dst[36];
             for (size_t xi = 0; xi < 36; xi++)
-                dst[xi] = k->u[xi]->data + off;
-            nnf_wino_weight_8_avx2(w + (oc0 * s->c + ic) * 9, s->c * 9, s->oc - oc0 < 8 ? s->oc - oc0 : 8,
-                                   dst);
+                dst[xi] = nnf_gemm_packed_at(k->u[xi], p0, k0);
+            nnf_wino_weight_panel_avx2(w + (p0 * s->c + k0) * 9, s->c * 9,
+                                       s->oc - p0 < r ? s->oc - p0 : r, r,
+                                       s->c - k0 < kc ? s->c - k0 : kc, dst);
         }
     snprintf(k->name, sizeof k->name, "f32_conv_nchwc_winograd4x4_%s",
              k->cfg->name + strlen("f32_gemm_"));

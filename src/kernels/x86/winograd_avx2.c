@@ -491,3 +491,22 @@ void nnf_wino_weight_8_avx2(const float *w, size_t stride, size_t m, float *cons
         }
     }
 }
+
+void nnf_wino_weight_panel_avx2(const float *w, size_t stride, size_t m, size_t r, size_t k,
+                                float *const dst[36]) {
+    float line[36][32] __attribute__((aligned(64)));
+    float *part[36];
+    if (m < r)
+        memset(line, 0, sizeof line);
+    for (size_t kk = 0; kk < k; kk++) {
+        for (size_t c0 = 0; c0 < m; c0 += 8) {
+            for (size_t xi = 0; xi < 36; xi++)
+                part[xi] = line[xi] + c0;
+            nnf_wino_weight_8_avx2(w + c0 * stride + kk * 9, stride, m - c0 < 8 ? m - c0 : 8, part);
+        }
+        for (size_t xi = 0; xi < 36; xi++)
+            for (size_t c = 0; c < r; c += 8)
+                _mm256_stream_ps(dst[xi] + kk * r + c, _mm256_load_ps(line[xi] + c));
+    }
+    _mm_sfence(); /* the streamed lines before anything reads them */
+}
