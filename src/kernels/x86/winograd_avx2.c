@@ -494,7 +494,7 @@ void nnf_wino_weight_8_avx2(const float *w, size_t stride, size_t m, float *cons
 
 void nnf_wino_weight_panel_avx2(const float *w, size_t stride, size_t m, size_t r, size_t k,
                                 float *const dst[36]) {
-    float line[36][32] __attribute__((aligned(64)));
+    _Alignas(64) float line[36][32];
     float *part[36];
     if (m < r)
         memset(line, 0, sizeof line);
