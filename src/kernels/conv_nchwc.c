@@ -21,7 +21,6 @@
 #include "kernels/nchwc.h"
 
 #include "base/alloc.h"
-#include "base/stream.h"
 #include "kernels/eltwise_fast.h"
 #include "kernels/ref/activation.h"
 
@@ -191,8 +190,6 @@ nnf_status nnf_nchwc_conv_create(const nnf_conv2d_shape *s, int in_blocked, nnf_
     size_t g = k->gblk = group_blocks(k->isa, s);
     void (*tr)(const float *, size_t, float *, size_t, size_t, size_t) =
         nnf_ew_kernels_for(k->isa)->transpose;
-    enum { STAGE_FLOATS = 4096 };
-    _Alignas(64) float stage[STAGE_FLOATS];
     for (size_t tg = 0; tg < tile_groups(s, g); tg++) {
         size_t nb, ob0 = tile_group(tg, g, group_ocb(s), &nb), oc0 = ob0 * NNF_NCHWC_B;
         size_t cols = nb * NNF_NCHWC_B, valid = s->oc - oc0 < cols ? s->oc - oc0 : cols;
@@ -204,24 +201,17 @@ nnf_status nnf_nchwc_conv_create(const nnf_conv2d_shape *s, int in_blocked, nnf_
          * (48 of ~390 ms). With one tap, a unit's lanes are W's contiguous
          * columns; with more, each lane's taps are, landing lanes apart. */
         for (size_t u = 0; u < units; u++, d += taps * lanes * cols) {
-            size_t ic0 = u * lanes, nic = cg - ic0 < lanes ? cg - ic0 : lanes,
-                   n = taps * lanes * cols;
-            /* a unit that fits the stage is built there and streamed out
-             * whole: its lines are not read from memory first */
-            float *o = n <= STAGE_FLOATS ? stage : d;
+            size_t ic0 = u * lanes, nic = cg - ic0 < lanes ? cg - ic0 : lanes;
             if (nic < lanes || valid < cols)
-                memset(o, 0, n * sizeof(float));
+                memset(d, 0, taps * lanes * cols * sizeof(float));
             const float *src = w + (oc0 * cg + ic0) * taps;
             if (taps == 1)
-                tr(src, cg, o, cols, valid, nic);
+                tr(src, cg, d, cols, valid, nic);
             else
                 for (size_t l = 0; l < nic; l++)
-                    tr(src + l * taps, cg * taps, o + l * cols, lanes * cols, valid, taps);
-            if (o == stage)
-                nnf_stream_copy(d, stage, n);
+                    tr(src + l * taps, cg * taps, d + l * cols, lanes * cols, valid, taps);
         }
     }
-    nnf_stream_fence();
     if (wide_tiles(k)) {
         size_t px = g > 6 ? 6 : g > 4 ? 8 : 12;
         snprintf(k->name, sizeof k->name, "f32_conv_nchwc_%zux%zu_avx512", g, px);
