@@ -13,8 +13,12 @@
  * outputs of A and B are compared bit for bit (a change meant to be
  * bit-identical shows "identical"; else the largest difference).
  * Timing: thread CPU time with 1 thread (as nnfuse bench), wall time with more.
+ * --load times loading instead (nnf_model_load, then destroy: import,
+ * passes, plans, page faults), A and B alternately in the same way: a load's
+ * time moves by a fifth between processes a minute apart, more than most
+ * changes to it.
  *
- * Usage: ab_builds LIB_A.so LIB_B.so MODEL [--threads N] [--rounds N] [--warmup N]
+ * Usage: ab_builds LIB_A.so LIB_B.so MODEL [--threads N] [--rounds N] [--warmup N] [--load]
  * (copy each build's libnnfuse.so to its own path first: dlopen returns the
  * library already loaded for a path it has seen). */
 #include "nnfuse.h"
@@ -33,6 +37,7 @@
 typedef struct build {
     const char *path;
     nnf_status (*model_load)(const char *, const nnf_model_options *, nnf_model **);
+    nnf_model_options (*model_options_default)(void);
     void (*model_destroy)(nnf_model *);
     size_t (*input_count)(const nnf_model *);
     nnf_status (*input_info)(const nnf_model *, size_t, nnf_value_info *);
@@ -70,6 +75,7 @@ static int bind(build *b, const char *path) {
         }                                                                                          \
     } while (0)
     SYM(model_load, "nnf_model_load");
+    SYM(model_options_default, "nnf_model_options_default");
     SYM(model_destroy, "nnf_model_destroy");
     SYM(input_count, "nnf_model_input_count");
     SYM(input_info, "nnf_model_input_info");
@@ -151,6 +157,21 @@ static int run_once(build *b, int cpu, double *ms) {
     return 0;
 }
 
+/* One load and destroy of the model; *ms the load. */
+static int load_once(build *b, const char *model, int threads, int cpu, double *ms) {
+    nnf_model_options o = b->model_options_default();
+    o.threads = threads;
+    nnf_model *m = NULL;
+    double t0 = now(cpu);
+    if (b->model_load(model, &o, &m) != NNF_OK) {
+        fprintf(stderr, "ab_builds: %s: %s\n", b->path, b->last_error());
+        return -1;
+    }
+    *ms = (now(cpu) - t0) * 1e3;
+    b->model_destroy(m);
+    return 0;
+}
+
 static int cmp_d(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
@@ -160,6 +181,16 @@ static int cmp_d(const void *a, const void *b) {
 static double pct(double *v, int n, int p) {
     qsort(v, (size_t)n, sizeof v[0], cmp_d);
     return v[(size_t)n * (size_t)p / 100 < (size_t)n ? (size_t)n * (size_t)p / 100 : (size_t)n - 1];
+}
+
+/* The two builds' medians and spreads, and the verdict (sorts the arrays). */
+static void report(const char *const *pos, double *va, double *vb, double *ratio, int rounds) {
+    printf("A %-40s median %9.3f ms  p10 %9.3f  p90 %9.3f\n", pos[0], pct(va, rounds, 50),
+           pct(va, rounds, 10), pct(va, rounds, 90));
+    printf("B %-40s median %9.3f ms  p10 %9.3f  p90 %9.3f\n", pos[1], pct(vb, rounds, 50),
+           pct(vb, rounds, 10), pct(vb, rounds, 90));
+    printf("B/A per round: median %.4f  p25 %.4f  p75 %.4f\n", pct(ratio, rounds, 50),
+           pct(ratio, rounds, 25), pct(ratio, rounds, 75));
 }
 
 /* The outputs of A and B: identical bytes, or the largest float difference. */
@@ -200,7 +231,7 @@ static void compare_outputs(const build *a, const build *b) {
 }
 
 int main(int argc, char **argv) {
-    int threads = 1, rounds = 30, warmup = 3;
+    int threads = 1, rounds = 30, warmup = 3, load = 0;
     const char *pos[3];
     int np = 0;
     for (int i = 1; i < argc; i++) {
@@ -210,14 +241,17 @@ int main(int argc, char **argv) {
             rounds = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--warmup") && i + 1 < argc)
             warmup = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--load"))
+            load = 1;
         else if (argv[i][0] != '-' && np < 3)
             pos[np++] = argv[i];
         else
             np = -100;
     }
     if (np != 3 || threads < 1 || rounds < 1 || rounds > MAX_ROUNDS || warmup < 0) {
-        fprintf(stderr, "usage: ab_builds LIB_A.so LIB_B.so MODEL [--threads N] [--rounds N<=%d] "
-                        "[--warmup N]\n",
+        fprintf(stderr,
+                "usage: ab_builds LIB_A.so LIB_B.so MODEL [--threads N] [--rounds N<=%d] "
+                "[--warmup N] [--load]\n",
                 MAX_ROUNDS);
         return 2;
     }
@@ -227,15 +261,35 @@ int main(int argc, char **argv) {
                         "library already loaded for a path)\n");
         return 2;
     }
-    if (bind(&a, pos[0]) || bind(&b, pos[1]) || open_model(&a, pos[2], threads) ||
-        open_model(&b, pos[2], threads))
+    if (bind(&a, pos[0]) || bind(&b, pos[1]))
         return 1;
     int cpu = threads == 1;
     double ta, tb;
+    static double va[MAX_ROUNDS], vb[MAX_ROUNDS], ratio[MAX_ROUNDS];
+    if (load) {
+        for (int i = 0; i < warmup; i++)
+            if (load_once(&a, pos[2], threads, cpu, &ta) ||
+                load_once(&b, pos[2], threads, cpu, &tb))
+                return 1;
+        for (int r = 0; r < rounds; r++) {
+            int ok = r & 1 ? !load_once(&b, pos[2], threads, cpu, &vb[r]) &&
+                                 !load_once(&a, pos[2], threads, cpu, &va[r])
+                           : !load_once(&a, pos[2], threads, cpu, &va[r]) &&
+                                 !load_once(&b, pos[2], threads, cpu, &vb[r]);
+            if (!ok)
+                return 1;
+            ratio[r] = vb[r] / va[r];
+        }
+        printf("model %s, loads on %d thread(s), %d rounds (%s)\n", pos[2], threads, rounds,
+               cpu ? "thread CPU time" : "wall time");
+        report(pos, va, vb, ratio, rounds);
+        return 0;
+    }
+    if (open_model(&a, pos[2], threads) || open_model(&b, pos[2], threads))
+        return 1;
     for (int i = 0; i < warmup; i++)
         if (run_once(&a, cpu, &ta) || run_once(&b, cpu, &tb))
             return 1;
-    static double va[MAX_ROUNDS], vb[MAX_ROUNDS], ratio[MAX_ROUNDS];
     for (int r = 0; r < rounds; r++) {
         int ok = r & 1 ? !run_once(&b, cpu, &vb[r]) && !run_once(&a, cpu, &va[r])
                        : !run_once(&a, cpu, &va[r]) && !run_once(&b, cpu, &vb[r]);
@@ -245,12 +299,7 @@ int main(int argc, char **argv) {
     }
     printf("model %s, %d thread(s), %d rounds (%s)\n", pos[2], threads, rounds,
            cpu ? "thread CPU time" : "wall time");
-    printf("A %-40s median %9.3f ms  p10 %9.3f  p90 %9.3f\n", pos[0], pct(va, rounds, 50),
-           pct(va, rounds, 10), pct(va, rounds, 90));
-    printf("B %-40s median %9.3f ms  p10 %9.3f  p90 %9.3f\n", pos[1], pct(vb, rounds, 50),
-           pct(vb, rounds, 10), pct(vb, rounds, 90));
-    printf("B/A per round: median %.4f  p25 %.4f  p75 %.4f\n", pct(ratio, rounds, 50),
-           pct(ratio, rounds, 25), pct(ratio, rounds, 75));
+    report(pos, va, vb, ratio, rounds);
     compare_outputs(&a, &b);
     a.session_destroy(a.session);
     b.session_destroy(b.session);
