@@ -175,6 +175,46 @@ bool nnf_graph_release_value_data(nnf_graph *g, int v) {
     return true;
 }
 
+void nnf_value_scale_rows(const nnf_value *val, float *dst) {
+    size_t n = val->nbytes / sizeof(float);
+    size_t rows = val->shape.rank > 0 && val->shape.dims[0] > 0 ? (size_t)val->shape.dims[0] : 1;
+    size_t per = n / rows;
+    const unsigned char *src = val->data;
+    for (size_t r = 0; r < rows; r++) {
+        /* a row is copied (any alignment) and scaled while in L1; four at
+         * a time, which the compiler turns into one vector multiply */
+        float s = val->row_scale[r], *d = dst + r * per;
+        memcpy(d, src + r * per * sizeof(float), per * sizeof(float));
+        size_t i = 0;
+        for (; i + 4 <= per; i += 4) {
+            d[i] *= s;
+            d[i + 1] *= s;
+            d[i + 2] *= s;
+            d[i + 3] *= s;
+        }
+        for (; i < per; i++)
+            d[i] *= s;
+    }
+}
+
+void nnf_graph_set_value_block(nnf_graph *g, int v, void *block) {
+    graph_private *p = root_of(g);
+    nnf_value *val = &g->values[v];
+    if (val->row_scale) {
+        nnf_value scale = {.data = val->row_scale};
+        void **b = value_block(p, &scale);
+        if (b) {
+            nnf_free_aligned(*b);
+            *b = NULL;
+        }
+    }
+    nnf_graph_release_value_data(g, v);
+    val->data = block;
+    val->released = false;
+    val->misaligned = false;
+    val->row_scale = NULL;
+}
+
 bool nnf_node_reads_bytewise(const nnf_node *n, int k) {
     return k == 0 && !n->domain[0] && !strcmp(n->op_type, "Gather");
 }
@@ -192,6 +232,8 @@ bool *nnf_graph_typed_reads(const nnf_graph *g, bool fold_pending) {
     }
     for (int k = 0; k < g->n_outputs; k++)
         typed[g->outputs[k]] = true;
+    for (int v = 0; v < g->n_values; v++)
+        typed[v] &= !g->values[v].row_scale; /* the plan reads it byte-wise */
     return typed;
 }
 

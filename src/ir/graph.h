@@ -74,6 +74,14 @@ typedef struct nnf_value {
      * Reshape's infer; NULL otherwise (src/ops/dimvals.c) */
     const nnf_dimval *dimvals;
     int n_dimvals;
+    /* float data whose rows (first dim) still need multiplying by these
+     * factors, one per row, in a block of the graph: a BatchNormalization
+     * folded into the Conv that alone reads the weights (fold_batchnorm.c).
+     * The plan applies them just before it plans that node
+     * (nnf_graph_set_value_block), so the folded copy is still in the
+     * caches when the kernel packs it; nothing reads such data before
+     * (nnf_pass_const_f32 returns NULL for it). NULL otherwise. */
+    const float *row_scale;
 } nnf_value;
 
 /* ONNX AttributeProto.AttributeType values. */
@@ -193,6 +201,14 @@ bool nnf_graph_release_value_data(nnf_graph *g, int v);
  * hold it: sets data NULL and released. NULL if v's data is not a block of g
  * (borrowed from the file, or in the arena). */
 void *nnf_graph_take_value_block(nnf_graph *g, int v);
+
+/* dst = value val's data with its pending row scale applied (val->row_scale
+ * set; the data read byte-wise, as it may be misaligned): nbytes of aligned
+ * floats. Touches no graph state. */
+void nnf_value_scale_rows(const nnf_value *val, float *dst);
+/* Value v's data becomes block (from nnf_graph_block_alloc), an ordinary
+ * aligned copy: the old data and the row scale's block are released. */
+void nnf_graph_set_value_block(nnf_graph *g, int v, void *block);
 
 /* Whether node n reads its input k only byte-wise (memcpy of rows), so the
  * value may stay in the model file at an address not aligned for its dtype

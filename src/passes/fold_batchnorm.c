@@ -12,20 +12,34 @@
 #include <stdio.h>
 #include <string.h>
 
+/* s[m] = gamma[m] / sqrt(var[m] + epsilon) */
+static float bn_scale(const nnf_norm_params *bp, const float *gamma, const float *var, int64_t o) {
+    return gamma[o] / sqrtf(var[o] + bp->epsilon);
+}
+
 static nnf_status fold_one(nnf_pass_ctx *ctx, nnf_node *bn, nnf_node *conv) {
     nnf_graph *g = ctx->graph;
     const nnf_norm_params *bp = bn->params;
     int wv = conv->inputs[1], bv = conv->n_inputs > 2 ? conv->inputs[2] : NNF_NO_VALUE;
-    /* the weights may still be misaligned in the file (import.c): read byte-wise */
-    const unsigned char *w = nnf_pass_const_f32_bytes(g, wv);
+    const nnf_value *wval = &g->values[wv];
+    /* The weights are scaled later, row by row, where the Conv alone reads
+     * them and they are plain float data (nnf_value.row_scale: the plan
+     * applies it right before it packs them, so the folded copy does not
+     * go out to memory and back); otherwise here. The eager fold reads the
+     * weights byte-wise: they may still be misaligned in the file
+     * (import.c). */
+    bool defer = ctx->uses[wv] == 1 &&
+                 (wval->kind == NNF_VALUE_INITIALIZER || wval->kind == NNF_VALUE_CONSTANT) &&
+                 wval->data && wval->dtype == NNF_DTYPE_FLOAT32 && nnf_shape_known(&wval->shape);
+    const unsigned char *w = defer ? NULL : nnf_pass_const_f32_bytes(g, wv);
     const float *b = bv >= 0 ? nnf_pass_const_f32(g, bv) : NULL;
     const float *gamma = nnf_pass_const_f32(g, bn->inputs[1]);
     const float *beta = nnf_pass_const_f32(g, bn->inputs[2]);
     const float *mean = nnf_pass_const_f32(g, bn->inputs[3]);
     const float *var = nnf_pass_const_f32(g, bn->inputs[4]);
-    if (!w || (bv >= 0 && !b) || !gamma || !beta || !mean || !var)
+    if ((!defer && !w) || (bv >= 0 && !b) || !gamma || !beta || !mean || !var)
         return NNF_OK;
-    nnf_shape wshape = g->values[wv].shape;
+    nnf_shape wshape = wval->shape;
     if (wshape.rank < 3)
         return NNF_OK;
     int64_t m = wshape.dims[0];
@@ -38,9 +52,22 @@ static nnf_status fold_one(nnf_pass_ctx *ctx, nnf_node *bn, nnf_node *conv) {
     if (bv >= 0 && nnf_shape_numel(&g->values[bv].shape) != m)
         return NNF_OK;
     char name[300];
-    float *nw, *nb;
-    snprintf(name, sizeof name, "%s.weight_bn_folded", conv->name);
-    int nwv = nnf_pass_new_const_over(ctx, wv, name, &wshape, &nw); /* may be w's own block */
+    int nwv = wv;
+    float *nw = NULL, *nb, *scale = NULL;
+    if (defer) {
+        /* a second fold into the same weights multiplies the scale */
+        scale = (float *)wval->row_scale;
+        if (!scale && !(scale = nnf_graph_block_alloc(g, (size_t)(m ? m : 1) * sizeof(float))))
+            return nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory folding '%s' into '%s'",
+                             bn->name, conv->name);
+        for (int64_t o = 0; o < m; o++)
+            scale[o] = wval->row_scale ? scale[o] * bn_scale(bp, gamma, var, o)
+                                       : bn_scale(bp, gamma, var, o);
+        g->values[wv].row_scale = scale;
+    } else {
+        snprintf(name, sizeof name, "%s.weight_bn_folded", conv->name);
+        nwv = nnf_pass_new_const_over(ctx, wv, name, &wshape, &nw); /* may be w's own block */
+    }
     nnf_shape bshape = {.rank = 1, .dims = {m}};
     snprintf(name, sizeof name, "%s.bias_bn_folded", conv->name);
     int nbv = nwv >= 0 ? nnf_pass_new_const(g, name, &bshape, &nb) : -1;
@@ -49,8 +76,8 @@ static nnf_status fold_one(nnf_pass_ctx *ctx, nnf_node *bn, nnf_node *conv) {
     /* w and b still point at their data (blocks do not move with the value
      * array); nw may be w itself */
     for (int64_t o = 0; o < m; o++) {
-        float s = gamma[o] / sqrtf(var[o] + bp->epsilon);
-        for (int64_t i = 0; i < per; i++) {
+        float s = bn_scale(bp, gamma, var, o);
+        for (int64_t i = 0; nw && i < per; i++) {
             float x;
             memcpy(&x, w + (size_t)(o * per + i) * sizeof x, sizeof x);
             nw[o * per + i] = x * s;
@@ -61,7 +88,7 @@ static nnf_status fold_one(nnf_pass_ctx *ctx, nnf_node *bn, nnf_node *conv) {
     conv->inputs[1] = nwv;
     conv->inputs[2] = nbv;
     /* the unfolded weights go now, so old and new copies never all coexist */
-    if (--ctx->uses[wv] == 0)
+    if (nwv != wv && --ctx->uses[wv] == 0)
         nnf_graph_release_value_data(g, wv);
     if (bv >= 0 && --ctx->uses[bv] == 0)
         nnf_graph_release_value_data(g, bv);

@@ -37,7 +37,8 @@ void nnf_pass_take_output(nnf_pass_ctx *ctx, nnf_node *node, int k, int v);
 /* Grow a node's input list to n entries (new ones NNF_NO_VALUE). */
 nnf_status nnf_pass_resize_inputs(nnf_node *node, int n);
 /* A float32 constant value's data, or NULL (also for a misaligned one, which
- * only byte-wise readers may read). */
+ * only byte-wise readers may read, and for one with a pending row scale,
+ * nnf_value.row_scale, whose data is not yet its value). */
 const float *nnf_pass_const_f32(const nnf_graph *g, int v);
 /* The same data, misaligned too: for a pass that reads it byte-wise
  * (nnf_pass.bytewise). */

@@ -70,7 +70,7 @@ const void *nnf_pass_const_f32_bytes(const nnf_graph *g, int v) {
         return NULL;
     const nnf_value *val = &g->values[v];
     if ((val->kind != NNF_VALUE_INITIALIZER && val->kind != NNF_VALUE_CONSTANT) || !val->data ||
-        val->dtype != NNF_DTYPE_FLOAT32 || !nnf_shape_known(&val->shape))
+        val->dtype != NNF_DTYPE_FLOAT32 || !nnf_shape_known(&val->shape) || val->row_scale)
         return NULL;
     return val->data;
 }

@@ -38,13 +38,43 @@ typedef struct plan_job {
     char message[NNF_ERROR_MAX];
 } plan_job;
 
+/* The node's inputs with a pending row scale (a folded BatchNormalization,
+ * nnf_value.row_scale) become plain copies now, whether or not the node gets
+ * a planned kernel: the packing that follows reads the copy from the caches,
+ * and its pages go back to the page bank for the next node's. The node is
+ * the value's only reader. */
+static nnf_status apply_row_scales(plan_job *j, const nnf_node *n) {
+    nnf_graph *g = j->g;
+    for (int k = 0; k < n->n_inputs; k++) {
+        int v = n->inputs[k];
+        if (v < 0 || !g->values[v].row_scale)
+            continue;
+        const nnf_value *val = &g->values[v];
+        pthread_mutex_lock(&j->mu);
+        float *block = nnf_graph_block_alloc(g, val->nbytes ? val->nbytes : 1);
+        pthread_mutex_unlock(&j->mu);
+        if (!block)
+            return nnf_error(NNF_ERR_OUT_OF_MEMORY,
+                             "node '%s' (%s): out of memory folding the BatchNormalization "
+                             "scale into '%s' (%zu bytes)",
+                             n->name, n->op_type, val->name, val->nbytes);
+        nnf_value_scale_rows(val, block);
+        pthread_mutex_lock(&j->mu);
+        nnf_graph_set_value_block(g, v, block);
+        pthread_mutex_unlock(&j->mu);
+    }
+    return NNF_OK;
+}
+
 /* Plans node g->order[oi]; NNF_OK when it needs no plan. */
 static nnf_status plan_node(plan_job *j, int oi) {
     nnf_graph *g = j->g;
     int id = g->order[oi];
     const nnf_node *n = &g->nodes[id];
-    if (n->dead || !n->op->plan || n->op->plan == nnf_plan_none || n->n_inputs > 64 ||
-        n->n_outputs > 64)
+    if (n->dead)
+        return NNF_OK;
+    NNF_CHECK(apply_row_scales(j, n));
+    if (!n->op->plan || n->op->plan == nnf_plan_none || n->n_inputs > 64 || n->n_outputs > 64)
         return NNF_OK;
     nnf_tinfo in[64], out[64];
     bool known = true;

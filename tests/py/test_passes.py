@@ -49,6 +49,17 @@ def case_conv_bn_add_relu():
     return n1 + n2 + [helper.make_node("Add", [y2, "x"], ["s"]), helper.make_node("Relu", ["s"], ["y"])], i1 + i2, 2
 
 
+def case_conv_bn_bn_relu():
+    """Two BatchNormalizations in a row fold into one conv: the second multiplies the weights'
+    pending scale (applied when the conv is planned)."""
+    n1, i1, y1 = conv_bn("a", "x", 4, 6)
+    g = [const("n.g", (6,), positive=True), const("n.beta", (6,)), const("n.mean", (6,)),
+         const("n.var", (6,), positive=True)]
+    n2 = [helper.make_node("BatchNormalization", [y1, "n.g", "n.beta", "n.mean", "n.var"], ["n.bn"]),
+          helper.make_node("Relu", ["n.bn"], ["y"])]
+    return n1 + n2, i1 + g, 1
+
+
 def case_conv_silu():
     n, i, y = conv_bn("a", "x", 4, 5)
     return n + [helper.make_node("Sigmoid", [y], ["sg"]), helper.make_node("Mul", [y, "sg"], ["y"])], i, 1
@@ -137,7 +148,7 @@ def case_matmul_moves_tanh():
     return nodes, [w], 2
 
 
-CASES = {f.__name__[5:]: f for f in (case_conv_bn_relu, case_conv_bn_add_relu, case_conv_silu, case_conv_silu_add,
+CASES = {f.__name__[5:]: f for f in (case_conv_bn_relu, case_conv_bn_bn_relu, case_conv_bn_add_relu, case_conv_silu, case_conv_silu_add,
                                       case_conv_relu6, case_conv_hardswish_leaky, case_matmul_bias_gelu,
                                       case_matmul_layernorm_chain, case_conv_moves_sigmoid, case_matmul_moves_tanh,
                                       case_matmul_bias_skip)}
@@ -183,6 +194,30 @@ def test_fusion_skips_shared_conv_output(tmp_path):
     ref = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     np.testing.assert_allclose(nnfuse.run_model(data, {"x": x})["y"], ref, rtol=0, atol=1e-4)
     assert live_nodes(path, 2) == 3  # BN folds; Relu and Add stay
+
+
+@pytest.mark.parametrize("shape_plans", [None, 0])
+def test_batchnorm_fold_shared_weights_and_symbolic_batch(shape_plans):
+    """Two convs read one weight tensor, each with its BatchNormalization: both fold, neither
+    scales the other's weights (a shared weight is folded into a copy at once; one read by one
+    conv keeps a scale that its plan applies). With a symbolic batch and no shape plans the
+    convs run on reference kernels, which must see the folded weights too."""
+    inits = [const("w", (5, 4, 3, 3))]
+    nodes = []
+    for p in ("a", "b"):
+        inits += [const(f"{p}.g", (5,), positive=True), const(f"{p}.beta", (5,)), const(f"{p}.mean", (5,)),
+                  const(f"{p}.var", (5,), positive=True)]
+        nodes += [helper.make_node("Conv", ["x", "w"], [f"{p}.c"], pads=[1, 1, 1, 1]),
+                  helper.make_node("BatchNormalization", [f"{p}.c", f"{p}.g", f"{p}.beta", f"{p}.mean", f"{p}.var"],
+                                   [f"{p}.bn"])]
+    nodes.append(helper.make_node("Sub", ["a.bn", "b.bn"], ["y"]))
+    for batch in (1, "N"):
+        data = model(nodes, inits, "y", (batch, 4, 9, 9))
+        x = RNG.standard_normal((2, 4, 9, 9) if batch == "N" else (1, 4, 9, 9)).astype(np.float32)
+        ref = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+        for kw in ({}, {"reference_kernels": True}):
+            got = nnfuse.run_model(data, {"x": x}, threads=1, shape_plans=shape_plans, **kw)["y"]
+            np.testing.assert_allclose(got, ref, rtol=0, atol=1e-4, err_msg=f"batch {batch} {kw}")
 
 
 def test_disable_pass_by_name(tmp_path, monkeypatch):
