@@ -25,6 +25,9 @@ typedef struct nnf_pass {
 /* Run every enabled pass for opt_level. disabled: comma-separated pass names
  * (also read from NNF_DISABLE_PASSES). Re-sorts the graph afterwards. */
 nnf_status nnf_passes_run(nnf_graph *g, int opt_level, const char *disabled);
+/* Whether name is in the comma-separated list (NULL: no). The runtime's node
+ * order (runtime/schedule.c) is switched off as "schedule" the same way. */
+int nnf_pass_listed(const char *list, const char *name);
 
 /* Helpers shared by passes. */
 void nnf_pass_count_uses(nnf_pass_ctx *ctx);

@@ -24,7 +24,7 @@ static const nnf_pass pipeline[] = {
     {"fuse_pw_dw", 3, nnf_pass_fuse_pw_dw, 0},          /* blocked 1x1 Conv → depthwise Conv: one ConvPwDw */
 };
 
-static int listed(const char *list, const char *name) {
+int nnf_pass_listed(const char *list, const char *name) {
     size_t n = strlen(name);
     for (const char *p = list; p && *p;) {
         const char *e = strchr(p, ',');
@@ -51,7 +51,8 @@ nnf_status nnf_passes_run(nnf_graph *g, int opt_level, const char *disabled) {
             if ((st = nnf_graph_align_values(g)) != NNF_OK)
                 break;
         }
-        if (opt_level < p->min_level || listed(disabled, p->name) || listed(env, p->name))
+        if (opt_level < p->min_level || nnf_pass_listed(disabled, p->name) ||
+            nnf_pass_listed(env, p->name))
             continue;
         ctx.fusions = 0;
         nnf_pass_count_uses(&ctx);

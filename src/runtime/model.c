@@ -1,5 +1,6 @@
 /* Loading a model: map → import → bind → init → sort → verify → infer. */
 #include "runtime/model.h"
+#include "runtime/schedule.h"
 
 #include "base/file.h"
 #include "base/log.h"
@@ -10,9 +11,10 @@
 
 #include <libgen.h>
 #include <stddef.h>
-#include <unistd.h>
-#include <sys/mman.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 NNF_API nnf_model_options nnf_model_options_default(void) {
     return (nnf_model_options){
@@ -182,6 +184,10 @@ static nnf_status prepare(nnf_model *m, const nnf_model_options *opts) {
     nnf_status st = nnf_graph_plan(g, !keeps_unpacked(m), pool, &m->plans);
     nnf_threadpool_destroy(pool);
     NNF_CHECK(st);
+    /* the order sessions run, for memory (-O0 keeps the file's; switched off
+     * like a pass, NNF_DISABLE_PASSES=schedule) */
+    if (m->opt_level > 0 && !nnf_pass_listed(getenv("NNF_DISABLE_PASSES"), "schedule"))
+        NNF_CHECK(nnf_schedule_for_memory(g, m->plans));
     NNF_CHECK(plan_shapes_later(m, max, &planned));
     return build_info(m);
 }

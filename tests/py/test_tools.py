@@ -127,6 +127,52 @@ def test_bench_buffers_that_live_apart_share_pages(tmp_path):
         assert r["buffers_held_bytes"] == 320 * 1024, opt
 
 
+def downsample_block(path):
+    """ResNet's first block of a stage: x feeds conv1 -> conv2 (stride 2) -> conv3 and a stride-2
+    downsample; Add + Relu. x 32 KiB, conv1's output 16, conv2's 4, conv3's and the downsample's 16."""
+    rng = np.random.default_rng(3)
+
+    def w(name, *shape):
+        return numpy_helper.from_array((rng.standard_normal(shape) * 0.2).astype(np.float32), name)
+
+    inits = [w("w0", 32, 8, 3, 3), w("w1", 16, 32, 1, 1), w("w2", 16, 16, 3, 3), w("w3", 64, 16, 1, 1),
+             w("wd", 64, 32, 1, 1)]
+    nodes = [helper.make_node("Conv", ["x0", "w0"], ["x"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["x"], ["xr"]),
+             helper.make_node("Conv", ["xr", "w1"], ["c1"]),
+             helper.make_node("Relu", ["c1"], ["c1r"]),
+             helper.make_node("Conv", ["c1r", "w2"], ["c2"], pads=[1, 1, 1, 1], strides=[2, 2]),
+             helper.make_node("Relu", ["c2"], ["c2r"]),
+             helper.make_node("Conv", ["c2r", "w3"], ["c3"]),
+             helper.make_node("Conv", ["xr", "wd"], ["d"], strides=[2, 2]),
+             helper.make_node("Add", ["c3", "d"], ["s"]),
+             helper.make_node("Relu", ["s"], ["y"])]
+    graph = helper.make_graph(nodes, "block", [helper.make_tensor_value_info("x0", TensorProto.FLOAT, [1, 8, 16, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64, 8, 8])], inits)
+    onnx.save(model_of(graph), str(path))
+
+
+@pytest.mark.parametrize("opt", ["-O2", "-O3"])
+def test_node_order_lowers_the_peak(tmp_path, opt):
+    """Run in the file's order (ready nodes first in, first out), the downsample conv runs right
+    after conv1: x, conv1's and its outputs live together (64 KiB). The runtime's depth-first order
+    (runtime/schedule.c) runs conv1, conv2, then the downsample: 52 KiB (x, conv2's output, the
+    downsample's). The outputs are the same bits either way."""
+    path = tmp_path / "block.onnx"
+    downsample_block(path)
+    arena, outs = {}, {}
+    for off in ("", "schedule"):
+        out = tmp_path / "bench.json"
+        nnfuse("bench", path, opt, "--threads", 1, "--warmup", 1, "--iterations", 2, "--json", out,
+               env={"NNF_DISABLE_PASSES": off}, check=0)
+        arena[off] = json.loads(out.read_text())["arena_bytes"]
+        nnfuse("run", path, opt, "--threads", 1, "--seed", 5, "-o", tmp_path / off, env={"NNF_DISABLE_PASSES": off},
+               check=0)
+        outs[off] = np.load(tmp_path / off / "y.npy")
+    assert arena == {"": 52 * 1024, "schedule": 64 * 1024}
+    assert outs[""].tobytes() == outs["schedule"].tobytes()
+
+
 def test_bench_duration_and_usage(tiny_model):
     proc = nnfuse("bench", tiny_model, "--duration", "0.2", "--warmup", 0, "--json", "-", check=0)
     r = json.loads(proc.stdout)
