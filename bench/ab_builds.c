@@ -172,6 +172,11 @@ static int load_once(build *b, const char *model, int threads, int cpu, double *
     return 0;
 }
 
+/* One timed step of a round: a run, or a load (--load). */
+static int step(build *b, int load, const char *model, int threads, int cpu, double *ms) {
+    return load ? load_once(b, model, threads, cpu, ms) : run_once(b, cpu, ms);
+}
+
 static int cmp_d(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
@@ -266,40 +271,24 @@ int main(int argc, char **argv) {
     int cpu = threads == 1;
     double ta, tb;
     static double va[MAX_ROUNDS], vb[MAX_ROUNDS], ratio[MAX_ROUNDS];
-    if (load) {
-        for (int i = 0; i < warmup; i++)
-            if (load_once(&a, pos[2], threads, cpu, &ta) ||
-                load_once(&b, pos[2], threads, cpu, &tb))
-                return 1;
-        for (int r = 0; r < rounds; r++) {
-            int ok = r & 1 ? !load_once(&b, pos[2], threads, cpu, &vb[r]) &&
-                                 !load_once(&a, pos[2], threads, cpu, &va[r])
-                           : !load_once(&a, pos[2], threads, cpu, &va[r]) &&
-                                 !load_once(&b, pos[2], threads, cpu, &vb[r]);
-            if (!ok)
-                return 1;
-            ratio[r] = vb[r] / va[r];
-        }
-        printf("model %s, loads on %d thread(s), %d rounds (%s)\n", pos[2], threads, rounds,
-               cpu ? "thread CPU time" : "wall time");
-        report(pos, va, vb, ratio, rounds);
-        return 0;
-    }
-    if (open_model(&a, pos[2], threads) || open_model(&b, pos[2], threads))
+    if (!load && (open_model(&a, pos[2], threads) || open_model(&b, pos[2], threads)))
         return 1;
     for (int i = 0; i < warmup; i++)
-        if (run_once(&a, cpu, &ta) || run_once(&b, cpu, &tb))
+        if (step(&a, load, pos[2], threads, cpu, &ta) || step(&b, load, pos[2], threads, cpu, &tb))
             return 1;
     for (int r = 0; r < rounds; r++) {
-        int ok = r & 1 ? !run_once(&b, cpu, &vb[r]) && !run_once(&a, cpu, &va[r])
-                       : !run_once(&a, cpu, &va[r]) && !run_once(&b, cpu, &vb[r]);
-        if (!ok)
+        build *first = r & 1 ? &b : &a, *second = r & 1 ? &a : &b;
+        double *t1 = r & 1 ? &vb[r] : &va[r], *t2 = r & 1 ? &va[r] : &vb[r];
+        if (step(first, load, pos[2], threads, cpu, t1) ||
+            step(second, load, pos[2], threads, cpu, t2))
             return 1;
         ratio[r] = vb[r] / va[r];
     }
-    printf("model %s, %d thread(s), %d rounds (%s)\n", pos[2], threads, rounds,
-           cpu ? "thread CPU time" : "wall time");
+    printf("model %s, %s%d thread(s), %d rounds (%s)\n", pos[2], load ? "loads on " : "", threads,
+           rounds, cpu ? "thread CPU time" : "wall time");
     report(pos, va, vb, ratio, rounds);
+    if (load)
+        return 0;
     compare_outputs(&a, &b);
     a.session_destroy(a.session);
     b.session_destroy(b.session);
