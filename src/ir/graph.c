@@ -116,12 +116,18 @@ void *nnf_graph_block_alloc(nnf_graph *g, size_t size) {
     return d;
 }
 
-/* The block holding value v's data, or NULL (borrowed, in the arena, none). */
-static void **value_block(graph_private *p, const nnf_value *val) {
-    for (size_t i = 0; val->data && i < p->n_blocks; i++)
-        if (p->blocks[i] == val->data)
+/* The slot of the graph block that starts at d, or NULL (borrowed, in the
+ * arena, none). */
+static void **block_slot(graph_private *p, const void *d) {
+    for (size_t i = 0; d && i < p->n_blocks; i++)
+        if (p->blocks[i] == d)
             return &p->blocks[i];
     return NULL;
+}
+
+/* The block holding value v's data, or NULL. */
+static void **value_block(graph_private *p, const nnf_value *val) {
+    return block_slot(p, val->data);
 }
 
 void *nnf_graph_take_value_block(nnf_graph *g, int v) {
@@ -200,13 +206,10 @@ void nnf_value_scale_rows(const nnf_value *val, float *dst) {
 void nnf_graph_set_value_block(nnf_graph *g, int v, void *block) {
     graph_private *p = root_of(g);
     nnf_value *val = &g->values[v];
-    if (val->row_scale) {
-        nnf_value scale = {.data = val->row_scale};
-        void **b = value_block(p, &scale);
-        if (b) {
-            nnf_free_aligned(*b);
-            *b = NULL;
-        }
+    void **scale = block_slot(p, val->row_scale);
+    if (scale) {
+        nnf_free_aligned(*scale);
+        *scale = NULL;
     }
     nnf_graph_release_value_data(g, v);
     val->data = block;
@@ -381,58 +384,62 @@ int64_t nnf_graph_opset(const nnf_graph *g, const char *domain) {
     return 0;
 }
 
+nnf_status nnf_graph_consumers(const nnf_graph *g, int **cstart_out, int **cons_out) {
+    *cstart_out = *cons_out = NULL;
+    int *cstart = nnf_calloc((size_t)g->n_values + 2, sizeof(int)), *cons = NULL;
+    if (!cstart)
+        return nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory listing the graph's consumers");
+    for (int pass = 0; pass < 2; pass++) {
+        /* pass 0 counts into cstart[v + 2], pass 1 fills through cstart[v + 1] */
+        for (int i = 0; i < g->n_nodes; i++) {
+            const nnf_node *nd = &g->nodes[i];
+            for (int k = 0; !nd->dead && k < nd->n_inputs; k++) {
+                int v = nd->inputs[k], p = v >= 0 ? g->values[v].producer : -1;
+                if (p == i) {
+                    nnf_free(cstart);
+                    nnf_free(cons);
+                    return nnf_error(NNF_ERR_INVALID_MODEL,
+                                     "node '%s' (%s) consumes its own output '%s'", nd->name,
+                                     nd->op_type, g->values[v].name);
+                }
+                if (p < 0 || g->nodes[p].dead)
+                    continue;
+                if (pass == 0)
+                    cstart[v + 2]++;
+                else
+                    cons[cstart[v + 1]++] = i;
+            }
+        }
+        if (pass == 0) {
+            for (int v = 0; v < g->n_values; v++)
+                cstart[v + 2] += cstart[v + 1];
+            if (!(cons = nnf_malloc(((size_t)cstart[g->n_values + 1] + 1) * sizeof(int)))) {
+                nnf_free(cstart);
+                return nnf_error(NNF_ERR_OUT_OF_MEMORY,
+                                 "out of memory listing the graph's consumers");
+            }
+        }
+    }
+    *cstart_out = cstart;
+    *cons_out = cons;
+    return NNF_OK;
+}
+
 nnf_status nnf_graph_toposort(nnf_graph *g) {
     int n = g->n_nodes;
     int *order = nnf_malloc(sizeof(int) * (size_t)(n ? n : 1));
     int *pending = nnf_calloc((size_t)(n ? n : 1), sizeof(int));
-    /* consumers as CSR: count, then fill */
-    int *ccount = nnf_calloc((size_t)g->n_values + 1, sizeof(int));
-    int *cstart = nnf_calloc((size_t)g->n_values + 1, sizeof(int));
-    int total = 0;
-    for (int i = 0; i < n; i++)
-        if (!g->nodes[i].dead)
-            total += g->nodes[i].n_inputs;
-    int *cons = nnf_malloc(sizeof(int) * (size_t)(total ? total : 1));
+    int *cstart = NULL, *cons = NULL;
     nnf_status st = NNF_OK;
-    if (!order || !pending || !ccount || !cstart || !cons) {
+    if (!order || !pending) {
         st = nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory sorting the graph");
         goto done;
     }
-    for (int i = 0; i < n; i++) {
-        const nnf_node *nd = &g->nodes[i];
-        if (nd->dead)
-            continue;
-        for (int k = 0; k < nd->n_inputs; k++) {
-            int v = nd->inputs[k];
-            if (v < 0)
-                continue;
-            int p = g->values[v].producer;
-            if (p >= 0 && p != i && !g->nodes[p].dead) {
-                pending[i]++;
-                ccount[v]++;
-            } else if (p == i) {
-                st = nnf_error(NNF_ERR_INVALID_MODEL, "node '%s' (%s) consumes its own output '%s'",
-                               nd->name, nd->op_type, g->values[v].name);
-                goto done;
-            }
-        }
-    }
+    if ((st = nnf_graph_consumers(g, &cstart, &cons)) != NNF_OK)
+        goto done;
     for (int v = 0; v < g->n_values; v++)
-        cstart[v + 1] = cstart[v] + ccount[v];
-    memset(ccount, 0, sizeof(int) * (size_t)g->n_values);
-    for (int i = 0; i < n; i++) {
-        const nnf_node *nd = &g->nodes[i];
-        if (nd->dead)
-            continue;
-        for (int k = 0; k < nd->n_inputs; k++) {
-            int v = nd->inputs[k];
-            if (v < 0)
-                continue;
-            int p = g->values[v].producer;
-            if (p >= 0 && p != i && !g->nodes[p].dead)
-                cons[cstart[v] + ccount[v]++] = i;
-        }
-    }
+        for (int c = cstart[v]; c < cstart[v + 1]; c++)
+            pending[cons[c]]++;
     /* Kahn's algorithm; a FIFO over file order keeps the order stable. */
     int head = 0, tail = 0;
     for (int i = 0; i < n; i++)
@@ -444,7 +451,7 @@ nnf_status nnf_graph_toposort(nnf_graph *g) {
             int v = nd->outputs[k];
             if (v < 0)
                 continue;
-            for (int c = cstart[v]; c < cstart[v] + ccount[v]; c++)
+            for (int c = cstart[v]; c < cstart[v + 1]; c++)
                 if (--pending[cons[c]] == 0)
                     order[tail++] = cons[c];
         }
@@ -469,7 +476,6 @@ nnf_status nnf_graph_toposort(nnf_graph *g) {
 done:
     nnf_free(order);
     nnf_free(pending);
-    nnf_free(ccount);
     nnf_free(cstart);
     nnf_free(cons);
     return st;

@@ -251,6 +251,11 @@ int64_t nnf_graph_opset(const nnf_graph *g, const char *domain);
 /* Compute g->order; fails (naming a node) on a cycle or a value with no producer
  * that is not an input/initialiser. */
 nnf_status nnf_graph_toposort(nnf_graph *g);
+/* The live nodes that read each value produced by a live node, as CSR: those
+ * of value v are cons[cstart[v]..cstart[v + 1]), in ascending node id, a node
+ * once per input slot. Both arrays are the caller's (nnf_free). Fails on a
+ * node that reads its own output. */
+nnf_status nnf_graph_consumers(const nnf_graph *g, int **cstart_out, int **cons_out);
 /* Check structural invariants: ids in range, one producer per value, every
  * consumed value defined, outputs produced. */
 nnf_status nnf_graph_verify(const nnf_graph *g);

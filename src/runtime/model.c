@@ -1,6 +1,5 @@
 /* Loading a model: map → import → bind → init → sort → verify → infer. */
 #include "runtime/model.h"
-#include "runtime/schedule.h"
 
 #include "base/file.h"
 #include "base/log.h"
@@ -8,6 +7,7 @@
 #include "onnx/import.h"
 #include "passes/pass.h"
 #include "plan/plan.h"
+#include "runtime/schedule.h"
 
 #include <libgen.h>
 #include <stddef.h>

@@ -94,14 +94,9 @@ static size_t simulate_peak(const nnf_graph *g, const nnf_kernel_plan *plans, co
 static int depth_first(const nnf_graph *g, const int *cstart, const int *cons, int *pending,
                        int *stack, int *order) {
     int n = 0, top = 0;
-    for (int i = 0; i < g->n_nodes; i++) {
-        const nnf_node *nd = &g->nodes[i];
-        pending[i] = 0;
-        for (int k = 0; !nd->dead && k < nd->n_inputs; k++) {
-            int v = nd->inputs[k], p = v >= 0 ? g->values[v].producer : -1;
-            pending[i] += p >= 0 && p != i && !g->nodes[p].dead;
-        }
-    }
+    for (int v = 0; v < g->n_values; v++)
+        for (int c = cstart[v]; c < cstart[v + 1]; c++)
+            pending[cons[c]]++;
     for (int i = g->n_nodes - 1; i >= 0; i--)
         if (!g->nodes[i].dead && pending[i] == 0)
             stack[top++] = i;
@@ -157,41 +152,18 @@ nnf_status nnf_schedule_for_memory(nnf_graph *g, const nnf_kernel_plan *plans) {
         return NNF_OK;
     int nn = g->n_nodes, nv = g->n_values;
     size_t *bytes = nnf_calloc((size_t)nv + 1, sizeof *bytes);
-    int *cstart = nnf_calloc((size_t)nv + 2, sizeof(int));
     int *last = nnf_calloc((size_t)nv + 1, sizeof(int));
     int *pending = nnf_calloc((size_t)nn + 1, sizeof(int));
     int *stack = nnf_calloc((size_t)nn + 1, sizeof(int));
     int *order = nnf_calloc((size_t)nn + 1, sizeof(int));
-    int *cons = NULL;
+    int *cstart = NULL, *cons = NULL;
     nnf_status st = NNF_OK;
-    if (!bytes || !cstart || !last || !pending || !stack || !order) {
+    if (!bytes || !last || !pending || !stack || !order) {
         st = nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory ordering the graph's nodes");
         goto done;
     }
-    if (!value_bytes(g, bytes))
+    if (!value_bytes(g, bytes) || (st = nnf_graph_consumers(g, &cstart, &cons)) != NNF_OK)
         goto done;
-    /* consumers per value, as CSR in ascending node id (a node that reads
-     * a value twice is listed twice: it waits on both) */
-    for (int i = 0; i < nn; i++)
-        for (int k = 0; !g->nodes[i].dead && k < g->nodes[i].n_inputs; k++) {
-            int v = g->nodes[i].inputs[k], p = v >= 0 ? g->values[v].producer : -1;
-            if (p >= 0 && p != i && !g->nodes[p].dead)
-                cstart[v + 1]++;
-        }
-    for (int v = 0; v < nv; v++)
-        cstart[v + 1] += cstart[v];
-    if (!(cons = nnf_malloc(((size_t)cstart[nv] + 1) * sizeof(int)))) {
-        st = nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory ordering the graph's nodes");
-        goto done;
-    }
-    for (int v = 0; v < nv; v++)
-        last[v] = cstart[v]; /* fill cursor */
-    for (int i = 0; i < nn; i++)
-        for (int k = 0; !g->nodes[i].dead && k < g->nodes[i].n_inputs; k++) {
-            int v = g->nodes[i].inputs[k], p = v >= 0 ? g->values[v].producer : -1;
-            if (p >= 0 && p != i && !g->nodes[p].dead)
-                cons[last[v]++] = i;
-        }
     if (depth_first(g, cstart, cons, pending, stack, order) != g->n_order)
         goto done; /* cannot happen on a sorted graph; keep its order */
     size_t fifo = simulate_peak(g, plans, g->order, g->n_order, bytes, last);

@@ -349,7 +349,8 @@ static bool can_alias(const nnf_session *s, const nnf_node *n, int oi) {
  * input dies here, the session owns its buffer and it holds output 0's
  * bytes, no other input of the node is the same value, and output 0 is not
  * a graph output (the caller reads those after the run). Reference kernels
- * never run in place. */
+ * never run in place. runtime/schedule.c simulates this rule and can_alias
+ * when it picks the node order: a change here belongs there too. */
 static int in_place_source(const nnf_session *s, const nnf_node *n, int oi, const nnf_kernel_plan *p,
                            bool fast, size_t bytes) {
     if (!fast || !p->in_place_inputs || s->last_use[n->outputs[0]] == INT32_MAX)
