@@ -441,6 +441,15 @@ int main(void) {
         {1, 3, 8, 64, 32, 6, 6, 2, 2, 1, 1, 2, 2, 2, 2, 0, {NNF_ACT_SILU, 0, 0}, 1, 0, 0, 0, 0, 0, 0},
         {1, 3, 7, 61, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, {NNF_ACT_CLIP, 0, 6}, 1, 1, 0, 0, 0, 0, 0},
         {1, 5, 4, 61, 40, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, {NNF_ACT_NONE, 0, 0}, 1, 0, 0, 0, 0, 0, 0},
+        /* NCHW input in the AVX2 assembly tiles, an entry per row of kw
+         * taps (kw 1, 3, 5, 6, 7): K blocks of a 7x7 (3 channels a block,
+         * partial sums in y) with a residual, 5x5 at stride 1, 3x5 at
+         * stride 2; kw 4 and dilated rows stay in C */
+        {1, 7, 9, 45, 32, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3, 0, {NNF_ACT_RELU, 0, 0}, 1, 1, 0, 0, 0, 0, 0},
+        {1, 2, 6, 47, 16, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2, 0, {NNF_ACT_CLIP, 0, 6}, 1, 0, 0, 0, 0, 0, 0},
+        {1, 4, 7, 53, 8, 3, 5, 2, 2, 1, 1, 1, 2, 1, 2, 0, {NNF_ACT_NONE, 0, 0}, 0, 1, 0, 0, 0, 0, 0},
+        {1, 3, 6, 40, 24, 3, 4, 1, 1, 1, 1, 1, 1, 1, 2, 0, {NNF_ACT_RELU, 0, 0}, 1, 0, 0, 0, 0, 0, 0},
+        {1, 3, 9, 43, 16, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2, 0, {NNF_ACT_SILU, 0, 0}, 1, 0, 0, 0, 0, 0, 0},
         /* strided 1x1s run on a subsampled copy of their input: a downsample
          * with its residual, odd sizes in a batch, strides 3 x 2 from NCHW,
          * NaN and Inf; with bottom/right padding (outputs past the input)

@@ -11,9 +11,11 @@
  *
  * Interior tiles at stride 1 or 2 run whole in assembly
  * (conv_nchwc_taps_avx2.h: the K loop over a table of the row's taps, the
- * start and the epilogue); border tiles, tiles that wrap rows, other
- * strides, NCHW input, tiles with padding lanes and epilogues the assembly
- * does not do run in C, with the same FMAs in the same order.
+ * start and the epilogue), on NCHWc8 input and on NCHW input whose rows
+ * of taps are 1, 3, 5, 6 or 7 wide and not dilated (the stems); border
+ * tiles, tiles that wrap rows, other strides and kernels, tiles with
+ * padding lanes and epilogues the assembly does not do run in C, with the
+ * same FMAs in the same order.
  *
  * Epilogue: bias, residual and a clamp (none/ReLU/Clip) on the registers;
  * any other activation (and a residual after it) in a second pass over the
@@ -52,6 +54,9 @@ typedef struct tap_table {
     size_t n, u0, u1, kh0, kh1, nob;
 } tap_table;
 
+/* An entry per tap of NCHWc8 input (its 8 lanes the assembly's steps); of
+ * NCHW input, an entry per row of kw taps (side by side in the input when
+ * dw == 1, as lanes are; n = 0 otherwise). */
 static void tap_table_update(const nnf_nchwc_conv_job *j, tap_table *t, size_t u0, size_t u1,
                              size_t kh0, size_t kh1, size_t nob) {
     if (t->n != SIZE_MAX && t->u0 == u0 && t->u1 == u1 && t->kh0 == kh0 && t->kh1 == kh1 &&
@@ -65,15 +70,16 @@ static void tap_table_update(const nnf_nchwc_conv_job *j, tap_table *t, size_t u
     t->kh0 = kh0;
     t->kh1 = kh1;
     t->nob = nob;
-    if ((u1 - u0) * (kh1 - kh0) * s->kw > TAB_MAX)
+    const size_t L = j->lanes, per = L == 1 ? s->kw : 1;
+    if ((u1 - u0) * (kh1 - kh0) * (s->kw / per) > TAB_MAX || (L == 1 && s->kw > 1 && s->dw != 1))
         return;
-    const size_t wtap = NNF_NCHWC_B * nob * NNF_NCHWC_B, wunit = s->kh * s->kw * wtap;
+    const size_t wtap = L * nob * NNF_NCHWC_B, wunit = s->kh * s->kw * wtap;
     for (size_t u = u0; u < u1; u++)
         for (size_t kh = kh0; kh < kh1; kh++)
-            for (size_t kw = 0; kw < s->kw; kw++)
+            for (size_t kw = 0; kw < s->kw; kw += per)
                 t->e[t->n++] = (nnf_tap){
                     .x = (ptrdiff_t)(((u - u0) * j->x_unit + (kh - kh0) * s->dh * j->x_row +
-                                      kw * s->dw * NNF_NCHWC_B) *
+                                      kw * s->dw * L) *
                                      sizeof(float)),
                     .w = (ptrdiff_t)(((u - u0) * wunit + ((kh - kh0) * s->kw + kw) * wtap) *
                                      sizeof(float))};
@@ -107,7 +113,7 @@ tile(const nnf_nchwc_conv_job *j, const tile_arg *a, const ep_ctx *ec, const int
     const nnf_conv2d_shape *s = &j->k->s;
     /* the whole run in assembly: interior, stride 1 or 2, no padding lanes,
      * an epilogue it does */
-    const nnf_taps_fn taps = L == 8 && !G && !TL ? nnf_taps_for(OB, P, SW) : NULL;
+    const nnf_taps_fn taps = !G && SW ? nnf_taps_for(OB, P, SW, L, (int)s->kw) : NULL;
     if (taps && a->tt->n && (!a->last || ec->asm_ep) &&
         (ec->partial < a->blk0 || ec->partial >= a->blk0 + (size_t)OB)) {
         const size_t wtap = (size_t)L * OB * 8, wunit = s->kh * s->kw * wtap;
@@ -457,7 +463,6 @@ static void row(const nnf_nchwc_conv_job *j, tile_arg *a, const ep_ctx *ec, size
     const nnf_epilogue *e = j->ep;
     nnf_nchwc_taps(oh, s->sh, s->pt, s->dh, s->kh, j->h, &a->kh0, &a->kh1);
     a->ih = (ptrdiff_t)(oh * s->sh) - (ptrdiff_t)s->pt;
-    int l8 = j->lanes == 8;
     size_t y0 = (a->blk0 - j->y_blk0) * j->y_blk + oh * j->ow * NNF_NCHWC_B;
     float *yb = j->y + (size_t)(a->x - j->x) / j->x_img * j->y_img;
     const float *rb = e->residual ? e->residual + (yb - j->y) : NULL;
@@ -465,13 +470,12 @@ static void row(const nnf_nchwc_conv_job *j, tile_arg *a, const ep_ctx *ec, size
      * of the instructions of a 24-deep pointwise tile) */
     int k1 = s->kh == 1 && s->kw == 1 && a->kh0 == 0 && a->kh1 == 1;
     int tl = a->toff && a->kh0 == 0 && a->kh1 == s->kh;
-    if (l8)
-        tap_table_update(j, a->tt, a->u0, a->u1, a->kh0, a->kh1, nob);
+    tap_table_update(j, a->tt, a->u0, a->u1, a->kh0, a->kh1, nob);
     /* With the interior in assembly, the border columns are tiles of their
      * own (1 pixel for a 3x3 with padding 1): a 28-wide row of a 3x3
      * stride-2 conv ran a 3-pixel C border tile, 3-pixel and two 2-pixel
      * tiles; now 1 + 9 x 3. */
-    if (l8 && a->tt->n && (s->sw == 1 || s->sw == 2)) {
+    if (a->tt->n && (s->sw == 1 || s->sw == 2)) {
         size_t lo = j->ow_lo > ow0 ? (j->ow_lo < ow1 ? j->ow_lo : ow1) : ow0;
         size_t hi = j->ow_hi > lo ? (j->ow_hi < ow1 ? j->ow_hi : ow1) : lo;
         row_tiles(j, a, ec, nob, yb, rb, y0, k1, tl, ow0, lo);

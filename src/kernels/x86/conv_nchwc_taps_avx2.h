@@ -11,18 +11,23 @@
  * ymm(4 + o * P + p); ymm0-3 hold the broadcasts and weights.
  *
  * One call runs ntile tiles along a row, each whole: accumulators from
- * zero or from the partial sums in y, n taps (each also prefetching one
- * line of the next K block's weights into L2, io->pf), then either the
- * partial sums or the finished outputs (bias, residual, clamp) stored to
- * y. Tap t reads its input at x + tab[t].x bytes (pixel p at + p * XS
- * bytes, lane l at + 4 l) and its weights at w + tab[t].w bytes ([lane][OB]
- * [8], packed by conv_nchwc.c), and adds, lane by lane, weight x input into
- * the accumulators: the same FMAs and epilogue operations in the same order
- * as the C tile, so the two paths give identical bits.
+ * zero or from the partial sums in y, n table entries (each also
+ * prefetching one line of the next K block's weights into L2, io->pf), then
+ * either the partial sums or the finished outputs (bias, residual, clamp)
+ * stored to y. Entry t reads its input at x + tab[t].x bytes (pixel p at +
+ * p * XS bytes, step l at + 4 l) and its weights at w + tab[t].w bytes
+ * ([step][OB][8], packed by conv_nchwc.c), and adds, step by step, weight x
+ * input into the accumulators: the same FMAs and epilogue operations in the
+ * same order as the C tile, so the two paths give identical bits. An
+ * entry's steps are the 8 lanes of one tap of NCHWc8 input, or the kw taps
+ * of one row of one channel of NCHW input (a stem: 3 channels x 7 rows of
+ * a 7x7 are 21 entries of 7 steps; with an entry per tap, 147 entries of
+ * one step, the table's loads and prefetches outweighed the FMAs, slower
+ * than the C tile's loop).
  *
- * XS is the pixel stride in bytes: 32 at stride 1, 64 at stride 2 (other
- * strides stay on the C path). Displacements are constant expressions that
- * the assembler evaluates. */
+ * XS is the pixel stride in bytes: stride x lanes x 4 (other strides stay
+ * on the C path). Displacements are constant expressions that the
+ * assembler evaluates. */
 #ifndef NNF_CONV_NCHWC_TAPS_AVX2_H
 #define NNF_CONV_NCHWC_TAPS_AVX2_H
 
@@ -208,11 +213,22 @@ _Static_assert(offsetof(nnf_taps_io, res) == 8 && offsetof(nnf_taps_io, bias) ==
 
 typedef void (*nnf_taps_fn)(const float *x, const float *w, nnf_taps_io *io);
 
+/* The steps of a table entry: the 8 input lanes of one tap (NCHWc8 input),
+ * or the kw taps of one row of one channel (NCHW input, kw = 1, 3, 5, 6 or
+ * 7: side by side in the input, 4 bytes apart, and in the weights, OB
+ * vectors apart, as the lanes of a tap are). */
+#define LANES_1(S, XS) S(0, XS)
+#define LANES_3(S, XS) S(0, XS) S(1, XS) S(2, XS)
+#define LANES_5(S, XS) LANES_3(S, XS) S(3, XS) S(4, XS)
+#define LANES_6(S, XS) LANES_5(S, XS) S(5, XS)
+#define LANES_7(S, XS) LANES_6(S, XS) S(6, XS)
+#define LANES_8(S, XS) LANES_7(S, XS) S(7, XS)
+
 /* The tiles: accumulators from zero or y, the K loop, then y = clamp(acc +
  * bias + res) on the last K block (the order of nnf_ep_fast8, so the bits
  * match the C tile) or the raw partial sums; then the next tile. */
-#define TAPS_FN(NAME, OB, P, XS)                                                                   \
-    static void NAME(const float *x, const float *w, nnf_taps_io *io) {                           \
+#define TAPS_FN(NAME, OB, P, XS, LN)                                                               \
+    static void NAME(const float *x, const float *w, nnf_taps_io *io) {                            \
         const char *xp, *wp, *yb, *pf;                                                             \
         const nnf_tap *tab;                                                                        \
         size_t n;                                                                                  \
@@ -237,9 +253,7 @@ typedef void (*nnf_taps_fn)(const float *x, const float *w, nnf_taps_io *io);
             "mov (%[tab]), %[xp]\n\t"                                                              \
             "mov 8(%[tab]), %[wp]\n\t"                                                             \
             "add %[x], %[xp]\n\t"                                                                  \
-            "add %[w], %[wp]\n\t" XPF(P, XS) STEP_##OB##x##P(0, XS) STEP_##OB##x##P(1, XS)         \
-                STEP_##OB##x##P(2, XS) STEP_##OB##x##P(3, XS) STEP_##OB##x##P(4, XS)               \
-                    STEP_##OB##x##P(5, XS) STEP_##OB##x##P(6, XS) STEP_##OB##x##P(7, XS)           \
+            "add %[w], %[wp]\n\t" XPF(P, XS) LANES_##LN(STEP_##OB##x##P, XS)                       \
             "add $16, %[tab]\n\t"                                                                  \
             "dec %[n]\n\t"                                                                         \
             "jnz 1b\n"                                                                             \
@@ -273,20 +287,39 @@ typedef void (*nnf_taps_fn)(const float *x, const float *w, nnf_taps_io *io);
  * below are made from this one list. */
 #define TAPS_SHAPES(X) X(4, 3) X(4, 2) X(3, 4) X(3, 3) X(2, 6) X(2, 5) X(2, 4) X(1, 8) X(1, 7)
 
+/* XS = stride x lanes x 4 bytes: pixels of NCHWc8 input 32 or 64 bytes
+ * apart, of NCHW input 4 or 8 */
+#define TAPS_ROWS(OB, P, KW)                                                                       \
+    TAPS_FN(taps_##OB##x##P##_s1_k##KW, OB, P, 4, KW)                                              \
+    TAPS_FN(taps_##OB##x##P##_s2_k##KW, OB, P, 8, KW)
 #define TAPS_SHAPE(OB, P)                                                                          \
-    TAPS_FN(taps_##OB##x##P##_s1, OB, P, 32)                                                       \
-    TAPS_FN(taps_##OB##x##P##_s2, OB, P, 64)
+    TAPS_FN(taps_##OB##x##P##_s1, OB, P, 32, 8)                                                    \
+    TAPS_FN(taps_##OB##x##P##_s2, OB, P, 64, 8)                                                    \
+    TAPS_ROWS(OB, P, 1) TAPS_ROWS(OB, P, 3) TAPS_ROWS(OB, P, 5) TAPS_ROWS(OB, P, 6)                \
+        TAPS_ROWS(OB, P, 7)
 TAPS_SHAPES(TAPS_SHAPE)
 #undef TAPS_SHAPE
+#undef TAPS_ROWS
 
-/* The assembly tile OB x P at stride SW (1 or 2), or NULL where the tile
- * stays in C. Constant-folded in the inlined tile. */
-static inline nnf_taps_fn nnf_taps_for(int OB, int P, int SW) {
+/* The assembly tile OB x P at stride SW (1 or 2) on L input lanes: 8 (an
+ * entry a tap's lanes) or 1 (an entry a row's KW taps, KW = 1, 3, 5, 6 or
+ * 7), or NULL where the tile stays in C. Constant-folded in the inlined
+ * tile for L = 8. */
+static inline nnf_taps_fn nnf_taps_for(int OB, int P, int SW, int L, int KW) {
+#define TAPS_KW(ob, p, kw)                                                                         \
+    if (L == 1 && KW == kw)                                                                        \
+        return SW == 1 ? taps_##ob##x##p##_s1_k##kw : SW == 2 ? taps_##ob##x##p##_s2_k##kw : NULL;
 #define TAPS_CASE(ob, p)                                                                           \
-    if (OB == ob && P == p)                                                                        \
-        return SW == 1 ? taps_##ob##x##p##_s1 : SW == 2 ? taps_##ob##x##p##_s2 : NULL;
+    if (OB == ob && P == p) {                                                                      \
+        if (L == 8)                                                                                \
+            return SW == 1 ? taps_##ob##x##p##_s1 : SW == 2 ? taps_##ob##x##p##_s2 : NULL;         \
+        TAPS_KW(ob, p, 1) TAPS_KW(ob, p, 3) TAPS_KW(ob, p, 5)                                     \
+        TAPS_KW(ob, p, 6) TAPS_KW(ob, p, 7)                                                        \
+        return NULL;                                                                               \
+    }
     TAPS_SHAPES(TAPS_CASE)
 #undef TAPS_CASE
+#undef TAPS_KW
     return NULL;
 }
 
