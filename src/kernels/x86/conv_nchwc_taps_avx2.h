@@ -256,8 +256,8 @@ typedef void (*nnf_taps_fn)(const float *x, const float *w, nnf_taps_io *io);
             "mov 8(%[io]), %[yb]\n\t"                                                              \
             "test %[yb], %[yb]\n\t"                                                                \
             "jz 11f\n\t" RPF_BLOCK(OB, P, 0, "") RPF_BLOCK(OB, P, 1, ",%[ys]")                     \
-            "lea (%[yb],%[ys],2), %[yb]\n\t" RPF_BLOCK(OB, P, 2, "")                                \
-                RPF_BLOCK(OB, P, 3, ",%[ys]") "11:\n\t"                                             \
+            "lea (%[yb],%[ys],2), %[yb]\n\t" RPF_BLOCK(OB, P, 2, "")                               \
+                RPF_BLOCK(OB, P, 3, ",%[ys]") "11:\n\t"                                            \
             "cmpl $0, 40(%[io])\n\t"                                                               \
             "je 5f\n\t" EACH(OB, P, ZERO) "jmp 6f\n"                                               \
             "5:\n\t"                                                                               \
@@ -299,7 +299,7 @@ typedef void (*nnf_taps_fn)(const float *x, const float *w, nnf_taps_io *io);
             : [tab] "=&r"(tab), [n] "=&r"(n), [xp] "=&r"(xp), [wp] "=&r"(wp), [yb] "=&r"(yb),      \
               [ys] "=&r"(ys), [pf] "=&r"(pf), [ps] "=&r"(ps), [x] "+r"(x)                          \
             : [w] "r"(w), [io] "r"(io)                                                             \
-            : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9",       \
+            : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9",      \
               "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "memory", "cc");               \
     }
 
