@@ -180,15 +180,17 @@ typedef struct nnf_tap {
     ".if " #P "*" #XS " > 192\n\tprefetcht0 " #P "*" #XS "+192(%[xp])\n\t.endif\n\t"
 
 /* The residual of the tile two ahead (its P pixels at yb + index + 2 P
- * 32 bytes: the first, second and last lines they touch) into L1, for the
- * blocks the tile has. The last K block's epilogue adds it; ResNet-50's
- * bottleneck outputs (x + conv, 0.4-3.2 MB) read it from memory, and its
- * misses stalled the tiles (a 64 -> 256 1x1 at 56x56 with the residual ran
- * ~20 % slower than without, 6-16 % with the prefetch; ResNet-50 in-process
- * A/B 0.977-0.989, MobileNetV2 and YOLOv5s unchanged). */
+ * 32 bytes: every line they touch) into L1, for the blocks the tile has.
+ * The last K block's epilogue adds it; ResNet-50's bottleneck outputs (x +
+ * conv, 0.4-3.2 MB) read it from memory, and its misses stalled the tiles
+ * (a 64 -> 256 1x1 at 56x56 with the residual ran ~20 % slower than
+ * without, 6-16 % with the prefetch; ResNet-50 in-process A/B
+ * 0.977-0.989, MobileNetV2 and YOLOv5s unchanged). */
 #define RPF_AT(P, index)                                                                           \
     "prefetcht0 " #P "*32*2(%[yb]" index ")\n\t"                                                  \
     ".if " #P "*32 > 64\n\tprefetcht0 " #P "*32*2+64(%[yb]" index ")\n\t.endif\n\t"               \
+    ".if " #P "*32 > 128\n\tprefetcht0 " #P "*32*2+128(%[yb]" index ")\n\t.endif\n\t"             \
+    ".if " #P "*32 > 192\n\tprefetcht0 " #P "*32*2+192(%[yb]" index ")\n\t.endif\n\t"             \
     "prefetcht0 " #P "*32*3-4(%[yb]" index ")\n\t"
 #define RPF_BLOCK(OB, P, o, index) IFB_##OB##_##o(RPF_AT(P, index))
 
