@@ -56,7 +56,7 @@ typedef struct tap_table {
 
 /* An entry per tap of NCHWc8 input (its 8 lanes the assembly's steps); of
  * NCHW input, an entry per row of kw taps (side by side in the input when
- * dw == 1, as lanes are; n = 0 otherwise). */
+ * dw == 1, as lanes are). n = 0 where no assembly tile would read it. */
 static void tap_table_update(const nnf_nchwc_conv_job *j, tap_table *t, size_t u0, size_t u1,
                              size_t kh0, size_t kh1, size_t nob) {
     if (t->n != SIZE_MAX && t->u0 == u0 && t->u1 == u1 && t->kh0 == kh0 && t->kh1 == kh1 &&
@@ -71,7 +71,8 @@ static void tap_table_update(const nnf_nchwc_conv_job *j, tap_table *t, size_t u
     t->kh1 = kh1;
     t->nob = nob;
     const size_t L = j->lanes, per = L == 1 ? s->kw : 1;
-    if ((u1 - u0) * (kh1 - kh0) * (s->kw / per) > TAB_MAX || (L == 1 && s->kw > 1 && s->dw != 1))
+    if ((u1 - u0) * (kh1 - kh0) * (s->kw / per) > TAB_MAX ||
+        (L == 1 && (!nnf_taps_row_width(s->kw) || (s->kw > 1 && s->dw != 1))))
         return;
     const size_t wtap = L * nob * NNF_NCHWC_B, wunit = s->kh * s->kw * wtap;
     for (size_t u = u0; u < u1; u++)

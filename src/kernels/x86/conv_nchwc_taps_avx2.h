@@ -229,9 +229,9 @@ _Static_assert(offsetof(nnf_taps_io, res) == 8 && offsetof(nnf_taps_io, bias) ==
 typedef void (*nnf_taps_fn)(const float *x, const float *w, nnf_taps_io *io);
 
 /* The steps of a table entry: the 8 input lanes of one tap (NCHWc8 input),
- * or the kw taps of one row of one channel (NCHW input, kw = 1, 3, 5, 6 or
- * 7: side by side in the input, 4 bytes apart, and in the weights, OB
- * vectors apart, as the lanes of a tap are). */
+ * or the kw taps of one row of one channel (NCHW input, a width of
+ * TAPS_ROW_WIDTHS: side by side in the input, 4 bytes apart, and in the
+ * weights, OB vectors apart, as the lanes of a tap are). */
 #define LANES_1(S, XS) S(0, XS)
 #define LANES_3(S, XS) S(0, XS) S(1, XS) S(2, XS)
 #define LANES_5(S, XS) LANES_3(S, XS) S(3, XS) S(4, XS)
@@ -309,6 +309,11 @@ typedef void (*nnf_taps_fn)(const float *x, const float *w, nnf_taps_io *io);
  * below are made from this one list. */
 #define TAPS_SHAPES(X) X(4, 3) X(4, 2) X(3, 4) X(3, 3) X(2, 6) X(2, 5) X(2, 4) X(1, 8) X(1, 7)
 
+/* The row widths of NCHW input with assembly tiles: the stems' 1, 3, 5
+ * (ResNet-style 5x5 heads), 6 (YOLOv5's) and 7 (ResNet-50's). X(OB, P, KW)
+ * for each; the tiles, the lookup and nnf_taps_row_width derive from it. */
+#define TAPS_ROW_WIDTHS(X, OB, P) X(OB, P, 1) X(OB, P, 3) X(OB, P, 5) X(OB, P, 6) X(OB, P, 7)
+
 /* XS = stride x lanes x 4 bytes: pixels of NCHWc8 input 32 or 64 bytes
  * apart, of NCHW input 4 or 8 */
 #define TAPS_ROWS(OB, P, KW)                                                                       \
@@ -317,16 +322,22 @@ typedef void (*nnf_taps_fn)(const float *x, const float *w, nnf_taps_io *io);
 #define TAPS_SHAPE(OB, P)                                                                          \
     TAPS_FN(taps_##OB##x##P##_s1, OB, P, 32, 8)                                                    \
     TAPS_FN(taps_##OB##x##P##_s2, OB, P, 64, 8)                                                    \
-    TAPS_ROWS(OB, P, 1) TAPS_ROWS(OB, P, 3) TAPS_ROWS(OB, P, 5) TAPS_ROWS(OB, P, 6)                \
-        TAPS_ROWS(OB, P, 7)
+    TAPS_ROW_WIDTHS(TAPS_ROWS, OB, P)
 TAPS_SHAPES(TAPS_SHAPE)
 #undef TAPS_SHAPE
 #undef TAPS_ROWS
 
+/* Whether NCHW input rows kw taps wide have assembly tiles. */
+static inline int nnf_taps_row_width(size_t kw) {
+#define TAPS_IS_WIDTH(ob, p, w) || kw == w
+    return 0 TAPS_ROW_WIDTHS(TAPS_IS_WIDTH, 0, 0);
+#undef TAPS_IS_WIDTH
+}
+
 /* The assembly tile OB x P at stride SW (1 or 2) on L input lanes: 8 (an
- * entry a tap's lanes) or 1 (an entry a row's KW taps, KW = 1, 3, 5, 6 or
- * 7), or NULL where the tile stays in C. Constant-folded in the inlined
- * tile for L = 8. */
+ * entry a tap's lanes) or 1 (an entry a row's KW taps, a width of
+ * TAPS_ROW_WIDTHS), or NULL where the tile stays in C. Constant-folded in
+ * the inlined tile for L = 8. */
 static inline nnf_taps_fn nnf_taps_for(int OB, int P, int SW, int L, int KW) {
 #define TAPS_KW(ob, p, kw)                                                                         \
     if (L == 1 && KW == kw)                                                                        \
@@ -335,8 +346,7 @@ static inline nnf_taps_fn nnf_taps_for(int OB, int P, int SW, int L, int KW) {
     if (OB == ob && P == p) {                                                                      \
         if (L == 8)                                                                                \
             return SW == 1 ? taps_##ob##x##p##_s1 : SW == 2 ? taps_##ob##x##p##_s2 : NULL;         \
-        TAPS_KW(ob, p, 1) TAPS_KW(ob, p, 3) TAPS_KW(ob, p, 5)                                     \
-        TAPS_KW(ob, p, 6) TAPS_KW(ob, p, 7)                                                        \
+        TAPS_ROW_WIDTHS(TAPS_KW, ob, p)                                                            \
         return NULL;                                                                               \
     }
     TAPS_SHAPES(TAPS_CASE)
