@@ -61,7 +61,8 @@ static void init_cfgs(void) {
                                             .mr = 14,
                                             .nr = 32,
                                             .ukernel = nnf_gemm_ukernel_14x32_avx512,
-                                            .pack_a_rows = nnf_gemm_pack_a14_avx512};
+                                            .pack_a_rows = nnf_gemm_pack_a14_avx512,
+                                            .ukernel_rebalance = 1};
     for (int i = 0; i < 3; i++)
         size_blocks(&g_cfgs[i], cpu);
 }
@@ -356,7 +357,9 @@ static inline void pf_step(pf_cursor *p) {
  * a sequence of 64 ends in two of 5 instead of one of 4, one of 63 in three
  * instead of one of 3. Too few rows for that: the last two panels as 4 + 3
  * or 4 + 4 where the rest is 1 or 2 rows. Each row's sum is the same in any
- * tile, so the results do not change. Rows [0, split) are full panels, the
+ * tile, so the results do not change. The AVX-512 tile has a form per row
+ * count from 4 (each row a cycle per k step): its M = 128 ends in two panels
+ * of 8, not 14 + 2 (2 costing as 4). Rows [0, split) are full panels, the
  * rest panels of tail rows (the last one what is left). */
 static void tail_split(size_t mcb, size_t mr, int rebalance, size_t *split, size_t *tail) {
     size_t rem = mcb % mr;

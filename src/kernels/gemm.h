@@ -56,9 +56,10 @@ typedef struct nnf_gemm_cfg {
     nnf_gemm_ukernel_fn ukernel;
     nnf_gemm_pack_rows_fn pack_a_rows; /* NULL: the portable packer */
     nnf_gemv_block_fn gemv_block;      /* NULL: M = 1 runs through the microkernel */
-    /* the microkernel has 5- and 4-row tiles: a block whose last panel
-     * would hold 1-4 rows ends in panels of 5 instead (or 4 + 3, 4 + 4 when
-     * it is too small and the rest is 1-2 rows; gemm.c, tail_split) */
+    /* the microkernel's cost follows the panel's rows (AVX2: 6-, 5- and
+     * 4-row tiles; AVX-512: a form per row count from 4): a block whose
+     * last panel would hold 1-2 rows (AVX2: 1-4) ends in two balanced
+     * panels instead (gemm.c, tail_split) */
     int ukernel_rebalance;
 } nnf_gemm_cfg;
 

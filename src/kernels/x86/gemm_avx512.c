@@ -25,17 +25,24 @@ store_row16(float *cr, __m512 v0, __m512 v1, size_t r, __mmask16 k0, __mmask16 k
     _mm512_mask_storeu_ps(cr + 16, k1, v1);
 }
 
-void nnf_gemm_ukernel_14x32_avx512(size_t kc, const float *a, const float *b, float *c,
-                                   size_t ldc, size_t m, size_t n, const nnf_tile_ep *t) {
+/* The tile's first RR rows (RR a constant, so the rows past it vanish):
+ * each row costs one k step of two FMAs whether it is wanted or not, and a
+ * block's last panel is often short (BERT's M = 128 is 9 panels of 14 and
+ * one of 2, or with tail_split 8 of 14 and two of 8; YOLOv5s's 255-channel
+ * head 18 of 14 and one of 3). Every element gets one FMA per k in k
+ * order whichever form computes it, so the values do not depend on it. */
+static inline __attribute__((always_inline)) void
+tile_rows(size_t kc, const float *a, const float *b, float *c, size_t ldc, size_t m, size_t n,
+          const nnf_tile_ep *t, const int RR) {
 #define Z(r) __m512 c##r##0 = _mm512_setzero_ps(), c##r##1 = _mm512_setzero_ps()
     Z(0); Z(1); Z(2); Z(3); Z(4); Z(5); Z(6); Z(7); Z(8); Z(9); Z(10); Z(11); Z(12); Z(13);
 #undef Z
 #define R(r)                                                                                   \
-    do {                                                                                       \
+    if (RR > r) {                                                                              \
         __m512 av = _mm512_set1_ps(a[r]);                                                      \
         c##r##0 = _mm512_fmadd_ps(av, b0, c##r##0);                                            \
         c##r##1 = _mm512_fmadd_ps(av, b1, c##r##1);                                            \
-    } while (0)
+    }
     for (size_t r = 0; r < m; r++) { /* see gemm_avx2.c: C comes back on every K block */
         _mm_prefetch((const char *)(c + r * ldc), _MM_HINT_T0);
         _mm_prefetch((const char *)(c + r * ldc + 31), _MM_HINT_T0);
@@ -48,10 +55,27 @@ void nnf_gemm_ukernel_14x32_avx512(size_t kc, const float *a, const float *b, fl
 #undef R
     __mmask16 k0 = nnf_mask16(n), k1 = nnf_mask16(n > 16 ? n - 16 : 0);
 #define S(r)                                                                                   \
-    if (m > r)                                                                                 \
+    if (RR > r && m > r)                                                                       \
         store_row16(c + r * ldc, c##r##0, c##r##1, r, k0, k1, t)
     S(0); S(1); S(2); S(3); S(4); S(5); S(6); S(7); S(8); S(9); S(10); S(11); S(12); S(13);
 #undef S
+}
+
+/* Panels of 1-3 rows take the 4-row form: fewer than 8 accumulator chains
+ * leave the two FMA pipes waiting on the 4-cycle latency (gemm_avx2.c). */
+void nnf_gemm_ukernel_14x32_avx512(size_t kc, const float *a, const float *b, float *c,
+                                   size_t ldc, size_t m, size_t n, const nnf_tile_ep *t) {
+    switch (m) {
+#define FORM(RR)                                                                               \
+    case RR: tile_rows(kc, a, b, c, ldc, m, n, t, RR); return;
+    FORM(5) FORM(6) FORM(7) FORM(8) FORM(9) FORM(10) FORM(11) FORM(12) FORM(13)
+#undef FORM
+    case 1:
+    case 2:
+    case 3:
+    case 4: tile_rows(kc, a, b, c, ldc, m, n, t, 4); return;
+    default: tile_rows(kc, a, b, c, ldc, m, n, t, 14); return;
+    }
 }
 
 /* A's rows into 14-row panels (rows 0-7 and 8-13 through the ymm
