@@ -47,6 +47,11 @@ typedef struct nnf_tile_ep {
     /* bytes past the B panel at which the kernel prefetches as it reads it
      * (0: its own distance) */
     ptrdiff_t b_prefetch;
+    /* a contiguous run of lines (the next block of packed weights) the
+     * kernel prefetches into L2 spread over its K loop, where the tier's
+     * cfg says its kernel does (gemm.h, ukernel_prefetches) */
+    const char *pf_next;
+    size_t pf_lines;
 } nnf_tile_ep;
 
 /* The epilogue on one value at (row i, col j) of the tile, with the shared

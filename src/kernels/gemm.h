@@ -61,6 +61,9 @@ typedef struct nnf_gemm_cfg {
      * last panel would hold 1-2 rows (AVX2: 1-4) ends in two balanced
      * panels instead (gemm.c, tail_split) */
     int ukernel_rebalance;
+    /* the microkernel issues the next block's prefetches (nnf_tile_ep's
+     * pf_next) one every few k steps, not the driver in a burst per call */
+    int ukernel_prefetches;
 } nnf_gemm_cfg;
 
 /* The configuration for a tier (clamped to what the CPU has), blocking sized

@@ -47,12 +47,24 @@ tile_rows(size_t kc, const float *a, const float *b, float *c, size_t ldc, size_
         _mm_prefetch((const char *)(c + r * ldc), _MM_HINT_T0);
         _mm_prefetch((const char *)(c + r * ldc + 31), _MM_HINT_T0);
     }
+    /* the next block's lines (t->pf_next), one every `every` k steps */
+    const char *pf = t->pf_next;
+    size_t pf_left = t->pf_lines, every = pf_left && kc > pf_left ? kc / pf_left : 1;
+    size_t until = every;
     for (size_t k = 0; k < kc; k++, a += 14, b += 32) {
         __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
         _mm_prefetch((const char *)(b + 512), _MM_HINT_T0);
+        if (pf_left && --until == 0) {
+            _mm_prefetch(pf, _MM_HINT_T1);
+            pf += 64;
+            pf_left--;
+            until = every;
+        }
         R(0); R(1); R(2); R(3); R(4); R(5); R(6); R(7); R(8); R(9); R(10); R(11); R(12); R(13);
     }
 #undef R
+    for (; pf_left; pf_left--, pf += 64) /* more lines than k steps */
+        _mm_prefetch(pf, _MM_HINT_T1);
     __mmask16 k0 = nnf_mask16(n), k1 = nnf_mask16(n > 16 ? n - 16 : 0);
 #define S(r)                                                                                   \
     if (RR > r && m > r)                                                                       \
