@@ -235,9 +235,10 @@ static nnf_status try_conv(layout *L, int id, bool *done) {
     /* Winograd F(4x4,3x3) does 4x fewer multiplies than any direct kernel:
      * where the blocked Winograd does not win (nnf_nchwc_wino_wins: maps of
      * fewer than 16 tiles) the NCHW one runs 1.5-2x faster than the
-     * blocked direct kernel, reorders around it included */
+     * blocked direct kernel, reorders around it included (not on the
+     * AVX-512 tier: nnf_nchwc_direct_wins) */
     if (s.c >= nnf_nchwc_wino_min_c() && nnf_conv_select(&s, nnf_cpu_isa()) == NNF_CONV_ALGO_WINOGRAD &&
-        !nnf_nchwc_wino_wins(&s, nnf_cpu_isa()))
+        !nnf_nchwc_wino_wins(&s, nnf_cpu_isa()) && !nnf_nchwc_direct_wins(&s, nnf_cpu_isa()))
         return NNF_OK;
     /* only NCHW readers (a detection head before its Reshape): blocking
      * trades a reorder of the input for one of the output, which pays only

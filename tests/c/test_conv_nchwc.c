@@ -673,7 +673,7 @@ int main(void) {
         CHECK(nnf_nchwc_wino_create(&s, NNF_ISA_SCALAR, w, &k) == NNF_ERR_UNSUPPORTED && !k);
         free(w);
         /* the choice (nnf_nchwc_wino_wins): ResNet-50's 14x14 maps (16
-         * tiles) and YOLOv5s's 20x20 (25) everywhere, 32 channels on cores
+         * tiles) below AVX-512, YOLOv5s's 20x20 (25) everywhere, 32 channels on cores
          * with 1 MiB of L2 or more, never 7x7 (4), 16 channels or the
          * scalar tier */
         if (nnf_cpu_get()->max_isa >= NNF_ISA_AVX2) {
@@ -683,8 +683,14 @@ int main(void) {
             int big_l2 = nnf_cpu_get()->l2 >= ((size_t)1 << 20);
             CHECK(nnf_nchwc_wino_wins(&q, NNF_ISA_AVX2));
             CHECK(!nnf_nchwc_wino_wins(&q, NNF_ISA_SCALAR));
+            /* the AVX-512 tier runs 14x14 direct (nnf_nchwc_direct_wins) */
+            CHECK(nnf_nchwc_direct_wins(&q, NNF_ISA_AVX512) && !nnf_nchwc_direct_wins(&q, NNF_ISA_AVX2));
+            CHECK(!nnf_nchwc_wino_wins(&q, NNF_ISA_AVX512));
             q.h = q.w = q.oh = q.ow = 20;
             CHECK(nnf_nchwc_wino_wins(&q, NNF_ISA_AVX2));
+            CHECK(!nnf_nchwc_direct_wins(&q, NNF_ISA_AVX512));
+            if (nnf_cpu_get()->max_isa >= NNF_ISA_AVX512)
+                CHECK(nnf_nchwc_wino_wins(&q, NNF_ISA_AVX512));
             q.c = 32;
             CHECK(nnf_nchwc_wino_wins(&q, NNF_ISA_AVX2) == big_l2);
             CHECK(nnf_nchwc_wino_min_c() == (big_l2 ? 32u : 64u));
