@@ -52,6 +52,18 @@ static inline float nnf_emu_reduce_add_ps(__m512 a) {
         u[i] = t[i + 4] + t[i];
     return (u[0] + u[2]) + (u[1] + u[3]);
 }
+/* a * 2^floor(b) rounded once, subnormal results kept (SIMDe's flushes
+ * them and goes through exp2): the hardware's for finite a and b */
+static inline __m512 nnf_emu_scalef_ps(__m512 a, __m512 b) {
+    float x[16], e[16];
+    _mm512_storeu_ps(x, a);
+    _mm512_storeu_ps(e, b);
+    for (int i = 0; i < 16; i++)
+        x[i] = __builtin_ldexpf(x[i], (int)__builtin_floorf(e[i]));
+    return _mm512_loadu_ps(x);
+}
+#undef _mm512_scalef_ps
+#define _mm512_scalef_ps nnf_emu_scalef_ps
 #define _mm512_maskz_loadu_ps nnf_emu_maskz_loadu_ps
 #define _mm512_mask_storeu_ps nnf_emu_mask_storeu_ps
 #define _mm512_cvtps_epi32 nnf_emu_cvtps_epi32
