@@ -62,6 +62,7 @@ static void init_cfgs(void) {
                                             .nr = 32,
                                             .ukernel = nnf_gemm_ukernel_14x32_avx512,
                                             .pack_a_rows = nnf_gemm_pack_a14_avx512,
+                                            .gemv_block = nnf_gemv_block_32_avx512,
                                             .ukernel_rebalance = 1,
                                             .ukernel_prefetches = 1};
     for (int i = 0; i < 3; i++)

@@ -184,6 +184,8 @@ void nnf_gemm_pack_a14_avx512(const float *base, size_t ld, size_t mn0, size_t m
                               size_t kc, float *dst);
 void nnf_gemv_block_16_avx2(size_t kcb, const float *a, size_t a_stride, const float *b,
                             size_t np, float *st);
+void nnf_gemv_block_32_avx512(size_t kcb, const float *a, size_t a_stride, const float *b,
+                              size_t np, float *st);
 void nnf_gemm_ukernel_14x32_avx512(size_t kc, const float *a, const float *b, float *c, size_t ldc,
                                    size_t m, size_t n, const nnf_tile_ep *t);
 
