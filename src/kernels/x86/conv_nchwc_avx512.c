@@ -48,6 +48,7 @@ typedef struct tile_arg {
     size_t blk0;          /* the group's first output block */
     const ptrdiff_t *tab; /* per tap of the row: input offset from (ih, iw), weight offset */
     size_t ntab;          /* (floats); tab NULL: too many taps, nested loops */
+    nnf_nchwc_wfetch *wf; /* the next K block's weights, lines per tap to the assembly */
 } tile_arg;
 
 /* zmm z's lanes: both blocks, or the low one when block 2z + 1 is past
@@ -200,7 +201,20 @@ static inline __attribute__((always_inline)) void tile(const nnf_nchwc_conv_job 
 #pragma GCC unroll 12
                 for (int p = 0; p < P; p++)
                     buf[nnf_k512_reg(Z, z, p)] = acc[z][p];
-            k5(x0, a->w, a->tab, a->ntab, buf);
+            /* four lines of the next K block per tap while it has them
+             * (a flattened 1x1 is one row: nothing else fetched them, and
+             * ResNet-50's 7x7 maps fetched a K block in 7 bursts) */
+            size_t n = a->ntab, left = nnf_nchwc_wfetch_left(a->wf);
+            const char *pf = (const char *)a->w;
+            ptrdiff_t pfs = 0;
+            if (n && left >= 4 * n) {
+                pf = nnf_nchwc_wfetch_take(a->wf, 4 * n);
+                pfs = 256;
+            } else if (n && left >= n) {
+                pf = nnf_nchwc_wfetch_take(a->wf, n);
+                pfs = 64;
+            }
+            k5(x0, a->w, a->tab, n, buf, pf, pfs);
 #pragma GCC unroll 4
             for (int z = 0; z < Z; z++)
 #pragma GCC unroll 12
@@ -334,6 +348,7 @@ void nnf_nchwc_conv_span_avx512(const nnf_nchwc_conv_job *j, size_t b, size_t oc
         a.last = u0 + a.nu == j->icu;
         nnf_nchwc_wfetch wf =
             nnf_nchwc_wfetch_init(j, j->k->w + ocb0 * j->w_blk, u0 + a.nu, wunit, oh1 - oh0);
+        a.wf = &wf;
         for (size_t oh = oh0; oh < oh1; oh++) {
             nnf_nchwc_wfetch_upto(&wf, oh + 1 - oh0);
             nnf_nchwc_taps(oh, s->sh, s->pt, s->dh, s->kh, j->h, &a.kh0, &a.kh1);

@@ -20,7 +20,8 @@
  * weights at w + tab[2 t + 1] floats ([lane][Z zmm], 64 Z bytes a lane),
  * lane by lane, in the order of tap(): the same FMAs in the same order, so
  * both paths give identical bits. Each tap also fetches the next tile's
- * input for that tap into L1 (XPF, as the AVX2 tiles do). Only even
+ * input for that tap into L1 (XPF, as the AVX2 tiles do), and four lines
+ * of the next K block's weights into L2 (WPF). Only even
  * groups (2 Z blocks, every weight zmm full) and pixel strides of 1 or 2
  * (XS = 32 or 64) have an assembly form. */
 #ifndef NNF_CONV_NCHWC_TAPS_AVX512_H
@@ -106,12 +107,19 @@
     ".if " #P "*" #XS " > 128\n\tprefetcht0 " #P "*" #XS "+128(%[xp])\n\t.endif\n\t"               \
     ".if " #P "*" #XS " > 192\n\tprefetcht0 " #P "*" #XS "+192(%[xp])\n\t.endif\n\t"
 
+/* Four lines from pf into L2 per tap (the next K block's weights,
+ * nnf_nchwc_wfetch), pf then moving pfs bytes: 256, 64 (lines past the
+ * taken ones fetched early, harmless), or 0 with pf at a readable line. */
+#define K5_WPF                                                                                     \
+    "prefetcht1 (%[pf])\n\tprefetcht1 64(%[pf])\n\t"                                               \
+    "prefetcht1 128(%[pf])\n\tprefetcht1 192(%[pf])\n\tadd %[pfs], %[pf]\n\t"
+
 typedef void (*nnf_k512_fn)(const float *x, const float *w, const ptrdiff_t *tab, size_t n,
-                            void *acc);
+                            void *acc, const char *pf, ptrdiff_t pfs);
 
 #define K5_FN(Z, P, XS)                                                                            \
     static void k512_##Z##x##P##_##XS(const float *x, const float *w, const ptrdiff_t *tab,       \
-                                      size_t n, void *acc) {                                       \
+                                      size_t n, void *acc, const char *pf, ptrdiff_t pfs) {        \
         const char *xp, *wp;                                                                       \
         __asm__ volatile(                                                                          \
             K5_UPTO_##P(Z, K5_LD, 0, XS)                                                           \
@@ -123,7 +131,7 @@ typedef void (*nnf_k512_fn)(const float *x, const float *w, const ptrdiff_t *tab
             "mov 8(%[tab]), %[wp]\n\t"                                                             \
             "lea (%[x], %[xp], 4), %[xp]\n\t"                                                      \
             "lea (%[w], %[wp], 4), %[wp]\n\t"                                                      \
-            K5_XPF(P, XS)                                                                          \
+            K5_XPF(P, XS) K5_WPF                                                                   \
             K5_LANE(Z, P, 0, XS) K5_LANE(Z, P, 1, XS) K5_LANE(Z, P, 2, XS) K5_LANE(Z, P, 3, XS)    \
             K5_LANE(Z, P, 4, XS) K5_LANE(Z, P, 5, XS) K5_LANE(Z, P, 6, XS) K5_LANE(Z, P, 7, XS)    \
             "add $16, %[tab]\n\t"                                                                  \
@@ -131,8 +139,8 @@ typedef void (*nnf_k512_fn)(const float *x, const float *w, const ptrdiff_t *tab
             "jnz 1b\n"                                                                             \
             "2:\n\t"                                                                               \
             K5_UPTO_##P(Z, K5_ST, 0, XS)                                                           \
-            : [tab] "+r"(tab), [n] "+r"(n), [xp] "=&r"(xp), [wp] "=&r"(wp)                         \
-            : [x] "r"(x), [w] "r"(w), [acc] "r"(acc)                                               \
+            : [tab] "+r"(tab), [n] "+r"(n), [xp] "=&r"(xp), [wp] "=&r"(wp), [pf] "+r"(pf)          \
+            : [x] "r"(x), [w] "r"(w), [acc] "r"(acc), [pfs] "r"(pfs)                               \
             : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9",     \
               "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18",   \
               "xmm19", "xmm20", "xmm21", "xmm22", "xmm23", "xmm24", "xmm25", "xmm26", "xmm27",   \
