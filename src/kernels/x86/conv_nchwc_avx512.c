@@ -49,6 +49,8 @@ typedef struct tile_arg {
     const ptrdiff_t *tab; /* per tap of the row: input offset from (ih, iw), weight offset */
     size_t ntab;          /* (floats); tab NULL: too many taps, nested loops */
     nnf_nchwc_wfetch *wf; /* the next K block's weights, lines per tap to the assembly */
+    int rows;             /* tab's entries are rows (NCHW input: channel, kh) for the
+                           * assembly's stem forms, not taps */
 } tile_arg;
 
 /* zmm z's lanes: both blocks, or the low one when block 2z + 1 is past
@@ -194,6 +196,8 @@ static inline __attribute__((always_inline)) void tile(const nnf_nchwc_conv_job 
 #ifndef NNF_AVX512_EMULATED
         /* the assembly K loop (conv_nchwc_taps_avx512.h) where it has one */
         nnf_k512_fn k5 = Z >= 2 && L == NNF_NCHWC_B ? nnf_k512_tiles[SW - 1][Z - 2][P - 1] : NULL;
+        if (L == 1 && (Z == 2 || Z == 4) && a->rows)
+            k5 = nnf_k512_rows[nnf_k512_row_index(s->kw)][Z == 4][P - 1];
         if (k5 && nob == 2 * (size_t)Z) {
             __m512 buf[24];
 #pragma GCC unroll 4
@@ -222,7 +226,7 @@ static inline __attribute__((always_inline)) void tile(const nnf_nchwc_conv_job 
                     acc[z][p] = buf[nnf_k512_reg(Z, z, p)];
         } else
 #endif
-            for (size_t t = 0; t < a->ntab; t++)
+            for (size_t t = 0; t < a->ntab && !a->rows; t++)
                 tap(Z, P, SW, L, x0 + a->tab[2 * t], NULL, a->w + a->tab[2 * t + 1], wlane, km,
                     acc);
     } else {
@@ -329,6 +333,30 @@ static size_t tap_table(const nnf_nchwc_conv_job *j, size_t nob, size_t nu, size
     return n;
 }
 
+/* The entries of an NCHW input's rows (channel, kernel row) for the
+ * assembly's stem forms, which take a row's kw taps as steps; 0 where it
+ * has none (any stride but 2, dilation, other widths, odd groups). */
+static size_t row_table(const nnf_nchwc_conv_job *j, size_t nob, size_t nu, size_t kh0, size_t kh1,
+                        ptrdiff_t *tab) {
+#ifdef NNF_AVX512_EMULATED
+    (void)j, (void)nob, (void)nu, (void)kh0, (void)kh1, (void)tab;
+    return 0;
+#else
+    const nnf_conv2d_shape *s = &j->k->s;
+    if (j->lanes != 1 || s->sw != 2 || s->dw != 1 || nnf_k512_row_index(s->kw) < 0 ||
+        (nob != 4 && nob != 8))
+        return 0;
+    const size_t wtap = nob * NNF_NCHWC_B, wunit = s->kh * s->kw * wtap;
+    size_t n = 0;
+    for (size_t u = 0; u < nu; u++)
+        for (size_t kh = kh0; kh < kh1; kh++, n++) {
+            tab[2 * n] = (ptrdiff_t)(u * j->x_unit + kh * s->dh * j->x_row);
+            tab[2 * n + 1] = (ptrdiff_t)(u * wunit + kh * s->kw * wtap);
+        }
+    return n;
+#endif
+}
+
 void nnf_nchwc_conv_span_avx512(const nnf_nchwc_conv_job *j, size_t b, size_t ocb0, size_t nob,
                                 size_t oh0, size_t oh1, size_t ow0, size_t ow1) {
     const nnf_conv2d_shape *s = &j->k->s;
@@ -357,7 +385,10 @@ void nnf_nchwc_conv_span_avx512(const nnf_nchwc_conv_job *j, size_t b, size_t oc
             a.tab = NULL;
             if (a.nu * (a.kh1 - a.kh0) * s->kw <= TAB_MAX) {
                 if (tab_u != u0 || tab_kh0 != a.kh0 || tab_kh1 != a.kh1) {
-                    a.ntab = tap_table(j, nob, a.nu, a.kh0, a.kh1, tab);
+                    a.ntab = row_table(j, nob, a.nu, a.kh0, a.kh1, tab);
+                    a.rows = a.ntab > 0;
+                    if (!a.rows)
+                        a.ntab = tap_table(j, nob, a.nu, a.kh0, a.kh1, tab);
                     tab_u = u0;
                     tab_kh0 = a.kh0;
                     tab_kh1 = a.kh1;

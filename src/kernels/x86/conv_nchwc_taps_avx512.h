@@ -117,9 +117,20 @@
 typedef void (*nnf_k512_fn)(const float *x, const float *w, const ptrdiff_t *tab, size_t n,
                             void *acc, const char *pf, ptrdiff_t pfs);
 
-#define K5_FN(Z, P, XS)                                                                            \
-    static void k512_##Z##x##P##_##XS(const float *x, const float *w, const ptrdiff_t *tab,       \
-                                      size_t n, void *acc, const char *pf, ptrdiff_t pfs) {        \
+/* The steps of a table entry: the 8 lanes of a blocked tap, or the kw
+ * taps of one row of one channel of an NCHW input (a stem: side by side in
+ * the input, 4 bytes apart, and in the weights 64 Z bytes apart, as the
+ * lanes of a tap are; pixels XS = 8 bytes apart at stride 2). */
+#define K5_STEPS3(Z, P, XS) K5_LANE(Z, P, 0, XS) K5_LANE(Z, P, 1, XS) K5_LANE(Z, P, 2, XS)
+#define K5_STEPS6(Z, P, XS)                                                                        \
+    K5_STEPS3(Z, P, XS) K5_LANE(Z, P, 3, XS) K5_LANE(Z, P, 4, XS) K5_LANE(Z, P, 5, XS)
+#define K5_STEPS7(Z, P, XS) K5_STEPS6(Z, P, XS) K5_LANE(Z, P, 6, XS)
+#define K5_STEPS8(Z, P, XS) K5_STEPS7(Z, P, XS) K5_LANE(Z, P, 7, XS)
+
+#define K5_FN(Z, P, XS) K5_FNS(k512_##Z##x##P##_##XS, Z, P, XS, 8)
+#define K5_FNS(NAME, Z, P, XS, S)                                                                  \
+    static void NAME(const float *x, const float *w, const ptrdiff_t *tab, size_t n, void *acc,   \
+                     const char *pf, ptrdiff_t pfs) {                                              \
         const char *xp, *wp;                                                                       \
         __asm__ volatile(                                                                          \
             K5_UPTO_##P(Z, K5_LD, 0, XS)                                                           \
@@ -131,9 +142,7 @@ typedef void (*nnf_k512_fn)(const float *x, const float *w, const ptrdiff_t *tab
             "mov 8(%[tab]), %[wp]\n\t"                                                             \
             "lea (%[x], %[xp], 4), %[xp]\n\t"                                                      \
             "lea (%[w], %[wp], 4), %[wp]\n\t"                                                      \
-            K5_XPF(P, XS) K5_WPF                                                                   \
-            K5_LANE(Z, P, 0, XS) K5_LANE(Z, P, 1, XS) K5_LANE(Z, P, 2, XS) K5_LANE(Z, P, 3, XS)    \
-            K5_LANE(Z, P, 4, XS) K5_LANE(Z, P, 5, XS) K5_LANE(Z, P, 6, XS) K5_LANE(Z, P, 7, XS)    \
+            K5_XPF(P, XS) K5_WPF K5_STEPS##S(Z, P, XS)                                              \
             "add $16, %[tab]\n\t"                                                                  \
             "dec %[n]\n\t"                                                                         \
             "jnz 1b\n"                                                                             \
@@ -163,6 +172,33 @@ K5_BOTH(2, 7) K5_BOTH(2, 8) K5_BOTH(2, 9) K5_BOTH(2, 10) K5_BOTH(2, 11) K5_BOTH(
 #define K5_TABLE(XS)                                                                               \
     { {K5_ROW12(2, XS)}, {K5_ROW8(3, XS)}, {K5_ROW6(4, XS)} }
 static const nnf_k512_fn nnf_k512_tiles[2][3][12] = {K5_TABLE(32), K5_TABLE(64)};
+
+/* NCHW-input stems at stride 2 (entries per channel and kernel row, the
+ * row's kw taps as steps): rows of 3, 6 or 7 taps (MobileNetV2's,
+ * YOLOv5s's and ResNet-50's stems), tiles of 2 or 4 zmm (32 or 64 output
+ * channels). [width index (nnf_k512_row_index)][Z == 4][P - 1]. */
+#define K5_RFN(Z, P, KW) K5_FNS(k512r_##Z##x##P##_##KW, Z, P, 8, KW)
+#define K5_RFNS(KW)                                                                                \
+    K5_RFN(4, 1, KW) K5_RFN(4, 2, KW) K5_RFN(4, 3, KW) K5_RFN(4, 4, KW) K5_RFN(4, 5, KW)           \
+    K5_RFN(4, 6, KW) K5_RFN(2, 1, KW) K5_RFN(2, 2, KW) K5_RFN(2, 3, KW) K5_RFN(2, 4, KW)           \
+    K5_RFN(2, 5, KW) K5_RFN(2, 6, KW) K5_RFN(2, 7, KW) K5_RFN(2, 8, KW) K5_RFN(2, 9, KW)           \
+    K5_RFN(2, 10, KW) K5_RFN(2, 11, KW) K5_RFN(2, 12, KW)
+K5_RFNS(3)
+K5_RFNS(6)
+K5_RFNS(7)
+#define K5_RROW(Z, P, KW) k512r_##Z##x##P##_##KW
+#define K5_RTABLE(KW)                                                                              \
+    {{K5_RROW(2, 1, KW), K5_RROW(2, 2, KW), K5_RROW(2, 3, KW), K5_RROW(2, 4, KW),                  \
+      K5_RROW(2, 5, KW), K5_RROW(2, 6, KW), K5_RROW(2, 7, KW), K5_RROW(2, 8, KW),                  \
+      K5_RROW(2, 9, KW), K5_RROW(2, 10, KW), K5_RROW(2, 11, KW), K5_RROW(2, 12, KW)},              \
+     {K5_RROW(4, 1, KW), K5_RROW(4, 2, KW), K5_RROW(4, 3, KW), K5_RROW(4, 4, KW),                  \
+      K5_RROW(4, 5, KW), K5_RROW(4, 6, KW)}}
+static const nnf_k512_fn nnf_k512_rows[3][2][12] = {K5_RTABLE(3), K5_RTABLE(6), K5_RTABLE(7)};
+
+/* The row of nnf_k512_rows for kw taps, or -1. */
+static inline int nnf_k512_row_index(size_t kw) {
+    return kw == 3 ? 0 : kw == 6 ? 1 : kw == 7 ? 2 : -1;
+}
 
 /* The accumulator register of zmm z, pixel p: z * PM + p. */
 static inline int nnf_k512_reg(int Z, int z, int p) {
