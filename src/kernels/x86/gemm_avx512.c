@@ -53,7 +53,10 @@ tile_rows(size_t kc, const float *a, const float *b, float *c, size_t ldc, size_
     size_t until = every;
     for (size_t k = 0; k < kc; k++, a += 14, b += 32) {
         __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
+        /* both lines of B's row 16 k steps on: one prefetch a step left
+         * every other line to the hardware (BERT-base 0.93 with both) */
         _mm_prefetch((const char *)(b + 512), _MM_HINT_T0);
+        _mm_prefetch((const char *)(b + 528), _MM_HINT_T0);
         if (pf_left && --until == 0) {
             _mm_prefetch(pf, _MM_HINT_T1);
             pf += 64;
