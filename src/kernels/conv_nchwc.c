@@ -90,11 +90,16 @@ static int subsampled_1x1(const nnf_conv2d_shape *s, nnf_isa isa) {
  * nnf_nchwc_wfetch) 3x4/4x3 measured 1-2.5 % faster on 17 of the suite's 19
  * 1x1 shapes and equal on the others (Zen 4, the same outputs bit for bit):
  * ResNet-50 in-process A/B 0.980 on 1 thread, 0.983 on 2. */
-static size_t group_blocks(nnf_isa isa, const nnf_conv2d_shape *s) {
+static size_t group_blocks(nnf_isa isa, const nnf_conv2d_shape *s, int in_blocked) {
     size_t ocb = group_ocb(s);
     if (isa == NNF_ISA_SCALAR || ocb == 1)
         return 1;
-    /* AVX-512: two blocks per zmm, up to 4 zmm high */
+    /* AVX-512: two blocks per zmm, up to 4 zmm high; an NCHW-input stem
+     * 2 zmm x 12 pixels where 4 x 6 would do: its weights (ResNet-50's 7x7:
+     * 37 KB for 64 channels) then stay in L1 as half, and each serves 12
+     * pixels (ResNet-50's conv1 1.26 -> 1.16 ms on Intel) */
+    if (isa >= NNF_ISA_AVX512 && !in_blocked && ocb % 4 == 0)
+        return 4;
     if (isa >= NNF_ISA_AVX512) {
         for (size_t g = 8; g >= 4; g -= 2)
             if (ocb % g == 0)
@@ -187,7 +192,7 @@ nnf_status nnf_nchwc_conv_create(const nnf_conv2d_shape *s, int in_blocked, nnf_
     }
     /* groups of g blocks (the register tile's height) interleaved per tap
      * and lane, so one tile step reads one contiguous run of weights */
-    size_t g = k->gblk = group_blocks(k->isa, s);
+    size_t g = k->gblk = group_blocks(k->isa, s, k->in_blocked);
     void (*tr)(const float *, size_t, float *, size_t, size_t, size_t) =
         nnf_ew_kernels_for(k->isa)->transpose;
     for (size_t tg = 0; tg < tile_groups(s, g); tg++) {
