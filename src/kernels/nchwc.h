@@ -297,6 +297,12 @@ void nnf_nchwc_wino_input_avx2(const nnf_nchwc_wino *k, const float *x, size_t t
                                size_t vstride);
 void nnf_nchwc_wino_output_avx2(const nnf_nchwc_wino *k, const float *m, size_t mstride, size_t t0, size_t nt,
                                 float *y, const float *res, const nnf_epilogue *ep);
+/* The same on two blocks per zmm (x86/nchwc_winograd_avx512.c), the AVX-512
+ * tier's: the same bits. */
+void nnf_nchwc_wino_input_avx512(const nnf_nchwc_wino *k, const float *x, size_t t0, size_t nt, float *v,
+                                 size_t vstride);
+void nnf_nchwc_wino_output_avx512(const nnf_nchwc_wino *k, const float *m, size_t mstride, size_t t0,
+                                  size_t nt, float *y, const float *res, const nnf_epilogue *ep);
 
 /* ---- pooling (nchwc_pool.c, x86/nchwc_avx2.c) ---- */
 typedef struct nnf_nchwc_pool_shape {

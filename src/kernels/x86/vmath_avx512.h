@@ -118,10 +118,11 @@ static inline __mmask16 nnf_mask16(size_t n) {
 }
 
 /* The epilogue's order on one vector whose bias and residual are loaded
- * (nnf_ep8_apply's, on 16 lanes). */
+ * (nnf_ep8_apply's, on 16 lanes); act may be a copy with its kind known at
+ * compile time. */
 static inline __attribute__((always_inline)) __m512
-nnf_ep16_apply(__m512 v, const nnf_epilogue *e, int has_bias, __m512 bias, int has_res,
-               __m512 res) {
+nnf_ep16_apply_act(__m512 v, const nnf_epilogue *e, const nnf_activation *act, int has_bias,
+                   __m512 bias, int has_res, __m512 res) {
     if (e->alpha != 1.0f)
         v = _mm512_mul_ps(v, _mm512_set1_ps(e->alpha));
     if (has_bias)
@@ -132,10 +133,16 @@ nnf_ep16_apply(__m512 v, const nnf_epilogue *e, int has_bias, __m512 bias, int h
         if (!e->residual_after_act)
             v = _mm512_add_ps(v, res);
     }
-    v = nnf_act16(v, &e->act);
+    v = nnf_act16(v, act);
     if (has_res && e->residual_after_act)
         v = _mm512_add_ps(v, res);
     return v;
+}
+
+static inline __attribute__((always_inline)) __m512
+nnf_ep16_apply(__m512 v, const nnf_epilogue *e, int has_bias, __m512 bias, int has_res,
+               __m512 res) {
+    return nnf_ep16_apply_act(v, e, &e->act, has_bias, bias, has_res, res);
 }
 
 /* The epilogue on 16 values at row r, columns [col, col + 16) of the tile. */
