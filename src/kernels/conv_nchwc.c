@@ -348,11 +348,20 @@ static void conv_task(void *ctx, size_t i, size_t u0, size_t ni, size_t nu) {
 
 /* A K block's weights: three quarters of the core's L1 (24 KiB of 32), the
  * rest for the input and the partial sums. Measured on ResNet-50's 7x7 and
- * 14x14 3x3 layers, 12-128 KiB were within the noise of each other; all of
- * K at once (up to 590 KiB for 512 -> 512 3x3) was slower. */
-static size_t kc_budget(void) {
+ * 14x14 3x3 layers (AVX2, Zen), 12-128 KiB were within the noise of each
+ * other; all of K at once (up to 590 KiB for 512 -> 512 3x3) was slower.
+ * The AVX-512 tier: twice L1 (96 KiB of 48), the weights then read from L2
+ * as the tiles fetch the next block: each K block's partial sums cost a
+ * zmm's two halves loaded and stored per accumulator (shuffles on an FMA
+ * port), and 3x3s of 128-256 channels ran 8 K blocks. Intel, bench_kernels:
+ * 3x3 stride 2 128 -> 128 1.17-1.20 -> 1.14-1.15 ms, 1024 -> 256 1x1
+ * 0.55-0.56 -> 0.49-0.52, YOLOv5s's 3x3 s2 256 -> 512 5.4-5.5 -> 5.0; four
+ * times L1 lost on the largest weights. ab_builds (both orders) ResNet-50
+ * and YOLOv5s about 2.5 % faster. */
+static size_t kc_budget(nnf_isa isa) {
     size_t l1 = nnf_cpu_get()->l1d;
-    return (l1 ? l1 : 32768) / 4 * 3;
+    l1 = l1 ? l1 : 32768;
+    return isa >= NNF_ISA_AVX512 ? 2 * l1 : l1 / 4 * 3;
 }
 
 /* Input units per K block: as many as kc_budget() holds for one register
@@ -360,7 +369,7 @@ static size_t kc_budget(void) {
  * last leaves partial sums in y. */
 static size_t k_block_units(const nnf_nchwc_conv *k, size_t gblk) {
     size_t unit_bytes = k->s.kh * k->s.kw * in_lanes(k) * gblk * NNF_NCHWC_B * sizeof(float);
-    size_t kc = kc_budget() / unit_bytes, units = in_units(k);
+    size_t kc = kc_budget(k->isa) / unit_bytes, units = in_units(k);
     if (!kc || kc >= units)
         return kc ? kc : 1;
     /* blocks of equal size (64 units: 32 + 32, not 48 + 16): each block's
