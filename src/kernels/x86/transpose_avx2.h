@@ -71,8 +71,9 @@ static inline void nnf_tr6x8_avx2(const float *x, size_t ldx, float *y, size_t l
 /* A GEMM's A (row-major) into panels of R = 8 i + 6 rows, [k][R] each:
  * eight k-steps of a full panel at a time through the register transposes
  * (each k's R values leave as vector stores, not R scalar ones strided by R:
- * the portable packer cost 8-9 % of a 1024^3 GEMM); the k tail and a short
- * last panel element by element, zeros past its rows. */
+ * the portable packer cost 8-9 % of a 1024^3 GEMM); a short panel of 8 or
+ * more rows transposes its first 8; the k tail and the rest element by
+ * element, zeros past its rows. */
 static inline __attribute__((always_inline)) void nnf_pack_a_panels_avx2(
     const float *base, size_t ld, size_t mn0, size_t mnc, size_t k0, size_t kc, float *dst,
     size_t R) {
@@ -85,6 +86,17 @@ static inline __attribute__((always_inline)) void nnf_pack_a_panels_avx2(
                 for (; q + 6 < R; q += 8)
                     nnf_tr8x8_avx2(r0 + q * ld + kk, ld, dst + kk * R + q, R);
                 nnf_tr6x8_avx2(r0 + q * ld + kk, ld, dst + kk * R + q, R);
+            }
+        else if (rows >= 8)
+            /* a balanced tail panel of 8-13 rows (gemm.c, tail_split: BERT's
+             * M = 128 ends in two of 8): its first 8 rows transposed, the
+             * rest and the zero padding element by element; all of it element
+             * by element was 3 % of a BERT-base run on AVX-512 */
+            for (; kk + 8 <= kc; kk += 8) {
+                nnf_tr8x8_avx2(r0 + kk, ld, dst + kk * R, R);
+                for (size_t k2 = kk; k2 < kk + 8; k2++)
+                    for (size_t q = 8; q < R; q++)
+                        dst[k2 * R + q] = q < rows ? r0[q * ld + k2] : 0.0f;
             }
         for (; kk < kc; kk++)
             for (size_t q = 0; q < R; q++)
