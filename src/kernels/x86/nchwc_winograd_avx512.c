@@ -9,30 +9,10 @@
  * YOLOv5s run. An odd last block runs with its upper half zero. */
 #include "kernels/nchwc.h"
 #include "kernels/x86/vmath_avx512.h"
+#include "kernels/x86/winograd_avx2.h"
 
-/* B^T on six vectors (nnf_wino_bt6 on 16 lanes). */
-static inline __attribute__((always_inline)) void bt6(const __m512 d[6], __m512 o[6]) {
-    const __m512 c4 = _mm512_set1_ps(4.0f), c5 = _mm512_set1_ps(-5.0f), c2 = _mm512_set1_ps(2.0f);
-    const __m512 m4 = _mm512_set1_ps(-4.0f);
-    o[0] = _mm512_fmadd_ps(c4, d[0], _mm512_fmadd_ps(c5, d[2], d[4]));
-    __m512 a = _mm512_fmadd_ps(m4, d[2], d[4]), b = _mm512_fmadd_ps(m4, d[1], d[3]);
-    o[1] = _mm512_add_ps(a, b);
-    o[2] = _mm512_sub_ps(a, b);
-    __m512 c = _mm512_sub_ps(d[4], d[2]), e = _mm512_mul_ps(c2, _mm512_sub_ps(d[3], d[1]));
-    o[3] = _mm512_add_ps(c, e);
-    o[4] = _mm512_sub_ps(c, e);
-    o[5] = _mm512_fmadd_ps(c4, d[1], _mm512_fmadd_ps(c5, d[3], d[5]));
-}
-
-/* A^T on six vectors (nnf_wino_at4 on 16 lanes). */
-static inline __attribute__((always_inline)) void at4(const __m512 m[6], __m512 o[4]) {
-    __m512 p12 = _mm512_add_ps(m[1], m[2]), n12 = _mm512_sub_ps(m[1], m[2]);
-    __m512 p34 = _mm512_add_ps(m[3], m[4]), n34 = _mm512_sub_ps(m[3], m[4]);
-    o[0] = _mm512_add_ps(_mm512_add_ps(m[0], p12), p34);
-    o[1] = _mm512_fmadd_ps(_mm512_set1_ps(2.0f), n34, n12);
-    o[2] = _mm512_fmadd_ps(_mm512_set1_ps(4.0f), p34, p12);
-    o[3] = _mm512_add_ps(_mm512_fmadd_ps(_mm512_set1_ps(8.0f), n34, n12), m[5]);
-}
+NNF_WINO_1D(_16, __m512, _mm512_add_ps, _mm512_sub_ps, _mm512_mul_ps, _mm512_fmadd_ps,
+            _mm512_set1_ps)
 
 /* One pixel's 8 channels of block pair (p, p + plane); the second half
  * zero when there is no second block. */
@@ -88,7 +68,7 @@ void nnf_nchwc_wino_input_avx512(const nnf_nchwc_wino *k, const float *x, size_t
             /* down the columns, then along the rows: xi = a * 6 + b */
             for (int c = 0; c < 6; c++) {
                 __m512 col[6] = {d[0][c], d[1][c], d[2][c], d[3][c], d[4][c], d[5][c]}, o[6];
-                bt6(col, o);
+                nnf_wino_bt6_16(col, o);
                 for (int a = 0; a < 6; a++)
                     e[a][c] = o[a];
             }
@@ -96,7 +76,7 @@ void nnf_nchwc_wino_input_avx512(const nnf_nchwc_wino *k, const float *x, size_t
             __mmask16 km = both ? (__mmask16)0xffff : (__mmask16)0x00ff;
             for (int a = 0; a < 6; a++) {
                 __m512 o[6];
-                bt6(e[a], o);
+                nnf_wino_bt6_16(e[a], o);
                 for (int b = 0; b < 6; b++)
                     _mm512_mask_storeu_ps(vt + (size_t)(a * 6 + b) * vstride, km, o[b]);
             }
@@ -134,7 +114,7 @@ output_act(nnf_act_kind kind, const nnf_nchwc_wino *k, const float *m, size_t ms
                 for (int a = 0; a < 6; a++)
                     col[a] = _mm512_maskz_loadu_ps(both ? (__mmask16)0xffff : (__mmask16)0x00ff,
                                                    mt + (size_t)(a * 6 + b) * mstride);
-                at4(col, o);
+                nnf_wino_at4_16(col, o);
                 for (int i = 0; i < 4; i++)
                     u[i][b] = o[i];
             }
@@ -152,7 +132,7 @@ output_act(nnf_act_kind kind, const nnf_nchwc_wino *k, const float *m, size_t ms
                 }
             for (size_t i = 0; i < ny; i++) {
                 __m512 o[4];
-                at4(u[i], o);
+                nnf_wino_at4_16(u[i], o);
                 for (size_t q = 0; q < nx; q++) {
                     size_t off = off0 + i * row + q * NNF_NCHWC_B;
                     __m512 r = res ? load_pair(res + off, plane, both) : _mm512_setzero_ps();
