@@ -274,6 +274,12 @@ static void wg_task(void *ctx, size_t item) {
         nnf_gemm_packed ap = *k->packed_w[xi];
         ap.data += oc0 * (s->c < j->kc ? s->c : j->kc);
         ap.mn = oc1 - oc0;
+        /* the balanced tail panels (gemm.c, tail_split) counted from the
+         * part's first row: kept absolute, the last part read them as full
+         * panels (wrong rows, some never written; 2 threads, oc >= 128) */
+        ap.tail_from = ap.tail_from > oc0 ? ap.tail_from - oc0 : 0;
+        if (ap.tail_from > ap.mn)
+            ap.tail_from = ap.mn;
         nnf_gemm_src a = nnf_gemm_src_packed(j->ocp > 1 ? &ap : k->packed_w[xi]),
                      bsrc = nnf_gemm_src_packed(&bp);
         if (nnf_gemm_run(k->cfg, oc1 - oc0, ncols, s->c, &a, &bsrc,
@@ -368,10 +374,16 @@ nnf_status nnf_conv_winograd_avx2(const nnf_conv_kernel *k, const float *x, floa
      * which is one offset only when every K block is full. */
     int threads = nnf_threadpool_size(pool);
     size_t items_min = (size_t)(threads > 1 ? 2 * threads : 1);
-    size_t ocp = 1;
+    size_t ocp = 1, mr = k->cfg->mr;
     if (threads > 1 && (s->c <= j->kc || s->c % j->kc == 0))
-        while (s->n * ((j->tiles + 15) / 16) * ocp < items_min && s->oc / (ocp * 2) >= 64)
+        while (s->n * ((j->tiles + 15) / 16) * ocp < items_min && s->oc / (ocp * 2) >= 64) {
+            /* every part but the last starts before the balanced tail
+             * panels (a view is one offset only over whole panels) */
+            size_t per = ((s->oc + ocp * 2 - 1) / (ocp * 2) + mr - 1) / mr * mr;
+            if ((ocp * 2 - 1) * per > k->packed_w[0]->tail_from)
+                break;
             ocp *= 2;
+        }
     if (ocp > 1)
         items_min = (size_t)threads;
     if (ocp == 1 && threads > 1 && s->n <= 64)
@@ -379,7 +391,6 @@ nnf_status nnf_conv_winograd_avx2(const nnf_conv_kernel *k, const float *x, floa
     else
         while (blk > 16 && s->n * ((j->tiles + blk - 1) / blk) * ocp < items_min)
             blk = blk / 2 % unit == 0 ? blk / 2 : (blk / 2 + 7) / 8 * 8;
-    size_t mr = k->cfg->mr;
     j->ocp = ocp;
     j->ocper = ((s->oc + ocp - 1) / ocp + mr - 1) / mr * mr;
     j->blk = blk;
