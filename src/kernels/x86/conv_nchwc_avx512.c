@@ -226,9 +226,17 @@ static inline __attribute__((always_inline)) void tile(const nnf_nchwc_conv_job 
                     acc[z][p] = buf[nnf_k512_reg(Z, z, p)];
         } else
 #endif
-            for (size_t t = 0; t < a->ntab && !a->rows; t++)
-                tap(Z, P, SW, L, x0 + a->tab[2 * t], NULL, a->w + a->tab[2 * t + 1], wlane, km,
-                    acc);
+            for (size_t t = 0; t < a->ntab; t++) {
+                if (!a->rows) {
+                    tap(Z, P, SW, L, x0 + a->tab[2 * t], NULL, a->w + a->tab[2 * t + 1], wlane,
+                        km, acc);
+                    continue;
+                }
+                /* a row entry without its assembly form: its kw taps in order */
+                for (size_t kw = 0; kw < s->kw; kw++)
+                    tap(Z, P, SW, L, x0 + a->tab[2 * t] + kw * s->dw * L, NULL,
+                        a->w + a->tab[2 * t + 1] + kw * wtap, wlane, km, acc);
+            }
     } else {
         for (size_t u = 0; u < a->nu; u++) {
             const float *xu = a->x + u * j->x_unit, *wu = a->w + u * wunit;
