@@ -31,11 +31,13 @@ test: deps venv
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	PY=$(PY) scripts/hostile_check.sh 250
 	$(PY) -m pytest -q tests/py
-	if grep -qw avx512f /proc/cpuinfo; then NNF_ISA=avx512 $(PY) -m pytest -q tests/py; fi
+	if grep -qw avx512f /proc/cpuinfo; then NNF_ISA=avx512 $(PY) -m pytest -q tests/py; NNF_ISA=avx2 $(PY) -m pytest -q tests/py; fi
+	NNF_ISA=scalar $(PY) -m pytest -q tests/py
 	@$(MAKE) --no-print-directory test-avx512
 
-# Where the CPU has AVX-512, `make test` runs the Python suite a second time
-# with the tier forced (AMD Zen 4 defaults to AVX2; the C tests force every
+# The Python suite runs on every tier the CPU has: the default, then where
+# the CPU has AVX-512 the AVX-512 tier (AMD Zen 4 defaults to AVX2) and the
+# AVX2 one, and the portable scalar tier everywhere (the C tests force every
 # tier themselves). The AVX-512 tier's tests where the CPU has only AVX2: the
 # *_avx512.c files built on SIMDe's AVX2 versions of the intrinsics, the tier
 # reported as present, then the C tests (every tier up to AVX-512) and the

@@ -13,9 +13,10 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import nnfuse
-from conftest import NNF_BIN, model_of, profile_nodes
+from conftest import BLOCKED, NNF_BIN, model_of, profile_nodes
 
 RNG = np.random.default_rng(11)
+needs_blocked = pytest.mark.skipif(not BLOCKED, reason="NNF_ISA=scalar: no blocked layout")
 
 
 def w(name, shape, scale=0.3):
@@ -181,6 +182,8 @@ def test_blocked_models_match_ort(name, tmp_path):
         for n in names:
             tol = 1e-4 * max(1.0, float(np.abs(ref[n]).max()))
             np.testing.assert_allclose(got[n], ref[n], rtol=0, atol=tol, err_msg=f"{name}: output {n}")
+    if not BLOCKED:
+        return
     ops = profiled_ops(path)
     op_names = {o for o, _ in ops}
     assert expect_ops <= op_names, f"not blocked: {expect_ops - op_names} (ran {sorted(op_names)})"
@@ -190,6 +193,7 @@ def test_blocked_models_match_ort(name, tmp_path):
     assert all(k != "ref" for o, k in ops if o.startswith("nchwc.")), ops
 
 
+@needs_blocked
 def test_winograd_convs_run_blocked(tmp_path):
     path = tmp_path / "winograd.onnx"
     path.write_bytes(case_winograd()[0])
@@ -197,6 +201,7 @@ def test_winograd_convs_run_blocked(tmp_path):
     assert len(kernels) == 3 and all("nchwc_winograd" in k for k in kernels), kernels
 
 
+@needs_blocked
 def test_bottleneck_adds_fuse(tmp_path):
     """The three Adds after a conv's SiLU run in those convs' epilogues, on both algorithms."""
     path = tmp_path / "bottleneck.onnx"
@@ -207,6 +212,7 @@ def test_bottleneck_adds_fuse(tmp_path):
     assert len(kernels) == 6 and sum("nchwc_winograd" in k for k in kernels) == 2, kernels
 
 
+@needs_blocked
 def test_grouped_convs(tmp_path):
     """Groups of whole blocks run the blocked kernel; ResNeXt's 4-channel groups stay on the NCHW
     grouped conv (a reorder on each side) and still match ONNX Runtime."""
@@ -265,7 +271,7 @@ def test_expansion_fuses_into_depthwise(share, tmp_path, monkeypatch):
     path = tmp_path / "mbv2_blocks.onnx"
     path.write_bytes(data)
     ops = [o for o, _ in profiled_ops(path)]
-    assert ops.count("nchwc.ConvPwDw") == (1 if share else 2), ops
+    assert ops.count("nchwc.ConvPwDw") == ((1 if share else 2) if BLOCKED else 0), ops
     x = RNG.standard_normal((1, 5, 23, 29)).astype(np.float32)
     names, ref = ort_outputs(data, x)
     for threads in (1, 2):
@@ -292,7 +298,7 @@ def test_expansion_fuses_with_default_attributes(tmp_path):
     data = build([a], nodes, [w("e.w", (40, 12, 1, 1)), w("d.w", (40, 1, 3, 3))], ["y"], (1, 8, 9, 11))
     path = tmp_path / "defaults.onnx"
     path.write_bytes(data)
-    assert [o for o, _ in profiled_ops(path)].count("nchwc.ConvPwDw") == 1
+    assert [o for o, _ in profiled_ops(path)].count("nchwc.ConvPwDw") == (1 if BLOCKED else 0)
     x = RNG.standard_normal((1, 8, 9, 11)).astype(np.float32)
     names, ref = ort_outputs(data, x)
     assert_close(nnfuse.run_model(data, {"x": x})["y"], ref["y"], "output y")
@@ -348,7 +354,7 @@ def test_bottleneck_writes_over_its_residual(keep_h, over, tmp_path):
     events = profile_nodes(path, "--threads", 1, "--iterations", 1)
     overwritten = sorted(e["args"]["over_input"].removesuffix(".nchwc8") for e in events
                          if "over_input" in e["args"] and e["args"]["op_name"] == "Conv")
-    if over is not None:
+    if over is not None and BLOCKED:
         assert len(overwritten) == over and ("h.r" in overwritten) == (keep_h is None), overwritten
     x = RNG.standard_normal((1, 16, 12, 12)).astype(np.float32)
     names, ref = ort_outputs(data, x)
