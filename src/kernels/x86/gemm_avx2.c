@@ -7,6 +7,7 @@
 #include "kernels/gemm.h"
 #include "kernels/vmath.h"
 #include "kernels/x86/ep_fast_avx2.h"
+#include "kernels/x86/gemv_block.h"
 #include "kernels/x86/transpose_avx2.h"
 
 #include <string.h>
@@ -430,44 +431,6 @@ void nnf_gemm_pack_a6_avx2(const float *base, size_t ld, size_t mn0, size_t mnc,
     nnf_pack_a_panels_avx2(base, ld, mn0, mnc, k0, kc, dst, 6);
 }
 
-/* M = 1 against a packed B: one K block of np consecutive 16-column panels,
- * their partial sums carried in st (gemm.h). Four k steps in flight (8
- * accumulators) cover the FMA latency; B is read once, in order, 64 bytes
- * per k, which is what bounds it (memory, not FMAs). */
-void nnf_gemv_block_16_avx2(size_t kcb, const float *a, size_t a_stride, const float *b,
-                            size_t np, float *st) {
-    for (size_t p = 0; p < np; p++, st += 64) {
-        __m256 s0 = _mm256_loadu_ps(st), s1 = _mm256_loadu_ps(st + 8);
-        __m256 s2 = _mm256_loadu_ps(st + 16), s3 = _mm256_loadu_ps(st + 24);
-        __m256 s4 = _mm256_loadu_ps(st + 32), s5 = _mm256_loadu_ps(st + 40);
-        __m256 s6 = _mm256_loadu_ps(st + 48), s7 = _mm256_loadu_ps(st + 56);
-        size_t kk = 0;
-        for (; kk + 4 <= kcb; kk += 4, b += 64) {
-            __m256 a0 = _mm256_set1_ps(a[kk * a_stride]);
-            __m256 a1 = _mm256_set1_ps(a[(kk + 1) * a_stride]);
-            __m256 a2 = _mm256_set1_ps(a[(kk + 2) * a_stride]);
-            __m256 a3 = _mm256_set1_ps(a[(kk + 3) * a_stride]);
-            s0 = _mm256_fmadd_ps(a0, _mm256_loadu_ps(b), s0);
-            s1 = _mm256_fmadd_ps(a0, _mm256_loadu_ps(b + 8), s1);
-            s2 = _mm256_fmadd_ps(a1, _mm256_loadu_ps(b + 16), s2);
-            s3 = _mm256_fmadd_ps(a1, _mm256_loadu_ps(b + 24), s3);
-            s4 = _mm256_fmadd_ps(a2, _mm256_loadu_ps(b + 32), s4);
-            s5 = _mm256_fmadd_ps(a2, _mm256_loadu_ps(b + 40), s5);
-            s6 = _mm256_fmadd_ps(a3, _mm256_loadu_ps(b + 48), s6);
-            s7 = _mm256_fmadd_ps(a3, _mm256_loadu_ps(b + 56), s7);
-        }
-        for (; kk < kcb; kk++, b += 16) {
-            __m256 a0 = _mm256_set1_ps(a[kk * a_stride]);
-            s0 = _mm256_fmadd_ps(a0, _mm256_loadu_ps(b), s0);
-            s1 = _mm256_fmadd_ps(a0, _mm256_loadu_ps(b + 8), s1);
-        }
-        _mm256_storeu_ps(st, s0);
-        _mm256_storeu_ps(st + 8, s1);
-        _mm256_storeu_ps(st + 16, s2);
-        _mm256_storeu_ps(st + 24, s3);
-        _mm256_storeu_ps(st + 32, s4);
-        _mm256_storeu_ps(st + 40, s5);
-        _mm256_storeu_ps(st + 48, s6);
-        _mm256_storeu_ps(st + 56, s7);
-    }
-}
+/* M = 1 against a packed B, 16-column panels (x86/gemv_block.h). */
+NNF_GEMV_BLOCK(nnf_gemv_block_16_avx2, __m256, 8, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_set1_ps,
+               _mm256_fmadd_ps)

@@ -7,6 +7,7 @@
  * reports AVX-512 F/BW/DQ/VL, or in the SIMDe test build (avx512_intrin.h). */
 #include "kernels/gemm.h"
 #include "kernels/vmath.h"
+#include "kernels/x86/gemv_block.h"
 #include "kernels/x86/transpose_avx2.h"
 #include "kernels/x86/vmath_avx512.h"
 
@@ -93,48 +94,11 @@ void nnf_gemm_ukernel_14x32_avx512(size_t kc, const float *a, const float *b, fl
     }
 }
 
-/* M = 1 against packed B (gemm.h, nnf_gemv_block_fn): per panel of 32
- * columns, four sets of two zmm sums, k steps taken in turn, a block's last
- * kcb % 4 steps added to set 0 (as the AVX2 kernel). Through the 14-row
- * microkernel, ResNet-50's classifier (2048 -> 1000, 8 MB of weights from
- * memory) computed 4 rows for 1 and ran 0.79 ms against ORT's 0.57. */
-void nnf_gemv_block_32_avx512(size_t kcb, const float *a, size_t a_stride, const float *b,
-                              size_t np, float *st) {
-    for (size_t p = 0; p < np; p++, st += 128) {
-        __m512 s0 = _mm512_loadu_ps(st), s1 = _mm512_loadu_ps(st + 16);
-        __m512 s2 = _mm512_loadu_ps(st + 32), s3 = _mm512_loadu_ps(st + 48);
-        __m512 s4 = _mm512_loadu_ps(st + 64), s5 = _mm512_loadu_ps(st + 80);
-        __m512 s6 = _mm512_loadu_ps(st + 96), s7 = _mm512_loadu_ps(st + 112);
-        size_t kk = 0;
-        for (; kk + 4 <= kcb; kk += 4, b += 128) {
-            __m512 a0 = _mm512_set1_ps(a[kk * a_stride]);
-            __m512 a1 = _mm512_set1_ps(a[(kk + 1) * a_stride]);
-            __m512 a2 = _mm512_set1_ps(a[(kk + 2) * a_stride]);
-            __m512 a3 = _mm512_set1_ps(a[(kk + 3) * a_stride]);
-            s0 = _mm512_fmadd_ps(a0, _mm512_loadu_ps(b), s0);
-            s1 = _mm512_fmadd_ps(a0, _mm512_loadu_ps(b + 16), s1);
-            s2 = _mm512_fmadd_ps(a1, _mm512_loadu_ps(b + 32), s2);
-            s3 = _mm512_fmadd_ps(a1, _mm512_loadu_ps(b + 48), s3);
-            s4 = _mm512_fmadd_ps(a2, _mm512_loadu_ps(b + 64), s4);
-            s5 = _mm512_fmadd_ps(a2, _mm512_loadu_ps(b + 80), s5);
-            s6 = _mm512_fmadd_ps(a3, _mm512_loadu_ps(b + 96), s6);
-            s7 = _mm512_fmadd_ps(a3, _mm512_loadu_ps(b + 112), s7);
-        }
-        for (; kk < kcb; kk++, b += 32) {
-            __m512 a0 = _mm512_set1_ps(a[kk * a_stride]);
-            s0 = _mm512_fmadd_ps(a0, _mm512_loadu_ps(b), s0);
-            s1 = _mm512_fmadd_ps(a0, _mm512_loadu_ps(b + 16), s1);
-        }
-        _mm512_storeu_ps(st, s0);
-        _mm512_storeu_ps(st + 16, s1);
-        _mm512_storeu_ps(st + 32, s2);
-        _mm512_storeu_ps(st + 48, s3);
-        _mm512_storeu_ps(st + 64, s4);
-        _mm512_storeu_ps(st + 80, s5);
-        _mm512_storeu_ps(st + 96, s6);
-        _mm512_storeu_ps(st + 112, s7);
-    }
-}
+/* M = 1 against packed B, 32-column panels (x86/gemv_block.h). Through the
+ * 14-row microkernel, ResNet-50's classifier (2048 -> 1000, 8 MB of weights
+ * from memory) computed 4 rows for 1 and ran 0.79 ms against ORT's 0.57. */
+NNF_GEMV_BLOCK(nnf_gemv_block_32_avx512, __m512, 16, _mm512_loadu_ps, _mm512_storeu_ps,
+               _mm512_set1_ps, _mm512_fmadd_ps)
 
 /* A's rows into 14-row panels (rows 0-7 and 8-13 through the ymm
  * transposes): the portable packer was 9 % of a 1024^3 GEMM on this tier. */
