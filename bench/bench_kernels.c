@@ -5,19 +5,28 @@
  * times and 0.3 s; median and best are reported. bench/kernels.py runs this
  * beside ONNX Runtime and the measured peak.
  * Timing: thread CPU time with 1 thread, wall time with more.
- * Usage: bench_kernels [--threads N] [--json] [--nchwc] [--cold] [--filter SUBSTR | --filter =NAME]
+ * Usage: bench_kernels [--threads N] [--json] [--cold] [--nchwc] [--list] [--filter SUBSTR | --filter =NAME]
+ *                      | [--model FILE]
+ * --list prints the cases (shapes, FLOPs, bytes, kernel) without timing them.
  * ("=NAME" selects exactly one case: bench/kernels.py alternates cases one by
  * one with ONNX Runtime). --nchwc runs the conv cases on the NCHWc8 blocked
  * kernels (kernels/nchwc.h) as the layout pass would pick them, input and
  * output already blocked: inside a model the reorders happen at the edges
  * of blocked regions only, so they are not timed here. --cold evicts the
  * caches before each timed run (64 MB written, untimed): inside a model the
- * weights come from memory and the input from L3 or the other core. */
+ * weights come from memory and the input from L3 or the other core.
+ * --model FILE times a whole model through the public API instead, as a user
+ * runs it (import, passes, the layout pass's reorders at its edges, plans):
+ * bench/kernels.py hands it the single-op model it gives ONNX Runtime, so the
+ * two engines run the same file. One JSON row (or line), named after FILE,
+ * "kernel" listing the kernels the plan ran. */
+#include "nnfuse.h"
 #include "base/cpu.h"
 #include "base/threadpool.h"
 #include "kernels/conv_fast.h"
 #include "kernels/gemm.h"
 #include "kernels/nchwc.h"
+#include "runtime/session.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -114,6 +123,10 @@ static float *rnd(size_t n) {
     return p;
 }
 
+/* Runs fn(ctx) warmed up, then until it has run at least 10 times and 0.3 s;
+ * sorts the times (s) into t[0..*n). */
+static nnf_status time_runs(nnf_status (*fn)(void *), void *ctx, int cold, double *t, int *n);
+
 static void evict_caches(void) {
     static volatile char *junk;
     const size_t size = (size_t)64 << 20;
@@ -123,9 +136,136 @@ static void evict_caches(void) {
         junk[i] = (char)i;
 }
 
+static nnf_status time_runs(nnf_status (*fn)(void *), void *ctx, int cold, double *t, int *n) {
+    *n = 0;
+    double start = now();
+    for (int rep = -2; *n < 1000 && (*n < 10 || now() - start < 0.3); rep++) {
+        if (cold)
+            evict_caches();
+        double t0 = now();
+        nnf_status st = fn(ctx);
+        if (st != NNF_OK)
+            return st;
+        if (rep >= 0)
+            t[(*n)++] = now() - t0;
+    }
+    qsort(t, (size_t)*n, sizeof t[0], cmp_d);
+    return NNF_OK;
+}
+
+typedef struct case_run {
+    const bcase *b;
+    const nnf_gemm_cfg *cfg;
+    const float *x;
+    float *y;
+    const nnf_gemm_packed *pb;
+    const nnf_conv_kernel *ck;
+    const nnf_nchwc_conv *nk;
+    const nnf_nchwc_wino *wk;
+    const nnf_nchwc_dw *dk;
+    const nnf_epilogue *ep;
+    nnf_threadpool *pool;
+} case_run;
+
+static nnf_status run_case(void *ctx) {
+    const case_run *c = ctx;
+    if (c->b->kind == 'g') {
+        nnf_gemm_src sa = nnf_gemm_src_matrix(c->x, c->b->k, 0), sb = nnf_gemm_src_packed(c->pb);
+        return nnf_gemm_run(c->cfg, c->b->m, c->b->n, c->b->k, &sa, &sb, c->y, c->b->n, c->ep, c->pool);
+    }
+    return c->ck   ? nnf_conv_kernel_run(c->ck, c->x, c->y, c->ep, c->pool)
+           : c->nk ? nnf_nchwc_conv_run(c->nk, c->x, c->y, c->ep, c->pool)
+           : c->wk ? nnf_nchwc_wino_run(c->wk, c->x, c->y, c->ep, c->pool)
+                   : nnf_nchwc_dw_run(c->dk, c->x, c->y, c->ep, c->pool);
+}
+
+typedef struct model_run {
+    nnf_session *s;
+    nnf_tensor in[16];
+    size_t nin;
+} model_run;
+
+static nnf_status run_model(void *ctx) {
+    model_run *r = ctx;
+    const nnf_tensor *out;
+    size_t nout;
+    return nnf_session_run(r->s, r->in, r->nin, &out, &nout);
+}
+
+/* --model: every input float32 with fixed dims (the single-op models of
+ * bench/kernels.py), filled by rnd(). */
+static int bench_model(const char *path, int threads, int json, int cold) {
+    nnf_model_options mo = nnf_model_options_default();
+    mo.threads = threads;
+    nnf_model *m = NULL;
+    nnf_session *s = NULL;
+    model_run r = {0};
+    int rc = 1;
+    char kernels[512] = "";
+    if (nnf_model_load(path, &mo, &m) != NNF_OK)
+        goto fail;
+    nnf_session_options so = nnf_session_options_default();
+    so.threads = threads;
+    so.profile = 1; /* the kernel names, from one profiled run; timed runs without */
+    if (nnf_session_create(m, &so, &s) != NNF_OK)
+        goto fail;
+    r.s = s;
+    r.nin = nnf_model_input_count(m);
+    for (size_t i = 0; i < r.nin; i++) {
+        nnf_value_info vi;
+        size_t numel = 1;
+        if (i >= 16 || nnf_model_input_info(m, i, &vi) != NNF_OK || vi.dtype != NNF_DTYPE_FLOAT32 || vi.rank < 0) {
+            fprintf(stderr, "%s: input %zu is not a float32 tensor of known rank\n", path, i);
+            goto out;
+        }
+        for (int d = 0; d < vi.rank; d++)
+            numel *= vi.dims[d] > 0 ? (size_t)vi.dims[d] : 1;
+        r.in[i] = (nnf_tensor){.name = vi.name, .dtype = vi.dtype, .rank = vi.rank, .shape = vi.dims,
+                               .data = rnd(numel)};
+        if (!r.in[i].data)
+            goto out;
+    }
+    if (run_model(&r) != NNF_OK)
+        goto fail;
+    const nnf_profile_event *ev;
+    size_t nev;
+    nnf_session_profile(s, &ev, &nev);
+    for (size_t e = 0; e < nev; e++) {
+        size_t len = strlen(kernels);
+        snprintf(kernels + len, sizeof kernels - len, "%s%s", len ? "+" : "", ev[e].kernel);
+    }
+    nnf_session_destroy(s);
+    so.profile = 0;
+    if (nnf_session_create(m, &so, &s) != NNF_OK)
+        goto fail;
+    r.s = s;
+    double times[1000];
+    int n;
+    if (time_runs(run_model, &r, cold, times, &n) != NNF_OK)
+        goto fail;
+    const char *name = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    if (json)
+        printf("[\n  {\"name\": \"%.*s\", \"kernel\": \"%s\", \"threads\": %d, \"median_ms\": %.4f, "
+               "\"best_ms\": %.4f, \"p90_ms\": %.4f, \"runs\": %d}\n]\n",
+               (int)(strcspn(name, ".")), name, kernels, threads, times[n / 2] * 1e3, times[0] * 1e3,
+               times[(n * 9) / 10] * 1e3, n);
+    else
+        printf("%-26s %-34s %10.3f %10.3f\n", name, kernels, times[n / 2] * 1e3, times[0] * 1e3);
+    rc = 0;
+    goto out;
+fail:
+    fprintf(stderr, "%s: %s\n", path, s ? nnf_session_last_error(s) : nnf_last_error());
+out:
+    for (size_t i = 0; i < r.nin && i < 16; i++)
+        free(r.in[i].data);
+    nnf_session_destroy(s);
+    nnf_model_destroy(m);
+    return rc;
+}
+
 int main(int argc, char **argv) {
-    int threads = 1, json = 0, nchwc = 0, cold = 0;
-    const char *filter = NULL;
+    int threads = 1, json = 0, nchwc = 0, cold = 0, list = 0;
+    const char *filter = NULL, *model = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc)
             threads = atoi(argv[++i]);
@@ -137,13 +277,20 @@ int main(int argc, char **argv) {
             cold = 1;
         else if (!strcmp(argv[i], "--filter") && i + 1 < argc)
             filter = argv[++i];
+        else if (!strcmp(argv[i], "--list"))
+            list = 1;
+        else if (!strcmp(argv[i], "--model") && i + 1 < argc)
+            model = argv[++i];
         else {
-            fprintf(stderr, "usage: bench_kernels [--threads N] [--json] [--nchwc] [--cold] [--filter SUBSTR|=NAME]\n");
+            fprintf(stderr, "usage: bench_kernels [--threads N] [--json] [--cold] "
+                            "[--nchwc] [--list] [--filter SUBSTR|=NAME] | [--model FILE]\n");
             return 2;
         }
     }
     if (threads == 1)
         g_clock = CLOCK_THREAD_CPUTIME_ID;
+    if (model)
+        return bench_model(model, threads, json, cold);
     nnf_threadpool *pool = NULL;
     if (nnf_threadpool_create(threads, &pool) != NNF_OK) {
         fprintf(stderr, "%s\n", nnf_error_message());
@@ -215,31 +362,13 @@ int main(int argc, char **argv) {
                                    s.oc * (s.c / s.group) * s.kh * s.kw);
             kname = ck ? ck->name : nk ? nk->name : wk ? wk->name : dk->name;
         }
-        double times[1000];
+        case_run cr = {b, cfg, x, y, pb, ck, nk, wk, dk, &ep, pool};
+        double times[1000] = {0};
         int n = 0;
-        double start = now();
-        for (int rep = -2; n < 1000 && (n < 10 || now() - start < 0.3); rep++) {
-            if (cold)
-                evict_caches();
-            double t0 = now();
-            nnf_status st;
-            if (b->kind == 'g') {
-                nnf_gemm_src sa = nnf_gemm_src_matrix(x, b->k, 0), sb = nnf_gemm_src_packed(pb);
-                st = nnf_gemm_run(cfg, b->m, b->n, b->k, &sa, &sb, y, b->n, &ep, pool);
-            } else {
-                st = ck   ? nnf_conv_kernel_run(ck, x, y, &ep, pool)
-                     : nk ? nnf_nchwc_conv_run(nk, x, y, &ep, pool)
-                     : wk ? nnf_nchwc_wino_run(wk, x, y, &ep, pool)
-                          : nnf_nchwc_dw_run(dk, x, y, &ep, pool);
-            }
-            if (st != NNF_OK) {
-                fprintf(stderr, "%s: %s\n", b->name, nnf_error_message());
-                return 1;
-            }
-            if (rep >= 0)
-                times[n++] = now() - t0;
+        if (!list && time_runs(run_case, &cr, cold, times, &n) != NNF_OK) {
+            fprintf(stderr, "%s: %s\n", b->name, nnf_error_message());
+            return 1;
         }
-        qsort(times, (size_t)n, sizeof times[0], cmp_d);
         double med = times[n / 2], best = times[0], p90 = times[(n * 9) / 10];
         if (json) {
             printf("%s  {\"name\": \"%s\", \"kind\": \"%s\", \"kernel\": \"%s\", \"threads\": %d, "

@@ -16,16 +16,21 @@ medians and the best single run, and "paired": the median over rounds of that
 round's ORT median / nnfuse median (the two measured seconds apart, in the same
 phase of a shared machine whose speed swings by a third over minutes).
 
-ORT's single-op models pay its NCHW <-> NCHWc reorders inside the model, which a
-whole ORT model pays only at its edges: bench/layers.py gives the in-model
-comparison, which is the one that decides model latency.
+By default nnfuse runs the very file ORT runs, through its whole engine
+(bench_kernels --model: import, passes, the layout pass's NCHW <-> NCHWc8
+reorders at the model's edges, plans), so both engines pay the same edges.
+Single-op models pay reorders in and out of every blocked op, which a whole
+model pays only at its edges: bench/layers.py gives the in-model comparison,
+which is the one that decides model latency.
 
---nchwc times the conv cases on nnfuse's NCHWc8 blocked kernels, as the layout
-pass picks them inside a model, with their input and output already blocked
-(bench_kernels --nchwc); ORT's single-op models still pay their reorders, so
-this column flatters nnfuse as much as the default one flatters ORT.
+--kernels times nnfuse's NCHW kernels called directly (no engine, no reorders:
+the kernels a conv runs when the layout pass leaves it in NCHW, and every
+kernel on the scalar tier). --nchwc times the conv cases on the NCHWc8 blocked
+kernels, as the layout pass picks them inside a model, with their input and
+output already blocked (bench_kernels --nchwc): against ORT's single-op
+models, which still pay their reorders, this column flatters nnfuse.
 
-Usage: .venv/bin/python bench/kernels.py [--build build] [--threads 1] [--rounds 3] [--json out.json] [--filter SUBSTR] [--nchwc]
+Usage: .venv/bin/python bench/kernels.py [--build build] [--threads 1] [--rounds 3] [--json out.json] [--filter SUBSTR] [--kernels | --nchwc]
 """
 import argparse
 import json
@@ -33,6 +38,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 
@@ -132,18 +138,24 @@ def main():
     ap.add_argument("--filter")
     ap.add_argument("--no-ort", action="store_true")
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--nchwc", action="store_true", help="nnfuse's blocked conv kernels (no reorders timed)")
+    mode = ap.add_mutually_exclusive_group()
+    mode.add_argument("--kernels", action="store_true", help="nnfuse's NCHW kernels called directly")
+    mode.add_argument("--nchwc", action="store_true", help="nnfuse's blocked conv kernels (no reorders timed)")
     args = ap.parse_args()
+    engine = not args.kernels and not args.nchwc
+    tmp = tempfile.TemporaryDirectory(prefix="nnf_kernels_") if engine else None
     peak = run_json([os.path.join(args.build, "peak"), "--json", "--threads", str(args.threads)])
     cmd = [os.path.join(args.build, "bench_kernels"), "--json", "--threads", str(args.threads)]
     cmd += ["--nchwc"] if args.nchwc else []
+    cmd += ["--list"] if engine else []
     if args.filter:
         cmd += ["--filter", args.filter]
     listing = run_json(cmd)
     fl_peak = peak["fma_gflops_1"] if args.threads == 1 else peak["fma_gflops_n"]
     bw_peak = peak["triad_gbs_1"] if args.threads == 1 else peak["triad_gbs_n"]
+    how = "whole engine on ORT's file" if engine else "blocked kernels" if args.nchwc else "NCHW kernels"
     print(f"# {peak['cpu']}, {peak['isa']} tier, {args.threads} thread(s): FMA peak {fl_peak:.1f} GFLOP/s, "
-          f"triad {bw_peak:.1f} GB/s; {args.rounds} alternating rounds per case")
+          f"triad {bw_peak:.1f} GB/s; nnfuse: {how}; {args.rounds} alternating rounds per case")
     hdr = (f"{'case':26} {'nnf ms':>8} {'best':>8} {'GFLOP/s':>8} {'%peak':>6} {'%bw':>5} "
            f"{'ORT ms':>8} {'best':>8} {'GFLOP/s':>8} {'ORT/nnf':>7} {'paired':>6}")
     print(hdr)
@@ -153,8 +165,14 @@ def main():
     for first in listing:
         nnf_med, nnf_best, ort_med, ort_best = [], [], [], []
         r = first
+        if engine:
+            path = os.path.join(tmp.name, first["name"] + ".onnx")
+            with open(path, "wb") as f:
+                f.write(ort_model(first)[0])
         for rnd in range(args.rounds):
-            if rnd:
+            if engine:
+                r = dict(first, **run_json(base + ["--model", path])[0])
+            elif rnd:
                 r = run_json(base + ["--filter", "=" + first["name"]])[0]
             nnf_med.append(r["median_ms"])
             nnf_best.append(r["best_ms"])
@@ -162,7 +180,7 @@ def main():
                 om, ob = time_ort(r, args.threads)
                 ort_med.append(om)
                 ort_best.append(ob)
-        r = dict(first)
+        r = dict(first, kernel=r["kernel"])
         r["median_ms"], r["best_ms"] = statistics.median(nnf_med), min(nnf_best)
         gf = r["flops"] / r["median_ms"] * 1e-6
         r["gflops"] = gf
