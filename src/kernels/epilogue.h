@@ -38,6 +38,14 @@ static inline nnf_epilogue nnf_epilogue_default(void) {
     return e;
 }
 
+/* Nothing to apply: alpha 1, no bias, activation or residual. Drivers pass
+ * NULL to the tiles instead (a plain GEMM 256^3 spent 6 % of its time
+ * applying this one per row on AVX-512). */
+static inline int nnf_epilogue_is_identity(const nnf_epilogue *e) {
+    return e->alpha == 1.0f && e->bias_kind == NNF_BIAS_NONE && e->act.kind == NNF_ACT_NONE &&
+           !e->residual;
+}
+
 /* What one microkernel call sees: C's tile is (m, n) at c. */
 typedef struct nnf_tile_ep {
     int accumulate;           /* add the tile's current contents (K blocks after the first) */

@@ -428,11 +428,12 @@ static void gemm_task(void *ctx, size_t i0, size_t j0, size_t mi, size_t nj) {
     float *bbuf = abuf + j->a_floats;
     const nnf_epilogue *ep = j->ep;
     size_t kblocks = j->k ? (j->k + kc - 1) / kc : 1;
+    int plain = nnf_epilogue_is_identity(ep);
 
     for (size_t kb = 0; kb < kblocks; kb++) {
         size_t pc = kb * kc;
         size_t kcb = j->k - pc < kc ? j->k - pc : kc;
-        nnf_tile_ep t = {.accumulate = kb > 0, .ep = kb + 1 == kblocks ? ep : NULL};
+        nnf_tile_ep t = {.accumulate = kb > 0, .ep = kb + 1 == kblocks && !plain ? ep : NULL};
         for (size_t ic = i0; ic < i0 + mi; ic += cfg->mc) {
             size_t mcb = i0 + mi - ic < cfg->mc ? i0 + mi - ic : cfg->mc;
             const float *ap;
@@ -740,7 +741,7 @@ static void gemv_task(void *ctx, size_t i0, size_t j0, size_t mi, size_t nj) {
             const float *sp = st + p * 4 * nr;
             for (size_t q = 0; q < nr; q++)
                 buf[q] = (sp[q] + sp[nr + q]) + (sp[2 * nr + q] + sp[3 * nr + q]);
-            nnf_tile_ep t = {.accumulate = 1, .ep = ep};
+            nnf_tile_ep t = {.accumulate = 1, .ep = nnf_epilogue_is_identity(ep) ? NULL : ep};
             t.bias = ep->bias_kind == NNF_BIAS_PER_ROW   ? ep->bias
                      : ep->bias_kind == NNF_BIAS_PER_COL ? ep->bias + jr
                                                          : NULL;
