@@ -24,6 +24,7 @@
 #include "kernels/eltwise_fast.h"
 #include "kernels/ref/activation.h"
 
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -295,7 +296,7 @@ static void row_scalar(const nnf_nchwc_conv_job *j, size_t b, size_t ocb0, size_
                     }
                 }
             size_t off =
-                b * j->y_img + (ob - j->y_blk0) * j->y_blk + (oh * j->ow + ow) * NNF_NCHWC_B;
+                b * j->y_img + (ob - j->y_blk0) * j->y_blk + (oh * j->ow + ow - j->y_px0) * NNF_NCHWC_B;
             epilogue_block(j, ob, acc, j->ep->residual ? j->ep->residual + off : NULL, j->y + off);
         }
     }
@@ -314,7 +315,50 @@ typedef struct task_ctx {
     size_t flat, chunk;  /* flattened 1x1: pixels per unit */
     void (*span)(const nnf_nchwc_conv_job *, size_t, size_t, size_t, size_t, size_t, size_t,
                  size_t);
+    float *y_plain;          /* NCHW output (nnf_nchwc_conv_run_nchw), else NULL */
+    size_t sub_units, buf_floats; /* its buffer: units per pass, floats */
+    atomic_int failed;
 } task_ctx;
+
+/* NCHW output: units [u0, u0 + nu) of blocks [ocb0, ocb0 + nob) of image b,
+ * sub_units at a time, computed into the thread's buffer ([nob][pixels][8],
+ * the job's partial sums included) and transposed into the planes of y
+ * while it is in cache: a separate reorder wrote the blocked output to
+ * memory and read it back. */
+static void plain_out(const task_ctx *t, const nnf_nchwc_conv_job *j, size_t b, size_t ocb0,
+                      size_t nob, size_t u0, size_t nu) {
+    float *buf = nnf_thread_scratch(NNF_SCRATCH_CONV_OUT, t->buf_floats);
+    if (!buf) {
+        atomic_store(&t->failed, 1);
+        return;
+    }
+    const nnf_conv2d_shape *s = &j->k->s;
+    size_t plane = j->oh * j->ow, per = t->flat ? t->chunk : j->ow;
+    nnf_nchwc_conv_job jb = *j;
+    jb.y = buf;
+    jb.y_img = 0;
+    jb.y_blk = t->sub_units * per * NNF_NCHWC_B;
+    jb.y_blk0 = ocb0;
+    for (size_t s0 = u0; s0 < u0 + nu; s0 += t->sub_units) {
+        size_t s1 = u0 + nu - s0 < t->sub_units ? u0 + nu : s0 + t->sub_units, p0, np;
+        if (t->flat) {
+            p0 = s0 * t->chunk;
+            np = (s1 * t->chunk < j->ow ? s1 * t->chunk : j->ow) - p0;
+            jb.y_px0 = p0;
+            t->span(&jb, b, ocb0, nob, 0, 1, p0, p0 + np);
+        } else {
+            p0 = s0 * j->ow;
+            np = (s1 - s0) * j->ow;
+            jb.y_px0 = p0;
+            t->span(&jb, b, ocb0, nob, s0, s1, 0, j->ow);
+        }
+        for (size_t o = 0; o < nob && (ocb0 + o) * NNF_NCHWC_B < s->oc; o++) {
+            size_t c0 = (ocb0 + o) * NNF_NCHWC_B, nc = s->oc - c0 < NNF_NCHWC_B ? s->oc - c0 : NNF_NCHWC_B;
+            nnf_nchwc_to_nchw_block(buf + o * jb.y_blk, plane, nc, np,
+                                    t->y_plain + (b * s->oc + c0) * plane + p0, j->k->isa);
+        }
+    }
+}
 
 /* Task i: image i / gsplit, its (i % gsplit)-th share of the groups; units
  * [u0, u0 + nu) of rows (or pixel chunks). Each group in turn over the
@@ -336,7 +380,9 @@ static void conv_task(void *ctx, size_t i, size_t u0, size_t ni, size_t nu) {
                 jg.x += ocb0 / j->ocb_grp * j->x_grp;
                 jj = &jg;
             }
-            if (t->flat) {
+            if (t->y_plain) {
+                plain_out(t, jj, b, ocb0, nob, u0, nu);
+            } else if (t->flat) {
                 size_t p1 = (u0 + nu) * t->chunk;
                 t->span(jj, b, ocb0, nob, 0, 1, u0 * t->chunk, p1 < j->ow ? p1 : j->ow);
             } else {
@@ -525,10 +571,14 @@ void nnf_nchwc_conv_rows(const nnf_nchwc_conv *k, const float *x, size_t r0, siz
         span_scalar(&j, 0, ocb0, nob, 0, 1, 0, j.ow);
 }
 
-nnf_status nnf_nchwc_conv_run(const nnf_nchwc_conv *k, const float *x, float *y,
-                              const nnf_epilogue *ep, nnf_threadpool *pool) {
+/* y blocked, or plain NCHW when plain (nnf_nchwc_conv_run_nchw). */
+static nnf_status conv_run(const nnf_nchwc_conv *k, const float *x, float *y, const nnf_epilogue *ep,
+                           int plain, nnf_threadpool *pool) {
     if (!k || !x || !y)
         return nnf_error(NNF_ERR_INVALID_ARGUMENT, "nchwc conv: NULL argument");
+    if (plain && ep && ep->residual)
+        return nnf_error(NNF_ERR_INVALID_ARGUMENT, "nchwc conv %s: no residual with an NCHW output",
+                         k->name);
     nnf_epilogue e = ep ? *ep : nnf_epilogue_default();
     if (e.bias_kind == NNF_BIAS_PER_COL)
         return nnf_error(NNF_ERR_INVALID_ARGUMENT,
@@ -626,7 +676,36 @@ nnf_status nnf_nchwc_conv_run(const nnf_nchwc_conv *k, const float *x, float *y,
         units = (j.ow + t.chunk - 1) / t.chunk;
         band = 1;
     }
+    atomic_init(&t.failed, 0);
+    if (plain) {
+        /* the buffer: a group's blocks over at most a quarter of L2 (the
+         * band's input shares it), at least one unit */
+        size_t per = (flat ? t.chunk : j.ow) * t.gblk * NNF_NCHWC_B * sizeof(float);
+        size_t l2 = nnf_cpu_get()->l2 ? nnf_cpu_get()->l2 : 262144;
+        t.sub_units = l2 / 4 / per ? l2 / 4 / per : 1;
+        t.sub_units = t.sub_units < band ? t.sub_units : band;
+        t.buf_floats = t.sub_units * per / sizeof(float);
+        t.y_plain = y;
+    }
     nnf_parallel_for_2d(pool, s->n * t.gsplit, units, 1, band, conv_task, &t);
     nnf_free_aligned(xcopy);
+    if (atomic_load(&t.failed))
+        return nnf_error(NNF_ERR_OUT_OF_MEMORY, "nchwc conv %s: out of memory for the output buffer",
+                         k->name);
     return NNF_OK;
+}
+
+nnf_status nnf_nchwc_conv_run(const nnf_nchwc_conv *k, const float *x, float *y,
+                              const nnf_epilogue *ep, nnf_threadpool *pool) {
+    return conv_run(k, x, y, ep, 0, pool);
+}
+
+nnf_status nnf_nchwc_conv_run_nchw(const nnf_nchwc_conv *k, const float *x, float *y,
+                                   const nnf_epilogue *ep, nnf_threadpool *pool) {
+    return conv_run(k, x, y, ep, 1, pool);
+}
+
+bool nnf_nchwc_plain_out_ok(const nnf_conv2d_shape *s, int in_blocked, nnf_isa isa) {
+    return nnf_nchwc_conv_supported(s) && !nnf_nchwc_dw_supported(s) &&
+           !(in_blocked && nnf_nchwc_wino_wins(s, isa));
 }

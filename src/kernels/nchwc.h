@@ -55,6 +55,8 @@ void nnf_nchwc_from_nchw(const float *x, float *y, size_t n, size_t c, size_t hw
 /* x: NCHWc8 -> y: NCHW [n][c][hw] (the padding lanes are dropped). */
 void nnf_nchwc_to_nchw(const float *x, float *y, size_t n, size_t c, size_t hw, nnf_isa isa,
                        nnf_threadpool *pool);
+/* One block's np pixels ([np][8] at x) to nc planes hw floats apart at y. */
+void nnf_nchwc_to_nchw_block(const float *x, size_t hw, size_t nc, size_t np, float *y, nnf_isa isa);
 
 /* ---- dense and grouped convolution (conv_nchwc.c, x86/conv_nchwc_avx2.c) ----
  * Any kernel extent, stride, dilation and padding. The input is NCHWc8, or
@@ -96,6 +98,16 @@ bool nnf_nchwc_conv_one_pass(const nnf_nchwc_conv *k);
  * (else NNF_ERR_INVALID_ARGUMENT); ep->act; alpha = 1. */
 nnf_status nnf_nchwc_conv_run(const nnf_nchwc_conv *k, const float *x, float *y, const nnf_epilogue *ep,
                               nnf_threadpool *pool);
+/* The same conv with y plain NCHW [n, oc, oh, ow] (a conv at the edge of a
+ * blocked region: the output reorder fused): each task's band of a tile
+ * group goes through a per-thread buffer, blocked, and out to y while in
+ * cache; the values are nnf_nchwc_conv_run's, bit for bit. ep as there,
+ * without a residual. */
+nnf_status nnf_nchwc_conv_run_nchw(const nnf_nchwc_conv *k, const float *x, float *y,
+                                   const nnf_epilogue *ep, nnf_threadpool *pool);
+/* A conv whose blocked kernel would be the dense one (not the depthwise
+ * kernel, not a Winograd that wins), so it can write NCHW. */
+bool nnf_nchwc_plain_out_ok(const nnf_conv2d_shape *s, int in_blocked, nnf_isa isa);
 /* A pointwise conv: 1x1, stride 1, no padding, group 1, blocked input. */
 bool nnf_nchwc_conv_pointwise(const nnf_nchwc_conv *k);
 /* The output blocks in register-tile groups (the weights' grouping): their
@@ -126,6 +138,7 @@ typedef struct nnf_nchwc_conv_job {
     size_t x_grp;                /* input floats per conv group (group > 1: x_img / group) */
     size_t ocb, y_img, y_blk;    /* output blocks, output strides in floats */
     size_t y_blk0;               /* the first block at y (nnf_nchwc_conv_rows; else 0) */
+    size_t y_px0;                /* the first pixel (oh * ow + ow) at y (a band in a buffer; else 0) */
     size_t ocb_grp;              /* output blocks per conv group (ocb when group == 1) */
     size_t w_blk;                /* packed weight floats per output block */
     size_t ow_lo, ow_hi;         /* interior columns: every kw tap inside the row */

@@ -37,6 +37,13 @@ static void to_tile_scalar(const float *x, size_t hw, size_t nc, size_t np, floa
             y[l * hw + p] = x[p * NNF_NCHWC_B + l];
 }
 
+void nnf_nchwc_to_nchw_block(const float *x, size_t hw, size_t nc, size_t np, float *y, nnf_isa isa) {
+    if (isa >= NNF_ISA_AVX2)
+        nnf_nchwc_to_nchw_tile_avx2(x, hw, nc, np, y);
+    else
+        to_tile_scalar(x, hw, nc, np, y);
+}
+
 /* i: image * cb + block; j: first pixel of the run. */
 static void reorder_task(void *ctx, size_t i, size_t j, size_t ni, size_t nj) {
     const reorder_job *r = ctx;
@@ -46,10 +53,7 @@ static void reorder_task(void *ctx, size_t i, size_t j, size_t ni, size_t nj) {
         size_t plain = (b * r->c + c0) * r->hw + j;
         size_t blocked = (it * r->hw + j) * NNF_NCHWC_B;
         if (r->to_nchw) {
-            if (r->isa >= NNF_ISA_AVX2)
-                nnf_nchwc_to_nchw_tile_avx2(r->x + blocked, r->hw, nc, nj, r->y + plain);
-            else
-                to_tile_scalar(r->x + blocked, r->hw, nc, nj, r->y + plain);
+            nnf_nchwc_to_nchw_block(r->x + blocked, r->hw, nc, nj, r->y + plain, r->isa);
         } else {
             if (r->isa >= NNF_ISA_AVX2)
                 nnf_nchwc_from_nchw_tile_avx2(r->x + plain, r->hw, nc, nj, r->y + blocked);

@@ -63,7 +63,8 @@ nnf_status nnf_nchwc_global_pool_infer(NNF_INFER_ARGS) {
 }
 
 /* The Conv the node stands for, seen in NCHW: input 0 with the weight's
- * channel count, residual (if any) unblocked; output channels rounded up. */
+ * channel count, residual (if any) unblocked; output channels rounded up
+ * unless out_plain. */
 nnf_status nnf_nchwc_conv_infer(NNF_INFER_ARGS) {
     const nnf_nchwc_params *p = params(node);
     NNF_CHECK(check_4d(node, &in[0]));
@@ -84,7 +85,7 @@ nnf_status nnf_nchwc_conv_infer(NNF_INFER_ARGS) {
         t[p->conv.residual_input].data = NULL;
     }
     NNF_CHECK(nnf_conv_infer(node, t, out));
-    if (out[0].shape.rank == 4 && out[0].shape.dims[1] >= 0)
+    if (!p->out_plain && out[0].shape.rank == 4 && out[0].shape.dims[1] >= 0)
         out[0].shape.dims[1] = nnf_nchwc_round(out[0].shape.dims[1]);
     return NNF_OK;
 }
@@ -199,7 +200,7 @@ nnf_status nnf_nchwc_conv_ref(NNF_KERNEL_ARGS) {
         idx[k] = p->conv.residual_input;
         ch[k++] = oc;
     }
-    return wrap_ref(node, in, out, ctx, nnf_conv_ref, idx, ch, oc, 0);
+    return wrap_ref(node, in, out, ctx, nnf_conv_ref, idx, ch, oc, p->out_plain);
 }
 
 void nnf_nchwc_pw_dw_split(const nnf_node *node, nnf_node *n1, nnf_nchwc_params *p1, nnf_node *n2,
@@ -208,6 +209,7 @@ void nnf_nchwc_pw_dw_split(const nnf_node *node, nnf_node *n1, nnf_nchwc_params 
     *n1 = *n2 = *node;
     *p1 = *p2 = *p;
     p1->in_blocked = p2->in_blocked = 1;
+    p1->out_plain = p2->out_plain = 0;
     p2->conv = p->dw;
     n1->params = p1;
     n2->params = p2;

@@ -15,7 +15,10 @@
  *   ReorderOutput        blocked [N,C8,H,W] -> [N,channels,H,W]
  *   Conv                 Conv (group 1 or depthwise) with its fused epilogue;
  *                        X blocked, or plain NCHW when in_blocked is 0 (the
- *                        first conv); W, B as Conv's; output blocked
+ *                        first conv); W, B as Conv's; output blocked, or
+ *                        plain NCHW when out_plain (a dense conv that only
+ *                        NCHW readers or the graph's outputs read: the
+ *                        output reorder fused into its tiles)
  *   ConvPwDw             a pointwise Conv (conv) and the depthwise Conv (dw)
  *                        that alone read its output, made by
  *                        passes/fuse_pw_dw.c: X, W, B, W_dw, B_dw (biases
@@ -39,6 +42,7 @@ typedef struct nnf_nchwc_params {
     nnf_conv_params conv;
     int64_t channels; /* ReorderOutput, global pools: logical channel count */
     int in_blocked;   /* Conv: input 0 is blocked (else plain NCHW) */
+    int out_plain;    /* Conv: output 0 is plain NCHW (else blocked); never with a residual */
     nnf_conv_params dw; /* ConvPwDw: the depthwise conv (conv is the pointwise one) */
 } nnf_nchwc_params;
 

@@ -14,6 +14,7 @@
 static bool blocked_conv(const nnf_node *n) {
     return !n->dead && !strcmp(n->domain, "nnfuse.nchwc") && !strcmp(n->op_type, "Conv") &&
            n->n_outputs == 1 && ((const nnf_nchwc_params *)n->params)->in_blocked &&
+           !((const nnf_nchwc_params *)n->params)->out_plain &&
            ((const nnf_nchwc_params *)n->params)->conv.residual_input < 0;
 }
 

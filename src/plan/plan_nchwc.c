@@ -99,6 +99,8 @@ typedef struct conv_state {
     const nnf_conv2d_shape *s;
     size_t x_numel, y_numel;
     int has_bias;
+    int out_plain;  /* the dense conv writes NCHW */
+    char name[96]; /* the kernel's, "+nchw_out" when out_plain */
 } conv_state;
 
 static void conv_state_free(void *p) {
@@ -113,12 +115,12 @@ static void conv_state_free(void *p) {
 
 static nnf_status conv_run(NNF_KERNEL_ARGS) {
     const conv_state *s = ctx->state;
-    const char *name = s->dense ? s->dense->name : s->wino ? s->wino->name : s->dw->name;
-    NNF_CHECK(check_planned(node, in, out, s->x_numel, s->y_numel, name));
+    NNF_CHECK(check_planned(node, in, out, s->x_numel, s->y_numel, s->name));
     nnf_epilogue e;
     const nnf_nchwc_params *p = node->params;
     NNF_CHECK(nnf_conv_run_epilogue(node, in, s->has_bias, &p->conv, s->s->oc, s->y_numel, &e));
-    nnf_status st = s->dense  ? nnf_nchwc_conv_run(s->dense, in[0]->data, out[0]->data, &e, ctx->pool)
+    nnf_status st = s->out_plain ? nnf_nchwc_conv_run_nchw(s->dense, in[0]->data, out[0]->data, &e, ctx->pool)
+                    : s->dense  ? nnf_nchwc_conv_run(s->dense, in[0]->data, out[0]->data, &e, ctx->pool)
                     : s->wino ? nnf_nchwc_wino_run(s->wino, in[0]->data, out[0]->data, &e, ctx->pool)
                               : nnf_nchwc_dw_run(s->dw, in[0]->data, out[0]->data, &e, ctx->pool);
     return st == NNF_OK ? st : nnf_error_prefix(st, "node %s (%s)", node->name, node->op_type);
@@ -163,6 +165,14 @@ nnf_status nnf_plan_nchwc_conv(NNF_PLAN_ARGS) {
      * tiles and the Winograd an AVX-512 GEMM (the layout pass decided on
      * the same tier); the depthwise kernel runs AVX2 on both */
     nnf_isa isa = nnf_cpu_isa();
+    /* an NCHW output: the dense kernel only, which the choice below then
+     * makes (the layout pass asks nnf_nchwc_plain_out_ok before it sets
+     * out_plain) */
+    if (p->out_plain && !nnf_nchwc_plain_out_ok(&s, p->in_blocked, isa)) {
+        conv_state_free(st);
+        return NNF_OK; /* the reference kernel runs it */
+    }
+    st->out_plain = p->out_plain;
     nnf_status rc = nnf_nchwc_dw_supported(&s)                        ? nnf_nchwc_dw_create(&s, isa, w->data, &st->dw)
                     : p->in_blocked && nnf_nchwc_wino_wins(&s, isa) ? nnf_nchwc_wino_create(&s, isa, w->data, &st->wino)
                                       : nnf_nchwc_conv_create(&s, p->in_blocked, isa, w->data, &st->dense);
@@ -183,8 +193,10 @@ nnf_status nnf_plan_nchwc_conv(NNF_PLAN_ARGS) {
     if (st->dense && p->conv.residual_input >= 0 && !p->conv.residual_after_act &&
         nnf_nchwc_conv_one_pass(st->dense))
         plan->in_place_inputs = 1u << p->conv.residual_input;
-    return bind(plan, st->dense ? st->dense->name : st->wino ? st->wino->name : st->dw->name, conv_run, st,
-                conv_state_free);
+    snprintf(st->name, sizeof st->name, "%s%s",
+             st->dense ? st->dense->name : st->wino ? st->wino->name : st->dw->name,
+             st->out_plain ? "+nchw_out" : "");
+    return bind(plan, st->name, conv_run, st, conv_state_free);
 }
 
 /* ---- pointwise -> depthwise, fused ------------------------------------- */

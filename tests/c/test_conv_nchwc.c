@@ -138,6 +138,40 @@ static void run_wino(const nnf_conv2d_shape *s, const tcase *tc, const float *x,
 }
 
 static int in_place_runs; /* cases run with the output over the residual */
+static int plain_runs;    /* cases run with an NCHW output too */
+
+/* nnf_nchwc_conv_run_nchw: the blocked run's values (yb, n x oc8 x ohw x 8)
+ * bit for bit in NCHW, on 1, 2 and 3 threads, nothing written past the
+ * end; refused with a residual. */
+static void check_plain_out(const nnf_nchwc_conv *k, const float *xin, const float *yb,
+                            const nnf_epilogue *ep, nnf_threadpool *pool2) {
+    const nnf_conv2d_shape *s = &k->s;
+    size_t ohw = s->oh * s->ow, size = s->n * s->oc * ohw;
+    float *yp = malloc((size + 1) * sizeof(float));
+    if (ep->residual) {
+        CHECK(nnf_nchwc_conv_run_nchw(k, xin, yp, ep, NULL) == NNF_ERR_INVALID_ARGUMENT);
+        nnf_error_clear();
+        free(yp);
+        return;
+    }
+    nnf_threadpool *pools[3] = {NULL, pool2, g_pool3};
+    for (int p = 0; p < 3; p++) {
+        for (size_t i = 0; i <= size; i++)
+            yp[i] = 12345.0f;
+        CHECK(nnf_nchwc_conv_run_nchw(k, xin, yp, ep, pools[p]) == NNF_OK);
+        CHECK(yp[size] == 12345.0f);
+        size_t bad = 0;
+        for (size_t b = 0; b < s->n; b++)
+            for (size_t o = 0; o < s->oc; o++)
+                for (size_t i = 0; i < ohw; i++)
+                    bad += bits(yp[(b * s->oc + o) * ohw + i]) != bits(blocked_at(yb, s->oc, ohw, b, o, i));
+        CHECK_MSG(bad == 0, "%s: NCHW output differs from the blocked run at %zu of %zu values (%d threads), "
+                  "c%zu %zux%zu oc%zu k%zux%zu s%zu", k->name, bad, size, p + 1, s->c, s->h, s->w, s->oc,
+                  s->kh, s->kw, s->sh);
+    }
+    plain_runs++;
+    free(yp);
+}
 
 static void run_case(const tcase *tc, nnf_threadpool *pool2) {
     nnf_conv2d_shape s = {.n = tc->n,
@@ -240,6 +274,7 @@ static void run_case(const tcase *tc, nnf_threadpool *pool2) {
                   "p%zu,%zu,%zu,%zu blocked %d res %d",
                   k->name, s.n, s.c, s.h, s.w, s.oc, s.group, s.kh, s.kw, s.sh, s.sw, s.dh, s.dw, tc->pt,
                   tc->pl, tc->pb, tc->pr, tc->in_blocked, tc->res);
+        check_plain_out(k, xin, y1, &ep, pool2);
         nnf_epilogue ip = ep;
         ip.residual = y2;
         if (tc->res && (tc->res_after || !nnf_nchwc_conv_one_pass(k))) { /* refused, nothing written */
@@ -727,6 +762,46 @@ int main(void) {
         free(w);
         printf("in place over the residual: %d cases\n", in_place_runs);
         CHECK(in_place_runs >= 20);
+    }
+    /* NCHW output on maps large enough that a task's band takes several
+     * passes through its buffer (a quarter of L2): a padded 3x3, a
+     * flattened 1x1 and a stem from NCHW, against the blocked run */
+    {
+        static const size_t pc[][8] = {/* c, h = w, oc, k, stride, pad, in_blocked */
+                                       {8, 200, 64, 3, 1, 1, 1},
+                                       {16, 160, 72, 1, 1, 0, 1},
+                                       {3, 230, 64, 7, 2, 3, 0}};
+        for (size_t i = 0; i < sizeof pc / sizeof pc[0]; i++) {
+            nnf_conv2d_shape s = {.n = 1, .c = pc[i][0], .h = pc[i][1], .w = pc[i][1], .oc = pc[i][2],
+                                  .group = 1, .kh = pc[i][3], .kw = pc[i][3], .sh = pc[i][4], .sw = pc[i][4],
+                                  .dh = 1, .dw = 1, .pt = pc[i][5], .pl = pc[i][5]};
+            s.oh = s.ow = out_dim(s.h, s.kh, s.sh, 1, s.pt, s.pt);
+            size_t hw = s.h * s.w, ysize = nnf_nchwc_blocks(s.oc) * 8 * s.oh * s.ow;
+            float *x = check_rand_buf(s.c * hw), *w = check_rand_buf(s.oc * s.c * s.kh * s.kw);
+            float *bias = check_rand_buf(s.oc), *xb = to_blocked(x, 1, s.c, hw);
+            float *yb = malloc(ysize * sizeof(float));
+            nnf_epilogue ep = nnf_epilogue_default();
+            ep.act = act_of(NNF_ACT_SILU);
+            ep.bias_kind = NNF_BIAS_PER_ROW;
+            ep.bias = bias;
+            for (int ti = NNF_ISA_SCALAR; ti <= (int)nnf_cpu_get()->max_isa; ti++) {
+                nnf_nchwc_conv *k = NULL;
+                CHECK(nnf_nchwc_conv_create(&s, (int)pc[i][6], (nnf_isa)ti, w, &k) == NNF_OK);
+                if (!k)
+                    continue;
+                const float *xin = pc[i][6] ? xb : x;
+                CHECK(nnf_nchwc_conv_run(k, xin, yb, &ep, NULL) == NNF_OK);
+                check_plain_out(k, xin, yb, &ep, pool2);
+                nnf_nchwc_conv_destroy(k);
+            }
+            free(x);
+            free(w);
+            free(bias);
+            free(xb);
+            free(yb);
+        }
+        printf("NCHW output: %d cases\n", plain_runs);
+        CHECK(plain_runs >= 40);
     }
     nnf_threadpool_destroy(pool2);
     nnf_threadpool_destroy(g_pool3);

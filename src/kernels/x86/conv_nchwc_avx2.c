@@ -448,8 +448,8 @@ static void row_tiles(const nnf_nchwc_conv_job *j, tile_arg *a, const ep_ctx *ec
                 run++;
         }
         a->iw = (ptrdiff_t)(ow * s->sw) - (ptrdiff_t)s->pl;
-        a->y = yb + y0 + ow * NNF_NCHWC_B;
-        a->res = rb ? rb + y0 + ow * NNF_NCHWC_B : NULL;
+        a->y = yb + (y0 + ow * NNF_NCHWC_B);
+        a->res = rb ? rb + (y0 + ow * NNF_NCHWC_B) : NULL;
         a->ntile = run;
         int kind = guard ? 1 : s->sw == 1 ? (k1 ? 5 : 2) : s->sw == 2 ? (tl ? 6 : k1 ? 7 : 4) : 0;
         tiles[kind][l8][nob - 1][np - 1](j, a, ec);
@@ -464,7 +464,7 @@ static void row(const nnf_nchwc_conv_job *j, tile_arg *a, const ep_ctx *ec, size
     const nnf_epilogue *e = j->ep;
     nnf_nchwc_taps(oh, s->sh, s->pt, s->dh, s->kh, j->h, &a->kh0, &a->kh1);
     a->ih = (ptrdiff_t)(oh * s->sh) - (ptrdiff_t)s->pt;
-    size_t y0 = (a->blk0 - j->y_blk0) * j->y_blk + oh * j->ow * NNF_NCHWC_B;
+    size_t y0 = (a->blk0 - j->y_blk0) * j->y_blk + (oh * j->ow - j->y_px0) * NNF_NCHWC_B;
     float *yb = j->y + (size_t)(a->x - j->x) / j->x_img * j->y_img;
     const float *rb = e->residual ? e->residual + (yb - j->y) : NULL;
     /* a 1x1 row inside the input: no tap loops at all (they were a third
@@ -500,7 +500,7 @@ static void rows(const nnf_nchwc_conv_job *j, tile_arg *a, const ep_ctx *ec, siz
     const nnf_epilogue *e = j->ep;
     int l8 = j->lanes == 8;
     size_t pmax = tile_px[nob - 1];
-    size_t y0 = (a->blk0 - j->y_blk0) * j->y_blk + oh0 * j->ow * NNF_NCHWC_B;
+    size_t y0 = (a->blk0 - j->y_blk0) * j->y_blk + (oh0 * j->ow - j->y_px0) * NNF_NCHWC_B;
     float *yb = j->y + (size_t)(a->x - j->x) / j->x_img * j->y_img;
     const float *rb = e->residual ? e->residual + (yb - j->y) : NULL;
     a->kh0 = 0;

@@ -423,7 +423,7 @@ void nnf_nchwc_conv_span_avx512(const nnf_nchwc_conv_job *j, size_t b, size_t oc
                     size_t np = base + (t < wide);
                     int guard = ow < j->ow_lo || ow + np > j->ow_hi;
                     a.iw = (ptrdiff_t)(ow * s->sw) - (ptrdiff_t)s->pl;
-                    size_t off = (oh * j->ow + ow) * NNF_NCHWC_B;
+                    size_t off = (oh * j->ow + ow - j->y_px0) * NNF_NCHWC_B;
                     a.y = yb + off;
                     a.res = rb ? rb + off : NULL;
                     int kind = guard ? 3 : s->sw <= 2 ? (int)s->sw : 0;
