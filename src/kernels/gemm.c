@@ -851,16 +851,21 @@ nnf_status nnf_gemm_run(const nnf_gemm_cfg *cfg, size_t m, size_t n, size_t k,
     j->nc = cfg->nc;
     /* Prepacked weights against an A block that stays in L2 (BERT's
      * 128-token activations): gemm_task fetches B's next block into L2 while
-     * this one runs, so two B blocks and A share it. Blocks of half L2 each
-     * (cfg->nc) evicted the current block as the next came in, and each A
-     * panel after the first read it again from memory: in a model, where
-     * the weights come from DRAM, BERT-base ran 5 % faster on 1 thread (1 %
-     * on 2) with blocks of a quarter of L2 (ab_builds, both orders; ResNet-50
-     * and YOLOv5s even; the same values: only the column blocking moves).
-     * A large A is read from L3 per block either way, and larger blocks
-     * read it fewer times (GEMM 1024 1.5 % faster with half L2). */
-    if (b->packed && m * kcb * sizeof(float) <= nnf_cpu_get()->l2 / 4 && cfg->nc / 2 >= cfg->nr)
-        j->nc = cfg->nc / 2 / cfg->nr * cfg->nr;
+     * this one runs. With blocks of half L2 (cfg->nc) the next one evicted
+     * the current, and each A panel after the first read it again from
+     * memory. In a model, where the weights come from DRAM, BERT-base ran
+     * faster as the blocks shrank (ab_builds, both orders, 1 / 2 threads):
+     * a quarter of L2 1.05 / 1.01x, an eighth 1.03 / 1.015x more, a
+     * sixteenth 1.0 / 1.04x more, a thirty-second even; ResNet-50 and
+     * YOLOv5s even; the same values (only the column blocking moves). Bench
+     * GEMMs never showed it: their weights stay in this VM's large L3
+     * between runs. A large A is read from L3 once per block, so larger
+     * blocks read it fewer times (GEMM 1024 1.5 % faster with half L2). */
+    size_t l2 = nnf_cpu_get()->l2;
+    if (b->packed && m * kcb * sizeof(float) <= l2 / 4) {
+        size_t small = l2 / 16 / (kcb * sizeof(float)) / cfg->nr * cfg->nr;
+        j->nc = small < cfg->nr ? cfg->nr : small < j->nc ? small : j->nc;
+    }
     size_t b_bytes;
     size_t mcb = ti < cfg->mc ? ti : cfg->mc;
     size_t ncb = tj < j->nc ? tj : j->nc;
