@@ -253,17 +253,21 @@ static nnf_status try_conv(layout *L, int id, bool *done) {
     bool in_blocked = blocked(L, x) || !dense || s.c > 4, out_plain = false;
     /* Only NCHW readers (a detection head before its Reshape) or the
      * graph's outputs: the dense kernel writes NCHW itself (out_plain, the
-     * output reorder fused into its tiles), except a pointwise conv of
-     * fewer than 128 outputs on a plain input, which the NCHW GEMM runs
-     * faster than a reorder of its input and the blocked kernel (a 1x1
-     * 64 -> 64 at 56x56: 0.17 ms against 0.03 + 0.14; the blocked
-     * kernel's 20 % pays for the reorder from about 128 outputs). Else (a
+     * output reorder fused into its tiles), except a pointwise conv on a
+     * plain input with fewer than 128 outputs or a map larger than 14x14,
+     * which the NCHW GEMM runs faster than a reorder of its input, the
+     * blocked kernel and its NCHW stores (single-op models, AVX-512: 64 ->
+     * 64 at 56x56 0.17 ms against 0.03 + 0.14; 64 -> 256 at 56x56 0.66
+     * against 0.83, 128 -> 512 at 28x28 0.55 against 0.71 (ab_builds: the
+     * GEMM 1.2-1.3x and 1.13-1.19x); at 14x14 the blocked kernel wins by 3-5
+     * % (1024 -> 256), at 7x7 more (512 -> 2048 0.53 against 0.63): its
+     * stores are few, the GEMM's N short). Else (a
      * residual, the depthwise or a Winograd kernel) blocking trades a
      * reorder of the input for one of the output, which pays only when the
      * input is blocked already and the output is the smaller. */
     if (no_blocked_readers(L, y)) {
         bool gemm_wins = !blocked(L, x) && s.kh == 1 && s.kw == 1 && s.sh == 1 && s.sw == 1 && !s.pt && !s.pl &&
-                         s.oc < 128;
+                         (s.oc < 128 || s.oh * s.ow > 196);
         out_plain = cp->residual_input < 0 && !gemm_wins && nnf_nchwc_plain_out_ok(&s, in_blocked, nnf_cpu_isa());
         if (!out_plain && (gemm_wins || (only_plain_readers(L, y) &&
                                          (!blocked(L, x) || nnf_shape_numel(shape_of(L, y)) >=
