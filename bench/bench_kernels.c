@@ -123,10 +123,6 @@ static float *rnd(size_t n) {
     return p;
 }
 
-/* Runs fn(ctx) warmed up, then until it has run at least 10 times and 0.3 s;
- * sorts the times (s) into t[0..*n). */
-static nnf_status time_runs(nnf_status (*fn)(void *), void *ctx, int cold, double *t, int *n);
-
 static void evict_caches(void) {
     static volatile char *junk;
     const size_t size = (size_t)64 << 20;
@@ -136,6 +132,8 @@ static void evict_caches(void) {
         junk[i] = (char)i;
 }
 
+/* Runs fn(ctx) warmed up, then until it has run at least 10 times and 0.3 s;
+ * sorts the times (s) into t[0..*n). */
 static nnf_status time_runs(nnf_status (*fn)(void *), void *ctx, int cold, double *t, int *n) {
     *n = 0;
     double start = now();

@@ -727,6 +727,7 @@ static void gemv_task(void *ctx, size_t i0, size_t j0, size_t mi, size_t nj) {
     const size_t nr = cfg->nr, kc = j->b->kc;
     _Alignas(64) float st[GEMV_PANELS * 4 * 64], buf[64];
     const nnf_epilogue *ep = j->ep;
+    const nnf_epilogue *tile_ep = nnf_epilogue_is_identity(ep) ? NULL : ep;
     for (size_t g0 = j0; g0 < j0 + nj; g0 += GEMV_PANELS * nr) {
         size_t cols = j0 + nj - g0 < GEMV_PANELS * nr ? j0 + nj - g0 : GEMV_PANELS * nr;
         size_t np = (cols + nr - 1) / nr;
@@ -741,7 +742,7 @@ static void gemv_task(void *ctx, size_t i0, size_t j0, size_t mi, size_t nj) {
             const float *sp = st + p * 4 * nr;
             for (size_t q = 0; q < nr; q++)
                 buf[q] = (sp[q] + sp[nr + q]) + (sp[2 * nr + q] + sp[3 * nr + q]);
-            nnf_tile_ep t = {.accumulate = 1, .ep = nnf_epilogue_is_identity(ep) ? NULL : ep};
+            nnf_tile_ep t = {.accumulate = 1, .ep = tile_ep};
             t.bias = ep->bias_kind == NNF_BIAS_PER_ROW   ? ep->bias
                      : ep->bias_kind == NNF_BIAS_PER_COL ? ep->bias + jr
                                                          : NULL;

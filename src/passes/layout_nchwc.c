@@ -191,14 +191,12 @@ static bool no_blocked_readers(const layout *L, int v) {
     return true;
 }
 
+/* Readers, all of them NCHW ones, and not a graph output. */
 static bool only_plain_readers(const layout *L, int v) {
     for (int k = 0; k < L->g->n_outputs; k++)
         if (L->g->outputs[k] == v)
             return false; /* kept simple: outputs are rare and small */
-    for (int i = L->rd_start[v]; i < L->rd_start[v + 1]; i++)
-        if (blockable_type(&L->g->nodes[L->rd[i]]))
-            return false;
-    return L->rd_start[v + 1] > L->rd_start[v];
+    return L->rd_start[v + 1] > L->rd_start[v] && no_blocked_readers(L, v);
 }
 
 /* The reader lists of the values that exist before the pass (CSR). */
