@@ -300,6 +300,15 @@ static void test_dw(nnf_isa isa) {
     run_dw(&mb, isa);
     mb.s = 2;
     run_dw(&mb, isa);
+    /* the late layers' small maps, rows mostly border: 7 and 14 wide, 3x3
+     * and 5x5, with a residual */
+    for (size_t hw = 7; hw <= 14; hw += 7)
+        for (size_t k = 3; k <= 5; k += 2) {
+            dw_case q = {.c = 20, .h = hw, .w = hw, .k_h = k, .k_w = k, .s = 1, .d = 1, .pt = k / 2,
+                         .pl = k / 2, .pb = k / 2, .pr = k / 2, .act = {NNF_ACT_CLIP, 0.0f, 6.0f},
+                         .bias = 1, .res = 1};
+            run_dw(&q, isa);
+        }
     /* NaN in the input reaches exactly the outputs whose window holds it */
     static const nnf_act_kind nan_acts[] = {NNF_ACT_NONE, NNF_ACT_RELU, NNF_ACT_CLIP, NNF_ACT_SILU};
     for (size_t a = 0; a < 4; a++) {
