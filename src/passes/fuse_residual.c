@@ -5,7 +5,8 @@
  * + x (YOLOv5's bottleneck, x + SiLU(conv): the sum was an Add node of its
  * own, a pass over three tensors; now the conv's activation pass adds x).
  * MatMul → Add(matmul, x) likewise, where x is shaped like the output or is a
- * constant row of the output's last extent (the bias of a Linear layer); x
+ * row of the output's last extent (the bias of a Linear layer, a batch-1
+ * attention mask); x
  * joins the MatMul as its next input. A MatMul takes a bias row and then a
  * residual (fuse_matmul). */
 #include "passes/pass.h"
@@ -20,12 +21,18 @@ static bool same_shape(const nnf_shape *a, const nnf_shape *b) {
     return nnf_shape_known(a) && nnf_shape_same(a, b);
 }
 
-/* A constant vector [N] (or [1..1, N]) matching the last extent of a MatMul
- * output m, known: the Add's output is then m's shape whatever m's other
- * extents (a symbolic batch and sequence). */
+/* A vector [N] (or [1..1, N]) matching the last extent of a MatMul output
+ * m, known: the Add's output is then m's shape whatever m's other extents (a
+ * symbolic batch and sequence). A constant (a Linear layer's bias), or a
+ * tensor computed at run time (a batch-1 attention mask [1, 1, 1, S] added
+ * to the scores): the epilogue reads either per column. */
 static bool bias_row(const nnf_value *x, const nnf_shape *m) {
-    if (!x->data || !nnf_shape_known(&x->shape) || m->rank < 1 || x->shape.rank < 1 ||
-        m->dims[m->rank - 1] < 0)
+    if (!nnf_shape_known(&x->shape) || m->rank < 1 || x->shape.rank < 1 || m->dims[m->rank - 1] < 0)
+        return false;
+    /* a run-time row: on known shapes only, where the GEMM plan takes it
+     * (on symbolic ones a MatMul with a run-time B and a bias runs the
+     * reference kernel) */
+    if (!x->data && !nnf_shape_known(m))
         return false;
     for (int i = 0; i + 1 < x->shape.rank; i++)
         if (x->shape.dims[i] != 1)

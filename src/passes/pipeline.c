@@ -8,6 +8,7 @@
 #include <string.h>
 
 nnf_status nnf_pass_fold_batchnorm(nnf_pass_ctx *ctx);
+nnf_status nnf_pass_fuse_scale(nnf_pass_ctx *ctx);
 nnf_status nnf_pass_fuse_residual(nnf_pass_ctx *ctx);
 nnf_status nnf_pass_fuse_activation(nnf_pass_ctx *ctx);
 nnf_status nnf_pass_fuse_layernorm(nnf_pass_ctx *ctx);
@@ -16,6 +17,7 @@ nnf_status nnf_pass_fuse_pw_dw(nnf_pass_ctx *ctx);
 
 static const nnf_pass pipeline[] = {
     {"fold_batchnorm", 1, nnf_pass_fold_batchnorm, 1},  /* Conv → BN: scale weights, shift bias */
+    {"fuse_scale", 2, nnf_pass_fuse_scale, 0},          /* MatMul → Mul/Div(scalar): its alpha */
     {"fuse_residual", 2, nnf_pass_fuse_residual, 0},    /* Conv → Add(x): residual epilogue */
     {"fuse_activation", 2, nnf_pass_fuse_activation, 0}, /* Conv/Gemm/MatMul (→ Reshape/Transpose…) → act (SiLU, GELU chains too) */
     {"fuse_residual", 2, nnf_pass_fuse_residual, 0},    /* Conv+act → Add(x): residual after the act */

@@ -260,7 +260,7 @@ static nnf_status plan_common(const nnf_node *node, const nnf_tinfo *in, const n
     s->is_gemm = is_gemm;
     s->trans_a = is_gemm && p->trans_a;
     s->trans_b = is_gemm && p->trans_b;
-    s->alpha = is_gemm ? p->alpha : 1.0f;
+    s->alpha = p->alpha; /* MatMul: a scale fused by fuse_scale, else 1 */
     s->beta = is_gemm ? p->beta : 0.0f;
     s->act = p->act;
     s->flatten = ch.flatten || (!fixed && b->data); /* a 2-D B: A's leading axes are rows */

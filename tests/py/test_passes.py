@@ -148,10 +148,37 @@ def case_matmul_moves_tanh():
     return nodes, [w], 2
 
 
+def case_matmul_attention_scale_mask():
+    """Attention scores as BERT exports them: Q·Kᵀ, Div by √d (8: a power of two), Add of a mask row
+    computed at run time ([1, 1, 1, S]), Softmax, then ·V. The Div becomes the MatMul's alpha and
+    the mask its bias row: Transpose, the scores' MatMul, ReduceMean and the mask's MatMul, Softmax
+    and the second MatMul stay."""
+    inits = [numpy_helper.from_array(np.float32(8.0), "sqrt_d"), const("wm", (9, 5))]
+    nodes = [helper.make_node("Transpose", ["x"], ["kt"], perm=[0, 1, 3, 2]),
+             helper.make_node("MatMul", ["x", "kt"], ["s"]), helper.make_node("Div", ["s", "sqrt_d"], ["d"]),
+             helper.make_node("ReduceMean", ["x"], ["r"], axes=[1, 2], keepdims=1),
+             helper.make_node("MatMul", ["r", "wm"], ["mask"]), helper.make_node("Add", ["d", "mask"], ["a"]),
+             helper.make_node("Softmax", ["a"], ["p"], axis=-1), helper.make_node("MatMul", ["p", "x"], ["y"])]
+    return nodes, inits, 6
+
+
+def case_matmul_scalar_mul_left():
+    """Mul(c, MatMul) with the scalar on the left: the MatMul's alpha."""
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Mul", ["c", "m"], ["y"])]
+    return nodes, [const("w", (9, 7)), numpy_helper.from_array(np.float32(0.3), "c")], 1
+
+
+def case_matmul_div_not_power_of_two():
+    """Div by 3: x · (1/3) may differ from x / 3 in the last bit, so the Div stays a node."""
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Div", ["m", "c"], ["y"])]
+    return nodes, [const("w", (9, 7)), numpy_helper.from_array(np.float32(3.0), "c")], 2
+
+
 CASES = {f.__name__[5:]: f for f in (case_conv_bn_relu, case_conv_bn_bn_relu, case_conv_bn_add_relu, case_conv_silu, case_conv_silu_add,
                                       case_conv_relu6, case_conv_hardswish_leaky, case_matmul_bias_gelu,
                                       case_matmul_layernorm_chain, case_conv_moves_sigmoid, case_matmul_moves_tanh,
-                                      case_matmul_bias_skip)}
+                                      case_matmul_bias_skip, case_matmul_attention_scale_mask,
+                                      case_matmul_scalar_mul_left, case_matmul_div_not_power_of_two)}
 
 
 def live_nodes(path, level):

@@ -176,7 +176,7 @@ nnf_status nnf_matmul_ref(NNF_KERNEL_ARGS) {
     NNF_CHECK(check_f32(node, in, 2));
     if (a->rank < 1 || b->rank < 1)
         return nnf_node_error(node, NNF_ERR_SHAPE, "MatMul operands cannot be scalars");
-    mm_job j = {.a = a->data, .b = b->data, .y = y->data, .alpha = 1.0f, .act = &p->act};
+    mm_job j = {.a = a->data, .b = b->data, .y = y->data, .alpha = p->alpha, .act = &p->act};
     int ra = a->rank, rb = b->rank;
     j.m = ra >= 2 ? a->dims[ra - 2] : 1;
     j.k = a->dims[ra - 1];
