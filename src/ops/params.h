@@ -84,7 +84,7 @@ typedef struct nnf_gemm_params {
     float alpha, beta;
     nnf_activation act;
     int residual_input; /* -1 = none */
-    int bias_input;     /* MatMul: a fused bias row [N] (constant, or computed at run time), added before the residual; -1 = none */
+    int bias_input;     /* MatMul: a fused constant bias row [N], added before the residual; -1 = none */
 } nnf_gemm_params;
 
 #endif

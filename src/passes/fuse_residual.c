@@ -5,10 +5,12 @@
  * + x (YOLOv5's bottleneck, x + SiLU(conv): the sum was an Add node of its
  * own, a pass over three tensors; now the conv's activation pass adds x).
  * MatMul → Add(matmul, x) likewise, where x is shaped like the output or is a
- * row of the output's last extent (the bias of a Linear layer, a batch-1
- * attention mask); x
+ * constant row of the output's last extent (the bias of a Linear layer); x
  * joins the MatMul as its next input. A MatMul takes a bias row and then a
- * residual (fuse_matmul). */
+ * residual (fuse_matmul). Its residual may also broadcast over the output's
+ * batch axes and rows (an attention mask [B, 1, 1, S] added to the scores
+ * [B, H, S, S]): whole rows of N values, read per batch and row at strides
+ * of 0 where it broadcasts. */
 #include "passes/pass.h"
 
 #include "ops/params.h"
@@ -21,23 +23,39 @@ static bool same_shape(const nnf_shape *a, const nnf_shape *b) {
     return nnf_shape_known(a) && nnf_shape_same(a, b);
 }
 
-/* A vector [N] (or [1..1, N]) matching the last extent of a MatMul output
- * m, known: the Add's output is then m's shape whatever m's other extents (a
- * symbolic batch and sequence). A constant (a Linear layer's bias), or a
- * tensor computed at run time (a batch-1 attention mask [1, 1, 1, S] added
- * to the scores): the epilogue reads either per column. */
+/* A constant vector [N] (or [1..1, N]) matching the last extent of a MatMul
+ * output m, known: the Add's output is then m's shape whatever m's other
+ * extents (a symbolic batch and sequence). */
 static bool bias_row(const nnf_value *x, const nnf_shape *m) {
-    if (!nnf_shape_known(&x->shape) || m->rank < 1 || x->shape.rank < 1 || m->dims[m->rank - 1] < 0)
-        return false;
-    /* a run-time row: on known shapes only, where the GEMM plan takes it
-     * (on symbolic ones a MatMul with a run-time B and a bias runs the
-     * reference kernel) */
-    if (!x->data && !nnf_shape_known(m))
+    if (!x->data || !nnf_shape_known(&x->shape) || m->rank < 1 || x->shape.rank < 1 ||
+        m->dims[m->rank - 1] < 0)
         return false;
     for (int i = 0; i + 1 < x->shape.rank; i++)
         if (x->shape.dims[i] != 1)
             return false;
     return x->shape.rank <= m->rank && x->shape.dims[x->shape.rank - 1] == m->dims[m->rank - 1];
+}
+
+/* One axis of x against the output's: the same extent (known, or the same
+ * symbolic name), or x's is 1. */
+static bool dim_fits(const nnf_shape *x, int i, const nnf_shape *y, int k, bool may_broadcast) {
+    if (x->dims[i] == 1 && may_broadcast)
+        return true;
+    if (x->dims[i] != y->dims[k])
+        return false;
+    return x->dims[i] >= 0 ||
+           (x->dim_names[i] && y->dim_names[k] && !strcmp(x->dim_names[i], y->dim_names[k]));
+}
+
+/* A residual the GEMM epilogue reads by batch and row: shaped like y but for
+ * extents of 1 where it broadcasts, except its last (whole rows of N). */
+static bool bcast_residual(const nnf_shape *x, const nnf_shape *y) {
+    if (x->rank < 1 || y->rank < 1 || x->rank > y->rank)
+        return false;
+    for (int i = 0; i < x->rank; i++)
+        if (!dim_fits(x, i, y, y->rank - x->rank + i, i + 1 < x->rank))
+            return false;
+    return true;
 }
 
 /* A MatMul takes up to two Adds after it: a constant bias row (its bias
@@ -63,7 +81,7 @@ static nnf_status fuse_matmul(nnf_pass_ctx *ctx, nnf_node *add) {
         /* symbolic dims match by name (nnf_shape_same); the GEMM's run
          * checks the residual's extents */
         int as_bias = gp->bias_input < 0 && bias_row(x, &m->shape);
-        if (!as_bias && !(nnf_shape_same(&m->shape, out) && nnf_shape_same(&x->shape, out)))
+        if (!as_bias && !(nnf_shape_same(&m->shape, out) && bcast_residual(&x->shape, out)))
             continue;
         int slot = mm->n_inputs;
         NNF_CHECK(nnf_pass_resize_inputs(mm, slot + 1));

@@ -74,33 +74,61 @@ typedef struct mm_batch {
     const nnf_gemm_src *bsrc; /* a packed B shared by every batch, or NULL */
     int br;
     int64_t m, n, k;
-    int64_t ydims[NNF_MAX_RANK], a_bs[NNF_MAX_RANK], b_bs[NNF_MAX_RANK];
+    int64_t ydims[NNF_MAX_RANK], a_bs[NNF_MAX_RANK], b_bs[NNF_MAX_RANK], r_bs[NNF_MAX_RANK];
 } mm_batch;
 
 static void mm_batch_at(const void *ctx, size_t index, nnf_gemm_src *a, nnf_gemm_src *b, float **c,
                         const float **residual) {
     const mm_batch *t = ctx;
-    int64_t bi = (int64_t)index, rem = bi, aoff = 0, boff = 0;
+    int64_t bi = (int64_t)index, rem = bi, aoff = 0, boff = 0, roff = 0;
     for (int d = t->br - 1; d >= 0; d--) {
         int64_t idx = rem % t->ydims[d];
         rem /= t->ydims[d];
         aoff += idx * t->a_bs[d];
         boff += idx * t->b_bs[d];
+        roff += idx * t->r_bs[d];
     }
     *a = nnf_gemm_src_matrix(t->a + aoff, (size_t)t->k, 0);
     *b = t->bsrc ? *t->bsrc : nnf_gemm_src_matrix(t->b + boff, (size_t)t->n, 0);
     *c = t->y + bi * t->m * t->n;
-    *residual = t->res ? t->res + bi * t->m * t->n : NULL;
+    *residual = t->res ? t->res + roff : NULL;
 }
 
-/* A residual the epilogue can take: float32 with Y's extents (its leading
- * axes may be left out). At load on known shapes (full_shaped), at run time
- * on the run's (mm_run: what the pass matched by name on symbolic dims). */
-static bool residual_fits(nnf_dtype dt, int rr, const int64_t *rd, int64_t rn, int yr,
-                          const int64_t *yd, int64_t yn) {
-    if (dt != NNF_DTYPE_FLOAT32 || rn < 0 || rn != yn || rr > yr)
+/* How the epilogue reads a residual: rows ld floats apart (N, or 0 where one
+ * row serves every row), Y's axis d at bs[d] floats (0 where it broadcasts;
+ * the batched run reads its batch axes'); full: laid out like Y. */
+typedef struct res_layout {
+    size_t ld;
+    bool full;
+    int64_t bs[NNF_MAX_RANK];
+} res_layout;
+
+/* A residual the epilogue can take: float32, shaped like Y (its leading axes
+ * may be left out) but for extents of 1 it broadcasts along, its last one
+ * excepted (whole rows of N); a Y of rank below 2 (a 1-D operand) takes it
+ * laid out like Y only. At load on known shapes, at run time on the run's
+ * (mm_run: what the pass matched by name on symbolic dims). */
+static bool residual_layout(nnf_dtype dt, int rr, const int64_t *rd, int yr, const int64_t *yd,
+                            bool rows_last, res_layout *l) {
+    if (dt != NNF_DTYPE_FLOAT32 || rr < 1 || rr > yr)
         return false;
-    return !memcmp(rd, yd + (yr - rr), sizeof(int64_t) * (size_t)rr);
+    int64_t st[NNF_MAX_RANK], stride = 1;
+    l->full = true;
+    for (int k = yr - 1; k >= 0; k--) {
+        int i = k - (yr - rr);
+        int64_t d = i >= 0 ? rd[i] : 1;
+        if (d < 0 || yd[k] < 0 || (d != yd[k] && (d != 1 || k == yr - 1)))
+            return false;
+        st[k] = d == yd[k] ? stride : 0;
+        l->full = l->full && (d == yd[k] || yd[k] == 1);
+        stride *= d;
+    }
+    for (int k = 0; k < yr; k++)
+        l->bs[k] = st[k];
+    if (!rows_last || yr < 2)
+        return l->full; /* rows N apart, as the caller set ld */
+    l->ld = (size_t)st[yr - 2];
+    return true;
 }
 
 static nnf_status mm_run(NNF_KERNEL_ARGS) {
@@ -130,10 +158,11 @@ static nnf_status mm_run(NNF_KERNEL_ARGS) {
                               (long long)k, (long long)n, s->pb->k, s->pb->mn);
     nnf_epilogue e = base_ep(s, in);
     const float *res = NULL;
+    res_layout rl = {.ld = (size_t)n, .full = true}; /* the rest zero */
     if (s->residual_input >= 0) {
         const nnf_buf *r = in[s->residual_input];
-        if (!residual_fits(r->dtype, r->rank, r->dims, (int64_t)r->numel, y->rank, y->dims,
-                           (int64_t)y->numel))
+        if (!residual_layout(r->dtype, r->rank, r->dims, y->rank, y->dims, !s->is_gemm && ra >= 2 && rb >= 2,
+                             &rl))
             return nnf_node_error(node, NNF_ERR_SHAPE,
                                   "%s: the fused residual is not shaped like the output (inputs "
                                   "that disagree on a symbolic dim the model names alike?)",
@@ -147,12 +176,14 @@ static nnf_status mm_run(NNF_KERNEL_ARGS) {
     nnf_gemm_src bsrc =
         s->pb ? nnf_gemm_src_packed(s->pb)
               : nnf_gemm_src_matrix(b->data, s->trans_b ? (size_t)k : (size_t)n, s->trans_b);
-    if (s->is_gemm || s->flatten || ybatch == 1) {
+    /* A's batches flattened into M (a 2-D B) read a residual as one matrix:
+     * one that broadcasts over the batches runs them one by one */
+    if (s->is_gemm || ybatch == 1 || (s->flatten && rl.full)) {
         size_t mm = (size_t)(m * ybatch);
         nnf_gemm_src asrc =
             nnf_gemm_src_matrix(a->data, s->trans_a ? (size_t)m : (size_t)k, s->trans_a);
         e.residual = res;
-        e.ld_residual = (size_t)n;
+        e.ld_residual = rl.ld;
         nnf_status st = nnf_gemm_run(s->cfg, mm, (size_t)n, (size_t)k, &asrc, &bsrc, y->data,
                                      (size_t)n, &e, ctx->pool);
         return st == NNF_OK ? st : nnf_error_prefix(st, "node %s (%s)", node->name, node->op_type);
@@ -185,17 +216,20 @@ static nnf_status mm_run(NNF_KERNEL_ARGS) {
         bt.ydims[d] = y->dims[d];
         bt.a_bs[d] = a_bs[d];
         bt.b_bs[d] = b_bs[d];
+        bt.r_bs[d] = rl.bs[d];
     }
-    e.ld_residual = (size_t)n;
+    e.ld_residual = rl.ld;
     nnf_status st = nnf_gemm_run_batch(s->cfg, (size_t)ybatch, (size_t)m, (size_t)n, (size_t)k,
                                        mm_batch_at, &bt, (size_t)n, &e, ctx->pool);
     return st == NNF_OK ? st : nnf_error_prefix(st, "node %s (%s)", node->name, node->op_type);
 }
 
 /* A fused residual the epilogue can take, on shapes known at load. */
-static bool full_shaped(const nnf_tinfo *r, const nnf_tinfo *y) {
-    return residual_fits(r->dtype, r->shape.rank, r->shape.dims, numel(&r->shape), y->shape.rank,
-                         y->shape.dims, numel(&y->shape));
+static bool residual_known(const nnf_tinfo *r, const nnf_tinfo *y, bool rows_last) {
+    res_layout l;
+    return nnf_shape_known(&r->shape) &&
+           residual_layout(r->dtype, r->shape.rank, r->shape.dims, y->shape.rank, y->shape.dims,
+                           rows_last, &l);
 }
 
 /* A fused bias the epilogue can take per column: float32, N values along
@@ -227,7 +261,7 @@ static nnf_status plan_common(const nnf_node *node, const nnf_tinfo *in, const n
         if (b->data && nnf_shape_known(&b->shape) && rb == 2) {
             k = b->shape.dims[is_gemm && p->trans_b ? 1 : 0];
             n = b->shape.dims[is_gemm && p->trans_b ? 0 : 1];
-        } else if (!b->data && !is_gemm && p->bias_input < 0 && p->residual_input < 0) {
+        } else if (!b->data && !is_gemm && p->bias_input < 0) {
             k = n = 1; /* placeholders */
         } else {
             return NNF_OK;
@@ -272,7 +306,8 @@ static nnf_status plan_common(const nnf_node *node, const nnf_tinfo *in, const n
          * run checks its extents (mm_run) */
         const nnf_tinfo *r = &in[p->residual_input];
         if (p->residual_input >= node->n_inputs || !r->present ||
-            !(fixed ? full_shaped(r, &out[0]) : r->dtype == NNF_DTYPE_FLOAT32))
+            !(fixed ? residual_known(r, &out[0], !is_gemm && ra >= 2 && rb >= 2)
+                    : r->dtype == NNF_DTYPE_FLOAT32))
             goto keep_reference;
         s->residual_input = p->residual_input;
     }

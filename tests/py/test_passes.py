@@ -162,6 +162,16 @@ def case_matmul_attention_scale_mask():
     return nodes, inits, 6
 
 
+def case_matmul_bcast_residual_packed_b():
+    """A Linear layer plus a tensor computed at run time that broadcasts over its rows ([1, 3, 1, 7]
+    against [1, 3, 5, 7]): the residual epilogue reads it per batch with rows 0 floats apart, so the
+    batches that a 2-D weight would flatten into one GEMM run one by one."""
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"]),
+             helper.make_node("ReduceMean", ["x"], ["r"], axes=[2], keepdims=1),
+             helper.make_node("MatMul", ["r", "w2"], ["rw"]), helper.make_node("Add", ["m", "rw"], ["y"])]
+    return nodes, [const("w", (9, 7)), const("w2", (9, 7))], 3
+
+
 def case_matmul_scalar_mul_left():
     """Mul(c, MatMul) with the scalar on the left: the MatMul's alpha."""
     nodes = [helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Mul", ["c", "m"], ["y"])]
@@ -178,7 +188,8 @@ CASES = {f.__name__[5:]: f for f in (case_conv_bn_relu, case_conv_bn_bn_relu, ca
                                       case_conv_relu6, case_conv_hardswish_leaky, case_matmul_bias_gelu,
                                       case_matmul_layernorm_chain, case_conv_moves_sigmoid, case_matmul_moves_tanh,
                                       case_matmul_bias_skip, case_matmul_attention_scale_mask,
-                                      case_matmul_scalar_mul_left, case_matmul_div_not_power_of_two)}
+                                      case_matmul_scalar_mul_left, case_matmul_div_not_power_of_two,
+                                      case_matmul_bcast_residual_packed_b)}
 
 
 def live_nodes(path, level):
