@@ -357,8 +357,9 @@ def test_shapes_that_depend_on_data_plan_no_shapes(tmp_path):
 
 def test_a_residual_fused_by_dim_names_checks_the_run(tmp_path):
     """MatMul + Add of a second input, both "B x S x 16": fused by the dims' names (the residual
-    epilogue). Inputs that keep to the names match onnxruntime; a run whose inputs disagree on
-    "S" is refused with a message naming the node, never read out of bounds."""
+    epilogue). Inputs that keep to the names match onnxruntime; so does a run whose residual has
+    one row for every row (it broadcasts, as the Add would); a run whose inputs disagree on "S"
+    otherwise is refused with a message naming the node, never read out of bounds."""
     ort = pytest.importorskip("onnxruntime")
     data = sym_model([helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Add", ["m", "r"], ["y"])],
                      [("x", ["B", "S", 16]), ("r", ["B", "S", 16])], ["y"], [const("w", (16, 16))])
@@ -367,8 +368,11 @@ def test_a_residual_fused_by_dim_names_checks_the_run(tmp_path):
         f = arrays(x=(b, t, 16), r=(b, t, 16))
         want = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, f)[0]
         np.testing.assert_allclose(s.run(f)["y"], want, rtol=2e-5, atol=2e-5)
-    with pytest.raises(nnfuse.NnfError, match=r"MatMul_0.*fused residual is not shaped like the output"):
-        s.run(arrays(x=(1, 3, 16), r=(1, 1, 16)))
+    f = arrays(x=(2, 3, 16), r=(2, 1, 16))
+    want = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, f)[0]
+    np.testing.assert_allclose(s.run(f)["y"], want, rtol=2e-5, atol=2e-5)
+    with pytest.raises(nnfuse.NnfError, match=r"MatMul_0.*fused residual does not broadcast to the output"):
+        s.run(arrays(x=(1, 3, 16), r=(1, 2, 16)))
 
 
 def test_reshape_targets_computed_from_shapes_keep_the_dims_names(tmp_path):
