@@ -12,17 +12,15 @@
 #include <stdio.h>
 #include <string.h>
 
-static bool is_op(const nnf_node *n, const char *op) { return n && !n->dead && !n->domain[0] && !strcmp(n->op_type, op); }
-
 /* Producer that can take an activation epilogue on output value v. */
 static nnf_activation *epilogue_slot(nnf_pass_ctx *ctx, int v, nnf_node **prod_out) {
     nnf_node *p = nnf_pass_producer(ctx, v);
     if (!p || p->outputs[0] != v || ctx->graph->values[v].dtype != NNF_DTYPE_FLOAT32)
         return NULL;
     nnf_activation *act = NULL;
-    if (is_op(p, "Conv"))
+    if (nnf_pass_is_op(p, "Conv"))
         act = &((nnf_conv_params *)p->params)->act;
-    else if (is_op(p, "Gemm") || is_op(p, "MatMul"))
+    else if (nnf_pass_is_op(p, "Gemm") || nnf_pass_is_op(p, "MatMul"))
         act = &((nnf_gemm_params *)p->params)->act;
     if (!act || act->kind != NNF_ACT_NONE)
         return NULL;
@@ -43,21 +41,21 @@ static bool scalar_const(const nnf_graph *g, int v, float *out) {
 /* The activation a node computes, if it is one the epilogue supports. */
 static bool activation_of(const nnf_graph *g, const nnf_node *n, nnf_activation *act) {
     *act = (nnf_activation){NNF_ACT_NONE, 0, 0};
-    if (is_op(n, "Relu"))
+    if (nnf_pass_is_op(n, "Relu"))
         act->kind = NNF_ACT_RELU;
-    else if (is_op(n, "LeakyRelu"))
+    else if (nnf_pass_is_op(n, "LeakyRelu"))
         *act = (nnf_activation){NNF_ACT_LEAKY_RELU, nnf_attr_float(n, "alpha", 0.01f), 0};
-    else if (is_op(n, "Tanh"))
+    else if (nnf_pass_is_op(n, "Tanh"))
         act->kind = NNF_ACT_TANH;
-    else if (is_op(n, "Sigmoid"))
+    else if (nnf_pass_is_op(n, "Sigmoid"))
         act->kind = NNF_ACT_SIGMOID;
-    else if (is_op(n, "HardSigmoid"))
+    else if (nnf_pass_is_op(n, "HardSigmoid"))
         *act = (nnf_activation){NNF_ACT_HARD_SIGMOID, nnf_attr_float(n, "alpha", 0.2f), nnf_attr_float(n, "beta", 0.5f)};
-    else if (is_op(n, "HardSwish"))
+    else if (nnf_pass_is_op(n, "HardSwish"))
         act->kind = NNF_ACT_HARD_SWISH;
-    else if (is_op(n, "Gelu"))
+    else if (nnf_pass_is_op(n, "Gelu"))
         act->kind = !strcmp(nnf_attr_string(n, "approximate", "none"), "tanh") ? NNF_ACT_GELU_TANH : NNF_ACT_GELU_ERF;
-    else if (is_op(n, "Clip")) {
+    else if (nnf_pass_is_op(n, "Clip")) {
         float lo = -FLT_MAX, hi = FLT_MAX;
         if (n->opset < 11) {
             lo = nnf_attr_float(n, "min", lo);
@@ -87,13 +85,14 @@ static nnf_status absorb(nnf_pass_ctx *ctx, nnf_node *prod, nnf_activation *slot
 
 /* Mul(c, Sigmoid(c)) where c feeds only those two. */
 static nnf_status try_silu(nnf_pass_ctx *ctx, nnf_node *mul) {
-    if (!is_op(mul, "Mul") || mul->n_inputs != 2)
+    if (!nnf_pass_is_op(mul, "Mul") || mul->n_inputs != 2)
         return NNF_OK;
     for (int side = 0; side < 2; side++) {
         int c = mul->inputs[side], s = mul->inputs[1 - side];
         nnf_node *sig = nnf_pass_producer(ctx, s);
         nnf_node *prod = NULL;
-        if (!is_op(sig, "Sigmoid") || sig->inputs[0] != c || ctx->uses[c] != 2 || ctx->uses[s] != 1)
+        if (!nnf_pass_is_op(sig, "Sigmoid") || sig->inputs[0] != c || ctx->uses[c] != 2 ||
+            ctx->uses[s] != 1)
             continue;
         nnf_activation *slot = epilogue_slot(ctx, c, &prod);
         if (!slot)
@@ -124,19 +123,19 @@ static nnf_status try_gelu(nnf_pass_ctx *ctx, nnf_node *m2) {
     nnf_graph *g = ctx->graph;
     int k = scalar_operand(g, m2, 0.5f, 1e-6f);
     nnf_node *m1 = k >= 0 ? nnf_pass_producer(ctx, m2->inputs[k]) : NULL;
-    if (!is_op(m1, "Mul") || m1->n_inputs != 2 || ctx->uses[m1->outputs[0]] != 1)
+    if (!nnf_pass_is_op(m1, "Mul") || m1->n_inputs != 2 || ctx->uses[m1->outputs[0]] != 1)
         return NNF_OK;
     for (int side = 0; side < 2; side++) {
         int x = m1->inputs[side];
         nnf_node *add = nnf_pass_producer(ctx, m1->inputs[1 - side]);
-        if (!is_op(add, "Add") || ctx->uses[add->outputs[0]] != 1)
+        if (!nnf_pass_is_op(add, "Add") || ctx->uses[add->outputs[0]] != 1)
             continue;
         int ka = scalar_operand(g, add, 1.0f, 1e-6f);
         nnf_node *erf = ka >= 0 ? nnf_pass_producer(ctx, add->inputs[ka]) : NULL;
-        if (!is_op(erf, "Erf") || ctx->uses[erf->outputs[0]] != 1)
+        if (!nnf_pass_is_op(erf, "Erf") || ctx->uses[erf->outputs[0]] != 1)
             continue;
         nnf_node *div = nnf_pass_producer(ctx, erf->inputs[0]);
-        if (!is_op(div, "Div") || ctx->uses[div->outputs[0]] != 1 || div->inputs[0] != x ||
+        if (!nnf_pass_is_op(div, "Div") || ctx->uses[div->outputs[0]] != 1 || div->inputs[0] != x ||
             scalar_operand(g, div, 1.41421356f, 1e-4f) != 0 || ctx->uses[x] != 2)
             continue;
         nnf_node *prod = NULL;
@@ -158,7 +157,7 @@ static nnf_status try_gelu(nnf_pass_ctx *ctx, nnf_node *m2) {
 static bool moves_only(const nnf_node *n) {
     static const char *const ops[] = {"Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "Identity"};
     for (size_t k = 0; k < sizeof ops / sizeof *ops; k++)
-        if (is_op(n, ops[k]))
+        if (nnf_pass_is_op(n, ops[k]))
             return true;
     return false;
 }
@@ -225,7 +224,7 @@ nnf_status nnf_pass_fuse_activation(nnf_pass_ctx *ctx) {
         nnf_node *n = &g->nodes[i];
         if (n->dead)
             continue;
-        if (is_op(n, "Mul")) {
+        if (nnf_pass_is_op(n, "Mul")) {
             NNF_CHECK(try_silu(ctx, n));
             if (!n->dead)
                 NNF_CHECK(try_gelu(ctx, n));

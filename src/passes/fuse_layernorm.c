@@ -14,12 +14,10 @@
 
 #include <string.h>
 
-static bool is_op(const nnf_node *n, const char *op) { return n && !n->dead && !n->domain[0] && !strcmp(n->op_type, op); }
-
 /* Producer of v when it is op and v has exactly one reader. */
 static nnf_node *single(nnf_pass_ctx *ctx, int v, const char *op) {
     nnf_node *p = v >= 0 ? nnf_pass_producer(ctx, v) : NULL;
-    return is_op(p, op) && ctx->uses[v] == 1 ? p : NULL;
+    return nnf_pass_is_op(p, op) && ctx->uses[v] == 1 ? p : NULL;
 }
 
 static bool const_scalar(const nnf_graph *g, int v, float *out) {
@@ -103,7 +101,7 @@ static nnf_status try_chain(nnf_pass_ctx *ctx, nnf_node *add_beta) {
             if (!pow || pow->inputs[0] != d || !const_scalar(g, pow->inputs[1], &two) || two != 2.0f)
                 continue;
             nnf_node *sub = nnf_pass_producer(ctx, d);
-            if (!is_op(sub, "Sub") || ctx->uses[d] != 2 || sub->n_inputs != 2)
+            if (!nnf_pass_is_op(sub, "Sub") || ctx->uses[d] != 2 || sub->n_inputs != 2)
                 continue;
             int x = sub->inputs[0];
             nnf_node *mean = single(ctx, sub->inputs[1], "ReduceMean");
@@ -146,7 +144,7 @@ static nnf_status try_chain(nnf_pass_ctx *ctx, nnf_node *add_beta) {
 nnf_status nnf_pass_fuse_layernorm(nnf_pass_ctx *ctx) {
     nnf_graph *g = ctx->graph;
     for (int i = 0; i < g->n_nodes; i++)
-        if (is_op(&g->nodes[i], "Add"))
+        if (nnf_pass_is_op(&g->nodes[i], "Add"))
             NNF_CHECK(try_chain(ctx, &g->nodes[i]));
     return NNF_OK;
 }

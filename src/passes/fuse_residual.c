@@ -82,9 +82,10 @@ static nnf_status fuse_matmul(nnf_pass_ctx *ctx, nnf_node *add) {
          * checks the residual's extents */
         int as_bias = gp->bias_input < 0 && bias_row(x, &m->shape);
         /* a residual that broadcasts needs Y's rows: both operands 2-D or more */
-        bool rows = g->values[mm->inputs[0]].shape.rank >= 2 && g->values[mm->inputs[1]].shape.rank >= 2;
-        if (!as_bias && !(nnf_shape_same(&m->shape, out) &&
-                          (nnf_shape_same(&x->shape, out) || (rows && bcast_residual(&x->shape, out)))))
+        bool rows = g->values[mm->inputs[0]].shape.rank >= 2 &&
+                    g->values[mm->inputs[1]].shape.rank >= 2;
+        bool fits = nnf_shape_same(&x->shape, out) || (rows && bcast_residual(&x->shape, out));
+        if (!as_bias && !(nnf_shape_same(&m->shape, out) && fits))
             continue;
         int slot = mm->n_inputs;
         NNF_CHECK(nnf_pass_resize_inputs(mm, slot + 1));

@@ -17,10 +17,6 @@
 #include <math.h>
 #include <string.h>
 
-static bool is_op(const nnf_node *n, const char *op) {
-    return n && !n->dead && !n->domain[0] && !strcmp(n->op_type, op);
-}
-
 /* The value of a float32 constant with one element, if v is one. */
 static bool scalar_of(const nnf_graph *g, int v, float *out) {
     const float *d = v >= 0 ? nnf_pass_const_f32(g, v) : NULL;
@@ -44,7 +40,7 @@ nnf_status nnf_pass_fuse_scale(nnf_pass_ctx *ctx) {
     nnf_graph *g = ctx->graph;
     for (int i = 0; i < g->n_nodes; i++) {
         nnf_node *op = &g->nodes[i];
-        int is_mul = is_op(op, "Mul"), is_div = is_op(op, "Div");
+        int is_mul = nnf_pass_is_op(op, "Mul"), is_div = nnf_pass_is_op(op, "Div");
         if ((!is_mul && !is_div) || op->n_inputs != 2 || op->opset < 7)
             continue;
         /* Mul: the MatMul on either side; Div: the MatMul is the dividend */
@@ -52,8 +48,8 @@ nnf_status nnf_pass_fuse_scale(nnf_pass_ctx *ctx) {
             int mv = op->inputs[side], sv = op->inputs[1 - side];
             nnf_node *mm = nnf_pass_producer(ctx, mv);
             float c, alpha;
-            if (!is_op(mm, "MatMul") || mm->outputs[0] != mv || ctx->uses[mv] != 1 || mv == sv ||
-                !scalar_of(g, sv, &c))
+            if (!nnf_pass_is_op(mm, "MatMul") || mm->outputs[0] != mv || ctx->uses[mv] != 1 ||
+                mv == sv || !scalar_of(g, sv, &c))
                 continue;
             const nnf_value *m = &g->values[mv], *y = &g->values[op->outputs[0]];
             nnf_gemm_params *gp = mm->params;

@@ -31,6 +31,8 @@ int nnf_pass_listed(const char *list, const char *name);
 
 /* Helpers shared by passes. */
 void nnf_pass_count_uses(nnf_pass_ctx *ctx);
+/* Whether n is a live node of the default domain of this op type (NULL: no). */
+bool nnf_pass_is_op(const nnf_node *n, const char *op);
 /* The live node producing value v, or NULL. */
 nnf_node *nnf_pass_producer(nnf_pass_ctx *ctx, int v);
 /* Record that `into` absorbed `from` (names kept for profile/compare). */

@@ -19,6 +19,10 @@ void nnf_pass_count_uses(nnf_pass_ctx *ctx) {
         ctx->uses[g->outputs[k]]++;
 }
 
+bool nnf_pass_is_op(const nnf_node *n, const char *op) {
+    return n && !n->dead && !n->domain[0] && !strcmp(n->op_type, op);
+}
+
 nnf_node *nnf_pass_producer(nnf_pass_ctx *ctx, int v) {
     if (v < 0)
         return NULL;

@@ -161,8 +161,8 @@ static nnf_status mm_run(NNF_KERNEL_ARGS) {
     res_layout rl = {.ld = (size_t)n, .full = true}; /* the rest zero */
     if (s->residual_input >= 0) {
         const nnf_buf *r = in[s->residual_input];
-        if (!residual_layout(r->dtype, r->rank, r->dims, y->rank, y->dims, !s->is_gemm && ra >= 2 && rb >= 2,
-                             &rl))
+        bool rows = !s->is_gemm && ra >= 2 && rb >= 2;
+        if (!residual_layout(r->dtype, r->rank, r->dims, y->rank, y->dims, rows, &rl))
             return nnf_node_error(node, NNF_ERR_SHAPE,
                                   "%s: the fused residual is not shaped like the output (inputs "
                                   "that disagree on a symbolic dim the model names alike?)",
