@@ -154,6 +154,10 @@ static inline __attribute__((always_inline)) void dw_interior(const dw_ctx *c, c
          * With KW, SW, DW constant every condition below folds away. */
         for (size_t i = r0; i < r1; i++) {
             const float *xp = xr[i] + col, *wp = t->w + i * KW * B;
+            /* opaque to the optimiser: left visible, GCC kept col + q * 8
+             * for every q in a register of its own across the rows (spilled
+             * to the stack) instead of displacements from xp */
+            __asm__("" : "+r"(xp));
             __m256 wv[7];
 #pragma GCC unroll 8
             for (size_t j = 0; j < KW; j++)
