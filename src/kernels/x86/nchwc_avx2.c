@@ -470,6 +470,7 @@ static inline __attribute__((always_inline)) void pool_group(const float *const 
         acc[p] = _mm256_setzero_ps();
     for (size_t i = r0; i < r1; i++) {
         const float *xp = xr[i] + (o * SW - pl) * B;
+        __asm__("" : "+r"(xp)); /* displacements from xp, as in dw_interior */
 #pragma GCC unroll 64
         for (size_t q = 0; q <= (P - 1) * SW + KW - 1; q++) {
             __m256 xv = _mm256_loadu_ps(xp + q * B);
