@@ -112,22 +112,20 @@ static bool residual_layout(nnf_dtype dt, int rr, const int64_t *rd, int yr, con
                             bool rows_last, res_layout *l) {
     if (dt != NNF_DTYPE_FLOAT32 || rr < 1 || rr > yr)
         return false;
-    int64_t st[NNF_MAX_RANK], stride = 1;
+    int64_t stride = 1;
     l->full = true;
     for (int k = yr - 1; k >= 0; k--) {
         int i = k - (yr - rr);
         int64_t d = i >= 0 ? rd[i] : 1;
         if (d < 0 || yd[k] < 0 || (d != yd[k] && (d != 1 || k == yr - 1)))
             return false;
-        st[k] = d == yd[k] ? stride : 0;
+        l->bs[k] = d == yd[k] ? stride : 0;
         l->full = l->full && (d == yd[k] || yd[k] == 1);
         stride *= d;
     }
-    for (int k = 0; k < yr; k++)
-        l->bs[k] = st[k];
     if (!rows_last || yr < 2)
         return l->full; /* rows N apart, as the caller set ld */
-    l->ld = (size_t)st[yr - 2];
+    l->ld = (size_t)l->bs[yr - 2];
     return true;
 }
 
@@ -251,8 +249,9 @@ static nnf_status plan_common(const nnf_node *node, const nnf_tinfo *in, const n
      * is packed now (K and N are its own) and A's leading axes are flattened
      * into M; any other B is read unpacked, for MatMul only. The epilogue
      * takes what needs no run-time extent (a column bias of B's N, the
-     * activation) and a residual the pass matched to Y by its dims' names,
-     * whose extents the run checks. */
+     * activation) and a residual the pass matched to Y by its dims' names
+     * (or that broadcasts over Y's batches and rows), whose extents the run
+     * checks. */
     bool fixed = nnf_shape_known(&a->shape) && nnf_shape_known(&b->shape) &&
                  nnf_shape_known(&out[0].shape);
     int ra = a->shape.rank, rb = b->shape.rank;
