@@ -600,13 +600,13 @@ static nnf_status conv_run(const nnf_nchwc_conv *k, const float *x, float *y, co
     /* sizes_fit() bounded the extents at create time; their product is
      * checked (a hostile padding makes the copy large, not wrong) */
     size_t hp = padded_extent(s->oh, s->sh, s->kh, s->dh);
-    size_t wp = padded_extent(s->ow, s->sw, s->kw, s->dw), pad_bytes;
+    size_t wp = padded_extent(s->ow, s->sw, s->kw, s->dw), pad_floats;
     if (k->isa >= NNF_ISA_AVX2 && k->in_blocked && s->ow <= PAD_COPY_MAX_W && s->sw <= 2 &&
         (s->pt || s->pl || hp > s->h + s->pt || wp > s->w + s->pl) &&
-        nnf_mul_size(s->n, nnf_nchwc_blocks(s->c), &pad_bytes) &&
-        nnf_mul_size(pad_bytes, hp, &pad_bytes) && nnf_mul_size(pad_bytes, wp, &pad_bytes) &&
-        nnf_mul_size(pad_bytes, NNF_NCHWC_B * sizeof(float), &pad_bytes)) {
-        xcopy = nnf_malloc_aligned(pad_bytes);
+        nnf_mul_size(s->n, nnf_nchwc_blocks(s->c), &pad_floats) &&
+        nnf_mul_size(pad_floats, hp, &pad_floats) && nnf_mul_size(pad_floats, wp, &pad_floats) &&
+        nnf_mul_size(pad_floats, NNF_NCHWC_B, &pad_floats)) {
+        xcopy = nnf_thread_scratch(NNF_SCRATCH_CONV_IN, pad_floats);
         if (!xcopy)
             return nnf_error(NNF_ERR_OUT_OF_MEMORY,
                              "nchwc conv %s: out of memory for the padded input", k->name);
@@ -622,7 +622,7 @@ static nnf_status conv_run(const nnf_nchwc_conv *k, const float *x, float *y, co
     }
     if (!xcopy && subsampled_1x1(s, k->isa)) {
         /* smaller than the input, whose size sizes_fit() checked */
-        xcopy = nnf_malloc_aligned(input_planes(k) * in_lanes(k) * s->oh * s->ow * sizeof(float));
+        xcopy = nnf_thread_scratch(NNF_SCRATCH_CONV_IN, input_planes(k) * in_lanes(k) * s->oh * s->ow);
         if (!xcopy)
             return nnf_error(NNF_ERR_OUT_OF_MEMORY,
                              "nchwc conv %s: out of memory for the subsampled input", k->name);
@@ -688,7 +688,6 @@ static nnf_status conv_run(const nnf_nchwc_conv *k, const float *x, float *y, co
         t.y_plain = y;
     }
     nnf_parallel_for_2d(pool, s->n * t.gsplit, units, 1, band, conv_task, &t);
-    nnf_free_aligned(xcopy);
     if (atomic_load(&t.failed))
         return nnf_error(NNF_ERR_OUT_OF_MEMORY, "nchwc conv %s: out of memory for the output buffer",
                          k->name);

@@ -279,11 +279,6 @@ nnf_status nnf_conv_strided_prepare(nnf_conv_kernel *k) {
     return NNF_OK;
 }
 
-/* The split bands, kept per calling thread so a run allocates nothing once
- * warm. */
-static _Thread_local void *t_strided_scratch;
-static _Thread_local size_t t_strided_bytes;
-
 nnf_status nnf_conv_strided_run(const nnf_conv_kernel *k, const float *x, float *y,
                                 const nnf_epilogue *ep, nnf_threadpool *pool) {
     const nnf_conv2d_shape *s = &k->s;
@@ -305,24 +300,19 @@ nnf_status nnf_conv_strided_run(const nnf_conv_kernel *k, const float *x, float 
      * else one band after another, each GEMM over the pool */
     int per_band = threads > 1 && bands >= (size_t)threads * 2;
     j->slots = per_band ? (threads < MAX_SLOTS ? threads : MAX_SLOTS) : 1;
-    size_t bytes;
+    size_t floats;
     if (!nnf_mul_size(j->g.plane, icg, &j->slot_floats) ||
-        !nnf_mul_size(j->slot_floats, (size_t)j->slots * sizeof(float), &bytes)) {
+        !nnf_mul_size(j->slot_floats, (size_t)j->slots, &floats)) {
         st = nnf_error(NNF_ERR_INVALID_ARGUMENT, "%s: input too large", k->name);
         goto fail;
     }
-    if (bytes > t_strided_bytes) {
-        void *p = nnf_malloc_aligned(bytes);
-        if (!p) {
-            st = nnf_error(NNF_ERR_OUT_OF_MEMORY, "%s: out of memory for split input bands (%zu bytes)",
-                           k->name, bytes);
-            goto fail;
-        }
-        nnf_free_aligned(t_strided_scratch);
-        t_strided_scratch = p;
-        t_strided_bytes = bytes;
+    /* the split bands, kept per calling thread: a warm run allocates nothing */
+    j->scratch = nnf_thread_scratch(NNF_SCRATCH_CONV_IN, floats);
+    if (!j->scratch) {
+        st = nnf_error(NNF_ERR_OUT_OF_MEMORY, "%s: out of memory for split input bands (%zu floats)",
+                       k->name, floats);
+        goto fail;
     }
-    j->scratch = t_strided_scratch;
     j->k = k;
     j->koff = k->tap_off;
     j->row2 = k->isa >= NNF_ISA_AVX2 ? nnf_split_row2_avx2 : split_row2_scalar;
