@@ -133,6 +133,34 @@ static void merge_shape(nnf_shape *dst, const nnf_shape *inferred) {
 
 #define FOLD_MAX_ELEMENTS (1 << 16)
 
+/* Whether a node with constant inputs is evaluated now. Small outputs are
+ * (shape arithmetic). Larger ones only from an operator that computes
+ * nothing (zero in the table's cost column: it moves data, O(its bytes))
+ * and whose outputs together are no larger than its inputs: BERT's position
+ * embeddings gathered by constant positions ([512, 768] -> [1, 128, 768],
+ * 0.1-0.4 ms a run), a weight transposed or sliced in the graph. A Tile or
+ * Expand of a constant stays a node: it would grow the model. */
+static bool foldable(const nnf_node *n, const nnf_tinfo *in, const nnf_tinfo *out) {
+    double in_bytes = 0.0, out_bytes = 0.0;
+    bool small = true;
+    for (int k = 0; k < n->n_outputs; k++) {
+        int64_t numel = nnf_shape_numel(&out[k].shape);
+        size_t es = nnf_dtype_size(out[k].dtype);
+        if (n->outputs[k] < 0 || numel < 0 || !es)
+            return false;
+        small &= numel <= FOLD_MAX_ELEMENTS;
+        out_bytes += (double)numel * (double)es;
+    }
+    if (small)
+        return true;
+    if (n->op->cost(n, in, out) != 0.0)
+        return false;
+    for (int k = 0; k < n->n_inputs; k++)
+        if (in[k].present)
+            in_bytes += (double)nnf_shape_numel(&in[k].shape) * (double)nnf_dtype_size(in[k].dtype);
+    return out_bytes <= in_bytes;
+}
+
 static nnf_status fold_node(nnf_graph *g, nnf_node *n, const nnf_tinfo *in, nnf_tinfo *out) {
     /* A Constant holding a tensor aliases the attribute's data (often weights
      * in the mapped file) instead of copying it. */
@@ -150,12 +178,8 @@ static nnf_status fold_node(nnf_graph *g, nnf_node *n, const nnf_tinfo *in, nnf_
     nnf_buf *ip[16], *op[16];
     if (n->n_inputs > 16 || n->n_outputs > 16)
         return NNF_OK;
-    for (int k = 0; k < n->n_outputs; k++) {
-        int64_t numel = nnf_shape_numel(&out[k].shape);
-        size_t es = nnf_dtype_size(out[k].dtype);
-        if (n->outputs[k] < 0 || numel < 0 || numel > FOLD_MAX_ELEMENTS || !es)
-            return NNF_OK; /* not foldable: stays a node */
-    }
+    if (!foldable(n, in, out))
+        return NNF_OK; /* stays a node */
     for (int k = 0; k < n->n_inputs; k++) {
         if (!in[k].present) {
             ip[k] = NULL;

@@ -189,3 +189,26 @@ nnf_status nnf_einsum_infer(NNF_INFER_ARGS) {
         out[0].shape.dims[j] = pl.extent[pl.out_label[j]] < 0 ? -1 : pl.extent[pl.out_label[j]];
     return NNF_OK;
 }
+
+/* Each output element sums a product of the inputs over the labels it does
+ * not carry: about (inputs) operations per point of the full label space. */
+double nnf_einsum_cost(NNF_COST_ARGS) {
+    int ranks[NNF_EINSUM_MAX_INPUTS];
+    const int64_t *dims[NNF_EINSUM_MAX_INPUTS];
+    (void)out;
+    if (node->n_inputs > NNF_EINSUM_MAX_INPUTS)
+        return 0.0;
+    for (int i = 0; i < node->n_inputs; i++) {
+        if (in[i].shape.rank < 0)
+            return 0.0;
+        ranks[i] = in[i].shape.rank;
+        dims[i] = in[i].shape.dims;
+    }
+    nnf_einsum_plan pl;
+    if (nnf_einsum_resolve(node, node->n_inputs, ranks, dims, &pl) != NNF_OK)
+        return 0.0;
+    double points = 1.0;
+    for (int l = 0; l < pl.n_labels; l++)
+        points *= pl.extent[l] > 0 ? (double)pl.extent[l] : 1.0;
+    return points * (double)node->n_inputs;
+}

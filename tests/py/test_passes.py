@@ -9,7 +9,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import nnfuse
-from conftest import NNF_BIN, model_of
+from conftest import NNF_BIN, model_of, profile_nodes
 
 RNG = np.random.default_rng(7)
 
@@ -290,3 +290,37 @@ def test_activation_through_moves_skips_shared_value(tmp_path):
     ref = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     np.testing.assert_allclose(nnfuse.run_model(data, {"x": x})["y"], ref, rtol=0, atol=1e-4)
     assert live_nodes(path, 2) == 5  # BN folds; Reshape, Transpose, Sigmoid and Add stay
+
+
+def test_constant_data_movement_folds_unless_it_grows(tmp_path):
+    """Nodes whose inputs are all constants run at load time when their outputs are small
+    (shape arithmetic), or, larger, when the operator only moves data (no cost in the op table)
+    and its outputs are no larger than its inputs: BERT's position embeddings gathered at
+    constant positions. A Tile of a constant would grow the model: it stays a node, and so
+    does an Einsum (it computes)."""
+    table = const("table", (512, 256))  # 131072 floats, above the small-output bound
+    pos = numpy_helper.from_array(np.arange(300, dtype=np.int64)[::-1].copy(), "pos")
+    reps = numpy_helper.from_array(np.array([2, 1], dtype=np.int64), "reps")
+    nodes = [helper.make_node("Gather", ["table", "pos"], ["emb"], axis=0),  # [300, 256]: folds
+             helper.make_node("Add", ["x", "emb"], ["a"]),
+             helper.make_node("Transpose", ["table"], ["tt"], perm=[1, 0]),  # [256, 512]: folds
+             helper.make_node("MatMul", ["a", "tt"], ["m"]),
+             helper.make_node("Einsum", ["table", "table"], ["gram"], equation="ij,kj->ik"),  # computes
+             helper.make_node("ReduceMean", ["gram"], ["g1"], axes=[0], keepdims=1),
+             helper.make_node("Tile", ["emb", "reps"], ["big"]),  # [600, 256]: grows, stays
+             helper.make_node("ReduceMean", ["big"], ["s"], axes=[0], keepdims=1),
+             helper.make_node("MatMul", ["s", "tt"], ["s2"]),
+             helper.make_node("Add", ["m", "g1"], ["mg"]),
+             helper.make_node("Add", ["mg", "s2"], ["y"])]
+    g = helper.make_graph(nodes, "fold", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [300, 256])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [table, pos, reps])
+    data = model_of(g).SerializeToString()
+    x = RNG.standard_normal((300, 256)).astype(np.float32)
+    ref = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(["y"], {"x": x})[0]
+    got = nnfuse.run_model(data, {"x": x}, threads=1)["y"]
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5 * np.abs(ref).max())
+    path = tmp_path / "fold.onnx"
+    path.write_bytes(data)
+    ran = {e["args"]["op_name"] for e in profile_nodes(path, "--iterations", 1, "--top", 0)}
+    assert "Gather" not in ran and "Transpose" not in ran, ran
+    assert {"Einsum", "Tile"} <= ran, ran
