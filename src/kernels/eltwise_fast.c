@@ -97,7 +97,7 @@ static void affine_scalar(const float *x, float *y, size_t n, float a, float b) 
         y[i] = x[i] * a + b;
 }
 
-static void softmax_scalar(const float *x, float *y, size_t n, int log) {
+static void softmax_row_scalar(const float *x, float *y, size_t n, int log) {
     float m = -INFINITY;
     for (size_t i = 0; i < n; i++)
         m = x[i] > m ? x[i] : m;
@@ -117,6 +117,11 @@ static void softmax_scalar(const float *x, float *y, size_t n, int log) {
     float inv = (float)(1.0 / s);
     for (size_t i = 0; i < n; i++)
         y[i] *= inv;
+}
+
+static void softmax_scalar(const float *x, float *y, size_t rows, size_t n, int log) {
+    for (size_t r = 0; r < rows; r++)
+        softmax_row_scalar(x + r * n, y + r * n, n, log);
 }
 
 /* The reference's formulas (double statistics), so this tier matches it. */

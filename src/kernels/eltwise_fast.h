@@ -95,8 +95,8 @@ typedef struct nnf_ew_kernels {
                    size_t n);
     /* y = x * a + b */
     void (*affine)(const float *x, float *y, size_t n, float a, float b);
-    /* one row of n > 0 values; log selects LogSoftmax */
-    void (*softmax)(const float *x, float *y, size_t n, int log);
+    /* rows of n > 0 values, one after another; log selects LogSoftmax */
+    void (*softmax)(const float *x, float *y, size_t rows, size_t n, int log);
     /* one row of n > 0 values: y = (x - mean) / sqrt(var + eps) * scale + bias
      * (bias may be NULL); mean/inv_std receive the statistics when non-NULL */
     void (*layernorm)(const float *x, float *y, size_t n, const float *scale, const float *bias,
@@ -120,7 +120,7 @@ void nnf_ew_unary_avx2(const nnf_ew_unary *u, const float *x, float *y, size_t n
 void nnf_ew_binary_avx2(nnf_ew_binop op, nnf_ew_mode mode, const float *a, const float *b, float *y,
                         size_t n);
 void nnf_ew_affine_avx2(const float *x, float *y, size_t n, float a, float b);
-void nnf_ew_softmax_avx2(const float *x, float *y, size_t n, int log);
+void nnf_ew_softmax_avx2(const float *x, float *y, size_t rows, size_t n, int log);
 void nnf_ew_layernorm_avx2(const float *x, float *y, size_t n, const float *scale,
                            const float *bias, float eps, float *mean, float *inv_std);
 double nnf_ew_sum_avx2(const float *x, size_t n);
@@ -151,7 +151,7 @@ void nnf_ew_unary_avx512(const nnf_ew_unary *u, const float *x, float *y, size_t
 void nnf_ew_binary_avx512(nnf_ew_binop op, nnf_ew_mode mode, const float *a, const float *b,
                           float *y, size_t n);
 void nnf_ew_affine_avx512(const float *x, float *y, size_t n, float a, float b);
-void nnf_ew_softmax_avx512(const float *x, float *y, size_t n, int log);
+void nnf_ew_softmax_avx512(const float *x, float *y, size_t rows, size_t n, int log);
 double nnf_ew_sum_avx512(const float *x, size_t n);
 
 /* ---- broadcast patterns of a binary op ------------------------------------ */

@@ -306,12 +306,19 @@ static void test_softmax(nnf_isa isa) {
             size_t n = sizes[si];
             if (n > 5000)
                 continue;
-            int64_t d[2] = {3, (int64_t)n};
-            float *x = f_rand_buf(3 * n, -20, 20);
-            /* row 1 carries -inf entries; row 2 gets a NaN (a NaN row) */
-            if (n > 1)
+            /* 9 rows: two groups of the AVX-512 tier's four and one alone; rows 1
+             * and 5 carry a -inf entry, rows 2 and 7 a NaN (NaN rows), row 6 is
+             * all -inf (a NaN row) */
+            int64_t d[2] = {9, (int64_t)n};
+            float *x = f_rand_buf(9 * n, -20, 20);
+            if (n > 1) {
                 x[n + n / 2] = -INFINITY;
+                x[5 * n + n - 1] = -INFINITY;
+            }
             x[2 * n] = NAN;
+            x[7 * n + n / 3] = NAN;
+            for (size_t i = 0; i < n; i++)
+                x[6 * n + i] = -INFINITY;
             nnf_attr ax = f_int("axis", -1);
             f_in in = f32_in(x, 2, d, 0);
             f_res r = f_run(op, 13, &ax, 1, &in, 1, 1, NULL, NULL);

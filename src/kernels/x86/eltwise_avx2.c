@@ -388,7 +388,7 @@ static float softmax_exp_store(const float *x, float *y, size_t n, __m256 vm) {
 /* Three passes over a row that stays in L1/L2: max, exp(x - max) stored and
  * summed, scale (LogSoftmax: the sum only, then x - max - log(sum)). A NaN
  * anywhere gives a NaN row, an all -inf row NaN, as in the reference. */
-void nnf_ew_softmax_avx2(const float *x, float *y, size_t n, int log) {
+static void softmax_row(const float *x, float *y, size_t n, int log) {
     const float mx = nnf_ew_max_avx2(x, n, 0);
     if (!log) {
         const __m256 inv = _mm256_set1_ps(1.0f / softmax_exp_store(x, y, n, _mm256_set1_ps(mx)));
@@ -425,6 +425,11 @@ void nnf_ew_softmax_avx2(const float *x, float *y, size_t n, int log) {
         _mm256_maskstore_ps(y + i, mk,
                             _mm256_sub_ps(_mm256_sub_ps(_mm256_maskload_ps(x + i, mk), vm), ls));
     }
+}
+
+void nnf_ew_softmax_avx2(const float *x, float *y, size_t rows, size_t n, int log) {
+    for (size_t r = 0; r < rows; r++)
+        softmax_row(x + r * n, y + r * n, n, log);
 }
 
 /* ---- transpose ------------------------------------------------------------------------ */

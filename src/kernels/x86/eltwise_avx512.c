@@ -144,31 +144,65 @@ double nnf_ew_sum_avx512(const float *x, size_t n) {
     return total;
 }
 
-void nnf_ew_softmax_avx512(const float *x, float *y, size_t n, int log) {
-    const float mx = nnf_ew_max_avx2(x, n, 0);
-    const __m512 vm = _mm512_set1_ps(mx);
-    __m512 s = _mm512_setzero_ps();
+/* R rows of n (R a constant): max, exp(x - max) stored and summed, scale
+ * (LogSoftmax: the sum only, then x - max - log(sum)), each pass over the R
+ * rows side by side. One row at a time, BERT's rows of 128 ran at about half
+ * the rate the operations allow: each row's max, sum and reciprocal are
+ * reduction chains the next pass waits on. Each row sees the operations of
+ * R = 1 in the same order, so the grouping changes no value. A NaN anywhere
+ * gives a NaN row, an all -inf row NaN, as in the reference. */
+static inline __attribute__((always_inline)) void softmax_rows(const float *x, float *y, size_t n,
+                                                               int log, const int R) {
+    const __m512 ninf = _mm512_set1_ps(-__builtin_inff());
+    __m512 vm[8], s[8];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++)
+        vm[r] = ninf;
+    /* maxps(x, m) keeps m when x is NaN: NaNs are skipped, as nnf_ew_max_avx2(x, n, 0) does */
     for (size_t i = 0; i < n; i += 16) {
         __mmask16 k = nnf_mask16(n - i);
-        __m512 e = nnf_exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), vm));
-        e = _mm512_maskz_mov_ps(k, e);
-        if (!log)
-            _mm512_mask_storeu_ps(y + i, k, e);
-        s = _mm512_add_ps(s, e);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++)
+            vm[r] = _mm512_max_ps(_mm512_mask_loadu_ps(ninf, k, x + r * n + i), vm[r]);
     }
-    float sum = _mm512_reduce_add_ps(s);
-    if (log) {
-        const __m512 ls = _mm512_set1_ps(logf(sum));
-        for (size_t i = 0; i < n; i += 16) {
-            __mmask16 k = nnf_mask16(n - i);
-            __m512 v = _mm512_sub_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), vm), ls);
-            _mm512_mask_storeu_ps(y + i, k, v);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++) {
+        vm[r] = _mm512_set1_ps(_mm512_reduce_max_ps(vm[r]));
+        s[r] = _mm512_setzero_ps();
+    }
+    for (size_t i = 0; i < n; i += 16) {
+        __mmask16 k = nnf_mask16(n - i);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++) {
+            __m512 e = nnf_exp16_upto88(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + r * n + i), vm[r]));
+            e = _mm512_maskz_mov_ps(k, e);
+            if (!log)
+                _mm512_mask_storeu_ps(y + r * n + i, k, e);
+            s[r] = _mm512_add_ps(s[r], e);
         }
-        return;
     }
-    const __m512 inv = _mm512_set1_ps(1.0f / sum);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++) {
+        float sum = _mm512_reduce_add_ps(s[r]);
+        s[r] = _mm512_set1_ps(log ? logf(sum) : 1.0f / sum);
+    }
     for (size_t i = 0; i < n; i += 16) {
         __mmask16 k = nnf_mask16(n - i);
-        _mm512_mask_storeu_ps(y + i, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, y + i), inv));
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++) {
+            __m512 v = log ? _mm512_sub_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + r * n + i), vm[r]), s[r])
+                           : _mm512_mul_ps(_mm512_maskz_loadu_ps(k, y + r * n + i), s[r]);
+            _mm512_mask_storeu_ps(y + r * n + i, k, v);
+        }
     }
+}
+
+/* Rows of up to 1024 in eights (their passes stay in L1), the rest one by one. */
+void nnf_ew_softmax_avx512(const float *x, float *y, size_t rows, size_t n, int log) {
+    size_t r = 0;
+    if (n <= 1024)
+        for (; r + 8 <= rows; r += 8)
+            softmax_rows(x + r * n, y + r * n, n, log, 8);
+    for (; r < rows; r++)
+        softmax_rows(x + r * n, y + r * n, n, log, 1);
 }

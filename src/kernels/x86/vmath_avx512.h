@@ -8,8 +8,9 @@
 
 #include "kernels/x86/avx512_intrin.h"
 
-static inline __m512 nnf_exp16(__m512 x) {
-    x = _mm512_min_ps(_mm512_set1_ps(88.0f), x);
+/* exp(x) for x <= 88 (or NaN): nnf_exp16 without its upper clamp, the
+ * same results there (softmax's x - max <= 0). */
+static inline __m512 nnf_exp16_upto88(__m512 x) {
     x = _mm512_max_ps(_mm512_set1_ps(-87.33654f), x);
     __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
@@ -28,6 +29,10 @@ static inline __m512 nnf_exp16(__m512 x) {
      * on Intel, where zmm operations share two ports: the SiLU of every
      * YOLOv5s conv) */
     return _mm512_scalef_ps(p, n);
+}
+
+static inline __m512 nnf_exp16(__m512 x) {
+    return nnf_exp16_upto88(_mm512_min_ps(_mm512_set1_ps(88.0f), x));
 }
 
 static inline __m512 nnf_sigmoid16(__m512 x) {
