@@ -596,13 +596,16 @@ int main(void) {
         }
         CHECK(failed == 2); /* the kernel, its packed weights */
         /* a padded 5x5 map runs on a zero-padded copy of its input on the
-         * AVX2 tier: its allocation failing is a status, nothing written */
+         * AVX2 tier: its allocation failing is a status, nothing written (the
+         * copy goes to the thread's scratch, kept between runs: released
+         * first, so this run allocates it) */
         {
             nnf_nchwc_conv *k = NULL;
             CHECK(nnf_nchwc_conv_create(&s, 1, NNF_ISA_AVX2, w, &k) == NNF_OK);
             float *x = check_rand_buf(2 * 8 * 5 * 5), *y = check_rand_buf(2 * 8 * 5 * 5);
             float y0 = y[0];
             nnf_epilogue ep = nnf_epilogue_default();
+            nnf_thread_scratch_release(NNF_SCRATCH_CONV_IN);
             nnf_alloc_fail_after(1);
             nnf_status st = nnf_nchwc_conv_run(k, x, y, &ep, NULL);
             nnf_alloc_fail_after(0);
