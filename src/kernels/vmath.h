@@ -19,7 +19,7 @@
 #define NNF_EXP_Q4 1.3814540580e-03f
 
 /* NNF_VM_SILU: x * sigmoid(x) as the conv and GEMM epilogues compute it
- * (AVX2: nnf_silu8_fast). */
+ * (AVX2: nnf_silu8_fast, AVX-512: nnf_silu16, both x / (1 + exp(-x))). */
 typedef enum nnf_vm_fn { NNF_VM_EXP = 0, NNF_VM_SIGMOID, NNF_VM_TANH, NNF_VM_ERF, NNF_VM_SILU } nnf_vm_fn;
 
 /* y[i] = fn(x[i]); x and y may be the same array. */

@@ -84,7 +84,7 @@ ep_row(const __m512 *acc, int P, int has_bias, __m512 bias, const float *r, int 
         __m512 rv = r ? load2(r + p * NNF_NCHWC_B, blk, both) : _mm512_setzero_ps();
         if (r && !after)
             v = _mm512_add_ps(v, rv);
-        v = SILU ? _mm512_mul_ps(v, nnf_sigmoid16(v)) : _mm512_min_ps(hi, _mm512_max_ps(lo, v));
+        v = SILU ? nnf_silu16(v) : _mm512_min_ps(hi, _mm512_max_ps(lo, v));
         if (r && after)
             v = _mm512_add_ps(v, rv);
         store2(y + p * NNF_NCHWC_B, blk, both, _mm512_maskz_mov_ps(keep, v));

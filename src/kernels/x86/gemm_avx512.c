@@ -113,7 +113,7 @@ static inline __m512 vm16(nnf_vm_fn fn, __m512 x) {
     case NNF_VM_SIGMOID: return nnf_sigmoid16(x);
     case NNF_VM_TANH: return nnf_tanh16(x);
     case NNF_VM_ERF: return nnf_erf16(x);
-    case NNF_VM_SILU: return _mm512_mul_ps(x, nnf_sigmoid16(x));
+    case NNF_VM_SILU: return nnf_silu16(x);
     }
     return x;
 }
