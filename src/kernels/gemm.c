@@ -60,6 +60,7 @@ static void init_cfgs(void) {
                                           .nr = 16,
                                           .ukernel = nnf_gemm_ukernel_6x16_avx2,
                                           .pack_a_rows = nnf_gemm_pack_a6_avx2,
+                                          .pack_b_cols = nnf_gemm_pack_b16_avx2,
                                           .gemv_block = nnf_gemv_block_16_avx2,
                                           .ukernel_rebalance = 1};
     g_cfgs[NNF_ISA_AVX512] = (nnf_gemm_cfg){.name = "f32_gemm_14x32_avx512",
@@ -68,6 +69,7 @@ static void init_cfgs(void) {
                                             .nr = 32,
                                             .ukernel = nnf_gemm_ukernel_14x32_avx512,
                                             .pack_a_rows = nnf_gemm_pack_a14_avx512,
+                                            .pack_b_cols = nnf_gemm_pack_b32_avx512,
                                             .gemv_block = nnf_gemv_block_32_avx512,
                                             .ukernel_rebalance = 1,
                                             .ukernel_prefetches = 1};
@@ -176,6 +178,8 @@ static void pack_block(const nnf_gemm_cfg *cfg, nnf_gemm_side side, const nnf_ge
         }
     } else if (side == NNF_GEMM_A && r == cfg->mr && cfg->pack_a_rows) {
         cfg->pack_a_rows(s->data, s->ld, mn0, mnc, k0, kc, dst);
+    } else if (side == NNF_GEMM_B && r == cfg->nr && cfg->pack_b_cols) {
+        cfg->pack_b_cols(s->data, s->ld, mn0, mnc, k0, kc, dst);
     } else {
         pack_mnmajor(s->data, s->ld, mn0, mnc, k0, kc, r, dst);
     }

@@ -55,6 +55,9 @@ typedef struct nnf_gemm_cfg {
     size_t kc, mc, nc; /* cache blocks; mc % mr == 0, nc % nr == 0 */
     nnf_gemm_ukernel_fn ukernel;
     nnf_gemm_pack_rows_fn pack_a_rows; /* NULL: the portable packer */
+    /* a B read transposed (its columns rows of K) into nr-column panels, the
+     * same transposes (a Gemm's transB, a MatMul's folded K^T); NULL: portable */
+    nnf_gemm_pack_rows_fn pack_b_cols;
     nnf_gemv_block_fn gemv_block;      /* NULL: M = 1 runs through the microkernel */
     /* the microkernel's cost follows the panel's rows (AVX2: 6-, 5- and
      * 4-row tiles; AVX-512: a form per row count from 4): a block whose
@@ -181,6 +184,10 @@ void nnf_gemm_ukernel_6x16_avx2(size_t kc, const float *a, const float *b, float
 void nnf_gemm_pack_a6_avx2(const float *base, size_t ld, size_t mn0, size_t mnc, size_t k0,
                            size_t kc, float *dst);
 void nnf_gemm_pack_a14_avx512(const float *base, size_t ld, size_t mn0, size_t mnc, size_t k0,
+                              size_t kc, float *dst);
+void nnf_gemm_pack_b16_avx2(const float *base, size_t ld, size_t mn0, size_t mnc, size_t k0,
+                            size_t kc, float *dst);
+void nnf_gemm_pack_b32_avx512(const float *base, size_t ld, size_t mn0, size_t mnc, size_t k0,
                               size_t kc, float *dst);
 void nnf_gemv_block_16_avx2(size_t kcb, const float *a, size_t a_stride, const float *b,
                             size_t np, float *st);

@@ -118,9 +118,17 @@ nnf_status nnf_matmul_init(NNF_INIT_ARGS) {
     return NNF_OK;
 }
 
+/* Input s as the product reads it (a folded Transpose applied). */
+static nnf_tinfo matmul_operand(const nnf_gemm_params *p, int s, const nnf_tinfo *in) {
+    nnf_tinfo t = *in;
+    t.shape = nnf_matmul_operand_shape(p, s, &in->shape);
+    return t;
+}
+
 nnf_status nnf_matmul_infer(NNF_INFER_ARGS) {
     const nnf_gemm_params *p = node->params;
-    const nnf_tinfo *a = &in[0], *b = &in[1];
+    const nnf_tinfo ta = matmul_operand(p, 0, &in[0]), tb = matmul_operand(p, 1, &in[1]);
+    const nnf_tinfo *a = &ta, *b = &tb;
     NNF_CHECK(check_f32(node, in, 2));
     out[0].dtype = NNF_DTYPE_FLOAT32;
     out[0].shape.rank = -1;
@@ -166,7 +174,8 @@ nnf_status nnf_matmul_infer(NNF_INFER_ARGS) {
 
 double nnf_matmul_cost(NNF_COST_ARGS) {
     int64_t n = nnf_shape_numel(&out[0].shape);
-    const nnf_shape *a = &in[0].shape;
+    const nnf_tinfo ta = matmul_operand(node->params, 0, &in[0]);
+    const nnf_shape *a = &ta.shape;
     if (n < 0 || a->rank < 1 || a->dims[a->rank - 1] < 0)
         return 0.0;
     return 2.0 * (double)n * (double)a->dims[a->rank - 1];

@@ -4,6 +4,8 @@
 #ifndef NNF_OPS_PARAMS_H
 #define NNF_OPS_PARAMS_H
 
+#include "ir/graph.h"
+
 #include <stdint.h>
 
 /* An activation applied as a kernel epilogue (set by fusion passes; NONE from import). */
@@ -85,6 +87,40 @@ typedef struct nnf_gemm_params {
     nnf_activation act;
     int residual_input; /* -1 = none */
     int bias_input;     /* MatMul: a fused constant bias row [N], added before the residual; -1 = none */
+    /* MatMul: operand s (0: A, 1: B) is input s transposed by perm[s] when
+     * bit s of `permuted` is set (a Transpose folded by fold_transpose): its
+     * dims[i] are the input's dims[perm[s][i]], read in place at the input's
+     * strides. */
+    unsigned permuted;
+    int8_t perm[2][NNF_MAX_RANK];
 } nnf_gemm_params;
+
+/* The shape of MatMul operand s as the product reads it, from input s's. */
+static inline nnf_shape nnf_matmul_operand_shape(const nnf_gemm_params *p, int s,
+                                                 const nnf_shape *in) {
+    nnf_shape t = *in;
+    if (p && (p->permuted >> s & 1u))
+        for (int i = 0; i < in->rank; i++) {
+            t.dims[i] = in->dims[p->perm[s][i]];
+            t.dim_names[i] = in->dim_names[p->perm[s][i]];
+        }
+    return t;
+}
+
+/* MatMul operand s as the product reads it, from input s's dims (rank r):
+ * its dims and its strides in floats (the input contiguous). */
+static inline void nnf_matmul_operand(const nnf_gemm_params *p, int s, int r, const int64_t *dims,
+                                      int64_t *ldims, int64_t *lstrides) {
+    int64_t st[NNF_MAX_RANK], acc = 1;
+    for (int i = r - 1; i >= 0; i--) {
+        st[i] = acc;
+        acc *= dims[i];
+    }
+    for (int i = 0; i < r; i++) {
+        int j = p && (p->permuted >> s & 1u) ? p->perm[s][i] : i;
+        ldims[i] = dims[j];
+        lstrides[i] = st[j];
+    }
+}
 
 #endif

@@ -12,6 +12,7 @@ nnf_status nnf_pass_fuse_scale(nnf_pass_ctx *ctx);
 nnf_status nnf_pass_fuse_residual(nnf_pass_ctx *ctx);
 nnf_status nnf_pass_fuse_activation(nnf_pass_ctx *ctx);
 nnf_status nnf_pass_fuse_layernorm(nnf_pass_ctx *ctx);
+nnf_status nnf_pass_fold_transpose(nnf_pass_ctx *ctx);
 nnf_status nnf_pass_layout_nchwc(nnf_pass_ctx *ctx);
 nnf_status nnf_pass_fuse_pw_dw(nnf_pass_ctx *ctx);
 
@@ -22,6 +23,7 @@ static const nnf_pass pipeline[] = {
     {"fuse_activation", 2, nnf_pass_fuse_activation, 0}, /* Conv/Gemm/MatMul (→ Reshape/Transpose…) → act (SiLU, GELU chains too) */
     {"fuse_residual", 2, nnf_pass_fuse_residual, 0},    /* Conv+act → Add(x): residual after the act */
     {"fuse_layernorm", 2, nnf_pass_fuse_layernorm, 0},  /* ReduceMean…Div·gamma+beta → LayerNormalization */
+    {"fold_transpose", 2, nnf_pass_fold_transpose, 0},  /* Transpose → MatMul operand: read in place, permuted */
     {"layout_nchwc", 3, nnf_pass_layout_nchwc, 0},      /* convs and their neighbours on NCHWc8 blocked tensors */
     {"fuse_pw_dw", 3, nnf_pass_fuse_pw_dw, 0},          /* blocked 1x1 Conv → depthwise Conv: one ConvPwDw */
 };

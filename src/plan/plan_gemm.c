@@ -74,6 +74,8 @@ typedef struct mm_batch {
     const nnf_gemm_src *bsrc; /* a packed B shared by every batch, or NULL */
     int br;
     int64_t m, n, k;
+    size_t lda, ldb; /* row strides, or column strides where ta / tb (read transposed) */
+    int ta, tb;
     int64_t ydims[NNF_MAX_RANK], a_bs[NNF_MAX_RANK], b_bs[NNF_MAX_RANK], r_bs[NNF_MAX_RANK];
 } mm_batch;
 
@@ -88,8 +90,8 @@ static void mm_batch_at(const void *ctx, size_t index, nnf_gemm_src *a, nnf_gemm
         boff += idx * t->b_bs[d];
         roff += idx * t->r_bs[d];
     }
-    *a = nnf_gemm_src_matrix(t->a + aoff, (size_t)t->k, 0);
-    *b = t->bsrc ? *t->bsrc : nnf_gemm_src_matrix(t->b + boff, (size_t)t->n, 0);
+    *a = nnf_gemm_src_matrix(t->a + aoff, t->lda, t->ta);
+    *b = t->bsrc ? *t->bsrc : nnf_gemm_src_matrix(t->b + boff, t->ldb, t->tb);
     *c = t->y + bi * t->m * t->n;
     *residual = t->res ? t->res + roff : NULL;
 }
@@ -129,6 +131,21 @@ static bool residual_layout(nnf_dtype dt, int rr, const int64_t *rd, int yr, con
     return true;
 }
 
+/* The matrix of a MatMul operand whose last two axes have strides rs (rows)
+ * and cs (columns): rows ld apart, or read transposed (columns ld apart)
+ * when the columns are the unit-stride axis' neighbours; false when neither
+ * axis has unit stride (fold_transpose leaves no such operand). */
+static bool matrix_of(int64_t rs, int64_t cs, size_t *ld, int *trans) {
+    if (cs == 1) {
+        *ld = (size_t)rs;
+        *trans = 0;
+        return true;
+    }
+    *ld = (size_t)cs;
+    *trans = 1;
+    return rs == 1;
+}
+
 static nnf_status mm_run(NNF_KERNEL_ARGS) {
     const mm_state *s = ctx->state;
     const nnf_buf *a = in[0], *b = in[1], *y = out[0];
@@ -136,14 +153,26 @@ static nnf_status mm_run(NNF_KERNEL_ARGS) {
         return nnf_node_error(node, NNF_ERR_UNSUPPORTED, "%s takes float32 operands", s->name);
     int ra = a->rank, rb = b->rank;
     int64_t m, k, n;
+    /* MatMul: the operands as the product reads them (a folded Transpose's
+     * view), their matrices' strides */
+    int64_t ad[NNF_MAX_RANK] = {0}, as[NNF_MAX_RANK] = {0}, bd[NNF_MAX_RANK] = {0},
+            bs[NNF_MAX_RANK] = {0};
+    size_t lda = 0, ldb = 0;
+    int ta = 0, tb = 0;
     if (s->is_gemm) {
         m = a->dims[s->trans_a ? 1 : 0];
         k = a->dims[s->trans_a ? 0 : 1];
         n = b->dims[s->trans_b ? 0 : 1];
     } else {
-        m = ra >= 2 ? a->dims[ra - 2] : 1;
-        k = a->dims[ra - 1];
-        n = rb >= 2 ? b->dims[rb - 1] : 1;
+        nnf_matmul_operand(node->params, 0, ra, a->dims, ad, as);
+        nnf_matmul_operand(node->params, 1, rb, b->dims, bd, bs);
+        m = ra >= 2 ? ad[ra - 2] : 1;
+        k = ad[ra - 1];
+        n = rb >= 2 ? bd[rb - 1] : 1;
+        if (!matrix_of(ra >= 2 ? as[ra - 2] : k, as[ra - 1], &lda, &ta) ||
+            !matrix_of(rb >= 2 ? bs[rb - 2] : 1, rb >= 2 ? bs[rb - 1] : 1, &ldb, &tb))
+            return nnf_node_error(node, NNF_ERR_INTERNAL,
+                                  "%s: a transposed operand without a unit-stride axis", s->name);
     }
     int64_t ybatch = m * n > 0 ? (int64_t)y->numel / (m * n) : 0;
     if (m * n == 0 || (size_t)(ybatch * m * n) != y->numel)
@@ -171,15 +200,17 @@ static nnf_status mm_run(NNF_KERNEL_ARGS) {
     if (res) {
         e.residual_scale = s->bias_mode == C_AS_RESIDUAL ? s->beta : 1.0f;
     }
-    nnf_gemm_src bsrc =
-        s->pb ? nnf_gemm_src_packed(s->pb)
-              : nnf_gemm_src_matrix(b->data, s->trans_b ? (size_t)k : (size_t)n, s->trans_b);
+    nnf_gemm_src bsrc = s->pb        ? nnf_gemm_src_packed(s->pb)
+                        : s->is_gemm ? nnf_gemm_src_matrix(b->data, s->trans_b ? (size_t)k : (size_t)n,
+                                                           s->trans_b)
+                                     : nnf_gemm_src_matrix(b->data, ldb, tb);
     /* A's batches flattened into M (a 2-D B) read a residual as one matrix:
      * one that broadcasts over the batches runs them one by one */
     if (s->is_gemm || ybatch == 1 || (s->flatten && rl.full)) {
         size_t mm = (size_t)(m * ybatch);
         nnf_gemm_src asrc =
-            nnf_gemm_src_matrix(a->data, s->trans_a ? (size_t)m : (size_t)k, s->trans_a);
+            s->is_gemm ? nnf_gemm_src_matrix(a->data, s->trans_a ? (size_t)m : (size_t)k, s->trans_a)
+                       : nnf_gemm_src_matrix(a->data, lda, ta);
         e.residual = res;
         e.ld_residual = rl.ld;
         nnf_status st = nnf_gemm_run(s->cfg, mm, (size_t)n, (size_t)k, &asrc, &bsrc, y->data,
@@ -189,17 +220,15 @@ static nnf_status mm_run(NNF_KERNEL_ARGS) {
     /* Batched with broadcast: walk the output's batch axes. */
     int br = y->rank - (ra >= 2) - (rb >= 2);
     int bra = ra > 2 ? ra - 2 : 0, brb = rb > 2 ? rb - 2 : 0;
-    int64_t a_bs[NNF_MAX_RANK], b_bs[NNF_MAX_RANK], sa = m * k, sb = k * n;
+    int64_t a_bs[NNF_MAX_RANK], b_bs[NNF_MAX_RANK];
     for (int d = br - 1; d >= 0; d--) {
         int ia = d - (br - bra), ib = d - (br - brb);
-        int64_t da = ia >= 0 ? a->dims[ia] : 1, db = ib >= 0 ? b->dims[ib] : 1;
+        int64_t da = ia >= 0 ? ad[ia] : 1, db = ib >= 0 ? bd[ib] : 1;
         if ((da != y->dims[d] && da != 1) || (db != y->dims[d] && db != 1))
             return nnf_node_error(node, NNF_ERR_SHAPE, "%s: batch axis %d does not broadcast",
                                   s->name, d);
-        a_bs[d] = da == 1 ? 0 : sa;
-        b_bs[d] = db == 1 ? 0 : sb;
-        sa *= da;
-        sb *= db;
+        a_bs[d] = da == 1 ? 0 : as[ia];
+        b_bs[d] = db == 1 ? 0 : bs[ib];
     }
     mm_batch bt = {.a = a->data,
                    .b = b->data,
@@ -209,7 +238,11 @@ static nnf_status mm_run(NNF_KERNEL_ARGS) {
                    .br = br,
                    .m = m,
                    .n = n,
-                   .k = k};
+                   .k = k,
+                   .lda = lda,
+                   .ldb = ldb,
+                   .ta = ta,
+                   .tb = tb};
     for (int d = 0; d < br; d++) {
         bt.ydims[d] = y->dims[d];
         bt.a_bs[d] = a_bs[d];
@@ -240,10 +273,21 @@ static int column_bias(const nnf_tinfo *b, int64_t n) {
 static nnf_status plan_common(const nnf_node *node, const nnf_tinfo *in, const nnf_tinfo *out,
                               nnf_kernel_plan *plan, int is_gemm) {
     const nnf_gemm_params *p = node->params;
-    const nnf_tinfo *a = &in[0], *b = &in[1];
+    nnf_tinfo la = in[0], lb = in[1]; /* the operands as the product reads them */
+    const nnf_tinfo *a = &la, *b = &lb;
     nnf_status st = NNF_OK;
     if (!p || a->dtype != NNF_DTYPE_FLOAT32 || b->dtype != NNF_DTYPE_FLOAT32)
         return NNF_OK;
+    if (p->permuted) {
+        /* folded Transposes: their views read in place at the run's strides,
+         * never packed, never flattened */
+        la.shape = nnf_matmul_operand_shape(p, 0, &in[0].shape);
+        lb.shape = nnf_matmul_operand_shape(p, 1, &in[1].shape);
+        if (p->permuted & 1u)
+            la.data = NULL;
+        if (p->permuted & 2u)
+            lb.data = NULL;
+    }
     /* Shapes not all known at load (symbolic dims, NNF_OP_SYM): M, K, N and
      * the batch axes come from the run, which checks them. A constant 2-D B
      * is packed now (K and N are its own) and A's leading axes are flattened
@@ -296,7 +340,8 @@ static nnf_status plan_common(const nnf_node *node, const nnf_tinfo *in, const n
     s->alpha = p->alpha; /* MatMul: a scale fused by fuse_scale, else 1 */
     s->beta = is_gemm ? p->beta : 0.0f;
     s->act = p->act;
-    s->flatten = ch.flatten || (!fixed && b->data); /* a 2-D B: A's leading axes are rows */
+    /* a 2-D B: A's leading axes are rows (of a contiguous A) */
+    s->flatten = (ch.flatten || (!fixed && b->data)) && !(p->permuted & 1u);
     s->residual_input = -1;
     s->bias_input = -1;
 

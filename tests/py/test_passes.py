@@ -150,16 +150,44 @@ def case_matmul_moves_tanh():
 
 def case_matmul_attention_scale_mask():
     """Attention scores as BERT exports them: Q·Kᵀ, Div by √d (8: a power of two), Add of a mask row
-    computed at run time ([1, 1, 1, S]), Softmax, then ·V. The Div becomes the MatMul's alpha and
-    the mask its bias row: Transpose, the scores' MatMul, ReduceMean and the mask's MatMul, Softmax
-    and the second MatMul stay."""
+    computed at run time ([1, 1, 1, S]), Softmax, then ·V. The Div becomes the MatMul's alpha, the
+    mask its bias row and the Transpose a transposed read of B: the scores' MatMul, ReduceMean and
+    the mask's MatMul, Softmax and the second MatMul stay."""
     inits = [numpy_helper.from_array(np.float32(8.0), "sqrt_d"), const("wm", (9, 5))]
     nodes = [helper.make_node("Transpose", ["x"], ["kt"], perm=[0, 1, 3, 2]),
              helper.make_node("MatMul", ["x", "kt"], ["s"]), helper.make_node("Div", ["s", "sqrt_d"], ["d"]),
              helper.make_node("ReduceMean", ["x"], ["r"], axes=[1, 2], keepdims=1),
              helper.make_node("MatMul", ["r", "wm"], ["mask"]), helper.make_node("Add", ["d", "mask"], ["a"]),
              helper.make_node("Softmax", ["a"], ["p"], axis=-1), helper.make_node("MatMul", ["p", "x"], ["y"])]
-    return nodes, inits, 6
+    return nodes, inits, 5
+
+
+def case_matmul_heads_transposed():
+    """BERT's heads: Q, K and V projected, split by Transpose(0, 2, 1, 3) ([1, 3, 5, 8] -> [1, 5, 3, 8]),
+    K transposed once more to [1, 5, 8, 3]; scores Q·Kᵀ, then ·V. Every Transpose folds into the
+    MatMul that reads it (K's two composed, read transposed): the five MatMuls stay."""
+    ws = [const(n, (9, 8)) for n in ("wq", "wk", "wv")]
+    heads = [0, 2, 1, 3]
+    nodes = [helper.make_node("MatMul", ["x", "wq"], ["q"]), helper.make_node("Transpose", ["q"], ["qh"], perm=heads),
+             helper.make_node("MatMul", ["x", "wk"], ["k"]), helper.make_node("Transpose", ["k"], ["kh"], perm=heads),
+             helper.make_node("Transpose", ["kh"], ["kt"], perm=[0, 1, 3, 2]),
+             helper.make_node("MatMul", ["x", "wv"], ["v"]), helper.make_node("Transpose", ["v"], ["vh"], perm=heads),
+             helper.make_node("MatMul", ["qh", "kt"], ["s"]), helper.make_node("MatMul", ["s", "vh"], ["y"])]
+    return nodes, ws, 5
+
+
+def case_matmul_transpose_stays():
+    """Transposes a MatMul cannot read in place stay nodes: one moving the input's contiguous axis
+    into a batch axis ([1, 3, 5, 9] -> [1, 9, 3, 5]), and one two MatMuls read."""
+    nodes = [helper.make_node("Transpose", ["x"], ["xb"], perm=[0, 3, 1, 2]),
+             helper.make_node("MatMul", ["xb", "w"], ["m"]),  # [1, 9, 3, 4]
+             helper.make_node("Transpose", ["x"], ["t"], perm=[0, 1, 3, 2]),  # [1, 3, 9, 5]
+             helper.make_node("MatMul", ["x", "t"], ["g"]),  # [1, 3, 5, 5]
+             helper.make_node("MatMul", ["t", "g"], ["tg"]),  # [1, 3, 9, 5]
+             helper.make_node("ReduceMean", ["m"], ["mr"], axes=[2, 3], keepdims=1),  # [1, 9, 1, 1]
+             helper.make_node("Transpose", ["mr"], ["mt"], perm=[0, 2, 1, 3]),  # [1, 1, 9, 1]
+             helper.make_node("Add", ["tg", "mt"], ["y"])]
+    return nodes, [const("w", (5, 4))], 8
 
 
 def case_matmul_bcast_residual_packed_b():
@@ -189,7 +217,8 @@ CASES = {f.__name__[5:]: f for f in (case_conv_bn_relu, case_conv_bn_bn_relu, ca
                                       case_matmul_layernorm_chain, case_conv_moves_sigmoid, case_matmul_moves_tanh,
                                       case_matmul_bias_skip, case_matmul_attention_scale_mask,
                                       case_matmul_scalar_mul_left, case_matmul_div_not_power_of_two,
-                                      case_matmul_bcast_residual_packed_b)}
+                                      case_matmul_bcast_residual_packed_b, case_matmul_heads_transposed,
+                                      case_matmul_transpose_stays)}
 
 
 def live_nodes(path, level):

@@ -178,32 +178,34 @@ nnf_status nnf_matmul_ref(NNF_KERNEL_ARGS) {
         return nnf_node_error(node, NNF_ERR_SHAPE, "MatMul operands cannot be scalars");
     mm_job j = {.a = a->data, .b = b->data, .y = y->data, .alpha = p->alpha, .act = &p->act};
     int ra = a->rank, rb = b->rank;
-    j.m = ra >= 2 ? a->dims[ra - 2] : 1;
-    j.k = a->dims[ra - 1];
-    j.n = rb >= 2 ? b->dims[rb - 1] : 1;
-    if ((rb >= 2 ? b->dims[rb - 2] : b->dims[0]) != j.k)
+    /* the operands as the product reads them: a folded Transpose's view */
+    int64_t ad[NNF_MAX_RANK], as[NNF_MAX_RANK], bd[NNF_MAX_RANK], bs[NNF_MAX_RANK];
+    nnf_matmul_operand(p, 0, ra, a->dims, ad, as);
+    nnf_matmul_operand(p, 1, rb, b->dims, bd, bs);
+    j.m = ra >= 2 ? ad[ra - 2] : 1;
+    j.k = ad[ra - 1];
+    j.n = rb >= 2 ? bd[rb - 1] : 1;
+    if ((rb >= 2 ? bd[rb - 2] : bd[0]) != j.k)
         return nnf_node_error(node, NNF_ERR_SHAPE, "inner dimensions differ");
-    j.a_rs = j.k;
-    j.a_cs = 1;
-    j.b_rs = j.n;
-    j.b_cs = 1;
+    j.a_rs = ra >= 2 ? as[ra - 2] : j.k;
+    j.a_cs = as[ra - 1];
+    j.b_rs = rb >= 2 ? bs[rb - 2] : bs[0];
+    j.b_cs = rb >= 2 ? bs[rb - 1] : 1;
     /* batch axes: the output's leading y->rank - (ra>=2) - (rb>=2) axes */
     int br = y->rank - (ra >= 2) - (rb >= 2);
     int bra = ra > 2 ? ra - 2 : 0, brb = rb > 2 ? rb - 2 : 0;
     if (br < 0 || br < bra || br < brb)
         return nnf_node_error(node, NNF_ERR_SHAPE, "output rank %d does not fit the operands", y->rank);
     j.batch_rank = br;
-    int64_t batches = 1, sa = j.m * j.k, sb = j.k * j.n;
+    int64_t batches = 1;
     for (int d = br - 1; d >= 0; d--) {
         int ia = d - (br - bra), ib = d - (br - brb);
-        int64_t da = ia >= 0 ? a->dims[ia] : 1, db = ib >= 0 ? b->dims[ib] : 1, dy = y->dims[d];
+        int64_t da = ia >= 0 ? ad[ia] : 1, db = ib >= 0 ? bd[ib] : 1, dy = y->dims[d];
         if ((da != dy && da != 1) || (db != dy && db != 1))
             return nnf_node_error(node, NNF_ERR_SHAPE, "batch axis %d does not broadcast", d);
         j.bdims[d] = dy;
-        j.a_bs[d] = da == 1 ? 0 : sa;
-        j.b_bs[d] = db == 1 ? 0 : sb;
-        sa *= da;
-        sb *= db;
+        j.a_bs[d] = da == 1 ? 0 : as[ia];
+        j.b_bs[d] = db == 1 ? 0 : bs[ib];
         batches *= dy;
     }
     if (p->bias_input >= 0) {

@@ -431,6 +431,12 @@ void nnf_gemm_pack_a6_avx2(const float *base, size_t ld, size_t mn0, size_t mnc,
     nnf_pack_a_panels_avx2(base, ld, mn0, mnc, k0, kc, dst, 6);
 }
 
+/* B read transposed into 16-column panels. */
+void nnf_gemm_pack_b16_avx2(const float *base, size_t ld, size_t mn0, size_t mnc, size_t k0,
+                            size_t kc, float *dst) {
+    nnf_pack_a_panels_avx2(base, ld, mn0, mnc, k0, kc, dst, 16);
+}
+
 /* M = 1 against a packed B, 16-column panels (x86/gemv_block.h). */
 NNF_GEMV_BLOCK(nnf_gemv_block_16_avx2, __m256, 8, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_set1_ps,
                _mm256_fmadd_ps)

@@ -107,6 +107,12 @@ void nnf_gemm_pack_a14_avx512(const float *base, size_t ld, size_t mn0, size_t m
     nnf_pack_a_panels_avx2(base, ld, mn0, mnc, k0, kc, dst, 14);
 }
 
+/* B read transposed into 32-column panels (four 8x8 transposes a step). */
+void nnf_gemm_pack_b32_avx512(const float *base, size_t ld, size_t mn0, size_t mnc, size_t k0,
+                              size_t kc, float *dst) {
+    nnf_pack_a_panels_avx2(base, ld, mn0, mnc, k0, kc, dst, 32);
+}
+
 static inline __m512 vm16(nnf_vm_fn fn, __m512 x) {
     switch (fn) {
     case NNF_VM_EXP: return nnf_exp16(x);

@@ -68,7 +68,9 @@ static inline void nnf_tr6x8_avx2(const float *x, size_t ldx, float *y, size_t l
     _mm_storeh_pi((__m64 *)(y + 7 * ldy + 4), t5h);
 }
 
-/* A GEMM's A (row-major) into panels of R = 8 i + 6 rows, [k][R] each:
+/* A GEMM's A (row-major) into panels of R = 8 i or 8 i + 6 rows, [k][R] each
+ * (the same for a B read transposed, rows its columns, into R = nr column
+ * panels):
  * eight k-steps of a full panel at a time through the register transposes
  * (each k's R values leave as vector stores, not R scalar ones strided by R:
  * the portable packer cost 8-9 % of a 1024^3 GEMM); a short panel of 8 or
@@ -83,9 +85,10 @@ static inline __attribute__((always_inline)) void nnf_pack_a_panels_avx2(
         if (rows == R)
             for (; kk + 8 <= kc; kk += 8) {
                 size_t q = 0;
-                for (; q + 6 < R; q += 8)
+                for (; q + 8 <= R; q += 8)
                     nnf_tr8x8_avx2(r0 + q * ld + kk, ld, dst + kk * R + q, R);
-                nnf_tr6x8_avx2(r0 + q * ld + kk, ld, dst + kk * R + q, R);
+                if (q < R)
+                    nnf_tr6x8_avx2(r0 + q * ld + kk, ld, dst + kk * R + q, R);
             }
         else if (rows >= 8)
             /* a balanced tail panel of 8-13 rows (gemm.c, tail_split: BERT's
