@@ -52,6 +52,27 @@ static inline float nnf_emu_reduce_add_ps(__m512 a) {
         u[i] = t[i + 4] + t[i];
     return (u[0] + u[2]) + (u[1] + u[3]);
 }
+static inline __m512 nnf_emu_mask_loadu_ps(__m512 src, __mmask16 k, const void *p) {
+    float v[16];
+    _mm512_storeu_ps(v, src);
+    for (int i = 0; i < 16; i++)
+        if ((k >> i) & 1)
+            v[i] = ((const float *)p)[i];
+    return _mm512_loadu_ps(v);
+}
+/* maxps(a, b): b where unordered or equal; the tree of GCC's reduction */
+static inline float nnf_emu_max(float a, float b) {
+    return a > b ? a : b;
+}
+static inline float nnf_emu_reduce_max_ps(__m512 a) {
+    float v[16], t[8], u[4];
+    _mm512_storeu_ps(v, a);
+    for (int i = 0; i < 8; i++)
+        t[i] = nnf_emu_max(v[i + 8], v[i]);
+    for (int i = 0; i < 4; i++)
+        u[i] = nnf_emu_max(t[i + 4], t[i]);
+    return nnf_emu_max(nnf_emu_max(u[0], u[2]), nnf_emu_max(u[1], u[3]));
+}
 /* a * 2^floor(b) rounded once, subnormal results kept (SIMDe's flushes
  * them and goes through exp2): the hardware's for finite a and b */
 static inline __m512 nnf_emu_scalef_ps(__m512 a, __m512 b) {
@@ -68,6 +89,8 @@ static inline __m512 nnf_emu_scalef_ps(__m512 a, __m512 b) {
 #define _mm512_mask_storeu_ps nnf_emu_mask_storeu_ps
 #define _mm512_cvtps_epi32 nnf_emu_cvtps_epi32
 #define _mm512_reduce_add_ps nnf_emu_reduce_add_ps
+#define _mm512_mask_loadu_ps nnf_emu_mask_loadu_ps
+#define _mm512_reduce_max_ps nnf_emu_reduce_max_ps
 #else
 #include <immintrin.h>
 #endif
