@@ -28,9 +28,11 @@ static nnf_node *foldable(nnf_pass_ctx *ctx, const nnf_node *mm, int s, int8_t *
         ctx->uses[v] != 1 || !t->params)
         return NULL;
     int u = t->inputs[0];
+    if (u < 0)
+        return NULL;
     const nnf_value *uv = &g->values[u], *vv = &g->values[v];
     int r = uv->shape.rank;
-    if (u < 0 || uv->dtype != NNF_DTYPE_FLOAT32 || r < 2 || r != vv->shape.rank)
+    if (uv->dtype != NNF_DTYPE_FLOAT32 || r < 2 || r != vv->shape.rank)
         return NULL;
     const nnf_transpose_params *tp = t->params;
     if (tp->n_perm != 0 && tp->n_perm != r)
