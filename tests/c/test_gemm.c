@@ -206,6 +206,16 @@ static void test_layouts(const nnf_gemm_cfg *cfg) {
                 g.ldc = g.n + 7;
                 fails += run_case(cfg, &g, NULL, "strides") != 0;
             }
+    /* B read transposed (packed by the tier's 8x8 transposes into nr-column
+     * panels: full ones, a last one of 8 or more columns, fewer) at awkward
+     * widths and depths, K tails of the 8-step transposes included */
+    static const size_t tn[] = {1, 7, 8, 9, 16, 31, 33, 64, 65};
+    static const size_t tk[] = {1, 7, 9, 64};
+    for (size_t i = 0; i < sizeof tn / sizeof tn[0]; i++)
+        for (size_t q = 0; q < sizeof tk / sizeof tk[0]; q++) {
+            gcase g = {.m = 13, .n = tn[i], .k = tk[q], .tb = 1, .ldb = tk[q] + 3};
+            fails += run_case(cfg, &g, NULL, "B transposed") != 0;
+        }
     CHECK_MSG(fails == 0, "%s: layout cases failed: %d", cfg->name, fails);
 }
 
