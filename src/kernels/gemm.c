@@ -867,7 +867,7 @@ nnf_status nnf_gemm_run(const nnf_gemm_cfg *cfg, size_t m, size_t n, size_t k,
      * between runs. A large A is read from L3 once per block, so larger
      * blocks read it fewer times (GEMM 1024 1.5 % faster with half L2). */
     size_t l2 = nnf_cpu_get()->l2;
-    if (b->packed && m * kcb * sizeof(float) <= l2 / 4) {
+    if (b->packed && kcb && m * kcb * sizeof(float) <= l2 / 4) { /* K = 0: no blocks */
         size_t small = l2 / 16 / (kcb * sizeof(float)) / cfg->nr * cfg->nr;
         j->nc = small < cfg->nr ? cfg->nr : small < j->nc ? small : j->nc;
     }

@@ -256,6 +256,10 @@ static void test_epilogues(const nnf_gemm_cfg *cfg) {
     g.ep.bias = bias_c;
     g.ep.act = k_acts[5];
     CHECK(run_case(cfg, &g, NULL, "k=0") == 0);
+    /* and against a prepacked B (the weight blocking divided by K's block:
+     * a soak seed found the division by zero) */
+    g.pack_b = 1;
+    CHECK(run_case(cfg, &g, NULL, "k=0 packed B") == 0);
     free(bias_r);
     free(bias_c);
     free(res);
