@@ -139,7 +139,9 @@ static void merge_shape(nnf_shape *dst, const nnf_shape *inferred) {
  * and whose outputs together are no larger than its inputs: BERT's position
  * embeddings gathered by constant positions ([512, 768] -> [1, 128, 768],
  * 0.1-0.4 ms a run), a weight transposed or sliced in the graph. A Tile or
- * Expand of a constant stays a node: it would grow the model. */
+ * Expand of a constant stays a node: it would grow the model; so does a
+ * Reshape of a large constant (a view): folded, a copy of the weights would
+ * stay in memory for the model's life, beside the mapped file's pages. */
 static bool foldable(const nnf_node *n, const nnf_tinfo *in, const nnf_tinfo *out) {
     double in_bytes = 0.0, out_bytes = 0.0;
     bool small = true;
@@ -153,7 +155,7 @@ static bool foldable(const nnf_node *n, const nnf_tinfo *in, const nnf_tinfo *ou
     }
     if (small)
         return true;
-    if (n->op->cost(n, in, out) != 0.0)
+    if (nnf_is_view_op(n) || n->op->cost(n, in, out) != 0.0)
         return false;
     for (int k = 0; k < n->n_inputs; k++)
         if (in[k].present)

@@ -125,6 +125,10 @@ void nnf_value_tinfo(const nnf_graph *g, int v, nnf_tinfo *t);
  * unit_extents, else the node is not countable: -1. So is one with an
  * unknown rank or more than 64 inputs or outputs. */
 double nnf_node_cost(const nnf_graph *g, const nnf_node *n, bool unit_extents);
+/* Ops whose output 0 is input 0's elements unchanged, only re-shaped (the
+ * executor hands a dying input's buffer on to them; load-time folding
+ * leaves large ones to the run). */
+bool nnf_is_view_op(const nnf_node *n);
 /* After node n's infer at load: the symbolic shape values of its output, for
  * the shape-arithmetic ops (src/ops/dimvals.c). */
 nnf_status nnf_dimvals_infer(nnf_graph *g, const nnf_node *n);

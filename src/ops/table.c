@@ -47,3 +47,13 @@ const nnf_op_def *nnf_op_find(const char *domain, const char *name, int opset,
 nnf_status nnf_init_none(NNF_INIT_ARGS) { return NNF_OK; }
 double nnf_cost_none(NNF_COST_ARGS) { return 0.0; }
 nnf_status nnf_plan_none(NNF_PLAN_ARGS) { return NNF_OK; }
+
+bool nnf_is_view_op(const nnf_node *n) {
+    static const char *const views[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"};
+    if (n->domain[0])
+        return false;
+    for (size_t i = 0; i < sizeof views / sizeof views[0]; i++)
+        if (!strcmp(n->op_type, views[i]))
+            return true;
+    return false;
+}

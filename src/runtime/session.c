@@ -318,16 +318,6 @@ static nnf_status logical_view(nnf_session *s, const nnf_node *n, const nnf_valu
     return NNF_OK;
 }
 
-bool nnf_is_view_op(const nnf_node *n) {
-    static const char *const views[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"};
-    if (n->domain[0])
-        return false;
-    for (size_t i = 0; i < sizeof views / sizeof views[0]; i++)
-        if (!strcmp(n->op_type, views[i]))
-            return true;
-    return false;
-}
-
 /* A view op whose input dies here hands its buffer on instead of copying it
  * (not for graph outputs, whose buffers the caller reads after the run). */
 static bool can_alias(const nnf_session *s, const nnf_node *n, int oi) {

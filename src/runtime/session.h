@@ -91,9 +91,6 @@ NNF_API const nnf_graph *nnf_session_graph(const nnf_session *s);
 /* Test hook for `nnfuse compare` tests: perturb one node's output. */
 NNF_API void nnf_session_inject_error(nnf_session *s, int node, float delta);
 double nnf_now_us(void);
-/* Ops whose output 0 is input 0's elements unchanged, only re-shaped (the
- * executor hands a dying input's buffer on to them). */
-bool nnf_is_view_op(const nnf_node *n);
 /* Fills slice_of / slice_off / concat_in_place (needs last_use and plans). */
 nnf_status nnf_concat_in_place_plan(nnf_session *s);
 /* Current and peak bytes of live intermediate buffers (either may be NULL). */
