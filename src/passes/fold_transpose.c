@@ -41,7 +41,7 @@ static nnf_node *foldable(nnf_pass_ctx *ctx, const nnf_node *mm, int s, int8_t *
     int last = -1;
     for (int i = 0; i < r; i++) {
         int c = gp->permuted >> s & 1u ? gp->perm[s][i] : i; /* v's axis */
-        int w = tp->n_perm ? tp->perm[c] : r - 1 - c;          /* u's axis */
+        int w = tp->n_perm ? tp->perm[c] : r - 1 - c;        /* u's axis */
         cur[i] = (int8_t)w;
         if (w == r - 1)
             last = i;

@@ -29,13 +29,7 @@ static nnf_activation *epilogue_slot(nnf_pass_ctx *ctx, int v, nnf_node **prod_o
 }
 
 static bool scalar_const(const nnf_graph *g, int v, float *out) {
-    if (v < 0)
-        return true; /* absent optional bound: keep the default */
-    const nnf_value *val = &g->values[v];
-    if (!val->data || val->dtype != NNF_DTYPE_FLOAT32 || nnf_shape_numel(&val->shape) != 1)
-        return false;
-    *out = *(const float *)val->data;
-    return true;
+    return v < 0 || nnf_pass_const_scalar(g, v, out); /* absent optional bound: the default */
 }
 
 /* The activation a node computes, if it is one the epilogue supports. */

@@ -20,14 +20,6 @@ static nnf_node *single(nnf_pass_ctx *ctx, int v, const char *op) {
     return nnf_pass_is_op(p, op) && ctx->uses[v] == 1 ? p : NULL;
 }
 
-static bool const_scalar(const nnf_graph *g, int v, float *out) {
-    const float *d = nnf_pass_const_f32(g, v);
-    if (!d || nnf_shape_numel(&g->values[v].shape) != 1)
-        return false;
-    *out = d[0];
-    return true;
-}
-
 /* ReduceMean over exactly the last axis of a rank-r input, keepdims. */
 static bool mean_last_axis(const nnf_graph *g, const nnf_node *n) {
     const nnf_reduce_params *p = n->params;
@@ -90,15 +82,16 @@ static nnf_status try_chain(nnf_pass_ctx *ctx, nnf_node *add_beta) {
             if (!add_eps || add_eps->n_inputs != 2)
                 continue;
             float eps;
-            int vi = const_scalar(g, add_eps->inputs[1], &eps)   ? 0
-                     : const_scalar(g, add_eps->inputs[0], &eps) ? 1
-                                                                 : -1;
+            int vi = nnf_pass_const_scalar(g, add_eps->inputs[1], &eps)   ? 0
+                     : nnf_pass_const_scalar(g, add_eps->inputs[0], &eps) ? 1
+                                                                          : -1;
             if (vi < 0)
                 continue;
             nnf_node *var = single(ctx, add_eps->inputs[vi], "ReduceMean");
             nnf_node *pow = var ? single(ctx, var->inputs[0], "Pow") : NULL;
             float two;
-            if (!pow || pow->inputs[0] != d || !const_scalar(g, pow->inputs[1], &two) || two != 2.0f)
+            if (!pow || pow->inputs[0] != d || !nnf_pass_const_scalar(g, pow->inputs[1], &two) ||
+                two != 2.0f)
                 continue;
             nnf_node *sub = nnf_pass_producer(ctx, d);
             if (!nnf_pass_is_op(sub, "Sub") || ctx->uses[d] != 2 || sub->n_inputs != 2)

@@ -17,15 +17,6 @@
 #include <math.h>
 #include <string.h>
 
-/* The value of a float32 constant with one element, if v is one. */
-static bool scalar_of(const nnf_graph *g, int v, float *out) {
-    const float *d = v >= 0 ? nnf_pass_const_f32(g, v) : NULL;
-    if (!d || nnf_shape_numel(&g->values[v].shape) != 1)
-        return false;
-    *out = d[0];
-    return true;
-}
-
 /* 1/c exactly, for c = ±2^k whose reciprocal is a normal float. */
 static bool exact_reciprocal(float c, float *r) {
     int e;
@@ -49,7 +40,7 @@ nnf_status nnf_pass_fuse_scale(nnf_pass_ctx *ctx) {
             nnf_node *mm = nnf_pass_producer(ctx, mv);
             float c, alpha;
             if (!nnf_pass_is_op(mm, "MatMul") || mm->outputs[0] != mv || ctx->uses[mv] != 1 ||
-                mv == sv || !scalar_of(g, sv, &c))
+                mv == sv || !nnf_pass_const_scalar(g, sv, &c))
                 continue;
             const nnf_value *m = &g->values[mv], *y = &g->values[op->outputs[0]];
             nnf_gemm_params *gp = mm->params;

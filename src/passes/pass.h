@@ -48,6 +48,9 @@ const float *nnf_pass_const_f32(const nnf_graph *g, int v);
 /* The same data, misaligned too: for a pass that reads it byte-wise
  * (nnf_pass.bytewise). */
 const void *nnf_pass_const_f32_bytes(const nnf_graph *g, int v);
+/* The value of a float32 constant with one element (nnf_pass_const_f32's
+ * rules), if v is one. */
+bool nnf_pass_const_scalar(const nnf_graph *g, int v, float *out);
 /* Release the data of constants no live node reads any more (weights that
  * were folded into new ones). */
 void nnf_pass_release_unused(nnf_pass_ctx *ctx);

@@ -84,6 +84,14 @@ const float *nnf_pass_const_f32(const nnf_graph *g, int v) {
     return d && !g->values[v].misaligned ? d : NULL;
 }
 
+bool nnf_pass_const_scalar(const nnf_graph *g, int v, float *out) {
+    const float *d = nnf_pass_const_f32(g, v);
+    if (!d || nnf_shape_numel(&g->values[v].shape) != 1)
+        return false;
+    *out = d[0];
+    return true;
+}
+
 /* A new float32 constant over `data` (nbytes of it), under a name unused so far. */
 static int add_const(nnf_graph *g, const char *name, const nnf_shape *shape, void *data, size_t nbytes) {
     char unique[512];
