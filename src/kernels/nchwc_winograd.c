@@ -41,16 +41,18 @@ size_t nnf_nchwc_wino_min_c(void) {
 }
 
 /* On the AVX-512 tier (two 512-bit FMA pipes) the blocked direct kernel
- * runs ResNet-50's 256-channel 3x3s at 14x14 faster than Winograd: there 16
- * tiles share 36 transformed weight matrices, four times the direct
- * kernel's weights (9.4 against 2.4 MB a conv, streamed from memory for 16
- * GEMM rows), and the direct kernel's FMAs run twice as wide as on AVX2.
- * Intel Xeon (2 MiB L2): 1.52 ms a conv against ORT's 1.13; ResNet-50
- * in-process A/B 0.952 on 1 thread, 0.985 on 2. On AVX2 (Zen 3) the same
- * change lost (1.049). */
+ * runs maps of fewer than 16 tiles (ResNet-50's 7x7), where the NCHW
+ * Winograd and its reorders would. At 16 tiles (ResNet-50's 256-channel 3x3s
+ * at 14x14) Winograd wins on AVX-512 too, though its 36 transformed weight
+ * matrices are four times the direct kernel's (9.4 against 2.4 MB a conv,
+ * streamed from memory for 16 GEMM rows): Zen 5, 0.43 against 1.02 ms a conv
+ * in the bench, ResNet-50 in-process A/B 0.942-0.953 on 1 thread and
+ * 0.943-0.952 on 2 (peak RSS +35 MiB, ORT's is 2.9x ours); on an Intel Xeon
+ * the direct kernel there had measured 0.95-0.98 of Winograd's time before
+ * the AVX-512 Winograd transforms and even after them. */
 bool nnf_nchwc_direct_wins(const nnf_conv2d_shape *s, nnf_isa isa) {
     size_t tiles = ((s->oh + 3) / 4) * ((s->ow + 3) / 4);
-    return isa >= NNF_ISA_AVX512 && tiles <= WINO_MIN_TILES;
+    return isa >= NNF_ISA_AVX512 && tiles < WINO_MIN_TILES;
 }
 
 bool nnf_nchwc_wino_wins(const nnf_conv2d_shape *s, nnf_isa isa) {

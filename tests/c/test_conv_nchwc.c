@@ -711,7 +711,7 @@ int main(void) {
         CHECK(nnf_nchwc_wino_create(&s, NNF_ISA_SCALAR, w, &k) == NNF_ERR_UNSUPPORTED && !k);
         free(w);
         /* the choice (nnf_nchwc_wino_wins): ResNet-50's 14x14 maps (16
-         * tiles) below AVX-512, YOLOv5s's 20x20 (25) everywhere, 32 channels on cores
+         * tiles) and YOLOv5s's 20x20 (25) on every SIMD tier, 32 channels on cores
          * with 1 MiB of L2 or more, never 7x7 (4), 16 channels or the
          * scalar tier */
         if (nnf_cpu_get()->max_isa >= NNF_ISA_AVX2) {
@@ -721,7 +721,12 @@ int main(void) {
             int big_l2 = nnf_cpu_get()->l2 >= ((size_t)1 << 20);
             CHECK(nnf_nchwc_wino_wins(&q, NNF_ISA_AVX2));
             CHECK(!nnf_nchwc_wino_wins(&q, NNF_ISA_SCALAR));
-            /* the AVX-512 tier runs 14x14 direct (nnf_nchwc_direct_wins) */
+            /* the AVX-512 tier runs 14x14 (16 tiles) on Winograd too, 7x7
+             * (4) direct (nnf_nchwc_direct_wins) */
+            CHECK(!nnf_nchwc_direct_wins(&q, NNF_ISA_AVX512));
+            if (nnf_cpu_get()->max_isa >= NNF_ISA_AVX512)
+                CHECK(nnf_nchwc_wino_wins(&q, NNF_ISA_AVX512));
+            q.h = q.w = q.oh = q.ow = 7;
             CHECK(nnf_nchwc_direct_wins(&q, NNF_ISA_AVX512) && !nnf_nchwc_direct_wins(&q, NNF_ISA_AVX2));
             CHECK(!nnf_nchwc_wino_wins(&q, NNF_ISA_AVX512));
             q.h = q.w = q.oh = q.ow = 20;
