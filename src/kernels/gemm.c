@@ -595,21 +595,25 @@ static size_t fmas(size_t m, size_t n, size_t k) {
     return mnk;
 }
 
-/* Tiles for the pool: whole-matrix on one thread; otherwise at least about
- * three tasks per thread, cutting N first (each N tile re-packs only A's
- * small blocks) and never below 4 register tiles a side. With B prepacked
+/* Tiles for the pool: whole-matrix on one thread; otherwise at least two
+ * tasks per thread, cutting N first (each N tile re-packs only A's small
+ * blocks) and never below 4 register tiles a side. With B prepacked
  * (weights) only N is cut while it can be: A is then packed once for all
  * tiles (shared_floats), and each weight block is read by one task, where
  * cutting M too had two tasks on two cores read every block from L3 (BERT's
  * 128 x 768 x 768: 8 tasks of 66 x 192 read 4.7 MB of weights, 8 of
- * 128 x 96 read 2.4 MB). */
+ * 128 x 96 read 2.4 MB). Three tasks a thread (8 of 128 x 96 there) read
+ * the shared A once per task: on Zen 5 with two threads, two a thread ran
+ * BERT's 128 x 768 x 768 and 128 x 3072 x 768 8-9 % faster, BERT-base 6 %
+ * (in-process A/B, both orders); one a thread gained the same on BERT and
+ * more on GEMM 256 but leaves nothing to rebalance a slow core with. */
 static void choose_tiles(const nnf_gemm_cfg *cfg, size_t m, size_t n, size_t k, int threads,
                          int b_packed, size_t *ti, size_t *tj) {
     *ti = round_up(m, cfg->mr);
     *tj = round_up(n, cfg->nr);
     if (threads <= 1)
         return;
-    size_t want = (size_t)threads * 3;
+    size_t want = (size_t)threads * 2;
     for (;;) {
         size_t tasks = ((m + *ti - 1) / *ti) * ((n + *tj - 1) / *tj);
         if (tasks >= want)
