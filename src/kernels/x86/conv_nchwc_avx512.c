@@ -125,6 +125,23 @@ static __attribute__((noinline)) void finish(const nnf_nchwc_conv_job *j, const 
         if (fast) {
             size_t off = 2 * (size_t)z * j->y_blk;
             const float *r = a->res ? a->res + off : NULL;
+            float *y = a->y + off;
+            size_t blk = j->y_blk;
+            /* the usual case with every flag a constant: a bias, both
+             * blocks real and full, any residual before the activation
+             * (the general call tested each flag per value: 8-13 % of a
+             * 1x1 conv with K = 64 was this function) */
+            if (e->bias && keep == 0xffff && (!r || !e->residual_after_act)) {
+                if (kind == NNF_ACT_SILU && r)
+                    ep_row(acc[z], P, 1, bias, r, 0, lo, hi, 1, y, blk, 1, 0xffff);
+                else if (kind == NNF_ACT_SILU)
+                    ep_row(acc[z], P, 1, bias, NULL, 0, lo, hi, 1, y, blk, 1, 0xffff);
+                else if (r)
+                    ep_row(acc[z], P, 1, bias, r, 0, lo, hi, 0, y, blk, 1, 0xffff);
+                else
+                    ep_row(acc[z], P, 1, bias, NULL, 0, lo, hi, 0, y, blk, 1, 0xffff);
+                continue;
+            }
             if (kind == NNF_ACT_SILU)
                 ep_row(acc[z], P, e->bias != NULL, bias, r, e->residual_after_act, lo, hi, 1,
                        a->y + off, j->y_blk, both, keep);
