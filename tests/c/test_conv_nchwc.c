@@ -485,6 +485,12 @@ int main(void) {
         {1, 4, 7, 53, 8, 3, 5, 2, 2, 1, 1, 1, 2, 1, 2, 0, {NNF_ACT_NONE, 0, 0}, 0, 1, 0, 0, 0, 0, 0},
         {1, 3, 6, 40, 24, 3, 4, 1, 1, 1, 1, 1, 1, 1, 2, 0, {NNF_ACT_RELU, 0, 0}, 1, 0, 0, 0, 0, 0, 0},
         {1, 3, 9, 43, 16, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2, 0, {NNF_ACT_SILU, 0, 0}, 1, 0, 0, 0, 0, 0, 0},
+        /* border columns of the interior rows as column tiles (AVX-512):
+         * 19 interior rows of a 20-wide stride-2 map (tiles of 5, 5, 5, 4
+         * rows), two K blocks of partial sums, a residual before and after
+         * the activation, an odd block count (a half zmm) */
+        {1, 48, 40, 40, 64, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, {NNF_ACT_SILU, 0, 0}, 1, 1, 0, 0, 0, 0, 0},
+        {1, 48, 39, 41, 40, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, {NNF_ACT_RELU, 0, 0}, 1, 1, 1, 0, 0, 0, 0},
         /* strided 1x1s run on a subsampled copy of their input: a downsample
          * with its residual, odd sizes in a batch, strides 3 x 2 from NCHW,
          * NaN and Inf; with bottom/right padding (outputs past the input)

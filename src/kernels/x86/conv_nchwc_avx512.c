@@ -25,6 +25,8 @@
  * their two blocks. Earlier K blocks store the partial sums to y. */
 #include "kernels/nchwc.h"
 #include "kernels/x86/vmath_avx512.h"
+
+#include <string.h>
 #ifndef NNF_AVX512_EMULATED
 #include "kernels/x86/conv_nchwc_taps_avx512.h"
 #endif
@@ -310,6 +312,85 @@ static inline __attribute__((always_inline)) void tile(const nnf_nchwc_conv_job 
                    km[z] == 0xffff, acc[z][p]);
 }
 
+/* A column tile: P pixels of one border column (a->iw's), from P
+ * consecutive rows of the row interior (every kernel row inside the input;
+ * a->ih the first's), one pixel per row: a row's border column alone was a
+ * 1-pixel tile that read the whole K block's weights for one pixel (a
+ * 20-wide stride-2 row's left column: 12 % of that conv). The taps outside
+ * the row are skipped, not read as zeros: a sum starts at +0 and adding
+ * +-0 to it leaves it unchanged, so the values are those of the 1-pixel
+ * tile. The epilogue runs on a contiguous copy (finish takes pixels 8
+ * floats apart), written back after. */
+static inline __attribute__((always_inline)) void col_tile(const nnf_nchwc_conv_job *j,
+                                                           const tile_arg *a, const int Z,
+                                                           const int P, const int L) {
+    const nnf_conv2d_shape *s = &j->k->s;
+    const size_t nob = a->nob, wlane = nob * NNF_NCHWC_B, wtap = (size_t)L * wlane,
+                 wunit = s->kh * s->kw * wtap, prow = j->ow * NNF_NCHWC_B;
+    const ptrdiff_t xrow = (ptrdiff_t)(s->sh * j->x_row);
+    __mmask16 km[ZMAX];
+#pragma GCC unroll 4
+    for (int z = 0; z < Z; z++)
+        km[z] = zmask(nob, z);
+    size_t kw0, kw1;
+    nnf_nchwc_window_taps(a->iw, s->kw, s->dw, j->w, &kw0, &kw1);
+    __m512 acc[ZMAX][PMAX];
+#pragma GCC unroll 4
+    for (int z = 0; z < Z; z++)
+#pragma GCC unroll 12
+        for (int p = 0; p < P; p++)
+            acc[z][p] = a->first ? _mm512_setzero_ps()
+                                 : load2(a->y + 2 * (size_t)z * j->y_blk + (size_t)p * prow,
+                                         j->y_blk, km[z] == 0xffff);
+    for (size_t u = 0; u < a->nu; u++) {
+        const float *xu = a->x + u * j->x_unit, *wu = a->w + u * wunit;
+        for (size_t kh = 0; kh < s->kh; kh++) {
+            const float *xr = xu + (a->ih + (ptrdiff_t)(kh * s->dh)) * (ptrdiff_t)j->x_row;
+            for (size_t kw = kw0; kw < kw1; kw++) {
+                const float *px[PMAX];
+                const float *x0 = xr + (a->iw + (ptrdiff_t)(kw * s->dw)) * L;
+#pragma GCC unroll 12
+                for (int p = 0; p < P; p++)
+                    px[p] = x0 + p * xrow;
+                tap(Z, P, 0, L, NULL, px, wu + (kh * s->kw + kw) * wtap, wlane, km, acc);
+            }
+        }
+    }
+    if (!a->last) {
+#pragma GCC unroll 4
+        for (int z = 0; z < Z; z++)
+#pragma GCC unroll 12
+            for (int p = 0; p < P; p++)
+                store2(a->y + 2 * (size_t)z * j->y_blk + (size_t)p * prow, j->y_blk,
+                       km[z] == 0xffff, acc[z][p]);
+        return;
+    }
+    /* [2 Z blocks][P pixels][8]: the residual in, the outputs out */
+    float buf[2 * ZMAX * PMAX * NNF_NCHWC_B], rbuf[2 * ZMAX * PMAX * NNF_NCHWC_B];
+    nnf_nchwc_conv_job jb = *j;
+    jb.y_blk = (size_t)P * NNF_NCHWC_B;
+    tile_arg ab = *a;
+    ab.y = buf;
+    ab.res = a->res ? rbuf : NULL;
+    size_t blocks = nob;
+    if (a->res)
+        for (size_t b = 0; b < blocks; b++)
+            for (int p = 0; p < P; p++)
+                memcpy(rbuf + (b * (size_t)P + (size_t)p) * NNF_NCHWC_B,
+                       a->res + b * j->y_blk + (size_t)p * prow, NNF_NCHWC_B * sizeof(float));
+    __m512 out[ZMAX][PMAX];
+#pragma GCC unroll 4
+    for (int z = 0; z < Z; z++)
+#pragma GCC unroll 12
+        for (int p = 0; p < P; p++)
+            out[z][p] = acc[z][p];
+    finish(&jb, &ab, out, Z, P);
+    for (size_t b = 0; b < blocks; b++)
+        for (int p = 0; p < P; p++)
+            memcpy(a->y + b * j->y_blk + (size_t)p * prow,
+                   buf + (b * (size_t)P + (size_t)p) * NNF_NCHWC_B, NNF_NCHWC_B * sizeof(float));
+}
+
 typedef void (*tile_fn)(const nnf_nchwc_conv_job *, const tile_arg *);
 
 #define TILE_KINDS(Z, P, N, L)                                                                     \
@@ -324,6 +405,9 @@ typedef void (*tile_fn)(const nnf_nchwc_conv_job *, const tile_arg *);
     }                                                                                              \
     static void N##tileg_##Z##_##P(const nnf_nchwc_conv_job *j, const tile_arg *a) {               \
         tile(j, a, Z, P, 1, 0, L);                                                                 \
+    }                                                                                              \
+    static void N##tilec_##Z##_##P(const nnf_nchwc_conv_job *j, const tile_arg *a) {               \
+        col_tile(j, a, Z, P, L);                                                                   \
     }
 /* tile*: blocked input; ntile*: NCHW input */
 #define TILE_FN(Z, P) TILE_KINDS(Z, P, , NNF_NCHWC_B) TILE_KINDS(Z, P, n, 1)
@@ -346,10 +430,10 @@ TILES_UPTO6(4)
         }                                                                                          \
     }
 /* [NCHW input][interior, any stride / interior, stride 1 / interior,
- * stride 2 / guarded][Z - 1][P - 1] */
-static const tile_fn tiles[2][4][ZMAX][PMAX] = {
-    {TABLE(tile), TABLE(tile1), TABLE(tile2), TABLE(tileg)},
-    {TABLE(ntile), TABLE(ntile1), TABLE(ntile2), TABLE(ntileg)}};
+ * stride 2 / guarded / border column][Z - 1][P - 1] */
+static const tile_fn tiles[2][5][ZMAX][PMAX] = {
+    {TABLE(tile), TABLE(tile1), TABLE(tile2), TABLE(tileg), TABLE(tilec)},
+    {TABLE(ntile), TABLE(ntile1), TABLE(ntile2), TABLE(ntileg), TABLE(ntilec)}};
 /* the widest tile per Z: 24 accumulators (12 with one zmm: 16 would leave
  * too few rows to balance a 7- or 14-wide row) */
 static const size_t tile_px[ZMAX] = {12, 12, 8, 6};
@@ -407,6 +491,14 @@ void nnf_nchwc_conv_span_avx512(const nnf_nchwc_conv_job *j, size_t b, size_t oc
     tile_arg a = {.nob = nob, .blk0 = ocb0};
     ptrdiff_t tab[2 * TAB_MAX]; /* not zeroed: 8 KiB per span call */
     size_t tab_u = SIZE_MAX, tab_kh0 = 0, tab_kh1 = 0;
+    /* the interior columns [lo, hi) of every row; the rows whose kernel
+     * rows are all inside, [col_r0, col_r1), run their border columns as
+     * column tiles (none when a row has no interior or no border) */
+    size_t lo = j->ow_lo < ow0 ? ow0 : j->ow_lo > ow1 ? ow1 : j->ow_lo;
+    size_t hi = j->ow_hi < lo ? lo : j->ow_hi > ow1 ? ow1 : j->ow_hi;
+    size_t col_r0 = j->oh_lo > oh0 ? j->oh_lo : oh0, col_r1 = j->oh_hi < oh1 ? j->oh_hi : oh1;
+    if (lo == hi || (lo == ow0 && hi == ow1) || col_r0 > col_r1)
+        col_r0 = col_r1 = 0;
     /* K blocks outermost: one block's weights serve every row of the band */
     for (size_t u0 = 0; u0 < j->icu; u0 += j->kc) {
         a.nu = j->icu - u0 < j->kc ? j->icu - u0 : j->kc;
@@ -441,14 +533,13 @@ void nnf_nchwc_conv_span_avx512(const nnf_nchwc_conv_job *j, size_t b, size_t oc
              * and a 40-wide stride-2 row cut 6 + 6 + ... had its first 6
              * pixels there for the one that needs it (tileg_* were 4.5 %
              * of a YOLOv5s run). Rows without an interior stay one run. */
-            size_t lo = j->ow_lo < ow0 ? ow0 : j->ow_lo > ow1 ? ow1 : j->ow_lo;
-            size_t hi = j->ow_hi < lo ? lo : j->ow_hi > ow1 ? ow1 : j->ow_hi;
             size_t cut[4] = {ow0, lo, hi, ow1};
             if (lo == hi)
                 cut[1] = cut[2] = ow1;
             for (int part = 0; part < 3; part++) {
                 size_t n = cut[part + 1] - cut[part];
-                if (!n)
+                /* the interior rows' border columns: column tiles below */
+                if (!n || (part != 1 && oh >= col_r0 && oh < col_r1))
                     continue;
                 size_t ntiles = (n + pmax - 1) / pmax, base = n / ntiles, wide = n % ntiles;
                 for (size_t t = 0, ow = cut[part]; t < ntiles; t++) {
@@ -462,6 +553,23 @@ void nnf_nchwc_conv_span_avx512(const nnf_nchwc_conv_job *j, size_t b, size_t oc
                     tiles[j->lanes == 1][kind][Z - 1][np - 1](j, &a);
                     ow += np;
                 }
+            }
+        }
+        /* the border columns [ow0, lo) and [hi, ow1) of rows [col_r0,
+         * col_r1), pmax rows a tile */
+        for (size_t c = 0; col_r0 < col_r1 && c < (lo - ow0) + (ow1 - hi); c++) {
+            size_t ow = c < lo - ow0 ? ow0 + c : hi + (c - (lo - ow0));
+            size_t n = col_r1 - col_r0, ntiles = (n + pmax - 1) / pmax, base = n / ntiles,
+                   wide = n % ntiles;
+            a.iw = (ptrdiff_t)(ow * s->sw) - (ptrdiff_t)s->pl;
+            for (size_t t = 0, oh = col_r0; t < ntiles; t++) {
+                size_t np = base + (t < wide);
+                a.ih = (ptrdiff_t)(oh * s->sh) - (ptrdiff_t)s->pt;
+                size_t off = (oh * j->ow + ow - j->y_px0) * NNF_NCHWC_B;
+                a.y = yb + off;
+                a.res = rb ? rb + off : NULL;
+                tiles[j->lanes == 1][4][Z - 1][np - 1](j, &a);
+                oh += np;
             }
         }
     }
