@@ -12,7 +12,9 @@
  * order (unit, kh, kw, lane) of every other tier, so an output's value does
  * not depend on where tiles or tasks start. Tiles touching a border read
  * zeros for the taps outside the row; rows outside the input are clipped
- * for the whole row.
+ * for the whole row. The border columns of the rows whose kernel rows are
+ * all inside run as column tiles instead (col_tile: one pixel a row, the
+ * outside taps skipped, the same values).
  *
  * Interior tiles of even groups at strides 1 and 2 run their K loop in
  * assembly (x86/conv_nchwc_taps_avx512.h: GCC's register allocation of this
