@@ -104,17 +104,15 @@ static size_t group_blocks(nnf_isa isa, const nnf_conv2d_shape *s, int in_blocke
     /* rows of at most 8 pixels (ResNet-50's 7x7 maps, not flattened: a
      * 3x3) likewise: a 4 x 6 tile ran a 7-pixel row in two tiles, each
      * reading every weight (512 -> 512 3x3 at 7x7: 1.22 -> 1.15 ms); wider
-     * rows lost (3x3 stride 2: 5-6 %) */
-    if (isa >= NNF_ISA_AVX512 && s->kh * s->kw > 1 && s->ow <= 8 && ocb % 4 == 0)
-        return 4;
-    /* 1x1s likewise (2 zmm x 12 pixels): each lane's weights then take 2
-     * loads per 24 FMAs, not 4, and a group's weights are half as many,
-     * so a K block holds twice the channels (fewer passes over the partial
-     * sums). Zen 5, bench_kernels --nchwc alternating: 7x7 maps 0.93-0.98
-     * of the 4 x 6 tile's time, 14x14 and 28x28 0.99; ResNet-50 in-process
-     * A/B 0.986 / 1 / 1.014 on 1 thread, 0.984 / 1 / 1.020 on 2. The 3x3s
-     * stay 4 x 6 (YOLOv5s's 160-wide stride-2 one 1.04x slower as 2 x 12). */
-    if (isa >= NNF_ISA_AVX512 && s->kh * s->kw == 1 && ocb % 4 == 0)
+     * rows lost (3x3 stride 2: 5-6 %). And 1x1s: each lane's weights then
+     * take 2 loads per 24 FMAs, not 4, and a group's weights are half as
+     * many, so a K block holds twice the channels (fewer passes over the
+     * partial sums). Zen 5, bench_kernels --nchwc alternating: 7x7 maps
+     * 0.93-0.98 of the 4 x 6 tile's time, 14x14 and 28x28 0.99; ResNet-50
+     * in-process A/B 0.986 / 1 / 1.014 on 1 thread, 0.984 / 1 / 1.020 on 2.
+     * Wider 3x3s stay 4 x 6 (YOLOv5s's 160-wide stride-2 one 1.04x slower as
+     * 2 x 12). */
+    if (isa >= NNF_ISA_AVX512 && ocb % 4 == 0 && (s->kh * s->kw == 1 || s->ow <= 8))
         return 4;
     if (isa >= NNF_ISA_AVX512) {
         for (size_t g = 8; g >= 4; g -= 2)

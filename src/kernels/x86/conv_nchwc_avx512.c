@@ -187,6 +187,31 @@ static inline __attribute__((always_inline)) void tap(const int Z, const int P, 
     }
 }
 
+/* A tile's accumulators from y, pixels ps floats apart (8: one row; a row
+ * apart: a column tile), or zeros on the first K block; and back. */
+static inline __attribute__((always_inline)) void
+acc_load(const nnf_nchwc_conv_job *j, const tile_arg *a, const int Z, const int P, size_t ps,
+         const __mmask16 *km, __m512 acc[ZMAX][PMAX]) {
+#pragma GCC unroll 4
+    for (int z = 0; z < Z; z++)
+#pragma GCC unroll 12
+        for (int p = 0; p < P; p++)
+            acc[z][p] = a->first ? _mm512_setzero_ps()
+                                 : load2(a->y + 2 * (size_t)z * j->y_blk + (size_t)p * ps,
+                                         j->y_blk, km[z] == 0xffff);
+}
+
+static inline __attribute__((always_inline)) void
+acc_store(const nnf_nchwc_conv_job *j, const tile_arg *a, const int Z, const int P, size_t ps,
+          const __mmask16 *km, __m512 acc[ZMAX][PMAX]) {
+#pragma GCC unroll 4
+    for (int z = 0; z < Z; z++)
+#pragma GCC unroll 12
+        for (int p = 0; p < P; p++)
+            store2(a->y + 2 * (size_t)z * j->y_blk + (size_t)p * ps, j->y_blk, km[z] == 0xffff,
+                   acc[z][p]);
+}
+
 /* One tile of Z zmm x P pixels. G = 0: every tap of every pixel inside the
  * row, pixels SW (1 or 2, known at compile time: constant displacements
  * from one pointer) or s->sw (SW = 0: a pointer per pixel) apart; G = 1:
@@ -218,13 +243,7 @@ static inline __attribute__((always_inline)) void tile(const nnf_nchwc_conv_job 
             }
     }
     __m512 acc[ZMAX][PMAX];
-#pragma GCC unroll 4
-    for (int z = 0; z < Z; z++)
-#pragma GCC unroll 12
-        for (int p = 0; p < P; p++)
-            acc[z][p] = a->first ? _mm512_setzero_ps()
-                                 : load2(a->y + 2 * (size_t)z * j->y_blk + (size_t)p * NNF_NCHWC_B,
-                                         j->y_blk, km[z] == 0xffff);
+    acc_load(j, a, Z, P, NNF_NCHWC_B, km, acc);
     if (!G && SW && a->tab) {
         /* one flat loop over the row's taps (three nested ones left GCC
          * rotating the accumulators through other registers every trip) */
@@ -306,12 +325,17 @@ static inline __attribute__((always_inline)) void tile(const nnf_nchwc_conv_job 
         finish(j, a, out, Z, P);
         return;
     }
-#pragma GCC unroll 4
-    for (int z = 0; z < Z; z++)
-#pragma GCC unroll 12
+    acc_store(j, a, Z, P, NNF_NCHWC_B, km, acc);
+}
+
+/* nob blocks of P pixels from s (blocks sblk floats apart, pixels sps) to d
+ * (dblk, dps). */
+static void copy_pixels(float *d, size_t dblk, size_t dps, const float *s, size_t sblk, size_t sps,
+                        size_t nob, int P) {
+    for (size_t b = 0; b < nob; b++)
         for (int p = 0; p < P; p++)
-            store2(a->y + 2 * (size_t)z * j->y_blk + (size_t)p * NNF_NCHWC_B, j->y_blk,
-                   km[z] == 0xffff, acc[z][p]);
+            memcpy(d + b * dblk + (size_t)p * dps, s + b * sblk + (size_t)p * sps,
+                   NNF_NCHWC_B * sizeof(float));
 }
 
 /* A column tile: P pixels of one border column (a->iw's), from P
@@ -337,13 +361,7 @@ static inline __attribute__((always_inline)) void col_tile(const nnf_nchwc_conv_
     size_t kw0, kw1;
     nnf_nchwc_window_taps(a->iw, s->kw, s->dw, j->w, &kw0, &kw1);
     __m512 acc[ZMAX][PMAX];
-#pragma GCC unroll 4
-    for (int z = 0; z < Z; z++)
-#pragma GCC unroll 12
-        for (int p = 0; p < P; p++)
-            acc[z][p] = a->first ? _mm512_setzero_ps()
-                                 : load2(a->y + 2 * (size_t)z * j->y_blk + (size_t)p * prow,
-                                         j->y_blk, km[z] == 0xffff);
+    acc_load(j, a, Z, P, prow, km, acc);
     for (size_t u = 0; u < a->nu; u++) {
         const float *xu = a->x + u * j->x_unit, *wu = a->w + u * wunit;
         for (size_t kh = 0; kh < s->kh; kh++) {
@@ -359,12 +377,7 @@ static inline __attribute__((always_inline)) void col_tile(const nnf_nchwc_conv_
         }
     }
     if (!a->last) {
-#pragma GCC unroll 4
-        for (int z = 0; z < Z; z++)
-#pragma GCC unroll 12
-            for (int p = 0; p < P; p++)
-                store2(a->y + 2 * (size_t)z * j->y_blk + (size_t)p * prow, j->y_blk,
-                       km[z] == 0xffff, acc[z][p]);
+        acc_store(j, a, Z, P, prow, km, acc);
         return;
     }
     /* [2 Z blocks][P pixels][8]: the residual in, the outputs out */
@@ -374,12 +387,8 @@ static inline __attribute__((always_inline)) void col_tile(const nnf_nchwc_conv_
     tile_arg ab = *a;
     ab.y = buf;
     ab.res = a->res ? rbuf : NULL;
-    size_t blocks = nob;
     if (a->res)
-        for (size_t b = 0; b < blocks; b++)
-            for (int p = 0; p < P; p++)
-                memcpy(rbuf + (b * (size_t)P + (size_t)p) * NNF_NCHWC_B,
-                       a->res + b * j->y_blk + (size_t)p * prow, NNF_NCHWC_B * sizeof(float));
+        copy_pixels(rbuf, jb.y_blk, NNF_NCHWC_B, a->res, j->y_blk, prow, nob, P);
     __m512 out[ZMAX][PMAX];
 #pragma GCC unroll 4
     for (int z = 0; z < Z; z++)
@@ -387,10 +396,7 @@ static inline __attribute__((always_inline)) void col_tile(const nnf_nchwc_conv_
         for (int p = 0; p < P; p++)
             out[z][p] = acc[z][p];
     finish(&jb, &ab, out, Z, P);
-    for (size_t b = 0; b < blocks; b++)
-        for (int p = 0; p < P; p++)
-            memcpy(a->y + b * j->y_blk + (size_t)p * prow,
-                   buf + (b * (size_t)P + (size_t)p) * NNF_NCHWC_B, NNF_NCHWC_B * sizeof(float));
+    copy_pixels(a->y, j->y_blk, prow, buf, jb.y_blk, NNF_NCHWC_B, nob, P);
 }
 
 typedef void (*tile_fn)(const nnf_nchwc_conv_job *, const tile_arg *);
