@@ -217,6 +217,30 @@ def test_blocked_models_match_ort(name, tmp_path):
 
 
 @needs_blocked
+@pytest.mark.parametrize("shape, stride, blocked", [((1, 24, 9, 37), 1, False), ((1, 20, 11, 19), 2, False),
+                                                    ((1, 24, 14, 14), 1, True), ((1, 24, 14, 14), 2, True)])
+def test_isolated_depthwise(shape, stride, blocked, tmp_path):
+    """A depthwise conv between the plain input and a graph output stays NCHW where its NCHW kernel
+    is the row kernel (rows wider than 16, or 8 at stride 2): blocking it would add two reorders.
+    Narrower rows run blocked between the two reorders. Either way ONNX Runtime's results."""
+    c = shape[1]
+    a = conv("a", "x", c, c, stride=stride, group=c, act="relu6")
+    data = build([a], [], [], [a[2]], shape)
+    path = tmp_path / "dw.onnx"
+    path.write_bytes(data)
+    ops = profiled_ops(path)
+    assert len(ops) == (3 if blocked else 1), ops
+    conv_kernels = [k for o, k in ops if o.endswith("Conv")]
+    assert len(conv_kernels) == 1 and "dwconv" in conv_kernels[0], ops
+    assert ("nchwc" in conv_kernels[0]) == blocked, ops
+    x = RNG.standard_normal(shape).astype(np.float32)
+    names, ref = ort_outputs(data, x)
+    for threads in (1, 2):
+        assert_close(nnfuse.run_model(data, {"x": x}, threads=threads)[names[0]], ref[names[0]],
+                     f"depthwise {shape} stride {stride}, {threads} thread(s)")
+
+
+@needs_blocked
 def test_winograd_convs_run_blocked(tmp_path):
     path = tmp_path / "winograd.onnx"
     path.write_bytes(case_winograd()[0])
