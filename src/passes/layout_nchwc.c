@@ -246,9 +246,17 @@ static nnf_status try_conv(layout *L, int id, bool *done) {
     if (s.c >= nnf_nchwc_wino_min_c() && nnf_conv_select(&s, nnf_cpu_isa()) == NNF_CONV_ALGO_WINOGRAD &&
         !nnf_nchwc_wino_wins(&s, nnf_cpu_isa()) && !nnf_nchwc_direct_wins(&s, nnf_cpu_isa()))
         return NNF_OK;
-    /* a first conv with few channels reads the plain input as it is */
+    /* A conv on a plain input reads it as it is when that input has few
+     * channels: a model's first conv (up to 4), or up to 32 at a stride of
+     * 2 or more, whose input, 4x its output pixels, a reorder would move
+     * once more than the conv reads it (single-op models, AVX-512, 1
+     * thread: YOLOv5s's 32 -> 64 stride-2 3x3 at 320x320 5.8 -> 4.4 ms,
+     * 16 -> 32 at 160x160 0.35 -> 0.29; with 64 channels the blocked input
+     * won: 64 -> 128 at 80x80 1.04 against 1.21, and so did 32 -> 32 5x5
+     * at stride 1, 0.64 against 0.78). */
     bool dense = nnf_nchwc_conv_supported(&s);
-    bool in_blocked = blocked(L, x) || !dense || s.c > 4, out_plain = false;
+    bool few = s.group == 1 && (s.c <= 4 || (s.c <= 32 && s.sh * s.sw >= 4));
+    bool in_blocked = blocked(L, x) || !dense || !few, out_plain = false;
     /* Only NCHW readers (a detection head before its Reshape) or the
      * graph's outputs: the dense kernel writes NCHW itself (out_plain, the
      * output reorder fused into its tiles), except a pointwise conv on a

@@ -241,6 +241,29 @@ def test_isolated_depthwise(shape, stride, blocked, tmp_path):
 
 
 @needs_blocked
+@pytest.mark.parametrize("cin, stride, group, reorders", [(24, 2, 1, 0), (32, 2, 1, 0), (40, 2, 1, 1),
+                                                          (24, 1, 1, 1), (32, 2, 4, 1)])
+def test_plain_input_read_directly(cin, stride, group, reorders, tmp_path):
+    """A dense conv on the plain input reads it without a reorder when it has at most 32 channels and a
+    stride of 2 (a reorder would move 4x its output's pixels once more); with more channels, at
+    stride 1 or grouped it reads a reordered copy. The output, a graph output, is written NCHW by
+    the conv itself. ONNX Runtime's results either way."""
+    shape = (1, cin, 23, 19)
+    a = conv("a", "x", cin, 32, stride=stride, group=group, act="silu")
+    data = build([a], [], [], [a[2]], shape)
+    path = tmp_path / "plain_in.onnx"
+    path.write_bytes(data)
+    ops = profiled_ops(path)
+    assert [o for o, _ in ops if o.endswith("Conv")] == ["nchwc.Conv"], ops
+    assert sum(o.startswith("nchwc.Reorder") for o, _ in ops) == reorders, ops
+    x = RNG.standard_normal(shape).astype(np.float32)
+    names, ref = ort_outputs(data, x)
+    for threads in (1, 2):
+        assert_close(nnfuse.run_model(data, {"x": x}, threads=threads)[names[0]], ref[names[0]],
+                     f"{cin} channels stride {stride} group {group}, {threads} thread(s)")
+
+
+@needs_blocked
 def test_winograd_convs_run_blocked(tmp_path):
     path = tmp_path / "winograd.onnx"
     path.write_bytes(case_winograd()[0])
