@@ -2,8 +2,7 @@
  * so they should run at memory speed. Work items are (image, channel block)
  * x a run of pixels; each item reads 8 planes and writes one block, which
  * keeps both sides streaming. The AVX2 tier transposes 8x8 tiles in
- * registers (x86/nchwc_avx2.c), the AVX-512 one 16 x 8
- * (x86/nchwc_reorder_avx512.c). */
+ * registers (x86/nchwc_avx2.c). */
 #include "kernels/nchwc.h"
 
 #include "kernels/x86/nchwc_avx2.h"
@@ -39,9 +38,7 @@ static void to_tile_scalar(const float *x, size_t hw, size_t nc, size_t np, floa
 }
 
 void nnf_nchwc_to_nchw_block(const float *x, size_t hw, size_t nc, size_t np, float *y, nnf_isa isa) {
-    if (isa >= NNF_ISA_AVX512)
-        nnf_nchwc_to_nchw_tile_avx512(x, hw, nc, np, y);
-    else if (isa >= NNF_ISA_AVX2)
+    if (isa >= NNF_ISA_AVX2)
         nnf_nchwc_to_nchw_tile_avx2(x, hw, nc, np, y);
     else
         to_tile_scalar(x, hw, nc, np, y);
@@ -58,9 +55,7 @@ static void reorder_task(void *ctx, size_t i, size_t j, size_t ni, size_t nj) {
         if (r->to_nchw) {
             nnf_nchwc_to_nchw_block(r->x + blocked, r->hw, nc, nj, r->y + plain, r->isa);
         } else {
-            if (r->isa >= NNF_ISA_AVX512)
-                nnf_nchwc_from_nchw_tile_avx512(r->x + plain, r->hw, nc, nj, r->y + blocked);
-            else if (r->isa >= NNF_ISA_AVX2)
+            if (r->isa >= NNF_ISA_AVX2)
                 nnf_nchwc_from_nchw_tile_avx2(r->x + plain, r->hw, nc, nj, r->y + blocked);
             else
                 from_tile_scalar(r->x + plain, r->hw, nc, nj, r->y + blocked);

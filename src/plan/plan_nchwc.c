@@ -77,9 +77,7 @@ static nnf_status plan_reorder(const nnf_node *node, const nnf_tinfo *x, const n
     s->hw = (size_t)(d[2] * d[3]);
     s->in_numel = (size_t)nnf_shape_numel(&x->shape);
     s->out_numel = (size_t)nnf_shape_numel(&y->shape);
-    /* the reorders have AVX-512 tiles (the other blocked ops' kernels
-     * stop at AVX2) */
-    s->isa = nnf_cpu_isa();
+    s->isa = blocked_isa();
     snprintf(s->name, sizeof s->name, "f32_reorder_%s_%s", what, nnf_isa_name(s->isa));
     return bind(plan, s->name, run, s, nnf_free);
 }

@@ -12,9 +12,6 @@
  * pixel p0 of block cb. np pixels. */
 void nnf_nchwc_from_nchw_tile_avx2(const float *x, size_t hw, size_t nc, size_t np, float *y);
 void nnf_nchwc_to_nchw_tile_avx2(const float *x, size_t hw, size_t nc, size_t np, float *y);
-/* The same 16 pixels at a time, on AVX-512 (x86/nchwc_reorder_avx512.c). */
-void nnf_nchwc_from_nchw_tile_avx512(const float *x, size_t hw, size_t nc, size_t np, float *y);
-void nnf_nchwc_to_nchw_tile_avx512(const float *x, size_t hw, size_t nc, size_t np, float *y);
 
 /* One (image, block) of a depthwise conv: x, y, res at the block's plane,
  * w at the block's [kh][kw][8] taps, bias at the block's first channel (or
