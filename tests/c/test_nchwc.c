@@ -309,6 +309,21 @@ static void test_dw(nnf_isa isa) {
                          .bias = 1, .res = 1};
             run_dw(&q, isa);
         }
+    /* rows of 1-8 pixels, one tile borders included (dw_row_small): 3x3
+     * and 5x5 at "same" left padding, strides 1 and 2, both input widths
+     * that give the row at stride 2, right padding short or long */
+    for (size_t k = 3; k <= 5; k += 2)
+        for (size_t st = 1; st <= 2; st++)
+            for (size_t ow = 1; ow <= 9; ow++)
+                for (size_t wv = 0; wv < st; wv++) {
+                    size_t w = (ow - 1) * st + 1 + wv, p = k / 2;
+                    /* the right padding that makes the row ow wide */
+                    size_t reach = (ow - 1) * st + k, pr = reach > w + p ? reach - w - p : 0;
+                    dw_case q = {.c = 11, .h = 4 + ow % 3, .w = w, .k_h = k, .k_w = k, .s = st, .d = 1,
+                                 .pt = p, .pl = p, .pb = p, .pr = pr, .act = acts[(ow + k) % N_ACTS],
+                                 .bias = ow % 3 != 0, .res = ow % 2, .res_after = ow % 4 == 3};
+                    run_dw(&q, isa);
+                }
     /* NaN in the input reaches exactly the outputs whose window holds it */
     static const nnf_act_kind nan_acts[] = {NNF_ACT_NONE, NNF_ACT_RELU, NNF_ACT_CLIP, NNF_ACT_SILU};
     for (size_t a = 0; a < 4; a++) {

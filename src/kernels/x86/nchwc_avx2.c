@@ -276,6 +276,82 @@ static inline __attribute__((always_inline)) void dw_row_t(const dw_ctx *c, cons
         dw_border_t(c, xr, r0, r1, o, y, res, KW, SW, DW);
 }
 
+/* A whole row of at most 8 pixels as one tile, borders included
+ * (MobileNetV2's 7x7 maps): each input column of the window rows is loaded
+ * once and feeds the (pixel, tap) pairs that read it, the taps outside the
+ * row never formed. Split into border pixels and a 4 + 1 interior, a
+ * 7-wide row ran mostly one-accumulator chains of dependent FMAs. For every
+ * pixel the taps still add in (row, column) order, skipping the same ones
+ * as dw_border_t: the same sums bit for bit. PL = KW / 2, W the input's
+ * width (columns past it are not read). */
+static inline __attribute__((always_inline)) void dw_row_small(const dw_ctx *c, const float *const *xr, size_t r0,
+                                                               size_t r1, float *y, const float *res, size_t KW,
+                                                               size_t SW, size_t OW) {
+    const size_t PL = KW / 2, w = c->t->s->w;
+    __m256 acc[8];
+#pragma GCC unroll 8
+    for (size_t p = 0; p < OW; p++)
+        acc[p] = _mm256_setzero_ps();
+    for (size_t i = r0; i < r1; i++) {
+        const float *xp = xr[i], *wp = c->t->w + i * KW * B;
+        __asm__("" : "+r"(xp)); /* displacements from xp (see dw_interior) */
+        __m256 wv[5];
+#pragma GCC unroll 8
+        for (size_t j = 0; j < KW; j++)
+            wv[j] = _mm256_loadu_ps(wp + j * B);
+        /* column q feeds pixel p through tap j when q = p SW + j - PL */
+#pragma GCC unroll 32
+        for (size_t q = 0; q < (OW - 1) * SW + KW - PL; q++) {
+            if (q >= w)
+                break;
+            __m256 xv = _mm256_loadu_ps(xp + q * B);
+#pragma GCC unroll 8
+            for (size_t j = 0; j < KW; j++) {
+                size_t off = q + PL - j;
+                if (q + PL >= j && off % SW == 0 && off / SW < OW)
+                    acc[off / SW] = _mm256_fmadd_ps(xv, wv[j], acc[off / SW]);
+            }
+        }
+    }
+#pragma GCC unroll 8
+    for (size_t p = 0; p < OW; p++)
+        dw_store(c, y + p * B, res ? res + p * B : NULL, acc[p]);
+}
+
+/* dw_row_small's forms: 3x3 and 5x5, stride 1 and 2, 1-8 pixels. */
+#define DW_SMALL_OW(KW, SW)                                                                                    \
+    static __attribute__((noinline)) void dw_small_##KW##_##SW(const dw_ctx *c, const float *const *xr,       \
+                                                               size_t r0, size_t r1, float *y,                \
+                                                               const float *res) {                            \
+        switch (c->t->s->ow) {                                                                                \
+        case 1: dw_row_small(c, xr, r0, r1, y, res, KW, SW, 1); break;                                        \
+        case 2: dw_row_small(c, xr, r0, r1, y, res, KW, SW, 2); break;                                        \
+        case 3: dw_row_small(c, xr, r0, r1, y, res, KW, SW, 3); break;                                        \
+        case 4: dw_row_small(c, xr, r0, r1, y, res, KW, SW, 4); break;                                        \
+        case 5: dw_row_small(c, xr, r0, r1, y, res, KW, SW, 5); break;                                        \
+        case 6: dw_row_small(c, xr, r0, r1, y, res, KW, SW, 6); break;                                        \
+        case 7: dw_row_small(c, xr, r0, r1, y, res, KW, SW, 7); break;                                        \
+        default: dw_row_small(c, xr, r0, r1, y, res, KW, SW, 8); break;                                       \
+        }                                                                                                     \
+    }
+DW_SMALL_OW(3, 1)
+DW_SMALL_OW(3, 2)
+DW_SMALL_OW(5, 1)
+DW_SMALL_OW(5, 2)
+#undef DW_SMALL_OW
+
+/* The small-row form for this shape, or NULL. */
+typedef void (*dw_small_fn)(const dw_ctx *, const float *const *, size_t, size_t, float *, const float *);
+static dw_small_fn dw_small_select(const nnf_conv2d_shape *s) {
+    if (s->ow < 1 || s->ow > 8 || s->dw != 1 || s->pl != s->kw / 2 || (s->sw != 1 && s->sw != 2))
+        return NULL;
+    if (s->kw == 3)
+        return s->sw == 1 ? dw_small_3_1 : dw_small_3_2;
+    if (s->kw == 5)
+        return s->sw == 1 ? dw_small_5_1 : dw_small_5_2;
+    return NULL;
+}
+
 static __attribute__((noinline)) void dw_interior_generic(const dw_ctx *c, const float *const *xr, size_t r0,
                                                           size_t r1, size_t lo, size_t hi, float *y,
                                                           const float *res) {
@@ -333,6 +409,7 @@ void nnf_nchwc_dw_rows_avx2(const nnf_nchwc_dw_tile *t, size_t oh0, size_t noh) 
      * Only rows [r0, r1) are formed (the others lie outside the input). */
     const float *xr_buf[64];
     const float **xr = s->kh <= 64 ? xr_buf : NULL;
+    dw_small_fn small = dw_small_select(s);
     for (size_t oh = oh0; oh < oh0 + noh; oh++) {
         ptrdiff_t ih0 = (ptrdiff_t)(oh * s->sh) - (ptrdiff_t)s->pt;
         size_t r0, r1;
@@ -359,19 +436,24 @@ void nnf_nchwc_dw_rows_avx2(const nnf_nchwc_dw_tile *t, size_t oh0, size_t noh) 
         } else {
             for (size_t i = r0; i < r1; i++)
                 xr[i] = t->x + ((size_t)(ih0 + (ptrdiff_t)(i * s->dh)) - t->x_row0) * s->w * B;
-            /* rows below this window's last row that the next window's last row reaches */
-            ptrdiff_t last = ih0 + (ptrdiff_t)((s->kh - 1) * s->dh), next = last + (ptrdiff_t)s->sh;
-            for (int r = 0; r < 2; r++) {
-                ptrdiff_t row = last + 1 + r;
-                c.pf[r] = row <= next && row >= (ptrdiff_t)t->x_row0 && row < (ptrdiff_t)t->x_row1
-                              ? t->x + ((size_t)row - t->x_row0) * s->w * B
-                              : NULL;
-                /* the groups fetch from their own first column on; the left border's columns here */
-                if (c.pf[r])
-                    for (size_t l = 0; l < (lo * s->sw + 1) * B; l += 16)
-                        prefetch_at(c.pf[r], l);
+            if (!small) {
+                /* rows below this window's last row that the next window's last row reaches
+                 * (a row of at most 8 pixels, the small form's, has nothing to fetch ahead) */
+                ptrdiff_t last = ih0 + (ptrdiff_t)((s->kh - 1) * s->dh), next = last + (ptrdiff_t)s->sh;
+                for (int r = 0; r < 2; r++) {
+                    ptrdiff_t row = last + 1 + r;
+                    c.pf[r] = row <= next && row >= (ptrdiff_t)t->x_row0 && row < (ptrdiff_t)t->x_row1
+                                  ? t->x + ((size_t)row - t->x_row0) * s->w * B
+                                  : NULL;
+                    /* the groups fetch from their own first column on; the left border's columns here */
+                    if (c.pf[r])
+                        for (size_t l = 0; l < (lo * s->sw + 1) * B; l += 16)
+                            prefetch_at(c.pf[r], l);
+                }
             }
-            if (s->kw == 3 && s->dw == 1 && s->sw == 1) {
+            if (small) {
+                small(&c, xr, r0, r1, y, res);
+            } else if (s->kw == 3 && s->dw == 1 && s->sw == 1) {
                 dw_row_t(&c, xr, r0, r1, lo, hi, y, res, 3, 1, 1);
             } else if (s->kw == 3 && s->dw == 1 && s->sw == 2) {
                 dw_row_t(&c, xr, r0, r1, lo, hi, y, res, 3, 2, 1);
