@@ -309,12 +309,12 @@ static void test_dw(nnf_isa isa) {
                          .bias = 1, .res = 1};
             run_dw(&q, isa);
         }
-    /* rows of 1-8 pixels, one tile borders included (dw_row_small): 3x3
+    /* rows of 1-16 pixels, tiles with their borders (dw_row_small): 3x3
      * and 5x5 at "same" left padding, strides 1 and 2, both input widths
      * that give the row at stride 2, right padding short or long */
     for (size_t k = 3; k <= 5; k += 2)
         for (size_t st = 1; st <= 2; st++)
-            for (size_t ow = 1; ow <= 9; ow++)
+            for (size_t ow = 1; ow <= 17; ow++)
                 for (size_t wv = 0; wv < st; wv++) {
                     size_t w = (ow - 1) * st + 1 + wv, p = k / 2;
                     /* the right padding that makes the row ow wide */

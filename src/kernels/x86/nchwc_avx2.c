@@ -276,21 +276,21 @@ static inline __attribute__((always_inline)) void dw_row_t(const dw_ctx *c, cons
         dw_border_t(c, xr, r0, r1, o, y, res, KW, SW, DW);
 }
 
-/* A whole row of at most 8 pixels as one tile, borders included
- * (MobileNetV2's 7x7 maps): each input column of the window rows is loaded
- * once and feeds the (pixel, tap) pairs that read it, the taps outside the
- * row never formed. Split into border pixels and a 4 + 1 interior, a
- * 7-wide row ran mostly one-accumulator chains of dependent FMAs. For every
- * pixel the taps still add in (row, column) order, skipping the same ones
- * as dw_border_t: the same sums bit for bit. PL = KW / 2, W the input's
- * width (columns past it are not read). */
-static inline __attribute__((always_inline)) void dw_row_small(const dw_ctx *c, const float *const *xr, size_t r0,
-                                                               size_t r1, float *y, const float *res, size_t KW,
-                                                               size_t SW, size_t OW) {
-    const size_t PL = KW / 2, w = c->t->s->w;
+/* Rows of at most 16 pixels in one or two tiles of at most 8, borders
+ * included (MobileNetV2's 7x7 and 14x14 maps): each input column of the
+ * window rows is loaded once and feeds the (pixel, tap) pairs that read it,
+ * the taps outside the row never formed. Split into border pixels and 8-,
+ * 4- and 1-pixel interior tiles, a 7-wide row ran mostly one-accumulator
+ * chains of dependent FMAs. For every pixel the taps still add in (row,
+ * column) order, skipping the same ones as dw_border_t: the same sums bit
+ * for bit. This tile: pixels [o0, o0 + P); PL = KW / 2. */
+static inline __attribute__((always_inline)) void dw_tile_small(const dw_ctx *c, const float *const *xr, size_t r0,
+                                                                size_t r1, size_t o0, float *y, const float *res,
+                                                                size_t KW, size_t SW, size_t P) {
+    const ptrdiff_t w = (ptrdiff_t)c->t->s->w, base = (ptrdiff_t)(o0 * SW) - (ptrdiff_t)(KW / 2);
     __m256 acc[8];
 #pragma GCC unroll 8
-    for (size_t p = 0; p < OW; p++)
+    for (size_t p = 0; p < P; p++)
         acc[p] = _mm256_setzero_ps();
     for (size_t i = r0; i < r1; i++) {
         const float *xp = xr[i], *wp = c->t->w + i * KW * B;
@@ -299,51 +299,67 @@ static inline __attribute__((always_inline)) void dw_row_small(const dw_ctx *c, 
 #pragma GCC unroll 8
         for (size_t j = 0; j < KW; j++)
             wv[j] = _mm256_loadu_ps(wp + j * B);
-        /* column q feeds pixel p through tap j when q = p SW + j - PL */
+        /* the tile's column q feeds pixel o0 + p through tap j when q = p SW + j */
 #pragma GCC unroll 32
-        for (size_t q = 0; q < (OW - 1) * SW + KW - PL; q++) {
-            if (q >= w)
+        for (size_t q = 0; q < (P - 1) * SW + KW; q++) {
+            ptrdiff_t col = base + (ptrdiff_t)q;
+            if (col < 0)
+                continue;
+            if (col >= w)
                 break;
-            __m256 xv = _mm256_loadu_ps(xp + q * B);
+            __m256 xv = _mm256_loadu_ps(xp + col * (ptrdiff_t)B);
 #pragma GCC unroll 8
-            for (size_t j = 0; j < KW; j++) {
-                size_t off = q + PL - j;
-                if (q + PL >= j && off % SW == 0 && off / SW < OW)
-                    acc[off / SW] = _mm256_fmadd_ps(xv, wv[j], acc[off / SW]);
-            }
+            for (size_t j = 0; j < KW; j++)
+                if (q >= j && (q - j) % SW == 0 && (q - j) / SW < P)
+                    acc[(q - j) / SW] = _mm256_fmadd_ps(xv, wv[j], acc[(q - j) / SW]);
         }
     }
 #pragma GCC unroll 8
-    for (size_t p = 0; p < OW; p++)
-        dw_store(c, y + p * B, res ? res + p * B : NULL, acc[p]);
+    for (size_t p = 0; p < P; p++)
+        dw_store(c, y + (o0 + p) * B, res ? res + (o0 + p) * B : NULL, acc[p]);
 }
 
-/* dw_row_small's forms: 3x3 and 5x5, stride 1 and 2, 1-8 pixels. */
-#define DW_SMALL_OW(KW, SW)                                                                                    \
+/* The tiles of a row: one of ow pixels, or two of ceil(ow / 2) and floor(ow / 2). */
+#define DW_TILE_CASES(O0, N)                                                                                  \
+    switch (N) {                                                                                              \
+    case 1: dw_tile_small(c, xr, r0, r1, O0, y, res, KW, SW, 1); break;                                       \
+    case 2: dw_tile_small(c, xr, r0, r1, O0, y, res, KW, SW, 2); break;                                       \
+    case 3: dw_tile_small(c, xr, r0, r1, O0, y, res, KW, SW, 3); break;                                       \
+    case 4: dw_tile_small(c, xr, r0, r1, O0, y, res, KW, SW, 4); break;                                       \
+    case 5: dw_tile_small(c, xr, r0, r1, O0, y, res, KW, SW, 5); break;                                       \
+    case 6: dw_tile_small(c, xr, r0, r1, O0, y, res, KW, SW, 6); break;                                       \
+    case 7: dw_tile_small(c, xr, r0, r1, O0, y, res, KW, SW, 7); break;                                       \
+    default: dw_tile_small(c, xr, r0, r1, O0, y, res, KW, SW, 8); break;                                      \
+    }
+static inline __attribute__((always_inline)) void dw_row_small(const dw_ctx *c, const float *const *xr, size_t r0,
+                                                               size_t r1, float *y, const float *res, size_t KW,
+                                                               size_t SW) {
+    size_t ow = c->t->s->ow, n0 = ow <= 8 ? ow : (ow + 1) / 2;
+    DW_TILE_CASES(0, n0)
+    if (n0 < ow) {
+        DW_TILE_CASES(n0, ow - n0)
+    }
+}
+#undef DW_TILE_CASES
+
+/* dw_row_small's forms: 3x3 and 5x5, stride 1 and 2. */
+#define DW_SMALL(KW, SW)                                                                                      \
     static __attribute__((noinline)) void dw_small_##KW##_##SW(const dw_ctx *c, const float *const *xr,       \
                                                                size_t r0, size_t r1, float *y,                \
                                                                const float *res) {                            \
-        switch (c->t->s->ow) {                                                                                \
-        case 1: dw_row_small(c, xr, r0, r1, y, res, KW, SW, 1); break;                                        \
-        case 2: dw_row_small(c, xr, r0, r1, y, res, KW, SW, 2); break;                                        \
-        case 3: dw_row_small(c, xr, r0, r1, y, res, KW, SW, 3); break;                                        \
-        case 4: dw_row_small(c, xr, r0, r1, y, res, KW, SW, 4); break;                                        \
-        case 5: dw_row_small(c, xr, r0, r1, y, res, KW, SW, 5); break;                                        \
-        case 6: dw_row_small(c, xr, r0, r1, y, res, KW, SW, 6); break;                                        \
-        case 7: dw_row_small(c, xr, r0, r1, y, res, KW, SW, 7); break;                                        \
-        default: dw_row_small(c, xr, r0, r1, y, res, KW, SW, 8); break;                                       \
-        }                                                                                                     \
+        dw_row_small(c, xr, r0, r1, y, res, KW, SW);                                                          \
     }
-DW_SMALL_OW(3, 1)
-DW_SMALL_OW(3, 2)
-DW_SMALL_OW(5, 1)
-DW_SMALL_OW(5, 2)
-#undef DW_SMALL_OW
+DW_SMALL(3, 1)
+DW_SMALL(3, 2)
+DW_SMALL(5, 1)
+DW_SMALL(5, 2)
+#undef DW_SMALL
 
 /* The small-row form for this shape, or NULL. */
+#define SMALL_OW_MAX 16
 typedef void (*dw_small_fn)(const dw_ctx *, const float *const *, size_t, size_t, float *, const float *);
 static dw_small_fn dw_small_select(const nnf_conv2d_shape *s) {
-    if (s->ow < 1 || s->ow > 8 || s->dw != 1 || s->pl != s->kw / 2 || (s->sw != 1 && s->sw != 2))
+    if (s->ow < 1 || s->ow > SMALL_OW_MAX || s->dw != 1 || s->pl != s->kw / 2 || (s->sw != 1 && s->sw != 2))
         return NULL;
     if (s->kw == 3)
         return s->sw == 1 ? dw_small_3_1 : dw_small_3_2;
