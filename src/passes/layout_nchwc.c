@@ -7,7 +7,7 @@
  * reader or a graph output needs it, by a ReorderOutput of the twin. A
  * blocked node reading a plain value gets a ReorderInput of it (one per
  * value). So reorders appear exactly at the edges of blocked regions:
- * model inputs (except a first conv with few channels, which reads NCHW
+ * model inputs (except a conv with few input channels, which reads NCHW
  * directly), Reshape/Flatten/Gemm and graph outputs.
  *
  * Blocked:
