@@ -19,6 +19,11 @@ bool nnf_nchwc_dw_supported(const nnf_conv2d_shape *s) {
            s->sw > 0 && s->dh > 0 && s->dw > 0;
 }
 
+bool nnf_nchwc_dw_small_rows(const nnf_conv2d_shape *s) {
+    return s->ow >= 1 && s->ow <= 16 && s->dw == 1 && (s->kw == 3 || s->kw == 5) && s->pl == s->kw / 2 &&
+           (s->sw == 1 || s->sw == 2);
+}
+
 nnf_status nnf_nchwc_dw_create(const nnf_conv2d_shape *s, nnf_isa isa, const float *w, nnf_nchwc_dw **out) {
     nnf_status st = NNF_OK;
     nnf_nchwc_dw *k = NULL;

@@ -280,9 +280,13 @@ static nnf_status try_conv(layout *L, int id, bool *done) {
          * stride 2: conv_dw.c): it streams each plane once, where the
          * blocked one adds two reorders of as many bytes as it reads and
          * writes (single-op models, AVX-512, 1 thread: 32 channels at
-         * 112x112 0.10 ms against 0.22, 144 at 56x56 0.13 against 0.24) */
+         * 112x112 0.10 ms against 0.22, 144 at 56x56 0.13 against 0.24).
+         * Not output rows the blocked kernel runs as whole tiles
+         * (nnf_nchwc_dw_small_rows: stride 2 to at most 16 wide): those
+         * won blocked, reorders included (192 channels 28 -> 14 0.030 ms
+         * against 0.033, 128 5x5 20 -> 10 0.014 against 0.035). */
         bool dw_rows = !blocked(L, x) && nnf_conv_select(&s, nnf_cpu_isa()) == NNF_CONV_ALGO_DEPTHWISE &&
-                       nnf_dw_select(&s, nnf_cpu_isa()) == NNF_DW_PLANE_AVX2;
+                       nnf_dw_select(&s, nnf_cpu_isa()) == NNF_DW_PLANE_AVX2 && !nnf_nchwc_dw_small_rows(&s);
         if (!out_plain && (gemm_wins || dw_rows || (only_plain_readers(L, y) &&
                                          (!blocked(L, x) || nnf_shape_numel(shape_of(L, y)) >=
                                                                 nnf_shape_numel(shape_of(L, x))))))

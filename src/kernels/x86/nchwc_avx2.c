@@ -355,17 +355,14 @@ DW_SMALL(5, 1)
 DW_SMALL(5, 2)
 #undef DW_SMALL
 
-/* The small-row form for this shape, or NULL. */
-#define SMALL_OW_MAX 16
+/* The small-row form for this shape (nnf_nchwc_dw_small_rows), or NULL. */
 typedef void (*dw_small_fn)(const dw_ctx *, const float *const *, size_t, size_t, float *, const float *);
 static dw_small_fn dw_small_select(const nnf_conv2d_shape *s) {
-    if (s->ow < 1 || s->ow > SMALL_OW_MAX || s->dw != 1 || s->pl != s->kw / 2 || (s->sw != 1 && s->sw != 2))
+    if (!nnf_nchwc_dw_small_rows(s))
         return NULL;
     if (s->kw == 3)
         return s->sw == 1 ? dw_small_3_1 : dw_small_3_2;
-    if (s->kw == 5)
-        return s->sw == 1 ? dw_small_5_1 : dw_small_5_2;
-    return NULL;
+    return s->sw == 1 ? dw_small_5_1 : dw_small_5_2;
 }
 
 static __attribute__((noinline)) void dw_interior_generic(const dw_ctx *c, const float *const *xr, size_t r0,
