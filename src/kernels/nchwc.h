@@ -244,7 +244,8 @@ typedef struct nnf_nchwc_dw {
 
 bool nnf_nchwc_dw_supported(const nnf_conv2d_shape *s);
 /* Rows the SIMD tiers run as one or two register tiles with their borders
- * (at most 16 pixels, 3x3 or 5x5 at stride 1 or 2, "same" left padding). */
+ * (at most 16 pixels, 3x3 or 5x5 kernels at stride 1 or 2 along the row,
+ * "same" left padding). */
 bool nnf_nchwc_dw_small_rows(const nnf_conv2d_shape *s);
 nnf_status nnf_nchwc_dw_create(const nnf_conv2d_shape *s, nnf_isa isa, const float *w, nnf_nchwc_dw **out);
 void nnf_nchwc_dw_destroy(nnf_nchwc_dw *k);

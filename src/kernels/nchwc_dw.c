@@ -20,7 +20,7 @@ bool nnf_nchwc_dw_supported(const nnf_conv2d_shape *s) {
 }
 
 bool nnf_nchwc_dw_small_rows(const nnf_conv2d_shape *s) {
-    return s->ow >= 1 && s->ow <= 16 && s->dw == 1 && (s->kw == 3 || s->kw == 5) && s->pl == s->kw / 2 &&
+    return s->ow >= 1 && s->ow <= 16 && s->dw == 1 && (s->kw == 3 || s->kw == 5) && s->kh == s->kw && s->pl == s->kw / 2 &&
            (s->sw == 1 || s->sw == 2);
 }
 
