@@ -187,6 +187,20 @@ def assert_close(got, ref, msg):
     np.testing.assert_allclose(got, ref, rtol=0, atol=1e-4 * max(1.0, float(np.abs(ref).max())), err_msg=msg)
 
 
+def lone_conv(node, shape, tmp_path, what):
+    """The model of conv `node` alone (input x of `shape`, its output the graph's): checks nnfuse
+    against ONNX Runtime on 1 and 2 threads and returns the profiled (op, kernel) list."""
+    data = build([node], [], [], [node[2]], shape)
+    path = tmp_path / "conv.onnx"
+    path.write_bytes(data)
+    x = RNG.standard_normal(shape).astype(np.float32)
+    names, ref = ort_outputs(data, x)
+    for threads in (1, 2):
+        assert_close(nnfuse.run_model(data, {"x": x}, threads=threads)[names[0]], ref[names[0]],
+                     f"{what}, {threads} thread(s)")
+    return profiled_ops(path)
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_blocked_models_match_ort(name, tmp_path):
     data, expect_ops, n_reorders = CASES[name]()
@@ -228,19 +242,11 @@ def test_isolated_depthwise(shape, stride, blocked, tmp_path):
     results."""
     c = shape[1]
     a = conv("a", "x", c, c, stride=stride, group=c, act="relu6")
-    data = build([a], [], [], [a[2]], shape)
-    path = tmp_path / "dw.onnx"
-    path.write_bytes(data)
-    ops = profiled_ops(path)
+    ops = lone_conv(a, shape, tmp_path, f"depthwise {shape} stride {stride}")
     assert len(ops) == (3 if blocked else 1), ops
     conv_kernels = [k for o, k in ops if o.endswith("Conv")]
     assert len(conv_kernels) == 1 and "dwconv" in conv_kernels[0], ops
     assert ("nchwc" in conv_kernels[0]) == blocked, ops
-    x = RNG.standard_normal(shape).astype(np.float32)
-    names, ref = ort_outputs(data, x)
-    for threads in (1, 2):
-        assert_close(nnfuse.run_model(data, {"x": x}, threads=threads)[names[0]], ref[names[0]],
-                     f"depthwise {shape} stride {stride}, {threads} thread(s)")
 
 
 @needs_blocked
@@ -253,17 +259,9 @@ def test_plain_input_read_directly(cin, stride, group, reorders, tmp_path):
     the conv itself. ONNX Runtime's results either way."""
     shape = (1, cin, 23, 19)
     a = conv("a", "x", cin, 32, stride=stride, group=group, act="silu")
-    data = build([a], [], [], [a[2]], shape)
-    path = tmp_path / "plain_in.onnx"
-    path.write_bytes(data)
-    ops = profiled_ops(path)
+    ops = lone_conv(a, shape, tmp_path, f"{cin} channels stride {stride} group {group}")
     assert [o for o, _ in ops if o.endswith("Conv")] == ["nchwc.Conv"], ops
     assert sum(o.startswith("nchwc.Reorder") for o, _ in ops) == reorders, ops
-    x = RNG.standard_normal(shape).astype(np.float32)
-    names, ref = ort_outputs(data, x)
-    for threads in (1, 2):
-        assert_close(nnfuse.run_model(data, {"x": x}, threads=threads)[names[0]], ref[names[0]],
-                     f"{cin} channels stride {stride} group {group}, {threads} thread(s)")
 
 
 @needs_blocked
