@@ -20,8 +20,8 @@ bool nnf_nchwc_dw_supported(const nnf_conv2d_shape *s) {
 }
 
 bool nnf_nchwc_dw_small_rows(const nnf_conv2d_shape *s) {
-    return s->ow >= 1 && s->ow <= 16 && s->dw == 1 && (s->kw == 3 || s->kw == 5) && s->kh == s->kw && s->pl == s->kw / 2 &&
-           (s->sw == 1 || s->sw == 2);
+    return s->ow >= 1 && s->ow <= 16 && s->dw == 1 && (s->kw == 3 || s->kw == 5) &&
+           s->kh == s->kw && s->pl == s->kw / 2 && (s->sw == 1 || s->sw == 2);
 }
 
 nnf_status nnf_nchwc_dw_create(const nnf_conv2d_shape *s, nnf_isa isa, const float *w, nnf_nchwc_dw **out) {

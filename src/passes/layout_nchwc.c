@@ -285,11 +285,13 @@ static nnf_status try_conv(layout *L, int id, bool *done) {
          * (nnf_nchwc_dw_small_rows: stride 2 to at most 16 wide): those
          * won blocked, reorders included (192 channels 28 -> 14 0.030 ms
          * against 0.033, 128 5x5 20 -> 10 0.014 against 0.035). */
-        bool dw_rows = !blocked(L, x) && nnf_conv_select(&s, nnf_cpu_isa()) == NNF_CONV_ALGO_DEPTHWISE &&
-                       nnf_dw_select(&s, nnf_cpu_isa()) == NNF_DW_PLANE_AVX2 && !nnf_nchwc_dw_small_rows(&s);
-        if (!out_plain && (gemm_wins || dw_rows || (only_plain_readers(L, y) &&
-                                         (!blocked(L, x) || nnf_shape_numel(shape_of(L, y)) >=
-                                                                nnf_shape_numel(shape_of(L, x))))))
+        bool dw_rows =
+            !blocked(L, x) && nnf_conv_select(&s, nnf_cpu_isa()) == NNF_CONV_ALGO_DEPTHWISE &&
+            nnf_dw_select(&s, nnf_cpu_isa()) == NNF_DW_PLANE_AVX2 && !nnf_nchwc_dw_small_rows(&s);
+        if (!out_plain &&
+            (gemm_wins || dw_rows ||
+             (only_plain_readers(L, y) && (!blocked(L, x) || nnf_shape_numel(shape_of(L, y)) >=
+                                                                 nnf_shape_numel(shape_of(L, x))))))
             return NNF_OK;
     }
     nnf_nchwc_params *p = new_params(L);

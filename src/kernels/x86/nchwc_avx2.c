@@ -284,9 +284,9 @@ static inline __attribute__((always_inline)) void dw_row_t(const dw_ctx *c, cons
  * chains of dependent FMAs. For every pixel the taps still add in (row,
  * column) order, skipping the same ones as dw_border_t: the same sums bit
  * for bit. This tile: pixels [o0, o0 + P); PL = KW / 2. */
-static inline __attribute__((always_inline)) void dw_tile_small(const dw_ctx *c, const float *const *xr, size_t r0,
-                                                                size_t r1, size_t o0, float *y, const float *res,
-                                                                size_t KW, size_t SW, size_t P) {
+static inline __attribute__((always_inline)) void
+dw_tile_small(const dw_ctx *c, const float *const *xr, size_t r0, size_t r1, size_t o0, float *y,
+              const float *res, size_t KW, size_t SW, size_t P) {
     const ptrdiff_t w = (ptrdiff_t)c->t->s->w, base = (ptrdiff_t)(o0 * SW) - (ptrdiff_t)(KW / 2);
     __m256 acc[8];
 #pragma GCC unroll 8
@@ -320,20 +320,20 @@ static inline __attribute__((always_inline)) void dw_tile_small(const dw_ctx *c,
 }
 
 /* The tiles of a row: one of ow pixels, or two of ceil(ow / 2) and floor(ow / 2). */
-#define DW_TILE_CASES(O0, N)                                                                                  \
-    switch (N) {                                                                                              \
-    case 1: dw_tile_small(c, xr, r0, r1, O0, y, res, KW, SW, 1); break;                                       \
-    case 2: dw_tile_small(c, xr, r0, r1, O0, y, res, KW, SW, 2); break;                                       \
-    case 3: dw_tile_small(c, xr, r0, r1, O0, y, res, KW, SW, 3); break;                                       \
-    case 4: dw_tile_small(c, xr, r0, r1, O0, y, res, KW, SW, 4); break;                                       \
-    case 5: dw_tile_small(c, xr, r0, r1, O0, y, res, KW, SW, 5); break;                                       \
-    case 6: dw_tile_small(c, xr, r0, r1, O0, y, res, KW, SW, 6); break;                                       \
-    case 7: dw_tile_small(c, xr, r0, r1, O0, y, res, KW, SW, 7); break;                                       \
-    default: dw_tile_small(c, xr, r0, r1, O0, y, res, KW, SW, 8); break;                                      \
+#define DW_TILE_CASES(O0, N)                                                                       \
+    switch (N) {                                                                                   \
+    case 1: dw_tile_small(c, xr, r0, r1, O0, y, res, KW, SW, 1); break;                            \
+    case 2: dw_tile_small(c, xr, r0, r1, O0, y, res, KW, SW, 2); break;                            \
+    case 3: dw_tile_small(c, xr, r0, r1, O0, y, res, KW, SW, 3); break;                            \
+    case 4: dw_tile_small(c, xr, r0, r1, O0, y, res, KW, SW, 4); break;                            \
+    case 5: dw_tile_small(c, xr, r0, r1, O0, y, res, KW, SW, 5); break;                            \
+    case 6: dw_tile_small(c, xr, r0, r1, O0, y, res, KW, SW, 6); break;                            \
+    case 7: dw_tile_small(c, xr, r0, r1, O0, y, res, KW, SW, 7); break;                            \
+    default: dw_tile_small(c, xr, r0, r1, O0, y, res, KW, SW, 8); break;                           \
     }
-static inline __attribute__((always_inline)) void dw_row_small(const dw_ctx *c, const float *const *xr, size_t r0,
-                                                               size_t r1, float *y, const float *res, size_t KW,
-                                                               size_t SW) {
+static inline __attribute__((always_inline)) void
+dw_row_small(const dw_ctx *c, const float *const *xr, size_t r0, size_t r1, float *y,
+             const float *res, size_t KW, size_t SW) {
     size_t ow = c->t->s->ow, n0 = ow <= 8 ? ow : (ow + 1) / 2;
     DW_TILE_CASES(0, n0)
     if (n0 < ow) {
@@ -343,11 +343,11 @@ static inline __attribute__((always_inline)) void dw_row_small(const dw_ctx *c, 
 #undef DW_TILE_CASES
 
 /* dw_row_small's forms: 3x3 and 5x5, stride 1 and 2. */
-#define DW_SMALL(KW, SW)                                                                                      \
-    static __attribute__((noinline)) void dw_small_##KW##_##SW(const dw_ctx *c, const float *const *xr,       \
-                                                               size_t r0, size_t r1, float *y,                \
-                                                               const float *res) {                            \
-        dw_row_small(c, xr, r0, r1, y, res, KW, SW);                                                          \
+#define DW_SMALL(KW, SW)                                                                           \
+    static __attribute__((noinline)) void dw_small_##KW##_##SW(                                    \
+        const dw_ctx *c, const float *const *xr, size_t r0, size_t r1, float *y,                   \
+        const float *res) {                                                                        \
+        dw_row_small(c, xr, r0, r1, y, res, KW, SW);                                               \
     }
 DW_SMALL(3, 1)
 DW_SMALL(3, 2)
@@ -356,7 +356,8 @@ DW_SMALL(5, 2)
 #undef DW_SMALL
 
 /* The small-row form for this shape (nnf_nchwc_dw_small_rows), or NULL. */
-typedef void (*dw_small_fn)(const dw_ctx *, const float *const *, size_t, size_t, float *, const float *);
+typedef void (*dw_small_fn)(const dw_ctx *, const float *const *, size_t, size_t, float *,
+                            const float *);
 static dw_small_fn dw_small_select(const nnf_conv2d_shape *s) {
     if (!nnf_nchwc_dw_small_rows(s))
         return NULL;
@@ -422,8 +423,8 @@ static inline __attribute__((always_inline)) dw_ctx dw_ctx_of(const nnf_nchwc_dw
  * own: passing the general loop's context by address kept its mask and
  * bias in memory there, not in registers (MobileNetV2's 56x56 depthwise
  * 1.3x slower). */
-static __attribute__((noinline)) void dw_rows_small(const nnf_nchwc_dw_tile *t, size_t oh0, size_t noh,
-                                                    dw_small_fn small) {
+static __attribute__((noinline)) void dw_rows_small(const nnf_nchwc_dw_tile *t, size_t oh0,
+                                                    size_t noh, dw_small_fn small) {
     const nnf_conv2d_shape *s = t->s;
     const dw_ctx ctx = dw_ctx_of(t), *c = &ctx;
     const float *xr[5];
