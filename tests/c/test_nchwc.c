@@ -319,9 +319,12 @@ static void test_dw(nnf_isa isa) {
                     size_t w = (ow - 1) * st + 1 + wv, p = k / 2;
                     /* the right padding that makes the row ow wide */
                     size_t reach = (ow - 1) * st + k, pr = reach > w + p ? reach - w - p : 0;
-                    dw_case q = {.c = 11, .h = 4 + ow % 3, .w = w, .k_h = k, .k_w = k, .s = st, .d = 1,
-                                 .pt = p, .pl = p, .pb = p, .pr = pr, .act = acts[(ow + k) % N_ACTS],
-                                 .bias = ow % 3 != 0, .res = ow % 2, .res_after = ow % 4 == 3};
+                    /* the row stride and dilation vary apart from the column's */
+                    dw_case q = {.c = 11, .h = 6 + ow % 3, .w = w, .k_h = k, .k_w = k,
+                                 .s = ow % 2 ? st : 3 - st, .s_w = st, .d = 1 + (ow % 3 == 1),
+                                 .d_w = 1, .pt = p, .pl = p, .pb = p, .pr = pr,
+                                 .act = acts[(ow + k) % N_ACTS], .bias = ow % 3 != 0,
+                                 .res = ow % 2, .res_after = ow % 4 == 3};
                     run_dw(&q, isa);
                 }
     /* NaN in the input reaches exactly the outputs whose window holds it */

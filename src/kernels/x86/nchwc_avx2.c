@@ -342,30 +342,6 @@ dw_row_small(const dw_ctx *c, const float *const *xr, size_t r0, size_t r1, floa
 }
 #undef DW_TILE_CASES
 
-/* dw_row_small's forms: 3x3 and 5x5, stride 1 and 2. */
-#define DW_SMALL(KW, SW)                                                                           \
-    static __attribute__((noinline)) void dw_small_##KW##_##SW(                                    \
-        const dw_ctx *c, const float *const *xr, size_t r0, size_t r1, float *y,                   \
-        const float *res) {                                                                        \
-        dw_row_small(c, xr, r0, r1, y, res, KW, SW);                                               \
-    }
-DW_SMALL(3, 1)
-DW_SMALL(3, 2)
-DW_SMALL(5, 1)
-DW_SMALL(5, 2)
-#undef DW_SMALL
-
-/* The small-row form for this shape (nnf_nchwc_dw_small_rows), or NULL. */
-typedef void (*dw_small_fn)(const dw_ctx *, const float *const *, size_t, size_t, float *,
-                            const float *);
-static dw_small_fn dw_small_select(const nnf_conv2d_shape *s) {
-    if (!nnf_nchwc_dw_small_rows(s))
-        return NULL;
-    if (s->kw == 3)
-        return s->sw == 1 ? dw_small_3_1 : dw_small_3_2;
-    return s->sw == 1 ? dw_small_5_1 : dw_small_5_2;
-}
-
 static __attribute__((noinline)) void dw_interior_generic(const dw_ctx *c, const float *const *xr, size_t r0,
                                                           size_t r1, size_t lo, size_t hi, float *y,
                                                           const float *res) {
@@ -419,34 +395,56 @@ static inline __attribute__((always_inline)) dw_ctx dw_ctx_of(const nnf_nchwc_dw
     return c;
 }
 
-/* The output rows of a shape dw_small_select took, with a context of their
- * own: passing the general loop's context by address kept its mask and
- * bias in memory there, not in registers (MobileNetV2's 56x56 depthwise
- * 1.3x slower). */
-static __attribute__((noinline)) void dw_rows_small(const nnf_nchwc_dw_tile *t, size_t oh0,
-                                                    size_t noh, dw_small_fn small) {
+/* The output rows [oh0, oh0 + noh) of a shape dw_small_select took, with a
+ * context of their own: passing the general loop's context by address kept
+ * its mask and bias in memory there, not in registers (MobileNetV2's 56x56
+ * depthwise 1.3x slower). */
+static inline __attribute__((always_inline)) void
+dw_rows_small(const nnf_nchwc_dw_tile *t, size_t oh0, size_t noh, size_t KW, size_t SW) {
     const nnf_conv2d_shape *s = t->s;
     const dw_ctx ctx = dw_ctx_of(t), *c = &ctx;
     const float *xr[5];
     for (size_t oh = oh0; oh < oh0 + noh; oh++) {
         ptrdiff_t ih0 = (ptrdiff_t)(oh * s->sh) - (ptrdiff_t)s->pt;
         size_t r0, r1;
-        nnf_nchwc_window_taps(ih0, s->kh, s->dh, s->h, &r0, &r1);
+        nnf_nchwc_window_taps(ih0, KW, s->dh, s->h, &r0, &r1);
         for (size_t i = r0; i < r1; i++)
             xr[i] = t->x + ((size_t)(ih0 + (ptrdiff_t)(i * s->dh)) - t->x_row0) * s->w * B;
         float *y = t->y + oh * s->ow * B;
         const float *res = t->res ? t->res + oh * s->ow * B : NULL;
-        small(c, xr, r0, r1, y, res);
+        dw_row_small(c, xr, r0, r1, y, res, KW, SW);
         if (!c->f.clamp_only)
             ep_row(c, y, res, s->ow);
     }
+}
+
+/* dw_rows_small's forms: 3x3 and 5x5, stride 1 and 2. */
+#define DW_SMALL(KW, SW)                                                                           \
+    static __attribute__((noinline)) void dw_small_##KW##_##SW(const nnf_nchwc_dw_tile *t,        \
+                                                               size_t oh0, size_t noh) {           \
+        dw_rows_small(t, oh0, noh, KW, SW);                                                        \
+    }
+DW_SMALL(3, 1)
+DW_SMALL(3, 2)
+DW_SMALL(5, 1)
+DW_SMALL(5, 2)
+#undef DW_SMALL
+
+/* The small-row form for this shape (nnf_nchwc_dw_small_rows), or NULL. */
+typedef void (*dw_small_fn)(const nnf_nchwc_dw_tile *, size_t, size_t);
+static dw_small_fn dw_small_select(const nnf_conv2d_shape *s) {
+    if (!nnf_nchwc_dw_small_rows(s))
+        return NULL;
+    if (s->kw == 3)
+        return s->sw == 1 ? dw_small_3_1 : dw_small_3_2;
+    return s->sw == 1 ? dw_small_5_1 : dw_small_5_2;
 }
 
 void nnf_nchwc_dw_rows_avx2(const nnf_nchwc_dw_tile *t, size_t oh0, size_t noh) {
     const nnf_conv2d_shape *s = t->s;
     dw_small_fn small = dw_small_select(s);
     if (small) {
-        dw_rows_small(t, oh0, noh, small);
+        small(t, oh0, noh);
         return;
     }
     dw_ctx c = dw_ctx_of(t);
