@@ -76,8 +76,15 @@ static size_t group_ocb(const nnf_conv2d_shape *s) {
  * pixels it reads (a quarter of the input at stride 2), and it runs as a
  * stride-1 1x1, flattened, in the pointwise convs' tiles. Strided, its
  * 7-wide rows ran 3 + 2 + 2-pixel tiles that each reread the weights
- * (ResNet-50's 1024 -> 2048 downsample at 7x7: 85 GFLOP/s, ORT 94). */
+ * (ResNet-50's 1024 -> 2048 downsample at 7x7: 85 GFLOP/s, ORT 94). On
+ * the AVX-512 tier rows wider than 16 run strided as they are: their
+ * 12-pixel tiles are nearly all full, and the copy cost more than it
+ * saved (ResNet-50's 256 -> 512 downsample to 28x28 0.87 -> 0.84 ms alone,
+ * 0.85 -> 0.81 in the model; to 14x14 the copy still won, 0.81 against
+ * 0.92). */
 static int subsampled_1x1(const nnf_conv2d_shape *s, nnf_isa isa) {
+    if (isa >= NNF_ISA_AVX512 && s->ow > 16)
+        return 0;
     return isa >= NNF_ISA_AVX2 && s->kh == 1 && s->kw == 1 && (s->sh > 1 || s->sw > 1) &&
            !s->pt && !s->pl && s->oh && s->ow && (s->oh - 1) * s->sh < s->h &&
            (s->ow - 1) * s->sw < s->w;

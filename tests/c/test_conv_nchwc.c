@@ -500,6 +500,10 @@ int main(void) {
         {1, 9, 7, 61, 17, 1, 1, 3, 2, 1, 1, 0, 0, 0, 0, 0, {NNF_ACT_SILU, 0, 0}, 1, 0, 0, 0, 0, 0, 0},
         {1, 9, 5, 13, 17, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1, {NNF_ACT_RELU, 0, 0}, 1, 1, 0, 0, 0, 1, 0},
         {1, 16, 5, 9, 24, 1, 1, 2, 2, 1, 1, 0, 0, 1, 1, 1, {NNF_ACT_NONE, 0, 0}, 1, 0, 0, 0, 0, 0, 0},
+        /* rows wider than 16 run strided as they are on AVX-512: a
+         * downsample to 20x20 with its residual, and 17 wide */
+        {1, 64, 40, 40, 128, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1, {NNF_ACT_RELU, 0, 0}, 1, 1, 0, 0, 0, 0, 0},
+        {1, 24, 9, 34, 40, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1, {NNF_ACT_SILU, 0, 0}, 1, 1, 0, 0, 0, 0, 0},
         /* narrow rows (wrapping tiles) whose bands on two threads leave one
          * interior row alone: it must not run as a row of its own, whose
          * 1-pixel border tiles sum in another order (found by the soak: 18
