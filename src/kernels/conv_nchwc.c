@@ -79,7 +79,7 @@ static size_t group_ocb(const nnf_conv2d_shape *s) {
  * (ResNet-50's 1024 -> 2048 downsample at 7x7: 85 GFLOP/s, ORT 94). On
  * the AVX-512 tier rows wider than 16 run strided as they are: their
  * 12-pixel tiles are nearly all full, and the copy cost more than it
- * saved (ResNet-50's 256 -> 512 downsample to 28x28 0.87 -> 0.84 ms alone,
+ * saved (ResNet-50's 256 -> 512 downsample to 28x28 0.83 -> 0.80 ms alone,
  * 0.85 -> 0.81 in the model; to 14x14 the copy still won, 0.81 against
  * 0.92). */
 static int subsampled_1x1(const nnf_conv2d_shape *s, nnf_isa isa) {
