@@ -386,6 +386,21 @@ static __attribute__((noinline)) void ep_row(const dw_ctx *c, float *y, const fl
     ep_row_act(NNF_ACT_NONE, c, y, res, n);
 }
 
+/* Output row oh's window: its first input row (returned), the kernel rows
+ * [r0, r1) inside the input and, when xr is not NULL, their addresses: the
+ * window's rows are addressed as xr[i] + column offset, so the row loops do
+ * no row arithmetic. */
+static inline __attribute__((always_inline)) ptrdiff_t dw_window(const nnf_nchwc_dw_tile *t, size_t oh,
+                                                                 size_t kh, const float **xr, size_t *r0,
+                                                                 size_t *r1) {
+    const nnf_conv2d_shape *s = t->s;
+    ptrdiff_t ih0 = (ptrdiff_t)(oh * s->sh) - (ptrdiff_t)s->pt;
+    nnf_nchwc_window_taps(ih0, kh, s->dh, s->h, r0, r1);
+    for (size_t i = *r0; xr && i < *r1; i++)
+        xr[i] = t->x + ((size_t)(ih0 + (ptrdiff_t)(i * s->dh)) - t->x_row0) * s->w * B;
+    return ih0;
+}
+
 /* A tile's context: the fast epilogue, the block's bias and lane mask. */
 static inline __attribute__((always_inline)) dw_ctx dw_ctx_of(const nnf_nchwc_dw_tile *t) {
     dw_ctx c = {.t = t, .f = nnf_ep_fast_init(t->ep)};
@@ -405,11 +420,8 @@ dw_rows_small(const nnf_nchwc_dw_tile *t, size_t oh0, size_t noh, size_t KW, siz
     const dw_ctx ctx = dw_ctx_of(t), *c = &ctx;
     const float *xr[5];
     for (size_t oh = oh0; oh < oh0 + noh; oh++) {
-        ptrdiff_t ih0 = (ptrdiff_t)(oh * s->sh) - (ptrdiff_t)s->pt;
         size_t r0, r1;
-        nnf_nchwc_window_taps(ih0, KW, s->dh, s->h, &r0, &r1);
-        for (size_t i = r0; i < r1; i++)
-            xr[i] = t->x + ((size_t)(ih0 + (ptrdiff_t)(i * s->dh)) - t->x_row0) * s->w * B;
+        dw_window(t, oh, KW, xr, &r0, &r1);
         float *y = t->y + oh * s->ow * B;
         const float *res = t->res ? t->res + oh * s->ow * B : NULL;
         dw_row_small(c, xr, r0, r1, y, res, KW, SW);
@@ -450,15 +462,12 @@ void nnf_nchwc_dw_rows_avx2(const nnf_nchwc_dw_tile *t, size_t oh0, size_t noh) 
     dw_ctx c = dw_ctx_of(t);
     size_t lo, hi; /* interior columns */
     nnf_nchwc_interior(s->w, s->pl, s->sw, s->kw, s->dw, s->ow, &lo, &hi);
-    /* Row pointers per kernel row: the window's rows are addressed as
-     * xr[i] + column offset, so the interior loop does no row arithmetic.
-     * Only rows [r0, r1) are formed (the others lie outside the input). */
+    /* row pointers per kernel row (dw_window); only rows [r0, r1) are formed */
     const float *xr_buf[64];
     const float **xr = s->kh <= 64 ? xr_buf : NULL;
     for (size_t oh = oh0; oh < oh0 + noh; oh++) {
-        ptrdiff_t ih0 = (ptrdiff_t)(oh * s->sh) - (ptrdiff_t)s->pt;
         size_t r0, r1;
-        nnf_nchwc_window_taps(ih0, s->kh, s->dh, s->h, &r0, &r1);
+        ptrdiff_t ih0 = dw_window(t, oh, s->kh, xr, &r0, &r1);
         float *y = t->y + oh * s->ow * B;
         const float *res = t->res ? t->res + oh * s->ow * B : NULL;
         if (!xr) {
@@ -479,8 +488,6 @@ void nnf_nchwc_dw_rows_avx2(const nnf_nchwc_dw_tile *t, size_t oh0, size_t noh) 
                 dw_store(&c, y + o * B, res ? res + o * B : NULL, acc);
             }
         } else {
-            for (size_t i = r0; i < r1; i++)
-                xr[i] = t->x + ((size_t)(ih0 + (ptrdiff_t)(i * s->dh)) - t->x_row0) * s->w * B;
             /* rows below this window's last row that the next window's last row reaches */
             ptrdiff_t last = ih0 + (ptrdiff_t)((s->kh - 1) * s->dh), next = last + (ptrdiff_t)s->sh;
             for (int r = 0; r < 2; r++) {
