@@ -12,14 +12,14 @@
  * pixel p, lives in zmm(z * PM + p), PM = 6, 8, 12 for Z = 4, 3, 2; the
  * lane's Z weights in zmm24-27; the broadcasts rotate through zmm28-31.
  *
- * One call runs the K loop of one tile over n taps: the accumulators come
- * from acc[z * PM + p] and go back there (the C tile zeroes them or loads
- * the partial sums first, and applies the epilogue after: 24 loads and
- * stores against a loop of thousands of FMAs). Tap t reads its input at x
- * + tab[2 t] floats (pixel p at + p * XS bytes, lane l at + 4 l) and its
- * weights at w + tab[2 t + 1] floats ([lane][Z zmm], 64 Z bytes a lane),
- * lane by lane, in the order of tap(): the same FMAs in the same order, so
- * both paths give identical bits. Each tap also fetches the next tile's
+ * One call runs the K loop of one tile over n taps: the accumulators start
+ * at zero (zero != 0: the first K block) or come from acc[z][p] (the C
+ * tile's [4][12] array: the partial sums it loaded), and go back there for
+ * the C tile's epilogue, which reads that array as it is. Tap t reads its
+ * input at x + tab[2 t] floats (pixel p at + p * XS bytes, lane l at + 4
+ * l) and its weights at w + tab[2 t + 1] floats ([lane][Z zmm], 64 Z bytes
+ * a lane), lane by lane, in the order of tap(): the same FMAs in the same
+ * order, so both paths give identical bits. Each tap also fetches the next tile's
  * input for that tap into L1 (XPF, as the AVX2 tiles do), and four lines
  * of the next K block's weights into L2 (WPF). Only even
  * groups (2 Z blocks, every weight zmm full) and pixel strides of 1 or 2
@@ -32,8 +32,12 @@
 /* broadcast input lane l of pixel p into zmm b */
 #define K5_B(l, p, XS, b) "vbroadcastss " #l "*4+" #p "*" #XS "(%[xp]), %%zmm" #b "\n\t"
 #define K5_F(w, b, a) "vfmadd231ps %%zmm" #w ", %%zmm" #b ", %%zmm" #a "\n\t"
-#define K5_LD(a) "vmovups " #a "*64(%[acc]), %%zmm" #a "\n\t"
-#define K5_ST(a) "vmovups %%zmm" #a ", " #a "*64(%[acc])\n\t"
+/* accumulator register a, zmm z of pixel p: its zmm in acc, laid out
+ * [z][12] (the C tile's [ZMAX][PMAX]) */
+#define K5_AM(z, p) "(" #z "*12+" #p ")*64(%[acc])"
+#define K5_LD(a, z, p) "vmovups " K5_AM(z, p) ", %%zmm" #a "\n\t"
+#define K5_ST(a, z, p) "vmovups %%zmm" #a ", " K5_AM(z, p) "\n\t"
+#define K5_ZR(a) "vpxord %%zmm" #a ", %%zmm" #a ", %%zmm" #a "\n\t"
 /* weight zmm z of lane l, Z per lane, into zmm r */
 #define K5_W(l, Z, z, r) "vmovups (" #l "*" #Z "+" #z ")*64(%[wp]), %%zmm" #r "\n\t"
 
@@ -44,12 +48,17 @@
 #define K5_FMA3(l, p, XS, b, a0, a1, a2)                                                           \
     K5_B(l, p, XS, b) K5_F(24, b, a0) K5_F(25, b, a1) K5_F(26, b, a2)
 #define K5_FMA2(l, p, XS, b, a0, a1) K5_B(l, p, XS, b) K5_F(24, b, a0) K5_F(25, b, a1)
-#define K5_LD4(l, p, XS, b, a0, a1, a2, a3) K5_LD(a0) K5_LD(a1) K5_LD(a2) K5_LD(a3)
-#define K5_LD3(l, p, XS, b, a0, a1, a2) K5_LD(a0) K5_LD(a1) K5_LD(a2)
-#define K5_LD2(l, p, XS, b, a0, a1) K5_LD(a0) K5_LD(a1)
-#define K5_ST4(l, p, XS, b, a0, a1, a2, a3) K5_ST(a0) K5_ST(a1) K5_ST(a2) K5_ST(a3)
-#define K5_ST3(l, p, XS, b, a0, a1, a2) K5_ST(a0) K5_ST(a1) K5_ST(a2)
-#define K5_ST2(l, p, XS, b, a0, a1) K5_ST(a0) K5_ST(a1)
+#define K5_LD4(l, p, XS, b, a0, a1, a2, a3)                                                        \
+    K5_LD(a0, 0, p) K5_LD(a1, 1, p) K5_LD(a2, 2, p) K5_LD(a3, 3, p)
+#define K5_LD3(l, p, XS, b, a0, a1, a2) K5_LD(a0, 0, p) K5_LD(a1, 1, p) K5_LD(a2, 2, p)
+#define K5_LD2(l, p, XS, b, a0, a1) K5_LD(a0, 0, p) K5_LD(a1, 1, p)
+#define K5_ST4(l, p, XS, b, a0, a1, a2, a3)                                                        \
+    K5_ST(a0, 0, p) K5_ST(a1, 1, p) K5_ST(a2, 2, p) K5_ST(a3, 3, p)
+#define K5_ST3(l, p, XS, b, a0, a1, a2) K5_ST(a0, 0, p) K5_ST(a1, 1, p) K5_ST(a2, 2, p)
+#define K5_ST2(l, p, XS, b, a0, a1) K5_ST(a0, 0, p) K5_ST(a1, 1, p)
+#define K5_ZR4(l, p, XS, b, a0, a1, a2, a3) K5_ZR(a0) K5_ZR(a1) K5_ZR(a2) K5_ZR(a3)
+#define K5_ZR3(l, p, XS, b, a0, a1, a2) K5_ZR(a0) K5_ZR(a1) K5_ZR(a2)
+#define K5_ZR2(l, p, XS, b, a0, a1) K5_ZR(a0) K5_ZR(a1)
 
 /* Pixel p of a Z-high tile: its broadcast register and accumulators. */
 #define K5_PX4_0(M, l, XS) M##4(l, 0, XS, 28, 0, 6, 12, 18)
@@ -115,7 +124,7 @@
     "prefetcht1 128(%[pf])\n\tprefetcht1 192(%[pf])\n\tadd %[pfs], %[pf]\n\t"
 
 typedef void (*nnf_k512_fn)(const float *x, const float *w, const ptrdiff_t *tab, size_t n,
-                            void *acc, const char *pf, ptrdiff_t pfs);
+                            void *acc, const char *pf, ptrdiff_t pfs, size_t zero);
 
 /* The steps of a table entry: the 8 lanes of a blocked tap, or the kw
  * taps of one row of one channel of an NCHW input (a stem: side by side in
@@ -130,10 +139,16 @@ typedef void (*nnf_k512_fn)(const float *x, const float *w, const ptrdiff_t *tab
 #define K5_FN(Z, P, XS) K5_FNS(k512_##Z##x##P##_##XS, Z, P, XS, 8)
 #define K5_FNS(NAME, Z, P, XS, S)                                                                  \
     static void NAME(const float *x, const float *w, const ptrdiff_t *tab, size_t n, void *acc,   \
-                     const char *pf, ptrdiff_t pfs) {                                              \
+                     const char *pf, ptrdiff_t pfs, size_t zero) {                                 \
         const char *xp, *wp;                                                                       \
         __asm__ volatile(                                                                          \
+            "test %[zero], %[zero]\n\t"                                                            \
+            "jz 3f\n\t"                                                                            \
+            K5_UPTO_##P(Z, K5_ZR, 0, XS)                                                           \
+            "jmp 4f\n"                                                                             \
+            "3:\n\t"                                                                               \
             K5_UPTO_##P(Z, K5_LD, 0, XS)                                                           \
+            "4:\n\t"                                                                               \
             "test %[n], %[n]\n\t"                                                                  \
             "jz 2f\n\t"                                                                            \
             ".p2align 5\n"                                                                         \
@@ -149,7 +164,7 @@ typedef void (*nnf_k512_fn)(const float *x, const float *w, const ptrdiff_t *tab
             "2:\n\t"                                                                               \
             K5_UPTO_##P(Z, K5_ST, 0, XS)                                                           \
             : [tab] "+r"(tab), [n] "+r"(n), [xp] "=&r"(xp), [wp] "=&r"(wp), [pf] "+r"(pf)          \
-            : [x] "r"(x), [w] "r"(w), [acc] "r"(acc), [pfs] "r"(pfs)                               \
+            : [x] "r"(x), [w] "r"(w), [acc] "r"(acc), [pfs] "r"(pfs), [zero] "r"(zero)             \
             : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9",     \
               "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18",   \
               "xmm19", "xmm20", "xmm21", "xmm22", "xmm23", "xmm24", "xmm25", "xmm26", "xmm27",   \
@@ -198,11 +213,6 @@ static const nnf_k512_fn nnf_k512_rows[3][2][12] = {K5_RTABLE(3), K5_RTABLE(6), 
 /* The row of nnf_k512_rows for kw taps, or -1. */
 static inline int nnf_k512_row_index(size_t kw) {
     return kw == 3 ? 0 : kw == 6 ? 1 : kw == 7 ? 2 : -1;
-}
-
-/* The accumulator register of zmm z, pixel p: z * PM + p. */
-static inline int nnf_k512_reg(int Z, int z, int p) {
-    return z * (Z == 4 ? 6 : Z == 3 ? 8 : 12) + p;
 }
 
 #endif
