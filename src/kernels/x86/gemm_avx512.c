@@ -7,18 +7,47 @@
  * reports AVX-512 F/BW/DQ/VL, or in the SIMDe test build (avx512_intrin.h). */
 #include "kernels/gemm.h"
 #include "kernels/vmath.h"
+#include "kernels/x86/ep_fast_avx2.h"
 #include "kernels/x86/gemv_block.h"
 #include "kernels/x86/transpose_avx2.h"
 #include "kernels/x86/vmath_avx512.h"
 
-static inline __attribute__((always_inline)) void
-store_row16(float *cr, __m512 v0, __m512 v1, size_t r, __mmask16 k0, __mmask16 k1,
-            const nnf_tile_ep *t) {
+/* The tile's epilogue decided once (nnf_ep_fast: alpha 1, a bias, a
+ * residual before a clamp), in nnf_ep16's order, so the same values.
+ * Through nnf_ep16 and nnf_act16 per vector (a call each, their tests
+ * and switch) the epilogue was 14 % of a 64 -> 256 1x1 conv. */
+typedef struct ep_tile16 {
+    nnf_ep_fast f;
+    int per_row;     /* the bias is per row (else per column: bc0, bc1) */
+    __m512 bc0, bc1; /* the per-column bias of the tile's 32 columns */
+    __m512 lo, hi;
+} ep_tile16;
+
+static inline __attribute__((always_inline)) void store_row16(float *cr, __m512 v0, __m512 v1,
+                                                              size_t r, __mmask16 k0, __mmask16 k1,
+                                                              const nnf_tile_ep *t,
+                                                              const ep_tile16 *et) {
     if (t->accumulate) {
         v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(k0, cr));
         v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(k1, cr + 16));
     }
-    if (t->ep) {
+    if (t->ep && et->f.clamp_only) {
+        if (et->f.bias) {
+            __m512 b0 = et->per_row ? _mm512_set1_ps(t->bias[r]) : et->bc0;
+            __m512 b1 = et->per_row ? b0 : et->bc1;
+            v0 = _mm512_add_ps(v0, b0);
+            v1 = _mm512_add_ps(v1, b1);
+        }
+        if (t->residual) {
+            const float *res = t->residual + r * t->ep->ld_residual;
+            v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(k0, res));
+            v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(k1, res + 16));
+        }
+        if (et->f.clamp) {
+            v0 = _mm512_min_ps(et->hi, _mm512_max_ps(et->lo, v0));
+            v1 = _mm512_min_ps(et->hi, _mm512_max_ps(et->lo, v1));
+        }
+    } else if (t->ep) {
         v0 = nnf_ep16(v0, t, r, 0, k0);
         v1 = nnf_ep16(v1, t, r, 16, k1);
     }
@@ -70,9 +99,19 @@ tile_rows(size_t kc, const float *a, const float *b, float *c, size_t ldc, size_
     for (; pf_left; pf_left--, pf += 64) /* more lines than k steps */
         _mm_prefetch(pf, _MM_HINT_T1);
     __mmask16 k0 = nnf_mask16(n), k1 = nnf_mask16(n > 16 ? n - 16 : 0);
-#define S(r)                                                                                   \
-    if (RR > r && m > r)                                                                       \
-        store_row16(c + r * ldc, c##r##0, c##r##1, r, k0, k1, t)
+    ep_tile16 et = {.f = nnf_ep_fast_init(t->ep)};
+    if (t->ep && et.f.clamp_only) {
+        et.per_row = t->ep->bias_kind == NNF_BIAS_PER_ROW;
+        if (et.f.bias && !et.per_row) {
+            et.bc0 = _mm512_maskz_loadu_ps(k0, t->bias);
+            et.bc1 = _mm512_maskz_loadu_ps(k1, t->bias + 16);
+        }
+        et.lo = _mm512_set1_ps(_mm256_cvtss_f32(et.f.lo));
+        et.hi = _mm512_set1_ps(_mm256_cvtss_f32(et.f.hi));
+    }
+#define S(r)                                                                                       \
+    if (RR > r && m > r)                                                                           \
+    store_row16(c + r * ldc, c##r##0, c##r##1, r, k0, k1, t, &et)
     S(0); S(1); S(2); S(3); S(4); S(5); S(6); S(7); S(8); S(9); S(10); S(11); S(12); S(13);
 #undef S
 }
