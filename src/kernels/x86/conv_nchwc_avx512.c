@@ -95,6 +95,16 @@ ep_row(const __m512 *acc, int P, int has_bias, __m512 bias, const float *r, int 
     }
 }
 
+/* The clamp that ReLU (0, inf), Clip (alpha, beta) and none (-inf, inf)
+ * are, as max/min in nnf_act16's operand order (NaN kept). */
+static inline void clamp_bounds(const nnf_epilogue *e, __m512 *lo, __m512 *hi) {
+    int kind = e->act.kind;
+    *lo = _mm512_set1_ps(kind == NNF_ACT_RELU   ? 0.0f
+                         : kind == NNF_ACT_CLIP ? e->act.alpha
+                                                : -__builtin_inff());
+    *hi = _mm512_set1_ps(kind == NNF_ACT_CLIP ? e->act.beta : __builtin_inff());
+}
+
 /* The last K block's outputs: the epilogue, padding lanes zeroed. */
 static __attribute__((noinline)) void finish(const nnf_nchwc_conv_job *j, const tile_arg *a,
                                              __m512 acc[ZMAX][PMAX], int Z, int P) {
@@ -112,10 +122,8 @@ static __attribute__((noinline)) void finish(const nnf_nchwc_conv_job *j, const 
     int fast = e->alpha == 1.0f && (!a->res || e->residual_scale == 1.0f) &&
                (kind == NNF_ACT_NONE || kind == NNF_ACT_RELU || kind == NNF_ACT_CLIP ||
                 kind == NNF_ACT_SILU);
-    __m512 lo = _mm512_set1_ps(kind == NNF_ACT_RELU ? 0.0f
-                               : kind == NNF_ACT_CLIP ? e->act.alpha
-                                                      : -__builtin_inff());
-    __m512 hi = _mm512_set1_ps(kind == NNF_ACT_CLIP ? e->act.beta : __builtin_inff());
+    __m512 lo, hi;
+    clamp_bounds(e, &lo, &hi);
     for (int z = 0; z < Z; z++) {
         size_t ob = a->blk0 + 2 * (size_t)z;
         int both = (size_t)(2 * z + 1) < a->nob;
@@ -161,6 +169,35 @@ static __attribute__((noinline)) void finish(const nnf_nchwc_conv_job *j, const 
             store2(a->y + off, j->y_blk, both, _mm512_maskz_mov_ps(keep, v));
         }
     }
+}
+
+/* finish's most common form inline, every flag a constant: a bias, the
+ * group's blocks all real (no channel tail), alpha 1, a residual unscaled
+ * before a clamp (none, ReLU, Clip). 0: not this form, nothing written. */
+static inline __attribute__((always_inline)) int clamp_tile(const nnf_nchwc_conv_job *j,
+                                                            const tile_arg *a,
+                                                            __m512 acc[ZMAX][PMAX], const int Z,
+                                                            const int P) {
+    const nnf_epilogue *e = j->ep;
+    int kind = e->act.kind;
+    if (!e->bias || e->alpha != 1.0f ||
+        (a->res && (e->residual_scale != 1.0f || e->residual_after_act)) ||
+        (kind != NNF_ACT_NONE && kind != NNF_ACT_RELU && kind != NNF_ACT_CLIP) ||
+        (j->k->s.oc % NNF_NCHWC_B && a->blk0 + a->nob == j->ocb))
+        return 0;
+    __m512 lo, hi;
+    clamp_bounds(e, &lo, &hi);
+    size_t blk = j->y_blk;
+#pragma GCC unroll 4
+    for (int z = 0; z < Z; z++) {
+        __m512 bias = _mm512_loadu_ps(e->bias + (a->blk0 + 2 * (size_t)z) * NNF_NCHWC_B);
+        size_t off = 2 * (size_t)z * blk;
+        if (a->res)
+            ep_row(acc[z], P, 1, bias, a->res + off, 0, lo, hi, 0, a->y + off, blk, 1, 0xffff);
+        else
+            ep_row(acc[z], P, 1, bias, NULL, 0, lo, hi, 0, a->y + off, blk, 1, 0xffff);
+    }
+    return 1;
 }
 
 /* One tap's L input lanes (8 of a blocked input, 1 of an NCHW one) into
@@ -274,6 +311,8 @@ static inline __attribute__((always_inline)) void tile(const nnf_nchwc_conv_job 
             }
             k5(a->x + a->ih * (ptrdiff_t)j->x_row + a->iw * L, a->w, a->tab, n, acc, pf, pfs,
                (size_t)a->first);
+            if (a->last && clamp_tile(j, a, acc, Z, P))
+                return;
             if (a->last)
                 finish(j, a, acc, Z, P);
             else
