@@ -173,27 +173,36 @@ static __attribute__((noinline)) void finish(const nnf_nchwc_conv_job *j, const 
 
 /* finish's most common form inline, every flag a constant: a bias, the
  * group's blocks all real (no channel tail), alpha 1, a residual unscaled
- * before a clamp (none, ReLU, Clip). 0: not this form, nothing written. */
-static inline __attribute__((always_inline)) int clamp_tile(const nnf_nchwc_conv_job *j,
-                                                            const tile_arg *a,
-                                                            __m512 acc[ZMAX][PMAX], const int Z,
-                                                            const int P) {
+ * before a clamp (none, ReLU, Clip) or SiLU. 0: not this form, nothing
+ * written. SiLU here too: YOLOv5s ~1.5 % faster on 1 thread (even on 2),
+ * 150 KB more code. */
+static inline __attribute__((always_inline)) int fast_tile(const nnf_nchwc_conv_job *j,
+                                                           const tile_arg *a,
+                                                           __m512 acc[ZMAX][PMAX], const int Z,
+                                                           const int P) {
     const nnf_epilogue *e = j->ep;
     int kind = e->act.kind;
     if (!e->bias || e->alpha != 1.0f ||
         (a->res && (e->residual_scale != 1.0f || e->residual_after_act)) ||
-        (kind != NNF_ACT_NONE && kind != NNF_ACT_RELU && kind != NNF_ACT_CLIP) ||
+        (kind != NNF_ACT_NONE && kind != NNF_ACT_RELU && kind != NNF_ACT_CLIP &&
+         kind != NNF_ACT_SILU) ||
         (j->k->s.oc % NNF_NCHWC_B && a->blk0 + a->nob == j->ocb))
         return 0;
     __m512 lo, hi;
     clamp_bounds(e, &lo, &hi);
     size_t blk = j->y_blk;
+    int silu = kind == NNF_ACT_SILU;
 #pragma GCC unroll 4
     for (int z = 0; z < Z; z++) {
         __m512 bias = _mm512_loadu_ps(e->bias + (a->blk0 + 2 * (size_t)z) * NNF_NCHWC_B);
         size_t off = 2 * (size_t)z * blk;
-        if (a->res)
-            ep_row(acc[z], P, 1, bias, a->res + off, 0, lo, hi, 0, a->y + off, blk, 1, 0xffff);
+        const float *r = a->res ? a->res + off : NULL;
+        if (silu && r)
+            ep_row(acc[z], P, 1, bias, r, 0, lo, hi, 1, a->y + off, blk, 1, 0xffff);
+        else if (silu)
+            ep_row(acc[z], P, 1, bias, NULL, 0, lo, hi, 1, a->y + off, blk, 1, 0xffff);
+        else if (r)
+            ep_row(acc[z], P, 1, bias, r, 0, lo, hi, 0, a->y + off, blk, 1, 0xffff);
         else
             ep_row(acc[z], P, 1, bias, NULL, 0, lo, hi, 0, a->y + off, blk, 1, 0xffff);
     }
@@ -311,7 +320,7 @@ static inline __attribute__((always_inline)) void tile(const nnf_nchwc_conv_job 
             }
             k5(a->x + a->ih * (ptrdiff_t)j->x_row + a->iw * L, a->w, a->tab, n, acc, pf, pfs,
                (size_t)a->first);
-            if (a->last && clamp_tile(j, a, acc, Z, P))
+            if (a->last && fast_tile(j, a, acc, Z, P))
                 return;
             if (a->last)
                 finish(j, a, acc, Z, P);
