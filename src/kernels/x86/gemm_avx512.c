@@ -59,19 +59,23 @@ static inline __attribute__((always_inline)) void store_row16(float *cr, __m512 
  * each row costs one k step of two FMAs whether it is wanted or not, and a
  * block's last panel is often short (BERT's M = 128 is 9 panels of 14 and
  * one of 2, or with tail_split 8 of 14 and two of 8; YOLOv5s's 255-channel
- * head 18 of 14 and one of 3). Every element gets one FMA per k in k
- * order whichever form computes it, so the values do not depend on it. */
+ * head 18 of 14 and one of 3). Likewise NB zmm columns (1 or 2): a last
+ * panel of at most 16 columns computes 16, not 32 (a 14x14 map's 196
+ * pixels are 6 panels of 32 and one of 4). Every element gets one FMA per
+ * k in k order whichever form computes it, so the values do not depend on
+ * it. */
 static inline __attribute__((always_inline)) void
 tile_rows(size_t kc, const float *a, const float *b, float *c, size_t ldc, size_t m, size_t n,
-          const nnf_tile_ep *t, const int RR) {
+          const nnf_tile_ep *t, const int RR, const int NB) {
 #define Z(r) __m512 c##r##0 = _mm512_setzero_ps(), c##r##1 = _mm512_setzero_ps()
     Z(0); Z(1); Z(2); Z(3); Z(4); Z(5); Z(6); Z(7); Z(8); Z(9); Z(10); Z(11); Z(12); Z(13);
 #undef Z
-#define R(r)                                                                                   \
-    if (RR > r) {                                                                              \
-        __m512 av = _mm512_set1_ps(a[r]);                                                      \
-        c##r##0 = _mm512_fmadd_ps(av, b0, c##r##0);                                            \
-        c##r##1 = _mm512_fmadd_ps(av, b1, c##r##1);                                            \
+#define R(r)                                                                                       \
+    if (RR > r) {                                                                                  \
+        __m512 av = _mm512_set1_ps(a[r]);                                                          \
+        c##r##0 = _mm512_fmadd_ps(av, b0, c##r##0);                                                \
+        if (NB > 1)                                                                                \
+            c##r##1 = _mm512_fmadd_ps(av, b1, c##r##1);                                            \
     }
     for (size_t r = 0; r < m; r++) { /* see gemm_avx2.c: C comes back on every K block */
         _mm_prefetch((const char *)(c + r * ldc), _MM_HINT_T0);
@@ -82,11 +86,12 @@ tile_rows(size_t kc, const float *a, const float *b, float *c, size_t ldc, size_
     size_t pf_left = t->pf_lines, every = pf_left && kc > pf_left ? kc / pf_left : 1;
     size_t until = every;
     for (size_t k = 0; k < kc; k++, a += 14, b += 32) {
-        __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
+        __m512 b0 = _mm512_loadu_ps(b), b1 = NB > 1 ? _mm512_loadu_ps(b + 16) : b0;
         /* both lines of B's row 16 k steps on: one prefetch a step left
          * every other line to the hardware (BERT-base 0.93 with both) */
         _mm_prefetch((const char *)(b + 512), _MM_HINT_T0);
-        _mm_prefetch((const char *)(b + 528), _MM_HINT_T0);
+        if (NB > 1)
+            _mm_prefetch((const char *)(b + 528), _MM_HINT_T0);
         if (pf_left && --until == 0) {
             _mm_prefetch(pf, _MM_HINT_T1);
             pf += 64;
@@ -120,16 +125,28 @@ tile_rows(size_t kc, const float *a, const float *b, float *c, size_t ldc, size_
  * leave the two FMA pipes waiting on the 4-cycle latency (gemm_avx2.c). */
 void nnf_gemm_ukernel_14x32_avx512(size_t kc, const float *a, const float *b, float *c,
                                    size_t ldc, size_t m, size_t n, const nnf_tile_ep *t) {
+    if (n <= 16) {
+        switch (m) {
+        case 1:
+        case 2:
+        case 3:
+        case 4: tile_rows(kc, a, b, c, ldc, m, n, t, 4, 1); return;
+        case 5:
+        case 6:
+        case 7:
+        case 8: tile_rows(kc, a, b, c, ldc, m, n, t, 8, 1); return;
+        default: tile_rows(kc, a, b, c, ldc, m, n, t, 14, 1); return;
+        }
+    }
     switch (m) {
-#define FORM(RR)                                                                               \
-    case RR: tile_rows(kc, a, b, c, ldc, m, n, t, RR); return;
-    FORM(5) FORM(6) FORM(7) FORM(8) FORM(9) FORM(10) FORM(11) FORM(12) FORM(13)
+#define FORM(RR)                                                                                   \
+    case RR: tile_rows(kc, a, b, c, ldc, m, n, t, RR, 2); return;
+        FORM(5)
+        FORM(6) FORM(7) FORM(8) FORM(9) FORM(10) FORM(11) FORM(12) FORM(13)
 #undef FORM
-    case 1:
-    case 2:
-    case 3:
-    case 4: tile_rows(kc, a, b, c, ldc, m, n, t, 4); return;
-    default: tile_rows(kc, a, b, c, ldc, m, n, t, 14); return;
+            case 1 : case 2 : case 3 : case 4 : tile_rows(kc, a, b, c, ldc, m, n, t, 4, 2);
+        return;
+    default: tile_rows(kc, a, b, c, ldc, m, n, t, 14, 2); return;
     }
 }
 
