@@ -95,6 +95,23 @@ ep_row(const __m512 *acc, int P, int has_bias, __m512 bias, const float *r, int 
     }
 }
 
+/* ep_row in the usual case with every flag a constant: a bias, both
+ * blocks real and full, the residual r (NULL: none) before the clamp or
+ * SiLU. */
+static inline __attribute__((always_inline)) void ep_row_usual(const __m512 *acc, int P,
+                                                               __m512 bias, const float *r,
+                                                               __m512 lo, __m512 hi, int silu,
+                                                               float *y, size_t blk) {
+    if (silu && r)
+        ep_row(acc, P, 1, bias, r, 0, lo, hi, 1, y, blk, 1, 0xffff);
+    else if (silu)
+        ep_row(acc, P, 1, bias, NULL, 0, lo, hi, 1, y, blk, 1, 0xffff);
+    else if (r)
+        ep_row(acc, P, 1, bias, r, 0, lo, hi, 0, y, blk, 1, 0xffff);
+    else
+        ep_row(acc, P, 1, bias, NULL, 0, lo, hi, 0, y, blk, 1, 0xffff);
+}
+
 /* The clamp that ReLU (0, inf), Clip (alpha, beta) and none (-inf, inf)
  * are, as max/min in nnf_act16's operand order (NaN kept). */
 static inline void clamp_bounds(const nnf_epilogue *e, __m512 *lo, __m512 *hi) {
@@ -144,14 +161,7 @@ static __attribute__((noinline)) void finish(const nnf_nchwc_conv_job *j, const 
              * (the general call tested each flag per value: 8-13 % of a
              * 1x1 conv with K = 64 was this function) */
             if (e->bias && keep == 0xffff && (!r || !e->residual_after_act)) {
-                if (kind == NNF_ACT_SILU && r)
-                    ep_row(acc[z], P, 1, bias, r, 0, lo, hi, 1, y, blk, 1, 0xffff);
-                else if (kind == NNF_ACT_SILU)
-                    ep_row(acc[z], P, 1, bias, NULL, 0, lo, hi, 1, y, blk, 1, 0xffff);
-                else if (r)
-                    ep_row(acc[z], P, 1, bias, r, 0, lo, hi, 0, y, blk, 1, 0xffff);
-                else
-                    ep_row(acc[z], P, 1, bias, NULL, 0, lo, hi, 0, y, blk, 1, 0xffff);
+                ep_row_usual(acc[z], P, bias, r, lo, hi, kind == NNF_ACT_SILU, y, blk);
                 continue;
             }
             if (kind == NNF_ACT_SILU)
@@ -196,15 +206,7 @@ static inline __attribute__((always_inline)) int fast_tile(const nnf_nchwc_conv_
     for (int z = 0; z < Z; z++) {
         __m512 bias = _mm512_loadu_ps(e->bias + (a->blk0 + 2 * (size_t)z) * NNF_NCHWC_B);
         size_t off = 2 * (size_t)z * blk;
-        const float *r = a->res ? a->res + off : NULL;
-        if (silu && r)
-            ep_row(acc[z], P, 1, bias, r, 0, lo, hi, 1, a->y + off, blk, 1, 0xffff);
-        else if (silu)
-            ep_row(acc[z], P, 1, bias, NULL, 0, lo, hi, 1, a->y + off, blk, 1, 0xffff);
-        else if (r)
-            ep_row(acc[z], P, 1, bias, r, 0, lo, hi, 0, a->y + off, blk, 1, 0xffff);
-        else
-            ep_row(acc[z], P, 1, bias, NULL, 0, lo, hi, 0, a->y + off, blk, 1, 0xffff);
+        ep_row_usual(acc[z], P, bias, a->res ? a->res + off : NULL, lo, hi, silu, a->y + off, blk);
     }
     return 1;
 }
