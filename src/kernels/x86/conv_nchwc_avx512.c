@@ -299,8 +299,12 @@ static inline __attribute__((always_inline)) void tile(const nnf_nchwc_conv_job 
          * with K = 64 ran 77 % of the FMA peak against 88 % at K = 256;
          * without, 64 -> 32 at 56x56 0.062 -> 0.058 ms, ResNet-50 ~1.5 %,
          * YOLOv5s ~1.5 %, MobileNetV2 4-6 % faster (ab_builds, both
-         * orders, the same outputs) */
-        nnf_k512_fn k5 = Z >= 2 && L == NNF_NCHWC_B ? nnf_k512_tiles[SW - 1][Z - 2][P - 1] : NULL;
+         * orders, the same outputs). One zmm too (16 output channels):
+         * MobileNetV2's 32 -> 16 at 112x112 0.083 -> 0.079 ms. Odd groups
+         * (24 channels: 3 blocks) packed with a zero block to take these
+         * measured even against the C loop (144 -> 24 at 56x56), so stay
+         * there */
+        nnf_k512_fn k5 = L == NNF_NCHWC_B ? nnf_k512_tiles[SW - 1][Z - 1][P - 1] : NULL;
         if (L == 1 && (Z == 2 || Z == 4) && a->rows)
             k5 = nnf_k512_rows[nnf_k512_row_index(s->kw)][Z == 4][P - 1];
         if (k5 && nob == 2 * (size_t)Z) {

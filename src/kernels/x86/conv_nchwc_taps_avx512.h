@@ -9,7 +9,7 @@
  * take the FMA ports (ports 0 and 5): llvm-mca (Sapphire Rapids) 114 cycles
  * per tap, 1.68 FMAs a cycle of the 2. Here every register is fixed, as in
  * the AVX2 tiles (conv_nchwc_taps_avx2.h): accumulator (z, p), zmm z of
- * pixel p, lives in zmm(z * PM + p), PM = 6, 8, 12 for Z = 4, 3, 2; the
+ * pixel p, lives in zmm(z * PM + p), PM = 6, 8, 12, 12 for Z = 4, 3, 2, 1; the
  * lane's Z weights in zmm24-27; the broadcasts rotate through zmm28-31.
  *
  * One call runs the K loop of one tile over n taps: the accumulators start
@@ -48,17 +48,21 @@
 #define K5_FMA3(l, p, XS, b, a0, a1, a2)                                                           \
     K5_B(l, p, XS, b) K5_F(24, b, a0) K5_F(25, b, a1) K5_F(26, b, a2)
 #define K5_FMA2(l, p, XS, b, a0, a1) K5_B(l, p, XS, b) K5_F(24, b, a0) K5_F(25, b, a1)
+#define K5_FMA1(l, p, XS, b, a0) K5_B(l, p, XS, b) K5_F(24, b, a0)
 #define K5_LD4(l, p, XS, b, a0, a1, a2, a3)                                                        \
     K5_LD(a0, 0, p) K5_LD(a1, 1, p) K5_LD(a2, 2, p) K5_LD(a3, 3, p)
 #define K5_LD3(l, p, XS, b, a0, a1, a2) K5_LD(a0, 0, p) K5_LD(a1, 1, p) K5_LD(a2, 2, p)
 #define K5_LD2(l, p, XS, b, a0, a1) K5_LD(a0, 0, p) K5_LD(a1, 1, p)
+#define K5_LD1(l, p, XS, b, a0) K5_LD(a0, 0, p)
 #define K5_ST4(l, p, XS, b, a0, a1, a2, a3)                                                        \
     K5_ST(a0, 0, p) K5_ST(a1, 1, p) K5_ST(a2, 2, p) K5_ST(a3, 3, p)
 #define K5_ST3(l, p, XS, b, a0, a1, a2) K5_ST(a0, 0, p) K5_ST(a1, 1, p) K5_ST(a2, 2, p)
 #define K5_ST2(l, p, XS, b, a0, a1) K5_ST(a0, 0, p) K5_ST(a1, 1, p)
+#define K5_ST1(l, p, XS, b, a0) K5_ST(a0, 0, p)
 #define K5_ZR4(l, p, XS, b, a0, a1, a2, a3) K5_ZR(a0) K5_ZR(a1) K5_ZR(a2) K5_ZR(a3)
 #define K5_ZR3(l, p, XS, b, a0, a1, a2) K5_ZR(a0) K5_ZR(a1) K5_ZR(a2)
 #define K5_ZR2(l, p, XS, b, a0, a1) K5_ZR(a0) K5_ZR(a1)
+#define K5_ZR1(l, p, XS, b, a0) K5_ZR(a0)
 
 /* Pixel p of a Z-high tile: its broadcast register and accumulators. */
 #define K5_PX4_0(M, l, XS) M##4(l, 0, XS, 28, 0, 6, 12, 18)
@@ -87,6 +91,18 @@
 #define K5_PX2_9(M, l, XS) M##2(l, 9, XS, 29, 9, 21)
 #define K5_PX2_10(M, l, XS) M##2(l, 10, XS, 30, 10, 22)
 #define K5_PX2_11(M, l, XS) M##2(l, 11, XS, 31, 11, 23)
+#define K5_PX1_0(M, l, XS) M##1(l, 0, XS, 28, 0)
+#define K5_PX1_1(M, l, XS) M##1(l, 1, XS, 29, 1)
+#define K5_PX1_2(M, l, XS) M##1(l, 2, XS, 30, 2)
+#define K5_PX1_3(M, l, XS) M##1(l, 3, XS, 31, 3)
+#define K5_PX1_4(M, l, XS) M##1(l, 4, XS, 28, 4)
+#define K5_PX1_5(M, l, XS) M##1(l, 5, XS, 29, 5)
+#define K5_PX1_6(M, l, XS) M##1(l, 6, XS, 30, 6)
+#define K5_PX1_7(M, l, XS) M##1(l, 7, XS, 31, 7)
+#define K5_PX1_8(M, l, XS) M##1(l, 8, XS, 28, 8)
+#define K5_PX1_9(M, l, XS) M##1(l, 9, XS, 29, 9)
+#define K5_PX1_10(M, l, XS) M##1(l, 10, XS, 30, 10)
+#define K5_PX1_11(M, l, XS) M##1(l, 11, XS, 31, 11)
 
 /* Pixels 0 .. P - 1 of a Z-high tile, each doing M. */
 #define K5_UPTO_1(Z, M, l, XS) K5_PX##Z##_0(M, l, XS)
@@ -106,6 +122,7 @@
 #define K5_W4(l) K5_W(l, 4, 0, 24) K5_W(l, 4, 1, 25) K5_W(l, 4, 2, 26) K5_W(l, 4, 3, 27)
 #define K5_W3(l) K5_W(l, 3, 0, 24) K5_W(l, 3, 1, 25) K5_W(l, 3, 2, 26)
 #define K5_W2(l) K5_W(l, 2, 0, 24) K5_W(l, 2, 1, 25)
+#define K5_W1(l) K5_W(l, 1, 0, 24)
 #define K5_LANE(Z, P, l, XS) K5_W##Z(l) K5_UPTO_##P(Z, K5_FMA, l, XS)
 
 /* The next tile's input for this tap (P pixels XS bytes apart after the
@@ -176,8 +193,10 @@ K5_BOTH(3, 1) K5_BOTH(3, 2) K5_BOTH(3, 3) K5_BOTH(3, 4) K5_BOTH(3, 5) K5_BOTH(3,
 K5_BOTH(3, 7) K5_BOTH(3, 8)
 K5_BOTH(2, 1) K5_BOTH(2, 2) K5_BOTH(2, 3) K5_BOTH(2, 4) K5_BOTH(2, 5) K5_BOTH(2, 6)
 K5_BOTH(2, 7) K5_BOTH(2, 8) K5_BOTH(2, 9) K5_BOTH(2, 10) K5_BOTH(2, 11) K5_BOTH(2, 12)
+K5_BOTH(1, 1) K5_BOTH(1, 2) K5_BOTH(1, 3) K5_BOTH(1, 4) K5_BOTH(1, 5) K5_BOTH(1, 6)
+K5_BOTH(1, 7) K5_BOTH(1, 8) K5_BOTH(1, 9) K5_BOTH(1, 10) K5_BOTH(1, 11) K5_BOTH(1, 12)
 
-/* [stride - 1][Z - 2][P - 1]; NULL: no assembly form */
+/* [stride - 1][Z - 1][P - 1]; NULL: no assembly form */
 #define K5_ROW6(Z, XS)                                                                             \
     k512_##Z##x1_##XS, k512_##Z##x2_##XS, k512_##Z##x3_##XS, k512_##Z##x4_##XS,                  \
         k512_##Z##x5_##XS, k512_##Z##x6_##XS
@@ -185,8 +204,8 @@ K5_BOTH(2, 7) K5_BOTH(2, 8) K5_BOTH(2, 9) K5_BOTH(2, 10) K5_BOTH(2, 11) K5_BOTH(
 #define K5_ROW12(Z, XS)                                                                            \
     K5_ROW8(Z, XS), k512_##Z##x9_##XS, k512_##Z##x10_##XS, k512_##Z##x11_##XS, k512_##Z##x12_##XS
 #define K5_TABLE(XS)                                                                               \
-    { {K5_ROW12(2, XS)}, {K5_ROW8(3, XS)}, {K5_ROW6(4, XS)} }
-static const nnf_k512_fn nnf_k512_tiles[2][3][12] = {K5_TABLE(32), K5_TABLE(64)};
+    { {K5_ROW12(1, XS)}, {K5_ROW12(2, XS)}, {K5_ROW8(3, XS)}, {K5_ROW6(4, XS)} }
+static const nnf_k512_fn nnf_k512_tiles[2][4][12] = {K5_TABLE(32), K5_TABLE(64)};
 
 /* NCHW-input stems at stride 2 (entries per channel and kernel row, the
  * row's kw taps as steps): rows of 3, 6 or 7 taps (MobileNetV2's,
