@@ -330,6 +330,7 @@ typedef struct task_ctx {
     void (*span)(const nnf_nchwc_conv_job *, size_t, size_t, size_t, size_t, size_t, size_t,
                  size_t);
     float *y_plain;          /* NCHW output (nnf_nchwc_conv_run_nchw), else NULL */
+    size_t cl;               /* y_plain channel-last in groups of cl channels; 0: NCHW */
     size_t sub_units, buf_floats; /* its buffer: units per pass, floats */
     atomic_int failed;
 } task_ctx;
@@ -368,8 +369,20 @@ static void plain_out(const task_ctx *t, const nnf_nchwc_conv_job *j, size_t b, 
         }
         for (size_t o = 0; o < nob && (ocb0 + o) * NNF_NCHWC_B < s->oc; o++) {
             size_t c0 = (ocb0 + o) * NNF_NCHWC_B, nc = s->oc - c0 < NNF_NCHWC_B ? s->oc - c0 : NNF_NCHWC_B;
-            nnf_nchwc_to_nchw_block(buf + o * jb.y_blk, plane, nc, np,
-                                    t->y_plain + (b * s->oc + c0) * plane + p0, j->k->isa);
+            if (!t->cl) {
+                nnf_nchwc_to_nchw_block(buf + o * jb.y_blk, plane, nc, np,
+                                        t->y_plain + (b * s->oc + c0) * plane + p0, j->k->isa);
+                continue;
+            }
+            /* channel-last: the block's lanes group by group (a block may
+             * straddle two: 85-channel groups) */
+            for (size_t l0 = 0; l0 < nc;) {
+                size_t c = c0 + l0, a = b * (s->oc / t->cl) + c / t->cl, i = c % t->cl;
+                size_t nl = t->cl - i < nc - l0 ? t->cl - i : nc - l0;
+                float *dst = t->y_plain + (a * plane + p0) * t->cl + i;
+                nnf_nchwc_to_cl_run(buf + o * jb.y_blk, np, l0, nl, dst, t->cl, j->k->isa);
+                l0 += nl;
+            }
         }
     }
 }
@@ -585,9 +598,10 @@ void nnf_nchwc_conv_rows(const nnf_nchwc_conv *k, const float *x, size_t r0, siz
         span_scalar(&j, 0, ocb0, nob, 0, 1, 0, j.ow);
 }
 
-/* y blocked, or plain NCHW when plain (nnf_nchwc_conv_run_nchw). */
-static nnf_status conv_run(const nnf_nchwc_conv *k, const float *x, float *y, const nnf_epilogue *ep,
-                           int plain, nnf_threadpool *pool) {
+/* y blocked, or plain when plain (nnf_nchwc_conv_run_nchw): NCHW, or
+ * channel-last in groups of cl channels (nnf_nchwc_conv_run_cl). */
+static nnf_status conv_run(const nnf_nchwc_conv *k, const float *x, float *y,
+                           const nnf_epilogue *ep, int plain, size_t cl, nnf_threadpool *pool) {
     if (!k || !x || !y)
         return nnf_error(NNF_ERR_INVALID_ARGUMENT, "nchwc conv: NULL argument");
     if (plain && ep && ep->residual)
@@ -700,6 +714,7 @@ static nnf_status conv_run(const nnf_nchwc_conv *k, const float *x, float *y, co
         t.sub_units = t.sub_units < band ? t.sub_units : band;
         t.buf_floats = t.sub_units * per / sizeof(float);
         t.y_plain = y;
+        t.cl = cl;
     }
     nnf_parallel_for_2d(pool, s->n * t.gsplit, units, 1, band, conv_task, &t);
     if (atomic_load(&t.failed))
@@ -710,12 +725,21 @@ static nnf_status conv_run(const nnf_nchwc_conv *k, const float *x, float *y, co
 
 nnf_status nnf_nchwc_conv_run(const nnf_nchwc_conv *k, const float *x, float *y,
                               const nnf_epilogue *ep, nnf_threadpool *pool) {
-    return conv_run(k, x, y, ep, 0, pool);
+    return conv_run(k, x, y, ep, 0, 0, pool);
 }
 
 nnf_status nnf_nchwc_conv_run_nchw(const nnf_nchwc_conv *k, const float *x, float *y,
                                    const nnf_epilogue *ep, nnf_threadpool *pool) {
-    return conv_run(k, x, y, ep, 1, pool);
+    return conv_run(k, x, y, ep, 1, 0, pool);
+}
+
+nnf_status nnf_nchwc_conv_run_cl(const nnf_nchwc_conv *k, const float *x, float *y,
+                                 const nnf_epilogue *ep, size_t group, nnf_threadpool *pool) {
+    if (k && (!group || k->s.oc % group))
+        return nnf_error(NNF_ERR_INVALID_ARGUMENT,
+                         "nchwc conv %s: %zu output channels are not groups of %zu", k->name,
+                         k->s.oc, group);
+    return conv_run(k, x, y, ep, 1, group, pool);
 }
 
 bool nnf_nchwc_plain_out_ok(const nnf_conv2d_shape *s, int in_blocked, nnf_isa isa) {

@@ -57,6 +57,10 @@ void nnf_nchwc_to_nchw(const float *x, float *y, size_t n, size_t c, size_t hw, 
                        nnf_threadpool *pool);
 /* One block's np pixels ([np][8] at x) to nc planes hw floats apart at y. */
 void nnf_nchwc_to_nchw_block(const float *x, size_t hw, size_t nc, size_t np, float *y, nnf_isa isa);
+/* Lanes [l0, l0 + nl) of np pixels of one block (x at its first pixel) to
+ * channel-last rows: pixel p's at y + p * ys, lane l0 at y[0]. */
+void nnf_nchwc_to_cl_run(const float *x, size_t np, size_t l0, size_t nl, float *y, size_t ys,
+                         nnf_isa isa);
 
 /* ---- dense and grouped convolution (conv_nchwc.c, x86/conv_nchwc_avx2.c) ----
  * Any kernel extent, stride, dilation and padding. The input is NCHWc8, or
@@ -105,6 +109,13 @@ nnf_status nnf_nchwc_conv_run(const nnf_nchwc_conv *k, const float *x, float *y,
  * without a residual. */
 nnf_status nnf_nchwc_conv_run_nchw(const nnf_nchwc_conv *k, const float *x, float *y,
                                    const nnf_epilogue *ep, nnf_threadpool *pool);
+/* The same with y channel-last in groups of `group` channels (s.oc a
+ * multiple of it): [n][oc / group][oh * ow][group], channel a * group + i
+ * of pixel p at ((b * oc / group + a) * oh * ow + p) * group + i. A
+ * detection head's Conv -> Reshape [n, A, G, h, w] -> Transpose (0, 1, 3, 4,
+ * 2) is group G; Conv -> Transpose (0, 2, 3, 1), NHWC, is group oc. */
+nnf_status nnf_nchwc_conv_run_cl(const nnf_nchwc_conv *k, const float *x, float *y,
+                                 const nnf_epilogue *ep, size_t group, nnf_threadpool *pool);
 /* A conv whose blocked kernel would be the dense one (not the depthwise
  * kernel, not a Winograd that wins), so it can write NCHW. */
 bool nnf_nchwc_plain_out_ok(const nnf_conv2d_shape *s, int in_blocked, nnf_isa isa);

@@ -37,6 +37,17 @@ static void to_tile_scalar(const float *x, size_t hw, size_t nc, size_t np, floa
             y[l * hw + p] = x[p * NNF_NCHWC_B + l];
 }
 
+void nnf_nchwc_to_cl_run(const float *x, size_t np, size_t l0, size_t nl, float *y, size_t ys,
+                         nnf_isa isa) {
+    if (isa >= NNF_ISA_AVX2) {
+        nnf_nchwc_to_cl_run_avx2(x, np, l0, nl, y, ys);
+        return;
+    }
+    for (size_t p = 0; p < np; p++)
+        for (size_t l = 0; l < nl; l++)
+            y[p * ys + l] = x[p * NNF_NCHWC_B + l0 + l];
+}
+
 void nnf_nchwc_to_nchw_block(const float *x, size_t hw, size_t nc, size_t np, float *y, nnf_isa isa) {
     if (isa >= NNF_ISA_AVX2)
         nnf_nchwc_to_nchw_tile_avx2(x, hw, nc, np, y);

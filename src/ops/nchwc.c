@@ -62,9 +62,33 @@ nnf_status nnf_nchwc_global_pool_infer(NNF_INFER_ARGS) {
     return NNF_OK;
 }
 
+/* NCHW [N, C, H, W] as the channel-last layout of out_group: [N, C / G,
+ * H, W, G], or [N, H, W, C] (out_nhwc). */
+static nnf_status cl_shape(const nnf_node *node, nnf_shape *s) {
+    const nnf_nchwc_params *p = params(node);
+    nnf_shape t = *s;
+    int64_t g = p->out_group, c = t.dims[1];
+    if (t.rank != 4 || g <= 0 || c < 0 || c % g || (p->out_nhwc && g != c))
+        return nnf_node_error(node, NNF_ERR_SHAPE, "%lld output channels are not groups of %lld",
+                              (long long)c, (long long)g);
+    if (p->out_nhwc) {
+        int from[4] = {0, 2, 3, 1};
+        for (int d = 0; d < 4; d++) {
+            s->dims[d] = t.dims[from[d]];
+            s->dim_names[d] = t.dim_names[from[d]];
+        }
+        return NNF_OK;
+    }
+    s->rank = 5;
+    s->dims[1] = c / g;
+    s->dims[4] = g;
+    s->dim_names[1] = s->dim_names[4] = NULL;
+    return NNF_OK;
+}
+
 /* The Conv the node stands for, seen in NCHW: input 0 with the weight's
  * channel count, residual (if any) unblocked; output channels rounded up
- * unless out_plain. */
+ * unless out_plain, channel-last when out_group. */
 nnf_status nnf_nchwc_conv_infer(NNF_INFER_ARGS) {
     const nnf_nchwc_params *p = params(node);
     NNF_CHECK(check_4d(node, &in[0]));
@@ -87,6 +111,8 @@ nnf_status nnf_nchwc_conv_infer(NNF_INFER_ARGS) {
     NNF_CHECK(nnf_conv_infer(node, t, out));
     if (!p->out_plain && out[0].shape.rank == 4 && out[0].shape.dims[1] >= 0)
         out[0].shape.dims[1] = nnf_nchwc_round(out[0].shape.dims[1]);
+    if (p->out_plain && p->out_group)
+        NNF_CHECK(cl_shape(node, &out[0].shape));
     return NNF_OK;
 }
 
@@ -200,7 +226,33 @@ nnf_status nnf_nchwc_conv_ref(NNF_KERNEL_ARGS) {
         idx[k] = p->conv.residual_input;
         ch[k++] = oc;
     }
-    return wrap_ref(node, in, out, ctx, nnf_conv_ref, idx, ch, oc, p->out_plain);
+    if (!p->out_group)
+        return wrap_ref(node, in, out, ctx, nnf_conv_ref, idx, ch, oc, p->out_plain);
+    /* channel-last: the NCHW result, then each group's [G, HW] plane
+     * transposed to [HW, G] */
+    nnf_buf t = *out[0], *pt[1] = {&t};
+    t.rank = 4;
+    if (in[0]->rank != 4 || out[0]->rank != (p->out_nhwc ? 4 : 5))
+        return nnf_node_error(node, NNF_ERR_SHAPE, "the output is not channel-last");
+    int64_t n = out[0]->dims[0], hw = p->out_nhwc ? out[0]->dims[1] * out[0]->dims[2]
+                                                  : out[0]->dims[2] * out[0]->dims[3];
+    t.dims[0] = n;
+    t.dims[1] = oc;
+    t.dims[2] = p->out_nhwc ? out[0]->dims[1] : out[0]->dims[2];
+    t.dims[3] = p->out_nhwc ? out[0]->dims[2] : out[0]->dims[3];
+    if (!(t.data = nnf_malloc(out[0]->numel * sizeof(float) + 1)))
+        return nnf_node_error(node, NNF_ERR_OUT_OF_MEMORY,
+                              "out of memory for a reference kernel's operand");
+    nnf_status st = wrap_ref(node, in, pt, ctx, nnf_conv_ref, idx, ch, oc, 1);
+    const float *src = t.data;
+    float *dst = out[0]->data;
+    int64_t g = p->out_group;
+    for (int64_t a = 0; st == NNF_OK && a < n * (oc / g); a++)
+        for (int64_t i = 0; i < g; i++)
+            for (int64_t q = 0; q < hw; q++)
+                dst[(a * hw + q) * g + i] = src[(a * g + i) * hw + q];
+    nnf_free(t.data);
+    return st;
 }
 
 void nnf_nchwc_pw_dw_split(const nnf_node *node, nnf_node *n1, nnf_nchwc_params *p1, nnf_node *n2,

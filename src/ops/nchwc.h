@@ -18,7 +18,8 @@
  *                        first conv); W, B as Conv's; output blocked, or
  *                        plain NCHW when out_plain (a dense conv that only
  *                        NCHW readers or the graph's outputs read: the
- *                        output reorder fused into its tiles)
+ *                        output reorder fused into its tiles), or channel-last
+ *                        when out_group (a Transpose after it fused too)
  *   ConvPwDw             a pointwise Conv (conv) and the depthwise Conv (dw)
  *                        that alone read its output, made by
  *                        passes/fuse_pw_dw.c: X, W, B, W_dw, B_dw (biases
@@ -43,6 +44,12 @@ typedef struct nnf_nchwc_params {
     int64_t channels; /* ReorderOutput, global pools: logical channel count */
     int in_blocked;   /* Conv: input 0 is blocked (else plain NCHW) */
     int out_plain;    /* Conv: output 0 is plain NCHW (else blocked); never with a residual */
+    /* Conv with out_plain: 0, or the output channel-last in groups of
+     * out_group channels (passes/fuse_conv_transpose.c): [N, C / G, H, W, G]
+     * (a Reshape to [N, C / G, G, H, W] and a Transpose (0, 1, 3, 4, 2)
+     * fused), or [N, H, W, C] when out_nhwc (a Transpose (0, 2, 3, 1), G = C) */
+    int64_t out_group;
+    int out_nhwc;
     nnf_conv_params dw; /* ConvPwDw: the depthwise conv (conv is the pointwise one) */
 } nnf_nchwc_params;
 

@@ -15,17 +15,24 @@ nnf_status nnf_pass_fuse_layernorm(nnf_pass_ctx *ctx);
 nnf_status nnf_pass_fold_transpose(nnf_pass_ctx *ctx);
 nnf_status nnf_pass_layout_nchwc(nnf_pass_ctx *ctx);
 nnf_status nnf_pass_fuse_pw_dw(nnf_pass_ctx *ctx);
+nnf_status nnf_pass_fuse_conv_transpose(nnf_pass_ctx *ctx);
 
 static const nnf_pass pipeline[] = {
-    {"fold_batchnorm", 1, nnf_pass_fold_batchnorm, 1},  /* Conv → BN: scale weights, shift bias */
-    {"fuse_scale", 2, nnf_pass_fuse_scale, 0},          /* MatMul → Mul/Div(scalar): its alpha */
-    {"fuse_residual", 2, nnf_pass_fuse_residual, 0},    /* Conv → Add(x): residual epilogue */
-    {"fuse_activation", 2, nnf_pass_fuse_activation, 0}, /* Conv/Gemm/MatMul (→ Reshape/Transpose…) → act (SiLU, GELU chains too) */
-    {"fuse_residual", 2, nnf_pass_fuse_residual, 0},    /* Conv+act → Add(x): residual after the act */
-    {"fuse_layernorm", 2, nnf_pass_fuse_layernorm, 0},  /* ReduceMean…Div·gamma+beta → LayerNormalization */
-    {"fold_transpose", 2, nnf_pass_fold_transpose, 0},  /* Transpose → MatMul operand: read in place, permuted */
-    {"layout_nchwc", 3, nnf_pass_layout_nchwc, 0},      /* convs and their neighbours on NCHWc8 blocked tensors */
-    {"fuse_pw_dw", 3, nnf_pass_fuse_pw_dw, 0},          /* blocked 1x1 Conv → depthwise Conv: one ConvPwDw */
+    {"fold_batchnorm", 1, nnf_pass_fold_batchnorm, 1}, /* Conv → BN: scale weights, shift bias */
+    {"fuse_scale", 2, nnf_pass_fuse_scale, 0},         /* MatMul → Mul/Div(scalar): its alpha */
+    {"fuse_residual", 2, nnf_pass_fuse_residual, 0},   /* Conv → Add(x): residual epilogue */
+    {"fuse_activation", 2, nnf_pass_fuse_activation,
+     0}, /* Conv/Gemm/MatMul (→ Reshape/Transpose…) → act (SiLU, GELU chains too) */
+    {"fuse_residual", 2, nnf_pass_fuse_residual, 0}, /* Conv+act → Add(x): residual after the act */
+    {"fuse_layernorm", 2, nnf_pass_fuse_layernorm,
+     0}, /* ReduceMean…Div·gamma+beta → LayerNormalization */
+    {"fold_transpose", 2, nnf_pass_fold_transpose,
+     0}, /* Transpose → MatMul operand: read in place, permuted */
+    {"layout_nchwc", 3, nnf_pass_layout_nchwc,
+     0}, /* convs and their neighbours on NCHWc8 blocked tensors */
+    {"fuse_pw_dw", 3, nnf_pass_fuse_pw_dw, 0}, /* blocked 1x1 Conv → depthwise Conv: one ConvPwDw */
+    {"fuse_conv_transpose", 3, nnf_pass_fuse_conv_transpose,
+     0}, /* NCHW-writing Conv (→ Reshape) → Transpose: writes channel-last */
 };
 
 int nnf_pass_listed(const char *list, const char *name) {

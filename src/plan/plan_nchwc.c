@@ -100,7 +100,8 @@ typedef struct conv_state {
     size_t x_numel, y_numel;
     int has_bias;
     int out_plain;  /* the dense conv writes NCHW */
-    char name[96]; /* the kernel's, "+nchw_out" when out_plain */
+    size_t out_group; /* ... channel-last in groups of out_group (0: NCHW) */
+    char name[96];    /* the kernel's, "+nchw_out" when out_plain ("+nhwc_out" channel-last) */
 } conv_state;
 
 static void conv_state_free(void *p) {
@@ -119,10 +120,13 @@ static nnf_status conv_run(NNF_KERNEL_ARGS) {
     nnf_epilogue e;
     const nnf_nchwc_params *p = node->params;
     NNF_CHECK(nnf_conv_run_epilogue(node, in, s->has_bias, &p->conv, s->s->oc, s->y_numel, &e));
-    nnf_status st = s->out_plain ? nnf_nchwc_conv_run_nchw(s->dense, in[0]->data, out[0]->data, &e, ctx->pool)
-                    : s->dense  ? nnf_nchwc_conv_run(s->dense, in[0]->data, out[0]->data, &e, ctx->pool)
-                    : s->wino ? nnf_nchwc_wino_run(s->wino, in[0]->data, out[0]->data, &e, ctx->pool)
-                              : nnf_nchwc_dw_run(s->dw, in[0]->data, out[0]->data, &e, ctx->pool);
+    nnf_status st =
+        s->out_group ? nnf_nchwc_conv_run_cl(s->dense, in[0]->data, out[0]->data, &e, s->out_group,
+                                             ctx->pool)
+        : s->out_plain ? nnf_nchwc_conv_run_nchw(s->dense, in[0]->data, out[0]->data, &e, ctx->pool)
+        : s->dense     ? nnf_nchwc_conv_run(s->dense, in[0]->data, out[0]->data, &e, ctx->pool)
+        : s->wino      ? nnf_nchwc_wino_run(s->wino, in[0]->data, out[0]->data, &e, ctx->pool)
+                       : nnf_nchwc_dw_run(s->dw, in[0]->data, out[0]->data, &e, ctx->pool);
     return st == NNF_OK ? st : nnf_error_prefix(st, "node %s (%s)", node->name, node->op_type);
 }
 
@@ -151,11 +155,23 @@ bool nnf_nchwc_conv_shape(const nnf_conv_params *cp, const int64_t *xd, const in
 nnf_status nnf_plan_nchwc_conv(NNF_PLAN_ARGS) {
     const nnf_nchwc_params *p = node->params;
     const nnf_tinfo *x = &in[0], *w = &in[1], *y = &out[0];
-    if (!known_f32(x, 4) || !known_f32(w, 4) || !w->data || !known_f32(y, 4))
+    int cl5 = p->out_plain && p->out_group && !p->out_nhwc;
+    if (!known_f32(x, 4) || !known_f32(w, 4) || !w->data || !known_f32(y, cl5 ? 5 : 4))
         return NNF_OK;
     nnf_conv2d_shape s;
-    int64_t yd[4];
-    memcpy(yd, y->shape.dims, sizeof yd);
+    /* the NCHW extents of a channel-last output ([N, C / G, H, W, G] or
+     * [N, H, W, C]) */
+    const int64_t *d = y->shape.dims;
+    int64_t yd[4] = {d[0], d[1], d[2], d[3]};
+    if (cl5) {
+        yd[1] = d[1] * d[4];
+        yd[2] = d[2];
+        yd[3] = d[3];
+    } else if (p->out_plain && p->out_group) {
+        yd[1] = d[3];
+        yd[2] = d[1];
+        yd[3] = d[2];
+    }
     if (!nnf_nchwc_conv_shape(&p->conv, x->shape.dims, w->shape.dims, yd, &s))
         return NNF_OK;
     conv_state *st = nnf_calloc(1, sizeof *st);
@@ -173,6 +189,7 @@ nnf_status nnf_plan_nchwc_conv(NNF_PLAN_ARGS) {
         return NNF_OK; /* the reference kernel runs it */
     }
     st->out_plain = p->out_plain;
+    st->out_group = p->out_plain ? (size_t)p->out_group : 0;
     nnf_status rc = nnf_nchwc_dw_supported(&s)                        ? nnf_nchwc_dw_create(&s, isa, w->data, &st->dw)
                     : p->in_blocked && nnf_nchwc_wino_wins(&s, isa) ? nnf_nchwc_wino_create(&s, isa, w->data, &st->wino)
                                       : nnf_nchwc_conv_create(&s, p->in_blocked, isa, w->data, &st->dense);
@@ -194,8 +211,12 @@ nnf_status nnf_plan_nchwc_conv(NNF_PLAN_ARGS) {
         nnf_nchwc_conv_one_pass(st->dense))
         plan->in_place_inputs = 1u << p->conv.residual_input;
     snprintf(st->name, sizeof st->name, "%s%s",
-             st->dense ? st->dense->name : st->wino ? st->wino->name : st->dw->name,
-             st->out_plain ? "+nchw_out" : "");
+             st->dense  ? st->dense->name
+             : st->wino ? st->wino->name
+                        : st->dw->name,
+             st->out_group   ? "+nhwc_out"
+             : st->out_plain ? "+nchw_out"
+                             : "");
     return bind(plan, st->name, conv_run, st, conv_state_free);
 }
 

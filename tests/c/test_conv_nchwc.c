@@ -142,7 +142,10 @@ static int plain_runs;    /* cases run with an NCHW output too */
 
 /* nnf_nchwc_conv_run_nchw: the blocked run's values (yb, n x oc8 x ohw x 8)
  * bit for bit in NCHW, on 1, 2 and 3 threads, nothing written past the
- * end; refused with a residual. */
+ * end; refused with a residual. nnf_nchwc_conv_run_cl likewise, channel-last
+ * in groups of oc (NHWC) and of oc's smallest divisor above 1 (groups that
+ * straddle blocks: 3 of 9 channels, 5 of 85), refused for groups that do not
+ * divide oc. */
 static void check_plain_out(const nnf_nchwc_conv *k, const float *xin, const float *yb,
                             const nnf_epilogue *ep, nnf_threadpool *pool2) {
     const nnf_conv2d_shape *s = &k->s;
@@ -168,6 +171,35 @@ static void check_plain_out(const nnf_nchwc_conv *k, const float *xin, const flo
         CHECK_MSG(bad == 0, "%s: NCHW output differs from the blocked run at %zu of %zu values (%d threads), "
                   "c%zu %zux%zu oc%zu k%zux%zu s%zu", k->name, bad, size, p + 1, s->c, s->h, s->w, s->oc,
                   s->kh, s->kw, s->sh);
+    }
+    size_t div = s->oc;
+    for (size_t d = s->oc - 1; d >= 2; d--)
+        if (s->oc % d == 0)
+            div = d;
+    size_t groups[2] = {s->oc, div};
+    for (int gi = 0; gi < 2; gi++) {
+        size_t gs = groups[gi];
+        for (int p = 0; p < 3; p++) {
+            for (size_t i = 0; i <= size; i++)
+                yp[i] = 12345.0f;
+            CHECK(nnf_nchwc_conv_run_cl(k, xin, yp, ep, gs, pools[p]) == NNF_OK);
+            CHECK(yp[size] == 12345.0f);
+            size_t bad = 0;
+            for (size_t b = 0; b < s->n; b++)
+                for (size_t o = 0; o < s->oc; o++)
+                    for (size_t i = 0; i < ohw; i++)
+                        bad += bits(yp[((b * (s->oc / gs) + o / gs) * ohw + i) * gs + o % gs]) !=
+                               bits(blocked_at(yb, s->oc, ohw, b, o, i));
+            CHECK_MSG(
+                bad == 0,
+                "%s: channel-last output (groups of %zu) differs from the blocked run at %zu of "
+                "%zu values (%d threads), c%zu %zux%zu oc%zu k%zux%zu s%zu",
+                k->name, gs, bad, size, p + 1, s->c, s->h, s->w, s->oc, s->kh, s->kw, s->sh);
+        }
+    }
+    if (s->oc > 1) {
+        CHECK(nnf_nchwc_conv_run_cl(k, xin, yp, ep, s->oc + 1, NULL) == NNF_ERR_INVALID_ARGUMENT);
+        nnf_error_clear();
     }
     plain_runs++;
     free(yp);

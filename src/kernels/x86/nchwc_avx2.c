@@ -79,6 +79,22 @@ void nnf_nchwc_from_nchw_tile_avx2(const float *x, size_t hw, size_t nc, size_t 
     }
 }
 
+void nnf_nchwc_to_cl_run_avx2(const float *x, size_t np, size_t l0, size_t nl, float *y,
+                              size_t ys) {
+    if (l0 == 0 && nl == B) {
+        for (size_t p = 0; p < np; p++)
+            _mm256_storeu_ps(y + p * ys, _mm256_loadu_ps(x + p * B));
+        return;
+    }
+    /* a block split between two groups: its lanes [l0, l0 + nl), read from
+     * the block's start up (no read past it) and stored from lane 0 */
+    __m256i m = nnf_mask8(nl), shift = _mm256_add_epi32(_mm256_set1_epi32((int)l0),
+                                                        _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    for (size_t p = 0; p < np; p++)
+        _mm256_maskstore_ps(y + p * ys, m,
+                            _mm256_permutevar8x32_ps(_mm256_loadu_ps(x + p * B), shift));
+}
+
 void nnf_nchwc_to_nchw_tile_avx2(const float *x, size_t hw, size_t nc, size_t np, float *y) {
     size_t p = 0;
     if (nc == B) {

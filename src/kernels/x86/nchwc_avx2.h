@@ -12,6 +12,8 @@
  * pixel p0 of block cb. np pixels. */
 void nnf_nchwc_from_nchw_tile_avx2(const float *x, size_t hw, size_t nc, size_t np, float *y);
 void nnf_nchwc_to_nchw_tile_avx2(const float *x, size_t hw, size_t nc, size_t np, float *y);
+/* nnf_nchwc_to_cl_run's AVX2 tier. */
+void nnf_nchwc_to_cl_run_avx2(const float *x, size_t np, size_t l0, size_t nl, float *y, size_t ys);
 
 /* One (image, block) of a depthwise conv: x, y, res at the block's plane,
  * w at the block's [kh][kw][8] taps, bias at the block's first channel (or
