@@ -13,10 +13,12 @@
  * reader (the Concat), so no input outlives it. Excluded: graph inputs and
  * constants (not produced here), graph outputs (the caller reads them after
  * the run), an input that is itself the output of an in-place Concat or is
- * named twice, an input made by a view op (Reshape & co. hand their input's
- * buffer on instead of copying), unknown shapes, and sessions on the
- * reference kernels (the oracle keeps every copy). Shapes are those inferred at load; the executor
- * checks the run-time ones against them. */
+ * named twice, unknown shapes, and sessions on the
+ * reference kernels (the oracle keeps every copy). An input made by a view op
+ * (Reshape & co. hand their input's bytes on) is stacked when the view's own
+ * input can be produced into the slice instead (view_source): the view then
+ * runs nothing. Shapes are those inferred at load; the executor checks the
+ * run-time ones against them. */
 #include "runtime/session.h"
 
 #include "ops/tensor_common.h"
@@ -32,9 +34,32 @@ static size_t static_bytes(const nnf_value *v) {
     return bytes;
 }
 
+/* The input of view node m (Reshape & co.) that can be produced into the
+ * slice m's output takes, or -1: an intermediate of `bytes` bytes that m
+ * reads last, made by a node that is neither a view nor an in-place Concat
+ * (whose inputs already sit in its own output). Its earlier readers only
+ * read it there; m then hands the same bytes on (can_alias). */
+static int view_source(const nnf_session *s, const nnf_node *m, size_t bytes) {
+    const nnf_graph *g = s->model->graph;
+    int u = m->n_inputs > 0 ? m->inputs[0] : -1;
+    for (int k = 1; k < m->n_outputs; k++)
+        if (m->outputs[k] >= 0)
+            return -1; /* Dropout's mask */
+    if (u < 0 || g->values[u].kind != NNF_VALUE_INTERMEDIATE || g->values[u].producer < 0 ||
+        s->slice_of[u] >= 0 || static_bytes(&g->values[u]) != bytes ||
+        s->last_use[u] == INT32_MAX || g->order[s->last_use[u]] != (int)(m - g->nodes))
+        return -1;
+    const nnf_node *p = &g->nodes[g->values[u].producer];
+    if (nnf_is_view_op(p) || (!strcmp(p->op_type, "Concat") && !p->domain[0] &&
+                              s->concat_in_place[g->values[u].producer]))
+        return -1;
+    return u;
+}
+
 /* The byte offsets of a Concat's inputs in its output, when it can run in
- * place; false otherwise. */
-static bool stackable(const nnf_session *s, const nnf_node *n, int oi, size_t *off) {
+ * place; false otherwise. src[k]: the value produced into input k's slice
+ * behind a view (view_source), else -1. */
+static bool stackable(const nnf_session *s, const nnf_node *n, int oi, size_t *off, int *src) {
     const nnf_graph *g = s->model->graph;
     const nnf_axis_params *p = n->params;
     int y = n->outputs[0];
@@ -60,12 +85,17 @@ static bool stackable(const nnf_session *s, const nnf_node *n, int oi, size_t *o
             !bytes || in->dtype != out->dtype || in->shape.rank != rank || s->slice_of[v] >= 0)
             return false;
         const nnf_node *prod = &g->nodes[in->producer];
-        /* a Concat inside a Concat: kept simple, copied; a view hands its
-         * input's buffer on, which a slice would turn into a copy */
-        if ((!strcmp(prod->op_type, "Concat") && !prod->domain[0]) || nnf_is_view_op(prod))
+        /* a Concat inside a Concat: kept simple, copied; a view hands on
+         * its input's bytes, so that input is produced into the slice
+         * (YOLOv5s's last Concat reads each head's Concat through a
+         * Reshape: 8.6 MB copied a run) */
+        src[k] = -1;
+        if (nnf_is_view_op(prod) && (src[k] = view_source(s, prod, bytes)) < 0)
+            return false;
+        if (!strcmp(prod->op_type, "Concat") && !prod->domain[0])
             return false;
         for (int j = 0; j < k; j++)
-            if (n->inputs[j] == v)
+            if (n->inputs[j] == v || (src[k] >= 0 && src[j] == src[k]))
                 return false;
         off[k] = at;
         if (!nnf_add_size(at, bytes, &at))
@@ -87,24 +117,36 @@ nnf_status nnf_concat_in_place_plan(nnf_session *s) {
     if (!s->plans)
         return NNF_OK;
     size_t stack[16], *off = stack;
+    int src_stack[16], *src = src_stack;
     for (int oi = 0; oi < g->n_order; oi++) {
         int id = g->order[oi];
         const nnf_node *n = &g->nodes[id];
         if (n->dead || n->domain[0] || strcmp(n->op_type, "Concat") || n->n_outputs != 1 ||
             n->outputs[0] < 0 || n->n_inputs < 1 || !s->plans[id].run)
             continue;
-        if (n->n_inputs > 16 && !(off = nnf_calloc((size_t)n->n_inputs, sizeof *off)))
+        if (n->n_inputs > 16 && (!(off = nnf_calloc((size_t)n->n_inputs, sizeof *off)) ||
+                                 !(src = nnf_calloc((size_t)n->n_inputs, sizeof *src)))) {
+            if (off != stack)
+                nnf_free(off);
             return nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory planning a session's concats");
-        if (stackable(s, n, oi, off)) {
+        }
+        if (stackable(s, n, oi, off, src)) {
             s->concat_in_place[id] = 1;
             for (int k = 0; k < n->n_inputs; k++) {
                 s->slice_of[n->inputs[k]] = n->outputs[0];
                 s->slice_off[n->inputs[k]] = off[k];
+                if (src[k] >= 0) {
+                    s->slice_of[src[k]] = n->outputs[0];
+                    s->slice_off[src[k]] = off[k];
+                }
             }
         }
         if (off != stack)
             nnf_free(off);
+        if (src != src_stack)
+            nnf_free(src);
         off = stack;
+        src = src_stack;
     }
     return NNF_OK;
 }

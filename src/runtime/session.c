@@ -326,12 +326,13 @@ static bool can_alias(const nnf_session *s, const nnf_node *n, int oi) {
     for (int k = 1; k < n->n_outputs; k++)
         if (n->outputs[k] >= 0)
             return false; /* Dropout's mask */
-    int v = n->inputs[0];
+    int v = n->inputs[0], y = n->outputs[0];
     for (int k = 1; k < n->n_inputs; k++)
         if (n->inputs[k] == v)
             return false;
-    return s->owned[v] && s->last_use[v] == oi && s->last_use[n->outputs[0]] != INT32_MAX &&
-           s->slice_of[n->outputs[0]] < 0;
+    if (s->slice_of[y] >= 0) /* both in one in-place Concat's output, at one place */
+        return s->slice_of[v] == s->slice_of[y] && s->slice_off[v] == s->slice_off[y];
+    return s->owned[v] && s->last_use[v] == oi && s->last_use[y] != INT32_MAX;
 }
 
 /* The input (its index in the node) whose buffer output 0 of a planned

@@ -115,6 +115,42 @@ def test_nested_concat_copies_the_outer_one(tmp_path):
     assert kernels == ["concat_memcpy", "in_place"], kernels
 
 
+def through_views():
+    """YOLOv5s's last Concat: each input a Reshape of a head's own Concat (along the last axis: a
+    copy) or of an element-wise op's output, which are then produced into the slices, the Reshapes
+    running nothing; one source is read once more before its Reshape."""
+    def body(inits):
+        inits += [numpy_helper.from_array(np.array([1, 200, 6], np.int64), "s1"),
+                  numpy_helper.from_array(np.array([1, 100, 6], np.int64), "s2")]
+        return [conv("a", "x", 8, 6, inits), conv("b", "x", 8, 6, inits), conv("c", "x", 8, 6, inits),
+                helper.make_node("Concat", ["a", "b"], ["inner"], axis=3, name="inner"),
+                helper.make_node("Relu", ["c"], ["rc"]),
+                helper.make_node("Sigmoid", ["rc"], ["sc"]),
+                helper.make_node("Reshape", ["inner", "s1"], ["v1"], name="v1"),
+                helper.make_node("Reshape", ["rc", "s2"], ["v2"], name="v2"),
+                helper.make_node("Concat", ["v1", "v2"], ["cat"], axis=1, name="cat")]
+    return graph(8, 1, body, ["cat", "sc"])
+
+
+@pytest.mark.parametrize("level", [0, 2, 3])
+def test_concat_of_views_stacks_their_sources(level, tmp_path):
+    data = through_views()
+    x = RNG.standard_normal((1, 8, 10, 10)).astype(np.float32)
+    ref = dict(zip(["cat", "sc"], ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(
+        ["cat", "sc"], {"x": x})))
+    session = nnfuse.Session(nnfuse.Model(data, opt_level=level), threads=2)
+    for _ in range(2):
+        got = session.run({"x": x})
+        for o in ("cat", "sc"):
+            np.testing.assert_allclose(got[o], ref[o], rtol=1e-4, atol=1e-4, err_msg=f"-O{level} {o}")
+    path = tmp_path / "views.onnx"
+    path.write_bytes(data)
+    events = profile_nodes(path, f"-O{level}", "--iterations", 1, "--top", 0)
+    kernels = {e["name"]: e["args"]["kernel"] for e in events}
+    assert kernels["cat"] == "in_place" and kernels["inner"] == "concat_memcpy", kernels
+    assert kernels["v1"] == "view" and kernels["v2"] == "view", kernels
+
+
 def test_reference_kernels_keep_the_copy():
     data, _, _ = cases()["stacked"]
     x = RNG.standard_normal((1, 8, 10, 10)).astype(np.float32)
