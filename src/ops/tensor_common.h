@@ -54,6 +54,14 @@ typedef struct nnf_slice_params {
     const int64_t *starts, *ends, *axes;
 } nnf_slice_params;
 
+/* nnfuse::SliceAssign (ops/slice_assign.c): input 0 with updates 1..n
+ * written over windows of it along one axis; made only by
+ * passes/fold_slice_concat.c. */
+typedef struct nnf_slice_assign_params {
+    int64_t axis;          /* 0 <= axis < rank */
+    const int64_t *starts; /* per update (input k + 1): its first index along axis */
+} nnf_slice_assign_params;
+
 typedef enum nnf_pad_mode {
     NNF_PAD_CONSTANT = 0,
     NNF_PAD_REFLECT,

@@ -13,26 +13,34 @@ nnf_status nnf_pass_fuse_residual(nnf_pass_ctx *ctx);
 nnf_status nnf_pass_fuse_activation(nnf_pass_ctx *ctx);
 nnf_status nnf_pass_fuse_layernorm(nnf_pass_ctx *ctx);
 nnf_status nnf_pass_fold_transpose(nnf_pass_ctx *ctx);
+nnf_status nnf_pass_fold_slice_concat(nnf_pass_ctx *ctx);
 nnf_status nnf_pass_layout_nchwc(nnf_pass_ctx *ctx);
 nnf_status nnf_pass_fuse_pw_dw(nnf_pass_ctx *ctx);
 nnf_status nnf_pass_fuse_conv_transpose(nnf_pass_ctx *ctx);
 
 static const nnf_pass pipeline[] = {
-    {"fold_batchnorm", 1, nnf_pass_fold_batchnorm, 1}, /* Conv → BN: scale weights, shift bias */
-    {"fuse_scale", 2, nnf_pass_fuse_scale, 0},         /* MatMul → Mul/Div(scalar): its alpha */
-    {"fuse_residual", 2, nnf_pass_fuse_residual, 0},   /* Conv → Add(x): residual epilogue */
-    {"fuse_activation", 2, nnf_pass_fuse_activation,
-     0}, /* Conv/Gemm/MatMul (→ Reshape/Transpose…) → act (SiLU, GELU chains too) */
-    {"fuse_residual", 2, nnf_pass_fuse_residual, 0}, /* Conv+act → Add(x): residual after the act */
-    {"fuse_layernorm", 2, nnf_pass_fuse_layernorm,
-     0}, /* ReduceMean…Div·gamma+beta → LayerNormalization */
-    {"fold_transpose", 2, nnf_pass_fold_transpose,
-     0}, /* Transpose → MatMul operand: read in place, permuted */
-    {"layout_nchwc", 3, nnf_pass_layout_nchwc,
-     0}, /* convs and their neighbours on NCHWc8 blocked tensors */
-    {"fuse_pw_dw", 3, nnf_pass_fuse_pw_dw, 0}, /* blocked 1x1 Conv → depthwise Conv: one ConvPwDw */
-    {"fuse_conv_transpose", 3, nnf_pass_fuse_conv_transpose,
-     0}, /* NCHW-writing Conv (→ Reshape) → Transpose: writes channel-last */
+    /* Conv → BN: scale weights, shift bias */
+    {"fold_batchnorm", 1, nnf_pass_fold_batchnorm, 1},
+    /* MatMul → Mul/Div(scalar): its alpha */
+    {"fuse_scale", 2, nnf_pass_fuse_scale, 0},
+    /* Conv → Add(x): residual epilogue */
+    {"fuse_residual", 2, nnf_pass_fuse_residual, 0},
+    /* Conv/Gemm/MatMul (→ Reshape/Transpose…) → act (SiLU, GELU chains too) */
+    {"fuse_activation", 2, nnf_pass_fuse_activation, 0},
+    /* Conv+act → Add(x): residual after the act */
+    {"fuse_residual", 2, nnf_pass_fuse_residual, 0},
+    /* ReduceMean…Div·gamma+beta → LayerNormalization */
+    {"fuse_layernorm", 2, nnf_pass_fuse_layernorm, 0},
+    /* Transpose → MatMul operand: read in place, permuted */
+    {"fold_transpose", 2, nnf_pass_fold_transpose, 0},
+    /* Concat of a Slice of X at its own place: X with the other inputs written over */
+    {"fold_slice_concat", 2, nnf_pass_fold_slice_concat, 0},
+    /* convs and their neighbours on NCHWc8 blocked tensors */
+    {"layout_nchwc", 3, nnf_pass_layout_nchwc, 0},
+    /* blocked 1x1 Conv → depthwise Conv: one ConvPwDw */
+    {"fuse_pw_dw", 3, nnf_pass_fuse_pw_dw, 0},
+    /* NCHW-writing Conv (→ Reshape) → Transpose: writes channel-last */
+    {"fuse_conv_transpose", 3, nnf_pass_fuse_conv_transpose, 0},
 };
 
 int nnf_pass_listed(const char *list, const char *name) {

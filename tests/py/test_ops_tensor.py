@@ -309,3 +309,95 @@ EINSUM_CASES = [
 def test_einsum(eq, shapes, dtype):
     ins = [(f"x{i}", rand(s, dtype)) for i, s in enumerate(shapes)]
     check("Einsum", ins, attrs={"equation": eq}, tol=1e-5 if dtype == np.float32 else None)
+
+
+def head_model(read_after=False, outer=True, opset=OPSET):
+    """A YOLOv5 detection head's tail: y = Sigmoid(x) sliced along its last axis into xy, wh and
+    conf; xy and wh rescaled; Concat([xy', wh', conf]) on the last axis (conf at the place it had
+    in y: pass fold_slice_concat makes the Concat an nnfuse::SliceAssign of y), then, with outer,
+    Reshape and a Concat of two such levels. read_after: y is read again after the Concat (by an
+    Add), so the SliceAssign cannot take y's buffer."""
+    nodes, inits = [], []
+
+    def level(tag, shape):
+        def const(name, value):
+            inits.append(numpy_helper.from_array(np.array(value, np.int64), f"{tag}{name}"))
+            return f"{tag}{name}"
+        x = f"{tag}x"
+        nodes.append(helper.make_node("Sigmoid", [x], [f"{tag}y"]))
+        for name, lo, hi in (("xy", 0, 2), ("wh", 2, 4), ("conf", 4, shape[-1])):
+            nodes.append(helper.make_node("Slice", [f"{tag}y", const(name + "_s", [lo]), const(name + "_e", [hi]),
+                                                    const(name + "_a", [-1])], [f"{tag}{name}"]))
+        inits.append(numpy_helper.from_array(np.float32(2.0), f"{tag}two"))
+        nodes.append(helper.make_node("Mul", [f"{tag}xy", f"{tag}two"], [f"{tag}xy2"]))
+        nodes.append(helper.make_node("Mul", [f"{tag}wh", f"{tag}wh"], [f"{tag}wh2"]))
+        nodes.append(helper.make_node("Concat", [f"{tag}xy2", f"{tag}wh2", f"{tag}conf"], [f"{tag}z"], axis=-1))
+        last = f"{tag}z"
+        if read_after:
+            nodes.append(helper.make_node("Add", [f"{tag}z", f"{tag}y"], [f"{tag}zy"]))
+            last = f"{tag}zy"
+        if outer:
+            nodes.append(helper.make_node("Reshape", [last, const("shape", [1, -1, shape[-1]])], [f"{tag}r"]))
+            last = f"{tag}r"
+        return helper.make_tensor_value_info(x, TensorProto.FLOAT, list(shape)), last
+
+    i0, o0 = level("a", (1, 3, 8, 8, 11))
+    i1, o1 = level("b", (1, 3, 4, 4, 11))
+    outs = [o0, o1]
+    if outer:
+        nodes.append(helper.make_node("Concat", [o0, o1], ["out"], axis=1))
+        outs = ["out"]
+    g = helper.make_graph(nodes, "head", [i0, i1], [helper.make_tensor_value_info(o, TensorProto.FLOAT, None)
+                                                    for o in outs], inits)
+    return model_of(g, opset).SerializeToString()
+
+
+@pytest.mark.parametrize("read_after, outer", [(False, True), (True, True), (False, False)])
+def test_concat_of_a_slice_in_place_is_slice_assign(read_after, outer, tmp_path):
+    data = head_model(read_after, outer)
+    feeds = {"ax": rand((1, 3, 8, 8, 11)), "bx": rand((1, 3, 4, 4, 11))}
+    sess = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    names = [o.name for o in sess.get_outputs()]
+    ref = dict(zip(names, sess.run(None, feeds)))
+    for level, threads, reference in ((0, 1, False), (2, 1, False), (3, 2, False), (3, 2, True)):
+        model = nnfuse.Model(data, opt_level=level, keep_unpacked_weights=reference)
+        session = nnfuse.Session(model, threads=threads, reference_kernels=reference)
+        for _ in range(2):  # the second run reuses the first run's buffers
+            got = session.run(feeds)
+            for n in names:
+                np.testing.assert_allclose(got[n], ref[n], rtol=1e-6, atol=1e-6,
+                                           err_msg=f"-O{level}, {threads} thread(s), reference {reference}: {n}")
+    path = tmp_path / "head.onnx"
+    path.write_bytes(data)
+    from conftest import profile_nodes
+    ops = [(e["args"]["op_name"], e["args"]["kernel"]) for e in profile_nodes(path, "--iterations", 1)]
+    assert sum(o == "SliceAssign" for o, _ in ops) == 2, ops
+    assert sum(o == "Slice" for o, _ in ops) == 4, ops  # xy and wh stay, conf is never copied
+    if outer:
+        assert ("Concat", "in_place") in ops, ops
+    if not outer:
+        return  # z is a graph output: its own buffer, a copy of y (the caller reads it after the run)
+    # conf never exists apart, and where y dies at the node the output takes its buffer: fewer
+    # live bytes at the peak than with the Slice and the Concat
+    import json
+    import os
+    import subprocess
+    from conftest import NNF_BIN
+
+    def arena(env):
+        out = subprocess.run([NNF_BIN, "bench", str(path), "--iterations", "2", "--json", "-"], check=True,
+                             capture_output=True, text=True, env={**os.environ, **env}).stdout
+        return json.loads(out)["arena_bytes"]
+    assert arena({}) < arena({"NNF_DISABLE_PASSES": "fold_slice_concat"})
+
+
+def test_slice_assign_refused_in_model_files(tmp_path):
+    node = helper.make_node("SliceAssign", ["x", "x"], ["y"], domain="nnfuse")
+    g = helper.make_graph([node], "hostile", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    path = tmp_path / "hostile.onnx"
+    path.write_bytes(model_of(g, OPSET, ("nnfuse", 1)).SerializeToString())
+    import subprocess
+    from conftest import NNF_BIN
+    r = subprocess.run([NNF_BIN, "info", str(path)], capture_output=True, text=True)
+    assert r.returncode != 0 and "internal operator" in r.stderr and "nnfuse::SliceAssign" in r.stderr, r.stderr
