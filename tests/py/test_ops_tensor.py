@@ -401,3 +401,36 @@ def test_slice_assign_refused_in_model_files(tmp_path):
     from conftest import NNF_BIN
     r = subprocess.run([NNF_BIN, "info", str(path)], capture_output=True, text=True)
     assert r.returncode != 0 and "internal operator" in r.stderr and "nnfuse::SliceAssign" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("opset, order", [(9, "in_place"), (18, "moved"), (18, "negative_axis")])
+def test_fold_slice_concat_only_where_the_slice_sat(opset, order, tmp_path):
+    """Slice given as opset-9 attributes folds too; a Slice moved to another place in the Concat
+    (conf first) does not fold; a negative axis and ends past the extent resolve like ONNX's."""
+    x = rand((2, 5, 9))
+    if opset < 10:
+        sl = [helper.make_node("Slice", ["x"], ["head"], starts=[0], ends=[3], axes=[2]),
+              helper.make_node("Slice", ["x"], ["tail"], starts=[3], ends=[9], axes=[2])]
+        consts = []
+    else:
+        ends = 100 if order == "negative_axis" else 9
+        axis = -1 if order == "negative_axis" else 2
+        consts = [numpy_helper.from_array(np.array(v, np.int64), n) for n, v in
+                  (("s0", [0]), ("e0", [3]), ("s1", [3]), ("e1", [ends]), ("ax", [axis]))]
+        sl = [helper.make_node("Slice", ["x", "s0", "e0", "ax"], ["head"]),
+              helper.make_node("Slice", ["x", "s1", "e1", "ax"], ["tail"])]
+    ins = ["tail", "neg"] if order == "moved" else ["neg", "tail"]
+    nodes = sl + [helper.make_node("Neg", ["head"], ["neg"]),
+                  helper.make_node("Concat", ins, ["y"], axis=2)]
+    g = helper.make_graph(nodes, "fold", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 5, 9])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], consts)
+    data = model_of(g, opset).SerializeToString()
+    ref = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    for threads in (1, 2):
+        np.testing.assert_array_equal(nnfuse.run_model(data, {"x": x}, threads=threads)["y"], ref)
+    path = tmp_path / "fold.onnx"
+    path.write_bytes(data)
+    from conftest import profile_nodes
+    ops = [e["args"]["op_name"] for e in profile_nodes(path, "--iterations", 1)]
+    folded = order != "moved"
+    assert ops.count("SliceAssign") == int(folded) and ops.count("Slice") == (1 if folded else 2), ops
