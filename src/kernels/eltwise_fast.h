@@ -203,6 +203,7 @@ nnf_status nnf_plan_reduce(NNF_PLAN_ARGS);
 nnf_status nnf_plan_transpose(NNF_PLAN_ARGS);
 nnf_status nnf_plan_concat(NNF_PLAN_ARGS);
 nnf_status nnf_plan_slice(NNF_PLAN_ARGS);
+nnf_status nnf_plan_slice_assign(NNF_PLAN_ARGS);
 nnf_status nnf_plan_layernorm(NNF_PLAN_ARGS);
 nnf_status nnf_plan_batchnorm(NNF_PLAN_ARGS);
 nnf_status nnf_plan_maxpool(NNF_PLAN_ARGS);

@@ -11,14 +11,6 @@
 
 #include <string.h>
 
-nnf_status nnf_nchwc_init(NNF_INIT_ARGS) {
-    (void)arena;
-    return nnf_node_error(node, NNF_ERR_UNSUPPORTED,
-                          "%s::%s is an internal operator of the blocked layout, made by the layout pass; "
-                          "a model file cannot use it",
-                          node->domain, node->op_type);
-}
-
 static const nnf_nchwc_params *params(const nnf_node *node) { return node->params; }
 
 /* x must be a known-rank 4-D float32 tensor. */

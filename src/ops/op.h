@@ -108,6 +108,7 @@ typedef struct nnf_op_def {
 #undef NNF_OP
 
 nnf_status nnf_init_none(NNF_INIT_ARGS);
+nnf_status nnf_init_internal(NNF_INIT_ARGS);
 double nnf_cost_none(NNF_COST_ARGS);
 nnf_status nnf_plan_none(NNF_PLAN_ARGS);
 

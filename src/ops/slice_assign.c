@@ -5,20 +5,13 @@
  * along the last axis): the sliced part is never copied, and where X dies
  * at this node its buffer becomes Y's (the plan's in_place_inputs), so only
  * the updates are written. The reference kernel copies X first, as a Slice
- * and a Concat would have. A model file cannot name it. */
+ * and a Concat would have (the same rows on one thread; the plan,
+ * plan_eltwise.c, runs them on the pool). A model file cannot name it. */
 #include "kernels/eltwise_fast.h"
 #include "ops/op.h"
 #include "ops/tensor_common.h"
 
 #include <string.h>
-
-nnf_status nnf_slice_assign_init(NNF_INIT_ARGS) {
-    (void)arena;
-    return nnf_node_error(node, NNF_ERR_UNSUPPORTED,
-                          "%s::%s is an internal operator, made by the fold_slice_concat pass; a "
-                          "model file cannot use it",
-                          node->domain, node->op_type);
-}
 
 nnf_status nnf_slice_assign_infer(NNF_INFER_ARGS) {
     const nnf_slice_assign_params *p = node->params;
@@ -113,30 +106,18 @@ static nnf_status assign_job_of(const nnf_node *node, nnf_buf *const *in, nnf_bu
     return NNF_OK;
 }
 
-nnf_status nnf_slice_assign_ref(NNF_KERNEL_ARGS) {
-    (void)ctx;
-    assign_job j;
-    size_t outer;
-    NNF_CHECK(assign_job_of(node, in, out, &j, &outer));
-    assign_rows(&j, 0, outer);
-    return NNF_OK;
-}
-
-static nnf_status assign_run(NNF_KERNEL_ARGS) {
+nnf_status nnf_slice_assign_run(const nnf_node *node, nnf_buf *const *in, nnf_buf *const *out,
+                                nnf_threadpool *pool) {
     assign_job j;
     size_t outer;
     NNF_CHECK(assign_job_of(node, in, out, &j, &outer));
     /* rows of about 64 KiB a hand-off */
     size_t grain = j.ylen >= ((size_t)64 << 10) ? 1 : ((size_t)64 << 10) / (j.ylen ? j.ylen : 1);
-    nnf_ew_parallel_ranges(ctx->pool, outer, grain, assign_task, &j);
+    nnf_ew_parallel_ranges(pool, outer, grain, assign_task, &j);
     return NNF_OK;
 }
 
-nnf_status nnf_plan_slice_assign(NNF_PLAN_ARGS) {
-    (void)node, (void)in, (void)out;
-    plan->name = "slice_assign_memcpy";
-    plan->run = assign_run;
-    /* y over x: the base's elements outside the windows are already there */
-    plan->in_place_inputs = 1u;
-    return NNF_OK;
+nnf_status nnf_slice_assign_ref(NNF_KERNEL_ARGS) {
+    (void)ctx;
+    return nnf_slice_assign_run(node, in, out, NULL);
 }

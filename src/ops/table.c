@@ -45,6 +45,16 @@ const nnf_op_def *nnf_op_find(const char *domain, const char *name, int opset,
 }
 
 nnf_status nnf_init_none(NNF_INIT_ARGS) { return NNF_OK; }
+
+/* The internal operators' init: only graph passes make them (they set the
+ * params themselves), so one named in a model file is refused. */
+nnf_status nnf_init_internal(NNF_INIT_ARGS) {
+    (void)arena;
+    return nnf_node_error(node, NNF_ERR_UNSUPPORTED,
+                          "%s::%s is an internal operator, made by nnfuse's graph passes; a model "
+                          "file cannot use it",
+                          node->domain, node->op_type);
+}
 double nnf_cost_none(NNF_COST_ARGS) { return 0.0; }
 nnf_status nnf_plan_none(NNF_PLAN_ARGS) { return NNF_OK; }
 

@@ -49,6 +49,30 @@ nnf_status nnf_axes_mask(const nnf_node *node, const nnf_ivec *axes, int rank, b
     return NNF_OK;
 }
 
+bool nnf_slice_plan_known(const nnf_node *node, const nnf_tinfo *in, nnf_slice_plan *sp) {
+    const nnf_shape *xs = &in[0].shape;
+    if (!node->params || !nnf_shape_known(xs))
+        return false;
+    nnf_ivec v[4];
+    nnf_slice_args_attr(node->params, v);
+    static const char *names[4] = {"starts", "ends", "axes", "steps"};
+    for (int i = 0; node->opset >= 10 && i < 4; i++) {
+        if (!nnf_has_input(node, in, i + 1))
+            continue;
+        if (nnf_tinfo_ivec(node, &in[i + 1], names[i], &v[i]) != NNF_OK) {
+            nnf_error_clear(); /* the reference kernel reports it */
+            return false;
+        }
+        if (!v[i].data)
+            return false; /* known only at run time */
+    }
+    if (nnf_slice_resolve(node, xs->rank, xs->dims, &v[0], &v[1], &v[2], &v[3], sp) != NNF_OK) {
+        nnf_error_clear();
+        return false;
+    }
+    return true;
+}
+
 /* Clamp v into [lo, hi]. */
 static int64_t clamp64(int64_t v, int64_t lo, int64_t hi) {
     return v < lo ? lo : v > hi ? hi : v;

@@ -61,6 +61,9 @@ typedef struct nnf_slice_assign_params {
     int64_t axis;          /* 0 <= axis < rank */
     const int64_t *starts; /* per update (input k + 1): its first index along axis */
 } nnf_slice_assign_params;
+/* SliceAssign's rows on pool (NULL: the calling thread); out[0] may be in[0]. */
+nnf_status nnf_slice_assign_run(const nnf_node *node, nnf_buf *const *in, nnf_buf *const *out,
+                                nnf_threadpool *pool);
 
 typedef enum nnf_pad_mode {
     NNF_PAD_CONSTANT = 0,
@@ -248,6 +251,12 @@ typedef struct nnf_slice_plan {
 nnf_status nnf_slice_resolve(const nnf_node *node, int rank, const int64_t *dims,
                              const nnf_ivec *starts, const nnf_ivec *ends, const nnf_ivec *axes,
                              const nnf_ivec *steps, nnf_slice_plan *plan);
+
+/* A Slice node's plan when its starts/ends/axes/steps are known (attributes
+ * before opset 10, constant inputs after) and resolve against its input's
+ * known shape (in: the node's inputs as inference sees them); false
+ * otherwise, no error left set. */
+bool nnf_slice_plan_known(const nnf_node *node, const nnf_tinfo *in, nnf_slice_plan *sp);
 
 /* Pads for every dimension (begin[i], end[i]; may be negative = crop) from a
  * pads list of 2*len(axes) entries and optional axes. */

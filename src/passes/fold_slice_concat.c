@@ -15,46 +15,19 @@
 
 #include <string.h>
 
-/* A constant integer vector input of a node as an ivec (n = -1 absent); false
- * when it is not a constant. */
-static bool const_ivec(const nnf_graph *g, const nnf_node *n, int k, nnf_ivec *v) {
-    v->n = -1;
-    v->data = NULL;
-    if (k >= n->n_inputs || n->inputs[k] < 0)
-        return true;
-    const nnf_value *c = &g->values[n->inputs[k]];
-    if (!c->data || (c->dtype != NNF_DTYPE_INT64 && c->dtype != NNF_DTYPE_INT32) ||
-        c->shape.rank != 1 || c->shape.dims[0] < 0)
-        return false;
-    v->n = c->shape.dims[0];
-    v->dtype = c->dtype;
-    v->data = c->data;
-    return true;
-}
-
 /* Where Slice s starts along axis when it cuts only that axis of its
  * static input, with step 1, to its static output's extent. */
 static bool axis_window(const nnf_graph *g, const nnf_node *s, int axis, int64_t *start) {
     const nnf_shape *xs = &g->values[s->inputs[0]].shape, *ys = &g->values[s->outputs[0]].shape;
-    if (!nnf_shape_known(xs) || !nnf_shape_known(ys) || xs->rank != ys->rank || axis >= xs->rank)
+    if (!nnf_shape_known(xs) || !nnf_shape_known(ys) || xs->rank != ys->rank || axis >= xs->rank ||
+        s->n_inputs > 5)
         return false;
-    nnf_ivec v[4];
-    if (s->opset < 10) {
-        if (!s->params)
-            return false;
-        nnf_slice_args_attr(s->params, v);
-        v[3].n = -1;
-        v[3].data = NULL;
-    } else {
-        for (int k = 0; k < 4; k++)
-            if (!const_ivec(g, s, k + 1, &v[k]))
-                return false;
-    }
+    nnf_tinfo in[5];
+    for (int k = 0; k < s->n_inputs; k++)
+        nnf_value_tinfo(g, s->inputs[k], &in[k]);
     nnf_slice_plan sp;
-    if (nnf_slice_resolve(s, xs->rank, xs->dims, &v[0], &v[1], &v[2], &v[3], &sp) != NNF_OK) {
-        nnf_error_clear();
+    if (!nnf_slice_plan_known(s, in, &sp))
         return false;
-    }
     for (int d = 0; d < xs->rank; d++)
         if (sp.step[d] != 1 || sp.count[d] != ys->dims[d] ||
             (d != axis && (sp.start[d] != 0 || sp.count[d] != xs->dims[d])))

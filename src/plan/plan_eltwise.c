@@ -766,6 +766,21 @@ nnf_status nnf_plan_concat(NNF_PLAN_ARGS) {
     return NNF_OK;
 }
 
+/* ---- SliceAssign (ops/slice_assign.c) ----------------------------------------------- */
+
+static nnf_status slice_assign_run(NNF_KERNEL_ARGS) {
+    return nnf_slice_assign_run(node, in, out, ctx->pool);
+}
+
+nnf_status nnf_plan_slice_assign(NNF_PLAN_ARGS) {
+    (void)node, (void)in, (void)out;
+    plan->name = "slice_assign_memcpy";
+    plan->run = slice_assign_run;
+    /* y over x: the base's elements outside the windows are already there */
+    plan->in_place_inputs = 1u;
+    return NNF_OK;
+}
+
 /* ---- Slice ------------------------------------------------------------------------- */
 
 /* A slice with constant starts/ends/axes/steps is rows of `run` elements,
@@ -838,24 +853,9 @@ nnf_status nnf_plan_slice(NNF_PLAN_ARGS) {
     if (!node->params || !es || !nnf_shape_known(xs) || !nnf_shape_known(ys) ||
         xs->rank != ys->rank || xs->rank < 1 || nnf_shape_numel(ys) <= 0)
         return NNF_OK;
-    nnf_ivec v[4];
-    nnf_slice_args_attr(node->params, v);
-    static const char *names[4] = {"starts", "ends", "axes", "steps"};
-    for (int i = 0; node->opset >= 10 && i < 4; i++) {
-        if (!nnf_has_input(node, in, i + 1))
-            continue;
-        if (nnf_tinfo_ivec(node, &in[i + 1], names[i], &v[i]) != NNF_OK) {
-            nnf_error_clear(); /* the reference kernel reports it */
-            return NNF_OK;
-        }
-        if (!v[i].data)
-            return NNF_OK; /* known only at run time */
-    }
     nnf_slice_plan sp;
-    if (nnf_slice_resolve(node, xs->rank, xs->dims, &v[0], &v[1], &v[2], &v[3], &sp) != NNF_OK) {
-        nnf_error_clear();
+    if (!nnf_slice_plan_known(node, in, &sp))
         return NNF_OK;
-    }
     for (int d = 0; d < xs->rank; d++)
         if (sp.count[d] != ys->dims[d])
             return NNF_OK;

@@ -115,8 +115,10 @@ tile_rows(size_t kc, const float *a, const float *b, float *c, size_t ldc, size_
         et.hi = _mm512_set1_ps(_mm256_cvtss_f32(et.f.hi));
     }
 #define S(r)                                                                                       \
-    if (RR > r && m > r)                                                                           \
-    store_row16(c + r * ldc, c##r##0, c##r##1, r, k0, k1, t, &et)
+    do {                                                                                           \
+        if (RR > r && m > r)                                                                       \
+            store_row16(c + r * ldc, c##r##0, c##r##1, r, k0, k1, t, &et);                         \
+    } while (0)
     S(0); S(1); S(2); S(3); S(4); S(5); S(6); S(7); S(8); S(9); S(10); S(11); S(12); S(13);
 #undef S
 }
@@ -139,13 +141,19 @@ void nnf_gemm_ukernel_14x32_avx512(size_t kc, const float *a, const float *b, fl
         }
     }
     switch (m) {
-#define FORM(RR)                                                                                   \
-    case RR: tile_rows(kc, a, b, c, ldc, m, n, t, RR, 2); return;
-        FORM(5)
-        FORM(6) FORM(7) FORM(8) FORM(9) FORM(10) FORM(11) FORM(12) FORM(13)
-#undef FORM
-            case 1 : case 2 : case 3 : case 4 : tile_rows(kc, a, b, c, ldc, m, n, t, 4, 2);
-        return;
+    case 1:
+    case 2:
+    case 3:
+    case 4: tile_rows(kc, a, b, c, ldc, m, n, t, 4, 2); return;
+    case 5: tile_rows(kc, a, b, c, ldc, m, n, t, 5, 2); return;
+    case 6: tile_rows(kc, a, b, c, ldc, m, n, t, 6, 2); return;
+    case 7: tile_rows(kc, a, b, c, ldc, m, n, t, 7, 2); return;
+    case 8: tile_rows(kc, a, b, c, ldc, m, n, t, 8, 2); return;
+    case 9: tile_rows(kc, a, b, c, ldc, m, n, t, 9, 2); return;
+    case 10: tile_rows(kc, a, b, c, ldc, m, n, t, 10, 2); return;
+    case 11: tile_rows(kc, a, b, c, ldc, m, n, t, 11, 2); return;
+    case 12: tile_rows(kc, a, b, c, ldc, m, n, t, 12, 2); return;
+    case 13: tile_rows(kc, a, b, c, ldc, m, n, t, 13, 2); return;
     default: tile_rows(kc, a, b, c, ldc, m, n, t, 14, 2); return;
     }
 }
