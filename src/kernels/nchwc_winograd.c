@@ -14,10 +14,23 @@
 #include <stdio.h>
 #include <string.h>
 
+const double nnf_wino2_bt[5][5] = {
+    {2, -1, -2, 1, 0}, {0, 2, 1, -1, 0}, {0, -2, 3, -1, 0}, {0, -1, 0, 1, 0}, {0, 2, -1, -2, 1}};
+const double nnf_wino2_g[5][2] = {
+    {1.0 / 2, 0}, {1.0 / 2, 1.0 / 2}, {1.0 / 6, -1.0 / 6}, {1.0 / 6, 1.0 / 3}, {0, 1}};
+const double nnf_wino2_at[4][5] = {
+    {1, 1, 1, 1, 0}, {0, 1, -1, 2, 0}, {0, 1, 1, 4, 0}, {0, 1, -1, 8, 1}};
+
+/* The stride-2 form: the AVX-512 tier's (its transforms are written for it
+ * alone). */
+static bool s2_form(const nnf_conv2d_shape *s, nnf_isa isa) {
+    return isa >= NNF_ISA_AVX512 && s->sh == 2 && s->sw == 2;
+}
+
 bool nnf_nchwc_wino_supported(const nnf_conv2d_shape *s, nnf_isa isa) {
-    return s && isa >= NNF_ISA_AVX2 && s->group == 1 && s->kh == 3 && s->kw == 3 && s->sh == 1 &&
-           s->sw == 1 && s->dh == 1 && s->dw == 1 && s->c > 0 && s->oc > 0 && s->oh > 0 &&
-           s->ow > 0;
+    return s && isa >= NNF_ISA_AVX2 && s->group == 1 && s->kh == 3 && s->kw == 3 &&
+           ((s->sh == 1 && s->sw == 1) || s2_form(s, isa)) && s->dh == 1 && s->dw == 1 &&
+           s->c > 0 && s->oc > 0 && s->oh > 0 && s->ow > 0;
 }
 
 /* The fewest tiles the blocked kernel runs on: 16, ResNet-50's 14x14 maps.
@@ -55,10 +68,31 @@ bool nnf_nchwc_direct_wins(const nnf_conv2d_shape *s, nnf_isa isa) {
     return isa >= NNF_ISA_AVX512 && tiles < WINO_MIN_TILES;
 }
 
+/* The stride-2 form's fewest input channels: its transforms handle 81
+ * values a tile for each input and output channel, against 36 for stride 1,
+ * so short GEMMs lose to them. Zen 5, 1 thread, against the direct kernel
+ * (bench_kernels, SiLU): 32 -> 64 at 160x160 out 5.7 against 4.1 ms,
+ * 64 -> 128 at 80x80 3.70 against 3.98 (even on 2 threads), 128 -> 256 at
+ * 40x40 2.97 against 3.97, 128 -> 128 at 28x28 (ResNet-50's) 0.74
+ * against 0.96, 256 -> 512 at 20x20 3.13 against 3.95. */
+#define WINO2_MIN_C 128
+
+/* And its fewest tiles: 25 (YOLOv5s's 20x20 maps). Its 36 weight matrices
+ * are 4x the direct kernel's, read from memory in the model: ResNet-50's
+ * 256-channel one at 14x14 (16 tiles) ran 0.97 of the direct kernel's time
+ * in the bench but 1.11-1.13 against 1.10-1.12 ms in the model, where
+ * YOLOv5s's 256 -> 256 at 20x20 ran 1.81 against 2.05 and 256 -> 512 3.18
+ * against 4.05 (1 thread). */
+#define WINO2_MIN_TILES 25
+
 bool nnf_nchwc_wino_wins(const nnf_conv2d_shape *s, nnf_isa isa) {
     size_t tiles = ((s->oh + 3) / 4) * ((s->ow + 3) / 4);
-    return nnf_nchwc_wino_supported(s, isa) && s->c >= nnf_nchwc_wino_min_c() && tiles >= WINO_MIN_TILES &&
-           !nnf_nchwc_direct_wins(s, isa) && nnf_conv_select(s, isa) == NNF_CONV_ALGO_WINOGRAD;
+    if (!nnf_nchwc_wino_supported(s, isa) || s->c < nnf_nchwc_wino_min_c() ||
+        tiles < WINO_MIN_TILES)
+        return false;
+    if (s->sh == 2)
+        return s->c >= WINO2_MIN_C && tiles >= WINO2_MIN_TILES;
+    return !nnf_nchwc_direct_wins(s, isa) && nnf_conv_select(s, isa) == NNF_CONV_ALGO_WINOGRAD;
 }
 
 void nnf_nchwc_wino_destroy(nnf_nchwc_wino *k) {
@@ -69,6 +103,34 @@ void nnf_nchwc_wino_destroy(nnf_nchwc_wino *k) {
     nnf_free(k);
 }
 
+/* The stride-2 form's 36 weight matrices (nchwc.h), input channel by
+ * input channel so each packed panel is written front to back: g[ky][kx]'s
+ * 2x2 part (rows and columns 0 and 2) as G g G^T, its 2x1 part (rows 0
+ * and 2 of column 1) and 1x2 part (columns 0 and 2 of row 1) as G g, its
+ * centre as it is. Computed in double, rounded once. */
+static void wino2_weights(nnf_nchwc_wino *k, const float *w) {
+    const nnf_conv2d_shape *s = &k->s;
+    for (size_t c = 0; c < s->c; c++)
+        for (size_t o = 0; o < s->oc; o++) {
+            const float *g = w + (o * s->c + c) * 9;
+            float u[36];
+            for (int a = 0; a < 5; a++) {
+                for (int b = 0; b < 5; b++) {
+                    double acc = 0;
+                    for (int i = 0; i < 2; i++)
+                        for (int j = 0; j < 2; j++)
+                            acc += nnf_wino2_g[a][i] * g[6 * i + 2 * j] * nnf_wino2_g[b][j];
+                    u[a * 5 + b] = (float)acc;
+                }
+                u[25 + a] = (float)(nnf_wino2_g[a][0] * g[1] + nnf_wino2_g[a][1] * g[7]);
+                u[30 + a] = (float)(nnf_wino2_g[a][0] * g[3] + nnf_wino2_g[a][1] * g[5]);
+            }
+            u[35] = g[4];
+            for (size_t xi = 0; xi < 36; xi++)
+                *nnf_gemm_packed_at(k->u[xi], o, c) = u[xi];
+        }
+}
+
 nnf_status nnf_nchwc_wino_create(const nnf_conv2d_shape *s, nnf_isa isa, const float *w,
                                  nnf_nchwc_wino **out) {
     if (!out || !s || !w)
@@ -76,12 +138,14 @@ nnf_status nnf_nchwc_wino_create(const nnf_conv2d_shape *s, nnf_isa isa, const f
     *out = NULL;
     if (!nnf_nchwc_wino_supported(s, isa > nnf_cpu_get()->max_isa ? nnf_cpu_get()->max_isa : isa))
         return nnf_error(NNF_ERR_UNSUPPORTED,
-                         "nchwc winograd: not a 3x3 stride-1 dense conv on the AVX2 tier");
+                         "nchwc winograd: not a 3x3 dense conv of stride 1 on the AVX2 tier or "
+                         "of stride 2 on the AVX-512 tier");
     nnf_nchwc_wino *k = nnf_calloc(1, sizeof *k);
     if (!k)
         return nnf_error(NNF_ERR_OUT_OF_MEMORY, "nchwc winograd: out of memory for the kernel");
     nnf_status st = NNF_OK;
     k->s = *s;
+    k->s2 = s->sh == 2;
     k->cfg = nnf_gemm_cfg_for(isa);
     k->c8 = nnf_nchwc_blocks(s->c) * NNF_NCHWC_B;
     k->oc8 = nnf_nchwc_blocks(s->oc) * NNF_NCHWC_B;
@@ -99,6 +163,13 @@ nnf_status nnf_nchwc_wino_create(const nnf_conv2d_shape *s, nnf_isa isa, const f
         if (st != NNF_OK)
             goto fail;
         nnf_gemm_packed_zero_outside(k->u[xi], s->oc, s->c);
+    }
+    if (k->s2) {
+        wino2_weights(k, w);
+        snprintf(k->name, sizeof k->name, "f32_conv_nchwc_winograd_s2_4x4_%s",
+                 k->cfg->name + strlen("f32_gemm_"));
+        *out = k;
+        return NNF_OK;
     }
     /* a panel (r output channels) over one K block at a time: each of the
      * 36 matrices written front to back in whole lines. (Input channels
@@ -129,13 +200,28 @@ fail:
 
 #define WINO_MAX_SLOTS 256
 
+/* Where each of the 36 matrices starts for `rows` tiles of `width` floats
+ * (c8 for V, oc8 for M): unit-major, nnf_nchwc_wino_rows units of rows x
+ * width, each matrix padded to an odd number of lines; base[36] is the
+ * total. False on overflow. */
+static bool wino_bases(const nnf_nchwc_wino *k, size_t rows, size_t width, size_t base[37]) {
+    size_t at = 0, f;
+    for (size_t xi = 0; xi < 36; xi++) {
+        base[xi] = at;
+        if (!nnf_mul_size(rows * nnf_nchwc_wino_rows(k, xi), width, &f) ||
+            !nnf_add_size(at, nnf_wino_odd_lines(f), &at))
+            return false;
+    }
+    base[36] = at;
+    return true;
+}
+
 typedef struct wino_job {
     const nnf_nchwc_wino *k;
     const float *x, *res;
     float *y;
     const nnf_epilogue *ep;
-    size_t tiles, blocks;      /* tiles and items per image */
-    size_t vstride, mstride;   /* floats between the 36 V / M matrices */
+    size_t tiles, blocks; /* tiles and items per image */
     size_t slot_floats;
     size_t x_img, y_img; /* floats per image */
     float *scratch;
@@ -154,41 +240,54 @@ static size_t item_tiles(const wino_job *j, size_t i, size_t *t0) {
     return i + 1 == n ? j->tiles - *t0 : (p1 - p0) * mr;
 }
 
-/* The tier's transforms: two blocks per zmm on AVX-512. */
+/* The tier's and form's transforms of tiles [t0, t0 + nt), the matrices at
+ * vb / mb (offset by the first tile's row), `rows` tiles a unit. Stride 1:
+ * two blocks per zmm on AVX-512. */
 static void wino_input(const nnf_nchwc_wino *k, const float *x, size_t t0, size_t nt, float *v,
-                       size_t vstride) {
-    if (k->cfg->isa >= NNF_ISA_AVX512)
-        nnf_nchwc_wino_input_avx512(k, x, t0, nt, v, vstride);
+                       const size_t *vb, size_t rows) {
+    if (k->s2)
+        nnf_nchwc_wino2_input_avx512(k, x, t0, nt, v, vb, rows * k->c8);
+    else if (k->cfg->isa >= NNF_ISA_AVX512)
+        nnf_nchwc_wino_input_avx512(k, x, t0, nt, v, vb[1]);
     else
-        nnf_nchwc_wino_input_avx2(k, x, t0, nt, v, vstride);
+        nnf_nchwc_wino_input_avx2(k, x, t0, nt, v, vb[1]);
 }
 
-static void wino_output(const nnf_nchwc_wino *k, const float *m, size_t mstride, size_t t0,
-                        size_t nt, float *y, const float *res, const nnf_epilogue *ep) {
-    if (k->cfg->isa >= NNF_ISA_AVX512)
-        nnf_nchwc_wino_output_avx512(k, m, mstride, t0, nt, y, res, ep);
+static void wino_output(const nnf_nchwc_wino *k, const float *m, const size_t *mb, size_t rows,
+                        size_t t0, size_t nt, float *y, const float *res, const nnf_epilogue *ep) {
+    if (k->s2)
+        nnf_nchwc_wino2_output_avx512(k, m, mb, rows * k->oc8, t0, nt, y, res, ep);
+    else if (k->cfg->isa >= NNF_ISA_AVX512)
+        nnf_nchwc_wino_output_avx512(k, m, mb[1], t0, nt, y, res, ep);
     else
-        nnf_nchwc_wino_output_avx2(k, m, mstride, t0, nt, y, res, ep);
+        nnf_nchwc_wino_output_avx2(k, m, mb[1], t0, nt, y, res, ep);
+}
+
+/* M_xi = V_xi U_xi for `rows` tiles a unit; false if the GEMM failed. */
+static bool wino_gemm(const nnf_nchwc_wino *k, size_t xi, const float *v, const size_t *vb,
+                      float *m, const size_t *mb, size_t rows) {
+    nnf_gemm_src a = nnf_gemm_src_matrix(v + vb[xi], k->c8, 0), u = nnf_gemm_src_packed(k->u[xi]);
+    return nnf_gemm_run(k->cfg, rows * nnf_nchwc_wino_rows(k, xi), k->oc8, k->c8, &a, &u,
+                        m + mb[xi], k->oc8, NULL, NULL) == NNF_OK;
 }
 
 static void wino_task(void *ctx, size_t item) {
     wino_job *j = ctx;
     const nnf_nchwc_wino *k = j->k;
     int slot = nnf_slot_claim(j->busy, j->slots);
-    float *v = j->scratch + (size_t)slot * j->slot_floats, *m = v + 36 * j->vstride;
-    size_t b = item / j->blocks, t0, nt = item_tiles(j, item % j->blocks, &t0);
-    wino_input(k, j->x + b * j->x_img, t0, nt, v, j->vstride);
-    for (size_t xi = 0; xi < 36; xi++) {
-        nnf_gemm_src a = nnf_gemm_src_matrix(v + xi * j->vstride, k->c8, 0),
-                     u = nnf_gemm_src_packed(k->u[xi]);
-        if (nnf_gemm_run(k->cfg, nt, k->oc8, k->c8, &a, &u, m + xi * j->mstride, k->oc8, NULL,
-                         NULL) != NNF_OK) {
+    size_t b = item / j->blocks, t0, nt = item_tiles(j, item % j->blocks, &t0), vb[37], mb[37];
+    /* the slot holds the largest item's (nnf_nchwc_wino_run) */
+    wino_bases(k, nt, k->c8, vb);
+    wino_bases(k, nt, k->oc8, mb);
+    float *v = j->scratch + (size_t)slot * j->slot_floats, *m = v + vb[36];
+    wino_input(k, j->x + b * j->x_img, t0, nt, v, vb, nt);
+    for (size_t xi = 0; xi < 36; xi++)
+        if (!wino_gemm(k, xi, v, vb, m, mb, nt)) {
             atomic_store(&j->failed, 1);
             goto done;
         }
-    }
-    wino_output(k, m, j->mstride, t0, nt, j->y + b * j->y_img,
-                               j->res ? j->res + b * j->y_img : NULL, j->ep);
+    wino_output(k, m, mb, nt, t0, nt, j->y + b * j->y_img, j->res ? j->res + b * j->y_img : NULL,
+                j->ep);
 done:
     nnf_slot_release(j->busy, slot);
 }
@@ -202,7 +301,8 @@ done:
  * are those of the one-thread split. */
 typedef struct wino_phase {
     wino_job *j;
-    size_t b, chunk; /* the image; tiles per transform task */
+    size_t b, chunk;       /* the image; tiles per transform task */
+    size_t vb[37], mb[37]; /* the matrices of all the image's tiles */
 } wino_phase;
 
 /* Transform task i's tiles: [*t0, *t0 + the count returned). */
@@ -215,19 +315,16 @@ static void phase_input(void *ctx, size_t i) {
     const wino_phase *p = ctx;
     const wino_job *j = p->j;
     size_t t0, nt = phase_tiles(p, i, &t0);
-    wino_input(j->k, j->x + p->b * j->x_img, t0, nt, j->scratch + t0 * j->k->c8,
-                              j->vstride);
+    wino_input(j->k, j->x + p->b * j->x_img, t0, nt, j->scratch + t0 * j->k->c8, p->vb, j->tiles);
 }
 
-static void phase_gemm(void *ctx, size_t xi) {
+/* Task i: the matrices largest first (the stride-2 form's 16- and 4-row
+ * ones), so no thread starts a long GEMM while the others finish. */
+static void phase_gemm(void *ctx, size_t i) {
     const wino_phase *p = ctx;
     wino_job *j = p->j;
-    const nnf_nchwc_wino *k = j->k;
-    float *m = j->scratch + 36 * j->vstride;
-    nnf_gemm_src a = nnf_gemm_src_matrix(j->scratch + xi * j->vstride, k->c8, 0),
-                 u = nnf_gemm_src_packed(k->u[xi]);
-    if (nnf_gemm_run(k->cfg, j->tiles, k->oc8, k->c8, &a, &u, m + xi * j->mstride, k->oc8, NULL,
-                     NULL) != NNF_OK)
+    size_t xi = 35 - i;
+    if (!wino_gemm(j->k, xi, j->scratch, p->vb, j->scratch + p->vb[36], p->mb, j->tiles))
         atomic_store(&j->failed, 1);
 }
 
@@ -235,9 +332,8 @@ static void phase_output(void *ctx, size_t i) {
     const wino_phase *p = ctx;
     const wino_job *j = p->j;
     size_t t0, nt = phase_tiles(p, i, &t0);
-    wino_output(j->k, j->scratch + 36 * j->vstride + t0 * j->k->oc8, j->mstride, t0,
-                               nt, j->y + p->b * j->y_img, j->res ? j->res + p->b * j->y_img : NULL,
-                               j->ep);
+    wino_output(j->k, j->scratch + p->vb[36] + t0 * j->k->oc8, p->mb, j->tiles, t0, nt,
+                j->y + p->b * j->y_img, j->res ? j->res + p->b * j->y_img : NULL, j->ep);
 }
 
 static bool weight_heavy(const nnf_nchwc_wino *k, size_t tiles, int threads) {
@@ -270,10 +366,11 @@ nnf_status nnf_nchwc_wino_run(const nnf_nchwc_wino *k, const float *x, float *y,
     j->tiles = ((s->oh + 3) / 4) * ((s->ow + 3) / 4);
     j->x_img = k->c8 * s->h * s->w;
     j->y_img = k->oc8 * s->oh * s->ow;
-    /* tiles per item: the 36 V and M matrices within 2 MiB, whole register
-     * panels (mr rows), at least two items per thread when the image has
-     * the tiles */
-    size_t mr = k->cfg->mr, blk = ((size_t)2 << 20) / (36 * sizeof(float) * (k->c8 + k->oc8));
+    /* tiles per item: the V and M matrices (36 rows a tile, 81 in the
+     * stride-2 form) within 2 MiB, whole register panels (mr rows), at
+     * least two items per thread when the image has the tiles */
+    size_t mr = k->cfg->mr, rows = k->s2 ? 81 : 36,
+           blk = ((size_t)2 << 20) / (rows * sizeof(float) * (k->c8 + k->oc8));
     blk = blk / mr * mr;
     if (blk < mr)
         blk = mr;
@@ -301,15 +398,12 @@ nnf_status nnf_nchwc_wino_run(const nnf_nchwc_wino *k, const float *x, float *y,
     if (j->blocks > panels)
         j->blocks = panels ? panels : 1;
     size_t most = (panels + j->blocks - 1) / j->blocks * mr + j->tiles % mr;
-    size_t vf, mf, per, total;
-    if (!nnf_mul_size(most, k->c8, &vf) || !nnf_mul_size(most, k->oc8, &mf) ||
-        !nnf_add_size(nnf_wino_odd_lines(vf), nnf_wino_odd_lines(mf), &per) ||
-        !nnf_mul_size(per, 36, &per)) {
+    size_t vb[37], mb[37], per, total;
+    if (!wino_bases(k, most, k->c8, vb) || !wino_bases(k, most, k->oc8, mb) ||
+        !nnf_add_size(vb[36], mb[36], &per)) {
         st = nnf_error(NNF_ERR_INVALID_ARGUMENT, "%s: convolution too large", k->name);
         goto fail;
     }
-    j->vstride = nnf_wino_odd_lines(vf);
-    j->mstride = nnf_wino_odd_lines(mf);
     j->slot_floats = per;
     size_t items = s->n * j->blocks;
     j->slots = phased ? 1 : threads < WINO_MAX_SLOTS ? threads : WINO_MAX_SLOTS;
@@ -327,6 +421,8 @@ nnf_status nnf_nchwc_wino_run(const nnf_nchwc_wino *k, const float *x, float *y,
     }
     if (phased) {
         wino_phase ph = {.j = j, .chunk = (j->tiles + 2 * (size_t)threads - 1) / (2 * (size_t)threads)};
+        memcpy(ph.vb, vb, sizeof vb); /* phased, most is every tile */
+        memcpy(ph.mb, mb, sizeof mb);
         size_t chunks = (j->tiles + ph.chunk - 1) / ph.chunk;
         for (ph.b = 0; ph.b < s->n && !atomic_load(&j->failed); ph.b++) {
             nnf_parallel_for(pool, chunks, phase_input, &ph);

@@ -66,6 +66,7 @@ static const char *const act_names[] = {"none",    "relu",     "clip",     "leak
  * sum, |alpha| times, plus the epilogue's adds, carried through the
  * activation (slope at most 1.5, HardSwish's). */
 static int wino_runs;
+static int wino2_runs;          /* of them in the stride-2 form */
 static nnf_threadpool *g_pool3; /* a third pool size for the Winograd splits */
 
 static void run_wino_tier(nnf_isa isa, const nnf_conv2d_shape *s, const tcase *tc, const float *x, const float *xb,
@@ -92,8 +93,12 @@ static void run_wino_tier(nnf_isa isa, const nnf_conv2d_shape *s, const tcase *t
                   "%s: n%zu c%zu %zux%zu oc%zu p%zu,%zu: 1 vs %d threads differ", k->name, s->n,
                   s->c, s->h, s->w, s->oc, s->pt, s->pl, pi + 2);
     }
-    wino_mag wm;
-    wino_mag_init(&wm, s, x, w);
+    wino_mag wm = {0};
+    wino2_mag wm2 = {0};
+    if (k->s2)
+        wino2_mag_init(&wm2, s, x, w);
+    else
+        wino_mag_init(&wm, s, x, w);
     int bad = 0;
     for (size_t b = 0; b < s->n && bad < 3; b++)
         for (size_t o = 0; o < ocb * 8 && bad < 3; o++)
@@ -110,7 +115,8 @@ static void run_wino_tier(nnf_isa isa, const nnf_conv2d_shape *s, const tcase *t
                 double want = ref[ri];
                 double extra = (tc->bias ? fabs(bias[o]) : 0) + (tc->res ? fabs(ep->residual_scale * res[ri]) : 0);
                 double tol = fabs(ep->alpha) * (double)(s->c + 16) * 0x1p-22 *
-                             wino_mag_at(&wm, s, b, o, i / s->ow, i % s->ow);
+                             (k->s2 ? wino2_mag_at(&wm2, s, b, o, i / s->ow, i % s->ow)
+                                    : wino_mag_at(&wm, s, b, o, i / s->ow, i % s->ow));
                 tol = 1.5 * (1.2 * (tol + 0x1p-20 * (extra + fabs(want)))) + 4e-7 * (1.0 + fabs(want));
                 if (!(fabs(got - want) <= tol)) {
                     bad++;
@@ -122,7 +128,9 @@ static void run_wino_tier(nnf_isa isa, const nnf_conv2d_shape *s, const tcase *t
     if (!bad)
         check_passed++;
     wino_runs++;
+    wino2_runs += k->s2;
     wino_mag_free(&wm);
+    wino2_mag_free(&wm2);
     free(y1);
     free(y2);
     nnf_nchwc_wino_destroy(k);
@@ -133,7 +141,7 @@ static void run_wino_tier(nnf_isa isa, const nnf_conv2d_shape *s, const tcase *t
 static void run_wino(const nnf_conv2d_shape *s, const tcase *tc, const float *x, const float *xb, const float *w,
                      const nnf_epilogue *ep, const double *ref, const float *bias, const float *res,
                      nnf_threadpool *pool2) {
-    for (int t = NNF_ISA_AVX2; t <= (int)nnf_cpu_get()->max_isa; t++)
+    for (int t = s->sh == 2 ? NNF_ISA_AVX512 : NNF_ISA_AVX2; t <= (int)nnf_cpu_get()->max_isa; t++)
         run_wino_tier((nnf_isa)t, s, tc, x, xb, w, ep, ref, bias, res, pool2);
 }
 
@@ -721,6 +729,45 @@ int main(void) {
             }
             run_case(&tc, pool2);
         }
+        /* the stride-2 form (AVX-512 tier) likewise: output maps of 1, 2,
+         * 4, 5, 8, 9 and 13 (a 9x9 patch a 4x4 tile, the odd last row and
+         * column of an even map inside the padding), odd channel blocks,
+         * weight-heavy maps that run in phases on 2 and 3 threads */
+        static const size_t hs2[] = {1, 2, 3, 7, 8, 9, 10, 15, 17, 25, 33};
+        static const size_t cs2[] = {1, 7, 8, 9, 17, 24, 64};
+        for (int i = 0; i < 44; i++) {
+            tcase tc = {.n = 1 + (size_t)(i % 5 == 0),
+                        .kh = 3,
+                        .kw = 3,
+                        .sh = 2,
+                        .sw = 2,
+                        .dh = 1,
+                        .dw = 1,
+                        .in_blocked = 1};
+            tc.h = hs2[i % 11];
+            tc.w = hs2[(i * 3 + 1) % 11];
+            tc.c = cs2[i % 7];
+            tc.oc = cs2[(i * 5 + 2) % 7];
+            tc.pt = tc.pl = tc.pb = tc.pr = (size_t)(i % 3 == 2 ? 2 : 1);
+            if (i % 4 == 1) {
+                tc.pt = 0;
+                tc.pr = 2;
+            }
+            if (i % 6 == 3)
+                tc.pt = tc.pl = tc.pb = tc.pr = 0;
+            if (out_dim(tc.h, 3, 2, 1, tc.pt, tc.pb) == 0 ||
+                out_dim(tc.w, 3, 2, 1, tc.pl, tc.pr) == 0)
+                continue;
+            tc.act = act_of(i % 11);
+            tc.bias = i % 3 != 0;
+            tc.res = i % 2;
+            tc.res_after = i % 4 == 3;
+            if (i % 9 == 4) {
+                tc.alpha = 0.5f;
+                tc.res_scale = 2.0f;
+            }
+            run_case(&tc, pool2);
+        }
         /* 1 x 37 tiles: one work item on one thread, 12 + 12 + 12 + 1 tiles
          * on two before the last item took the one-tile remainder (whose
          * one-row GEMM ran the GEMV kernel: the 1 vs 2 thread check failed) */
@@ -728,8 +775,9 @@ int main(void) {
                     .dh = 1, .dw = 1, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .in_blocked = 1,
                     .act = act_of(NNF_ACT_RELU), .bias = 1, .alpha = 1.0f, .res_scale = 1.0f};
         run_case(&tc, pool2);
-        printf("blocked winograd: %d cases\n", wino_runs);
+        printf("blocked winograd: %d cases, %d of them stride 2\n", wino_runs, wino2_runs);
         CHECK(wino_runs >= 40);
+        CHECK(nnf_cpu_get()->max_isa < NNF_ISA_AVX512 || wino2_runs >= 40);
         nnf_conv2d_shape s = {.n = 1, .c = 9, .h = 6, .w = 6, .oc = 17, .group = 1, .kh = 3, .kw = 3, .sh = 1,
                               .sw = 1, .dh = 1, .dw = 1, .pt = 1, .pl = 1, .oh = 6, .ow = 6};
         float *w = check_rand_buf(17 * 9 * 9);
@@ -785,7 +833,79 @@ int main(void) {
             q.oc = 512;
             q.h = q.w = q.oh = q.ow = 7;
             CHECK(!nnf_nchwc_wino_wins(&q, NNF_ISA_AVX2));
+            /* the stride-2 form: AVX-512 only, from 128 channels and 25
+             * tiles (YOLOv5s's 128 -> 256 at 40x40 and 256 -> 512 at
+             * 20x20, ResNet-50's 128 at 28x28; not its 256 at 14x14 nor
+             * YOLOv5s's 64 -> 128 at 80x80) */
+            nnf_conv2d_shape r = {.n = 1,
+                                  .c = 128,
+                                  .h = 80,
+                                  .w = 80,
+                                  .oc = 256,
+                                  .group = 1,
+                                  .kh = 3,
+                                  .kw = 3,
+                                  .sh = 2,
+                                  .sw = 2,
+                                  .dh = 1,
+                                  .dw = 1,
+                                  .pt = 1,
+                                  .pl = 1,
+                                  .oh = 40,
+                                  .ow = 40};
+            int avx512 = nnf_cpu_get()->max_isa >= NNF_ISA_AVX512;
+            CHECK(nnf_nchwc_wino_wins(&r, NNF_ISA_AVX512) == avx512);
+            CHECK(!nnf_nchwc_wino_wins(&r, NNF_ISA_AVX2));
+            r.c = 64;
+            CHECK(!nnf_nchwc_wino_wins(&r, NNF_ISA_AVX512));
+            r.c = 256;
+            r.oc = 512;
+            r.h = r.w = 40;
+            r.oh = r.ow = 20;
+            CHECK(nnf_nchwc_wino_wins(&r, NNF_ISA_AVX512) == avx512);
+            r.oc = 256;
+            r.h = r.w = 28;
+            r.oh = r.ow = 14;
+            CHECK(!nnf_nchwc_wino_wins(&r, NNF_ISA_AVX512));
+            r.sw = 1;
+            CHECK(!nnf_nchwc_wino_supported(&r, NNF_ISA_AVX512));
         }
+    }
+    /* the stride-2 form's allocation failures */
+    if (nnf_cpu_get()->max_isa >= NNF_ISA_AVX512) {
+        nnf_conv2d_shape s = {.n = 1,
+                              .c = 9,
+                              .h = 11,
+                              .w = 11,
+                              .oc = 17,
+                              .group = 1,
+                              .kh = 3,
+                              .kw = 3,
+                              .sh = 2,
+                              .sw = 2,
+                              .dh = 1,
+                              .dw = 1,
+                              .pt = 1,
+                              .pl = 1,
+                              .oh = 6,
+                              .ow = 6};
+        float *w = check_rand_buf(17 * 9 * 9);
+        int failed = 0;
+        for (uint64_t n = 1; n <= 40; n++) {
+            nnf_nchwc_wino *k = NULL;
+            nnf_alloc_fail_after(n);
+            nnf_status st = nnf_nchwc_wino_create(&s, NNF_ISA_AVX512, w, &k);
+            nnf_alloc_fail_after(0);
+            if (st != NNF_OK) {
+                failed++;
+                CHECK(st == NNF_ERR_OUT_OF_MEMORY && k == NULL);
+            }
+            nnf_nchwc_wino_destroy(k);
+        }
+        CHECK(failed >= 3);
+        nnf_nchwc_wino *k = NULL;
+        CHECK(nnf_nchwc_wino_create(&s, NNF_ISA_AVX2, w, &k) == NNF_ERR_UNSUPPORTED && !k);
+        free(w);
     }
     /* ResNet's bottleneck ends (1x1 + residual + ReLU: one pass over K, so
      * run over their residual as well, in run_case); a 3x3 over 256

@@ -119,6 +119,17 @@ def case_winograd():
     return build([a, b, c], nodes, [], [c[2]], (1, 64, 22, 22)), {"nchwc.Conv"}, 2
 
 
+def case_winograd_s2():
+    """YOLOv5's downsampling 3x3 at stride 2 on 128 channels, 21x19 out (30 output tiles): the
+    blocked Winograd's stride-2 form on the AVX-512 tier (the direct tiles below it); 132 output
+    channels leave padding lanes in the last block, the odd last input row and column lie in
+    the padding. A 1x1 after it writes the plain output."""
+    a = conv("a", "x", 16, 128, k=1, pad=0, act="silu")
+    b = conv("b", a[2], 128, 132, stride=2, act="silu")
+    c = conv("c", b[2], 132, 16, k=1, pad=0)
+    return build([a, b, c], [], [], [c[2]], (1, 16, 42, 38)), {"nchwc.Conv"}, 1
+
+
 def case_bottleneck_silu():
     """YOLOv5's bottleneck twice, x + SiLU(conv(SiLU(conv(x)))): the Add joins the 3x3 after its
     SiLU, on the blocked Winograd (64 and 70 channels at 22x22) and on the direct tiles (16
@@ -179,7 +190,8 @@ def case_plain_out():
 
 
 CASES = {f.__name__[5:]: f for f in (case_stem_chain, case_residual_add, case_concat_resize, case_mixed_readers,
-                                      case_winograd, case_bottleneck_silu, case_grouped, case_plain_out)}
+                                      case_winograd, case_winograd_s2, case_bottleneck_silu, case_grouped,
+                                      case_plain_out)}
 
 
 def profiled_ops(path, env=None):
@@ -285,6 +297,17 @@ def test_winograd_convs_run_blocked(tmp_path):
     path.write_bytes(case_winograd()[0])
     kernels = [k for o, k in profiled_ops(path) if o == "nchwc.Conv"]
     assert len(kernels) == 3 and all("nchwc_winograd" in k for k in kernels), kernels
+
+
+@needs_blocked
+def test_winograd_s2_on_avx512(tmp_path):
+    """The stride-2 3x3 runs as the blocked Winograd's stride-2 form where the AVX-512 tier is in
+    force, as the direct tiles on AVX2 (outputs: test_blocked_models_match_ort)."""
+    path = tmp_path / "winograd_s2.onnx"
+    path.write_bytes(case_winograd_s2()[0])
+    kernels = [k for o, k in profiled_ops(path) if o == "nchwc.Conv"]
+    assert len(kernels) == 3, kernels
+    assert ("winograd_s2" in kernels[1]) == ("avx512" in kernels[0]), kernels
 
 
 @needs_blocked

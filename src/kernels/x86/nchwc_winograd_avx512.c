@@ -8,25 +8,12 @@
  * bits. On Intel's two 512-bit ports the 8-wide transforms were 6.7 % of a
  * YOLOv5s run. An odd last block runs with its upper half zero. */
 #include "kernels/nchwc.h"
+#include "kernels/x86/nchwc_pair_avx512.h"
 #include "kernels/x86/vmath_avx512.h"
 #include "kernels/x86/winograd_avx2.h"
 
 NNF_WINO_1D(_16, __m512, _mm512_add_ps, _mm512_sub_ps, _mm512_mul_ps, _mm512_fmadd_ps,
             _mm512_set1_ps)
-
-/* One pixel's 8 channels of block pair (p, p + plane); the second half
- * zero when there is no second block. */
-static inline __m512 load_pair(const float *p, size_t plane, int both) {
-    __m512 v = _mm512_castps256_ps512(_mm256_loadu_ps(p));
-    return _mm512_insertf32x8(v, both ? _mm256_loadu_ps(p + plane) : _mm256_setzero_ps(), 1);
-}
-
-static inline void store_pair(float *p, size_t plane, int both, __m512 v) {
-    _mm256_storeu_ps(p, _mm512_castps512_ps256(v));
-    if (both)
-        _mm256_storeu_ps(p + plane,
-                         _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
-}
 
 void nnf_nchwc_wino_input_avx512(const nnf_nchwc_wino *k, const float *x, size_t t0, size_t nt,
                                  float *v, size_t vstride) {
@@ -61,8 +48,8 @@ void nnf_nchwc_wino_input_avx512(const nnf_nchwc_wino *k, const float *x, size_t
                 for (int c = 0; c < 6; c++) {
                     ptrdiff_t ih = ih0 + r, iw = iw0 + c;
                     d[r][c] = inside || (ih >= 0 && ih < H && iw >= 0 && iw < W)
-                                  ? load_pair(xc + (size_t)ih * row + (size_t)iw * NNF_NCHWC_B,
-                                              plane, both)
+                                  ? nnf_load_pair(xc + (size_t)ih * row + (size_t)iw * NNF_NCHWC_B,
+                                                  plane, both)
                                   : _mm512_setzero_ps();
                 }
             /* down the columns, then along the rows: xi = a * 6 + b */
@@ -135,9 +122,9 @@ output_act(nnf_act_kind kind, const nnf_nchwc_wino *k, const float *m, size_t ms
                 nnf_wino_at4_16(u[i], o);
                 for (size_t q = 0; q < nx; q++) {
                     size_t off = off0 + i * row + q * NNF_NCHWC_B;
-                    __m512 r = res ? load_pair(res + off, plane, both) : _mm512_setzero_ps();
+                    __m512 r = res ? nnf_load_pair(res + off, plane, both) : _mm512_setzero_ps();
                     __m512 val = nnf_ep16_apply_act(o[q], e, &act, 1, bias, res != NULL, r);
-                    store_pair(y + off, plane, both, _mm512_maskz_mov_ps(keep, val));
+                    nnf_store_pair(y + off, plane, both, _mm512_maskz_mov_ps(keep, val));
                 }
             }
         }

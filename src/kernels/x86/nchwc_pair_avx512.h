@@ -1,0 +1,24 @@
+/* Two NCHWc8 channel blocks in one zmm, for the AVX-512 Winograd transforms
+ * (x86/nchwc_winograd_avx512.c, x86/nchwc_winograd_s2_avx512.c): a pixel's
+ * 8 channels of block p in the low half, of the block one plane further in
+ * the high half. */
+#ifndef NNF_KERNELS_X86_NCHWC_PAIR_AVX512_H
+#define NNF_KERNELS_X86_NCHWC_PAIR_AVX512_H
+
+#include <immintrin.h>
+#include <stddef.h>
+
+/* The second half zero when there is no second block. */
+static inline __m512 nnf_load_pair(const float *p, size_t plane, int both) {
+    __m512 v = _mm512_castps256_ps512(_mm256_loadu_ps(p));
+    return _mm512_insertf32x8(v, both ? _mm256_loadu_ps(p + plane) : _mm256_setzero_ps(), 1);
+}
+
+static inline void nnf_store_pair(float *p, size_t plane, int both, __m512 v) {
+    _mm256_storeu_ps(p, _mm512_castps512_ps256(v));
+    if (both)
+        _mm256_storeu_ps(p + plane,
+                         _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+}
+
+#endif

@@ -1,0 +1,174 @@
+/* The AVX-512 transforms of the blocked Winograd's stride-2 form
+ * (nchwc.h, nchwc_winograd.c): two channel blocks per zmm, as the
+ * stride-1 ones (x86/nchwc_winograd_avx512.c).
+ *
+ * A 4x4 output tile reads a 9x9 input patch p (rows and columns from
+ * 2 * the tile's first output - the padding). Its even rows 0, 2, .., 8
+ * meet kernel rows 0 and 2, its odd rows 1, .., 7 kernel row 1; likewise
+ * the columns. So with B^T the F(4,2) input transform (5 points):
+ *   V00 = B^T p[even][even] B   (5x5: matrices 0..24, k * 5 + l)
+ *   V01 = B^T p[even][odd]      (5x4: matrix 25 + k, unit = column)
+ *   V10 = p[odd][even] B        (4x5: matrix 30 + l, unit = row)
+ *   V11 = p[odd][odd]           (4x4: matrix 35, unit = row * 4 + column)
+ * and after the GEMMs the output is
+ *   Y = A^T (M00 A + M01) + (M10 A + M11)
+ * before the epilogue. An odd last block runs with its upper half zero. */
+#include "kernels/nchwc.h"
+#include "kernels/x86/nchwc_pair_avx512.h"
+#include "kernels/x86/vmath_avx512.h"
+
+/* B^T of F(4,2) on points 0, 1, -1, 2, inf (nnf_wino2_bt). */
+static inline __attribute__((always_inline)) void bt5(const __m512 d[5], __m512 o[5]) {
+    const __m512 two = _mm512_set1_ps(2.0f), three = _mm512_set1_ps(3.0f),
+                 m2 = _mm512_set1_ps(-2.0f);
+    __m512 t = _mm512_sub_ps(d[3], d[1]);
+    o[0] = _mm512_fmadd_ps(two, _mm512_sub_ps(d[0], d[2]), t);
+    o[1] = _mm512_fmadd_ps(two, d[1], _mm512_sub_ps(d[2], d[3]));
+    o[2] = _mm512_fmsub_ps(three, d[2], _mm512_fmadd_ps(two, d[1], d[3]));
+    o[3] = t;
+    o[4] = _mm512_fmadd_ps(m2, t, _mm512_sub_ps(d[4], d[2]));
+}
+
+/* A^T of F(4,2) (nnf_wino2_at). */
+static inline __attribute__((always_inline)) void at4(const __m512 m[5], __m512 o[4]) {
+    __m512 p = _mm512_add_ps(m[1], m[2]), n = _mm512_sub_ps(m[1], m[2]);
+    o[0] = _mm512_add_ps(_mm512_add_ps(m[0], p), m[3]);
+    o[1] = _mm512_fmadd_ps(_mm512_set1_ps(2.0f), m[3], n);
+    o[2] = _mm512_fmadd_ps(_mm512_set1_ps(4.0f), m[3], p);
+    o[3] = _mm512_add_ps(_mm512_fmadd_ps(_mm512_set1_ps(8.0f), m[3], n), m[4]);
+}
+
+void nnf_nchwc_wino2_input_avx512(const nnf_nchwc_wino *k, const float *x, size_t t0, size_t nt,
+                                  float *v, const size_t base[36], size_t ustride) {
+    const nnf_conv2d_shape *s = &k->s;
+    const size_t tw = (s->ow + 3) / 4, row = s->w * NNF_NCHWC_B, plane = s->h * row,
+                 cb_n = k->c8 / NNF_NCHWC_B;
+    const ptrdiff_t H = (ptrdiff_t)s->h, W = (ptrdiff_t)s->w;
+    for (size_t t = 0; t < nt; t++) {
+        size_t ty = (t0 + t) / tw, tx = (t0 + t) % tw;
+        ptrdiff_t ih0 = (ptrdiff_t)(ty * 8) - (ptrdiff_t)s->pt,
+                  iw0 = (ptrdiff_t)(tx * 8) - (ptrdiff_t)s->pl;
+        int inside = ih0 >= 0 && iw0 >= 0 && ih0 + 9 <= H && iw0 + 9 <= W;
+        for (size_t cb = 0; cb < cb_n; cb += 2) {
+            const float *xc = x + cb * plane;
+            int both = cb + 1 < cb_n;
+            __mmask16 km = both ? (__mmask16)0xffff : (__mmask16)0x00ff;
+            float *vt = v + t * k->c8 + cb * NNF_NCHWC_B;
+            __m512 p[9][9];
+            for (int r = 0; r < 9; r++)
+                for (int q = 0; q < 9; q++) {
+                    ptrdiff_t ih = ih0 + r, iw = iw0 + q;
+                    p[r][q] = inside || (ih >= 0 && ih < H && iw >= 0 && iw < W)
+                                  ? nnf_load_pair(xc + (size_t)ih * row + (size_t)iw * NNF_NCHWC_B,
+                                                  plane, both)
+                                  : _mm512_setzero_ps();
+                }
+            /* B^T down the even rows of every column: e[k][q] */
+            __m512 e[5][9];
+            for (int q = 0; q < 9; q++) {
+                __m512 col[5] = {p[0][q], p[2][q], p[4][q], p[6][q], p[8][q]}, o[5];
+                bt5(col, o);
+                for (int a = 0; a < 5; a++)
+                    e[a][q] = o[a];
+            }
+            for (int a = 0; a < 5; a++) {
+                __m512 ev[5] = {e[a][0], e[a][2], e[a][4], e[a][6], e[a][8]}, o[5];
+                bt5(ev, o);
+                for (int b = 0; b < 5; b++)
+                    _mm512_mask_storeu_ps(vt + base[a * 5 + b], km, o[b]);
+                for (int c = 0; c < 4; c++)
+                    _mm512_mask_storeu_ps(vt + base[25 + a] + (size_t)c * ustride, km,
+                                          e[a][2 * c + 1]);
+            }
+            /* the odd rows: B^T along their even columns, their odd ones as they are */
+            for (int r = 0; r < 4; r++) {
+                const __m512 *pr = p[2 * r + 1];
+                __m512 ev[5] = {pr[0], pr[2], pr[4], pr[6], pr[8]}, o[5];
+                bt5(ev, o);
+                for (int b = 0; b < 5; b++)
+                    _mm512_mask_storeu_ps(vt + base[30 + b] + (size_t)r * ustride, km, o[b]);
+                for (int c = 0; c < 4; c++)
+                    _mm512_mask_storeu_ps(vt + base[35] + (size_t)(r * 4 + c) * ustride, km,
+                                          pr[2 * c + 1]);
+            }
+        }
+    }
+}
+
+/* One activation kind known at compile time (nnf_act16's switch folds). */
+static inline __attribute__((always_inline)) void
+output_act(nnf_act_kind kind, const nnf_nchwc_wino *k, const float *m, const size_t base[36],
+           size_t ustride, size_t t0, size_t nt, float *y, const float *res,
+           const nnf_epilogue *e) {
+    const nnf_conv2d_shape *s = &k->s;
+    const size_t tw = (s->ow + 3) / 4, row = s->ow * NNF_NCHWC_B, plane = s->oh * row,
+                 ob_n = k->oc8 / NNF_NCHWC_B;
+    nnf_activation act = e->act;
+    act.kind = kind;
+    size_t tail = s->oc % NNF_NCHWC_B;
+    for (size_t t = 0; t < nt; t++) {
+        size_t ty = (t0 + t) / tw, tx = (t0 + t) % tw, oy0 = ty * 4, ox0 = tx * 4;
+        size_t ny = s->oh - oy0 < 4 ? s->oh - oy0 : 4, nx = s->ow - ox0 < 4 ? s->ow - ox0 : 4;
+        for (size_t ob = 0; ob < ob_n; ob += 2) {
+            const float *mt = m + t * k->oc8 + ob * NNF_NCHWC_B;
+            int both = ob + 1 < ob_n;
+            __mmask16 km = both ? (__mmask16)0xffff : (__mmask16)0x00ff;
+            /* the lanes of real channels: block ob, then ob + 1 */
+            __mmask16 keep = (__mmask16)(tail && ob + 1 == ob_n ? (1u << tail) - 1u : 0xffu);
+            if (both)
+                keep |= (__mmask16)((tail && ob + 2 == ob_n ? (1u << tail) - 1u : 0xffu) << 8);
+            __m512 bias = _mm512_setzero_ps();
+            if (e->bias)
+                bias = _mm512_maskz_loadu_ps(keep, e->bias + ob * NNF_NCHWC_B);
+            /* r[a][j] = (M00 A + M01)[a][j], then A^T down its columns */
+            __m512 r[5][4], out[4][4];
+            for (int a = 0; a < 5; a++) {
+                __m512 mv[5], o[4];
+                for (int b = 0; b < 5; b++)
+                    mv[b] = _mm512_maskz_loadu_ps(km, mt + base[a * 5 + b]);
+                at4(mv, o);
+                for (int j = 0; j < 4; j++)
+                    r[a][j] = _mm512_add_ps(
+                        o[j], _mm512_maskz_loadu_ps(km, mt + base[25 + a] + (size_t)j * ustride));
+            }
+            for (int j = 0; j < 4; j++) {
+                __m512 col[5] = {r[0][j], r[1][j], r[2][j], r[3][j], r[4][j]}, o[4];
+                at4(col, o);
+                for (int i = 0; i < 4; i++)
+                    out[i][j] = o[i];
+            }
+            /* + M10 A + M11, row by row */
+            for (int i = 0; i < 4; i++) {
+                __m512 mv[5], o[4];
+                for (int b = 0; b < 5; b++)
+                    mv[b] = _mm512_maskz_loadu_ps(km, mt + base[30 + b] + (size_t)i * ustride);
+                at4(mv, o);
+                for (int j = 0; j < 4; j++)
+                    out[i][j] = _mm512_add_ps(
+                        out[i][j], _mm512_add_ps(o[j], _mm512_maskz_loadu_ps(
+                                                           km, mt + base[35] +
+                                                                   (size_t)(i * 4 + j) * ustride)));
+            }
+            size_t off0 = ob * plane + oy0 * row + ox0 * NNF_NCHWC_B;
+            for (size_t i = 0; i < ny; i++)
+                for (size_t q = 0; q < nx; q++) {
+                    size_t off = off0 + i * row + q * NNF_NCHWC_B;
+                    __m512 rv = res ? nnf_load_pair(res + off, plane, both) : _mm512_setzero_ps();
+                    __m512 val = nnf_ep16_apply_act(out[i][q], e, &act, 1, bias, res != NULL, rv);
+                    nnf_store_pair(y + off, plane, both, _mm512_maskz_mov_ps(keep, val));
+                }
+        }
+    }
+}
+
+void nnf_nchwc_wino2_output_avx512(const nnf_nchwc_wino *k, const float *m, const size_t base[36],
+                                   size_t ustride, size_t t0, size_t nt, float *y, const float *res,
+                                   const nnf_epilogue *ep) {
+    switch (ep->act.kind) {
+#define K(kind)                                                                                    \
+    case kind: output_act(kind, k, m, base, ustride, t0, nt, y, res, ep); return;
+        NNF_ACT_KINDS(K)
+#undef K
+    }
+    output_act(NNF_ACT_NONE, k, m, base, ustride, t0, nt, y, res, ep);
+}
