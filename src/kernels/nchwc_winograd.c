@@ -72,10 +72,12 @@ bool nnf_nchwc_direct_wins(const nnf_conv2d_shape *s, nnf_isa isa) {
  * values a tile for each input and output channel, against 36 for stride 1,
  * so short GEMMs lose to them. Zen 5, 1 thread, against the direct kernel
  * (bench_kernels, SiLU): 32 -> 64 at 160x160 out 5.7 against 4.1 ms,
- * 64 -> 128 at 80x80 3.70 against 3.98 (even on 2 threads), 128 -> 256 at
- * 40x40 2.97 against 3.97, 128 -> 128 at 28x28 (ResNet-50's) 0.74
- * against 0.96, 256 -> 512 at 20x20 3.13 against 3.95. */
-#define WINO2_MIN_C 128
+ * 64 -> 128 at 80x80 3.5-3.7 against 3.98 (1.80 against 2.10 on 2
+ * threads; in YOLOv5s 4.11 against 4.29, the model in one process 0.99 /
+ * 1.007 in both orders), 128 -> 256 at 40x40 2.97 against 3.97, 128 -> 128
+ * at 28x28 (ResNet-50's) 0.74 against 0.96, 256 -> 512 at 20x20 3.13
+ * against 3.95. */
+#define WINO2_MIN_C 64
 
 /* And its fewest tiles: 25 (YOLOv5s's 20x20 maps). Its 36 weight matrices
  * are 4x the direct kernel's, read from memory in the model: ResNet-50's
@@ -366,11 +368,13 @@ nnf_status nnf_nchwc_wino_run(const nnf_nchwc_wino *k, const float *x, float *y,
     j->tiles = ((s->oh + 3) / 4) * ((s->ow + 3) / 4);
     j->x_img = k->c8 * s->h * s->w;
     j->y_img = k->oc8 * s->oh * s->ow;
-    /* tiles per item: the V and M matrices (36 rows a tile, 81 in the
-     * stride-2 form) within 2 MiB, whole register panels (mr rows), at
-     * least two items per thread when the image has the tiles */
-    size_t mr = k->cfg->mr, rows = k->s2 ? 81 : 36,
-           blk = ((size_t)2 << 20) / (rows * sizeof(float) * (k->c8 + k->oc8));
+    /* tiles per item: the V and M matrices (36 rows a tile) within 2 MiB,
+     * the stride-2 form's (81 rows) within 512 KiB (YOLOv5s's 64 -> 128 at
+     * 80x80 on 2 threads: 1.80 against 1.97 ms with 2 MiB, even on 1), whole
+     * register panels (mr rows), at least two items per thread when the
+     * image has the tiles */
+    size_t mr = k->cfg->mr, budget = k->s2 ? (size_t)512 << 10 : (size_t)2 << 20,
+           blk = budget / ((k->s2 ? 81 : 36) * sizeof(float) * (k->c8 + k->oc8));
     blk = blk / mr * mr;
     if (blk < mr)
         blk = mr;
