@@ -105,32 +105,43 @@ void nnf_nchwc_wino_destroy(nnf_nchwc_wino *k) {
     nnf_free(k);
 }
 
-/* The stride-2 form's 36 weight matrices (nchwc.h), input channel by
- * input channel so each packed panel is written front to back: g[ky][kx]'s
- * 2x2 part (rows and columns 0 and 2) as G g G^T, its 2x1 part (rows 0
- * and 2 of column 1) and 1x2 part (columns 0 and 2 of row 1) as G g, its
- * centre as it is. Computed in double, rounded once. */
-static void wino2_weights(nnf_nchwc_wino *k, const float *w) {
-    const nnf_conv2d_shape *s = &k->s;
-    for (size_t c = 0; c < s->c; c++)
-        for (size_t o = 0; o < s->oc; o++) {
-            const float *g = w + (o * s->c + c) * 9;
-            float u[36];
-            for (int a = 0; a < 5; a++) {
-                for (int b = 0; b < 5; b++) {
-                    double acc = 0;
-                    for (int i = 0; i < 2; i++)
-                        for (int j = 0; j < 2; j++)
-                            acc += nnf_wino2_g[a][i] * g[6 * i + 2 * j] * nnf_wino2_g[b][j];
-                    u[a * 5 + b] = (float)acc;
-                }
-                u[25 + a] = (float)(nnf_wino2_g[a][0] * g[1] + nnf_wino2_g[a][1] * g[7]);
-                u[30 + a] = (float)(nnf_wino2_g[a][0] * g[3] + nnf_wino2_g[a][1] * g[5]);
+/* The stride-2 form's 36 weight matrices (nchwc.h) for one panel of m <= r
+ * (<= 32) output channels over k input channels, into the packed layout
+ * (dst[xi]: the panel at the K block's first channel): of g[ky][kx], the
+ * 2x2 part (rows and columns 0 and 2) as G g G^T, the 2x1 part (rows 0 and
+ * 2 of column 1) and the 1x2 part (columns 0 and 2 of row 1) as G g, the
+ * centre as it is; in double, rounded once, the output channels the inner
+ * loops so they vectorise. (A scattered store per value took 60 ms of
+ * YOLOv5s's load.) */
+static void wino2_weight_panel(const float *w, size_t stride, size_t m, size_t r, size_t k,
+                               float *const dst[36]) {
+    double t[9][32] = {{0}}, h[5][2][32];
+    for (size_t kk = 0; kk < k; kk++) {
+        for (size_t o = 0; o < m; o++)
+            for (int q = 0; q < 9; q++)
+                t[q][o] = w[o * stride + kk * 9 + (size_t)q];
+        for (int a = 0; a < 5; a++) {
+            const double g0 = nnf_wino2_g[a][0], g1 = nnf_wino2_g[a][1];
+            for (int b = 0; b < 2; b++)
+                for (size_t o = 0; o < r; o++)
+                    h[a][b][o] = g0 * t[2 * b][o] + g1 * t[6 + 2 * b][o];
+            float *d01 = dst[25 + a] + kk * r, *d10 = dst[30 + a] + kk * r;
+            for (size_t o = 0; o < r; o++) {
+                d01[o] = (float)(g0 * t[1][o] + g1 * t[7][o]);
+                d10[o] = (float)(g0 * t[3][o] + g1 * t[5][o]);
             }
-            u[35] = g[4];
-            for (size_t xi = 0; xi < 36; xi++)
-                *nnf_gemm_packed_at(k->u[xi], o, c) = u[xi];
         }
+        for (int a = 0; a < 5; a++)
+            for (int b = 0; b < 5; b++) {
+                const double g0 = nnf_wino2_g[b][0], g1 = nnf_wino2_g[b][1];
+                float *d = dst[a * 5 + b] + kk * r;
+                for (size_t o = 0; o < r; o++)
+                    d[o] = (float)(h[a][0][o] * g0 + h[a][1][o] * g1);
+            }
+        float *d11 = dst[35] + kk * r;
+        for (size_t o = 0; o < r; o++)
+            d11[o] = (float)t[4][o];
+    }
 }
 
 nnf_status nnf_nchwc_wino_create(const nnf_conv2d_shape *s, nnf_isa isa, const float *w,
@@ -166,13 +177,6 @@ nnf_status nnf_nchwc_wino_create(const nnf_conv2d_shape *s, nnf_isa isa, const f
             goto fail;
         nnf_gemm_packed_zero_outside(k->u[xi], s->oc, s->c);
     }
-    if (k->s2) {
-        wino2_weights(k, w);
-        snprintf(k->name, sizeof k->name, "f32_conv_nchwc_winograd_s2_4x4_%s",
-                 k->cfg->name + strlen("f32_gemm_"));
-        *out = k;
-        return NNF_OK;
-    }
     /* a panel (r output channels) over one K block at a time: each of the
      * 36 matrices written front to back in whole lines. (Input channels
      * outermost, 8 output channels a call, wrote half lines across every
@@ -187,11 +191,15 @@ nnf_status nnf_nchwc_wino_create(const nnf_conv2d_shape *s, nnf_isa isa, const f
             float *dst[36];
             for (size_t xi = 0; xi < 36; xi++)
                 dst[xi] = nnf_gemm_packed_at(k->u[xi], p0, k0);
-            nnf_wino_weight_panel_avx2(w + (p0 * s->c + k0) * 9, s->c * 9,
-                                       s->oc - p0 < r ? s->oc - p0 : r, r,
-                                       s->c - k0 < kc ? s->c - k0 : kc, dst);
+            const float *wp = w + (p0 * s->c + k0) * 9;
+            size_t m = s->oc - p0 < r ? s->oc - p0 : r, kk = s->c - k0 < kc ? s->c - k0 : kc;
+            if (k->s2)
+                wino2_weight_panel(wp, s->c * 9, m, r, kk, dst);
+            else
+                nnf_wino_weight_panel_avx2(wp, s->c * 9, m, r, kk, dst);
         }
-    snprintf(k->name, sizeof k->name, "f32_conv_nchwc_winograd4x4_%s",
+    snprintf(k->name, sizeof k->name,
+             k->s2 ? "f32_conv_nchwc_winograd_s2_4x4_%s" : "f32_conv_nchwc_winograd4x4_%s",
              k->cfg->name + strlen("f32_gemm_"));
     *out = k;
     return NNF_OK;
