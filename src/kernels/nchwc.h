@@ -355,6 +355,12 @@ void nnf_nchwc_wino_output_avx512(const nnf_nchwc_wino *k, const float *m, size_
  * + t * c8 (oc8). */
 void nnf_nchwc_wino2_input_avx512(const nnf_nchwc_wino *k, const float *x, size_t t0, size_t nt,
                                   float *v, const size_t base[36], size_t ustride);
+/* Its weight transform: one panel of m <= r (<= 32, a multiple of 8)
+ * output channels over k input channels (w at the panel's first, stride
+ * floats between output channels) into dst[xi], the 36 packed matrices at
+ * the panel's K block (nchwc_winograd.c). */
+void nnf_nchwc_wino2_weight_panel_avx512(const float *w, size_t stride, size_t m, size_t r,
+                                         size_t k, float *const dst[36]);
 void nnf_nchwc_wino2_output_avx512(const nnf_nchwc_wino *k, const float *m, const size_t base[36],
                                    size_t ustride, size_t t0, size_t nt, float *y, const float *res,
                                    const nnf_epilogue *ep);

@@ -105,45 +105,6 @@ void nnf_nchwc_wino_destroy(nnf_nchwc_wino *k) {
     nnf_free(k);
 }
 
-/* The stride-2 form's 36 weight matrices (nchwc.h) for one panel of m <= r
- * (<= 32) output channels over k input channels, into the packed layout
- * (dst[xi]: the panel at the K block's first channel): of g[ky][kx], the
- * 2x2 part (rows and columns 0 and 2) as G g G^T, the 2x1 part (rows 0 and
- * 2 of column 1) and the 1x2 part (columns 0 and 2 of row 1) as G g, the
- * centre as it is; in double, rounded once, the output channels the inner
- * loops so they vectorise. (A scattered store per value took 60 ms of
- * YOLOv5s's load.) */
-static void wino2_weight_panel(const float *w, size_t stride, size_t m, size_t r, size_t k,
-                               float *const dst[36]) {
-    double t[9][32] = {{0}}, h[5][2][32];
-    for (size_t kk = 0; kk < k; kk++) {
-        for (size_t o = 0; o < m; o++)
-            for (int q = 0; q < 9; q++)
-                t[q][o] = w[o * stride + kk * 9 + (size_t)q];
-        for (int a = 0; a < 5; a++) {
-            const double g0 = nnf_wino2_g[a][0], g1 = nnf_wino2_g[a][1];
-            for (int b = 0; b < 2; b++)
-                for (size_t o = 0; o < r; o++)
-                    h[a][b][o] = g0 * t[2 * b][o] + g1 * t[6 + 2 * b][o];
-            float *d01 = dst[25 + a] + kk * r, *d10 = dst[30 + a] + kk * r;
-            for (size_t o = 0; o < r; o++) {
-                d01[o] = (float)(g0 * t[1][o] + g1 * t[7][o]);
-                d10[o] = (float)(g0 * t[3][o] + g1 * t[5][o]);
-            }
-        }
-        for (int a = 0; a < 5; a++)
-            for (int b = 0; b < 5; b++) {
-                const double g0 = nnf_wino2_g[b][0], g1 = nnf_wino2_g[b][1];
-                float *d = dst[a * 5 + b] + kk * r;
-                for (size_t o = 0; o < r; o++)
-                    d[o] = (float)(h[a][0][o] * g0 + h[a][1][o] * g1);
-            }
-        float *d11 = dst[35] + kk * r;
-        for (size_t o = 0; o < r; o++)
-            d11[o] = (float)t[4][o];
-    }
-}
-
 nnf_status nnf_nchwc_wino_create(const nnf_conv2d_shape *s, nnf_isa isa, const float *w,
                                  nnf_nchwc_wino **out) {
     if (!out || !s || !w)
@@ -194,7 +155,7 @@ nnf_status nnf_nchwc_wino_create(const nnf_conv2d_shape *s, nnf_isa isa, const f
             const float *wp = w + (p0 * s->c + k0) * 9;
             size_t m = s->oc - p0 < r ? s->oc - p0 : r, kk = s->c - k0 < kc ? s->c - k0 : kc;
             if (k->s2)
-                wino2_weight_panel(wp, s->c * 9, m, r, kk, dst);
+                nnf_nchwc_wino2_weight_panel_avx512(wp, s->c * 9, m, r, kk, dst);
             else
                 nnf_wino_weight_panel_avx2(wp, s->c * 9, m, r, kk, dst);
         }
