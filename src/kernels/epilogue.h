@@ -46,6 +46,16 @@ static inline int nnf_epilogue_is_identity(const nnf_epilogue *e) {
            !e->residual;
 }
 
+/* The epilogue is a bias, an unscaled residual before the activation and a
+ * clamp at most (alpha 1; no activation, ReLU or Clip): what the SIMD
+ * kernels apply in registers (x86/ep_fast_avx2.h). */
+static inline int nnf_epilogue_clamp_only(const nnf_epilogue *e) {
+    return e && e->alpha == 1.0f &&
+           !(e->residual && (e->residual_after_act || e->residual_scale != 1.0f)) &&
+           (e->act.kind == NNF_ACT_NONE || e->act.kind == NNF_ACT_RELU ||
+            e->act.kind == NNF_ACT_CLIP);
+}
+
 /* What one microkernel call sees: C's tile is (m, n) at c. */
 typedef struct nnf_tile_ep {
     int accumulate;           /* add the tile's current contents (K blocks after the first) */

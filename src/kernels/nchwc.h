@@ -268,6 +268,14 @@ nnf_status nnf_nchwc_dw_run(const nnf_nchwc_dw *k, const float *x, float *y, con
  * row those output rows read), y is the block's output plane. */
 void nnf_nchwc_dw_rows(const nnf_nchwc_dw *k, const float *x, size_t x_row0, size_t x_row1,
                        size_t blk, float *y, const nnf_epilogue *ep, size_t oh0, size_t noh);
+/* The same for blocks blk and blk + 1 (x + xplane, y + yplane): as one on
+ * the AVX-512 tier where nnf_nchwc_dw_pair_ok, else one after the other. */
+void nnf_nchwc_dw_rows2(const nnf_nchwc_dw *k, const float *x, size_t xplane, size_t x_row0,
+                        size_t x_row1, size_t blk, float *y, size_t yplane, const nnf_epilogue *ep,
+                        size_t oh0, size_t noh);
+/* The AVX-512 tier runs two blocks per zmm: 3x3, no dilation, stride 1 or
+ * 2 across, the epilogue a bias and a clamp at most, no residual. */
+bool nnf_nchwc_dw_pair_ok(const nnf_nchwc_dw *k, const nnf_epilogue *ep, const float *res);
 
 /* ---- pointwise -> depthwise, fused (nchwc_pw_dw.c) ----
  * A pointwise conv whose output only a depthwise conv reads (MobileNet's

@@ -49,7 +49,9 @@ nnf_status nnf_nchwc_dw_create(const nnf_conv2d_shape *s, nnf_isa isa, const flo
         goto fail;
     }
     k->s = *s;
-    k->isa = isa >= NNF_ISA_AVX2 ? NNF_ISA_AVX2 : NNF_ISA_SCALAR;
+    k->isa = isa >= NNF_ISA_AVX512 ? NNF_ISA_AVX512
+             : isa >= NNF_ISA_AVX2 ? NNF_ISA_AVX2
+                                   : NNF_ISA_SCALAR;
     /* [c][kh][kw] -> [cb][kh][kw][8], padding channels zero so their lanes
      * accumulate exact zeros */
     memset(k->w, 0, bytes);
@@ -57,7 +59,7 @@ nnf_status nnf_nchwc_dw_create(const nnf_conv2d_shape *s, nnf_isa isa, const flo
         for (size_t t = 0; t < taps; t++)
             k->w[((c / NNF_NCHWC_B) * taps + t) * NNF_NCHWC_B + c % NNF_NCHWC_B] = w[c * taps + t];
     snprintf(k->name, sizeof k->name, "f32_dwconv_nchwc_%zux%zu_s%zu_%s", s->kh, s->kw, s->sh,
-             k->isa == NNF_ISA_AVX2 ? "avx2" : "scalar");
+             nnf_isa_name(k->isa));
     *out = k;
     return NNF_OK;
 fail:
@@ -153,14 +155,63 @@ void nnf_nchwc_dw_rows(const nnf_nchwc_dw *k, const float *x, size_t x_row0, siz
     block_rows(k, x, x_row0, x_row1, blk, y, NULL, ep, oh0, noh);
 }
 
-/* i: image * cb + block; j: first output row. */
+bool nnf_nchwc_dw_pair_ok(const nnf_nchwc_dw *k, const nnf_epilogue *ep, const float *res) {
+    const nnf_conv2d_shape *s = &k->s;
+    return k->isa >= NNF_ISA_AVX512 && !res && s->kh == 3 && s->kw == 3 && s->dh == 1 &&
+           s->dw == 1 && (s->sw == 1 || s->sw == 2) && nnf_epilogue_clamp_only(ep);
+}
+
+/* Blocks blk and blk + 1 with their residuals (NULL: none; the second a
+ * plane further too). */
+static void pair_rows(const nnf_nchwc_dw *k, const float *x, size_t xplane, size_t x_row0,
+                      size_t x_row1, size_t blk, float *y, size_t yplane, const float *res,
+                      const nnf_epilogue *ep, size_t oh0, size_t noh) {
+    if (!nnf_nchwc_dw_pair_ok(k, ep, res)) {
+        block_rows(k, x, x_row0, x_row1, blk, y, res, ep, oh0, noh);
+        block_rows(k, x + xplane, x_row0, x_row1, blk + 1, y + yplane, res ? res + yplane : NULL,
+                   ep, oh0, noh);
+        return;
+    }
+    const nnf_conv2d_shape *s = &k->s;
+    size_t c0 = blk * NNF_NCHWC_B;
+    nnf_nchwc_dw_tile t = {
+        .s = s,
+        .x = x,
+        .w = k->w + blk * s->kh * s->kw * NNF_NCHWC_B,
+        .bias = ep->bias_kind != NNF_BIAS_NONE && ep->bias ? ep->bias + c0 : NULL,
+        .y = y,
+        .ep = ep,
+        .nc = NNF_NCHWC_B,
+        .x_row0 = x_row0,
+        .x_row1 = x_row1,
+    };
+    size_t nc2 = s->c - c0 - NNF_NCHWC_B < NNF_NCHWC_B ? s->c - c0 - NNF_NCHWC_B : NNF_NCHWC_B;
+    nnf_nchwc_dw_rows2_avx512(&t, xplane, yplane, nc2, oh0, noh);
+}
+
+void nnf_nchwc_dw_rows2(const nnf_nchwc_dw *k, const float *x, size_t xplane, size_t x_row0,
+                        size_t x_row1, size_t blk, float *y, size_t yplane, const nnf_epilogue *ep,
+                        size_t oh0, size_t noh) {
+    pair_rows(k, x, xplane, x_row0, x_row1, blk, y, yplane, NULL, ep, oh0, noh);
+}
+
+/* i: image * pairs + pair of blocks (the last one alone when cb is odd);
+ * j: first output row. */
 static void dw_task(void *ctx, size_t i, size_t j, size_t ni, size_t nj) {
     const dw_job *d = ctx;
     const nnf_conv2d_shape *s = &d->k->s;
-    size_t in_plane = s->h * s->w * NNF_NCHWC_B, out_plane = s->oh * s->ow * NNF_NCHWC_B;
-    for (size_t it = i; it < i + ni; it++)
-        block_rows(d->k, d->x + it * in_plane, 0, s->h, it % d->cb, d->y + it * out_plane,
-                   d->ep->residual ? d->ep->residual + it * out_plane : NULL, d->ep, j, nj);
+    size_t in_plane = s->h * s->w * NNF_NCHWC_B, out_plane = s->oh * s->ow * NNF_NCHWC_B,
+           pairs = (d->cb + 1) / 2;
+    for (size_t it = i; it < i + ni; it++) {
+        size_t blk = it % pairs * 2, p = it / pairs * d->cb + blk; /* the plane */
+        const float *res = d->ep->residual ? d->ep->residual + p * out_plane : NULL;
+        if (blk + 1 < d->cb)
+            pair_rows(d->k, d->x + p * in_plane, in_plane, 0, s->h, blk, d->y + p * out_plane,
+                      out_plane, res, d->ep, j, nj);
+        else
+            block_rows(d->k, d->x + p * in_plane, 0, s->h, blk, d->y + p * out_plane, res, d->ep, j,
+                       nj);
+    }
 }
 
 /* Rows per item: at least ~4 items per thread over the whole tensor so the
@@ -183,7 +234,7 @@ nnf_status nnf_nchwc_dw_run(const nnf_nchwc_dw *k, const float *x, float *y, con
     dw_job d = {.k = k, .x = x, .y = y, .ep = ep ? ep : &none, .cb = nnf_nchwc_blocks(s->c)};
     if (s->n == 0 || s->oh == 0 || s->ow == 0)
         return NNF_OK;
-    size_t planes = s->n * d.cb;
+    size_t planes = s->n * ((d.cb + 1) / 2); /* pairs of blocks (dw_task) */
     nnf_parallel_for_2d(pool, planes, s->oh, 1, rows_per_item(planes, s->oh, nnf_threadpool_size(pool)), dw_task,
                         &d);
     return NNF_OK;

@@ -25,6 +25,7 @@ typedef struct pcase {
 } pcase;
 
 static nnf_threadpool *pools[3]; /* NULL (inline), 2 and 3 threads */
+static int pair_checks;          /* AVX-512 cases on the two-block depthwise rows */
 
 static void run_case(const pcase *q, nnf_isa isa) {
     size_t span = (q->k - 1) * q->d + 1;
@@ -94,6 +95,20 @@ static void run_case(const pcase *q, nnf_isa isa) {
     }
     CHECK(nnf_nchwc_conv_run(pw, x, mid, &ep, NULL) == NNF_OK);
     CHECK(nnf_nchwc_dw_run(dw, mid, ref, &ed, NULL) == NNF_OK);
+    if (isa >= NNF_ISA_AVX512) {
+        /* the AVX-512 tier's two-block depthwise rows are the AVX2 kernel's
+         * bits (a conv may run blocks on either) */
+        nnf_nchwc_dw *d2 = NULL;
+        float *ref2 = malloc(ny * sizeof(float));
+        CHECK(nnf_nchwc_dw_create(&ds, NNF_ISA_AVX2, wd, &d2) == NNF_OK);
+        CHECK(d2 && nnf_nchwc_dw_run(d2, mid, ref2, &ed, NULL) == NNF_OK);
+        CHECK_MSG(!memcmp(ref, ref2, ny * sizeof(float)),
+                  "depthwise AVX-512 vs AVX2: n%zu c%zu %zux%zu, dw %zux%zu s%zu d%zu p%zu differ",
+                  q->n, q->oc, q->h, q->w, q->k, q->k, q->s, q->d, q->p);
+        pair_checks += nnf_nchwc_dw_pair_ok(dw, &ed, NULL);
+        nnf_nchwc_dw_destroy(d2);
+        free(ref2);
+    }
     for (int t = 0; t < 3; t++) {
         for (size_t i = 0; i < ny + 16; i++)
             y[i] = -7.0f;
@@ -191,6 +206,8 @@ int main(void) {
         for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
             run_case(&cases[i], (nnf_isa)t);
     soak();
+    printf("two-block depthwise rows: %d cases\n", pair_checks);
+    CHECK(nnf_cpu_get()->max_isa < NNF_ISA_AVX512 || pair_checks >= 6);
     nnf_threadpool_destroy(pools[1]);
     nnf_threadpool_destroy(pools[2]);
     TEST_MAIN_END();

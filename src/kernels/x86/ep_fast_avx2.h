@@ -19,8 +19,7 @@ typedef struct nnf_ep_fast {
 
 static inline nnf_ep_fast nnf_ep_fast_init(const nnf_epilogue *e) {
     nnf_ep_fast f = {.clamp_only = 0, .clamp = 0};
-    if (!e || e->alpha != 1.0f ||
-        (e->residual && (e->residual_after_act || e->residual_scale != 1.0f)))
+    if (!nnf_epilogue_clamp_only(e))
         return f;
     float lo = -INFINITY, hi = INFINITY;
     switch (e->act.kind) {

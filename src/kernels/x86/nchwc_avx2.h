@@ -28,6 +28,11 @@ typedef struct nnf_nchwc_dw_tile {
 } nnf_nchwc_dw_tile;
 /* Output rows [oh0, oh0 + noh). */
 void nnf_nchwc_dw_rows_avx2(const nnf_nchwc_dw_tile *t, size_t oh0, size_t noh);
+/* The same for block t's and the next one's (x + xplane, y + yplane, w and
+ * bias one block further, nc2 real lanes) at once, on the AVX-512 tier,
+ * where nnf_nchwc_dw_pair_ok (x86/nchwc_dw_avx512.c): the same bits. */
+void nnf_nchwc_dw_rows2_avx512(const nnf_nchwc_dw_tile *t, size_t xplane, size_t yplane, size_t nc2,
+                               size_t oh0, size_t noh);
 
 /* Pool output rows [oh0, oh0 + noh) of one (image, block) plane. */
 void nnf_nchwc_pool_rows_avx2(const nnf_nchwc_pool_shape *s, const float *x, float *y, size_t nc, size_t oh0,
