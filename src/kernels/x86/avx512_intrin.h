@@ -83,8 +83,16 @@ static inline __m512 nnf_emu_scalef_ps(__m512 a, __m512 b) {
         x[i] = __builtin_ldexpf(x[i], (int)__builtin_floorf(e[i]));
     return _mm512_loadu_ps(x);
 }
+/* 8 doubles to 8 floats, rounded as MXCSR says (through the AVX instruction) */
+static inline __m256 nnf_emu_cvtpd_ps(__m512d a) {
+    double v[8];
+    _mm512_storeu_pd(v, a);
+    return _mm256_set_m128(_mm256_cvtpd_ps(_mm256_loadu_pd(v + 4)), _mm256_cvtpd_ps(_mm256_loadu_pd(v)));
+}
 #undef _mm512_scalef_ps
 #define _mm512_scalef_ps nnf_emu_scalef_ps
+#undef _mm512_cvtpd_ps
+#define _mm512_cvtpd_ps nnf_emu_cvtpd_ps
 #define _mm512_maskz_loadu_ps nnf_emu_maskz_loadu_ps
 #define _mm512_mask_storeu_ps nnf_emu_mask_storeu_ps
 #define _mm512_cvtps_epi32 nnf_emu_cvtps_epi32

@@ -5,7 +5,8 @@
 #ifndef NNF_KERNELS_X86_NCHWC_PAIR_AVX512_H
 #define NNF_KERNELS_X86_NCHWC_PAIR_AVX512_H
 
-#include <immintrin.h>
+#include "kernels/x86/avx512_intrin.h"
+
 #include <stddef.h>
 
 /* The second half zero when there is no second block. */
