@@ -781,6 +781,12 @@ int main(void) {
         test_global(isa);
         test_resize(isa);
     }
+    /* the AVX-512 tier's depthwise conv (two blocks per zmm where it can;
+     * the other kernels here are the AVX2 ones on that tier) */
+    if (cpu->max_isa >= NNF_ISA_AVX512) {
+        printf("tier avx512: depthwise\n");
+        test_dw(NNF_ISA_AVX512);
+    }
     soak(cpu->max_isa < NNF_ISA_AVX2 ? cpu->max_isa : NNF_ISA_AVX2);
     printf("depthwise: worst |error| / tolerance %.3g\n", worst_dw);
     nnf_threadpool_destroy(pool2);
