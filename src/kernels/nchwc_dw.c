@@ -126,10 +126,10 @@ typedef struct dw_job {
     size_t cb;
 } dw_job;
 
-/* The tile of block blk whose residual (if any) is at res. */
-static void block_rows(const nnf_nchwc_dw *k, const float *x, size_t x_row0, size_t x_row1,
-                       size_t blk, float *y, const float *res, const nnf_epilogue *ep, size_t oh0,
-                       size_t noh) {
+/* Block blk's tile: its residual (if any) at res. */
+static nnf_nchwc_dw_tile tile_of(const nnf_nchwc_dw *k, const float *x, size_t x_row0,
+                                 size_t x_row1, size_t blk, float *y, const float *res,
+                                 const nnf_epilogue *ep) {
     const nnf_conv2d_shape *s = &k->s;
     size_t c0 = blk * NNF_NCHWC_B;
     nnf_nchwc_dw_tile t = {
@@ -144,6 +144,13 @@ static void block_rows(const nnf_nchwc_dw *k, const float *x, size_t x_row0, siz
         .x_row0 = x_row0,
         .x_row1 = x_row1,
     };
+    return t;
+}
+
+static void block_rows(const nnf_nchwc_dw *k, const float *x, size_t x_row0, size_t x_row1,
+                       size_t blk, float *y, const float *res, const nnf_epilogue *ep, size_t oh0,
+                       size_t noh) {
+    nnf_nchwc_dw_tile t = tile_of(k, x, x_row0, x_row1, blk, y, res, ep);
     if (k->isa >= NNF_ISA_AVX2)
         nnf_nchwc_dw_rows_avx2(&t, oh0, noh);
     else
@@ -172,21 +179,9 @@ static void pair_rows(const nnf_nchwc_dw *k, const float *x, size_t xplane, size
                    ep, oh0, noh);
         return;
     }
-    const nnf_conv2d_shape *s = &k->s;
-    size_t c0 = blk * NNF_NCHWC_B;
-    nnf_nchwc_dw_tile t = {
-        .s = s,
-        .x = x,
-        .w = k->w + blk * s->kh * s->kw * NNF_NCHWC_B,
-        .bias = ep->bias_kind != NNF_BIAS_NONE && ep->bias ? ep->bias + c0 : NULL,
-        .y = y,
-        .ep = ep,
-        .nc = NNF_NCHWC_B,
-        .x_row0 = x_row0,
-        .x_row1 = x_row1,
-    };
-    size_t nc2 = s->c - c0 - NNF_NCHWC_B < NNF_NCHWC_B ? s->c - c0 - NNF_NCHWC_B : NNF_NCHWC_B;
-    nnf_nchwc_dw_rows2_avx512(&t, xplane, yplane, nc2, oh0, noh);
+    nnf_nchwc_dw_tile t = tile_of(k, x, x_row0, x_row1, blk, y, NULL, ep),
+                      t2 = tile_of(k, x, x_row0, x_row1, blk + 1, y, NULL, ep);
+    nnf_nchwc_dw_rows2_avx512(&t, xplane, yplane, t2.nc, oh0, noh);
 }
 
 void nnf_nchwc_dw_rows2(const nnf_nchwc_dw *k, const float *x, size_t xplane, size_t x_row0,

@@ -136,6 +136,25 @@ static void run_wino_tier(nnf_isa isa, const nnf_conv2d_shape *s, const tcase *t
     nnf_nchwc_wino_destroy(k);
 }
 
+/* The N-th allocation of nnf_nchwc_wino_create failing, for every N until
+ * it succeeds: a clean out-of-memory error each time, nothing leaked (the
+ * kernel, its transformed weights, a packed matrix). */
+static void wino_alloc_failures(const nnf_conv2d_shape *s, nnf_isa isa, const float *w) {
+    int failed = 0;
+    for (uint64_t n = 1; n <= 40; n++) {
+        nnf_nchwc_wino *k = NULL;
+        nnf_alloc_fail_after(n);
+        nnf_status st = nnf_nchwc_wino_create(s, isa, w, &k);
+        nnf_alloc_fail_after(0);
+        if (st != NNF_OK) {
+            failed++;
+            CHECK(st == NNF_ERR_OUT_OF_MEMORY && k == NULL);
+        }
+        nnf_nchwc_wino_destroy(k);
+    }
+    CHECK(failed >= 3);
+}
+
 /* Every tier from AVX2 up that this machine (or the SIMDe build) has: the
  * tier picks the GEMM microkernel between the transforms. */
 static void run_wino(const nnf_conv2d_shape *s, const tcase *tc, const float *x, const float *xb, const float *w,
@@ -781,19 +800,7 @@ int main(void) {
         nnf_conv2d_shape s = {.n = 1, .c = 9, .h = 6, .w = 6, .oc = 17, .group = 1, .kh = 3, .kw = 3, .sh = 1,
                               .sw = 1, .dh = 1, .dw = 1, .pt = 1, .pl = 1, .oh = 6, .ow = 6};
         float *w = check_rand_buf(17 * 9 * 9);
-        int failed = 0;
-        for (uint64_t n = 1; n <= 40; n++) {
-            nnf_nchwc_wino *k = NULL;
-            nnf_alloc_fail_after(n);
-            nnf_status st = nnf_nchwc_wino_create(&s, NNF_ISA_AVX2, w, &k);
-            nnf_alloc_fail_after(0);
-            if (st != NNF_OK) {
-                failed++;
-                CHECK(st == NNF_ERR_OUT_OF_MEMORY && k == NULL);
-            }
-            nnf_nchwc_wino_destroy(k);
-        }
-        CHECK(failed >= 3); /* the kernel, the transformed weights, a packed matrix */
+        wino_alloc_failures(&s, NNF_ISA_AVX2, w);
         nnf_conv2d_shape s2 = s;
         s2.sh = 2;
         nnf_nchwc_wino *k = NULL;
@@ -873,36 +880,10 @@ int main(void) {
     }
     /* the stride-2 form's allocation failures */
     if (nnf_cpu_get()->max_isa >= NNF_ISA_AVX512) {
-        nnf_conv2d_shape s = {.n = 1,
-                              .c = 9,
-                              .h = 11,
-                              .w = 11,
-                              .oc = 17,
-                              .group = 1,
-                              .kh = 3,
-                              .kw = 3,
-                              .sh = 2,
-                              .sw = 2,
-                              .dh = 1,
-                              .dw = 1,
-                              .pt = 1,
-                              .pl = 1,
-                              .oh = 6,
-                              .ow = 6};
+        nnf_conv2d_shape s = {.n = 1, .c = 9, .h = 11, .w = 11, .oc = 17, .group = 1, .kh = 3, .kw = 3,
+                              .sh = 2, .sw = 2, .dh = 1, .dw = 1, .pt = 1, .pl = 1, .oh = 6, .ow = 6};
         float *w = check_rand_buf(17 * 9 * 9);
-        int failed = 0;
-        for (uint64_t n = 1; n <= 40; n++) {
-            nnf_nchwc_wino *k = NULL;
-            nnf_alloc_fail_after(n);
-            nnf_status st = nnf_nchwc_wino_create(&s, NNF_ISA_AVX512, w, &k);
-            nnf_alloc_fail_after(0);
-            if (st != NNF_OK) {
-                failed++;
-                CHECK(st == NNF_ERR_OUT_OF_MEMORY && k == NULL);
-            }
-            nnf_nchwc_wino_destroy(k);
-        }
-        CHECK(failed >= 3);
+        wino_alloc_failures(&s, NNF_ISA_AVX512, w);
         nnf_nchwc_wino *k = NULL;
         CHECK(nnf_nchwc_wino_create(&s, NNF_ISA_AVX2, w, &k) == NNF_ERR_UNSUPPORTED && !k);
         free(w);
