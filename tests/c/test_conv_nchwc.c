@@ -136,6 +136,42 @@ static void run_wino_tier(nnf_isa isa, const nnf_conv2d_shape *s, const tcase *t
     nnf_nchwc_wino_destroy(k);
 }
 
+/* 44 blocked 3x3 cases at stride `st` for the Winograd kernels: maps from
+ * hs, channels from cs, padding 0, 1, 2 and asymmetric, batch 2, every
+ * activation, the residual before and after it, alpha and a scaled
+ * residual. */
+static void run_case(const tcase *tc, nnf_threadpool *pool2);
+static nnf_activation act_of(int kind);
+
+static void wino_sweep(size_t st, const size_t hs[11], const size_t cs[7], nnf_threadpool *pool2) {
+    for (int i = 0; i < 44; i++) {
+        tcase tc = {.n = 1 + (size_t)(i % 5 == 0), .kh = 3, .kw = 3, .sh = st, .sw = st, .dh = 1,
+                    .dw = 1, .in_blocked = 1};
+        tc.h = hs[i % 11];
+        tc.w = hs[(i * 3 + 1) % 11];
+        tc.c = cs[i % 7];
+        tc.oc = cs[(i * 5 + 2) % 7];
+        tc.pt = tc.pl = tc.pb = tc.pr = (size_t)(i % 3 == 2 ? 2 : 1);
+        if (i % 4 == 1) {
+            tc.pt = 0;
+            tc.pr = 2;
+        }
+        if (i % 6 == 3)
+            tc.pt = tc.pl = tc.pb = tc.pr = 0;
+        if (out_dim(tc.h, 3, st, 1, tc.pt, tc.pb) == 0 || out_dim(tc.w, 3, st, 1, tc.pl, tc.pr) == 0)
+            continue;
+        tc.act = act_of(i % 11);
+        tc.bias = i % 3 != 0;
+        tc.res = i % 2;
+        tc.res_after = i % 4 == 3;
+        if (i % 9 == 4) {
+            tc.alpha = 0.5f;
+            tc.res_scale = 2.0f;
+        }
+        run_case(&tc, pool2);
+    }
+}
+
 /* The N-th allocation of nnf_nchwc_wino_create failing, for every N until
  * it succeeds: a clean out-of-memory error each time, nothing leaked (the
  * kernel, its transformed weights, a packed matrix). */
@@ -724,69 +760,14 @@ int main(void) {
     if (nnf_cpu_get()->max_isa >= NNF_ISA_AVX2) {
         static const size_t hs[] = {1, 2, 3, 4, 5, 7, 8, 9, 13, 14, 17};
         static const size_t cs[] = {1, 7, 8, 9, 16, 17, 64};
-        for (int i = 0; i < 44; i++) {
-            tcase tc = {.n = 1 + (size_t)(i % 5 == 0), .kh = 3, .kw = 3, .sh = 1, .sw = 1, .dh = 1, .dw = 1,
-                        .in_blocked = 1};
-            tc.h = hs[i % 11];
-            tc.w = hs[(i * 3 + 1) % 11];
-            tc.c = cs[i % 7];
-            tc.oc = cs[(i * 5 + 2) % 7];
-            tc.pt = tc.pl = tc.pb = tc.pr = (size_t)(i % 3 == 2 ? 2 : 1);
-            if (i % 4 == 1) {
-                tc.pt = 0;
-                tc.pr = 2;
-            }
-            if (out_dim(tc.h, 3, 1, 1, tc.pt, tc.pb) == 0 || out_dim(tc.w, 3, 1, 1, tc.pl, tc.pr) == 0)
-                continue;
-            tc.act = act_of(i % 11);
-            tc.bias = i % 3 != 0;
-            tc.res = i % 2;
-            tc.res_after = i % 4 == 3;
-            if (i % 9 == 4) {
-                tc.alpha = 0.5f;
-                tc.res_scale = 2.0f;
-            }
-            run_case(&tc, pool2);
-        }
+        wino_sweep(1, hs, cs, pool2);
         /* the stride-2 form (AVX-512 tier) likewise: output maps of 1, 2,
          * 4, 5, 8, 9 and 13 (a 9x9 patch a 4x4 tile, the odd last row and
          * column of an even map inside the padding), odd channel blocks,
          * weight-heavy maps that run in phases on 2 and 3 threads */
         static const size_t hs2[] = {1, 2, 3, 7, 8, 9, 10, 15, 17, 25, 33};
         static const size_t cs2[] = {1, 7, 8, 9, 17, 24, 64};
-        for (int i = 0; i < 44; i++) {
-            tcase tc = {.n = 1 + (size_t)(i % 5 == 0),
-                        .kh = 3,
-                        .kw = 3,
-                        .sh = 2,
-                        .sw = 2,
-                        .dh = 1,
-                        .dw = 1,
-                        .in_blocked = 1};
-            tc.h = hs2[i % 11];
-            tc.w = hs2[(i * 3 + 1) % 11];
-            tc.c = cs2[i % 7];
-            tc.oc = cs2[(i * 5 + 2) % 7];
-            tc.pt = tc.pl = tc.pb = tc.pr = (size_t)(i % 3 == 2 ? 2 : 1);
-            if (i % 4 == 1) {
-                tc.pt = 0;
-                tc.pr = 2;
-            }
-            if (i % 6 == 3)
-                tc.pt = tc.pl = tc.pb = tc.pr = 0;
-            if (out_dim(tc.h, 3, 2, 1, tc.pt, tc.pb) == 0 ||
-                out_dim(tc.w, 3, 2, 1, tc.pl, tc.pr) == 0)
-                continue;
-            tc.act = act_of(i % 11);
-            tc.bias = i % 3 != 0;
-            tc.res = i % 2;
-            tc.res_after = i % 4 == 3;
-            if (i % 9 == 4) {
-                tc.alpha = 0.5f;
-                tc.res_scale = 2.0f;
-            }
-            run_case(&tc, pool2);
-        }
+        wino_sweep(2, hs2, cs2, pool2);
         /* 1 x 37 tiles: one work item on one thread, 12 + 12 + 12 + 1 tiles
          * on two before the last item took the one-tile remainder (whose
          * one-row GEMM ran the GEMV kernel: the 1 vs 2 thread check failed) */
