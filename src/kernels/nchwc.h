@@ -304,6 +304,9 @@ typedef struct nnf_nchwc_wino {
     const nnf_gemm_cfg *cfg;
     size_t c8, oc8; /* channels rounded up to whole blocks */
     int s2;         /* the stride-2 form (below) */
+    int f2;         /* F(2x2,3x3) (below) */
+    size_t nmat;    /* weight matrices: 36, or 16 for F(2x2,3x3) */
+    size_t tile;    /* output tile edge: 4, or 2 for F(2x2,3x3) */
     nnf_gemm_packed *u[36];
     char name[56];
 } nnf_nchwc_wino;
@@ -323,6 +326,18 @@ extern const double nnf_wino2_bt[5][5], nnf_wino2_g[5][2], nnf_wino2_at[4][5];
 static inline size_t nnf_nchwc_wino_rows(const nnf_nchwc_wino *k, size_t xi) {
     return !k->s2 || xi < 25 ? 1 : xi < 35 ? 4 : 16;
 }
+/* The F(2x2,3x3) form (3x3, stride 1, AVX-512 tier): 2x2 output tiles from
+ * 4x4 input patches, 16 weight matrices, 16 products a tile (2.25x fewer
+ * than the direct conv; F(4x4,3x3): 4x) for maps whose F(4x4,3x3) tiles
+ * are too few to reuse its 36 matrices (nnf_nchwc_wino_f2): 2.25x fewer
+ * weight bytes to stream for 1.78x more products. Transforms and weight
+ * transform in x86/nchwc_winograd_f2_avx512.c. */
+extern const double nnf_wino_f2_bt[4][4], nnf_wino_f2_g[4][3], nnf_wino_f2_at[2][4];
+bool nnf_nchwc_wino_f2(const nnf_conv2d_shape *s, nnf_isa isa);
+/* Output tiles of one image. */
+static inline size_t nnf_nchwc_wino_tiles(const nnf_nchwc_wino *k) {
+    return ((k->s.oh + k->tile - 1) / k->tile) * ((k->s.ow + k->tile - 1) / k->tile);
+}
 
 bool nnf_nchwc_wino_supported(const nnf_conv2d_shape *s, nnf_isa isa);
 /* Whether a blocked conv runs as Winograd (a pure function of the shape and
@@ -340,6 +355,10 @@ bool nnf_nchwc_direct_wins(const nnf_conv2d_shape *s, nnf_isa isa);
 /* 32 input channels on cores with 1 MiB of L2 or more, 64 on smaller ones. */
 size_t nnf_nchwc_wino_min_c(void);
 nnf_status nnf_nchwc_wino_create(const nnf_conv2d_shape *s, nnf_isa isa, const float *w, nnf_nchwc_wino **out);
+/* The same with the F(2x2,3x3) form forced on (f2, stride 1 on the AVX-512
+ * tier) or off, whatever nnf_nchwc_wino_f2 says (tests). */
+nnf_status nnf_nchwc_wino_create_as(const nnf_conv2d_shape *s, nnf_isa isa, int f2, const float *w,
+                                    nnf_nchwc_wino **out);
 void nnf_nchwc_wino_destroy(nnf_nchwc_wino *k);
 /* Same epilogue contract as nnf_nchwc_conv_run. */
 nnf_status nnf_nchwc_wino_run(const nnf_nchwc_wino *k, const float *x, float *y, const nnf_epilogue *ep,
@@ -369,6 +388,15 @@ void nnf_nchwc_wino2_input_avx512(const nnf_nchwc_wino *k, const float *x, size_
  * the panel's K block (nchwc_winograd.c). */
 void nnf_nchwc_wino2_weight_panel_avx512(const float *w, size_t stride, size_t m, size_t r,
                                          size_t k, float *const dst[36]);
+/* The F(2x2,3x3) form's: the same contracts with 16 matrices (stride vstride /
+ * mstride between them) and the stride-1 weight panel's (x86/nchwc_winograd_f2_avx512.c). */
+void nnf_nchwc_winof2_input_avx512(const nnf_nchwc_wino *k, const float *x, size_t t0, size_t nt,
+                                   float *v, size_t vstride);
+void nnf_nchwc_winof2_output_avx512(const nnf_nchwc_wino *k, const float *m, size_t mstride,
+                                    size_t t0, size_t nt, float *y, const float *res,
+                                    const nnf_epilogue *ep);
+void nnf_nchwc_winof2_weight_panel_avx512(const float *w, size_t stride, size_t m, size_t r,
+                                          size_t k, float *const dst[16]);
 void nnf_nchwc_wino2_output_avx512(const nnf_nchwc_wino *k, const float *m, const size_t base[36],
                                    size_t ustride, size_t t0, size_t nt, float *y, const float *res,
                                    const nnf_epilogue *ep);

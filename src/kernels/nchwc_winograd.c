@@ -87,8 +87,25 @@ bool nnf_nchwc_direct_wins(const nnf_conv2d_shape *s, nnf_isa isa) {
  * against 4.05 (1 thread). */
 #define WINO2_MIN_TILES 25
 
+const double nnf_wino_f2_bt[4][4] = {{1, 0, -1, 0}, {0, 1, 1, 0}, {0, -1, 1, 0}, {0, 1, 0, -1}};
+const double nnf_wino_f2_g[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
+const double nnf_wino_f2_at[2][4] = {{1, 1, 1, 0}, {0, 1, -1, -1}};
+
+/* F(2x2,3x3) where F(4x4,3x3) has at most 16 tiles (ResNet-50's 14x14: its
+ * 9.4 MB of transformed weights a conv come from memory for 16 GEMM rows,
+ * 0.69-0.77 ms in the model against 0.41-0.5 with them in cache) and the
+ * 2x2 tiles are 25 or more (not 7x7: its 16 matrices of 512 x 512, 16.8
+ * MB, streamed at ~18 GB/s, ran no faster than the direct kernel). */
+bool nnf_nchwc_wino_f2(const nnf_conv2d_shape *s, nnf_isa isa) {
+    size_t t4 = ((s->oh + 3) / 4) * ((s->ow + 3) / 4), t2 = ((s->oh + 1) / 2) * ((s->ow + 1) / 2);
+    return isa >= NNF_ISA_AVX512 && s->sh == 1 && s->sw == 1 && nnf_nchwc_wino_supported(s, isa) &&
+           t4 <= WINO_MIN_TILES && t2 >= 25 && s->c >= 64;
+}
+
 bool nnf_nchwc_wino_wins(const nnf_conv2d_shape *s, nnf_isa isa) {
     size_t tiles = ((s->oh + 3) / 4) * ((s->ow + 3) / 4);
+    if (nnf_nchwc_wino_f2(s, isa))
+        return true;
     if (!nnf_nchwc_wino_supported(s, isa) || s->c < nnf_nchwc_wino_min_c() ||
         tiles < WINO_MIN_TILES)
         return false;
@@ -100,26 +117,35 @@ bool nnf_nchwc_wino_wins(const nnf_conv2d_shape *s, nnf_isa isa) {
 void nnf_nchwc_wino_destroy(nnf_nchwc_wino *k) {
     if (!k)
         return;
-    for (int xi = 0; xi < 36; xi++)
+    for (size_t xi = 0; xi < k->nmat; xi++)
         nnf_gemm_packed_destroy(k->u[xi]);
     nnf_free(k);
 }
 
 nnf_status nnf_nchwc_wino_create(const nnf_conv2d_shape *s, nnf_isa isa, const float *w,
                                  nnf_nchwc_wino **out) {
+    return nnf_nchwc_wino_create_as(s, isa, s && nnf_nchwc_wino_f2(s, isa), w, out);
+}
+
+nnf_status nnf_nchwc_wino_create_as(const nnf_conv2d_shape *s, nnf_isa isa, int f2, const float *w,
+                                    nnf_nchwc_wino **out) {
     if (!out || !s || !w)
         return nnf_error(NNF_ERR_INVALID_ARGUMENT, "nchwc winograd: NULL argument");
     *out = NULL;
-    if (!nnf_nchwc_wino_supported(s, isa > nnf_cpu_get()->max_isa ? nnf_cpu_get()->max_isa : isa))
+    nnf_isa top = isa > nnf_cpu_get()->max_isa ? nnf_cpu_get()->max_isa : isa;
+    if (!nnf_nchwc_wino_supported(s, top) || (f2 && (top < NNF_ISA_AVX512 || s->sh != 1)))
         return nnf_error(NNF_ERR_UNSUPPORTED,
                          "nchwc winograd: not a 3x3 dense conv of stride 1 on the AVX2 tier or "
-                         "of stride 2 on the AVX-512 tier");
+                         "of stride 2 (or F(2x2,3x3)) on the AVX-512 tier");
     nnf_nchwc_wino *k = nnf_calloc(1, sizeof *k);
     if (!k)
         return nnf_error(NNF_ERR_OUT_OF_MEMORY, "nchwc winograd: out of memory for the kernel");
     nnf_status st = NNF_OK;
     k->s = *s;
     k->s2 = s->sh == 2;
+    k->f2 = f2 != 0;
+    k->nmat = k->f2 ? 16 : 36;
+    k->tile = k->f2 ? 2 : 4;
     k->cfg = nnf_gemm_cfg_for(isa);
     k->c8 = nnf_nchwc_blocks(s->c) * NNF_NCHWC_B;
     k->oc8 = nnf_nchwc_blocks(s->oc) * NNF_NCHWC_B;
@@ -132,7 +158,7 @@ nnf_status nnf_nchwc_wino_create(const nnf_conv2d_shape *s, nnf_isa isa, const f
      * past c and oc, the transform writing the packed layout itself (a
      * row-major copy of the 36 matrices, then packed, took 38 MB for 512
      * channels and two more passes over it) */
-    for (size_t xi = 0; xi < 36; xi++) {
+    for (size_t xi = 0; xi < k->nmat; xi++) {
         st = nnf_gemm_packed_create(k->cfg, NNF_GEMM_B, k->oc8, k->c8, &k->u[xi]);
         if (st != NNF_OK)
             goto fail;
@@ -150,17 +176,21 @@ nnf_status nnf_nchwc_wino_create(const nnf_conv2d_shape *s, nnf_isa isa, const f
     for (size_t p0 = 0; p0 < s->oc; p0 += r)
         for (size_t k0 = 0; k0 < s->c; k0 += kc) {
             float *dst[36];
-            for (size_t xi = 0; xi < 36; xi++)
+            for (size_t xi = 0; xi < k->nmat; xi++)
                 dst[xi] = nnf_gemm_packed_at(k->u[xi], p0, k0);
             const float *wp = w + (p0 * s->c + k0) * 9;
             size_t m = s->oc - p0 < r ? s->oc - p0 : r, kk = s->c - k0 < kc ? s->c - k0 : kc;
             if (k->s2)
                 nnf_nchwc_wino2_weight_panel_avx512(wp, s->c * 9, m, r, kk, dst);
+            else if (k->f2)
+                nnf_nchwc_winof2_weight_panel_avx512(wp, s->c * 9, m, r, kk, dst);
             else
                 nnf_wino_weight_panel_avx2(wp, s->c * 9, m, r, kk, dst);
         }
     snprintf(k->name, sizeof k->name,
-             k->s2 ? "f32_conv_nchwc_winograd_s2_4x4_%s" : "f32_conv_nchwc_winograd4x4_%s",
+             k->s2   ? "f32_conv_nchwc_winograd_s2_4x4_%s"
+             : k->f2 ? "f32_conv_nchwc_winograd2x2_%s"
+                     : "f32_conv_nchwc_winograd4x4_%s",
              k->cfg->name + strlen("f32_gemm_"));
     *out = k;
     return NNF_OK;
@@ -178,6 +208,10 @@ fail:
 static bool wino_bases(const nnf_nchwc_wino *k, size_t rows, size_t width, size_t base[37]) {
     size_t at = 0, f;
     for (size_t xi = 0; xi < 36; xi++) {
+        if (xi >= k->nmat) { /* past the form's matrices: empty */
+            base[xi] = at;
+            continue;
+        }
         base[xi] = at;
         if (!nnf_mul_size(rows * nnf_nchwc_wino_rows(k, xi), width, &f) ||
             !nnf_add_size(at, nnf_wino_odd_lines(f), &at))
@@ -218,6 +252,8 @@ static void wino_input(const nnf_nchwc_wino *k, const float *x, size_t t0, size_
                        const size_t *vb, size_t rows) {
     if (k->s2)
         nnf_nchwc_wino2_input_avx512(k, x, t0, nt, v, vb, rows * k->c8);
+    else if (k->f2)
+        nnf_nchwc_winof2_input_avx512(k, x, t0, nt, v, vb[1]);
     else if (k->cfg->isa >= NNF_ISA_AVX512)
         nnf_nchwc_wino_input_avx512(k, x, t0, nt, v, vb[1]);
     else
@@ -228,6 +264,8 @@ static void wino_output(const nnf_nchwc_wino *k, const float *m, const size_t *m
                         size_t t0, size_t nt, float *y, const float *res, const nnf_epilogue *ep) {
     if (k->s2)
         nnf_nchwc_wino2_output_avx512(k, m, mb, rows * k->oc8, t0, nt, y, res, ep);
+    else if (k->f2)
+        nnf_nchwc_winof2_output_avx512(k, m, mb[1], t0, nt, y, res, ep);
     else if (k->cfg->isa >= NNF_ISA_AVX512)
         nnf_nchwc_wino_output_avx512(k, m, mb[1], t0, nt, y, res, ep);
     else
@@ -252,7 +290,7 @@ static void wino_task(void *ctx, size_t item) {
     wino_bases(k, nt, k->oc8, mb);
     float *v = j->scratch + (size_t)slot * j->slot_floats, *m = v + vb[36];
     wino_input(k, j->x + b * j->x_img, t0, nt, v, vb, nt);
-    for (size_t xi = 0; xi < 36; xi++)
+    for (size_t xi = 0; xi < k->nmat; xi++)
         if (!wino_gemm(k, xi, v, vb, m, mb, nt)) {
             atomic_store(&j->failed, 1);
             goto done;
@@ -294,7 +332,7 @@ static void phase_input(void *ctx, size_t i) {
 static void phase_gemm(void *ctx, size_t i) {
     const wino_phase *p = ctx;
     wino_job *j = p->j;
-    size_t xi = 35 - i;
+    size_t xi = j->k->nmat - 1 - i;
     if (!wino_gemm(j->k, xi, j->scratch, p->vb, j->scratch + p->vb[36], p->mb, j->tiles))
         atomic_store(&j->failed, 1);
 }
@@ -334,7 +372,7 @@ nnf_status nnf_nchwc_wino_run(const nnf_nchwc_wino *k, const float *x, float *y,
     j->y = y;
     j->ep = &e;
     j->res = e.residual;
-    j->tiles = ((s->oh + 3) / 4) * ((s->ow + 3) / 4);
+    j->tiles = nnf_nchwc_wino_tiles(k);
     j->x_img = k->c8 * s->h * s->w;
     j->y_img = k->oc8 * s->oh * s->ow;
     /* tiles per item: the V and M matrices (36 rows a tile) within 2 MiB,
@@ -343,7 +381,7 @@ nnf_status nnf_nchwc_wino_run(const nnf_nchwc_wino *k, const float *x, float *y,
      * register panels (mr rows), at least two items per thread when the
      * image has the tiles */
     size_t mr = k->cfg->mr, budget = k->s2 ? (size_t)512 << 10 : (size_t)2 << 20,
-           blk = budget / ((k->s2 ? 81 : 36) * sizeof(float) * (k->c8 + k->oc8));
+           blk = budget / ((k->s2 ? 81 : k->nmat) * sizeof(float) * (k->c8 + k->oc8));
     blk = blk / mr * mr;
     if (blk < mr)
         blk = mr;
@@ -399,7 +437,7 @@ nnf_status nnf_nchwc_wino_run(const nnf_nchwc_wino *k, const float *x, float *y,
         size_t chunks = (j->tiles + ph.chunk - 1) / ph.chunk;
         for (ph.b = 0; ph.b < s->n && !atomic_load(&j->failed); ph.b++) {
             nnf_parallel_for(pool, chunks, phase_input, &ph);
-            nnf_parallel_for(pool, 36, phase_gemm, &ph);
+            nnf_parallel_for(pool, k->nmat, phase_gemm, &ph);
             if (!atomic_load(&j->failed))
                 nnf_parallel_for(pool, chunks, phase_output, &ph);
         }

@@ -67,13 +67,15 @@ static const char *const act_names[] = {"none",    "relu",     "clip",     "leak
  * activation (slope at most 1.5, HardSwish's). */
 static int wino_runs;
 static int wino2_runs;          /* of them in the stride-2 form */
+static int winof2_runs;         /* in the F(2x2,3x3) form */
 static nnf_threadpool *g_pool3; /* a third pool size for the Winograd splits */
 
-static void run_wino_tier(nnf_isa isa, const nnf_conv2d_shape *s, const tcase *tc, const float *x, const float *xb,
-                          const float *w, const nnf_epilogue *ep, const double *ref, const float *bias,
-                          const float *res, nnf_threadpool *pool2) {
+static void run_wino_tier(nnf_isa isa, int f2, const nnf_conv2d_shape *s, const tcase *tc,
+                          const float *x, const float *xb, const float *w, const nnf_epilogue *ep,
+                          const double *ref, const float *bias, const float *res,
+                          nnf_threadpool *pool2) {
     nnf_nchwc_wino *k = NULL;
-    nnf_status st = nnf_nchwc_wino_create(s, isa, w, &k);
+    nnf_status st = nnf_nchwc_wino_create_as(s, isa, f2, w, &k);
     CHECK(st == NNF_OK);
     if (st != NNF_OK)
         return;
@@ -98,7 +100,7 @@ static void run_wino_tier(nnf_isa isa, const nnf_conv2d_shape *s, const tcase *t
     if (k->s2)
         wino2_mag_init(&wm2, s, x, w);
     else
-        wino_mag_init(&wm, s, x, w);
+        wino_mag_init_form(&wm, s, x, w, k->f2);
     int bad = 0;
     for (size_t b = 0; b < s->n && bad < 3; b++)
         for (size_t o = 0; o < ocb * 8 && bad < 3; o++)
@@ -129,6 +131,7 @@ static void run_wino_tier(nnf_isa isa, const nnf_conv2d_shape *s, const tcase *t
         check_passed++;
     wino_runs++;
     wino2_runs += k->s2;
+    winof2_runs += k->f2;
     wino_mag_free(&wm);
     wino2_mag_free(&wm2);
     free(y1);
@@ -197,7 +200,10 @@ static void run_wino(const nnf_conv2d_shape *s, const tcase *tc, const float *x,
                      const nnf_epilogue *ep, const double *ref, const float *bias, const float *res,
                      nnf_threadpool *pool2) {
     for (int t = s->sh == 2 ? NNF_ISA_AVX512 : NNF_ISA_AVX2; t <= (int)nnf_cpu_get()->max_isa; t++)
-        run_wino_tier((nnf_isa)t, s, tc, x, xb, w, ep, ref, bias, res, pool2);
+        run_wino_tier((nnf_isa)t, 0, s, tc, x, xb, w, ep, ref, bias, res, pool2);
+    /* and every stride-1 case in the F(2x2,3x3) form on the AVX-512 tier */
+    if (s->sh == 1 && nnf_cpu_get()->max_isa >= NNF_ISA_AVX512)
+        run_wino_tier(NNF_ISA_AVX512, 1, s, tc, x, xb, w, ep, ref, bias, res, pool2);
 }
 
 static int in_place_runs; /* cases run with the output over the residual */
@@ -775,7 +781,9 @@ int main(void) {
                     .dh = 1, .dw = 1, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .in_blocked = 1,
                     .act = act_of(NNF_ACT_RELU), .bias = 1, .alpha = 1.0f, .res_scale = 1.0f};
         run_case(&tc, pool2);
-        printf("blocked winograd: %d cases, %d of them stride 2\n", wino_runs, wino2_runs);
+        printf("blocked winograd: %d cases, %d of them stride 2, %d F(2x2,3x3)\n", wino_runs,
+               wino2_runs, winof2_runs);
+        CHECK(nnf_cpu_get()->max_isa < NNF_ISA_AVX512 || winof2_runs >= 40);
         CHECK(wino_runs >= 40);
         CHECK(nnf_cpu_get()->max_isa < NNF_ISA_AVX512 || wino2_runs >= 40);
         nnf_conv2d_shape s = {.n = 1, .c = 9, .h = 6, .w = 6, .oc = 17, .group = 1, .kh = 3, .kw = 3, .sh = 1,
@@ -804,10 +812,16 @@ int main(void) {
             CHECK(!nnf_nchwc_direct_wins(&q, NNF_ISA_AVX512));
             if (nnf_cpu_get()->max_isa >= NNF_ISA_AVX512)
                 CHECK(nnf_nchwc_wino_wins(&q, NNF_ISA_AVX512));
+            /* as F(2x2,3x3) there (16 tiles of 4x4, 49 of 2x2), not on AVX2 */
+            CHECK(nnf_nchwc_wino_f2(&q, NNF_ISA_AVX512) ==
+                  (nnf_cpu_get()->max_isa >= NNF_ISA_AVX512));
+            CHECK(!nnf_nchwc_wino_f2(&q, NNF_ISA_AVX2));
             q.h = q.w = q.oh = q.ow = 7;
+            CHECK(!nnf_nchwc_wino_f2(&q, NNF_ISA_AVX512)); /* 16 tiles of 2x2 */
             CHECK(nnf_nchwc_direct_wins(&q, NNF_ISA_AVX512) && !nnf_nchwc_direct_wins(&q, NNF_ISA_AVX2));
             CHECK(!nnf_nchwc_wino_wins(&q, NNF_ISA_AVX512));
             q.h = q.w = q.oh = q.ow = 20;
+            CHECK(!nnf_nchwc_wino_f2(&q, NNF_ISA_AVX512)); /* 25 tiles of 4x4 */
             CHECK(nnf_nchwc_wino_wins(&q, NNF_ISA_AVX2));
             CHECK(!nnf_nchwc_direct_wins(&q, NNF_ISA_AVX512));
             if (nnf_cpu_get()->max_isa >= NNF_ISA_AVX512)

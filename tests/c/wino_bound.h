@@ -22,65 +22,87 @@
  * be far above the direct conv's bound: the transformed values grow
  * (|B^T| rows sum to 10, |A^T| to 18), which is the price of Winograd. */
 typedef struct wino_mag {
-    double *u; /* [oc][c][36] */
-    double *v; /* [n][tiles][c][36] */
+    double *u; /* [oc][c][nn] */
+    double *v; /* [n][tiles][c][nn] */
     size_t th, tw;
+    int t, a;                  /* output tile edge (4 or 2), input patch edge (6 or 4) */
+    const double *g, *bt, *at; /* a x 3, a x a, t x a */
 } wino_mag;
 
-static inline void wino_mag_init(wino_mag *m, const nnf_conv2d_shape *s, const float *x,
-                                 const float *w) {
-    m->th = (s->oh + 3) / 4;
-    m->tw = (s->ow + 3) / 4;
-    m->u = malloc(s->oc * s->c * 36 * sizeof(double));
-    m->v = malloc(s->n * m->th * m->tw * s->c * 36 * sizeof(double));
+/* F(4x4,3x3), or F(2x2,3x3) with f2 (the blocked kernel's form for small
+ * maps, kernels/nchwc.h: |B^T| rows sum to 2, |A^T| to 3). */
+static inline void wino_mag_init_form(wino_mag *m, const nnf_conv2d_shape *s, const float *x,
+                                      const float *w, int f2) {
+    m->t = f2 ? 2 : 4;
+    m->a = m->t + 2;
+    m->g = f2 ? &nnf_wino_f2_g[0][0] : &nnf_wino_g[0][0];
+    m->bt = f2 ? &nnf_wino_f2_bt[0][0] : &nnf_wino_bt[0][0];
+    m->at = f2 ? &nnf_wino_f2_at[0][0] : &nnf_wino_at[0][0];
+    const int A = m->a, nn = A * A;
+    m->th = (s->oh + (size_t)m->t - 1) / (size_t)m->t;
+    m->tw = (s->ow + (size_t)m->t - 1) / (size_t)m->t;
+    m->u = malloc(s->oc * s->c * (size_t)nn * sizeof(double));
+    m->v = malloc(s->n * m->th * m->tw * s->c * (size_t)nn * sizeof(double));
     for (size_t i = 0; i < s->oc * s->c; i++)
-        for (int k = 0; k < 6; k++)
-            for (int l = 0; l < 6; l++) {
+        for (int k = 0; k < A; k++)
+            for (int l = 0; l < A; l++) {
                 double acc = 0;
                 for (int a = 0; a < 3; a++)
                     for (int b = 0; b < 3; b++)
-                        acc += fabs(nnf_wino_g[k][a]) * fabs(w[i * 9 + a * 3 + b]) *
-                               fabs(nnf_wino_g[l][b]);
-                m->u[i * 36 + k * 6 + l] = acc;
+                        acc += fabs(m->g[k * 3 + a]) * fabs(w[i * 9 + (size_t)(a * 3 + b)]) *
+                               fabs(m->g[l * 3 + b]);
+                m->u[i * (size_t)nn + (size_t)(k * A + l)] = acc;
             }
     for (size_t b = 0; b < s->n; b++)
         for (size_t t = 0; t < m->th * m->tw; t++)
             for (size_t c = 0; c < s->c; c++) {
                 double d[6][6];
-                for (int i = 0; i < 6; i++)
-                    for (int j = 0; j < 6; j++) {
-                        ptrdiff_t ih = (ptrdiff_t)((t / m->tw) * 4 + (size_t)i) - (ptrdiff_t)s->pt;
-                        ptrdiff_t iw = (ptrdiff_t)((t % m->tw) * 4 + (size_t)j) - (ptrdiff_t)s->pl;
+                for (int i = 0; i < A; i++)
+                    for (int j = 0; j < A; j++) {
+                        ptrdiff_t ih =
+                            (ptrdiff_t)((t / m->tw) * (size_t)m->t + (size_t)i) - (ptrdiff_t)s->pt;
+                        ptrdiff_t iw =
+                            (ptrdiff_t)((t % m->tw) * (size_t)m->t + (size_t)j) - (ptrdiff_t)s->pl;
                         d[i][j] =
                             ih < 0 || iw < 0 || ih >= (ptrdiff_t)s->h || iw >= (ptrdiff_t)s->w
                                 ? 0.0
                                 : fabs(x[((b * s->c + c) * s->h + (size_t)ih) * s->w + (size_t)iw]);
                     }
-                double *o = m->v + ((b * m->th * m->tw + t) * s->c + c) * 36;
-                for (int k = 0; k < 6; k++)
-                    for (int l = 0; l < 6; l++) {
+                double *o = m->v + ((b * m->th * m->tw + t) * s->c + c) * (size_t)nn;
+                for (int k = 0; k < A; k++)
+                    for (int l = 0; l < A; l++) {
                         double acc = 0;
-                        for (int i = 0; i < 6; i++)
-                            for (int j = 0; j < 6; j++)
-                                acc += fabs(nnf_wino_bt[k][i]) * d[i][j] * fabs(nnf_wino_bt[l][j]);
-                        o[k * 6 + l] = acc;
+                        for (int i = 0; i < A; i++)
+                            for (int j = 0; j < A; j++)
+                                acc += fabs(m->bt[k * A + i]) * d[i][j] * fabs(m->bt[l * A + j]);
+                        o[k * A + l] = acc;
                     }
             }
 }
 
+static inline void wino_mag_init(wino_mag *m, const nnf_conv2d_shape *s, const float *x,
+                                 const float *w) {
+    wino_mag_init_form(m, s, x, w, 0);
+}
+
 static inline double wino_mag_at(const wino_mag *m, const nnf_conv2d_shape *s, size_t b, size_t o,
                                  size_t oh, size_t ow) {
-    size_t t = (oh / 4) * m->tw + ow / 4, i = oh % 4, j = ow % 4;
-    const double *v = m->v + (b * m->th * m->tw + t) * s->c * 36, *u = m->u + o * s->c * 36;
+    const int A = m->a, nn = A * A;
+    size_t t = (oh / (size_t)m->t) * m->tw + ow / (size_t)m->t, i = oh % (size_t)m->t,
+           j = ow % (size_t)m->t;
+    const double *v = m->v + (b * m->th * m->tw + t) * s->c * (size_t)nn,
+                 *u = m->u + o * s->c * (size_t)nn;
     double acc = 0;
-    for (int k = 0; k < 6; k++)
-        for (int l = 0; l < 6; l++) {
-            double a = fabs(nnf_wino_at[i][k]) * fabs(nnf_wino_at[j][l]);
+    for (int k = 0; k < A; k++)
+        for (int l = 0; l < A; l++) {
+            double a =
+                fabs(m->at[i * (size_t)A + (size_t)k]) * fabs(m->at[j * (size_t)A + (size_t)l]);
             if (a == 0)
                 continue;
             double sum = 0;
             for (size_t c = 0; c < s->c; c++)
-                sum += u[c * 36 + k * 6 + l] * v[c * 36 + k * 6 + l];
+                sum += u[c * (size_t)nn + (size_t)(k * A + l)] *
+                       v[c * (size_t)nn + (size_t)(k * A + l)];
             acc += a * sum;
         }
     return acc;

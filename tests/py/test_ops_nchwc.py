@@ -130,6 +130,16 @@ def case_winograd_s2():
     return build([a, b, c], [], [], [c[2]], (1, 16, 42, 38)), {"nchwc.Conv"}, 1
 
 
+def case_winograd_f2():
+    """ResNet-50's 14x14 3x3 (16 tiles of 4x4, 49 of 2x2) on 64 channels: the blocked Winograd's
+    F(2x2,3x3) form on the AVX-512 tier, F(4x4,3x3) on AVX2; 70 output channels leave padding
+    lanes. A 1x1 after it writes the plain output."""
+    a = conv("a", "x", 16, 64, k=1, pad=0, act="silu")
+    b = conv("b", a[2], 64, 70, act="relu")
+    c = conv("c", b[2], 70, 16, k=1, pad=0)
+    return build([a, b, c], [], [], [c[2]], (1, 16, 14, 14)), {"nchwc.Conv"}, 1
+
+
 def case_bottleneck_silu():
     """YOLOv5's bottleneck twice, x + SiLU(conv(SiLU(conv(x)))): the Add joins the 3x3 after its
     SiLU, on the blocked Winograd (64 and 70 channels at 22x22) and on the direct tiles (16
@@ -190,8 +200,8 @@ def case_plain_out():
 
 
 CASES = {f.__name__[5:]: f for f in (case_stem_chain, case_residual_add, case_concat_resize, case_mixed_readers,
-                                      case_winograd, case_winograd_s2, case_bottleneck_silu, case_grouped,
-                                      case_plain_out)}
+                                      case_winograd, case_winograd_s2, case_winograd_f2, case_bottleneck_silu,
+                                      case_grouped, case_plain_out)}
 
 
 def profiled_ops(path, env=None):
@@ -308,6 +318,18 @@ def test_winograd_s2_on_avx512(tmp_path):
     kernels = [k for o, k in profiled_ops(path) if o == "nchwc.Conv"]
     assert len(kernels) == 3, kernels
     assert ("winograd_s2" in kernels[1]) == ("avx512" in kernels[0]), kernels
+
+
+@needs_blocked
+def test_winograd_f2_on_avx512(tmp_path):
+    """The 14x14 3x3 runs as F(2x2,3x3) where the AVX-512 tier is in force, as F(4x4,3x3) on AVX2
+    (outputs: test_blocked_models_match_ort)."""
+    path = tmp_path / "winograd_f2.onnx"
+    path.write_bytes(case_winograd_f2()[0])
+    kernels = [k for o, k in profiled_ops(path) if o == "nchwc.Conv"]
+    assert len(kernels) == 3, kernels
+    want = "winograd2x2" if "avx512" in kernels[0] else "winograd4x4"
+    assert want in kernels[1], kernels
 
 
 @needs_blocked
