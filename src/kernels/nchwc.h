@@ -349,8 +349,9 @@ bool nnf_nchwc_wino_supported(const nnf_conv2d_shape *s, nnf_isa isa);
  * 0.79x on 2, 0.9x on Zen 4; below the threshold the layout pass leaves
  * those convs in NCHW). */
 bool nnf_nchwc_wino_wins(const nnf_conv2d_shape *s, nnf_isa isa);
-/* Where the blocked direct kernel beats any Winograd, blocked or NCHW: on
- * the AVX-512 tier, maps of at most 16 tiles (nchwc_winograd.c). */
+/* Where the blocked direct kernel beats F(4x4,3x3), blocked or NCHW: on
+ * the AVX-512 tier, maps of fewer than 16 tiles (nchwc_winograd.c); those
+ * with 25 or more 2x2 tiles run F(2x2,3x3) (nnf_nchwc_wino_wins says so). */
 bool nnf_nchwc_direct_wins(const nnf_conv2d_shape *s, nnf_isa isa);
 /* 32 input channels on cores with 1 MiB of L2 or more, 64 on smaller ones. */
 size_t nnf_nchwc_wino_min_c(void);
