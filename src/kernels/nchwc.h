@@ -331,7 +331,7 @@ static inline size_t nnf_nchwc_wino_rows(const nnf_nchwc_wino *k, size_t xi) {
  * than the direct conv; F(4x4,3x3): 4x) for maps whose F(4x4,3x3) tiles
  * are too few to reuse its 36 matrices (nnf_nchwc_wino_f2): 2.25x fewer
  * weight bytes to stream for 1.78x more products. Transforms and weight
- * transform in x86/nchwc_winograd_f2_avx512.c. */
+ * transform in x86/nchwc_winograd_avx512.c, with F(4x4,3x3)'s. */
 extern const double nnf_wino_f2_bt[4][4], nnf_wino_f2_g[4][3], nnf_wino_f2_at[2][4];
 bool nnf_nchwc_wino_f2(const nnf_conv2d_shape *s, nnf_isa isa);
 /* Output tiles of one image. */
@@ -390,7 +390,7 @@ void nnf_nchwc_wino2_input_avx512(const nnf_nchwc_wino *k, const float *x, size_
 void nnf_nchwc_wino2_weight_panel_avx512(const float *w, size_t stride, size_t m, size_t r,
                                          size_t k, float *const dst[36]);
 /* The F(2x2,3x3) form's: the same contracts with 16 matrices (stride vstride /
- * mstride between them) and the stride-1 weight panel's (x86/nchwc_winograd_f2_avx512.c). */
+ * mstride between them) and the stride-1 weight panel's (x86/nchwc_winograd_avx512.c). */
 void nnf_nchwc_winof2_input_avx512(const nnf_nchwc_wino *k, const float *x, size_t t0, size_t nt,
                                    float *v, size_t vstride);
 void nnf_nchwc_winof2_output_avx512(const nnf_nchwc_wino *k, const float *m, size_t mstride,

@@ -22,4 +22,14 @@ static inline void nnf_store_pair(float *p, size_t plane, int both, __m512 v) {
                          _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
 }
 
+/* The real lanes of output blocks ob, ob + 1 of ob_n blocks holding oc
+ * channels: block ob's low 8 (fewer in the last block), then ob + 1's. */
+static inline __mmask16 nnf_pair_keep(size_t oc, size_t ob, size_t ob_n) {
+    size_t tail = oc % 8;
+    __mmask16 keep = (__mmask16)(tail && ob + 1 == ob_n ? (1u << tail) - 1u : 0xffu);
+    if (ob + 1 < ob_n)
+        keep |= (__mmask16)((tail && ob + 2 == ob_n ? (1u << tail) - 1u : 0xffu) << 8);
+    return keep;
+}
+
 #endif

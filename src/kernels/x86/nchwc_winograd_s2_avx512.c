@@ -107,7 +107,6 @@ output_act(nnf_act_kind kind, const nnf_nchwc_wino *k, const float *m, const siz
                  ob_n = k->oc8 / NNF_NCHWC_B;
     nnf_activation act = e->act;
     act.kind = kind;
-    size_t tail = s->oc % NNF_NCHWC_B;
     for (size_t t = 0; t < nt; t++) {
         size_t ty = (t0 + t) / tw, tx = (t0 + t) % tw, oy0 = ty * 4, ox0 = tx * 4;
         size_t ny = s->oh - oy0 < 4 ? s->oh - oy0 : 4, nx = s->ow - ox0 < 4 ? s->ow - ox0 : 4;
@@ -115,10 +114,7 @@ output_act(nnf_act_kind kind, const nnf_nchwc_wino *k, const float *m, const siz
             const float *mt = m + t * k->oc8 + ob * NNF_NCHWC_B;
             int both = ob + 1 < ob_n;
             __mmask16 km = both ? (__mmask16)0xffff : (__mmask16)0x00ff;
-            /* the lanes of real channels: block ob, then ob + 1 */
-            __mmask16 keep = (__mmask16)(tail && ob + 1 == ob_n ? (1u << tail) - 1u : 0xffu);
-            if (both)
-                keep |= (__mmask16)((tail && ob + 2 == ob_n ? (1u << tail) - 1u : 0xffu) << 8);
+            __mmask16 keep = nnf_pair_keep(s->oc, ob, ob_n);
             __m512 bias = _mm512_setzero_ps();
             if (e->bias)
                 bias = _mm512_maskz_loadu_ps(keep, e->bias + ob * NNF_NCHWC_B);
