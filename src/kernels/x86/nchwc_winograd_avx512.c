@@ -42,6 +42,47 @@ static inline __attribute__((always_inline)) void at_form(int T, const __m512 *m
     o[1] = _mm512_sub_ps(_mm512_sub_ps(m[1], m[2]), m[3]);
 }
 
+/* One tile's patch of two blocks (the second when BOTH) through B^T d B
+ * into its A x A matrices at vt, vstride apart; INSIDE: every pixel of the
+ * patch inside the input (no tests). Loops of constant trips, unrolled:
+ * with A a loop bound GCC kept them loops, each pixel a test and the patch
+ * on the stack. */
+static inline __attribute__((always_inline)) void
+input_unit(const int T, const int BOTH, const int INSIDE, const float *xc, size_t row, size_t plane,
+           ptrdiff_t ih0, ptrdiff_t iw0, ptrdiff_t H, ptrdiff_t W, float *vt, size_t vstride) {
+    const int A = T + 2;
+    __m512 e[6][6];
+    /* down the columns, then along the rows: xi = a * A + b */
+#pragma GCC unroll 6
+    for (int c = 0; c < A; c++) {
+        __m512 col[6], o[6];
+#pragma GCC unroll 6
+        for (int r = 0; r < A; r++) {
+            ptrdiff_t ih = ih0 + r, iw = iw0 + c;
+            col[r] = INSIDE || (ih >= 0 && ih < H && iw >= 0 && iw < W)
+                         ? nnf_load_pair(xc + ih * (ptrdiff_t)row + iw * NNF_NCHWC_B, plane, BOTH)
+                         : _mm512_setzero_ps();
+        }
+        bt_form(T, col, o);
+#pragma GCC unroll 6
+        for (int a = 0; a < A; a++)
+            e[a][c] = o[a];
+    }
+#pragma GCC unroll 6
+    for (int a = 0; a < A; a++) {
+        __m512 o[6];
+        bt_form(T, e[a], o);
+#pragma GCC unroll 6
+        for (int b = 0; b < A; b++) {
+            float *d = vt + (size_t)(a * A + b) * vstride;
+            if (BOTH)
+                _mm512_storeu_ps(d, o[b]);
+            else
+                _mm512_mask_storeu_ps(d, 0x00ff, o[b]);
+        }
+    }
+}
+
 static inline __attribute__((always_inline)) void input_form(int T, const nnf_nchwc_wino *k,
                                                              const float *x, size_t t0, size_t nt,
                                                              float *v, size_t vstride) {
@@ -72,32 +113,15 @@ static inline __attribute__((always_inline)) void input_form(int T, const nnf_nc
                         }
                     }
                 }
-            __m512 d[6][6], e[6][6];
-            for (int r = 0; r < A; r++)
-                for (int c = 0; c < A; c++) {
-                    ptrdiff_t ih = ih0 + r, iw = iw0 + c;
-                    d[r][c] = inside || (ih >= 0 && ih < H && iw >= 0 && iw < W)
-                                  ? nnf_load_pair(xc + (size_t)ih * row + (size_t)iw * NNF_NCHWC_B,
-                                                  plane, both)
-                                  : _mm512_setzero_ps();
-                }
-            /* down the columns, then along the rows: xi = a * A + b */
-            for (int c = 0; c < A; c++) {
-                __m512 col[6], o[6];
-                for (int r = 0; r < A; r++)
-                    col[r] = d[r][c];
-                bt_form(T, col, o);
-                for (int a = 0; a < A; a++)
-                    e[a][c] = o[a];
-            }
             float *vt = v + t * k->c8 + cb * NNF_NCHWC_B;
-            __mmask16 km = both ? (__mmask16)0xffff : (__mmask16)0x00ff;
-            for (int a = 0; a < A; a++) {
-                __m512 o[6];
-                bt_form(T, e[a], o);
-                for (int b = 0; b < A; b++)
-                    _mm512_mask_storeu_ps(vt + (size_t)(a * A + b) * vstride, km, o[b]);
-            }
+            if (inside && both)
+                input_unit(T, 1, 1, xc, row, plane, ih0, iw0, H, W, vt, vstride);
+            else if (both)
+                input_unit(T, 1, 0, xc, row, plane, ih0, iw0, H, W, vt, vstride);
+            else if (inside)
+                input_unit(T, 0, 1, xc, row, plane, ih0, iw0, H, W, vt, vstride);
+            else
+                input_unit(T, 0, 0, xc, row, plane, ih0, iw0, H, W, vt, vstride);
         }
     }
 }
@@ -112,11 +136,72 @@ void nnf_nchwc_winof2_input_avx512(const nnf_nchwc_wino *k, const float *x, size
     input_form(2, k, x, t0, nt, v, vstride);
 }
 
+/* A^T along one row of a tile (u: its A values), the epilogue, nx pixels
+ * stored at yr (residual at rr). */
+static inline __attribute__((always_inline)) void
+output_row(const int T, size_t nx, const int BOTH, const __m512 *u, float *yr, const float *rr,
+           size_t plane, const nnf_epilogue *e, const nnf_activation *act, __m512 bias,
+           __mmask16 keep) {
+    __m512 o[4];
+    at_form(T, u, o);
+    for (size_t q = 0; q < nx; q++) {
+        size_t off = q * NNF_NCHWC_B;
+        __m512 r = rr ? nnf_load_pair(rr + off, plane, BOTH) : _mm512_setzero_ps();
+        __m512 val = nnf_ep16_apply_act(o[q], e, act, 1, bias, rr != NULL, r);
+        nnf_store_pair(yr + off, plane, BOTH, _mm512_maskz_mov_ps(keep, val));
+    }
+}
+
+/* One tile of two output blocks (the second when BOTH) from its A x A
+ * matrices at mt, mstride apart: A^T m A, the epilogue, ny x nx pixels
+ * stored at yt (FULL: T x T, constant trips, unrolled like input_unit). */
+static inline __attribute__((always_inline)) void
+output_unit(const int T, const int FULL, const int BOTH, const float *mt, size_t mstride, float *yt,
+            const float *rt, size_t row, size_t plane, size_t ny, size_t nx, const nnf_epilogue *e,
+            const nnf_activation *act, __m512 bias, __mmask16 keep) {
+    const int A = T + 2;
+    /* down the columns, then along the rows */
+    __m512 u[4][6];
+#pragma GCC unroll 6
+    for (int b = 0; b < A; b++) {
+        __m512 col[6], o[4];
+#pragma GCC unroll 6
+        for (int a = 0; a < A; a++) {
+            const float *p = mt + (size_t)(a * A + b) * mstride;
+            col[a] = BOTH ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(0x00ff, p);
+        }
+        at_form(T, col, o);
+#pragma GCC unroll 4
+        for (int i = 0; i < T; i++)
+            u[i][b] = o[i];
+    }
+    /* the next tile's output and residual rows (see the AVX2 one) */
+    for (size_t i = 0; i < (FULL ? (size_t)T : ny); i++)
+        for (int h = 0; h < 1 + BOTH; h++) {
+            size_t o = (size_t)h * plane + i * row;
+            if (rt) {
+                _mm_prefetch((const char *)(rt + o + (size_t)T * NNF_NCHWC_B), _MM_HINT_T0);
+                _mm_prefetch((const char *)(rt + o + (size_t)A * NNF_NCHWC_B), _MM_HINT_T0);
+            }
+            __builtin_prefetch(yt + o + (size_t)T * NNF_NCHWC_B, 1, 3);
+            __builtin_prefetch(yt + o + (size_t)A * NNF_NCHWC_B, 1, 3);
+        }
+    if (FULL) {
+#pragma GCC unroll 4
+        for (int i = 0; i < T; i++)
+            output_row(T, T, BOTH, u[i], yt + (size_t)i * row, rt ? rt + (size_t)i * row : NULL,
+                       plane, e, act, bias, keep);
+    } else {
+        for (size_t i = 0; i < ny; i++)
+            output_row(T, nx, BOTH, u[i], yt + i * row, rt ? rt + i * row : NULL, plane, e, act,
+                       bias, keep);
+    }
+}
+
 /* One activation kind known at compile time (nnf_act16's switch folds). */
 static inline __attribute__((always_inline)) void
 output_act(int T, nnf_act_kind kind, const nnf_nchwc_wino *k, const float *m, size_t mstride,
            size_t t0, size_t nt, float *y, const float *res, const nnf_epilogue *e) {
-    const int A = T + 2;
     const nnf_conv2d_shape *s = &k->s;
     const size_t tw = (s->ow + (size_t)T - 1) / (size_t)T, row = s->ow * NNF_NCHWC_B,
                  plane = s->oh * row, ob_n = k->oc8 / NNF_NCHWC_B;
@@ -126,6 +211,7 @@ output_act(int T, nnf_act_kind kind, const nnf_nchwc_wino *k, const float *m, si
         size_t ty = (t0 + t) / tw, tx = (t0 + t) % tw, oy0 = ty * (size_t)T, ox0 = tx * (size_t)T;
         size_t ny = s->oh - oy0 < (size_t)T ? s->oh - oy0 : (size_t)T,
                nx = s->ow - ox0 < (size_t)T ? s->ow - ox0 : (size_t)T;
+        int full = ny == (size_t)T && nx == (size_t)T;
         for (size_t ob = 0; ob < ob_n; ob += 2) {
             const float *mt = m + t * k->oc8 + ob * NNF_NCHWC_B;
             int both = ob + 1 < ob_n;
@@ -133,41 +219,15 @@ output_act(int T, nnf_act_kind kind, const nnf_nchwc_wino *k, const float *m, si
             __m512 bias = _mm512_setzero_ps();
             if (e->bias)
                 bias = _mm512_maskz_loadu_ps(keep, e->bias + ob * NNF_NCHWC_B);
-            /* down the columns, then along the rows */
-            __m512 u[4][6];
-            for (int b = 0; b < A; b++) {
-                __m512 col[6], o[4];
-                for (int a = 0; a < A; a++)
-                    col[a] = _mm512_maskz_loadu_ps(both ? (__mmask16)0xffff : (__mmask16)0x00ff,
-                                                   mt + (size_t)(a * A + b) * mstride);
-                at_form(T, col, o);
-                for (int i = 0; i < T; i++)
-                    u[i][b] = o[i];
-            }
             size_t off0 = ob * plane + oy0 * row + ox0 * NNF_NCHWC_B;
-            /* the next tile's output and residual rows (see the AVX2 one) */
-            for (size_t i = 0; i < ny; i++)
-                for (int h = 0; h < 1 + both; h++) {
-                    size_t o = off0 + (size_t)h * plane + i * row;
-                    if (res) {
-                        _mm_prefetch((const char *)(res + o + (size_t)T * NNF_NCHWC_B),
-                                     _MM_HINT_T0);
-                        _mm_prefetch((const char *)(res + o + (size_t)A * NNF_NCHWC_B),
-                                     _MM_HINT_T0);
-                    }
-                    __builtin_prefetch(y + o + (size_t)T * NNF_NCHWC_B, 1, 3);
-                    __builtin_prefetch(y + o + (size_t)A * NNF_NCHWC_B, 1, 3);
-                }
-            for (size_t i = 0; i < ny; i++) {
-                __m512 o[4];
-                at_form(T, u[i], o);
-                for (size_t q = 0; q < nx; q++) {
-                    size_t off = off0 + i * row + q * NNF_NCHWC_B;
-                    __m512 r = res ? nnf_load_pair(res + off, plane, both) : _mm512_setzero_ps();
-                    __m512 val = nnf_ep16_apply_act(o[q], e, &act, 1, bias, res != NULL, r);
-                    nnf_store_pair(y + off, plane, both, _mm512_maskz_mov_ps(keep, val));
-                }
-            }
+            float *yt = y + off0;
+            const float *rt = res ? res + off0 : NULL;
+            if (full && both)
+                output_unit(T, 1, 1, mt, mstride, yt, rt, row, plane, ny, nx, e, &act, bias, keep);
+            else if (both)
+                output_unit(T, 0, 1, mt, mstride, yt, rt, row, plane, ny, nx, e, &act, bias, keep);
+            else
+                output_unit(T, 0, 0, mt, mstride, yt, rt, row, plane, ny, nx, e, &act, bias, keep);
         }
     }
 }
