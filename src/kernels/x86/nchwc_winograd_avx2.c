@@ -8,6 +8,40 @@
 #include "kernels/x86/vmath_avx2.h"
 #include "kernels/x86/winograd_avx2.h"
 
+/* One tile's 6x6 patch of one block through B^T d B into its 36 matrices
+ * at vt, vstride apart; INSIDE: every pixel inside the input (no tests).
+ * Constant trips, unrolled (as loops GCC kept the patch on the stack and a
+ * test per pixel: see x86/nchwc_winograd_avx512.c). */
+static inline __attribute__((always_inline)) void
+input_unit(const int INSIDE, const float *xc, size_t row, ptrdiff_t ih0, ptrdiff_t iw0, ptrdiff_t H,
+           ptrdiff_t W, float *vt, size_t vstride) {
+    __m256 e[6][6];
+    /* down the columns, then along the rows: xi = a * 6 + b */
+#pragma GCC unroll 6
+    for (int c = 0; c < 6; c++) {
+        __m256 col[6], o[6];
+#pragma GCC unroll 6
+        for (int r = 0; r < 6; r++) {
+            ptrdiff_t ih = ih0 + r, iw = iw0 + c;
+            col[r] = INSIDE || (ih >= 0 && ih < H && iw >= 0 && iw < W)
+                         ? _mm256_loadu_ps(xc + ih * (ptrdiff_t)row + iw * NNF_NCHWC_B)
+                         : _mm256_setzero_ps();
+        }
+        nnf_wino_bt6(col, o);
+#pragma GCC unroll 6
+        for (int a = 0; a < 6; a++)
+            e[a][c] = o[a];
+    }
+#pragma GCC unroll 6
+    for (int a = 0; a < 6; a++) {
+        __m256 o[6];
+        nnf_wino_bt6(e[a], o);
+#pragma GCC unroll 6
+        for (int b = 0; b < 6; b++)
+            _mm256_storeu_ps(vt + (size_t)(a * 6 + b) * vstride, o[b]);
+    }
+}
+
 void nnf_nchwc_wino_input_avx2(const nnf_nchwc_wino *k, const float *x, size_t t0, size_t nt,
                                float *v, size_t vstride) {
     const nnf_conv2d_shape *s = &k->s;
@@ -34,29 +68,60 @@ void nnf_nchwc_wino_input_avx2(const nnf_nchwc_wino *k, const float *x, size_t t
                         _mm_prefetch((const char *)(p + 2 * NNF_NCHWC_B), _MM_HINT_T0);
                     }
                 }
-            __m256 d[6][6], e[6][6];
-            for (int r = 0; r < 6; r++)
-                for (int c = 0; c < 6; c++) {
-                    ptrdiff_t ih = ih0 + r, iw = iw0 + c;
-                    d[r][c] =
-                        inside || (ih >= 0 && ih < H && iw >= 0 && iw < W)
-                            ? _mm256_loadu_ps(xc + (size_t)ih * row + (size_t)iw * NNF_NCHWC_B)
-                            : _mm256_setzero_ps();
-                }
-            /* down the columns, then along the rows: xi = a * 6 + b */
-            for (int c = 0; c < 6; c++) {
-                __m256 col[6] = {d[0][c], d[1][c], d[2][c], d[3][c], d[4][c], d[5][c]}, o[6];
-                nnf_wino_bt6(col, o);
-                for (int a = 0; a < 6; a++)
-                    e[a][c] = o[a];
-            }
             float *vt = v + t * k->c8 + cb * NNF_NCHWC_B;
-            for (int a = 0; a < 6; a++) {
-                __m256 o[6];
-                nnf_wino_bt6(e[a], o);
-                for (int b = 0; b < 6; b++)
-                    _mm256_storeu_ps(vt + (size_t)(a * 6 + b) * vstride, o[b]);
-            }
+            if (inside)
+                input_unit(1, xc, row, ih0, iw0, H, W, vt, vstride);
+            else
+                input_unit(0, xc, row, ih0, iw0, H, W, vt, vstride);
+        }
+    }
+}
+
+/* One tile of one output block from its 36 matrices at mt, mstride apart:
+ * A^T m A, the epilogue, ny x nx pixels stored at yt (FULL: 4 x 4,
+ * constant trips, unrolled). */
+static inline __attribute__((always_inline)) void
+output_unit(const int FULL, const float *mt, size_t mstride, float *yt, const float *rt, size_t row,
+            size_t ny, size_t nx, const nnf_epilogue *e, const nnf_activation *act, __m256 bias,
+            __m256 mask) {
+    /* down the columns, then along the rows */
+    __m256 u[4][6];
+#pragma GCC unroll 6
+    for (int b = 0; b < 6; b++) {
+        __m256 col[6], o[4];
+#pragma GCC unroll 6
+        for (int a = 0; a < 6; a++)
+            col[a] = _mm256_loadu_ps(mt + (size_t)(a * 6 + b) * mstride);
+        nnf_wino_at4(col, o);
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; i++)
+            u[i][b] = o[i];
+    }
+    /* the next tile's output and residual rows (4 pixels, two lines each):
+     * a tile writes (and reads) 4 rows of every output block, 4 x oc / 8
+     * streams each, more than the hardware prefetcher follows. The
+     * residual comes from L3 (YOLOv5's bottleneck input, two convs
+     * earlier: its 64-channel 3x3s at 80x80 ran 8 % slower with the Add
+     * fused than conv and Add apart, 4 % faster with these); the output
+     * rows alone: ResNet-50 A/B 0.988, YOLOv5s 0.993. */
+    const size_t NY = FULL ? 4 : ny, NX = FULL ? 4 : nx;
+    for (size_t i = 0; i < NY; i++) {
+        if (rt) {
+            const float *r = rt + i * row;
+            _mm_prefetch((const char *)(r + 4 * NNF_NCHWC_B), _MM_HINT_T0);
+            _mm_prefetch((const char *)(r + 6 * NNF_NCHWC_B), _MM_HINT_T0);
+        }
+        __builtin_prefetch(yt + i * row + 4 * NNF_NCHWC_B, 1, 3);
+        __builtin_prefetch(yt + i * row + 6 * NNF_NCHWC_B, 1, 3);
+    }
+    for (size_t i = 0; i < NY; i++) {
+        __m256 o[4];
+        nnf_wino_at4(u[i], o);
+        for (size_t q = 0; q < NX; q++) {
+            size_t off = i * row + q * NNF_NCHWC_B;
+            __m256 r = rt ? _mm256_loadu_ps(rt + off) : _mm256_setzero_ps();
+            __m256 val = nnf_ep8_apply(o[q], e, act, 1, bias, rt != NULL, r);
+            _mm256_storeu_ps(yt + off, _mm256_and_ps(val, mask));
         }
     }
 }
@@ -82,44 +147,13 @@ output_act(nnf_act_kind kind, const nnf_nchwc_wino *k, const float *m, size_t ms
             if (e->bias)
                 bias = last ? _mm256_maskload_ps(e->bias + ob * NNF_NCHWC_B, nnf_mask8(tail))
                             : _mm256_loadu_ps(e->bias + ob * NNF_NCHWC_B);
-            /* down the columns, then along the rows */
-            __m256 u[4][6];
-            for (int b = 0; b < 6; b++) {
-                __m256 col[6], o[4];
-                for (int a = 0; a < 6; a++)
-                    col[a] = _mm256_loadu_ps(mt + (size_t)(a * 6 + b) * mstride);
-                nnf_wino_at4(col, o);
-                for (int i = 0; i < 4; i++)
-                    u[i][b] = o[i];
-            }
             size_t off0 = ob * plane + oy0 * row + ox0 * NNF_NCHWC_B;
-            /* the next tile's output and residual rows (4 pixels, two
-             * lines each): a tile writes (and reads) 4 rows of every output
-             * block, 4 x oc / 8 streams each, more than the hardware
-             * prefetcher follows. The residual comes from L3 (YOLOv5's
-             * bottleneck input, two convs earlier: its 64-channel 3x3s at
-             * 80x80 ran 8 % slower with the Add fused than conv and Add
-             * apart, 4 % faster with these); the output rows alone:
-             * ResNet-50 A/B 0.988, YOLOv5s 0.993. */
-            for (size_t i = 0; i < ny; i++) {
-                if (res) {
-                    const float *r = res + off0 + i * row;
-                    _mm_prefetch((const char *)(r + 4 * NNF_NCHWC_B), _MM_HINT_T0);
-                    _mm_prefetch((const char *)(r + 6 * NNF_NCHWC_B), _MM_HINT_T0);
-                }
-                __builtin_prefetch(y + off0 + i * row + 4 * NNF_NCHWC_B, 1, 3);
-                __builtin_prefetch(y + off0 + i * row + 6 * NNF_NCHWC_B, 1, 3);
-            }
-            for (size_t i = 0; i < ny; i++) {
-                __m256 o[4];
-                nnf_wino_at4(u[i], o);
-                for (size_t q = 0; q < nx; q++) {
-                    size_t off = off0 + i * row + q * NNF_NCHWC_B;
-                    __m256 r = res ? _mm256_loadu_ps(res + off) : _mm256_setzero_ps();
-                    __m256 val = nnf_ep8_apply(o[q], e, &act, 1, bias, res != NULL, r);
-                    _mm256_storeu_ps(y + off, _mm256_and_ps(val, mask));
-                }
-            }
+            float *yt = y + off0;
+            const float *rt = res ? res + off0 : NULL;
+            if (ny == 4 && nx == 4)
+                output_unit(1, mt, mstride, yt, rt, row, 4, 4, e, &act, bias, mask);
+            else
+                output_unit(0, mt, mstride, yt, rt, row, ny, nx, e, &act, bias, mask);
         }
     }
 }
