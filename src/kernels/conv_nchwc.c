@@ -117,9 +117,12 @@ static size_t group_blocks(nnf_isa isa, const nnf_conv2d_shape *s, int in_blocke
      * partial sums). Zen 5, bench_kernels --nchwc alternating: 7x7 maps
      * 0.93-0.98 of the 4 x 6 tile's time, 14x14 and 28x28 0.99; ResNet-50
      * in-process A/B 0.986 / 1 / 1.014 on 1 thread, 0.984 / 1 / 1.020 on 2.
-     * Wider 3x3s stay 4 x 6 (YOLOv5s's 160-wide stride-2 one 1.04x slower as
-     * 2 x 12). */
-    if (isa >= NNF_ISA_AVX512 && ocb % 4 == 0 && (s->kh * s->kw == 1 || s->ow <= 8))
+     * Rows of up to 14 too: ResNet-50's 256-channel stride-2 3x3 to 14x14
+     * ran 5 + 4 + 4-pixel tiles of 4 zmm (each weight for ~4 pixels), now 7
+     * + 6 of 2 zmm: 1.35-1.49 -> 1.19-1.26 ms in the model (nnfuse profile,
+     * builds alternating). Wider 3x3s stay 4 x 6 (YOLOv5s's 160-wide
+     * stride-2 one 1.04x slower as 2 x 12). */
+    if (isa >= NNF_ISA_AVX512 && ocb % 4 == 0 && (s->kh * s->kw == 1 || s->ow <= 14))
         return 4;
     if (isa >= NNF_ISA_AVX512) {
         for (size_t g = 8; g >= 4; g -= 2)
