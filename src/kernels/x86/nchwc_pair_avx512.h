@@ -15,6 +15,26 @@ static inline __m512 nnf_load_pair(const float *p, size_t plane, int both) {
     return _mm512_insertf32x8(v, both ? _mm256_loadu_ps(p + plane) : _mm256_setzero_ps(), 1);
 }
 
+/* Pixel (ih, iw) of the pair at xc (rows `row` floats apart), zeros outside
+ * an H x W input unless inside says the pixel is in (the Winograd
+ * transforms: constant flags, so no test where the patch is inside). */
+static inline __attribute__((always_inline)) __m512
+nnf_load_pixel_pair(int both, int inside, const float *xc, size_t row, size_t plane, ptrdiff_t ih,
+                    ptrdiff_t iw, ptrdiff_t H, ptrdiff_t W) {
+    return inside || (ih >= 0 && ih < H && iw >= 0 && iw < W)
+               ? nnf_load_pair(xc + ih * (ptrdiff_t)row + iw * 8, plane, both)
+               : _mm512_setzero_ps();
+}
+
+/* A zmm of V (two blocks' channels of one tile) at d: the low half only
+ * when there is no second block. */
+static inline __attribute__((always_inline)) void nnf_store_v_pair(int both, float *d, __m512 v) {
+    if (both)
+        _mm512_storeu_ps(d, v);
+    else
+        _mm512_mask_storeu_ps(d, 0x00ff, v);
+}
+
 static inline void nnf_store_pair(float *p, size_t plane, int both, __m512 v) {
     _mm256_storeu_ps(p, _mm512_castps512_ps256(v));
     if (both)

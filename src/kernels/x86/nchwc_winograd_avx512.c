@@ -57,12 +57,8 @@ input_unit(const int T, const int BOTH, const int INSIDE, const float *xc, size_
     for (int c = 0; c < A; c++) {
         __m512 col[6], o[6];
 #pragma GCC unroll 6
-        for (int r = 0; r < A; r++) {
-            ptrdiff_t ih = ih0 + r, iw = iw0 + c;
-            col[r] = INSIDE || (ih >= 0 && ih < H && iw >= 0 && iw < W)
-                         ? nnf_load_pair(xc + ih * (ptrdiff_t)row + iw * NNF_NCHWC_B, plane, BOTH)
-                         : _mm512_setzero_ps();
-        }
+        for (int r = 0; r < A; r++)
+            col[r] = nnf_load_pixel_pair(BOTH, INSIDE, xc, row, plane, ih0 + r, iw0 + c, H, W);
         bt_form(T, col, o);
 #pragma GCC unroll 6
         for (int a = 0; a < A; a++)
@@ -73,13 +69,8 @@ input_unit(const int T, const int BOTH, const int INSIDE, const float *xc, size_
         __m512 o[6];
         bt_form(T, e[a], o);
 #pragma GCC unroll 6
-        for (int b = 0; b < A; b++) {
-            float *d = vt + (size_t)(a * A + b) * vstride;
-            if (BOTH)
-                _mm512_storeu_ps(d, o[b]);
-            else
-                _mm512_mask_storeu_ps(d, 0x00ff, o[b]);
-        }
+        for (int b = 0; b < A; b++)
+            nnf_store_v_pair(BOTH, vt + (size_t)(a * A + b) * vstride, o[b]);
     }
 }
 

@@ -40,24 +40,6 @@ static inline __attribute__((always_inline)) void at4(const __m512 m[5], __m512 
     o[3] = _mm512_add_ps(_mm512_fmadd_ps(_mm512_set1_ps(8.0f), m[3], n), m[4]);
 }
 
-/* Pixel (ih, iw) of two blocks (the second when BOTH), zeros outside
- * unless INSIDE says every pixel is in. */
-static inline __attribute__((always_inline)) __m512 pixel(const int BOTH, const int INSIDE,
-                                                          const float *xc, size_t row, size_t plane,
-                                                          ptrdiff_t ih, ptrdiff_t iw, ptrdiff_t H,
-                                                          ptrdiff_t W) {
-    return INSIDE || (ih >= 0 && ih < H && iw >= 0 && iw < W)
-               ? nnf_load_pair(xc + ih * (ptrdiff_t)row + iw * NNF_NCHWC_B, plane, BOTH)
-               : _mm512_setzero_ps();
-}
-
-static inline __attribute__((always_inline)) void put(const int BOTH, float *d, __m512 v) {
-    if (BOTH)
-        _mm512_storeu_ps(d, v);
-    else
-        _mm512_mask_storeu_ps(d, 0x00ff, v);
-}
-
 /* One tile's 9x9 patch of two blocks into its matrices (constant trips,
  * unrolled, each pixel loaded where it is used: as loops over the whole
  * patch on the stack with a test per pixel, as GCC left them, the
@@ -73,7 +55,7 @@ input_unit(const int BOTH, const int INSIDE, const float *xc, size_t row, size_t
         __m512 col[5], o[5];
 #pragma GCC unroll 5
         for (int a = 0; a < 5; a++)
-            col[a] = pixel(BOTH, INSIDE, xc, row, plane, ih0 + 2 * a, iw0 + q, H, W);
+            col[a] = nnf_load_pixel_pair(BOTH, INSIDE, xc, row, plane, ih0 + 2 * a, iw0 + q, H, W);
         bt5(col, o);
 #pragma GCC unroll 5
         for (int a = 0; a < 5; a++)
@@ -85,10 +67,10 @@ input_unit(const int BOTH, const int INSIDE, const float *xc, size_t row, size_t
         bt5(ev, o);
 #pragma GCC unroll 5
         for (int b = 0; b < 5; b++)
-            put(BOTH, vt + base[a * 5 + b], o[b]);
+            nnf_store_v_pair(BOTH, vt + base[a * 5 + b], o[b]);
 #pragma GCC unroll 4
         for (int c = 0; c < 4; c++)
-            put(BOTH, vt + base[25 + a] + (size_t)c * ustride, e[a][2 * c + 1]);
+            nnf_store_v_pair(BOTH, vt + base[25 + a] + (size_t)c * ustride, e[a][2 * c + 1]);
     }
     /* the odd rows: B^T along their even columns, their odd ones as they are */
 #pragma GCC unroll 4
@@ -96,15 +78,16 @@ input_unit(const int BOTH, const int INSIDE, const float *xc, size_t row, size_t
         __m512 pr[9], o[5];
 #pragma GCC unroll 9
         for (int q = 0; q < 9; q++)
-            pr[q] = pixel(BOTH, INSIDE, xc, row, plane, ih0 + 2 * r + 1, iw0 + q, H, W);
+            pr[q] =
+                nnf_load_pixel_pair(BOTH, INSIDE, xc, row, plane, ih0 + 2 * r + 1, iw0 + q, H, W);
         __m512 ev[5] = {pr[0], pr[2], pr[4], pr[6], pr[8]};
         bt5(ev, o);
 #pragma GCC unroll 5
         for (int b = 0; b < 5; b++)
-            put(BOTH, vt + base[30 + b] + (size_t)r * ustride, o[b]);
+            nnf_store_v_pair(BOTH, vt + base[30 + b] + (size_t)r * ustride, o[b]);
 #pragma GCC unroll 4
         for (int c = 0; c < 4; c++)
-            put(BOTH, vt + base[35] + (size_t)(r * 4 + c) * ustride, pr[2 * c + 1]);
+            nnf_store_v_pair(BOTH, vt + base[35] + (size_t)(r * 4 + c) * ustride, pr[2 * c + 1]);
     }
 }
 
