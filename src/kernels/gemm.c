@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- configurations ------------------------------------------------------ */
@@ -68,6 +69,9 @@ static void init_cfgs(void) {
                                             .mr = 14,
                                             .nr = 32,
                                             .ukernel = nnf_gemm_ukernel_14x32_avx512,
+#ifndef NNF_AVX512_EMULATED
+                                            .ukernel_direct = nnf_gemm_ukernel_direct_14x32_avx512,
+#endif
                                             .pack_a_rows = nnf_gemm_pack_a14_avx512,
                                             .pack_b_cols = nnf_gemm_pack_b32_avx512,
                                             .gemv_block = nnf_gemv_block_32_avx512,
@@ -282,6 +286,7 @@ typedef struct gemm_job {
     const nnf_gemm_cfg *cfg;
     size_t m, n, k, kc, nc, ldc;
     int prefetch_b; /* B is a strided k-major matrix far larger than L2 */
+    bool direct;    /* A's whole panels read in place (direct_fits_l1) */
     const nnf_gemm_src *a, *b;
     float *c;
     const nnf_epilogue *ep;
@@ -302,6 +307,45 @@ static inline void prefetch_slice(const float *next, size_t bytes, size_t call, 
     const char *p = (const char *)next + call * per * 64;
     for (size_t l = 0; l < per && (call * per + l) < lines; l++)
         __builtin_prefetch(p + l * 64, 0, 3);
+}
+
+/* A is read in place (cfg->ukernel_direct) only when B has at most this
+ * many panels: packing costs a copy of A per K block whatever N is, and
+ * each packed panel then serves every B panel, so it weighs most when N is
+ * small (GEMM 256: 5-8 % of the time). Read in place, the panel comes back
+ * as 14 row streams for every block of B, not one: BERT's 128 x 768 x 3072
+ * ran 0.99-1.06x the packed time, 128 x 768 x 768 0.98-0.99x, GEMM 512
+ * 0.985-0.99x, GEMM 256 0.94-0.98x. */
+#define NNF_GEMM_DIRECT_MAX_PANELS 16
+
+/* Whether mr rows of an A read in place (kc floats of each, ld floats
+ * apart, taken as starting on a line) stay in L1 beside the B panel: at
+ * most two thirds of a set's ways taken by the rows' lines, in an L1 of
+ * 4 KiB ways (a VIPT L1's). Rows a multiple of 4 KiB apart share their
+ * sets: read in place, GEMM 1024 (14 lines to a set of 12 ways) ran 1.39x
+ * slower than packed and BERT's 3072 -> 768 projection (rows 12 KiB apart)
+ * 1.25x; at 256 (4 lines a set) 0.96x, at 512 (7) 0.985x. */
+static bool direct_fits_l1(size_t ld, size_t kc, size_t mr) {
+    size_t l1 = nnf_cpu_get()->l1d ? nnf_cpu_get()->l1d : 32768, ways = l1 / 4096;
+    size_t lines = (kc * sizeof(float) + 63) / 64, most = 0;
+    unsigned cnt[64] = {0};
+    for (size_t r = 0; r < mr; r++)
+        for (size_t l = 0, set = (r * ld * sizeof(float) / 64) % 64; l < lines; l++) {
+            size_t c = ++cnt[(set + l) % 64];
+            most = c > most ? c : most;
+        }
+    return most <= ways * 2 / 3;
+}
+
+/* The same for the next panel's rows of an A read in place (row stride ld
+ * floats, kc of each from a). */
+static inline void prefetch_rows_slice(const float *a, size_t ld, size_t rows, size_t kc,
+                                       size_t call, size_t calls) {
+    size_t lpr = (kc * sizeof(float) + 63) / 64 + 1, lines = rows * lpr;
+    size_t per = (lines + calls - 1) / calls,
+           l1 = (call + 1) * per < lines ? (call + 1) * per : lines;
+    for (size_t l = call * per; l < l1; l++)
+        __builtin_prefetch((const char *)(a + l / lpr * ld) + l % lpr * 64, 0, 3);
 }
 
 /* Prefetch (into L2) the strided rows of B that the next block will pack,
@@ -433,6 +477,7 @@ static void gemm_task(void *ctx, size_t i0, size_t j0, size_t mi, size_t nj) {
     const nnf_epilogue *ep = j->ep;
     size_t kblocks = j->k ? (j->k + kc - 1) / kc : 1;
     int plain = nnf_epilogue_is_identity(ep);
+    const bool direct = j->direct;
 
     for (size_t kb = 0; kb < kblocks; kb++) {
         size_t pc = kb * kc;
@@ -452,7 +497,11 @@ static void gemm_task(void *ctx, size_t i0, size_t j0, size_t mi, size_t nj) {
                 }
             } else {
                 tail_split(mcb, mr, cfg->ukernel_rebalance, &split, &tail);
-                pack_block(cfg, NNF_GEMM_A, j->a, ic, split, pc, kcb, mr, abuf);
+                /* direct: the whole panels of [0, split) are read in place */
+                size_t from = direct ? split - split % mr : 0;
+                if (split > from)
+                    pack_block(cfg, NNF_GEMM_A, j->a, ic + from, split - from, pc, kcb, mr,
+                               abuf + from * kcb);
                 for (size_t r = split, pr = split; r < mcb; r += tail, pr += mr)
                     pack_block(cfg, NNF_GEMM_A, j->a, ic + r, mcb - r < tail ? mcb - r : tail, pc,
                                kcb, mr, abuf + pr * kcb);
@@ -550,8 +599,13 @@ static void gemm_task(void *ctx, size_t i0, size_t j0, size_t mi, size_t nj) {
                                                  ? ep->residual + row * ep->ld_residual + col
                                                  : NULL;
                             }
-                            cfg->ukernel(kcb, ap + pr * kcb, bp + jr * kcb,
-                                         j->c + row * j->ldc + col, j->ldc, mm, nn, &t);
+                            if (direct && mm == mr && ir < split)
+                                cfg->ukernel_direct(kcb, j->a->data + row * j->a->ld + pc, j->a->ld,
+                                                    bp + jr * kcb, j->c + row * j->ldc + col,
+                                                    j->ldc, nn, &t);
+                            else
+                                cfg->ukernel(kcb, ap + pr * kcb, bp + jr * kcb,
+                                             j->c + row * j->ldc + col, j->ldc, mm, nn, &t);
                         }
                     }
                     t.b_prefetch = 0;
@@ -567,12 +621,18 @@ static void gemm_task(void *ctx, size_t i0, size_t j0, size_t mi, size_t nj) {
                     float *crow = j->c + row * j->ldc + jc;
                     const float *rrow =
                         t.ep && ep->residual ? ep->residual + row * ep->ld_residual + jc : NULL;
-                    int more = ir + mm < mcb;
+                    const float *arow =
+                        direct && mm == mr && ir < split ? j->a->data + row * j->a->ld + pc : NULL;
+                    int more = ir + mm < mcb && !direct;
                     for (size_t jr = 0, call = 0; jr < ncb; jr += nr, call++) {
                         size_t nn = ncb - jr < nr ? ncb - jr : nr;
                         if (more)
                             prefetch_slice(apanel + mr * kcb, mr * kcb * sizeof(float), call,
                                            calls);
+                        else if (direct && ir + mm < mcb)
+                            prefetch_rows_slice(j->a->data + (row + mm) * j->a->ld + pc, j->a->ld,
+                                                mcb - ir - mm < mr ? mcb - ir - mm : mr, kcb, call,
+                                                calls);
                         if (t.ep) {
                             if (ep->bias_kind == NNF_BIAS_PER_COL)
                                 t.bias = ep->bias + jc + jr;
@@ -594,7 +654,11 @@ static void gemm_task(void *ctx, size_t i0, size_t j0, size_t mi, size_t nj) {
                                 __builtin_prefetch(p, 0, 3);
                                 __builtin_prefetch(p + nr - 1, 0, 3);
                             }
-                        cfg->ukernel(kcb, apanel, bp + jr * kcb, crow + jr, j->ldc, mm, nn, &t);
+                        if (arow)
+                            cfg->ukernel_direct(kcb, arow, j->a->ld, bp + jr * kcb, crow + jr,
+                                                j->ldc, nn, &t);
+                        else
+                            cfg->ukernel(kcb, apanel, bp + jr * kcb, crow + jr, j->ldc, mm, nn, &t);
                     }
                 }
             }
@@ -909,6 +973,8 @@ nnf_status nnf_gemm_run(const nnf_gemm_cfg *cfg, size_t m, size_t n, size_t k,
     j->prefetch_b = !b->packed && !b->pack && !b->trans && !shared_b &&
                     (!nnf_mul_size(kcb * sizeof(float), n, &b_bytes) ||
                      b_bytes / NNF_GEMM_PF_L2_FACTOR > nnf_cpu_get()->l2);
+    j->direct = cfg->ukernel_direct && !a->packed && !a->pack && !a->trans && !shared_a &&
+                n <= NNF_GEMM_DIRECT_MAX_PANELS * cfg->nr && direct_fits_l1(a->ld, kcb, cfg->mr);
     j->a_floats = a->packed || shared_a ? 0 : round_up(mcb, cfg->mr) * kcb;
     j->b_floats = b->packed || shared_b ? 0 : round_up(ncb, cfg->nr) * kcb;
     size_t total = (j->a_floats + j->b_floats) * (size_t)j->slots + shared_a + shared_b;

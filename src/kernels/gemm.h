@@ -29,6 +29,11 @@
 typedef void (*nnf_gemm_ukernel_fn)(size_t kc, const float *a, const float *b, float *c, size_t ldc,
                                     size_t m, size_t n, const nnf_tile_ep *t);
 
+/* The microkernel's mr-row tile with A read in place: rows a + i * lda
+ * floats (i < mr), k in [0, kc); otherwise as nnf_gemm_ukernel_fn with m =
+ * mr. The same values as the packed form. */
+typedef void (*nnf_gemm_ukernel_direct_fn)(size_t kc, const float *a, size_t lda, const float *b,
+                                           float *c, size_t ldc, size_t n, const nnf_tile_ep *t);
 /* Pack rows [mn0, mn0 + mnc) x k in [k0, k0 + kc) of a row-major A (element
  * (i, k) at base[i * ld + k]) into mr-row panels: a tier's vectorised packer. */
 typedef void (*nnf_gemm_pack_rows_fn)(const float *base, size_t ld, size_t mn0, size_t mnc,
@@ -54,6 +59,8 @@ typedef struct nnf_gemm_cfg {
     size_t mr, nr;     /* register tile; nr is a power of two */
     size_t kc, mc, nc; /* cache blocks; mc % mr == 0, nc % nr == 0 */
     nnf_gemm_ukernel_fn ukernel;
+    /* full panels of a row-major A not packed (gemm.c); NULL: A always packed */
+    nnf_gemm_ukernel_direct_fn ukernel_direct;
     nnf_gemm_pack_rows_fn pack_a_rows; /* NULL: the portable packer */
     /* a B read transposed (its columns rows of K) into nr-column panels, the
      * same transposes (a Gemm's transB, a MatMul's folded K^T); NULL: portable */
@@ -195,5 +202,7 @@ void nnf_gemv_block_32_avx512(size_t kcb, const float *a, size_t a_stride, const
                               size_t np, float *st);
 void nnf_gemm_ukernel_14x32_avx512(size_t kc, const float *a, const float *b, float *c, size_t ldc,
                                    size_t m, size_t n, const nnf_tile_ep *t);
+void nnf_gemm_ukernel_direct_14x32_avx512(size_t kc, const float *a, size_t lda, const float *b,
+                                          float *c, size_t ldc, size_t n, const nnf_tile_ep *t);
 
 #endif

@@ -966,6 +966,64 @@ static void test_edge_tiles_bitwise(const nnf_gemm_cfg *cfg) {
     free(part);
 }
 
+/* A read in place (the tier's ukernel_direct: the whole panels of a
+ * row-major A not packed) gives the bits of A packed first, at panel edges
+ * and K tails (kc % 4, the assembly's single steps), with B strided or
+ * prepacked, an epilogue with a residual or none, on 1 and 2 threads. */
+static void test_direct_a_bitwise(const nnf_gemm_cfg *cfg, nnf_threadpool *pool2) {
+    if (!cfg->ukernel_direct)
+        return;
+    size_t mr = cfg->mr;
+    size_t ms[] = {mr, mr + 1, 2 * mr - 1, 2 * mr, 2 * mr + 1, 3 * mr + 2, 128};
+    size_t ns[] = {1, 16, 17, 32, 33, 100};
+    size_t ks[] = {1, 3, 4, 5, 13, 64, cfg->kc + 5, 2 * cfg->kc + 3};
+    int diff = 0, cases = 0;
+    for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
+        for (size_t j = 0; j < sizeof ns / sizeof ns[0]; j++)
+            for (size_t q = 0; q < sizeof ks / sizeof ks[0]; q++) {
+                size_t m = ms[i], n = ns[j], k = ks[q], lda = k + (q % 3), ldc = n + 1;
+                int variant = (int)(i + j + q);
+                if (variant % 2 && k > 64)
+                    continue; /* keep the run short */
+                float *a = check_rand_buf(m * lda), *b = check_rand_buf(k * n);
+                float *bias = check_rand_buf(n), *res = check_rand_buf(m * ldc);
+                float *c1 = calloc(m * ldc, sizeof(float)), *c2 = calloc(m * ldc, sizeof(float));
+                nnf_epilogue ep = nnf_epilogue_default();
+                ep.bias_kind = NNF_BIAS_PER_COL;
+                ep.bias = bias;
+                ep.residual = variant % 3 ? res : NULL;
+                ep.ld_residual = ldc;
+                ep.act = k_acts[(size_t)variant % N_ACTS];
+                nnf_gemm_packed *pa = NULL, *pb = NULL;
+                CHECK(nnf_gemm_pack_a(cfg, m, k, a, lda, 0, &pa) == NNF_OK);
+                nnf_gemm_src sa = nnf_gemm_src_matrix(a, lda, 0), spa = nnf_gemm_src_packed(pa);
+                nnf_gemm_src sb = nnf_gemm_src_matrix(b, n, 0);
+                if (variant % 2) {
+                    CHECK(nnf_gemm_pack_b(cfg, k, n, b, n, 0, &pb) == NNF_OK);
+                    sb = nnf_gemm_src_packed(pb);
+                }
+                for (int t = 0; t < 2 && pa; t++) {
+                    nnf_threadpool *pool = t ? pool2 : NULL;
+                    const nnf_epilogue *e = variant % 4 ? &ep : NULL;
+                    CHECK(nnf_gemm_run(cfg, m, n, k, &sa, &sb, c1, ldc, e, pool) == NNF_OK);
+                    CHECK(nnf_gemm_run(cfg, m, n, k, &spa, &sb, c2, ldc, e, pool) == NNF_OK);
+                    for (size_t r = 0; r < m; r++)
+                        diff += memcmp(c1 + r * ldc, c2 + r * ldc, n * sizeof(float)) != 0;
+                    cases++;
+                }
+                nnf_gemm_packed_destroy(pa);
+                nnf_gemm_packed_destroy(pb);
+                free(a);
+                free(b);
+                free(bias);
+                free(res);
+                free(c1);
+                free(c2);
+            }
+    CHECK_MSG(diff == 0, "%s: %d rows of %d cases differ with A read in place", cfg->name, diff,
+              cases);
+}
+
 /* K blocking: never above cfg->kc, equal blocks (multiples of 8) and no
  * more of them than ceil(K / kc); packed A through the tier's packer (the
  * AVX2 one transposes 8 k at a time) laid out exactly as gemm.h says. */
@@ -1365,6 +1423,10 @@ int main(void) {
         test_sizes(cfg);
         test_conv1x1_shapes(cfg);
         test_edge_tiles_bitwise(cfg);
+        nnf_threadpool *p2 = NULL;
+        CHECK(nnf_threadpool_create(2, &p2) == NNF_OK);
+        test_direct_a_bitwise(cfg, p2);
+        nnf_threadpool_destroy(p2);
         test_layouts(cfg);
         test_epilogues(cfg);
         test_nan_inf(cfg);

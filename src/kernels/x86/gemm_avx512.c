@@ -9,6 +9,9 @@
 #include "kernels/vmath.h"
 #include "kernels/x86/ep_fast_avx2.h"
 #include "kernels/x86/gemv_block.h"
+#ifndef NNF_AVX512_EMULATED
+#include "kernels/x86/gemm_direct_avx512.h"
+#endif
 #include "kernels/x86/transpose_avx2.h"
 #include "kernels/x86/vmath_avx512.h"
 
@@ -53,6 +56,21 @@ static inline __attribute__((always_inline)) void store_row16(float *cr, __m512 
     }
     _mm512_mask_storeu_ps(cr, k0, v0);
     _mm512_mask_storeu_ps(cr + 16, k1, v1);
+}
+
+static inline __attribute__((always_inline)) ep_tile16 ep_tile_init(const nnf_tile_ep *t,
+                                                                    __mmask16 k0, __mmask16 k1) {
+    ep_tile16 et = {.f = nnf_ep_fast_init(t->ep)};
+    if (t->ep && et.f.clamp_only) {
+        et.per_row = t->ep->bias_kind == NNF_BIAS_PER_ROW;
+        if (et.f.bias && !et.per_row) {
+            et.bc0 = _mm512_maskz_loadu_ps(k0, t->bias);
+            et.bc1 = _mm512_maskz_loadu_ps(k1, t->bias + 16);
+        }
+        et.lo = _mm512_set1_ps(_mm256_cvtss_f32(et.f.lo));
+        et.hi = _mm512_set1_ps(_mm256_cvtss_f32(et.f.hi));
+    }
+    return et;
 }
 
 /* The tile's first RR rows (RR a constant, so the rows past it vanish):
@@ -104,16 +122,7 @@ tile_rows(size_t kc, const float *a, const float *b, float *c, size_t ldc, size_
     for (; pf_left; pf_left--, pf += 64) /* more lines than k steps */
         _mm_prefetch(pf, _MM_HINT_T1);
     __mmask16 k0 = nnf_mask16(n), k1 = nnf_mask16(n > 16 ? n - 16 : 0);
-    ep_tile16 et = {.f = nnf_ep_fast_init(t->ep)};
-    if (t->ep && et.f.clamp_only) {
-        et.per_row = t->ep->bias_kind == NNF_BIAS_PER_ROW;
-        if (et.f.bias && !et.per_row) {
-            et.bc0 = _mm512_maskz_loadu_ps(k0, t->bias);
-            et.bc1 = _mm512_maskz_loadu_ps(k1, t->bias + 16);
-        }
-        et.lo = _mm512_set1_ps(_mm256_cvtss_f32(et.f.lo));
-        et.hi = _mm512_set1_ps(_mm256_cvtss_f32(et.f.hi));
-    }
+    ep_tile16 et = ep_tile_init(t, k0, k1);
 #define S(r)                                                                                       \
     do {                                                                                           \
         if (RR > r && m > r)                                                                       \
@@ -157,6 +166,27 @@ void nnf_gemm_ukernel_14x32_avx512(size_t kc, const float *a, const float *b, fl
     default: tile_rows(kc, a, b, c, ldc, m, n, t, 14, 2); return;
     }
 }
+
+#ifndef NNF_AVX512_EMULATED
+/* A full 14-row panel with A read in place (x86/gemm_direct_avx512.h):
+ * the same sums as tile_rows' 14 x 32 form, the same epilogue. */
+void nnf_gemm_ukernel_direct_14x32_avx512(size_t kc, const float *a, size_t lda, const float *b,
+                                          float *c, size_t ldc, size_t n, const nnf_tile_ep *t) {
+    for (size_t r = 0; r < 14; r++) {
+        _mm_prefetch((const char *)(c + r * ldc), _MM_HINT_T0);
+        _mm_prefetch((const char *)(c + r * ldc + 31), _MM_HINT_T0);
+    }
+    __m512 acc[28];
+    size_t take = t->pf_lines < kc / 4 ? t->pf_lines : kc / 4;
+    nnf_gemm_direct_k14_avx512(kc, a, lda, b, acc, t->pf_next, take);
+    for (const char *pf = t->pf_next + take * 64; take < t->pf_lines; take++, pf += 64)
+        _mm_prefetch(pf, _MM_HINT_T1); /* more lines than iterations */
+    __mmask16 k0 = nnf_mask16(n), k1 = nnf_mask16(n > 16 ? n - 16 : 0);
+    ep_tile16 et = ep_tile_init(t, k0, k1);
+    for (size_t r = 0; r < 14; r++)
+        store_row16(c + r * ldc, acc[2 * r], acc[2 * r + 1], r, k0, k1, t, &et);
+}
+#endif
 
 /* M = 1 against packed B, 32-column panels (x86/gemv_block.h). Through the
  * 14-row microkernel, ResNet-50's classifier (2048 -> 1000, 8 MB of weights
