@@ -519,6 +519,8 @@ static void subsample_copy(void *ctx, size_t pl) {
     }
 }
 
+int nnf_nchwc_no_pair3;
+
 /* A 1x1 stride-1 unpadded conv runs flattened: one row of h*w pixels. */
 static int flat_1x1(const nnf_conv2d_shape *s) {
     return s->kh == 1 && s->kw == 1 && s->sh == 1 && s->sw == 1 && s->pt == 0 && s->pl == 0 &&

@@ -238,6 +238,9 @@ static inline const char *nnf_nchwc_wfetch_take(nnf_nchwc_wfetch *f, size_t n) {
 /* nob: 1..4 output blocks (the AVX2 register tile's height). */
 void nnf_nchwc_conv_span_avx2(const nnf_nchwc_conv_job *j, size_t b, size_t ocb0, size_t nob, size_t oh0,
                               size_t oh1, size_t ow0, size_t ow1);
+/* Tests: the AVX-512 tiles run 3-block groups as two zmm a pixel, not with
+ * a zmm shared by two pixels' third block (the same bits either way). */
+extern int nnf_nchwc_no_pair3;
 /* nob: 1..8 output blocks (two per zmm); blocked input only. */
 void nnf_nchwc_conv_span_avx512(const nnf_nchwc_conv_job *j, size_t b, size_t ocb0, size_t nob, size_t oh0,
                                 size_t oh1, size_t ow0, size_t ow1);

@@ -909,6 +909,62 @@ int main(void) {
         printf("in place over the residual: %d cases\n", in_place_runs);
         CHECK(in_place_runs >= 20);
     }
+    /* 3-block groups (24 output channels) on the AVX-512 tier, whose
+     * interior tiles share a zmm between two pixels' third block
+     * (tile3_taps): the bits of two zmm a pixel, at odd and even tile
+     * widths, strides 1 and 2, one K block and several, with a residual */
+    if (nnf_cpu_get()->max_isa >= NNF_ISA_AVX512) {
+        static const size_t pc[][6] = {/* c, h, w, k, stride, pad */
+                                       {144, 56, 56, 1, 1, 0}, {96, 13, 11, 1, 1, 0},
+                                       {40, 9, 23, 3, 1, 1},   {1024, 7, 7, 3, 1, 1},
+                                       {32, 15, 30, 3, 2, 1},  {16, 5, 5, 1, 2, 0}};
+        int diff = 0;
+        for (size_t i = 0; i < sizeof pc / sizeof pc[0]; i++) {
+            nnf_conv2d_shape s = {.n = 1,
+                                  .c = pc[i][0],
+                                  .h = pc[i][1],
+                                  .w = pc[i][2],
+                                  .oc = 24,
+                                  .group = 1,
+                                  .kh = pc[i][3],
+                                  .kw = pc[i][3],
+                                  .sh = pc[i][4],
+                                  .sw = pc[i][4],
+                                  .dh = 1,
+                                  .dw = 1,
+                                  .pt = pc[i][5],
+                                  .pl = pc[i][5]};
+            s.oh = out_dim(s.h, s.kh, s.sh, 1, s.pt, s.pt);
+            s.ow = out_dim(s.w, s.kw, s.sw, 1, s.pl, s.pl);
+            size_t hw = s.h * s.w, ysize = 3 * 8 * s.oh * s.ow;
+            float *x = check_rand_buf(s.c * hw), *w = check_rand_buf(24 * s.c * s.kh * s.kw);
+            float *bias = check_rand_buf(24), *res = check_rand_buf(ysize);
+            float *xb = to_blocked(x, 1, s.c, hw);
+            float *y[2] = {malloc(ysize * sizeof(float)), malloc(ysize * sizeof(float))};
+            nnf_epilogue ep = nnf_epilogue_default();
+            ep.act = act_of(i % 2 ? NNF_ACT_RELU : NNF_ACT_SILU);
+            ep.bias_kind = NNF_BIAS_PER_ROW;
+            ep.bias = bias;
+            ep.residual = i % 3 ? res : NULL;
+            nnf_nchwc_conv *k = NULL;
+            CHECK(nnf_nchwc_conv_create(&s, 1, NNF_ISA_AVX512, w, &k) == NNF_OK);
+            for (int t = 0; t < 2 && k; t++) {
+                nnf_nchwc_no_pair3 = t;
+                CHECK(nnf_nchwc_conv_run(k, xb, y[t], &ep, i % 2 ? pool2 : NULL) == NNF_OK);
+            }
+            nnf_nchwc_no_pair3 = 0;
+            nnf_nchwc_conv_destroy(k);
+            diff += memcmp(y[0], y[1], ysize * sizeof(float)) != 0;
+            free(x);
+            free(w);
+            free(bias);
+            free(res);
+            free(xb);
+            free(y[0]);
+            free(y[1]);
+        }
+        CHECK_MSG(diff == 0, "%d 24-channel convs differ with a zmm shared by two pixels", diff);
+    }
     /* NCHW output on maps large enough that a task's band takes several
      * passes through its buffer (a quarter of L2): a padded 3x3, a
      * flattened 1x1 and a stem from NCHW, against the blocked run */

@@ -235,6 +235,51 @@ static inline __attribute__((always_inline)) void tap(const int Z, const int P, 
     }
 }
 
+/* The K loop of a 3-block group (24 output channels: MobileNetV2's 56x56
+ * projections) over a row's taps. As two zmm per pixel the second holds
+ * one block and 8 padding lanes: a quarter of the FMAs computed nothing.
+ * Here block 2 of pixels p and p + 1 share a zmm: its weights as both
+ * halves (one broadcast load), its input the two pixels' broadcasts
+ * joined (one shuffle), so 1.5 FMAs a pixel, not 2. Each output gets the
+ * same FMAs in the same order as in tap(), so the same bits; acc[1][p]
+ * (block 2 in its low half) goes in and comes out as tap() leaves it. */
+static inline __attribute__((always_inline)) void tile3_taps(const int P, const int SW,
+                                                             const float *x0, const ptrdiff_t *tab,
+                                                             size_t ntab, const float *w,
+                                                             __m512 acc[ZMAX][PMAX]) {
+    enum { Q = (PMAX + 1) / 2 };
+    __m512 pair[Q];
+#pragma GCC unroll 6
+    for (int q = 0; q < (P + 1) / 2; q++)
+        pair[q] = 2 * q + 1 < P ? _mm512_shuffle_f32x4(acc[1][2 * q], acc[1][2 * q + 1], 0x44)
+                                : acc[1][2 * q];
+    for (size_t t = 0; t < ntab; t++) {
+        const float *x = x0 + tab[2 * t], *wt = w + tab[2 * t + 1];
+#pragma GCC unroll 8
+        for (int l = 0; l < NNF_NCHWC_B; l++) {
+            __m512 w01 = _mm512_loadu_ps(wt + 24 * l);
+            __m512 w2 = _mm512_broadcast_f32x8(_mm256_loadu_ps(wt + 24 * l + 16));
+#pragma GCC unroll 6
+            for (int q = 0; q < (P + 1) / 2; q++) {
+                __m512 xa = _mm512_set1_ps(x[2 * q * SW * NNF_NCHWC_B + l]);
+                acc[0][2 * q] = _mm512_fmadd_ps(w01, xa, acc[0][2 * q]);
+                if (2 * q + 1 < P) {
+                    __m512 xb = _mm512_set1_ps(x[(2 * q + 1) * SW * NNF_NCHWC_B + l]);
+                    acc[0][2 * q + 1] = _mm512_fmadd_ps(w01, xb, acc[0][2 * q + 1]);
+                    xa = _mm512_shuffle_f32x4(xa, xb, 0x44);
+                }
+                pair[q] = _mm512_fmadd_ps(w2, xa, pair[q]);
+            }
+        }
+    }
+#pragma GCC unroll 6
+    for (int q = 0; q < (P + 1) / 2; q++) {
+        acc[1][2 * q] = pair[q];
+        if (2 * q + 1 < P)
+            acc[1][2 * q + 1] = _mm512_shuffle_f32x4(pair[q], pair[q], 0xee);
+    }
+}
+
 /* A tile's accumulators from y, pixels ps floats apart (8: one row; a row
  * apart: a column tile), or zeros on the first K block; and back. */
 static inline __attribute__((always_inline)) void
@@ -338,7 +383,11 @@ static inline __attribute__((always_inline)) void tile(const nnf_nchwc_conv_job 
 #endif
     __m512 acc[ZMAX][PMAX];
     acc_load(j, a, Z, P, NNF_NCHWC_B, km, acc);
-    if (!G && SW && a->tab) {
+    if (Z == 2 && L == NNF_NCHWC_B && !G && SW && a->tab && !a->rows && nob == 3 &&
+        !nnf_nchwc_no_pair3) {
+        const float *x0 = a->x + a->ih * (ptrdiff_t)j->x_row + a->iw * L;
+        tile3_taps(P, SW, x0, a->tab, a->ntab, a->w, acc);
+    } else if (!G && SW && a->tab) {
         /* one flat loop over the row's taps (three nested ones left GCC
          * rotating the accumulators through other registers every trip) */
         const float *x0 = a->x + a->ih * (ptrdiff_t)j->x_row + a->iw * L;
