@@ -235,6 +235,11 @@ static inline __attribute__((always_inline)) void tap(const int Z, const int P, 
     }
 }
 
+/* a's low half, then b's. */
+static inline __m512 join_low(__m512 a, __m512 b) {
+    return _mm512_insertf32x8(a, _mm512_castps512_ps256(b), 1);
+}
+
 /* The K loop of a 3-block group (24 output channels: MobileNetV2's 56x56
  * projections) over a row's taps. As two zmm per pixel the second holds
  * one block and 8 padding lanes: a quarter of the FMAs computed nothing.
@@ -251,8 +256,7 @@ static inline __attribute__((always_inline)) void tile3_taps(const int P, const 
     __m512 pair[Q];
 #pragma GCC unroll 6
     for (int q = 0; q < (P + 1) / 2; q++)
-        pair[q] = 2 * q + 1 < P ? _mm512_shuffle_f32x4(acc[1][2 * q], acc[1][2 * q + 1], 0x44)
-                                : acc[1][2 * q];
+        pair[q] = 2 * q + 1 < P ? join_low(acc[1][2 * q], acc[1][2 * q + 1]) : acc[1][2 * q];
     for (size_t t = 0; t < ntab; t++) {
         const float *x = x0 + tab[2 * t], *wt = w + tab[2 * t + 1];
 #pragma GCC unroll 8
@@ -266,7 +270,7 @@ static inline __attribute__((always_inline)) void tile3_taps(const int P, const 
                 if (2 * q + 1 < P) {
                     __m512 xb = _mm512_set1_ps(x[(2 * q + 1) * SW * NNF_NCHWC_B + l]);
                     acc[0][2 * q + 1] = _mm512_fmadd_ps(w01, xb, acc[0][2 * q + 1]);
-                    xa = _mm512_shuffle_f32x4(xa, xb, 0x44);
+                    xa = join_low(xa, xb);
                 }
                 pair[q] = _mm512_fmadd_ps(w2, xa, pair[q]);
             }
@@ -276,7 +280,8 @@ static inline __attribute__((always_inline)) void tile3_taps(const int P, const 
     for (int q = 0; q < (P + 1) / 2; q++) {
         acc[1][2 * q] = pair[q];
         if (2 * q + 1 < P)
-            acc[1][2 * q + 1] = _mm512_shuffle_f32x4(pair[q], pair[q], 0xee);
+            acc[1][2 * q + 1] = _mm512_castps256_ps512(
+                _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(pair[q]), 1)));
     }
 }
 
