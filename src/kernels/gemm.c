@@ -8,7 +8,6 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
-#include <stdlib.h>
 #include <string.h>
 
 /* ---- configurations ------------------------------------------------------ */
@@ -623,16 +622,18 @@ static void gemm_task(void *ctx, size_t i0, size_t j0, size_t mi, size_t nj) {
                         t.ep && ep->residual ? ep->residual + row * ep->ld_residual + jc : NULL;
                     const float *arow =
                         direct && mm == mr && ir < split ? j->a->data + row * j->a->ld + pc : NULL;
-                    int more = ir + mm < mcb && !direct;
+                    /* the next panel: read in place, or packed */
+                    size_t nir = ir + mm;
+                    int next_direct = direct && nir + mr <= split && nir < mcb;
+                    int more = nir < mcb && !next_direct;
                     for (size_t jr = 0, call = 0; jr < ncb; jr += nr, call++) {
                         size_t nn = ncb - jr < nr ? ncb - jr : nr;
                         if (more)
                             prefetch_slice(apanel + mr * kcb, mr * kcb * sizeof(float), call,
                                            calls);
-                        else if (direct && ir + mm < mcb)
+                        else if (next_direct)
                             prefetch_rows_slice(j->a->data + (row + mm) * j->a->ld + pc, j->a->ld,
-                                                mcb - ir - mm < mr ? mcb - ir - mm : mr, kcb, call,
-                                                calls);
+                                                mr, kcb, call, calls);
                         if (t.ep) {
                             if (ep->bias_kind == NNF_BIAS_PER_COL)
                                 t.bias = ep->bias + jc + jr;
