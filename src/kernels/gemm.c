@@ -326,14 +326,35 @@ static inline void prefetch_slice(const float *next, size_t bytes, size_t call, 
  * 1.25x; at 256 (4 lines a set) 0.96x, at 512 (7) 0.985x. */
 static bool direct_fits_l1(size_t ld, size_t kc, size_t mr) {
     size_t l1 = nnf_cpu_get()->l1d ? nnf_cpu_get()->l1d : 32768, ways = l1 / 4096;
-    size_t lines = (kc * sizeof(float) + 63) / 64, most = 0;
-    unsigned cnt[64] = {0};
-    for (size_t r = 0; r < mr; r++)
-        for (size_t l = 0, set = (r * ld * sizeof(float) / 64) % 64; l < lines; l++) {
-            size_t c = ++cnt[(set + l) % 64];
-            most = c > most ? c : most;
+    size_t lines = (kc * sizeof(float) + 63) / 64;
+    /* each row's lines: lines / 64 in every set, then a run of lines % 64
+     * from its first set on (a difference array: it runs on every GEMM
+     * call, 36 a Winograd conv) */
+    size_t base = mr * (lines / 64), run = lines % 64;
+    int delta[65] = {0};
+    for (size_t r = 0; r < mr && run; r++) {
+        size_t set = (r * ld * sizeof(float) / 64) % 64, end = set + run;
+        delta[set]++;
+        if (end <= 64) {
+            delta[end]--;
+        } else { /* wraps: [set, 64) and [0, end - 64) */
+            delta[0]++;
+            delta[end - 64]--;
         }
-    return most <= ways * 2 / 3;
+    }
+    size_t most = 0;
+    for (int set = 0, c = 0; set < 64; set++) {
+        c += delta[set];
+        most = (size_t)c > most ? (size_t)c : most;
+    }
+    return base + most <= ways * 2 / 3;
+}
+
+/* Row `row` of A from depth pc when the panel at block row ir (mm rows) is
+ * a whole one of [0, split) and the job reads A in place; NULL: packed. */
+static inline const float *a_in_place(const gemm_job *j, size_t ir, size_t mm, size_t split,
+                                      size_t row, size_t pc) {
+    return j->direct && mm == j->cfg->mr && ir < split ? j->a->data + row * j->a->ld + pc : NULL;
 }
 
 /* The same for the next panel's rows of an A read in place (row stride ld
@@ -598,10 +619,10 @@ static void gemm_task(void *ctx, size_t i0, size_t j0, size_t mi, size_t nj) {
                                                  ? ep->residual + row * ep->ld_residual + col
                                                  : NULL;
                             }
-                            if (direct && mm == mr && ir < split)
-                                cfg->ukernel_direct(kcb, j->a->data + row * j->a->ld + pc, j->a->ld,
-                                                    bp + jr * kcb, j->c + row * j->ldc + col,
-                                                    j->ldc, nn, &t);
+                            const float *arow = a_in_place(j, ir, mm, split, row, pc);
+                            if (arow)
+                                cfg->ukernel_direct(kcb, arow, j->a->ld, bp + jr * kcb,
+                                                    j->c + row * j->ldc + col, j->ldc, nn, &t);
                             else
                                 cfg->ukernel(kcb, ap + pr * kcb, bp + jr * kcb,
                                              j->c + row * j->ldc + col, j->ldc, mm, nn, &t);
@@ -620,8 +641,7 @@ static void gemm_task(void *ctx, size_t i0, size_t j0, size_t mi, size_t nj) {
                     float *crow = j->c + row * j->ldc + jc;
                     const float *rrow =
                         t.ep && ep->residual ? ep->residual + row * ep->ld_residual + jc : NULL;
-                    const float *arow =
-                        direct && mm == mr && ir < split ? j->a->data + row * j->a->ld + pc : NULL;
+                    const float *arow = a_in_place(j, ir, mm, split, row, pc);
                     /* the next panel: read in place, or packed */
                     size_t nir = ir + mm;
                     int next_direct = direct && nir + mr <= split && nir < mcb;

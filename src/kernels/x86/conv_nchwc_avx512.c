@@ -26,6 +26,7 @@
  * block zeroed (nnf_ep16_apply); one zmm's two halves are stored to
  * their two blocks. Earlier K blocks store the partial sums to y. */
 #include "kernels/nchwc.h"
+#include "kernels/x86/nchwc_pair_avx512.h"
 #include "kernels/x86/vmath_avx512.h"
 
 #include <string.h>
@@ -63,19 +64,6 @@ static inline __mmask16 zmask(size_t nob, int z) {
     return (size_t)(2 * z + 1) < nob ? (__mmask16)0xffff : (__mmask16)0x00ff;
 }
 
-/* Two blocks' 8 values of one pixel (the second only when it exists). */
-static inline __m512 load2(const float *p, size_t blk, int both) {
-    __m512 v = _mm512_castps256_ps512(_mm256_loadu_ps(p));
-    return both ? _mm512_insertf32x8(v, _mm256_loadu_ps(p + blk), 1)
-                : _mm512_insertf32x8(v, _mm256_setzero_ps(), 1);
-}
-
-static inline void store2(float *p, size_t blk, int both, __m512 v) {
-    _mm256_storeu_ps(p, _mm512_castps512_ps256(v));
-    if (both)
-        _mm256_storeu_ps(p + blk, _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
-}
-
 /* One zmm row of a tile through the fast epilogue (finish): bias, residual
  * r (NULL: none) before or after the activation, clamp to (lo, hi) or SiLU. */
 static inline __attribute__((always_inline)) void
@@ -85,13 +73,13 @@ ep_row(const __m512 *acc, int P, int has_bias, __m512 bias, const float *r, int 
         __m512 v = acc[p];
         if (has_bias)
             v = _mm512_add_ps(v, bias);
-        __m512 rv = r ? load2(r + p * NNF_NCHWC_B, blk, both) : _mm512_setzero_ps();
+        __m512 rv = r ? nnf_load_pair(r + p * NNF_NCHWC_B, blk, both) : _mm512_setzero_ps();
         if (r && !after)
             v = _mm512_add_ps(v, rv);
         v = SILU ? nnf_silu16(v) : _mm512_min_ps(hi, _mm512_max_ps(lo, v));
         if (r && after)
             v = _mm512_add_ps(v, rv);
-        store2(y + p * NNF_NCHWC_B, blk, both, _mm512_maskz_mov_ps(keep, v));
+        nnf_store_pair(y + p * NNF_NCHWC_B, blk, both, _mm512_maskz_mov_ps(keep, v));
     }
 }
 
@@ -174,9 +162,9 @@ static __attribute__((noinline)) void finish(const nnf_nchwc_conv_job *j, const 
         }
         for (int p = 0; p < P; p++) {
             size_t off = 2 * (size_t)z * j->y_blk + (size_t)p * NNF_NCHWC_B;
-            __m512 r = a->res ? load2(a->res + off, j->y_blk, both) : _mm512_setzero_ps();
+            __m512 r = a->res ? nnf_load_pair(a->res + off, j->y_blk, both) : _mm512_setzero_ps();
             __m512 v = nnf_ep16_apply(acc[z][p], e, e->bias != NULL, bias, a->res != NULL, r);
-            store2(a->y + off, j->y_blk, both, _mm512_maskz_mov_ps(keep, v));
+            nnf_store_pair(a->y + off, j->y_blk, both, _mm512_maskz_mov_ps(keep, v));
         }
     }
 }
@@ -235,11 +223,6 @@ static inline __attribute__((always_inline)) void tap(const int Z, const int P, 
     }
 }
 
-/* a's low half, then b's. */
-static inline __m512 join_low(__m512 a, __m512 b) {
-    return _mm512_insertf32x8(a, _mm512_castps512_ps256(b), 1);
-}
-
 /* The K loop of a 3-block group (24 output channels: MobileNetV2's 56x56
  * projections) over a row's taps. As two zmm per pixel the second holds
  * one block and 8 padding lanes: a quarter of the FMAs computed nothing.
@@ -256,7 +239,7 @@ static inline __attribute__((always_inline)) void tile3_taps(const int P, const 
     __m512 pair[Q];
 #pragma GCC unroll 6
     for (int q = 0; q < (P + 1) / 2; q++)
-        pair[q] = 2 * q + 1 < P ? join_low(acc[1][2 * q], acc[1][2 * q + 1]) : acc[1][2 * q];
+        pair[q] = 2 * q + 1 < P ? nnf_pair_join(acc[1][2 * q], acc[1][2 * q + 1]) : acc[1][2 * q];
     for (size_t t = 0; t < ntab; t++) {
         const float *x = x0 + tab[2 * t], *wt = w + tab[2 * t + 1];
 #pragma GCC unroll 8
@@ -270,7 +253,7 @@ static inline __attribute__((always_inline)) void tile3_taps(const int P, const 
                 if (2 * q + 1 < P) {
                     __m512 xb = _mm512_set1_ps(x[(2 * q + 1) * SW * NNF_NCHWC_B + l]);
                     acc[0][2 * q + 1] = _mm512_fmadd_ps(w01, xb, acc[0][2 * q + 1]);
-                    xa = join_low(xa, xb);
+                    xa = nnf_pair_join(xa, xb);
                 }
                 pair[q] = _mm512_fmadd_ps(w2, xa, pair[q]);
             }
@@ -280,8 +263,7 @@ static inline __attribute__((always_inline)) void tile3_taps(const int P, const 
     for (int q = 0; q < (P + 1) / 2; q++) {
         acc[1][2 * q] = pair[q];
         if (2 * q + 1 < P)
-            acc[1][2 * q + 1] = _mm512_castps256_ps512(
-                _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(pair[q]), 1)));
+            acc[1][2 * q + 1] = _mm512_castps256_ps512(nnf_pair_high(pair[q]));
     }
 }
 
@@ -295,8 +277,8 @@ acc_load(const nnf_nchwc_conv_job *j, const tile_arg *a, const int Z, const int 
 #pragma GCC unroll 12
         for (int p = 0; p < P; p++)
             acc[z][p] = a->first ? _mm512_setzero_ps()
-                                 : load2(a->y + 2 * (size_t)z * j->y_blk + (size_t)p * ps,
-                                         j->y_blk, km[z] == 0xffff);
+                                 : nnf_load_pair(a->y + 2 * (size_t)z * j->y_blk + (size_t)p * ps,
+                                                 j->y_blk, km[z] == 0xffff);
 }
 
 static inline __attribute__((always_inline)) void
@@ -306,8 +288,8 @@ acc_store(const nnf_nchwc_conv_job *j, const tile_arg *a, const int Z, const int
     for (int z = 0; z < Z; z++)
 #pragma GCC unroll 12
         for (int p = 0; p < P; p++)
-            store2(a->y + 2 * (size_t)z * j->y_blk + (size_t)p * ps, j->y_blk, km[z] == 0xffff,
-                   acc[z][p]);
+            nnf_store_pair(a->y + 2 * (size_t)z * j->y_blk + (size_t)p * ps, j->y_blk,
+                           km[z] == 0xffff, acc[z][p]);
 }
 
 /* One tile of Z zmm x P pixels. G = 0: every tap of every pixel inside the

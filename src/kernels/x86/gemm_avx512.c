@@ -58,6 +58,15 @@ static inline __attribute__((always_inline)) void store_row16(float *cr, __m512 
     _mm512_mask_storeu_ps(cr + 16, k1, v1);
 }
 
+/* The tile's m rows of C (32 columns each) into L1: see gemm_avx2.c, C
+ * comes back on every K block. */
+static inline void prefetch_c_rows(const float *c, size_t ldc, size_t m) {
+    for (size_t r = 0; r < m; r++) {
+        _mm_prefetch((const char *)(c + r * ldc), _MM_HINT_T0);
+        _mm_prefetch((const char *)(c + r * ldc + 31), _MM_HINT_T0);
+    }
+}
+
 static inline __attribute__((always_inline)) ep_tile16 ep_tile_init(const nnf_tile_ep *t,
                                                                     __mmask16 k0, __mmask16 k1) {
     ep_tile16 et = {.f = nnf_ep_fast_init(t->ep)};
@@ -95,10 +104,7 @@ tile_rows(size_t kc, const float *a, const float *b, float *c, size_t ldc, size_
         if (NB > 1)                                                                                \
             c##r##1 = _mm512_fmadd_ps(av, b1, c##r##1);                                            \
     }
-    for (size_t r = 0; r < m; r++) { /* see gemm_avx2.c: C comes back on every K block */
-        _mm_prefetch((const char *)(c + r * ldc), _MM_HINT_T0);
-        _mm_prefetch((const char *)(c + r * ldc + 31), _MM_HINT_T0);
-    }
+    prefetch_c_rows(c, ldc, m);
     /* the next block's lines (t->pf_next), one every `every` k steps */
     const char *pf = t->pf_next;
     size_t pf_left = t->pf_lines, every = pf_left && kc > pf_left ? kc / pf_left : 1;
@@ -172,10 +178,7 @@ void nnf_gemm_ukernel_14x32_avx512(size_t kc, const float *a, const float *b, fl
  * the same sums as tile_rows' 14 x 32 form, the same epilogue. */
 void nnf_gemm_ukernel_direct_14x32_avx512(size_t kc, const float *a, size_t lda, const float *b,
                                           float *c, size_t ldc, size_t n, const nnf_tile_ep *t) {
-    for (size_t r = 0; r < 14; r++) {
-        _mm_prefetch((const char *)(c + r * ldc), _MM_HINT_T0);
-        _mm_prefetch((const char *)(c + r * ldc + 31), _MM_HINT_T0);
-    }
+    prefetch_c_rows(c, ldc, 14);
     __m512 acc[28];
     size_t take = t->pf_lines < kc / 4 ? t->pf_lines : kc / 4;
     nnf_gemm_direct_k14_avx512(kc, a, lda, b, acc, t->pf_next, take);

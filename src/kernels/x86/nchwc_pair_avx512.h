@@ -1,5 +1,6 @@
-/* Two NCHWc8 channel blocks in one zmm, for the AVX-512 Winograd transforms
- * (x86/nchwc_winograd_avx512.c, x86/nchwc_winograd_s2_avx512.c): a pixel's
+/* Two NCHWc8 channel blocks in one zmm, for the AVX-512 tiers' blocked
+ * kernels (the dense conv tiles, the Winograd transforms, the depthwise
+ * pairs): a pixel's
  * 8 channels of block p in the low half, of the block one plane further in
  * the high half. */
 #ifndef NNF_KERNELS_X86_NCHWC_PAIR_AVX512_H
@@ -35,11 +36,20 @@ static inline __attribute__((always_inline)) void nnf_store_v_pair(int both, flo
         _mm512_mask_storeu_ps(d, 0x00ff, v);
 }
 
+/* v's high half (the second block). */
+static inline __m256 nnf_pair_high(__m512 v) {
+    return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+}
+
+/* a's low half, then b's. */
+static inline __m512 nnf_pair_join(__m512 a, __m512 b) {
+    return _mm512_insertf32x8(a, _mm512_castps512_ps256(b), 1);
+}
+
 static inline void nnf_store_pair(float *p, size_t plane, int both, __m512 v) {
     _mm256_storeu_ps(p, _mm512_castps512_ps256(v));
     if (both)
-        _mm256_storeu_ps(p + plane,
-                         _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+        _mm256_storeu_ps(p + plane, nnf_pair_high(v));
 }
 
 /* The real lanes of output blocks ob, ob + 1 of ob_n blocks holding oc
