@@ -31,7 +31,7 @@ test: deps venv
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	PY=$(PY) scripts/hostile_check.sh 250
 	$(PY) -m pytest -q tests/py
-	if grep -qw avx512f /proc/cpuinfo; then NNF_ISA=avx512 $(PY) -m pytest -q tests/py; NNF_ISA=avx2 $(PY) -m pytest -q tests/py; fi
+	if grep -qw avx512f /proc/cpuinfo; then NNF_ISA=avx2 $(PY) -m pytest -q tests/py; fi
 	NNF_ISA=scalar $(PY) -m pytest -q tests/py
 	@$(MAKE) --no-print-directory test-avx512
 

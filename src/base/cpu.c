@@ -109,24 +109,26 @@ static void detect_x86(void) {
         g_cpu.max_isa = NNF_ISA_AVX512;
     /* Zen 4 (family 19h; Zen 3 shares the family but has no AVX-512) has two
      * 256-bit FMA pipes and splits every 512-bit operation across them: the
-     * same FLOPs per cycle as AVX2, and there the AVX2 kernels measured faster
-     * (GEMM 1024: 107 against 95 GFLOP/s, ResNet-50 1 thread 70 against 79 ms).
-     * Zen 5 (1Ah) has full-width units on its server and desktop parts. */
+     * same FLOPs per cycle as AVX2. The eighth round measured the AVX2
+     * kernels faster there and made AVX2 its default; the AVX-512 tier has
+     * since gained forms AVX2 lacks (the GEMM reading A in place, 24-channel
+     * conv tiles, stride-2 and F(2x2) Winograd, two-block depthwise) and in
+     * the thirty-third round ran ResNet-50 0.86-0.97x, YOLOv5s 0.83-0.86x,
+     * BERT-base 0.88-0.96x the AVX2 tier's time on Zen 4: the widest tier
+     * is the default everywhere. */
     g_cpu.zmm_halves = amd && g_cpu.family == 0x19 && g_cpu.max_isa == NNF_ISA_AVX512;
-    g_cpu.default_isa = g_cpu.zmm_halves ? NNF_ISA_AVX2 : g_cpu.max_isa;
 #ifdef NNF_AVX512_EMULATED
     /* A test build: the AVX-512 files run on AVX2 through SIMDe, and the
      * build exists to run that tier, so it is the default too. */
     if (g_cpu.max_isa == NNF_ISA_AVX2)
         g_cpu.max_isa = NNF_ISA_AVX512;
-    g_cpu.default_isa = g_cpu.max_isa;
 #endif
 }
 #endif
 
 static void detect(void) {
     memset(&g_cpu, 0, sizeof g_cpu);
-    g_cpu.max_isa = g_cpu.default_isa = NNF_ISA_SCALAR;
+    g_cpu.max_isa = NNF_ISA_SCALAR;
 #ifdef NNF_X86
     detect_x86();
 #endif
@@ -138,7 +140,7 @@ static void detect(void) {
     if (!g_cpu.l3)
         g_cpu.l3 = 8 * 1024 * 1024;
 
-    nnf_isa isa = g_cpu.default_isa;
+    nnf_isa isa = g_cpu.max_isa;
     const char *env = getenv("NNF_ISA");
     if (env && *env) {
         nnf_isa want;
@@ -152,9 +154,6 @@ static void detect(void) {
             isa = want;
         }
     }
-    if (g_cpu.zmm_halves && isa == NNF_ISA_AVX2)
-        NNF_LOG_INFO("%s runs 512-bit operations as two halves: using the avx2 tier "
-                     "(NNF_ISA=avx512 forces the other)", g_cpu.brand);
     atomic_store(&g_isa, (int)isa);
 }
 

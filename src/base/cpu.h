@@ -1,12 +1,12 @@
 /* CPU features, detected once (CPUID + XGETBV) and shared by every kernel
  * family's dispatch table.
  *
- * The tier in force is default_isa: the best the CPU and the OS support,
- * except where a wider tier is known to run slower (AMD Zen 4 executes each
- * 512-bit operation as two 256-bit halves, and there the AVX2 kernels measured
- * 10-25 % faster). NNF_ISA=scalar|avx2|avx512 sets it to any tier up to
- * max_isa (read once; asking for more than the machine has logs a warning and
- * keeps default_isa). Tests switch tiers with
+ * The tier in force is max_isa, the best the CPU and the OS support (on AMD
+ * Zen 4 too, which executes each 512-bit operation as two 256-bit halves:
+ * zmm_halves says so, for kernels whose best form differs there).
+ * NNF_ISA=scalar|avx2|avx512 sets it to any tier up to max_isa (read once;
+ * asking for more than the machine has logs a warning and keeps max_isa).
+ * Tests switch tiers with
  * nnf_cpu_force_isa so that every tier the machine has is exercised in one
  * process. A kernel plan records the tier it was built for, so switching the
  * tier never changes a plan that already exists. */
@@ -29,8 +29,7 @@ typedef struct nnf_cpu {
     bool os_ymm, os_zmm; /* XCR0 says the OS saves YMM / ZMM state */
     unsigned family;        /* CPUID display family (0x19: AMD Zen 3 and 4) */
     bool zmm_halves;        /* 512-bit operations run as two 256-bit halves */
-    nnf_isa max_isa;        /* best tier the CPU and OS support */
-    nnf_isa default_isa;    /* tier used when NNF_ISA does not say */
+    nnf_isa max_isa;        /* best tier the CPU and OS support: the default */
     /* Cache sizes in bytes: l1d and l2 per core, l3 per package (shared). */
     size_t l1d, l2, l3;
 } nnf_cpu;

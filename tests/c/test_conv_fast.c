@@ -795,7 +795,7 @@ int main(void) {
         test_strided((nnf_isa)t);
         test_plan();
     }
-    nnf_cpu_force_isa(cpu->default_isa);
+    nnf_cpu_force_isa(cpu->max_isa);
     soak();
     TEST_MAIN_END();
 }

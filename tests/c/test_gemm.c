@@ -1395,21 +1395,15 @@ static void *gemm_on_a_thread(void *arg) {
 int main(void) {
     check_rng = 88172645463325252ull; /* the data this program was written with */
     const nnf_cpu *cpu = nnf_cpu_get();
-    printf("cpu: %s (%s, family %#x), max tier %s, default %s, L1d %zu KiB, L2 %zu KiB, L3 %zu "
+    printf("cpu: %s (%s, family %#x), tier %s, L1d %zu KiB, L2 %zu KiB, L3 %zu "
            "KiB\n",
-           cpu->brand, cpu->vendor, cpu->family, nnf_isa_name(cpu->max_isa),
-           nnf_isa_name(cpu->default_isa), cpu->l1d >> 10, cpu->l2 >> 10, cpu->l3 >> 10);
-    /* The default tier is the widest, except on AMD Zen 4 (512-bit operations
-     * in two halves), where it is AVX2; the emulated build always takes the
-     * widest. NNF_ISA, when set, overrides it. */
+           cpu->brand, cpu->vendor, cpu->family, nnf_isa_name(cpu->max_isa), cpu->l1d >> 10,
+           cpu->l2 >> 10, cpu->l3 >> 10);
+    /* The default tier is the widest (on AMD Zen 4 too, where 512-bit
+     * operations run as two halves); NNF_ISA, when set, overrides it. */
     CHECK(!cpu->zmm_halves || (cpu->family == 0x19 && cpu->max_isa == NNF_ISA_AVX512));
-#ifdef NNF_AVX512_EMULATED
-    CHECK(cpu->default_isa == cpu->max_isa);
-#else
-    CHECK(cpu->default_isa == (cpu->zmm_halves ? NNF_ISA_AVX2 : cpu->max_isa));
-#endif
     if (!getenv("NNF_ISA"))
-        CHECK(nnf_cpu_isa() == cpu->default_isa);
+        CHECK(nnf_cpu_isa() == cpu->max_isa);
     for (int t = NNF_ISA_SCALAR; t <= (int)cpu->max_isa; t++) {
         nnf_isa isa = (nnf_isa)t;
         CHECK(nnf_cpu_force_isa(isa) == isa);
