@@ -90,6 +90,22 @@ static int subsampled_1x1(const nnf_conv2d_shape *s, nnf_isa isa) {
            (s->ow - 1) * s->sw < s->w;
 }
 
+/* On Zen 4 (zmm_halves) a zmm FMA costs two ymm ones, so the AVX-512 tiles
+ * gain only where their 32 registers and fewer instructions help; for
+ * groups of 1-3 blocks they lose. 16 output channels are one zmm a pixel:
+ * a broadcast per FMA where the AVX2 2 x 6 tile has one per two. 24 are a
+ * zmm and a shared half (tile3_taps), whose join takes a shuffle slot on
+ * one of the two FMA pipes; AVX2's 3 x 4 has neither. MobileNetV2 in the
+ * model (nnfuse profile, tiers alternating, 4 x 100 runs): 32 -> 16 at
+ * 112x112 0.182 against 0.139 ms, 96 -> 24 and 144 -> 24 at 56x56 0.201 /
+ * 0.293 against 0.151 / 0.225. The packed weights are the same either way
+ * (groups of 1-3 blocks on both tiers). */
+nnf_isa nnf_nchwc_conv_tier(const nnf_conv2d_shape *s, nnf_isa isa) {
+    if (isa >= NNF_ISA_AVX512 && nnf_cpu_get()->zmm_halves && group_ocb(s) <= 3)
+        return NNF_ISA_AVX2;
+    return isa;
+}
+
 /* Output blocks per register tile: one that divides the block count when
  * there is one, so no group runs a short tile; 3x4 and 4x3 before 2x6 for
  * every kernel size. The stride-1 1x1s had 2x6 tiles (each weight vector
