@@ -94,12 +94,18 @@ const double nnf_wino_f2_at[2][4] = {{1, 1, 1, 0}, {0, 1, -1, -1}};
 /* F(2x2,3x3) where F(4x4,3x3) has at most 16 tiles (ResNet-50's 14x14: its
  * 9.4 MB of transformed weights a conv come from memory for 16 GEMM rows,
  * 0.69-0.77 ms in the model against 0.41-0.5 with them in cache) and the
- * 2x2 tiles are 25 or more (not 7x7: its 16 matrices of 512 x 512, 16.8
- * MB, streamed at ~18 GB/s, ran no faster than the direct kernel). */
+ * 2x2 tiles are 25 or more (not 7x7 on Zen 5: its 16 matrices of 512 x
+ * 512, 16.8 MB, streamed at ~18 GB/s, ran no faster than the direct
+ * kernel). On Zen 4 (zmm_halves) the direct kernel's FMAs take twice the
+ * cycles and the stream the same time, so 16 tiles do: ResNet-50's
+ * 512-channel 3x3s at 7x7 2.45-2.48 -> 1.76-1.98 ms in the model (nnfuse
+ * profile, builds alternating, 5 x 30 runs), the model 0.97 on 1 thread,
+ * 0.99 on 2 (ab_builds). */
 bool nnf_nchwc_wino_f2(const nnf_conv2d_shape *s, nnf_isa isa) {
     size_t t4 = ((s->oh + 3) / 4) * ((s->ow + 3) / 4), t2 = ((s->oh + 1) / 2) * ((s->ow + 1) / 2);
+    size_t min_t2 = nnf_cpu_get()->zmm_halves ? 16 : 25;
     return isa >= NNF_ISA_AVX512 && s->sh == 1 && s->sw == 1 && nnf_nchwc_wino_supported(s, isa) &&
-           t4 <= WINO_MIN_TILES && t2 >= 25 && s->c >= 64;
+           t4 <= WINO_MIN_TILES && t2 >= min_t2 && s->c >= 64;
 }
 
 bool nnf_nchwc_wino_wins(const nnf_conv2d_shape *s, nnf_isa isa) {
