@@ -252,6 +252,7 @@ void nnf_nchwc_winof2_output_avx512(const nnf_nchwc_wino *k, const float *m, siz
 void nnf_nchwc_winof2_weight_panel_avx512(const float *w, size_t stride, size_t m, size_t r,
                                           size_t k, float *const dst[16]) {
     _Alignas(64) double t[9][32];
+    _Alignas(64) float line[16][32];
     memset(t, 0, sizeof t);
     for (size_t kk = 0; kk < k; kk++) {
         for (size_t o = 0; o < m; o++)
@@ -274,9 +275,15 @@ void nnf_nchwc_winof2_weight_panel_avx512(const float *w, size_t stride, size_t 
                         _mm512_add_pd(_mm512_mul_pd(h[a][0], _mm512_set1_pd(nnf_wino_f2_g[b][0])),
                                       _mm512_mul_pd(h[a][1], _mm512_set1_pd(nnf_wino_f2_g[b][1]))),
                         _mm512_mul_pd(h[a][2], _mm512_set1_pd(nnf_wino_f2_g[b][2])));
-                    _mm256_stream_ps(dst[a * 4 + b] + kk * r + o, _mm512_cvtpd_ps(u));
+                    _mm256_store_ps(line[a * 4 + b] + o, _mm512_cvtpd_ps(u));
                 }
         }
+        /* each matrix's row streamed whole, its lines one after the
+         * other (as nnf_wino_weight_panel_avx2 does): half lines streamed
+         * to the matrices in turn left write-combining buffers part full */
+        for (int xi = 0; xi < 16; xi++)
+            for (size_t o = 0; o < r; o += 8)
+                _mm256_stream_ps(dst[xi] + kk * r + o, _mm256_load_ps(line[xi] + o));
     }
     _mm_sfence(); /* the streamed lines before anything reads them */
 }

@@ -229,6 +229,7 @@ void nnf_nchwc_wino2_output_avx512(const nnf_nchwc_wino *k, const float *m, cons
 void nnf_nchwc_wino2_weight_panel_avx512(const float *w, size_t stride, size_t m, size_t r,
                                          size_t k, float *const dst[36]) {
     _Alignas(64) double t[9][32];
+    _Alignas(64) float line[36][32];
     memset(t, 0, sizeof t);
     for (size_t kk = 0; kk < k; kk++) {
         for (size_t o = 0; o < m; o++)
@@ -244,23 +245,29 @@ void nnf_nchwc_wino2_weight_panel_avx512(const float *w, size_t stride, size_t m
                 for (int b = 0; b < 2; b++)
                     h[a][b] =
                         _mm512_add_pd(_mm512_mul_pd(g0, g[2 * b]), _mm512_mul_pd(g1, g[6 + 2 * b]));
-                _mm256_stream_ps(dst[25 + a] + kk * r + o,
-                                 _mm512_cvtpd_ps(_mm512_add_pd(_mm512_mul_pd(g0, g[1]),
-                                                               _mm512_mul_pd(g1, g[7]))));
-                _mm256_stream_ps(dst[30 + a] + kk * r + o,
-                                 _mm512_cvtpd_ps(_mm512_add_pd(_mm512_mul_pd(g0, g[3]),
-                                                               _mm512_mul_pd(g1, g[5]))));
+                _mm256_store_ps(line[25 + a] + o,
+                                _mm512_cvtpd_ps(_mm512_add_pd(_mm512_mul_pd(g0, g[1]),
+                                                              _mm512_mul_pd(g1, g[7]))));
+                _mm256_store_ps(line[30 + a] + o,
+                                _mm512_cvtpd_ps(_mm512_add_pd(_mm512_mul_pd(g0, g[3]),
+                                                              _mm512_mul_pd(g1, g[5]))));
             }
             for (int a = 0; a < 5; a++)
                 for (int b = 0; b < 5; b++) {
                     __m512d g0 = _mm512_set1_pd(nnf_wino2_g[b][0]),
                             g1 = _mm512_set1_pd(nnf_wino2_g[b][1]);
-                    _mm256_stream_ps(dst[a * 5 + b] + kk * r + o,
-                                     _mm512_cvtpd_ps(_mm512_add_pd(_mm512_mul_pd(h[a][0], g0),
-                                                                   _mm512_mul_pd(h[a][1], g1))));
+                    _mm256_store_ps(line[a * 5 + b] + o,
+                                    _mm512_cvtpd_ps(_mm512_add_pd(_mm512_mul_pd(h[a][0], g0),
+                                                                  _mm512_mul_pd(h[a][1], g1))));
                 }
-            _mm256_stream_ps(dst[35] + kk * r + o, _mm512_cvtpd_ps(g[4]));
+            _mm256_store_ps(line[35] + o, _mm512_cvtpd_ps(g[4]));
         }
+        /* each matrix's row streamed whole, its lines one after the
+         * other (as nnf_wino_weight_panel_avx2 does): half lines streamed
+         * to the matrices in turn left write-combining buffers part full */
+        for (int xi = 0; xi < 36; xi++)
+            for (size_t o = 0; o < r; o += 8)
+                _mm256_stream_ps(dst[xi] + kk * r + o, _mm256_load_ps(line[xi] + o));
     }
     _mm_sfence(); /* the streamed lines before anything reads them */
 }
