@@ -837,6 +837,17 @@ int main(void) {
             q.oc = 512;
             q.h = q.w = q.oh = q.ow = 7;
             CHECK(!nnf_nchwc_wino_wins(&q, NNF_ISA_AVX2));
+            /* the dense conv's tier (nnf_nchwc_conv_tier): AVX2 tiles for
+             * groups of 1-3 blocks on Zen 4 (zmm_halves), the tier given
+             * otherwise */
+            for (size_t oc = 8; oc <= 40; oc += 8) {
+                q.oc = oc;
+                nnf_isa want = zen4 && oc <= 24 ? NNF_ISA_AVX2 : NNF_ISA_AVX512;
+                CHECK(nnf_nchwc_conv_tier(&q, NNF_ISA_AVX512) == want);
+                CHECK(nnf_nchwc_conv_tier(&q, NNF_ISA_AVX2) == NNF_ISA_AVX2);
+                CHECK(nnf_nchwc_conv_tier(&q, NNF_ISA_SCALAR) == NNF_ISA_SCALAR);
+            }
+            q.oc = 512;
             /* the stride-2 form: AVX-512 only, from 64 channels and 25
              * tiles (YOLOv5s's 128 -> 256 at 40x40 and 256 -> 512 at
              * 20x20, ResNet-50's 128 at 28x28; not its 256 at 14x14 nor
