@@ -386,18 +386,26 @@ void nnf_nchwc_wino_input_avx512(const nnf_nchwc_wino *k, const float *x, size_t
 void nnf_nchwc_wino_output_avx512(const nnf_nchwc_wino *k, const float *m, size_t mstride, size_t t0,
                                   size_t nt, float *y, const float *res, const nnf_epilogue *ep);
 
-/* The stride-2 form's transforms (x86/nchwc_winograd_s2_avx512.c), tiles
- * [t0, t0 + nt): matrix xi starts at v + base[xi] (m + base[xi]), its
- * unit u (rows of nnf_nchwc_wino_rows) at + u * ustride, tile t at
+/* The stride-2 form's transforms (x86/nchwc_winograd_s2_avx512.c, and
+ * x86/nchwc_winograd_s2_avx2.c with one block per ymm: the same values),
+ * tiles [t0, t0 + nt): matrix xi starts at v + base[xi] (m + base[xi]),
+ * its unit u (rows of nnf_nchwc_wino_rows) at + u * ustride, tile t at
  * + t * c8 (oc8). */
 void nnf_nchwc_wino2_input_avx512(const nnf_nchwc_wino *k, const float *x, size_t t0, size_t nt,
                                   float *v, const size_t base[36], size_t ustride);
+void nnf_nchwc_wino2_input_avx2(const nnf_nchwc_wino *k, const float *x, size_t t0, size_t nt,
+                                float *v, const size_t base[36], size_t ustride);
+void nnf_nchwc_wino2_output_avx2(const nnf_nchwc_wino *k, const float *m, const size_t base[36],
+                                 size_t ustride, size_t t0, size_t nt, float *y, const float *res,
+                                 const nnf_epilogue *ep);
 /* Its weight transform: one panel of m <= r (<= 32, a multiple of 8)
  * output channels over k input channels (w at the panel's first, stride
  * floats between output channels) into dst[xi], the 36 packed matrices at
  * the panel's K block (nchwc_winograd.c). */
 void nnf_nchwc_wino2_weight_panel_avx512(const float *w, size_t stride, size_t m, size_t r,
                                          size_t k, float *const dst[36]);
+void nnf_nchwc_wino2_weight_panel_avx2(const float *w, size_t stride, size_t m, size_t r, size_t k,
+                                       float *const dst[36]);
 /* The F(2x2,3x3) form's: the same contracts with 16 matrices (stride vstride /
  * mstride between them) and the stride-1 weight panel's (x86/nchwc_winograd_avx512.c). */
 void nnf_nchwc_winof2_input_avx512(const nnf_nchwc_wino *k, const float *x, size_t t0, size_t nt,

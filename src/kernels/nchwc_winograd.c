@@ -21,10 +21,10 @@ const double nnf_wino2_g[5][2] = {
 const double nnf_wino2_at[4][5] = {
     {1, 1, 1, 1, 0}, {0, 1, -1, 2, 0}, {0, 1, 1, 4, 0}, {0, 1, -1, 8, 1}};
 
-/* The stride-2 form: the AVX-512 tier's (its transforms are written for it
- * alone). */
+/* The stride-2 form: on both SIMD tiers (its transforms are in
+ * x86/nchwc_winograd_s2_avx512.c and x86/nchwc_winograd_s2_avx2.c). */
 static bool s2_form(const nnf_conv2d_shape *s, nnf_isa isa) {
-    return isa >= NNF_ISA_AVX512 && s->sh == 2 && s->sw == 2;
+    return isa >= NNF_ISA_AVX2 && s->sh == 2 && s->sw == 2;
 }
 
 bool nnf_nchwc_wino_supported(const nnf_conv2d_shape *s, nnf_isa isa) {
@@ -141,8 +141,8 @@ nnf_status nnf_nchwc_wino_create_as(const nnf_conv2d_shape *s, nnf_isa isa, int 
     nnf_isa top = isa > nnf_cpu_get()->max_isa ? nnf_cpu_get()->max_isa : isa;
     if (!nnf_nchwc_wino_supported(s, top) || (f2 && (top < NNF_ISA_AVX512 || s->sh != 1)))
         return nnf_error(NNF_ERR_UNSUPPORTED,
-                         "nchwc winograd: not a 3x3 dense conv of stride 1 on the AVX2 tier or "
-                         "of stride 2 (or F(2x2,3x3)) on the AVX-512 tier");
+                         "nchwc winograd: not a 3x3 dense conv of stride 1 or 2 on a SIMD tier "
+                         "(F(2x2,3x3): of stride 1 on the AVX-512 tier)");
     nnf_nchwc_wino *k = nnf_calloc(1, sizeof *k);
     if (!k)
         return nnf_error(NNF_ERR_OUT_OF_MEMORY, "nchwc winograd: out of memory for the kernel");
@@ -186,8 +186,10 @@ nnf_status nnf_nchwc_wino_create_as(const nnf_conv2d_shape *s, nnf_isa isa, int 
                 dst[xi] = nnf_gemm_packed_at(k->u[xi], p0, k0);
             const float *wp = w + (p0 * s->c + k0) * 9;
             size_t m = s->oc - p0 < r ? s->oc - p0 : r, kk = s->c - k0 < kc ? s->c - k0 : kc;
-            if (k->s2)
+            if (k->s2 && k->cfg->isa >= NNF_ISA_AVX512)
                 nnf_nchwc_wino2_weight_panel_avx512(wp, s->c * 9, m, r, kk, dst);
+            else if (k->s2)
+                nnf_nchwc_wino2_weight_panel_avx2(wp, s->c * 9, m, r, kk, dst);
             else if (k->f2)
                 nnf_nchwc_winof2_weight_panel_avx512(wp, s->c * 9, m, r, kk, dst);
             else
@@ -256,8 +258,10 @@ static size_t item_tiles(const wino_job *j, size_t i, size_t *t0) {
  * two blocks per zmm on AVX-512. */
 static void wino_input(const nnf_nchwc_wino *k, const float *x, size_t t0, size_t nt, float *v,
                        const size_t *vb, size_t rows) {
-    if (k->s2)
+    if (k->s2 && k->cfg->isa >= NNF_ISA_AVX512)
         nnf_nchwc_wino2_input_avx512(k, x, t0, nt, v, vb, rows * k->c8);
+    else if (k->s2)
+        nnf_nchwc_wino2_input_avx2(k, x, t0, nt, v, vb, rows * k->c8);
     else if (k->f2)
         nnf_nchwc_winof2_input_avx512(k, x, t0, nt, v, vb[1]);
     else if (k->cfg->isa >= NNF_ISA_AVX512)
@@ -268,8 +272,10 @@ static void wino_input(const nnf_nchwc_wino *k, const float *x, size_t t0, size_
 
 static void wino_output(const nnf_nchwc_wino *k, const float *m, const size_t *mb, size_t rows,
                         size_t t0, size_t nt, float *y, const float *res, const nnf_epilogue *ep) {
-    if (k->s2)
+    if (k->s2 && k->cfg->isa >= NNF_ISA_AVX512)
         nnf_nchwc_wino2_output_avx512(k, m, mb, rows * k->oc8, t0, nt, y, res, ep);
+    else if (k->s2)
+        nnf_nchwc_wino2_output_avx2(k, m, mb, rows * k->oc8, t0, nt, y, res, ep);
     else if (k->f2)
         nnf_nchwc_winof2_output_avx512(k, m, mb[1], t0, nt, y, res, ep);
     else if (k->cfg->isa >= NNF_ISA_AVX512)
