@@ -415,6 +415,14 @@ void nnf_nchwc_winof2_output_avx512(const nnf_nchwc_wino *k, const float *m, siz
                                     const nnf_epilogue *ep);
 void nnf_nchwc_winof2_weight_panel_avx512(const float *w, size_t stride, size_t m, size_t r,
                                           size_t k, float *const dst[16]);
+/* And on the AVX2 tier (x86/nchwc_winograd_avx2.c), one block a ymm. */
+void nnf_nchwc_winof2_input_avx2(const nnf_nchwc_wino *k, const float *x, size_t t0, size_t nt,
+                                 float *v, size_t vstride);
+void nnf_nchwc_winof2_output_avx2(const nnf_nchwc_wino *k, const float *m, size_t mstride,
+                                  size_t t0, size_t nt, float *y, const float *res,
+                                  const nnf_epilogue *ep);
+void nnf_nchwc_winof2_weight_panel_avx2(const float *w, size_t stride, size_t m, size_t r, size_t k,
+                                        float *const dst[16]);
 void nnf_nchwc_wino2_output_avx512(const nnf_nchwc_wino *k, const float *m, const size_t base[36],
                                    size_t ustride, size_t t0, size_t nt, float *y, const float *res,
                                    const nnf_epilogue *ep);

@@ -139,10 +139,10 @@ nnf_status nnf_nchwc_wino_create_as(const nnf_conv2d_shape *s, nnf_isa isa, int 
         return nnf_error(NNF_ERR_INVALID_ARGUMENT, "nchwc winograd: NULL argument");
     *out = NULL;
     nnf_isa top = isa > nnf_cpu_get()->max_isa ? nnf_cpu_get()->max_isa : isa;
-    if (!nnf_nchwc_wino_supported(s, top) || (f2 && (top < NNF_ISA_AVX512 || s->sh != 1)))
+    if (!nnf_nchwc_wino_supported(s, top) || (f2 && s->sh != 1))
         return nnf_error(NNF_ERR_UNSUPPORTED,
                          "nchwc winograd: not a 3x3 dense conv of stride 1 or 2 on a SIMD tier "
-                         "(F(2x2,3x3): of stride 1 on the AVX-512 tier)");
+                         "(F(2x2,3x3): of stride 1)");
     nnf_nchwc_wino *k = nnf_calloc(1, sizeof *k);
     if (!k)
         return nnf_error(NNF_ERR_OUT_OF_MEMORY, "nchwc winograd: out of memory for the kernel");
@@ -190,8 +190,10 @@ nnf_status nnf_nchwc_wino_create_as(const nnf_conv2d_shape *s, nnf_isa isa, int 
                 nnf_nchwc_wino2_weight_panel_avx512(wp, s->c * 9, m, r, kk, dst);
             else if (k->s2)
                 nnf_nchwc_wino2_weight_panel_avx2(wp, s->c * 9, m, r, kk, dst);
-            else if (k->f2)
+            else if (k->f2 && k->cfg->isa >= NNF_ISA_AVX512)
                 nnf_nchwc_winof2_weight_panel_avx512(wp, s->c * 9, m, r, kk, dst);
+            else if (k->f2)
+                nnf_nchwc_winof2_weight_panel_avx2(wp, s->c * 9, m, r, kk, dst);
             else
                 nnf_wino_weight_panel_avx2(wp, s->c * 9, m, r, kk, dst);
         }
@@ -262,8 +264,10 @@ static void wino_input(const nnf_nchwc_wino *k, const float *x, size_t t0, size_
         nnf_nchwc_wino2_input_avx512(k, x, t0, nt, v, vb, rows * k->c8);
     else if (k->s2)
         nnf_nchwc_wino2_input_avx2(k, x, t0, nt, v, vb, rows * k->c8);
-    else if (k->f2)
+    else if (k->f2 && k->cfg->isa >= NNF_ISA_AVX512)
         nnf_nchwc_winof2_input_avx512(k, x, t0, nt, v, vb[1]);
+    else if (k->f2)
+        nnf_nchwc_winof2_input_avx2(k, x, t0, nt, v, vb[1]);
     else if (k->cfg->isa >= NNF_ISA_AVX512)
         nnf_nchwc_wino_input_avx512(k, x, t0, nt, v, vb[1]);
     else
@@ -276,8 +280,10 @@ static void wino_output(const nnf_nchwc_wino *k, const float *m, const size_t *m
         nnf_nchwc_wino2_output_avx512(k, m, mb, rows * k->oc8, t0, nt, y, res, ep);
     else if (k->s2)
         nnf_nchwc_wino2_output_avx2(k, m, mb, rows * k->oc8, t0, nt, y, res, ep);
-    else if (k->f2)
+    else if (k->f2 && k->cfg->isa >= NNF_ISA_AVX512)
         nnf_nchwc_winof2_output_avx512(k, m, mb[1], t0, nt, y, res, ep);
+    else if (k->f2)
+        nnf_nchwc_winof2_output_avx2(k, m, mb[1], t0, nt, y, res, ep);
     else if (k->cfg->isa >= NNF_ISA_AVX512)
         nnf_nchwc_wino_output_avx512(k, m, mb[1], t0, nt, y, res, ep);
     else

@@ -1,122 +1,156 @@
-/* The AVX2 transforms of the blocked Winograd F(4x4,3x3) (nchwc_winograd.c).
+/* The AVX2 transforms of the blocked Winograd's stride-1 forms
+ * (nchwc_winograd.c): F(4x4,3x3), and F(2x2,3x3) (nchwc.h), the same code
+ * with 2x2 tiles from 4x4 patches.
  *
  * Every vector is one pixel's 8 channels, so B^T d B and A^T m A are plain
- * lane-wise arithmetic on 36 vectors: no transposes (the NCHW kernel,
+ * lane-wise arithmetic on (T + 2)^2 vectors: no transposes (the NCHW kernel,
  * x86/winograd_avx2.c, transposes 4x4 blocks to put tiles into lanes). The
  * 1-D transforms are the NCHW kernel's (x86/winograd_avx2.h). */
 #include "kernels/nchwc.h"
 #include "kernels/x86/vmath_avx2.h"
 #include "kernels/x86/winograd_avx2.h"
 
-/* One tile's 6x6 patch of one block through B^T d B into its 36 matrices
- * at vt, vstride apart; INSIDE: every pixel inside the input (no tests).
- * Constant trips, unrolled (as loops GCC kept the patch on the stack and a
- * test per pixel: see x86/nchwc_winograd_avx512.c). */
+#include <string.h>
+
+/* The 1-D transforms of the form with output tiles of T (4 or 2): B^T on
+ * T + 2 vectors, A^T down to T. */
+static inline __attribute__((always_inline)) void bt_form(int T, const __m256 *d, __m256 *o) {
+    if (T == 4)
+        nnf_wino_bt6(d, o);
+    else
+        nnf_wino_bt4(d, o);
+}
+
+static inline __attribute__((always_inline)) void at_form(int T, const __m256 *m, __m256 *o) {
+    if (T == 4)
+        nnf_wino_at4(m, o);
+    else
+        nnf_wino_at2(m, o);
+}
+
+/* One tile's (T + 2)^2 patch of one block through B^T d B into its
+ * matrices at vt, vstride apart; INSIDE: every pixel inside the input (no
+ * tests). Constant trips, unrolled (as loops GCC kept the patch on the
+ * stack and a test per pixel: see x86/nchwc_winograd_avx512.c). */
 static inline __attribute__((always_inline)) void
-input_unit(const int INSIDE, const float *xc, size_t row, ptrdiff_t ih0, ptrdiff_t iw0, ptrdiff_t H,
-           ptrdiff_t W, float *vt, size_t vstride) {
+input_unit(const int T, const int INSIDE, const float *xc, size_t row, ptrdiff_t ih0, ptrdiff_t iw0,
+           ptrdiff_t H, ptrdiff_t W, float *vt, size_t vstride) {
+    const int A = T + 2;
     __m256 e[6][6];
-    /* down the columns, then along the rows: xi = a * 6 + b */
+    /* down the columns, then along the rows: xi = a * A + b */
 #pragma GCC unroll 6
-    for (int c = 0; c < 6; c++) {
+    for (int c = 0; c < A; c++) {
         __m256 col[6], o[6];
 #pragma GCC unroll 6
-        for (int r = 0; r < 6; r++) {
+        for (int r = 0; r < A; r++) {
             ptrdiff_t ih = ih0 + r, iw = iw0 + c;
             col[r] = INSIDE || (ih >= 0 && ih < H && iw >= 0 && iw < W)
                          ? _mm256_loadu_ps(xc + ih * (ptrdiff_t)row + iw * NNF_NCHWC_B)
                          : _mm256_setzero_ps();
         }
-        nnf_wino_bt6(col, o);
+        bt_form(T, col, o);
 #pragma GCC unroll 6
-        for (int a = 0; a < 6; a++)
+        for (int a = 0; a < A; a++)
             e[a][c] = o[a];
     }
 #pragma GCC unroll 6
-    for (int a = 0; a < 6; a++) {
+    for (int a = 0; a < A; a++) {
         __m256 o[6];
-        nnf_wino_bt6(e[a], o);
+        bt_form(T, e[a], o);
 #pragma GCC unroll 6
-        for (int b = 0; b < 6; b++)
-            _mm256_storeu_ps(vt + (size_t)(a * 6 + b) * vstride, o[b]);
+        for (int b = 0; b < A; b++)
+            _mm256_storeu_ps(vt + (size_t)(a * A + b) * vstride, o[b]);
     }
 }
 
-void nnf_nchwc_wino_input_avx2(const nnf_nchwc_wino *k, const float *x, size_t t0, size_t nt,
-                               float *v, size_t vstride) {
+static inline __attribute__((always_inline)) void input_form(int T, const nnf_nchwc_wino *k,
+                                                             const float *x, size_t t0, size_t nt,
+                                                             float *v, size_t vstride) {
+    const int A = T + 2; /* the input patch's edge */
     const nnf_conv2d_shape *s = &k->s;
-    const size_t tw = (s->ow + 3) / 4, row = s->w * NNF_NCHWC_B, plane = s->h * row,
-                 cb_n = k->c8 / NNF_NCHWC_B;
+    const size_t tw = (s->ow + (size_t)T - 1) / (size_t)T, row = s->w * NNF_NCHWC_B,
+                 plane = s->h * row, cb_n = k->c8 / NNF_NCHWC_B;
     const ptrdiff_t H = (ptrdiff_t)s->h, W = (ptrdiff_t)s->w;
     for (size_t t = 0; t < nt; t++) {
         size_t ty = (t0 + t) / tw, tx = (t0 + t) % tw;
-        ptrdiff_t ih0 = (ptrdiff_t)(ty * 4) - (ptrdiff_t)s->pt,
-                  iw0 = (ptrdiff_t)(tx * 4) - (ptrdiff_t)s->pl;
-        int inside = ih0 >= 0 && iw0 >= 0 && ih0 + 6 <= H && iw0 + 6 <= W;
+        ptrdiff_t ih0 = (ptrdiff_t)(ty * (size_t)T) - (ptrdiff_t)s->pt,
+                  iw0 = (ptrdiff_t)(tx * (size_t)T) - (ptrdiff_t)s->pl;
+        int inside = ih0 >= 0 && iw0 >= 0 && ih0 + A <= H && iw0 + A <= W;
         for (size_t cb = 0; cb < cb_n; cb++) {
             const float *xc = x + cb * plane;
-            /* the next tile's new columns (4 pixels, two lines) of its six
-             * rows: 6 x c / 8 row streams, more than the hardware
-             * prefetcher follows (ResNet-50's 64-channel 3x3s at 56x56
-             * spent a sixth of their time here) */
-            if (iw0 + 6 < W)
-                for (int r = 0; r < 6; r++) {
+            /* the next tile's new columns (T pixels) of its rows: A x c / 8
+             * row streams, more than the hardware prefetcher follows
+             * (ResNet-50's 64-channel 3x3s at 56x56 spent a sixth of their
+             * time here) */
+            if (iw0 + A < W)
+                for (int r = 0; r < A; r++) {
                     ptrdiff_t ih = ih0 + r;
                     if (ih >= 0 && ih < H) {
-                        const float *p = xc + (size_t)ih * row + (size_t)(iw0 + 6) * NNF_NCHWC_B;
+                        const float *p = xc + (size_t)ih * row + (size_t)(iw0 + A) * NNF_NCHWC_B;
                         _mm_prefetch((const char *)p, _MM_HINT_T0);
                         _mm_prefetch((const char *)(p + 2 * NNF_NCHWC_B), _MM_HINT_T0);
                     }
                 }
             float *vt = v + t * k->c8 + cb * NNF_NCHWC_B;
             if (inside)
-                input_unit(1, xc, row, ih0, iw0, H, W, vt, vstride);
+                input_unit(T, 1, xc, row, ih0, iw0, H, W, vt, vstride);
             else
-                input_unit(0, xc, row, ih0, iw0, H, W, vt, vstride);
+                input_unit(T, 0, xc, row, ih0, iw0, H, W, vt, vstride);
         }
     }
 }
 
-/* One tile of one output block from its 36 matrices at mt, mstride apart:
- * A^T m A, the epilogue, ny x nx pixels stored at yt (FULL: 4 x 4,
+void nnf_nchwc_wino_input_avx2(const nnf_nchwc_wino *k, const float *x, size_t t0, size_t nt,
+                               float *v, size_t vstride) {
+    input_form(4, k, x, t0, nt, v, vstride);
+}
+
+void nnf_nchwc_winof2_input_avx2(const nnf_nchwc_wino *k, const float *x, size_t t0, size_t nt,
+                                 float *v, size_t vstride) {
+    input_form(2, k, x, t0, nt, v, vstride);
+}
+
+/* One tile of one output block from its (T + 2)^2 matrices at mt, mstride
+ * apart: A^T m A, the epilogue, ny x nx pixels stored at yt (FULL: T x T,
  * constant trips, unrolled). */
 static inline __attribute__((always_inline)) void
-output_unit(const int FULL, const float *mt, size_t mstride, float *yt, const float *rt, size_t row,
-            size_t ny, size_t nx, const nnf_epilogue *e, const nnf_activation *act, __m256 bias,
-            __m256 mask) {
+output_unit(const int T, const int FULL, const float *mt, size_t mstride, float *yt,
+            const float *rt, size_t row, size_t ny, size_t nx, const nnf_epilogue *e,
+            const nnf_activation *act, __m256 bias, __m256 mask) {
+    const int A = T + 2;
     /* down the columns, then along the rows */
     __m256 u[4][6];
 #pragma GCC unroll 6
-    for (int b = 0; b < 6; b++) {
+    for (int b = 0; b < A; b++) {
         __m256 col[6], o[4];
 #pragma GCC unroll 6
-        for (int a = 0; a < 6; a++)
-            col[a] = _mm256_loadu_ps(mt + (size_t)(a * 6 + b) * mstride);
-        nnf_wino_at4(col, o);
+        for (int a = 0; a < A; a++)
+            col[a] = _mm256_loadu_ps(mt + (size_t)(a * A + b) * mstride);
+        at_form(T, col, o);
 #pragma GCC unroll 4
-        for (int i = 0; i < 4; i++)
+        for (int i = 0; i < T; i++)
             u[i][b] = o[i];
     }
-    /* the next tile's output and residual rows (4 pixels, two lines each):
-     * a tile writes (and reads) 4 rows of every output block, 4 x oc / 8
-     * streams each, more than the hardware prefetcher follows. The
+    /* the next tile's output and residual rows (T pixels, up to two lines
+     * each): a tile writes (and reads) T rows of every output block, T x
+     * oc / 8 streams each, more than the hardware prefetcher follows. The
      * residual comes from L3 (YOLOv5's bottleneck input, two convs
      * earlier: its 64-channel 3x3s at 80x80 ran 8 % slower with the Add
      * fused than conv and Add apart, 4 % faster with these); the output
      * rows alone: ResNet-50 A/B 0.988, YOLOv5s 0.993. */
-    const size_t NY = FULL ? 4 : ny, NX = FULL ? 4 : nx;
+    const size_t NY = FULL ? (size_t)T : ny, NX = FULL ? (size_t)T : nx;
     for (size_t i = 0; i < NY; i++) {
         if (rt) {
             const float *r = rt + i * row;
-            _mm_prefetch((const char *)(r + 4 * NNF_NCHWC_B), _MM_HINT_T0);
-            _mm_prefetch((const char *)(r + 6 * NNF_NCHWC_B), _MM_HINT_T0);
+            _mm_prefetch((const char *)(r + (size_t)T * NNF_NCHWC_B), _MM_HINT_T0);
+            _mm_prefetch((const char *)(r + (size_t)A * NNF_NCHWC_B), _MM_HINT_T0);
         }
-        __builtin_prefetch(yt + i * row + 4 * NNF_NCHWC_B, 1, 3);
-        __builtin_prefetch(yt + i * row + 6 * NNF_NCHWC_B, 1, 3);
+        __builtin_prefetch(yt + i * row + (size_t)T * NNF_NCHWC_B, 1, 3);
+        __builtin_prefetch(yt + i * row + (size_t)A * NNF_NCHWC_B, 1, 3);
     }
     for (size_t i = 0; i < NY; i++) {
         __m256 o[4];
-        nnf_wino_at4(u[i], o);
+        at_form(T, u[i], o);
         for (size_t q = 0; q < NX; q++) {
             size_t off = i * row + q * NNF_NCHWC_B;
             __m256 r = rt ? _mm256_loadu_ps(rt + off) : _mm256_setzero_ps();
@@ -128,17 +162,18 @@ output_unit(const int FULL, const float *mt, size_t mstride, float *yt, const fl
 
 /* One activation kind known at compile time (nnf_act8's switch folds away). */
 static inline __attribute__((always_inline)) void
-output_act(nnf_act_kind kind, const nnf_nchwc_wino *k, const float *m, size_t mstride, size_t t0,
-           size_t nt, float *y, const float *res, const nnf_epilogue *e) {
+output_act(int T, nnf_act_kind kind, const nnf_nchwc_wino *k, const float *m, size_t mstride,
+           size_t t0, size_t nt, float *y, const float *res, const nnf_epilogue *e) {
     const nnf_conv2d_shape *s = &k->s;
-    const size_t tw = (s->ow + 3) / 4, row = s->ow * NNF_NCHWC_B, plane = s->oh * row,
-                 ob_n = k->oc8 / NNF_NCHWC_B;
+    const size_t tw = (s->ow + (size_t)T - 1) / (size_t)T, row = s->ow * NNF_NCHWC_B,
+                 plane = s->oh * row, ob_n = k->oc8 / NNF_NCHWC_B;
     nnf_activation act = e->act;
     act.kind = kind;
     size_t tail = s->oc % NNF_NCHWC_B;
     for (size_t t = 0; t < nt; t++) {
-        size_t ty = (t0 + t) / tw, tx = (t0 + t) % tw, oy0 = ty * 4, ox0 = tx * 4;
-        size_t ny = s->oh - oy0 < 4 ? s->oh - oy0 : 4, nx = s->ow - ox0 < 4 ? s->ow - ox0 : 4;
+        size_t ty = (t0 + t) / tw, tx = (t0 + t) % tw, oy0 = ty * (size_t)T, ox0 = tx * (size_t)T;
+        size_t ny = s->oh - oy0 < (size_t)T ? s->oh - oy0 : (size_t)T,
+               nx = s->ow - ox0 < (size_t)T ? s->ow - ox0 : (size_t)T;
         for (size_t ob = 0; ob < ob_n; ob++) {
             const float *mt = m + t * k->oc8 + ob * NNF_NCHWC_B;
             int last = ob + 1 == ob_n && tail;
@@ -150,21 +185,73 @@ output_act(nnf_act_kind kind, const nnf_nchwc_wino *k, const float *m, size_t ms
             size_t off0 = ob * plane + oy0 * row + ox0 * NNF_NCHWC_B;
             float *yt = y + off0;
             const float *rt = res ? res + off0 : NULL;
-            if (ny == 4 && nx == 4)
-                output_unit(1, mt, mstride, yt, rt, row, 4, 4, e, &act, bias, mask);
+            if (ny == (size_t)T && nx == (size_t)T)
+                output_unit(T, 1, mt, mstride, yt, rt, row, ny, nx, e, &act, bias, mask);
             else
-                output_unit(0, mt, mstride, yt, rt, row, ny, nx, e, &act, bias, mask);
+                output_unit(T, 0, mt, mstride, yt, rt, row, ny, nx, e, &act, bias, mask);
         }
     }
 }
 
-void nnf_nchwc_wino_output_avx2(const nnf_nchwc_wino *k, const float *m, size_t mstride, size_t t0,
-                                size_t nt, float *y, const float *res, const nnf_epilogue *ep) {
+static inline __attribute__((always_inline)) void
+output_form(int T, const nnf_nchwc_wino *k, const float *m, size_t mstride, size_t t0, size_t nt,
+            float *y, const float *res, const nnf_epilogue *ep) {
     switch (ep->act.kind) {
 #define K(kind)                                                                                    \
-    case kind: output_act(kind, k, m, mstride, t0, nt, y, res, ep); return;
+    case kind: output_act(T, kind, k, m, mstride, t0, nt, y, res, ep); return;
         NNF_ACT_KINDS(K)
 #undef K
     }
-    output_act(NNF_ACT_NONE, k, m, mstride, t0, nt, y, res, ep);
+    output_act(T, NNF_ACT_NONE, k, m, mstride, t0, nt, y, res, ep);
+}
+
+void nnf_nchwc_wino_output_avx2(const nnf_nchwc_wino *k, const float *m, size_t mstride, size_t t0,
+                                size_t nt, float *y, const float *res, const nnf_epilogue *ep) {
+    output_form(4, k, m, mstride, t0, nt, y, res, ep);
+}
+
+void nnf_nchwc_winof2_output_avx2(const nnf_nchwc_wino *k, const float *m, size_t mstride,
+                                  size_t t0, size_t nt, float *y, const float *res,
+                                  const nnf_epilogue *ep) {
+    output_form(2, k, m, mstride, t0, nt, y, res, ep);
+}
+
+/* F(2x2,3x3)'s weights: U = G g G^T for one panel (nnf_nchwc_wino_create):
+ * 4 output channels a ymm of doubles, the AVX-512 panel's products and sums
+ * in its order (the same values), rounded once; each matrix's row streamed
+ * whole. */
+void nnf_nchwc_winof2_weight_panel_avx2(const float *w, size_t stride, size_t m, size_t r, size_t k,
+                                        float *const dst[16]) {
+    _Alignas(64) double t[9][32];
+    _Alignas(64) float line[16][32];
+    memset(t, 0, sizeof t);
+    for (size_t kk = 0; kk < k; kk++) {
+        for (size_t o = 0; o < m; o++)
+            for (int q = 0; q < 9; q++)
+                t[q][o] = w[o * stride + kk * 9 + (size_t)q];
+        for (size_t o = 0; o < r; o += 4) {
+            __m256d g[9], h[4][3];
+            for (int q = 0; q < 9; q++)
+                g[q] = _mm256_load_pd(&t[q][o]);
+            /* h = G g (rows of G over the kernel's rows), then U = h G^T */
+            for (int a = 0; a < 4; a++)
+                for (int c = 0; c < 3; c++)
+                    h[a][c] = _mm256_add_pd(
+                        _mm256_add_pd(_mm256_mul_pd(_mm256_set1_pd(nnf_wino_f2_g[a][0]), g[c]),
+                                      _mm256_mul_pd(_mm256_set1_pd(nnf_wino_f2_g[a][1]), g[3 + c])),
+                        _mm256_mul_pd(_mm256_set1_pd(nnf_wino_f2_g[a][2]), g[6 + c]));
+            for (int a = 0; a < 4; a++)
+                for (int b = 0; b < 4; b++) {
+                    __m256d u = _mm256_add_pd(
+                        _mm256_add_pd(_mm256_mul_pd(h[a][0], _mm256_set1_pd(nnf_wino_f2_g[b][0])),
+                                      _mm256_mul_pd(h[a][1], _mm256_set1_pd(nnf_wino_f2_g[b][1]))),
+                        _mm256_mul_pd(h[a][2], _mm256_set1_pd(nnf_wino_f2_g[b][2])));
+                    _mm_store_ps(line[a * 4 + b] + o, _mm256_cvtpd_ps(u));
+                }
+        }
+        for (int xi = 0; xi < 16; xi++)
+            for (size_t o = 0; o < r; o += 8)
+                _mm256_stream_ps(dst[xi] + kk * r + o, _mm256_load_ps(line[xi] + o));
+    }
+    _mm_sfence(); /* the streamed lines before anything reads them */
 }

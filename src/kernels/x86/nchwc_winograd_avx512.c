@@ -20,26 +20,19 @@ NNF_WINO_1D(_16, __m512, _mm512_add_ps, _mm512_sub_ps, _mm512_mul_ps, _mm512_fma
             _mm512_set1_ps)
 
 /* The 1-D transforms of the form with output tiles of T (4 or 2): B^T on
- * T + 2 vectors, A^T down to T. F(2,3) on the points 0, 1, -1, inf
- * (nnf_wino_f2_bt, nnf_wino_f2_at). */
+ * T + 2 vectors, A^T down to T. */
 static inline __attribute__((always_inline)) void bt_form(int T, const __m512 *d, __m512 *o) {
-    if (T == 4) {
+    if (T == 4)
         nnf_wino_bt6_16(d, o);
-        return;
-    }
-    o[0] = _mm512_sub_ps(d[0], d[2]);
-    o[1] = _mm512_add_ps(d[1], d[2]);
-    o[2] = _mm512_sub_ps(d[2], d[1]);
-    o[3] = _mm512_sub_ps(d[1], d[3]);
+    else
+        nnf_wino_bt4_16(d, o);
 }
 
 static inline __attribute__((always_inline)) void at_form(int T, const __m512 *m, __m512 *o) {
-    if (T == 4) {
+    if (T == 4)
         nnf_wino_at4_16(m, o);
-        return;
-    }
-    o[0] = _mm512_add_ps(_mm512_add_ps(m[0], m[1]), m[2]);
-    o[1] = _mm512_sub_ps(_mm512_sub_ps(m[1], m[2]), m[3]);
+    else
+        nnf_wino_at2_16(m, o);
 }
 
 /* One tile's patch of two blocks (the second when BOTH) through B^T d B

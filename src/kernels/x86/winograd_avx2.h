@@ -1,17 +1,19 @@
-/* The Winograd F(4x4,3x3) 1-D transforms on six vectors, shared by the
- * NCHW kernel (x86/winograd_avx2.c, vectors along a tile row) and the
- * blocked ones (x86/nchwc_winograd_avx2.c, vectors of 8 channels;
- * x86/nchwc_winograd_avx512.c, of 16). NNF_WINO_1D writes them for one
- * vector type: the same operations in the same order on every width. */
+/* The Winograd 1-D transforms, F(4,3) on six vectors and F(2,3) on four,
+ * shared by the NCHW kernel (x86/winograd_avx2.c, vectors along a tile
+ * row) and the blocked ones (x86/nchwc_winograd_avx2.c, vectors of 8
+ * channels; x86/nchwc_winograd_avx512.c, of 16). NNF_WINO_1D writes them
+ * for one vector type: the same operations in the same order on every
+ * width. */
 #ifndef NNF_KERNELS_X86_WINOGRAD_AVX2_H
 #define NNF_KERNELS_X86_WINOGRAD_AVX2_H
 
 #include <immintrin.h>
 
 /* B^T (nnf_wino_bt6##S) and A^T (nnf_wino_at4##S) on vectors V, with the
- * width's add, sub, mul, fmadd and set1. */
+ * width's add, sub, mul, fmadd and set1; F(2,3)'s on the points 0, 1, -1,
+ * inf (nnf_wino_bt4##S, nnf_wino_at2##S: nnf_wino_f2_bt, nnf_wino_f2_at). */
 #define NNF_WINO_1D(S, V, ADD, SUB, MUL, FMA, SET1)                                                \
-    static inline __attribute__((always_inline)) void nnf_wino_bt6##S(const V d[6], V o[6]) {     \
+    static inline __attribute__((always_inline)) void nnf_wino_bt6##S(const V d[6], V o[6]) {      \
         const V c4 = SET1(4.0f), c5 = SET1(-5.0f), c2 = SET1(2.0f), m4 = SET1(-4.0f);              \
         o[0] = FMA(c4, d[0], FMA(c5, d[2], d[4]));                                                 \
         V a = FMA(m4, d[2], d[4]), b = FMA(m4, d[1], d[3]);                                        \
@@ -22,13 +24,23 @@
         o[4] = SUB(c, e);                                                                          \
         o[5] = FMA(c4, d[1], FMA(c5, d[3], d[5]));                                                 \
     }                                                                                              \
-    static inline __attribute__((always_inline)) void nnf_wino_at4##S(const V m[6], V o[4]) {     \
+    static inline __attribute__((always_inline)) void nnf_wino_at4##S(const V m[6], V o[4]) {      \
         V p12 = ADD(m[1], m[2]), n12 = SUB(m[1], m[2]);                                            \
         V p34 = ADD(m[3], m[4]), n34 = SUB(m[3], m[4]);                                            \
         o[0] = ADD(ADD(m[0], p12), p34);                                                           \
         o[1] = FMA(SET1(2.0f), n34, n12);                                                          \
         o[2] = FMA(SET1(4.0f), p34, p12);                                                          \
         o[3] = ADD(FMA(SET1(8.0f), n34, n12), m[5]);                                               \
+    }                                                                                              \
+    static inline __attribute__((always_inline)) void nnf_wino_bt4##S(const V d[4], V o[4]) {      \
+        o[0] = SUB(d[0], d[2]);                                                                    \
+        o[1] = ADD(d[1], d[2]);                                                                    \
+        o[2] = SUB(d[2], d[1]);                                                                    \
+        o[3] = SUB(d[1], d[3]);                                                                    \
+    }                                                                                              \
+    static inline __attribute__((always_inline)) void nnf_wino_at2##S(const V m[4], V o[2]) {      \
+        o[0] = ADD(ADD(m[0], m[1]), m[2]);                                                         \
+        o[1] = SUB(SUB(m[1], m[2]), m[3]);                                                         \
     }
 
 NNF_WINO_1D(, __m256, _mm256_add_ps, _mm256_sub_ps, _mm256_mul_ps, _mm256_fmadd_ps,
