@@ -407,7 +407,8 @@ void nnf_nchwc_wino2_weight_panel_avx512(const float *w, size_t stride, size_t m
 void nnf_nchwc_wino2_weight_panel_avx2(const float *w, size_t stride, size_t m, size_t r, size_t k,
                                        float *const dst[36]);
 /* The F(2x2,3x3) form's: the same contracts with 16 matrices (stride vstride /
- * mstride between them) and the stride-1 weight panel's (x86/nchwc_winograd_avx512.c). */
+ * mstride between them) and the stride-1 weight panel's
+ * (x86/nchwc_winograd_avx512.c; the AVX2 ones below). */
 void nnf_nchwc_winof2_input_avx512(const nnf_nchwc_wino *k, const float *x, size_t t0, size_t nt,
                                    float *v, size_t vstride);
 void nnf_nchwc_winof2_output_avx512(const nnf_nchwc_wino *k, const float *m, size_t mstride,
