@@ -398,12 +398,10 @@ void nnf_nchwc_wino2_input_avx2(const nnf_nchwc_wino *k, const float *x, size_t 
 void nnf_nchwc_wino2_output_avx2(const nnf_nchwc_wino *k, const float *m, const size_t base[36],
                                  size_t ustride, size_t t0, size_t nt, float *y, const float *res,
                                  const nnf_epilogue *ep);
-/* Its weight transform: one panel of m <= r (<= 32, a multiple of 8)
- * output channels over k input channels (w at the panel's first, stride
- * floats between output channels) into dst[xi], the 36 packed matrices at
- * the panel's K block (nchwc_winograd.c). */
-void nnf_nchwc_wino2_weight_panel_avx512(const float *w, size_t stride, size_t m, size_t r,
-                                         size_t k, float *const dst[36]);
+/* Its weight transform, on both SIMD tiers: one panel of m <= r (<= 32, a
+ * multiple of 8) output channels over k input channels (w at the panel's
+ * first, stride floats between output channels) into dst[xi], the 36
+ * packed matrices at the panel's K block (nchwc_winograd.c). */
 void nnf_nchwc_wino2_weight_panel_avx2(const float *w, size_t stride, size_t m, size_t r, size_t k,
                                        float *const dst[36]);
 /* The F(2x2,3x3) form's: the same contracts with 16 matrices (stride vstride /
@@ -414,8 +412,6 @@ void nnf_nchwc_winof2_input_avx512(const nnf_nchwc_wino *k, const float *x, size
 void nnf_nchwc_winof2_output_avx512(const nnf_nchwc_wino *k, const float *m, size_t mstride,
                                     size_t t0, size_t nt, float *y, const float *res,
                                     const nnf_epilogue *ep);
-void nnf_nchwc_winof2_weight_panel_avx512(const float *w, size_t stride, size_t m, size_t r,
-                                          size_t k, float *const dst[16]);
 /* And on the AVX2 tier (x86/nchwc_winograd_avx2.c), one block a ymm. */
 void nnf_nchwc_winof2_input_avx2(const nnf_nchwc_wino *k, const float *x, size_t t0, size_t nt,
                                  float *v, size_t vstride);

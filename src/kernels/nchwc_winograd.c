@@ -188,12 +188,8 @@ nnf_status nnf_nchwc_wino_create_as(const nnf_conv2d_shape *s, nnf_isa isa, int 
                 dst[xi] = nnf_gemm_packed_at(k->u[xi], p0, k0);
             const float *wp = w + (p0 * s->c + k0) * 9;
             size_t m = s->oc - p0 < r ? s->oc - p0 : r, kk = s->c - k0 < kc ? s->c - k0 : kc;
-            if (k->s2 && k->cfg->isa >= NNF_ISA_AVX512)
-                nnf_nchwc_wino2_weight_panel_avx512(wp, s->c * 9, m, r, kk, dst);
-            else if (k->s2)
+            if (k->s2)
                 nnf_nchwc_wino2_weight_panel_avx2(wp, s->c * 9, m, r, kk, dst);
-            else if (k->f2 && k->cfg->isa >= NNF_ISA_AVX512)
-                nnf_nchwc_winof2_weight_panel_avx512(wp, s->c * 9, m, r, kk, dst);
             else if (k->f2)
                 nnf_nchwc_winof2_weight_panel_avx2(wp, s->c * 9, m, r, kk, dst);
             else

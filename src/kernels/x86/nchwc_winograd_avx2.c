@@ -169,19 +169,13 @@ output_act(int T, nnf_act_kind kind, const nnf_nchwc_wino *k, const float *m, si
                  plane = s->oh * row, ob_n = k->oc8 / NNF_NCHWC_B;
     nnf_activation act = e->act;
     act.kind = kind;
-    size_t tail = s->oc % NNF_NCHWC_B;
     for (size_t t = 0; t < nt; t++) {
         size_t ty = (t0 + t) / tw, tx = (t0 + t) % tw, oy0 = ty * (size_t)T, ox0 = tx * (size_t)T;
         size_t ny = s->oh - oy0 < (size_t)T ? s->oh - oy0 : (size_t)T,
                nx = s->ow - ox0 < (size_t)T ? s->ow - ox0 : (size_t)T;
         for (size_t ob = 0; ob < ob_n; ob++) {
             const float *mt = m + t * k->oc8 + ob * NNF_NCHWC_B;
-            int last = ob + 1 == ob_n && tail;
-            __m256 mask = _mm256_castsi256_ps(nnf_mask8(last ? tail : NNF_NCHWC_B));
-            __m256 bias = _mm256_setzero_ps();
-            if (e->bias)
-                bias = last ? _mm256_maskload_ps(e->bias + ob * NNF_NCHWC_B, nnf_mask8(tail))
-                            : _mm256_loadu_ps(e->bias + ob * NNF_NCHWC_B);
+            __m256 mask, bias = nnf_block_bias8(e->bias, s->oc, ob, ob_n, &mask);
             size_t off0 = ob * plane + oy0 * row + ox0 * NNF_NCHWC_B;
             float *yt = y + off0;
             const float *rt = res ? res + off0 : NULL;
@@ -216,19 +210,15 @@ void nnf_nchwc_winof2_output_avx2(const nnf_nchwc_wino *k, const float *m, size_
     output_form(2, k, m, mstride, t0, nt, y, res, ep);
 }
 
-/* F(2x2,3x3)'s weights: U = G g G^T for one panel (nnf_nchwc_wino_create):
- * 4 output channels a ymm of doubles, the AVX-512 panel's products and sums
- * in its order (the same values), rounded once; each matrix's row streamed
- * whole. */
+/* F(2x2,3x3)'s weights: U = G g G^T for one panel (nnf_nchwc_wino_create,
+ * on both SIMD tiers): 4 output channels a ymm of doubles, rounded once. */
 void nnf_nchwc_winof2_weight_panel_avx2(const float *w, size_t stride, size_t m, size_t r, size_t k,
                                         float *const dst[16]) {
     _Alignas(64) double t[9][32];
     _Alignas(64) float line[16][32];
     memset(t, 0, sizeof t);
     for (size_t kk = 0; kk < k; kk++) {
-        for (size_t o = 0; o < m; o++)
-            for (int q = 0; q < 9; q++)
-                t[q][o] = w[o * stride + kk * 9 + (size_t)q];
+        nnf_wino_panel_taps(w, stride, m, kk, t);
         for (size_t o = 0; o < r; o += 4) {
             __m256d g[9], h[4][3];
             for (int q = 0; q < 9; q++)
@@ -249,9 +239,7 @@ void nnf_nchwc_winof2_weight_panel_avx2(const float *w, size_t stride, size_t m,
                     _mm_store_ps(line[a * 4 + b] + o, _mm256_cvtpd_ps(u));
                 }
         }
-        for (int xi = 0; xi < 16; xi++)
-            for (size_t o = 0; o < r; o += 8)
-                _mm256_stream_ps(dst[xi] + kk * r + o, _mm256_load_ps(line[xi] + o));
+        nnf_wino_stream_rows(dst, 16, kk, r, (const float(*)[32])line);
     }
     _mm_sfence(); /* the streamed lines before anything reads them */
 }

@@ -17,7 +17,7 @@
 #include <string.h>
 
 NNF_WINO_1D(_16, __m512, _mm512_add_ps, _mm512_sub_ps, _mm512_mul_ps, _mm512_fmadd_ps,
-            _mm512_set1_ps)
+            _mm512_fmsub_ps, _mm512_set1_ps)
 
 /* The 1-D transforms of the form with output tiles of T (4 or 2): B^T on
  * T + 2 vectors, A^T down to T. */
@@ -238,45 +238,4 @@ void nnf_nchwc_winof2_output_avx512(const nnf_nchwc_wino *k, const float *m, siz
                                     size_t t0, size_t nt, float *y, const float *res,
                                     const nnf_epilogue *ep) {
     output_form(2, k, m, mstride, t0, nt, y, res, ep);
-}
-
-/* F(2x2,3x3)'s weights: U = G g G^T for one panel (nnf_nchwc_wino_create): 8 output channels a
- * zmm of doubles, rounded once, each line streamed. */
-void nnf_nchwc_winof2_weight_panel_avx512(const float *w, size_t stride, size_t m, size_t r,
-                                          size_t k, float *const dst[16]) {
-    _Alignas(64) double t[9][32];
-    _Alignas(64) float line[16][32];
-    memset(t, 0, sizeof t);
-    for (size_t kk = 0; kk < k; kk++) {
-        for (size_t o = 0; o < m; o++)
-            for (int q = 0; q < 9; q++)
-                t[q][o] = w[o * stride + kk * 9 + (size_t)q];
-        for (size_t o = 0; o < r; o += 8) {
-            __m512d g[9], h[4][3];
-            for (int q = 0; q < 9; q++)
-                g[q] = _mm512_load_pd(&t[q][o]);
-            /* h = G g (rows of G over the kernel's rows), then U = h G^T */
-            for (int a = 0; a < 4; a++)
-                for (int c = 0; c < 3; c++)
-                    h[a][c] = _mm512_add_pd(
-                        _mm512_add_pd(_mm512_mul_pd(_mm512_set1_pd(nnf_wino_f2_g[a][0]), g[c]),
-                                      _mm512_mul_pd(_mm512_set1_pd(nnf_wino_f2_g[a][1]), g[3 + c])),
-                        _mm512_mul_pd(_mm512_set1_pd(nnf_wino_f2_g[a][2]), g[6 + c]));
-            for (int a = 0; a < 4; a++)
-                for (int b = 0; b < 4; b++) {
-                    __m512d u = _mm512_add_pd(
-                        _mm512_add_pd(_mm512_mul_pd(h[a][0], _mm512_set1_pd(nnf_wino_f2_g[b][0])),
-                                      _mm512_mul_pd(h[a][1], _mm512_set1_pd(nnf_wino_f2_g[b][1]))),
-                        _mm512_mul_pd(h[a][2], _mm512_set1_pd(nnf_wino_f2_g[b][2])));
-                    _mm256_store_ps(line[a * 4 + b] + o, _mm512_cvtpd_ps(u));
-                }
-        }
-        /* each matrix's row streamed whole, its lines one after the
-         * other (as nnf_wino_weight_panel_avx2 does): half lines streamed
-         * to the matrices in turn left write-combining buffers part full */
-        for (int xi = 0; xi < 16; xi++)
-            for (size_t o = 0; o < r; o += 8)
-                _mm256_stream_ps(dst[xi] + kk * r + o, _mm256_load_ps(line[xi] + o));
-    }
-    _mm_sfence(); /* the streamed lines before anything reads them */
 }

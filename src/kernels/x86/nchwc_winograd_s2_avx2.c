@@ -12,29 +12,9 @@
  * and the output Y = A^T (M00 A + M01) + (M10 A + M11). */
 #include "kernels/nchwc.h"
 #include "kernels/x86/vmath_avx2.h"
+#include "kernels/x86/winograd_avx2.h"
 
 #include <string.h>
-
-/* B^T of F(4,2) on points 0, 1, -1, 2, inf (nnf_wino2_bt). */
-static inline __attribute__((always_inline)) void bt5(const __m256 d[5], __m256 o[5]) {
-    const __m256 two = _mm256_set1_ps(2.0f), three = _mm256_set1_ps(3.0f),
-                 m2 = _mm256_set1_ps(-2.0f);
-    __m256 t = _mm256_sub_ps(d[3], d[1]);
-    o[0] = _mm256_fmadd_ps(two, _mm256_sub_ps(d[0], d[2]), t);
-    o[1] = _mm256_fmadd_ps(two, d[1], _mm256_sub_ps(d[2], d[3]));
-    o[2] = _mm256_fmsub_ps(three, d[2], _mm256_fmadd_ps(two, d[1], d[3]));
-    o[3] = t;
-    o[4] = _mm256_fmadd_ps(m2, t, _mm256_sub_ps(d[4], d[2]));
-}
-
-/* A^T of F(4,2) (nnf_wino2_at). */
-static inline __attribute__((always_inline)) void at4(const __m256 m[5], __m256 o[4]) {
-    __m256 p = _mm256_add_ps(m[1], m[2]), n = _mm256_sub_ps(m[1], m[2]);
-    o[0] = _mm256_add_ps(_mm256_add_ps(m[0], p), m[3]);
-    o[1] = _mm256_fmadd_ps(_mm256_set1_ps(2.0f), m[3], n);
-    o[2] = _mm256_fmadd_ps(_mm256_set1_ps(4.0f), m[3], p);
-    o[3] = _mm256_add_ps(_mm256_fmadd_ps(_mm256_set1_ps(8.0f), m[3], n), m[4]);
-}
 
 /* Pixel (ih, iw) of the block at xc, zeros outside an H x W input unless
  * INSIDE says the whole patch is in. */
@@ -59,7 +39,7 @@ input_unit(const int INSIDE, const float *xc, size_t row, ptrdiff_t ih0, ptrdiff
 #pragma GCC unroll 5
         for (int a = 0; a < 5; a++)
             col[a] = pixel(INSIDE, xc, row, ih0 + 2 * a, iw0 + q, H, W);
-        bt5(col, o);
+        nnf_wino2_bt5(col, o);
 #pragma GCC unroll 5
         for (int a = 0; a < 5; a++)
             e[a][q] = o[a];
@@ -67,7 +47,7 @@ input_unit(const int INSIDE, const float *xc, size_t row, ptrdiff_t ih0, ptrdiff
 #pragma GCC unroll 5
     for (int a = 0; a < 5; a++) {
         __m256 ev[5] = {e[a][0], e[a][2], e[a][4], e[a][6], e[a][8]}, o[5];
-        bt5(ev, o);
+        nnf_wino2_bt5(ev, o);
 #pragma GCC unroll 5
         for (int b = 0; b < 5; b++)
             _mm256_storeu_ps(vt + base[a * 5 + b], o[b]);
@@ -83,7 +63,7 @@ input_unit(const int INSIDE, const float *xc, size_t row, ptrdiff_t ih0, ptrdiff
         for (int q = 0; q < 9; q++)
             pr[q] = pixel(INSIDE, xc, row, ih0 + 2 * r + 1, iw0 + q, H, W);
         __m256 ev[5] = {pr[0], pr[2], pr[4], pr[6], pr[8]};
-        bt5(ev, o);
+        nnf_wino2_bt5(ev, o);
 #pragma GCC unroll 5
         for (int b = 0; b < 5; b++)
             _mm256_storeu_ps(vt + base[30 + b] + (size_t)r * ustride, o[b]);
@@ -130,7 +110,7 @@ output_unit(const int FULL, const float *mt, const size_t *base, size_t ustride,
 #pragma GCC unroll 5
         for (int b = 0; b < 5; b++)
             mv[b] = _mm256_loadu_ps(mt + base[a * 5 + b]);
-        at4(mv, o);
+        nnf_wino2_at4(mv, o);
 #pragma GCC unroll 4
         for (int j = 0; j < 4; j++)
             r[a][j] = _mm256_add_ps(o[j], _mm256_loadu_ps(mt + base[25 + a] + (size_t)j * ustride));
@@ -138,7 +118,7 @@ output_unit(const int FULL, const float *mt, const size_t *base, size_t ustride,
 #pragma GCC unroll 4
     for (int j = 0; j < 4; j++) {
         __m256 col[5] = {r[0][j], r[1][j], r[2][j], r[3][j], r[4][j]}, o[4];
-        at4(col, o);
+        nnf_wino2_at4(col, o);
 #pragma GCC unroll 4
         for (int i = 0; i < 4; i++)
             out[i][j] = o[i];
@@ -150,7 +130,7 @@ output_unit(const int FULL, const float *mt, const size_t *base, size_t ustride,
 #pragma GCC unroll 5
         for (int b = 0; b < 5; b++)
             mv[b] = _mm256_loadu_ps(mt + base[30 + b] + (size_t)i * ustride);
-        at4(mv, o);
+        nnf_wino2_at4(mv, o);
 #pragma GCC unroll 4
         for (int j = 0; j < 4; j++)
             out[i][j] = _mm256_add_ps(
@@ -174,7 +154,7 @@ output_act(nnf_act_kind kind, const nnf_nchwc_wino *k, const float *m, const siz
            const nnf_epilogue *e) {
     const nnf_conv2d_shape *s = &k->s;
     const size_t tw = (s->ow + 3) / 4, row = s->ow * NNF_NCHWC_B, plane = s->oh * row,
-                 ob_n = k->oc8 / NNF_NCHWC_B, tail = s->oc % NNF_NCHWC_B;
+                 ob_n = k->oc8 / NNF_NCHWC_B;
     nnf_activation act = e->act;
     act.kind = kind;
     for (size_t t = 0; t < nt; t++) {
@@ -182,12 +162,7 @@ output_act(nnf_act_kind kind, const nnf_nchwc_wino *k, const float *m, const siz
         size_t ny = s->oh - oy0 < 4 ? s->oh - oy0 : 4, nx = s->ow - ox0 < 4 ? s->ow - ox0 : 4;
         for (size_t ob = 0; ob < ob_n; ob++) {
             const float *mt = m + t * k->oc8 + ob * NNF_NCHWC_B;
-            int last = ob + 1 == ob_n && tail;
-            __m256 mask = _mm256_castsi256_ps(nnf_mask8(last ? tail : NNF_NCHWC_B));
-            __m256 bias = _mm256_setzero_ps();
-            if (e->bias)
-                bias = last ? _mm256_maskload_ps(e->bias + ob * NNF_NCHWC_B, nnf_mask8(tail))
-                            : _mm256_loadu_ps(e->bias + ob * NNF_NCHWC_B);
+            __m256 mask, bias = nnf_block_bias8(e->bias, s->oc, ob, ob_n, &mask);
             size_t off0 = ob * plane + oy0 * row + ox0 * NNF_NCHWC_B;
             float *yt = y + off0;
             const float *rt = res ? res + off0 : NULL;
@@ -211,18 +186,16 @@ void nnf_nchwc_wino2_output_avx2(const nnf_nchwc_wino *k, const float *m, const 
     output_act(NNF_ACT_NONE, k, m, base, ustride, t0, nt, y, res, ep);
 }
 
-/* The 36 weight matrices of one panel (nnf_nchwc_wino_create): 4 output
- * channels a ymm of doubles, the AVX-512 panel's products and sums in its
- * order, rounded once; each matrix's row streamed whole. */
+/* The 36 weight matrices of one panel (nnf_nchwc_wino_create, on both SIMD
+ * tiers): 4 output channels a ymm of doubles, rounded once. (In C on
+ * 2-wide doubles this took ~8 ms of YOLOv5s's load.) */
 void nnf_nchwc_wino2_weight_panel_avx2(const float *w, size_t stride, size_t m, size_t r, size_t k,
                                        float *const dst[36]) {
     _Alignas(64) double t[9][32];
     _Alignas(64) float line[36][32];
     memset(t, 0, sizeof t);
     for (size_t kk = 0; kk < k; kk++) {
-        for (size_t o = 0; o < m; o++)
-            for (int q = 0; q < 9; q++)
-                t[q][o] = w[o * stride + kk * 9 + (size_t)q];
+        nnf_wino_panel_taps(w, stride, m, kk, t);
         for (size_t o = 0; o < r; o += 4) {
             __m256d g[9], h[5][2];
             for (int q = 0; q < 9; q++)
@@ -250,9 +223,7 @@ void nnf_nchwc_wino2_weight_panel_avx2(const float *w, size_t stride, size_t m, 
                 }
             _mm_store_ps(line[35] + o, _mm256_cvtpd_ps(g[4]));
         }
-        for (int xi = 0; xi < 36; xi++)
-            for (size_t o = 0; o < r; o += 8)
-                _mm256_stream_ps(dst[xi] + kk * r + o, _mm256_load_ps(line[xi] + o));
+        nnf_wino_stream_rows(dst, 36, kk, r, (const float(*)[32])line);
     }
     _mm_sfence(); /* the streamed lines before anything reads them */
 }

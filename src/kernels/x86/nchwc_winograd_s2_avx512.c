@@ -16,29 +16,12 @@
 #include "kernels/nchwc.h"
 #include "kernels/x86/nchwc_pair_avx512.h"
 #include "kernels/x86/vmath_avx512.h"
+#include "kernels/x86/winograd_avx2.h"
 
 #include <string.h>
 
-/* B^T of F(4,2) on points 0, 1, -1, 2, inf (nnf_wino2_bt). */
-static inline __attribute__((always_inline)) void bt5(const __m512 d[5], __m512 o[5]) {
-    const __m512 two = _mm512_set1_ps(2.0f), three = _mm512_set1_ps(3.0f),
-                 m2 = _mm512_set1_ps(-2.0f);
-    __m512 t = _mm512_sub_ps(d[3], d[1]);
-    o[0] = _mm512_fmadd_ps(two, _mm512_sub_ps(d[0], d[2]), t);
-    o[1] = _mm512_fmadd_ps(two, d[1], _mm512_sub_ps(d[2], d[3]));
-    o[2] = _mm512_fmsub_ps(three, d[2], _mm512_fmadd_ps(two, d[1], d[3]));
-    o[3] = t;
-    o[4] = _mm512_fmadd_ps(m2, t, _mm512_sub_ps(d[4], d[2]));
-}
-
-/* A^T of F(4,2) (nnf_wino2_at). */
-static inline __attribute__((always_inline)) void at4(const __m512 m[5], __m512 o[4]) {
-    __m512 p = _mm512_add_ps(m[1], m[2]), n = _mm512_sub_ps(m[1], m[2]);
-    o[0] = _mm512_add_ps(_mm512_add_ps(m[0], p), m[3]);
-    o[1] = _mm512_fmadd_ps(_mm512_set1_ps(2.0f), m[3], n);
-    o[2] = _mm512_fmadd_ps(_mm512_set1_ps(4.0f), m[3], p);
-    o[3] = _mm512_add_ps(_mm512_fmadd_ps(_mm512_set1_ps(8.0f), m[3], n), m[4]);
-}
+NNF_WINO_1D(_16, __m512, _mm512_add_ps, _mm512_sub_ps, _mm512_mul_ps, _mm512_fmadd_ps,
+            _mm512_fmsub_ps, _mm512_set1_ps)
 
 /* One tile's 9x9 patch of two blocks into its matrices (constant trips,
  * unrolled, each pixel loaded where it is used: as loops over the whole
@@ -56,7 +39,7 @@ input_unit(const int BOTH, const int INSIDE, const float *xc, size_t row, size_t
 #pragma GCC unroll 5
         for (int a = 0; a < 5; a++)
             col[a] = nnf_load_pixel_pair(BOTH, INSIDE, xc, row, plane, ih0 + 2 * a, iw0 + q, H, W);
-        bt5(col, o);
+        nnf_wino2_bt5_16(col, o);
 #pragma GCC unroll 5
         for (int a = 0; a < 5; a++)
             e[a][q] = o[a];
@@ -64,7 +47,7 @@ input_unit(const int BOTH, const int INSIDE, const float *xc, size_t row, size_t
 #pragma GCC unroll 5
     for (int a = 0; a < 5; a++) {
         __m512 ev[5] = {e[a][0], e[a][2], e[a][4], e[a][6], e[a][8]}, o[5];
-        bt5(ev, o);
+        nnf_wino2_bt5_16(ev, o);
 #pragma GCC unroll 5
         for (int b = 0; b < 5; b++)
             nnf_store_v_pair(BOTH, vt + base[a * 5 + b], o[b]);
@@ -81,7 +64,7 @@ input_unit(const int BOTH, const int INSIDE, const float *xc, size_t row, size_t
             pr[q] =
                 nnf_load_pixel_pair(BOTH, INSIDE, xc, row, plane, ih0 + 2 * r + 1, iw0 + q, H, W);
         __m512 ev[5] = {pr[0], pr[2], pr[4], pr[6], pr[8]};
-        bt5(ev, o);
+        nnf_wino2_bt5_16(ev, o);
 #pragma GCC unroll 5
         for (int b = 0; b < 5; b++)
             nnf_store_v_pair(BOTH, vt + base[30 + b] + (size_t)r * ustride, o[b]);
@@ -137,7 +120,7 @@ output_unit(const int FULL, const int BOTH, const float *mt, const size_t *base,
 #pragma GCC unroll 5
         for (int b = 0; b < 5; b++)
             mv[b] = mval(BOTH, mt + base[a * 5 + b]);
-        at4(mv, o);
+        nnf_wino2_at4_16(mv, o);
 #pragma GCC unroll 4
         for (int j = 0; j < 4; j++)
             r[a][j] = _mm512_add_ps(o[j], mval(BOTH, mt + base[25 + a] + (size_t)j * ustride));
@@ -145,7 +128,7 @@ output_unit(const int FULL, const int BOTH, const float *mt, const size_t *base,
 #pragma GCC unroll 4
     for (int j = 0; j < 4; j++) {
         __m512 col[5] = {r[0][j], r[1][j], r[2][j], r[3][j], r[4][j]}, o[4];
-        at4(col, o);
+        nnf_wino2_at4_16(col, o);
 #pragma GCC unroll 4
         for (int i = 0; i < 4; i++)
             out[i][j] = o[i];
@@ -157,7 +140,7 @@ output_unit(const int FULL, const int BOTH, const float *mt, const size_t *base,
 #pragma GCC unroll 5
         for (int b = 0; b < 5; b++)
             mv[b] = mval(BOTH, mt + base[30 + b] + (size_t)i * ustride);
-        at4(mv, o);
+        nnf_wino2_at4_16(mv, o);
 #pragma GCC unroll 4
         for (int j = 0; j < 4; j++)
             out[i][j] = _mm512_add_ps(
@@ -221,53 +204,4 @@ void nnf_nchwc_wino2_output_avx512(const nnf_nchwc_wino *k, const float *m, cons
 #undef K
     }
     output_act(NNF_ACT_NONE, k, m, base, ustride, t0, nt, y, res, ep);
-}
-
-/* The 36 weight matrices of one panel (nchwc_winograd.c,
- * nnf_nchwc_wino_create): 8 output channels a zmm of doubles, rounded once.
- * (In C on 2-wide doubles this took ~8 ms of YOLOv5s's load.) */
-void nnf_nchwc_wino2_weight_panel_avx512(const float *w, size_t stride, size_t m, size_t r,
-                                         size_t k, float *const dst[36]) {
-    _Alignas(64) double t[9][32];
-    _Alignas(64) float line[36][32];
-    memset(t, 0, sizeof t);
-    for (size_t kk = 0; kk < k; kk++) {
-        for (size_t o = 0; o < m; o++)
-            for (int q = 0; q < 9; q++)
-                t[q][o] = w[o * stride + kk * 9 + (size_t)q];
-        for (size_t o = 0; o < r; o += 8) {
-            __m512d g[9], h[5][2];
-            for (int q = 0; q < 9; q++)
-                g[q] = _mm512_load_pd(&t[q][o]);
-            for (int a = 0; a < 5; a++) {
-                __m512d g0 = _mm512_set1_pd(nnf_wino2_g[a][0]),
-                        g1 = _mm512_set1_pd(nnf_wino2_g[a][1]);
-                for (int b = 0; b < 2; b++)
-                    h[a][b] =
-                        _mm512_add_pd(_mm512_mul_pd(g0, g[2 * b]), _mm512_mul_pd(g1, g[6 + 2 * b]));
-                _mm256_store_ps(line[25 + a] + o,
-                                _mm512_cvtpd_ps(_mm512_add_pd(_mm512_mul_pd(g0, g[1]),
-                                                              _mm512_mul_pd(g1, g[7]))));
-                _mm256_store_ps(line[30 + a] + o,
-                                _mm512_cvtpd_ps(_mm512_add_pd(_mm512_mul_pd(g0, g[3]),
-                                                              _mm512_mul_pd(g1, g[5]))));
-            }
-            for (int a = 0; a < 5; a++)
-                for (int b = 0; b < 5; b++) {
-                    __m512d g0 = _mm512_set1_pd(nnf_wino2_g[b][0]),
-                            g1 = _mm512_set1_pd(nnf_wino2_g[b][1]);
-                    _mm256_store_ps(line[a * 5 + b] + o,
-                                    _mm512_cvtpd_ps(_mm512_add_pd(_mm512_mul_pd(h[a][0], g0),
-                                                                  _mm512_mul_pd(h[a][1], g1))));
-                }
-            _mm256_store_ps(line[35] + o, _mm512_cvtpd_ps(g[4]));
-        }
-        /* each matrix's row streamed whole, its lines one after the
-         * other (as nnf_wino_weight_panel_avx2 does): half lines streamed
-         * to the matrices in turn left write-combining buffers part full */
-        for (int xi = 0; xi < 36; xi++)
-            for (size_t o = 0; o < r; o += 8)
-                _mm256_stream_ps(dst[xi] + kk * r + o, _mm256_load_ps(line[xi] + o));
-    }
-    _mm_sfence(); /* the streamed lines before anything reads them */
 }

@@ -197,6 +197,20 @@ static inline __m256i nnf_mask8(size_t n) {
                               _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
+/* Output block ob of ob_n 8-channel blocks holding oc channels (the last
+ * one's lanes past oc are padding): *keep has its real lanes set; returns
+ * its bias, zeros past oc, or zeros when there is no bias. */
+static inline __m256 nnf_block_bias8(const float *bias, size_t oc, size_t ob, size_t ob_n,
+                                     __m256 *keep) {
+    size_t tail = oc % 8;
+    int last = ob + 1 == ob_n && tail;
+    *keep = _mm256_castsi256_ps(nnf_mask8(last ? tail : 8));
+    if (!bias)
+        return _mm256_setzero_ps();
+    return last ? _mm256_maskload_ps(bias + ob * 8, nnf_mask8(tail))
+                : _mm256_loadu_ps(bias + ob * 8);
+}
+
 /* The epilogue's order on one vector whose bias and residual are loaded:
  * alpha, the bias (when has_bias: adding 0 would turn -0 into +0), the
  * residual times its scale before the activation or after it. Shared by

@@ -515,9 +515,7 @@ void nnf_wino_weight_panel_avx2(const float *w, size_t stride, size_t m, size_t 
                 part[xi] = line[xi] + c0;
             nnf_wino_weight_8_avx2(w + c0 * stride + kk * 9, stride, m - c0 < 8 ? m - c0 : 8, part);
         }
-        for (size_t xi = 0; xi < 36; xi++)
-            for (size_t c = 0; c < r; c += 8)
-                _mm256_stream_ps(dst[xi] + kk * r + c, _mm256_load_ps(line[xi] + c));
+        nnf_wino_stream_rows(dst, 36, kk, r, (const float(*)[32])line);
     }
     _mm_sfence(); /* the streamed lines before anything reads them */
 }
