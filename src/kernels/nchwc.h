@@ -393,6 +393,9 @@ void nnf_nchwc_wino_output_avx512(const nnf_nchwc_wino *k, const float *m, size_
  * + t * c8 (oc8). */
 void nnf_nchwc_wino2_input_avx512(const nnf_nchwc_wino *k, const float *x, size_t t0, size_t nt,
                                   float *v, const size_t base[36], size_t ustride);
+void nnf_nchwc_wino2_output_avx512(const nnf_nchwc_wino *k, const float *m, const size_t base[36],
+                                   size_t ustride, size_t t0, size_t nt, float *y, const float *res,
+                                   const nnf_epilogue *ep);
 void nnf_nchwc_wino2_input_avx2(const nnf_nchwc_wino *k, const float *x, size_t t0, size_t nt,
                                 float *v, const size_t base[36], size_t ustride);
 void nnf_nchwc_wino2_output_avx2(const nnf_nchwc_wino *k, const float *m, const size_t base[36],
@@ -420,9 +423,6 @@ void nnf_nchwc_winof2_output_avx2(const nnf_nchwc_wino *k, const float *m, size_
                                   const nnf_epilogue *ep);
 void nnf_nchwc_winof2_weight_panel_avx2(const float *w, size_t stride, size_t m, size_t r, size_t k,
                                         float *const dst[16]);
-void nnf_nchwc_wino2_output_avx512(const nnf_nchwc_wino *k, const float *m, const size_t base[36],
-                                   size_t ustride, size_t t0, size_t nt, float *y, const float *res,
-                                   const nnf_epilogue *ep);
 
 /* ---- pooling (nchwc_pool.c, x86/nchwc_avx2.c) ---- */
 typedef struct nnf_nchwc_pool_shape {

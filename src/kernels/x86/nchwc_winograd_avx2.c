@@ -42,12 +42,8 @@ input_unit(const int T, const int INSIDE, const float *xc, size_t row, ptrdiff_t
     for (int c = 0; c < A; c++) {
         __m256 col[6], o[6];
 #pragma GCC unroll 6
-        for (int r = 0; r < A; r++) {
-            ptrdiff_t ih = ih0 + r, iw = iw0 + c;
-            col[r] = INSIDE || (ih >= 0 && ih < H && iw >= 0 && iw < W)
-                         ? _mm256_loadu_ps(xc + ih * (ptrdiff_t)row + iw * NNF_NCHWC_B)
-                         : _mm256_setzero_ps();
-        }
+        for (int r = 0; r < A; r++)
+            col[r] = nnf_wino_pixel8(INSIDE, xc, row, ih0 + r, iw0 + c, H, W);
         bt_form(T, col, o);
 #pragma GCC unroll 6
         for (int a = 0; a < A; a++)

@@ -16,16 +16,6 @@
 
 #include <string.h>
 
-/* Pixel (ih, iw) of the block at xc, zeros outside an H x W input unless
- * INSIDE says the whole patch is in. */
-static inline __attribute__((always_inline)) __m256 pixel(const int INSIDE, const float *xc,
-                                                          size_t row, ptrdiff_t ih, ptrdiff_t iw,
-                                                          ptrdiff_t H, ptrdiff_t W) {
-    return INSIDE || (ih >= 0 && ih < H && iw >= 0 && iw < W)
-               ? _mm256_loadu_ps(xc + ih * (ptrdiff_t)row + iw * NNF_NCHWC_B)
-               : _mm256_setzero_ps();
-}
-
 /* One tile's 9x9 patch of one block into its matrices (constant trips,
  * unrolled, each pixel loaded where it is used). */
 static inline __attribute__((always_inline)) void
@@ -38,7 +28,7 @@ input_unit(const int INSIDE, const float *xc, size_t row, ptrdiff_t ih0, ptrdiff
         __m256 col[5], o[5];
 #pragma GCC unroll 5
         for (int a = 0; a < 5; a++)
-            col[a] = pixel(INSIDE, xc, row, ih0 + 2 * a, iw0 + q, H, W);
+            col[a] = nnf_wino_pixel8(INSIDE, xc, row, ih0 + 2 * a, iw0 + q, H, W);
         nnf_wino2_bt5(col, o);
 #pragma GCC unroll 5
         for (int a = 0; a < 5; a++)
@@ -61,7 +51,7 @@ input_unit(const int INSIDE, const float *xc, size_t row, ptrdiff_t ih0, ptrdiff
         __m256 pr[9], o[5];
 #pragma GCC unroll 9
         for (int q = 0; q < 9; q++)
-            pr[q] = pixel(INSIDE, xc, row, ih0 + 2 * r + 1, iw0 + q, H, W);
+            pr[q] = nnf_wino_pixel8(INSIDE, xc, row, ih0 + 2 * r + 1, iw0 + q, H, W);
         __m256 ev[5] = {pr[0], pr[2], pr[4], pr[6], pr[8]};
         nnf_wino2_bt5(ev, o);
 #pragma GCC unroll 5

@@ -18,8 +18,6 @@
 #include "kernels/x86/vmath_avx512.h"
 #include "kernels/x86/winograd_avx2.h"
 
-#include <string.h>
-
 NNF_WINO_1D(_16, __m512, _mm512_add_ps, _mm512_sub_ps, _mm512_mul_ps, _mm512_fmadd_ps,
             _mm512_fmsub_ps, _mm512_set1_ps)
 

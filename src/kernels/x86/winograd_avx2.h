@@ -8,6 +8,7 @@
 #define NNF_KERNELS_X86_WINOGRAD_AVX2_H
 
 #include <immintrin.h>
+#include <stddef.h>
 
 /* B^T (nnf_wino_bt6##S) and A^T (nnf_wino_at4##S) on vectors V, with the
  * width's add, sub, mul, fmadd, fmsub and set1; F(2,3)'s on the points 0,
@@ -63,6 +64,20 @@
 
 NNF_WINO_1D(, __m256, _mm256_add_ps, _mm256_sub_ps, _mm256_mul_ps, _mm256_fmadd_ps, _mm256_fmsub_ps,
             _mm256_set1_ps)
+
+/* Pixel (ih, iw) of the NCHWc8 block at xc (rows `row` floats apart) for
+ * the AVX2 blocked transforms (x86/nchwc_winograd_avx2.c,
+ * x86/nchwc_winograd_s2_avx2.c): zeros outside an H x W input unless
+ * INSIDE says the whole patch is in (a constant: no test then). The
+ * AVX-512 files' twin is nnf_load_pixel_pair. */
+static inline __attribute__((always_inline)) __m256 nnf_wino_pixel8(const int INSIDE,
+                                                                    const float *xc, size_t row,
+                                                                    ptrdiff_t ih, ptrdiff_t iw,
+                                                                    ptrdiff_t H, ptrdiff_t W) {
+    return INSIDE || (ih >= 0 && ih < H && iw >= 0 && iw < W)
+               ? _mm256_loadu_ps(xc + ih * (ptrdiff_t)row + iw * 8)
+               : _mm256_setzero_ps();
+}
 
 /* The weight transforms' panel steps (x86/winograd_avx2.c,
  * x86/nchwc_winograd_avx2.c, x86/nchwc_winograd_s2_avx2.c; on every SIMD
