@@ -35,10 +35,9 @@ test: deps venv
 	NNF_ISA=scalar $(PY) -m pytest -q tests/py
 	@$(MAKE) --no-print-directory test-avx512
 
-# The Python suite runs on every tier the CPU has: the default, then where
-# the CPU has AVX-512 the AVX-512 tier (AMD Zen 4 defaults to AVX2) and the
-# AVX2 one, and the portable scalar tier everywhere (the C tests force every
-# tier themselves). The AVX-512 tier's tests where the CPU has only AVX2: the
+# The Python suite runs on every tier the CPU has: the default (the widest),
+# then where the CPU has AVX-512 the AVX2 tier, and the portable scalar tier
+# everywhere (the C tests force every tier themselves). The AVX-512 tier's tests where the CPU has only AVX2: the
 # *_avx512.c files built on SIMDe's AVX2 versions of the intrinsics, the tier
 # reported as present, then the C tests (every tier up to AVX-512) and the
 # Python suite (models against ONNX Runtime) on that build.

@@ -172,8 +172,13 @@ static int load_once(build *b, const char *model, int threads, int cpu, double *
     return 0;
 }
 
-/* One timed step of a round: a run, or a load (--load). */
+/* One timed step of a round: a run, or a load (--load). With threads, the
+ * other build's pool first goes idle: its workers poll for a next job for a
+ * millisecond after each run (base/threadpool.c), and a timed run started
+ * at once shared the cores with them. */
 static int step(build *b, int load, const char *model, int threads, int cpu, double *ms) {
+    if (threads > 1)
+        nanosleep(&(struct timespec){.tv_nsec = 2000000}, NULL);
     return load ? load_once(b, model, threads, cpu, ms) : run_once(b, cpu, ms);
 }
 
