@@ -202,23 +202,65 @@ void *nnf_page_bank_adopt(void *bank) {
     return old;
 }
 
-void nnf_page_bank_close(void) {
-    page_bank *b = t_bank;
-    if (!b || --b->depth > 0)
+static void stop_helper(page_bank *b) {
+    if (!b->helper_running)
         return;
-    if (b->helper_running) {
-        pthread_mutex_lock(&b->mu);
-        atomic_store(&b->stop, 1);
-        pthread_cond_signal(&b->wake);
-        pthread_mutex_unlock(&b->mu);
-        pthread_join(b->helper, NULL);
-    }
+    pthread_mutex_lock(&b->mu);
+    atomic_store(&b->stop, 1);
+    pthread_cond_signal(&b->wake);
+    pthread_mutex_unlock(&b->mu);
+    pthread_join(b->helper, NULL);
+    b->helper_running = 0;
+}
+
+void nnf_page_bank_free(void *bank) {
+    page_bank *b = bank;
+    if (!b)
+        return;
+    stop_helper(b);
     for (int i = 0; i < b->n; i++)
         munmap(b->r[i].addr, b->r[i].bytes);
     pthread_cond_destroy(&b->wake);
     pthread_mutex_destroy(&b->mu);
     free(b);
+}
+
+void nnf_page_bank_close(void) {
+    page_bank *b = t_bank;
+    if (!b || --b->depth > 0)
+        return;
     t_bank = NULL;
+    nnf_page_bank_free(b);
+}
+
+/* The most a detached bank keeps: ResNet-50's first run took 10 MB of
+ * fresh pages, MobileNetV2's 4, BERT-base's 3; a load on one thread leaves
+ * 1-9 MB banked, on two up to 19 (the helper's pages ahead). */
+#define WARM_MAX_BYTES ((size_t)8 << 20)
+
+void *nnf_page_bank_detach(void) {
+    page_bank *b = t_bank;
+    if (!b || --b->depth > 0)
+        return NULL;
+    t_bank = NULL;
+    stop_helper(b);
+    if (b->n == 0) {
+        nnf_page_bank_free(b);
+        return NULL;
+    }
+    /* at most WARM_MAX_BYTES: what the first run does not take stays
+     * resident until it ends */
+    while (b->banked > WARM_MAX_BYTES) {
+        page_range *r = &b->r[0];
+        size_t cut = b->banked - WARM_MAX_BYTES < r->bytes ? b->banked - WARM_MAX_BYTES : r->bytes;
+        munmap(r->addr + r->bytes - cut, cut);
+        r->bytes -= cut;
+        b->banked -= cut;
+        if (r->bytes == 0)
+            memmove(b->r, b->r + 1, (size_t)--b->n * sizeof *b->r);
+    }
+    b->depth = 1; /* a load nested in a run it serves opens and closes it: it stays */
+    return b;
 }
 
 void nnf_populate(void *p, size_t bytes) {
@@ -236,7 +278,8 @@ void nnf_populate(void *p, size_t bytes) {
 }
 
 #if BANK_ENABLED
-/* Move banked pages into [dst, dst + bytes); returns how many bytes were filled. */
+/* Move banked pages into [dst, dst + bytes) (page multiples); returns how
+ * many bytes were filled. */
 static size_t bank_fill(page_bank *b, unsigned char *dst, size_t bytes) {
     size_t filled = 0;
     pthread_mutex_lock(&b->mu);
@@ -336,6 +379,16 @@ void *nnf_reserve(size_t bytes) {
 void nnf_unreserve(void *p, size_t bytes) {
     if (p)
         munmap(p, bytes);
+}
+
+void nnf_reserve_touch(void *p, size_t bytes) {
+    size_t filled = 0;
+#if BANK_ENABLED
+    if (t_bank)
+        filled = bank_fill(t_bank, p, bytes);
+#endif
+    if (bytes - filled >= NNF_POPULATE_MIN_BYTES)
+        nnf_populate((unsigned char *)p + filled, bytes - filled);
 }
 
 char *nnf_strdup(const char *s) {

@@ -23,6 +23,13 @@ void nnf_free_aligned(void *ptr);
  * work. Close gives back what is left. */
 void nnf_page_bank_open(int prefault);
 void nnf_page_bank_close(void);
+/* Closes this thread's bank like nnf_page_bank_close (no helper after it),
+ * but where the bank still holds pages it returns it instead of giving them
+ * back: pages a load faulted in and freed again serve its model's first run
+ * (adopted, below) in place of fresh ones, then nnf_page_bank_free. NULL
+ * when nested or empty. */
+void *nnf_page_bank_detach(void);
+void nnf_page_bank_free(void *bank);
 /* Makes `bank` (another thread's open bank, or NULL) this thread's and
  * returns what it had: a loader's workers share its bank for the time of a
  * task (the bank locks itself). Open and close stay with the owner. */
@@ -38,6 +45,11 @@ void nnf_populate(void *p, size_t bytes);
  * injection below. */
 void *nnf_reserve(size_t bytes);
 void nnf_unreserve(void *p, size_t bytes);
+/* The whole pages [p, p + bytes) of a reserved range, about to be written
+ * for the first time: moved in from this thread's page bank where it has
+ * some, the rest faulted in now from NNF_POPULATE_MIN_BYTES on (else on
+ * first touch). */
+void nnf_reserve_touch(void *p, size_t bytes);
 /* Counts one allocation made outside these functions (a buffer carved from a
  * reserved range) and says whether the fault injection fails it. */
 int nnf_alloc_fails(void);

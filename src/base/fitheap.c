@@ -69,11 +69,11 @@ static void *range_get(nnf_fitheap *h, size_t len) {
     }
     size_t end = off + len;
     if (end > h->touched) {
-        /* fresh pages: one call faults them in (alloc.h), not a fault per page */
+        /* fresh pages: faulted in by one call, or moved in from the page
+         * bank (alloc.h), not a fault per page */
         size_t page = (size_t)sysconf(_SC_PAGESIZE), to = (end + page - 1) & ~(page - 1);
         to = to < h->reserved ? to : h->reserved;
-        if (to - h->touched >= NNF_POPULATE_MIN_BYTES)
-            nnf_populate(h->base + h->touched, to - h->touched);
+        nnf_reserve_touch(h->base + h->touched, to - h->touched);
         h->touched = to;
     }
     h->n_live++;

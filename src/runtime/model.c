@@ -256,10 +256,18 @@ static nnf_status load(const void *data, size_t size, const char *source, const 
     int threads = load_threads(opts);
     nnf_page_bank_open(threads > 1 || (threads == 0 && sysconf(_SC_NPROCESSORS_ONLN) > 1));
     nnf_status st = load_model(data, size, source, base_dir, opts, file, parent, out);
-    if (st == NNF_OK)
-        (*out)->threads = threads;
-    nnf_page_bank_close();
+    if (st != NNF_OK) {
+        nnf_page_bank_close();
+        return st;
+    }
+    (*out)->threads = threads;
+    atomic_store(&(*out)->warm_pages, nnf_page_bank_detach());
     return st;
+}
+
+void *nnf_model_take_warm_pages(const nnf_model *m) {
+    /* not a const object: every model is made by load() */
+    return atomic_exchange(&((nnf_model *)m)->warm_pages, NULL);
 }
 
 nnf_status nnf_model_load_shaped(const nnf_model *base, const nnf_input_shape *shapes, size_t n,
@@ -302,6 +310,7 @@ NNF_API void nnf_model_destroy(nnf_model *m) {
     if (!m)
         return;
     nnf_shape_plans_free(m->shape_plans); /* they read m's bytes */
+    nnf_page_bank_free(atomic_load(&m->warm_pages));
     if (m->graph)
         nnf_graph_plans_free(m->graph, m->plans);
     nnf_graph_destroy(m->graph);

@@ -5,6 +5,8 @@
 
 #include "ops/op.h"
 
+#include <stdatomic.h>
+
 typedef struct nnf_shape_plans nnf_shape_plans;
 
 struct nnf_model {
@@ -24,7 +26,16 @@ struct nnf_model {
     char *base_dir;
     nnf_shape_plans *shape_plans; /* shape_plans.c; NULL: this model plans no shapes at run time */
     const nnf_model *parent;      /* a shape plan's model: the one it was planned for (owns it) */
+    /* The pages the load's page bank held when it closed (alloc.h,
+     * nnf_page_bank_detach): the first run takes them for its buffers and
+     * scratch, faulted in already; NULL once taken. Sessions hold the model
+     * const: this is the one field a run changes (atomically). */
+    _Atomic(void *) warm_pages;
 };
+
+/* The model's warm pages, once: the first caller gets them (to adopt for a
+ * run, then nnf_page_bank_free), every later one NULL. */
+void *nnf_model_take_warm_pages(const nnf_model *m);
 
 /* `base` loaded again from its bytes, with n input shapes fixed (the same
  * options otherwise); *out plans no shapes of its own and must not outlive

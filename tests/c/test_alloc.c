@@ -4,7 +4,8 @@
  * moved, not freshly faulted), across blocks of other sizes and with fresh
  * pages making up the rest; nesting; blocks made while it was open and
  * freed after it closed; allocation failure while it is open; the prefault
- * helper. */
+ * helper; a bank detached at close (a model's warm pages), adopted by a run
+ * that fills a reserved range and its blocks from it, then freed. */
 #include "base/alloc.h"
 
 #include "check.h"
@@ -137,11 +138,60 @@ static void check_prefault(void) {
     }
 }
 
+/* A detached bank: what a load left, for its model's first run. */
+static void check_detach(void) {
+    /* nested, or with nothing banked: nothing to detach */
+    nnf_page_bank_open(0);
+    nnf_page_bank_open(0);
+    CHECK(nnf_page_bank_detach() == NULL);
+    CHECK(nnf_page_bank_detach() == NULL);
+    CHECK(nnf_page_bank_current() == NULL);
+    for (int prefault = 0; prefault < 2; prefault++) {
+        nnf_page_bank_open(prefault);
+        unsigned char *a = nnf_malloc_aligned(3 * MB);
+        CHECK(a && round_trip(a, 3 * MB, 0xB6));
+        nnf_free_aligned(a);
+        void *warm = nnf_page_bank_detach();
+        CHECK(warm != NULL && nnf_page_bank_current() == NULL);
+        /* closed: a large block comes from the heap, not from warm */
+        unsigned char *h = nnf_malloc_aligned(2 * MB);
+        CHECK(h && round_trip(h, 2 * MB, 0x12));
+        void *own = nnf_page_bank_adopt(warm);
+        CHECK(own == NULL);
+        /* a reserved range's first pages are a's, contents and all; past
+         * what the bank holds, fresh ones (zero) */
+        size_t span = 8 * MB;
+        unsigned char *r = nnf_reserve(span);
+        if (r) {
+            nnf_reserve_touch(r, 2 * MB);
+#if !defined(__SANITIZE_ADDRESS__)
+            CHECK_MSG(prefault || holds(r, 2 * MB, 0xB6),
+                      "a's pages were not moved into the range");
+#endif
+            nnf_reserve_touch(r + 2 * MB, 6 * MB);
+            CHECK(round_trip(r, span, 0x34));
+        }
+        /* a load nested in the run opens and closes it: it stays adopted */
+        nnf_page_bank_open(1);
+        CHECK(nnf_page_bank_detach() == NULL && nnf_page_bank_current() == warm);
+        unsigned char *b = nnf_malloc_aligned(MB);
+        CHECK(b && round_trip(b, MB, 0x56));
+        nnf_page_bank_adopt(own);
+        nnf_page_bank_free(warm);
+        CHECK(b && holds(b, MB, 0x56)); /* made from warm, freed after it */
+        nnf_free_aligned(b);
+        nnf_unreserve(r, span);
+        nnf_free_aligned(h);
+    }
+    nnf_page_bank_free(NULL);
+}
+
 int main(void) {
     check_sizes();
     check_bank();
     check_sizes();
     check_many();
     check_prefault();
+    check_detach();
     TEST_MAIN_END();
 }
