@@ -233,12 +233,7 @@ void nnf_page_bank_close(void) {
     nnf_page_bank_free(b);
 }
 
-/* The most a detached bank keeps: ResNet-50's first run took 10 MB of
- * fresh pages, MobileNetV2's 4, BERT-base's 3; a load on one thread leaves
- * 1-9 MB banked, on two up to 19 (the helper's pages ahead). */
-#define WARM_MAX_BYTES ((size_t)8 << 20)
-
-void *nnf_page_bank_detach(void) {
+void *nnf_page_bank_detach(size_t keep) {
     page_bank *b = t_bank;
     if (!b || --b->depth > 0)
         return NULL;
@@ -248,16 +243,22 @@ void *nnf_page_bank_detach(void) {
         nnf_page_bank_free(b);
         return NULL;
     }
-    /* at most WARM_MAX_BYTES: what the first run does not take stays
-     * resident until it ends */
-    while (b->banked > WARM_MAX_BYTES) {
+    /* the oldest ranges go back first (bank_fill takes the newest) */
+    while (b->n > 0 && b->banked > keep) {
         page_range *r = &b->r[0];
-        size_t cut = b->banked - WARM_MAX_BYTES < r->bytes ? b->banked - WARM_MAX_BYTES : r->bytes;
+        size_t cut = b->banked - keep < r->bytes ? b->banked - keep : r->bytes;
+        cut &= ~(size_t)(sysconf(_SC_PAGESIZE) - 1);
+        if (cut == 0)
+            break;
         munmap(r->addr + r->bytes - cut, cut);
         r->bytes -= cut;
         b->banked -= cut;
         if (r->bytes == 0)
             memmove(b->r, b->r + 1, (size_t)--b->n * sizeof *b->r);
+    }
+    if (b->n == 0) {
+        nnf_page_bank_free(b);
+        return NULL;
     }
     b->depth = 1; /* a load nested in a run it serves opens and closes it: it stays */
     return b;

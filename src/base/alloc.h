@@ -24,11 +24,11 @@ void nnf_free_aligned(void *ptr);
 void nnf_page_bank_open(int prefault);
 void nnf_page_bank_close(void);
 /* Closes this thread's bank like nnf_page_bank_close (no helper after it),
- * but where the bank still holds pages it returns it instead of giving them
- * back: pages a load faulted in and freed again serve its model's first run
- * (adopted, below) in place of fresh ones, then nnf_page_bank_free. NULL
- * when nested or empty. */
-void *nnf_page_bank_detach(void);
+ * but where the bank still holds pages it returns it, with at most `keep`
+ * bytes of them, instead of giving them back: pages a load faulted in and
+ * freed again serve its model's first run (adopted, below) in place of
+ * fresh ones, then nnf_page_bank_free. NULL when nested or left empty. */
+void *nnf_page_bank_detach(size_t keep);
 void nnf_page_bank_free(void *bank);
 /* Makes `bank` (another thread's open bank, or NULL) this thread's and
  * returns what it had: a loader's workers share its bank for the time of a
