@@ -573,6 +573,12 @@ int64_t nnf_shape_numel(const nnf_shape *s) {
     return n;
 }
 
+bool nnf_value_static_bytes(const nnf_value *v, size_t *bytes) {
+    int64_t numel = nnf_shape_numel(&v->shape);
+    size_t es = nnf_dtype_size(v->dtype);
+    return nnf_shape_known(&v->shape) && numel >= 0 && es && nnf_mul_size((size_t)numel, es, bytes);
+}
+
 bool nnf_shape_known(const nnf_shape *s) {
     if (s->rank < 0)
         return false;

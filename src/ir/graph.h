@@ -272,6 +272,9 @@ int nnf_attr_floats(const nnf_node *n, const char *name, const float **vals);
 /* Element count of a fully known shape, -1 if any dim is unknown or it overflows. */
 int64_t nnf_shape_numel(const nnf_shape *s);
 bool nnf_shape_known(const nnf_shape *s);
+/* The bytes of a value's data when its shape is known and they fit a
+ * size_t; false otherwise. */
+bool nnf_value_static_bytes(const nnf_value *v, size_t *bytes);
 /* Equal at every run that keeps to the model's symbolic dims: the same
  * rank, and each dim the same known extent or unknown under the same name. A
  * name stands for one extent throughout a model (ONNX's dim_param; TensorRT

@@ -29,11 +29,8 @@
 
 /* Bytes of a value with a known shape, or 0 when unknown or too large. */
 static size_t static_bytes(const nnf_value *v) {
-    size_t es = nnf_dtype_size(v->dtype), bytes;
-    if (!es || !nnf_shape_known(&v->shape) || nnf_shape_numel(&v->shape) <= 0 ||
-        !nnf_mul_size((size_t)nnf_shape_numel(&v->shape), es, &bytes))
-        return 0;
-    return bytes;
+    size_t bytes;
+    return nnf_value_static_bytes(v, &bytes) ? bytes : 0;
 }
 
 /* Input 0 of node m when it can be produced where m's output lives, or -1:

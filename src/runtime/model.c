@@ -259,11 +259,8 @@ static size_t live_floor(const nnf_graph *g) {
         size_t sum = 0, bytes;
         for (int k = 0; k < n->n_inputs + n->n_outputs && !n->dead; k++) {
             int v = k < n->n_inputs ? n->inputs[k] : n->outputs[k - n->n_inputs];
-            int64_t numel =
-                v >= 0 && g->values[v].producer >= 0 ? nnf_shape_numel(&g->values[v].shape) : -1;
-            if (numel > 0 &&
-                nnf_mul_size((size_t)numel, nnf_dtype_size(g->values[v].dtype), &bytes) &&
-                !nnf_add_size(sum, bytes, &sum))
+            if (v >= 0 && g->values[v].producer >= 0 &&
+                nnf_value_static_bytes(&g->values[v], &bytes) && !nnf_add_size(sum, bytes, &sum))
                 sum = SIZE_MAX;
         }
         most = sum > most ? sum : most;

@@ -129,11 +129,8 @@ static bool value_bytes(const nnf_graph *g, size_t *bytes) {
         bytes[v] = 0;
         if (val->producer < 0 || g->nodes[val->producer].dead)
             continue;
-        int64_t numel = nnf_shape_numel(&val->shape);
-        size_t es = nnf_dtype_size(val->dtype);
-        if (!nnf_shape_known(&val->shape) || numel < 0 || !es || (size_t)numel > SIZE_MAX / es)
+        if (!nnf_value_static_bytes(val, &bytes[v]))
             return false;
-        bytes[v] = (size_t)numel * es;
     }
     return true;
 }
