@@ -56,6 +56,14 @@ static inline int nnf_epilogue_clamp_only(const nnf_epilogue *e) {
             e->act.kind == NNF_ACT_CLIP);
 }
 
+/* An activation of many dependent operations (an exp, erf or tanh and a
+ * division): the SIMD tiles apply it to all their vectors side by side,
+ * not row by row behind each other (x86/gemm_avx512.c, ep_tile_flat16). */
+static inline int nnf_act_heavy(nnf_act_kind kind) {
+    return kind == NNF_ACT_SIGMOID || kind == NNF_ACT_SILU || kind == NNF_ACT_TANH ||
+           kind == NNF_ACT_GELU_ERF || kind == NNF_ACT_GELU_TANH;
+}
+
 /* What one microkernel call sees: C's tile is (m, n) at c. */
 typedef struct nnf_tile_ep {
     int accumulate;           /* add the tile's current contents (K blocks after the first) */

@@ -58,6 +58,78 @@ static inline __attribute__((always_inline)) void store_row16(float *cr, __m512 
     _mm512_mask_storeu_ps(cr + 16, k1, v1);
 }
 
+/* An epilogue with a heavy activation (nnf_act_heavy: GELU, SiLU, Sigmoid,
+ * Tanh), its kind a constant: the m rows' pre-activation values first (nnf_ep16's
+ * alpha, bias and residual before the activation), then the activation on
+ * every vector of the tile, four side by side, then the residual after it.
+ * Row by row (nnf_ep16 on two vectors, a switch on the kind each) each
+ * row's ~20 dependent operations of an erf ran behind the last: BERT's
+ * 128 x 768 x 3072 with GELU took 0.45 ms more than without it (8 %). The
+ * operations on each value are nnf_ep16's, in its order: the same results. */
+static inline __attribute__((always_inline)) void ep_tile_act16(nnf_act_kind kind, __m512 *v,
+                                                                float *c, size_t ldc, size_t m,
+                                                                __mmask16 k0, __mmask16 k1,
+                                                                const nnf_tile_ep *t) {
+    const nnf_epilogue *e = t->ep;
+    nnf_activation act = e->act;
+    act.kind = kind;
+    const nnf_activation none = {.kind = NNF_ACT_NONE};
+    int after = t->residual && e->residual_after_act;
+    for (size_t r = 0; r < m; r++) {
+        const float *cr = c + r * ldc;
+        for (int h = 0; h < 2; h++) {
+            __mmask16 k = h ? k1 : k0;
+            __m512 x = v[2 * r + h];
+            if (t->accumulate)
+                x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(k, cr + 16 * h));
+            __m512 bias = e->bias_kind == NNF_BIAS_PER_ROW ? _mm512_set1_ps(t->bias[r])
+                          : e->bias_kind == NNF_BIAS_PER_COL
+                              ? _mm512_maskz_loadu_ps(k, t->bias + 16 * h)
+                              : _mm512_setzero_ps();
+            __m512 res = t->residual && !after
+                             ? _mm512_maskz_loadu_ps(k, t->residual + r * e->ld_residual + 16 * h)
+                             : _mm512_setzero_ps();
+            v[2 * r + h] = nnf_ep16_apply_act(x, e, &none, e->bias_kind != NNF_BIAS_NONE, bias,
+                                              t->residual && !after, res);
+        }
+    }
+    for (size_t i = 0; i < 2 * m; i += 4) {
+        v[i] = nnf_act16(v[i], &act);
+        v[i + 1] = nnf_act16(v[i + 1], &act);
+        v[i + 2] = nnf_act16(v[i + 2], &act);
+        v[i + 3] = nnf_act16(v[i + 3], &act);
+    }
+    for (size_t r = 0; r < m; r++) {
+        float *cr = c + r * ldc;
+        for (int h = 0; h < 2; h++) {
+            __mmask16 k = h ? k1 : k0;
+            __m512 x = v[2 * r + h];
+            if (after) {
+                __m512 res = _mm512_maskz_loadu_ps(k, t->residual + r * e->ld_residual + 16 * h);
+                if (e->residual_scale != 1.0f)
+                    res = _mm512_mul_ps(res, _mm512_set1_ps(e->residual_scale));
+                x = _mm512_add_ps(x, res);
+            }
+            _mm512_mask_storeu_ps(cr + 16 * h, k, x);
+        }
+    }
+}
+
+/* v: 2 x 14 vectors (rows past m unused, 2 m rounded up to 4 of them
+ * computed); the kinds nnf_act_heavy names. */
+static __attribute__((flatten, noinline)) void ep_tile_flat16(__m512 *v, float *c, size_t ldc,
+                                                              size_t m, __mmask16 k0, __mmask16 k1,
+                                                              const nnf_tile_ep *t) {
+    switch (t->ep->act.kind) {
+    case NNF_ACT_SIGMOID: ep_tile_act16(NNF_ACT_SIGMOID, v, c, ldc, m, k0, k1, t); return;
+    case NNF_ACT_SILU: ep_tile_act16(NNF_ACT_SILU, v, c, ldc, m, k0, k1, t); return;
+    case NNF_ACT_TANH: ep_tile_act16(NNF_ACT_TANH, v, c, ldc, m, k0, k1, t); return;
+    case NNF_ACT_GELU_ERF: ep_tile_act16(NNF_ACT_GELU_ERF, v, c, ldc, m, k0, k1, t); return;
+    case NNF_ACT_GELU_TANH: ep_tile_act16(NNF_ACT_GELU_TANH, v, c, ldc, m, k0, k1, t); return;
+    default: ep_tile_act16(NNF_ACT_NONE, v, c, ldc, m, k0, k1, t); return; /* not reached */
+    }
+}
+
 /* The tile's m rows of C (32 columns each) into L1: see gemm_avx2.c, C
  * comes back on every K block. */
 static inline void prefetch_c_rows(const float *c, size_t ldc, size_t m) {
@@ -129,6 +201,14 @@ tile_rows(size_t kc, const float *a, const float *b, float *c, size_t ldc, size_
         _mm_prefetch(pf, _MM_HINT_T1);
     __mmask16 k0 = nnf_mask16(n), k1 = nnf_mask16(n > 16 ? n - 16 : 0);
     ep_tile16 et = ep_tile_init(t, k0, k1);
+    if (t->ep && !et.f.clamp_only && nnf_act_heavy(t->ep->act.kind)) {
+        __m512 v[28];
+#define V(r) v[2 * r] = c##r##0, v[2 * r + 1] = c##r##1
+        V(0), V(1), V(2), V(3), V(4), V(5), V(6), V(7), V(8), V(9), V(10), V(11), V(12), V(13);
+#undef V
+        ep_tile_flat16(v, c, ldc, m < (size_t)RR ? m : (size_t)RR, k0, k1, t);
+        return;
+    }
 #define S(r)                                                                                       \
     do {                                                                                           \
         if (RR > r && m > r)                                                                       \
@@ -186,6 +266,10 @@ void nnf_gemm_ukernel_direct_14x32_avx512(size_t kc, const float *a, size_t lda,
         _mm_prefetch(pf, _MM_HINT_T1); /* more lines than iterations */
     __mmask16 k0 = nnf_mask16(n), k1 = nnf_mask16(n > 16 ? n - 16 : 0);
     ep_tile16 et = ep_tile_init(t, k0, k1);
+    if (t->ep && !et.f.clamp_only && nnf_act_heavy(t->ep->act.kind)) {
+        ep_tile_flat16(acc, c, ldc, 14, k0, k1, t);
+        return;
+    }
     for (size_t r = 0; r < 14; r++)
         store_row16(c + r * ldc, acc[2 * r], acc[2 * r + 1], r, k0, k1, t, &et);
 }
