@@ -59,40 +59,31 @@ static inline __attribute__((always_inline)) void store_row16(float *cr, __m512 
 }
 
 /* An epilogue with a heavy activation (nnf_act_heavy: GELU, SiLU, Sigmoid,
- * Tanh), its kind a constant: the m rows' pre-activation values first (nnf_ep16's
- * alpha, bias and residual before the activation), then the activation on
- * every vector of the tile, four side by side, then the residual after it.
- * Row by row (nnf_ep16 on two vectors, a switch on the kind each) each
- * row's ~20 dependent operations of an erf ran behind the last: BERT's
- * 128 x 768 x 3072 with GELU took 0.45 ms more than without it (8 %). The
- * operations on each value are nnf_ep16's, in its order: the same results. */
+ * Tanh) and no residual after it, its kind a constant: the m rows'
+ * pre-activation values first (nnf_ep16 with the activation left out), then
+ * the activation on every vector of the tile, four side by side. Row by row
+ * (nnf_ep16 on two vectors, a switch on the kind each) each row's ~20
+ * dependent operations of an erf ran behind the last: BERT's 128 x 768 x
+ * 3072 with GELU took 0.45 ms more than without it (8 %). The operations on
+ * each value are nnf_ep16's, in its order: the same results. */
 static inline __attribute__((always_inline)) void ep_tile_act16(nnf_act_kind kind, __m512 *v,
                                                                 float *c, size_t ldc, size_t m,
                                                                 __mmask16 k0, __mmask16 k1,
                                                                 const nnf_tile_ep *t) {
-    const nnf_epilogue *e = t->ep;
-    nnf_activation act = e->act;
+    nnf_activation act = t->ep->act;
     act.kind = kind;
-    const nnf_activation none = {.kind = NNF_ACT_NONE};
-    int after = t->residual && e->residual_after_act;
-    for (size_t r = 0; r < m; r++) {
-        const float *cr = c + r * ldc;
+    nnf_epilogue pre = *t->ep;
+    pre.act.kind = NNF_ACT_NONE;
+    nnf_tile_ep tp = *t;
+    tp.ep = &pre;
+    for (size_t r = 0; r < m; r++)
         for (int h = 0; h < 2; h++) {
             __mmask16 k = h ? k1 : k0;
             __m512 x = v[2 * r + h];
             if (t->accumulate)
-                x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(k, cr + 16 * h));
-            __m512 bias = e->bias_kind == NNF_BIAS_PER_ROW ? _mm512_set1_ps(t->bias[r])
-                          : e->bias_kind == NNF_BIAS_PER_COL
-                              ? _mm512_maskz_loadu_ps(k, t->bias + 16 * h)
-                              : _mm512_setzero_ps();
-            __m512 res = t->residual && !after
-                             ? _mm512_maskz_loadu_ps(k, t->residual + r * e->ld_residual + 16 * h)
-                             : _mm512_setzero_ps();
-            v[2 * r + h] = nnf_ep16_apply_act(x, e, &none, e->bias_kind != NNF_BIAS_NONE, bias,
-                                              t->residual && !after, res);
+                x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(k, c + r * ldc + 16 * h));
+            v[2 * r + h] = nnf_ep16(x, &tp, r, 16 * (size_t)h, k);
         }
-    }
     for (size_t i = 0; i < 2 * m; i += 4) {
         v[i] = nnf_act16(v[i], &act);
         v[i + 1] = nnf_act16(v[i + 1], &act);
@@ -100,19 +91,15 @@ static inline __attribute__((always_inline)) void ep_tile_act16(nnf_act_kind kin
         v[i + 3] = nnf_act16(v[i + 3], &act);
     }
     for (size_t r = 0; r < m; r++) {
-        float *cr = c + r * ldc;
-        for (int h = 0; h < 2; h++) {
-            __mmask16 k = h ? k1 : k0;
-            __m512 x = v[2 * r + h];
-            if (after) {
-                __m512 res = _mm512_maskz_loadu_ps(k, t->residual + r * e->ld_residual + 16 * h);
-                if (e->residual_scale != 1.0f)
-                    res = _mm512_mul_ps(res, _mm512_set1_ps(e->residual_scale));
-                x = _mm512_add_ps(x, res);
-            }
-            _mm512_mask_storeu_ps(cr + 16 * h, k, x);
-        }
+        _mm512_mask_storeu_ps(c + r * ldc, k0, v[2 * r]);
+        _mm512_mask_storeu_ps(c + r * ldc + 16, k1, v[2 * r + 1]);
     }
+}
+
+/* Whether the tile's epilogue takes ep_tile_flat16. */
+static inline int tile_act_path(const nnf_tile_ep *t, const ep_tile16 *et) {
+    return t->ep && !et->f.clamp_only && nnf_act_heavy(t->ep->act.kind) &&
+           !(t->residual && t->ep->residual_after_act);
 }
 
 /* v: 2 x 14 vectors (rows past m unused, 2 m rounded up to 4 of them
@@ -201,7 +188,7 @@ tile_rows(size_t kc, const float *a, const float *b, float *c, size_t ldc, size_
         _mm_prefetch(pf, _MM_HINT_T1);
     __mmask16 k0 = nnf_mask16(n), k1 = nnf_mask16(n > 16 ? n - 16 : 0);
     ep_tile16 et = ep_tile_init(t, k0, k1);
-    if (t->ep && !et.f.clamp_only && nnf_act_heavy(t->ep->act.kind)) {
+    if (tile_act_path(t, &et)) {
         __m512 v[28];
 #define V(r) v[2 * r] = c##r##0, v[2 * r + 1] = c##r##1
         V(0), V(1), V(2), V(3), V(4), V(5), V(6), V(7), V(8), V(9), V(10), V(11), V(12), V(13);
@@ -266,7 +253,7 @@ void nnf_gemm_ukernel_direct_14x32_avx512(size_t kc, const float *a, size_t lda,
         _mm_prefetch(pf, _MM_HINT_T1); /* more lines than iterations */
     __mmask16 k0 = nnf_mask16(n), k1 = nnf_mask16(n > 16 ? n - 16 : 0);
     ep_tile16 et = ep_tile_init(t, k0, k1);
-    if (t->ep && !et.f.clamp_only && nnf_act_heavy(t->ep->act.kind)) {
+    if (tile_act_path(t, &et)) {
         ep_tile_flat16(acc, c, ldc, 14, k0, k1, t);
         return;
     }
