@@ -19,7 +19,14 @@ rounds, so every first inference finds it in the page cache. Reported, following
   - first inference (load + session + first run) and the ratio;
   - with --o0 (the default), nnfuse at -O0 too, in the same rounds: the fused
     graph's speed-up over the unfused one and its arena (peak of live
-    intermediates) against the unfused one (targets: >= 1.3x, >= 20 % less).
+    intermediates) against the unfused one (targets: >= 1.3x, >= 20 % less);
+  - the machine's limit (a second table): the model's FLOPs (`nnfuse info`,
+    every conv counted as direct), the FMA peak `peak` measures at the start
+    on the same thread counts, the time those FLOPs take at that peak (the
+    floor), each engine's fraction of the peak, and the latency target
+    (0.8 x ORT) against the floor: below 1.00 the target needs fewer
+    multiplies than the model's direct FLOPs (Winograd) or a lower precision,
+    however fast the kernels are.
 
 Writes OUT (markdown; when OUT exists and holds the markers
 <!-- scoreboard:begin --> / <!-- scoreboard:end -->, only the text between them
@@ -216,6 +223,46 @@ def bench_pair(model: pathlib.Path, threads: int, args, tmp: pathlib.Path, feeds
     return row
 
 
+def measure_peaks(build: pathlib.Path, threads) -> dict:
+    """{threads: FMA GFLOP/s} from BUILD/peak, run before any benchmark (it
+    takes ~3 s); {} when the tool is missing or fails."""
+    peaks = {}
+    for t in threads:
+        try:
+            out = subprocess.run([str(build / "peak"), "--json", "--threads", str(t)], capture_output=True,
+                                 text=True, timeout=120, check=True).stdout
+            res = json.loads(out)
+        except (OSError, subprocess.SubprocessError, ValueError) as e:
+            print(f"compare: peak --threads {t} failed ({e}): no limit table", file=sys.stderr)
+            return {}
+        peaks[t] = res["fma_gflops_1"] if t == 1 else res["fma_gflops_n"]
+    return peaks
+
+
+def model_gflops(nnfuse: str, model: pathlib.Path):
+    """The model's FLOPs as `nnfuse info` counts them (direct convs), or None."""
+    try:
+        out = subprocess.run([nnfuse, "info", str(model), "--json"], capture_output=True, text=True, timeout=600,
+                             check=True).stdout
+        return json.loads(out).get("gflops")
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return None
+
+
+def add_limit(row, gflops, peak):
+    """The row's figures against the FMA peak (see the module doc)."""
+    if not gflops or not peak:
+        return
+    row["gflops"], row["peak_gflops"] = gflops, peak
+    row["floor_ms"] = 1e3 * gflops / peak
+    for eng in ("nnfuse", "onnxruntime"):
+        if eng in row and row[eng]["median_ms"] > 0:
+            row[eng]["pct_peak"] = 100 * row["floor_ms"] / row[eng]["median_ms"]
+    if "onnxruntime" in row:
+        row["target_ms"] = 0.8 * row["onnxruntime"]["median_ms"]
+        row["target_over_floor"] = row["target_ms"] / row["floor_ms"]
+
+
 def fmt(x, spec=".2f"):
     return "–" if x is None or x != x else format(x, spec)
 
@@ -248,6 +295,26 @@ def markdown(rows, meta) -> str:
             f"{fmt(r.get('nnfuse_O0', {}).get('median_ms'))} | {fmt(r.get('fused_speedup'))} | "
             f"{fmt(r.get('arena_mb'), '.1f')}, {fmt(r.get('arena_O0_mb'), '.1f')} | "
             f"{fmt(r.get('arena_saving') and 100 * r['arena_saving'], '.0f')} % |")
+    limit = [r for r in rows if "floor_ms" in r and r.get("nnfuse") and r.get("onnxruntime")]
+    if limit:
+        out += [
+            "",
+            "Against the machine's limit: the model's FLOPs with every conv counted as direct (`nnfuse info`), "
+            "the FMA peak `peak` measured at the start of this run, the time those FLOPs take at that peak "
+            "(floor), each engine's fraction of the peak (a Winograd conv does fewer multiplies, so it can pass "
+            "100 %), and the latency target (0.8 x ORT) over the floor: under 1.00 the target needs fewer "
+            "multiplies than the direct FLOPs, or a lower precision, however fast the kernels are.",
+            "",
+            "| model | threads | GFLOP | peak GFLOP/s | floor ms | nnfuse % of peak | ORT % of peak "
+            "| target ms (0.8 x ORT) | target / floor |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for r in limit:
+            out.append(
+                f"| {r['model']} | {r['threads']} | {fmt(r['gflops'], '.3f')} | {fmt(r['peak_gflops'], '.1f')} | "
+                f"{fmt(r['floor_ms'])} | {fmt(r['nnfuse'].get('pct_peak'), '.0f')} % | "
+                f"{fmt(r['onnxruntime'].get('pct_peak'), '.0f')} % | {fmt(r['target_ms'])} | "
+                f"**{fmt(r['target_over_floor'])}** |")
     out.append("")
     out.append(f"Command: `{meta['command']}`")
     return "\n".join(out) + "\n"
@@ -334,6 +401,8 @@ def main(argv=None) -> int:
         "ort_version": "?", "rounds": args.rounds, "iterations": args.iterations, "warmup": args.warmup,
         "command": "bench/compare.py " + " ".join(argv if argv is not None else sys.argv[1:]),
     }
+    peaks = measure_peaks(pathlib.Path(args.nnfuse).parent, threads)
+    meta["fma_peak_gflops"] = {str(t): g for t, g in peaks.items()}
     rows = []
     with tempfile.TemporaryDirectory(prefix="nnfuse-scoreboard-") as tmpdir:
         tmp = pathlib.Path(tmpdir)
@@ -346,9 +415,11 @@ def main(argv=None) -> int:
             feeds = None
             if args.symbolic:
                 model, feeds = symbolic_copy(model, dims, tmp)
+            gflops = model_gflops(args.nnfuse, model) if peaks else None
             for t in threads:
                 print(f"compare: {model.stem}, {t} thread(s)", file=sys.stderr)
                 rows.append(bench_pair(model, t, args, tmp, feeds))
+                add_limit(rows[-1], gflops, peaks.get(t))
     meta["ort_version"] = next((r["onnxruntime_raw"][0].get("version", "?") for r in rows if r.get("onnxruntime_raw")), "?")
     table = markdown(rows, meta)
     png = out.with_suffix(".png")

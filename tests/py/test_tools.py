@@ -417,6 +417,13 @@ def test_scoreboard_script(tiny_model, tmp_path):
     for key in ("latency_ratio", "rss_ratio", "first_ratio", "fused_speedup"):
         assert row[key] > 0
     assert row["nnfuse_O0"]["processes"] == 2 and row["arena_O0_mb"] > 0 and row["arena_saving"] < 1
+    # the limit table: the model's FLOPs at the FMA peak measured in the same run
+    assert data["meta"]["fma_peak_gflops"]["1"] == row["peak_gflops"] > 0
+    assert row["gflops"] > 0 and row["floor_ms"] == pytest.approx(1e3 * row["gflops"] / row["peak_gflops"])
+    for eng in ("nnfuse", "onnxruntime"):
+        assert row[eng]["pct_peak"] == pytest.approx(100 * row["floor_ms"] / row[eng]["median_ms"])
+    assert row["target_over_floor"] == pytest.approx(0.8 * row["onnxruntime"]["median_ms"] / row["floor_ms"])
+    assert "| target ms (0.8 x ORT) | target / floor |" in text and f"| tiny | 1 | {row['gflops']:.3f} |" in text
     pytest.importorskip("matplotlib")
     assert out.with_suffix(".png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
