@@ -415,7 +415,8 @@ def main(argv=None) -> int:
             feeds = None
             if args.symbolic:
                 model, feeds = symbolic_copy(model, dims, tmp)
-            gflops = model_gflops(args.nnfuse, model) if peaks else None
+            # a symbolic model's FLOPs are not those of the dims it runs at
+            gflops = model_gflops(args.nnfuse, model) if peaks and not args.symbolic else None
             for t in threads:
                 print(f"compare: {model.stem}, {t} thread(s)", file=sys.stderr)
                 rows.append(bench_pair(model, t, args, tmp, feeds))
