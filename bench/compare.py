@@ -223,30 +223,33 @@ def bench_pair(model: pathlib.Path, threads: int, args, tmp: pathlib.Path, feeds
     return row
 
 
+def stdout_json(cmd, timeout: float):
+    """cmd's standard output read as JSON; None when it fails."""
+    try:
+        return json.loads(subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=True).stdout)
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return None
+
+
 def measure_peaks(build: pathlib.Path, threads) -> dict:
-    """{threads: FMA GFLOP/s} from BUILD/peak, run before any benchmark (it
-    takes ~3 s); {} when the tool is missing or fails."""
+    """{threads: FMA GFLOP/s} from BUILD/peak, run before any benchmark (~3 s
+    a run; every run gives the 1-thread figure too); {} when it fails."""
     peaks = {}
-    for t in threads:
-        try:
-            out = subprocess.run([str(build / "peak"), "--json", "--threads", str(t)], capture_output=True,
-                                 text=True, timeout=120, check=True).stdout
-            res = json.loads(out)
-        except (OSError, subprocess.SubprocessError, ValueError) as e:
-            print(f"compare: peak --threads {t} failed ({e}): no limit table", file=sys.stderr)
+    for t in sorted({t for t in threads if t > 1}) or [1]:
+        res = stdout_json([str(build / "peak"), "--json", "--threads", str(t)], 120)
+        if not res:
+            print(f"compare: {build / 'peak'} --threads {t} failed: no limit table", file=sys.stderr)
             return {}
-        peaks[t] = res["fma_gflops_1"] if t == 1 else res["fma_gflops_n"]
-    return peaks
+        peaks.setdefault(1, res["fma_gflops_1"])
+        if t > 1:
+            peaks[t] = res["fma_gflops_n"]
+    return {t: peaks[t] for t in threads if t in peaks}
 
 
 def model_gflops(nnfuse: str, model: pathlib.Path):
     """The model's FLOPs as `nnfuse info` counts them (direct convs), or None."""
-    try:
-        out = subprocess.run([nnfuse, "info", str(model), "--json"], capture_output=True, text=True, timeout=600,
-                             check=True).stdout
-        return json.loads(out).get("gflops")
-    except (OSError, subprocess.SubprocessError, ValueError):
-        return None
+    res = stdout_json([nnfuse, "info", str(model), "--json"], 600)
+    return res.get("gflops") if res else None
 
 
 def add_limit(row, gflops, peak):

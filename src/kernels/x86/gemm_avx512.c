@@ -96,10 +96,10 @@ static inline __attribute__((always_inline)) void ep_tile_act16(nnf_act_kind kin
     }
 }
 
-/* Whether the tile's epilogue takes ep_tile_flat16. */
-static inline int tile_act_path(const nnf_tile_ep *t, const ep_tile16 *et) {
-    return t->ep && !et->f.clamp_only && nnf_act_heavy(t->ep->act.kind) &&
-           !(t->residual && t->ep->residual_after_act);
+/* Whether the tile's epilogue takes ep_tile_flat16 (a heavy kind is never
+ * the fast clamp-only one). */
+static inline int tile_act_path(const nnf_tile_ep *t) {
+    return t->ep && nnf_act_heavy(t->ep->act.kind) && !(t->residual && t->ep->residual_after_act);
 }
 
 /* v: 2 x 14 vectors (rows past m unused, 2 m rounded up to 4 of them
@@ -188,7 +188,7 @@ tile_rows(size_t kc, const float *a, const float *b, float *c, size_t ldc, size_
         _mm_prefetch(pf, _MM_HINT_T1);
     __mmask16 k0 = nnf_mask16(n), k1 = nnf_mask16(n > 16 ? n - 16 : 0);
     ep_tile16 et = ep_tile_init(t, k0, k1);
-    if (tile_act_path(t, &et)) {
+    if (tile_act_path(t)) {
         __m512 v[28];
 #define V(r) v[2 * r] = c##r##0, v[2 * r + 1] = c##r##1
         V(0), V(1), V(2), V(3), V(4), V(5), V(6), V(7), V(8), V(9), V(10), V(11), V(12), V(13);
@@ -253,7 +253,7 @@ void nnf_gemm_ukernel_direct_14x32_avx512(size_t kc, const float *a, size_t lda,
         _mm_prefetch(pf, _MM_HINT_T1); /* more lines than iterations */
     __mmask16 k0 = nnf_mask16(n), k1 = nnf_mask16(n > 16 ? n - 16 : 0);
     ep_tile16 et = ep_tile_init(t, k0, k1);
-    if (tile_act_path(t, &et)) {
+    if (tile_act_path(t)) {
         ep_tile_flat16(acc, c, ldc, 14, k0, k1, t);
         return;
     }
