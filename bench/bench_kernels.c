@@ -341,10 +341,14 @@ int main(int argc, char **argv) {
             bias = rnd(s.oc);
             y = malloc(cy * s.oh * s.ow * sizeof(float));
             /* blocked: the kernel the blocked conv plan picks (plan_nchwc.c) */
-            nnf_status cs = !nchwc                              ? nnf_conv_kernel_create(&s, nnf_conv_select(&s, isa), isa, w, &ck)
-                            : s.group > 1                       ? nnf_nchwc_dw_create(&s, isa, w, &dk)
-                            : nnf_nchwc_wino_wins(&s, isa)      ? nnf_nchwc_wino_create(&s, isa, w, &wk)
-                                                                : nnf_nchwc_conv_create(&s, cx != s.c || s.c > 4, isa, w, &nk);
+            nnf_status cs =
+                !nchwc        ? nnf_conv_kernel_create(&s, nnf_conv_select(&s, isa), isa, w, &ck)
+                : s.group > 1 ? nnf_nchwc_dw_create(&s, isa, w, &dk)
+                : nnf_nchwc_wino_wins(&s, isa)
+                    ? nnf_nchwc_wino_create(&s, isa, w, &wk)
+                    : nnf_nchwc_conv_create(
+                          &s, cx != s.c || s.c > 4,
+                          nnf_nchwc_conv_tier(&s, NNF_ACT_NONE, isa, nnf_cpu_get()), w, &nk);
             if (cs != NNF_OK) {
                 fprintf(stderr, "%s: %s\n", b->name, nnf_error_message());
                 return 1;

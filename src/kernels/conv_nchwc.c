@@ -98,12 +98,28 @@ static int subsampled_1x1(const nnf_conv2d_shape *s, nnf_isa isa) {
  * one of the two FMA pipes; AVX2's 3 x 4 has neither. MobileNetV2 in the
  * model (nnfuse profile, tiers alternating, 4 x 100 runs): 32 -> 16 at
  * 112x112 0.182 against 0.139 ms, 96 -> 24 and 144 -> 24 at 56x56 0.201 /
- * 0.293 against 0.151 / 0.225. The packed weights are the same either way
- * (groups of 1-3 blocks on both tiers). */
-nnf_isa nnf_nchwc_conv_tier(const nnf_conv2d_shape *s, nnf_isa isa) {
-    if (isa >= NNF_ISA_AVX512 && nnf_cpu_get()->zmm_halves && group_ocb(s) <= 3)
-        return NNF_ISA_AVX2;
-    return isa;
+ * 0.293 against 0.151 / 0.225.
+ *
+ * Short sums with a light epilogue lose too: a zmm tile holds two blocks,
+ * so each accumulator leaves as an extract and two stores (and a residual
+ * comes in as two loads and an insert), which a sum of 64-160 products
+ * does not hide; the ymm tiles store each block as it is. A heavy
+ * activation turns it round (its exp and division take half the
+ * instructions on zmm). Middle conv of three 1x1s, 1 thread, in the
+ * model, AVX-512 -> AVX2 tile time: 32 -> 32 at 160x160 0.90 (none, ReLU),
+ * 1.06 (SiLU); 64 -> 256 at 56x56 0.97 / 1.06; 64 -> 64 at 80x80 0.98 /
+ * 1.07. Per node (nnfuse profile, tiers alternating): ResNet-50's K = 64
+ * and 128 1x1s 0.93-0.98, its K >= 256 ones 1.02-1.11; MobileNetV2's stem
+ * (K = 27) 0.81, its expansions (ConvPwDw, K = 16-96) 0.85-0.97, at K =
+ * 160 within 1.5 %, its projections (K >= 192) 1.02-1.07. The packed
+ * weights are the same either way (groups of 1-3 blocks on both tiers),
+ * and so are the outputs, bit for bit: the tiers sum in one order. */
+nnf_isa nnf_nchwc_conv_tier(const nnf_conv2d_shape *s, nnf_act_kind act, nnf_isa isa,
+                            const nnf_cpu *cpu) {
+    if (isa < NNF_ISA_AVX512 || !cpu->zmm_halves)
+        return isa;
+    size_t k = s->c / s->group * s->kh * s->kw;
+    return group_ocb(s) <= 3 || (k <= 160 && !nnf_act_heavy(act)) ? NNF_ISA_AVX2 : isa;
 }
 
 /* Output blocks per register tile: one that divides the block count when

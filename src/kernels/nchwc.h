@@ -82,12 +82,15 @@ typedef struct nnf_nchwc_conv {
 /* The shapes the dense blocked conv handles: 2-D, group 1 or groups of whole
  * 8-channel blocks of input and output. */
 bool nnf_nchwc_conv_supported(const nnf_conv2d_shape *s);
-/* The tier a dense conv of shape s should be created for when isa is in
- * force: isa, except on a CPU whose 512-bit operations run as two halves
- * (AMD Zen 4), where groups of up to 3 output blocks take the AVX2 tiles
- * (conv_nchwc.c says why). The planner asks; create() takes its tier as
- * given, so tests reach every tier's tiles. */
-nnf_isa nnf_nchwc_conv_tier(const nnf_conv2d_shape *s, nnf_isa isa);
+/* The tier a dense conv of shape s with activation act in its epilogue
+ * should be created for when isa is in force on cpu: isa, except on a CPU
+ * whose 512-bit operations run as two halves (AMD Zen 4), where groups of
+ * up to 3 output blocks, and sums of up to 160 products a tap set with no
+ * heavy activation, take the AVX2 tiles (conv_nchwc.c says why). Pure; the
+ * planner asks; create() takes its tier as given, so tests reach every
+ * tier's tiles. */
+nnf_isa nnf_nchwc_conv_tier(const nnf_conv2d_shape *s, nnf_act_kind act, nnf_isa isa,
+                            const nnf_cpu *cpu);
 /* w: OC x C/group x KH x KW (borrowed for the call; repacked, zero-padded).
  * A grouped conv needs blocked input. */
 nnf_status nnf_nchwc_conv_create(const nnf_conv2d_shape *s, int in_blocked, nnf_isa isa, const float *w,

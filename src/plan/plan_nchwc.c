@@ -190,11 +190,13 @@ nnf_status nnf_plan_nchwc_conv(NNF_PLAN_ARGS) {
     }
     st->out_plain = p->out_plain;
     st->out_group = p->out_plain ? (size_t)p->out_group : 0;
-    nnf_status rc = nnf_nchwc_dw_supported(&s) ? nnf_nchwc_dw_create(&s, isa, w->data, &st->dw)
-                    : p->in_blocked && nnf_nchwc_wino_wins(&s, isa)
-                        ? nnf_nchwc_wino_create(&s, isa, w->data, &st->wino)
-                        : nnf_nchwc_conv_create(&s, p->in_blocked, nnf_nchwc_conv_tier(&s, isa),
-                                                w->data, &st->dense);
+    nnf_status rc =
+        nnf_nchwc_dw_supported(&s) ? nnf_nchwc_dw_create(&s, isa, w->data, &st->dw)
+        : p->in_blocked && nnf_nchwc_wino_wins(&s, isa)
+            ? nnf_nchwc_wino_create(&s, isa, w->data, &st->wino)
+            : nnf_nchwc_conv_create(&s, p->in_blocked,
+                                    nnf_nchwc_conv_tier(&s, p->conv.act.kind, isa, nnf_cpu_get()),
+                                    w->data, &st->dense);
     if (rc != NNF_OK) {
         conv_state_free(st);
         return nnf_error_prefix(rc, "node %s (%s)", node->name, node->op_type);
@@ -278,7 +280,8 @@ nnf_status nnf_plan_nchwc_pw_dw(NNF_PLAN_ARGS) {
     if (!st)
         return plan_oom(node);
     nnf_isa isa = nnf_cpu_isa();
-    nnf_status rc = nnf_nchwc_conv_create(&s1, 1, nnf_nchwc_conv_tier(&s1, isa), w1->data, &st->pw);
+    nnf_status rc = nnf_nchwc_conv_create(
+        &s1, 1, nnf_nchwc_conv_tier(&s1, p1.conv.act.kind, isa, nnf_cpu_get()), w1->data, &st->pw);
     if (rc == NNF_OK)
         rc = nnf_nchwc_dw_create(&s2, isa, w2->data, &st->dw);
     if (rc != NNF_OK || !nnf_nchwc_pw_dw_supported(st->pw, st->dw)) {

@@ -531,10 +531,52 @@ static void soak(nnf_threadpool *pool2) {
     check_soak_end(ran, "random cases");
 }
 
+/* The tier choice (nnf_nchwc_conv_tier) on a CPU whose zmm operations run as
+ * two halves and on one whose do not: short sums with a light epilogue and
+ * narrow groups take the AVX2 tiles on the first only; the tier in force
+ * bounds the answer. */
+static void check_tier_choice(void) {
+    nnf_cpu halves = {.zmm_halves = true, .max_isa = NNF_ISA_AVX512}, full = halves;
+    full.zmm_halves = false;
+    /* c, oc, kh (square), group */
+    nnf_conv2d_shape pw64 = {.n = 1, .c = 64, .oc = 256, .group = 1, .kh = 1, .kw = 1};
+    nnf_conv2d_shape pw160 = pw64, pw161 = pw64, pw256 = pw64, stem = pw64, k3 = pw64,
+                     narrow = pw64;
+    pw160.c = 160;
+    pw161.c = 161;
+    pw256.c = 256;
+    stem.c = 3, stem.oc = 32, stem.kh = stem.kw = 3; /* 27 products */
+    k3.c = 32, k3.kh = k3.kw = 3;                    /* 288 */
+    narrow.c = 512, narrow.oc = 24;                  /* 3 blocks */
+    const nnf_cpu *cpus[2] = {&halves, &full};
+    for (int ci = 0; ci < 2; ci++) {
+        const nnf_cpu *cpu = cpus[ci];
+        nnf_isa short_light = ci == 0 ? NNF_ISA_AVX2 : NNF_ISA_AVX512;
+        CHECK(nnf_nchwc_conv_tier(&pw64, NNF_ACT_RELU, NNF_ISA_AVX512, cpu) == short_light);
+        CHECK(nnf_nchwc_conv_tier(&pw64, NNF_ACT_NONE, NNF_ISA_AVX512, cpu) == short_light);
+        CHECK(nnf_nchwc_conv_tier(&pw160, NNF_ACT_CLIP, NNF_ISA_AVX512, cpu) == short_light);
+        CHECK(nnf_nchwc_conv_tier(&stem, NNF_ACT_CLIP, NNF_ISA_AVX512, cpu) == short_light);
+        CHECK(nnf_nchwc_conv_tier(&narrow, NNF_ACT_SILU, NNF_ISA_AVX512, cpu) == short_light);
+        CHECK(nnf_nchwc_conv_tier(&pw64, NNF_ACT_SILU, NNF_ISA_AVX512, cpu) == NNF_ISA_AVX512);
+        CHECK(nnf_nchwc_conv_tier(&pw64, NNF_ACT_GELU_ERF, NNF_ISA_AVX512, cpu) == NNF_ISA_AVX512);
+        CHECK(nnf_nchwc_conv_tier(&pw161, NNF_ACT_NONE, NNF_ISA_AVX512, cpu) == NNF_ISA_AVX512);
+        CHECK(nnf_nchwc_conv_tier(&pw256, NNF_ACT_RELU, NNF_ISA_AVX512, cpu) == NNF_ISA_AVX512);
+        CHECK(nnf_nchwc_conv_tier(&k3, NNF_ACT_RELU, NNF_ISA_AVX512, cpu) == NNF_ISA_AVX512);
+        for (size_t oc = 8; oc <= 40; oc += 8) { /* 1-5 blocks, a long sum */
+            narrow.oc = oc;
+            CHECK(nnf_nchwc_conv_tier(&narrow, NNF_ACT_RELU, NNF_ISA_AVX512, cpu) ==
+                  (ci == 0 && oc <= 24 ? NNF_ISA_AVX2 : NNF_ISA_AVX512));
+        }
+        for (int t = NNF_ISA_SCALAR; t <= NNF_ISA_AVX2; t++)
+            CHECK(nnf_nchwc_conv_tier(&pw64, NNF_ACT_RELU, (nnf_isa)t, cpu) == (nnf_isa)t);
+    }
+}
+
 int main(void) {
     nnf_threadpool *pool2 = NULL;
     if (nnf_threadpool_create(2, &pool2) != NNF_OK || nnf_threadpool_create(3, &g_pool3) != NNF_OK)
         return 1;
+    check_tier_choice();
 
     /* fixed shapes of interest: pointwise, 3x3, stems from NCHW, tile edges */
     static const tcase fixed[] = {
@@ -841,16 +883,6 @@ int main(void) {
             q.oc = 512;
             q.h = q.w = q.oh = q.ow = 7;
             CHECK(nnf_nchwc_wino_wins(&q, NNF_ISA_AVX2));
-            /* the dense conv's tier (nnf_nchwc_conv_tier): AVX2 tiles for
-             * groups of 1-3 blocks on Zen 4 (zmm_halves), the tier given
-             * otherwise */
-            for (size_t oc = 8; oc <= 40; oc += 8) {
-                q.oc = oc;
-                nnf_isa want = zen4 && oc <= 24 ? NNF_ISA_AVX2 : NNF_ISA_AVX512;
-                CHECK(nnf_nchwc_conv_tier(&q, NNF_ISA_AVX512) == want);
-                CHECK(nnf_nchwc_conv_tier(&q, NNF_ISA_AVX2) == NNF_ISA_AVX2);
-                CHECK(nnf_nchwc_conv_tier(&q, NNF_ISA_SCALAR) == NNF_ISA_SCALAR);
-            }
             q.oc = 512;
             /* the stride-2 form: on both SIMD tiers, from 64 channels and
              * 25 tiles (YOLOv5s's 128 -> 256 at 40x40 and 256 -> 512 at
