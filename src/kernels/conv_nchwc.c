@@ -104,8 +104,9 @@ static int subsampled_1x1(const nnf_conv2d_shape *s, nnf_isa isa) {
  * so each accumulator leaves as an extract and two stores (and a residual
  * comes in as two loads and an insert), which a sum of 64-160 products
  * does not hide; the ymm tiles store each block as it is. A heavy
- * activation turns it round (its exp and division take half the
- * instructions on zmm). Middle conv of three 1x1s, 1 thread, in the
+ * activation turns it round: the AVX2 tiles apply it in a second pass
+ * over the stored outputs (x86/conv_nchwc_avx2.c, post), the AVX-512 ones
+ * in registers. Middle conv of three 1x1s, 1 thread, in the
  * model, AVX-512 -> AVX2 tile time: 32 -> 32 at 160x160 0.90 (none, ReLU),
  * 1.06 (SiLU); 64 -> 256 at 56x56 0.97 / 1.06; 64 -> 64 at 80x80 0.98 /
  * 1.07. Per node (nnfuse profile, tiers alternating): ResNet-50's K = 64

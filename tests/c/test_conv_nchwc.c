@@ -538,7 +538,6 @@ static void soak(nnf_threadpool *pool2) {
 static void check_tier_choice(void) {
     nnf_cpu halves = {.zmm_halves = true, .max_isa = NNF_ISA_AVX512}, full = halves;
     full.zmm_halves = false;
-    /* c, oc, kh (square), group */
     nnf_conv2d_shape pw64 = {.n = 1, .c = 64, .oc = 256, .group = 1, .kh = 1, .kw = 1};
     nnf_conv2d_shape pw160 = pw64, pw161 = pw64, pw256 = pw64, stem = pw64, k3 = pw64,
                      narrow = pw64;
@@ -883,7 +882,6 @@ int main(void) {
             q.oc = 512;
             q.h = q.w = q.oh = q.ow = 7;
             CHECK(nnf_nchwc_wino_wins(&q, NNF_ISA_AVX2));
-            q.oc = 512;
             /* the stride-2 form: on both SIMD tiers, from 64 channels and
              * 25 tiles (YOLOv5s's 128 -> 256 at 40x40 and 256 -> 512 at
              * 20x20, ResNet-50's 128 at 28x28; not its 256 at 14x14 nor
