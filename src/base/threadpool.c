@@ -44,10 +44,13 @@ typedef struct job {
     size_t range_i, range_j, tile_i, tile_j, tiles_j;
 } job;
 
-/* One thread's range of the current job's items: [next, end) unclaimed. */
+/* One thread's range of the current job's items: [next, end) unclaimed.
+ * With accounting on, the thread's time in the job's items (drain), or 0 if
+ * it did not join. */
 typedef struct range {
     _Alignas(64) atomic_size_t next;
     size_t end;
+    uint64_t busy_ns;
 } range;
 
 typedef struct worker_arg {
@@ -70,6 +73,10 @@ struct nnf_threadpool {
     bool caller_waits; /* the caller sleeps on done (under lock) */
     bool stop;
     job cur; /* written only while the epoch is closed with no worker inside */
+    /* accounting (nnf_threadpool_account), written by the submitting thread
+     * under `submit` */
+    atomic_bool account;
+    uint64_t jobs_ns, busy_ns;
 
     /* The hot word on its own cache line: workers poll it. */
     _Alignas(64) _Atomic uint64_t state;
@@ -150,6 +157,17 @@ static void drain(nnf_threadpool *p, int self) {
     }
 }
 
+/* drain(), its time recorded in the thread's range when accounting. */
+static void drain_timed(nnf_threadpool *p, int self, bool account) {
+    if (!account) {
+        drain(p, self);
+        return;
+    }
+    uint64_t t0 = now_ns();
+    drain(p, self);
+    p->ranges[self].busy_ns = now_ns() - t0;
+}
+
 /* An open job this worker has not seen yet? */
 static inline bool has_new_job(uint64_t s, uint64_t seen_epoch) {
     return !(s & ST_CLOSED) && (s >> ST_EPOCH_SHIFT) != seen_epoch;
@@ -191,7 +209,7 @@ static void *worker_main(void *arg) {
         }
         if (!joined)
             continue;
-        drain(p, self);
+        drain_timed(p, self, atomic_load_explicit(&p->account, memory_order_relaxed));
         uint64_t old = atomic_fetch_sub_explicit(&p->state, 1, memory_order_acq_rel);
         if ((old & ST_COUNT_MASK) == 1 && (old & ST_CLOSED)) {
             pthread_mutex_lock(&p->lock);
@@ -237,6 +255,7 @@ nnf_status nnf_threadpool_create(int threads, nnf_threadpool **out) {
     pthread_cond_init(&p->done, NULL);
     /* Epoch 0 closed: a worker starts with nothing to join. */
     atomic_init(&p->state, ST_CLOSED);
+    atomic_init(&p->account, false);
     for (int i = 0; i < threads - 1; i++) {
         p->args[i] = (worker_arg){.p = p, .self = i + 1};
         if (pthread_create(&p->workers[i], NULL, worker_main, &p->args[i]) != 0) {
@@ -281,7 +300,12 @@ static void run_job(nnf_threadpool *p, const job *j) {
         atomic_store_explicit(&p->ranges[r].next, j->n * (size_t)r / (size_t)p->threads,
                               memory_order_relaxed);
         p->ranges[r].end = j->n * (size_t)(r + 1) / (size_t)p->threads;
+        p->ranges[r].busy_ns = 0;
     }
+    /* read once: a worker that joins sees the same setting (the epoch's
+     * release below orders it) */
+    bool account = atomic_load_explicit(&p->account, memory_order_relaxed);
+    uint64_t t_start = account ? now_ns() : 0;
     uint64_t epoch = (atomic_load_explicit(&p->state, memory_order_relaxed) >> ST_EPOCH_SHIFT) + 1;
     epoch &= (1ull << (64 - ST_EPOCH_SHIFT)) - 1;
     /* Only sleepers need the lock: publishing under it pairs with their
@@ -293,7 +317,7 @@ static void run_job(nnf_threadpool *p, const job *j) {
     pthread_mutex_unlock(&p->lock);
 
     t_in_pool = true;
-    drain(p, 0);
+    drain_timed(p, 0, account);
     t_in_pool = false;
 
     /* Every item is claimed: close the epoch, then wait for the workers that
@@ -313,6 +337,12 @@ static void run_job(nnf_threadpool *p, const job *j) {
         p->caller_waits = false;
         pthread_mutex_unlock(&p->lock);
         break;
+    }
+    if (account) {
+        /* every joined worker left (acquire above): its busy_ns is written */
+        p->jobs_ns += (now_ns() - t_start) * (uint64_t)p->threads;
+        for (int r = 0; r < p->threads; r++)
+            p->busy_ns += p->ranges[r].busy_ns;
     }
     pthread_mutex_unlock(&p->submit);
 }
@@ -350,6 +380,21 @@ void nnf_parallel_for_2d(nnf_threadpool *pool, size_t range_i, size_t range_j, s
         return;
     }
     run_job(pool, &j);
+}
+
+void nnf_threadpool_account(nnf_threadpool *pool, bool on) {
+    if (pool)
+        atomic_store_explicit(&pool->account, on, memory_order_relaxed);
+}
+
+void nnf_threadpool_usage(nnf_threadpool *pool, uint64_t *thread_ns, uint64_t *busy_ns) {
+    *thread_ns = *busy_ns = 0;
+    if (!pool)
+        return;
+    pthread_mutex_lock(&pool->submit);
+    *thread_ns = pool->jobs_ns;
+    *busy_ns = pool->busy_ns;
+    pthread_mutex_unlock(&pool->submit);
 }
 
 int nnf_slot_claim(atomic_int *busy, int n) {

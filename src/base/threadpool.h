@@ -9,7 +9,9 @@
 #include "base/status.h"
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct nnf_threadpool nnf_threadpool;
 
@@ -28,6 +30,15 @@ void nnf_parallel_for(nnf_threadpool *pool, size_t n, nnf_task_1d_fn fn, void *c
 typedef void (*nnf_task_2d_fn)(void *ctx, size_t i, size_t j, size_t ni, size_t nj);
 void nnf_parallel_for_2d(nnf_threadpool *pool, size_t range_i, size_t range_j, size_t tile_i,
                          size_t tile_j, nnf_task_2d_fn fn, void *ctx);
+
+/* Accounting for the profiler: while on, every parallel job adds its wall
+ * time times the pool's threads to thread_ns and each thread's time in its
+ * items to busy_ns (cumulative, from the pool's creation; a few clock reads a
+ * job). busy / thread over a span of jobs is how much of the threads' time
+ * they worked; the rest they waited at the job's end for the slowest, or
+ * joined late. Off by default. */
+void nnf_threadpool_account(nnf_threadpool *pool, bool on);
+void nnf_threadpool_usage(nnf_threadpool *pool, uint64_t *thread_ns, uint64_t *busy_ns);
 
 /* Scratch slots for tasks: a task claims a free one of the n flags (as many
  * slots as threads, so one is free but for the instant between one task

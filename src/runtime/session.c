@@ -114,6 +114,11 @@ static nnf_status session_new(const nnf_model *model, const nnf_session_options 
     s->pool = pool;
     if (!pool && (st = nnf_threadpool_create(s->opts.threads, &s->pool)) != NNF_OK)
         goto fail;
+    /* the profile's busy time per node; a pool shared with other sessions
+     * stays counting (a few clock reads a job), and their jobs at the same
+     * time would mix into this one's figures */
+    if (s->opts.profile)
+        nnf_threadpool_account(s->pool, true);
     /* the model's kernel plans are shared; a reference-only session ignores them */
     s->plans = s->opts.reference_kernels ? NULL : model->plans;
     st = nnf_concat_in_place_plan(s);
@@ -255,7 +260,7 @@ static bool plan_matches(const nnf_graph *g, const nnf_node *n, nnf_buf *const *
 }
 
 static nnf_status record_event(nnf_session *s, int node, double t0, double t1, const char *kernel,
-                               int over_input) {
+                               int over_input, double busy_us) {
     if (s->n_events == s->cap_events) {
         size_t cap = s->cap_events ? s->cap_events * 2 : 256;
         nnf_profile_event *e = nnf_realloc(s->events, cap * sizeof *e);
@@ -264,7 +269,8 @@ static nnf_status record_event(nnf_session *s, int node, double t0, double t1, c
         s->events = e;
         s->cap_events = cap;
     }
-    s->events[s->n_events++] = (nnf_profile_event){node, t0 - s->t0_us, t1 - t0, kernel, over_input};
+    s->events[s->n_events++] =
+        (nnf_profile_event){node, t0 - s->t0_us, t1 - t0, kernel, over_input, busy_us};
     return NNF_OK;
 }
 
@@ -487,13 +493,27 @@ static nnf_status run_node(nnf_session *s, int oi) {
                                       "run-time shapes differ from the ones its kernel was planned and its weights "
                                       "packed for at load (load with keep_unpacked_weights to allow this)");
     nnf_kctx ctx = {.pool = s->pool, .state = fast ? p->state : NULL};
+    uint64_t pool0 = 0, busy0 = 0, pool1, busy1;
+    if (s->opts.profile)
+        nnf_threadpool_usage(s->pool, &pool0, &busy0);
     double t0 = s->opts.profile ? nnf_now_us() : 0;
     nnf_status st = alias || in_place ? NNF_OK : fast ? p->run(n, in, out, &ctx) : n->op->ref(n, in, out, &ctx);
     if (st != NNF_OK)
         return st;
-    if (s->opts.profile)
-        NNF_CHECK(record_event(s, id, t0, nnf_now_us(),
-                               alias ? "view" : in_place ? "in_place" : fast ? p->name : "ref", over_input));
+    if (s->opts.profile) {
+        double t1 = nnf_now_us();
+        nnf_threadpool_usage(s->pool, &pool1, &busy1);
+        /* the caller's time outside the jobs counts as one thread working */
+        double jobs_us = (double)(pool1 - pool0) / 1e3 / nnf_threadpool_size(s->pool);
+        double outside = t1 - t0 - jobs_us;
+        NNF_CHECK(record_event(s, id, t0, t1,
+                               alias      ? "view"
+                               : in_place ? "in_place"
+                               : fast     ? p->name
+                                          : "ref",
+                               over_input,
+                               (double)(busy1 - busy0) / 1e3 + (outside > 0 ? outside : 0)));
+    }
     if (id == s->inject_node && out[0] && out[0]->dtype == NNF_DTYPE_FLOAT32)
         for (size_t i = 0; i < out[0]->numel; i++)
             ((float *)out[0]->data)[i] += s->inject_delta;

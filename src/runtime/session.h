@@ -13,6 +13,12 @@ typedef struct nnf_profile_event {
     double start_us, dur_us;
     const char *kernel; /* the plan's kernel name, or "ref" */
     int over_input;     /* the input whose buffer output 0 took and overwrote, or -1 */
+    /* the threads' working time during the node, in microseconds summed over
+     * the pool's threads: the calling thread's time outside parallel jobs
+     * plus every thread's time in the jobs' items (nnf_threadpool_usage);
+     * busy_us / (threads x dur_us) is how much of the threads' time the node
+     * used. With one thread, dur_us. */
+    double busy_us;
 } nnf_profile_event;
 
 /* Called after every executed node for each of its outputs (profile, compare).

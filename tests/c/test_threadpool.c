@@ -1,8 +1,8 @@
 /* Thread pool: every item runs exactly once, 2-D tiles cover the range with
  * the right extents, many back-to-back jobs, nested calls run inline, the
  * NULL pool runs inline, create/destroy repeatedly, jobs published around
- * the spin-to-sleep boundary (late joiners must not run a closed job), and an
- * idle pool burns no CPU. */
+ * the spin-to-sleep boundary (late joiners must not run a closed job), an
+ * idle pool burns no CPU, and the profiler's accounting of the threads' time. */
 #include "base/threadpool.h"
 
 #include "check.h"
@@ -156,6 +156,57 @@ static void check_idle_cpu(void) {
     nnf_threadpool_destroy(pool);
 }
 
+static void sleep_item(void *ctx, size_t i) {
+    const long *us = ctx;
+    sleep_us(us[i]);
+}
+
+static double wall_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
+}
+
+/* nnf_threadpool_usage: nothing counted while off; on, a job's busy time is
+ * its items' time (at least what they slept) and at most the threads' time
+ * (threads x its wall time, itself at most the call's); a job whose one
+ * long item leaves the other thread waiting shows it: at most about half
+ * its threads' time busy. */
+static void check_accounting(void) {
+    nnf_threadpool *pool = NULL;
+    CHECK(nnf_threadpool_create(2, &pool) == NNF_OK);
+    uint64_t th0, b0, th1, b1;
+    long even[2] = {10000, 10000}, one[2] = {10000, 0};
+    nnf_threadpool_usage(pool, &th0, &b0);
+    nnf_parallel_for(pool, 2, sleep_item, even);
+    nnf_threadpool_usage(pool, &th1, &b1);
+    CHECK(th0 == 0 && b0 == 0 && th1 == 0 && b1 == 0);
+    nnf_threadpool_account(pool, true);
+    for (int r = 0; r < 2; r++) {
+        long *us = r ? one : even;
+        nnf_threadpool_usage(pool, &th0, &b0);
+        double t0 = wall_ns();
+        nnf_parallel_for(pool, 2, sleep_item, us);
+        double wall = wall_ns() - t0;
+        nnf_threadpool_usage(pool, &th1, &b1);
+        double thread = (double)(th1 - th0), busy = (double)(b1 - b0);
+        CHECK_MSG(busy >= (double)(us[0] + us[1]) * 1e3 && busy <= thread && thread <= 2 * wall,
+                  "job %d: busy %.0f us, threads' time %.0f us, wall %.0f us", r, busy / 1e3,
+                  thread / 1e3, wall / 1e3);
+        if (r)
+            CHECK_MSG(busy <= 0.6 * thread, "one long item: busy %.0f of %.0f us", busy / 1e3,
+                      thread / 1e3);
+    }
+    nnf_threadpool_account(pool, false);
+    nnf_threadpool_usage(pool, &th0, &b0);
+    nnf_parallel_for(pool, 2, sleep_item, even);
+    nnf_threadpool_usage(pool, &th1, &b1);
+    CHECK(th1 == th0 && b1 == b0);
+    nnf_threadpool_usage(NULL, &th1, &b1);
+    CHECK(th1 == 0 && b1 == 0);
+    nnf_threadpool_destroy(pool);
+}
+
 int main(void) {
     nnf_threadpool *pool = NULL;
     CHECK(nnf_threadpool_create(1, &pool) == NNF_OK && pool == NULL);
@@ -185,5 +236,6 @@ int main(void) {
     nnf_threadpool_destroy(NULL);
     check_spin_boundary();
     check_idle_cpu();
+    check_accounting();
     TEST_MAIN_END();
 }

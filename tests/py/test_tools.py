@@ -212,6 +212,23 @@ def test_profile_trace_one_event_per_node(tiny_model, tmp_path):
     assert "GFLOP/s" in proc.stdout
 
 
+def test_profile_thread_busy(tiny_model, tmp_path):
+    # the threads' working time per node: one thread works the whole node;
+    # two work at most twice its duration, and the table says how busy
+    for threads in (1, 2):
+        trace = tmp_path / f"trace{threads}.json"
+        proc = nnfuse("profile", tiny_model, "-o", trace, "--iterations", 3, "--threads", threads, check=0)
+        nodes = [e for e in json.loads(trace.read_text()) if e["cat"] == "Node"]
+        for e in nodes:
+            busy = e["args"]["thread_busy_us"]
+            if threads == 1:
+                assert busy == pytest.approx(e["dur"], abs=0.002)
+            else:
+                assert 0 <= busy <= 2 * e["dur"] + 0.002
+        assert ("busy %" in proc.stdout) == (threads > 1)
+        assert ("Threads: 2, busy" in proc.stdout) == (threads > 1)
+
+
 def test_profile_peak_and_top(tiny_model, tmp_path):
     peak = tmp_path / "peak.json"
     peak.write_text(json.dumps({"gflops_per_core": 50.0, "bandwidth_gbs": 20.0}))

@@ -226,6 +226,7 @@ static int write_trace(const char *path, const prof_ctx *ctx, const nnf_profile_
             }
             fputc(']', f);
         }
+        fprintf(f, ", \"thread_busy_us\": %.3f", ev[i].busy_us);
         if (rec && rec->shapes)
             fprintf(f, ", %s, \"flops\": %.0f, \"bytes\": %.0f", rec->shapes, rec->flops, rec->bytes);
         else
@@ -312,6 +313,7 @@ typedef struct agg {
     int node;
     size_t calls;
     double us, flops, bytes;
+    double busy_us; /* the threads' working time (nnf_profile_event) */
 } agg;
 
 static int cmp_agg(const void *a, const void *b) {
@@ -319,13 +321,23 @@ static int cmp_agg(const void *a, const void *b) {
     return (x < y) - (x > y);
 }
 
-static void print_table(const char *title, agg *rows, size_t n, size_t top, double total_us, const peak_info *pk) {
+/* With several threads, the share of the threads' time the rows kept them
+ * working: the rest they waited (a job's slowest thread, or a kernel that
+ * runs on the calling thread alone). */
+static double busy_pct(double busy_us, double us, int threads) {
+    return us > 0 ? 100.0 * busy_us / ((double)threads * us) : 0;
+}
+
+static void print_table(const char *title, agg *rows, size_t n, size_t top, double total_us,
+                        const peak_info *pk, int threads) {
     qsort(rows, n, sizeof *rows, cmp_agg);
     printf("\n%s\n", title);
     printf("%-32s %-18s %6s %10s %9s %6s %9s %10s %8s", "name", "op", "calls", "total ms", "avg ms", "%", "GFLOP/s",
            "MB/call", "GB/s");
     if (pk->gflops > 0 || pk->gbs > 0)
         printf(" %8s", "% peak");
+    if (threads > 1)
+        printf(" %6s", "busy %");
     putchar('\n');
     for (size_t i = 0; i < n && (top == 0 || i < top); i++) {
         const agg *r = &rows[i];
@@ -339,6 +351,8 @@ static void print_table(const char *title, agg *rows, size_t n, size_t top, doub
             double fc = pk->gflops > 0 ? gflops / pk->gflops : 0, fm = pk->gbs > 0 ? gbs / pk->gbs : 0;
             printf(" %7.1f%c", 100.0 * (fc > fm ? fc : fm), fc > fm ? 'F' : 'M');
         }
+        if (threads > 1)
+            printf(" %6.1f", busy_pct(r->busy_us, r->us, threads));
         putchar('\n');
     }
     if (top && n > top)
@@ -450,7 +464,8 @@ int cmd_profile(int argc, char **argv) {
         goto done;
     }
     size_t n_ops = 0, n_nodes = 0;
-    double total_us = 0, run_us = 0;
+    double total_us = 0, run_us = 0, busy_us = 0;
+    int threads = nnf_threadpool_size(sess->pool);
     for (long it = 0; it < iterations; it++)
         run_us += runs[it].dur_us;
     for (size_t i = 0; i < n_ev; i++) {
@@ -472,13 +487,19 @@ int cmd_profile(int argc, char **argv) {
             both[b]->us += ev[i].dur_us;
             both[b]->flops += rec ? rec->flops : 0;
             both[b]->bytes += rec ? rec->bytes : 0;
+            both[b]->busy_us += ev[i].busy_us;
         }
         total_us += ev[i].dur_us;
+        busy_us += ev[i].busy_us;
     }
     printf("Profiled %ld iteration%s of %s: %zu node events, %.3f ms in nodes, %.3f ms per run\n", iterations,
            iterations > 1 ? "s" : "", c.model, n_ev, total_us / 1e3, run_us / 1e3 / (double)iterations);
-    print_table("Per operator type:", ops, n_ops, 0, total_us, &pk);
-    print_table("Per node:", nodes, n_nodes, (size_t)top, total_us, &pk);
+    if (threads > 1)
+        printf("Threads: %d, busy %.1f %% of their time in nodes (busy %% below: the rest they "
+               "waited)\n",
+               threads, busy_pct(busy_us, total_us, threads));
+    print_table("Per operator type:", ops, n_ops, 0, total_us, &pk, threads);
+    print_table("Per node:", nodes, n_nodes, (size_t)top, total_us, &pk, threads);
     print_fused(g, nodes, n_nodes, (size_t)top);
     if (trace) {
         rc = write_trace(trace, &ctx, ev, n_ev, runs, (int)iterations);
