@@ -18,7 +18,16 @@
  * time moves by a fifth between processes a minute apart, more than most
  * changes to it.
  *
+ * --processes N repeats the comparison in N child processes, one after the
+ * other, the odd ones loading B's library and model before A's, and gives
+ * the median of their verdicts. Within one process the two builds' weights
+ * and buffers sit on the pages that process got, and this host runs some
+ * processes' pages slower than others' (the kernel table's single-op rows):
+ * one process compared ResNet-50 builds at 0.980, the same two with the
+ * order of the libraries swapped at 1.0075.
+ *
  * Usage: ab_builds LIB_A.so LIB_B.so MODEL [--threads N] [--rounds N] [--warmup N] [--load]
+ *                  [--processes N]
  * (copy each build's libnnfuse.so to its own path first: dlopen returns the
  * library already loaded for a path it has seen). */
 #include "nnfuse.h"
@@ -29,7 +38,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #define MAX_IO 16
 #define MAX_ROUNDS 10000
@@ -193,21 +204,30 @@ static double pct(double *v, int n, int p) {
     return v[(size_t)n * (size_t)p / 100 < (size_t)n ? (size_t)n * (size_t)p / 100 : (size_t)n - 1];
 }
 
+/* One process's result, as a child hands it to the parent. */
+typedef struct verdict {
+    double ratio;  /* the median of the rounds' B/A */
+    int identical; /* 1 identical outputs, 0 different, -1 not compared (--load) */
+} verdict;
+
 /* The two builds' medians and spreads, and the verdict (sorts the arrays). */
-static void report(const char *const *pos, double *va, double *vb, double *ratio, int rounds) {
+static verdict report(const char *const *pos, double *va, double *vb, double *ratio, int rounds) {
     printf("A %-40s median %9.3f ms  p10 %9.3f  p90 %9.3f\n", pos[0], pct(va, rounds, 50),
            pct(va, rounds, 10), pct(va, rounds, 90));
     printf("B %-40s median %9.3f ms  p10 %9.3f  p90 %9.3f\n", pos[1], pct(vb, rounds, 50),
            pct(vb, rounds, 10), pct(vb, rounds, 90));
-    printf("B/A per round: median %.4f  p25 %.4f  p75 %.4f\n", pct(ratio, rounds, 50),
-           pct(ratio, rounds, 25), pct(ratio, rounds, 75));
+    verdict v = {pct(ratio, rounds, 50), -1};
+    printf("B/A per round: median %.4f  p25 %.4f  p75 %.4f\n", v.ratio, pct(ratio, rounds, 25),
+           pct(ratio, rounds, 75));
+    return v;
 }
 
-/* The outputs of A and B: identical bytes, or the largest float difference. */
-static void compare_outputs(const build *a, const build *b) {
+/* The outputs of A and B: identical bytes (returns 1), or the largest float
+ * difference. */
+static int compare_outputs(const build *a, const build *b) {
     if (a->nout != b->nout) {
         printf("outputs: %zu vs %zu outputs\n", a->nout, b->nout);
-        return;
+        return 0;
     }
     int same = 1;
     for (size_t o = 0; o < a->nout; o++) {
@@ -238,45 +258,21 @@ static void compare_outputs(const build *a, const build *b) {
     }
     if (same)
         printf("outputs: identical\n");
+    return same;
 }
 
-int main(int argc, char **argv) {
-    int threads = 1, rounds = 30, warmup = 3, load = 0;
-    const char *pos[3];
-    int np = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--threads") && i + 1 < argc)
-            threads = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
-            rounds = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--warmup") && i + 1 < argc)
-            warmup = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--load"))
-            load = 1;
-        else if (argv[i][0] != '-' && np < 3)
-            pos[np++] = argv[i];
-        else
-            np = -100;
-    }
-    if (np != 3 || threads < 1 || rounds < 1 || rounds > MAX_ROUNDS || warmup < 0) {
-        fprintf(stderr,
-                "usage: ab_builds LIB_A.so LIB_B.so MODEL [--threads N] [--rounds N<=%d] "
-                "[--warmup N] [--load]\n",
-                MAX_ROUNDS);
-        return 2;
-    }
+/* One comparison in this process; b_first loads B's library and model
+ * before A's. Returns nonzero on failure. */
+static int compare(const char *const *pos, int threads, int rounds, int warmup, int load,
+                   int b_first, verdict *v) {
     static build a, b;
-    if (!strcmp(pos[0], pos[1])) {
-        fprintf(stderr, "ab_builds: give the two builds different paths (dlopen returns the "
-                        "library already loaded for a path)\n");
-        return 2;
-    }
-    if (bind(&a, pos[0]) || bind(&b, pos[1]))
+    if (b_first ? bind(&b, pos[1]) || bind(&a, pos[0]) : bind(&a, pos[0]) || bind(&b, pos[1]))
         return 1;
     int cpu = threads == 1;
     double ta, tb;
     static double va[MAX_ROUNDS], vb[MAX_ROUNDS], ratio[MAX_ROUNDS];
-    if (!load && (open_model(&a, pos[2], threads) || open_model(&b, pos[2], threads)))
+    build *one = b_first ? &b : &a, *two = b_first ? &a : &b;
+    if (!load && (open_model(one, pos[2], threads) || open_model(two, pos[2], threads)))
         return 1;
     for (int i = 0; i < warmup; i++)
         if (step(&a, load, pos[2], threads, cpu, &ta) || step(&b, load, pos[2], threads, cpu, &tb))
@@ -289,12 +285,12 @@ int main(int argc, char **argv) {
             return 1;
         ratio[r] = vb[r] / va[r];
     }
-    printf("model %s, %s%d thread(s), %d rounds (%s)\n", pos[2], load ? "loads on " : "", threads,
-           rounds, cpu ? "thread CPU time" : "wall time");
-    report(pos, va, vb, ratio, rounds);
+    printf("model %s, %s%d thread(s), %d rounds (%s)%s\n", pos[2], load ? "loads on " : "", threads,
+           rounds, cpu ? "thread CPU time" : "wall time", b_first ? ", B loaded first" : "");
+    *v = report(pos, va, vb, ratio, rounds);
     if (load)
         return 0;
-    compare_outputs(&a, &b);
+    v->identical = compare_outputs(&a, &b);
     a.session_destroy(a.session);
     b.session_destroy(b.session);
     a.model_destroy(a.model);
@@ -304,4 +300,93 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < b.nin; i++)
         free(b.in[i].data);
     return 0;
+}
+
+/* --processes: each comparison in a child, in turn; the verdicts through a pipe. */
+static int compare_in_processes(const char *const *pos, int threads, int rounds, int warmup,
+                                int load, int processes) {
+    double ratios[64];
+    int identical = 1;
+    for (int k = 0; k < processes; k++) {
+        int fd[2];
+        fflush(stdout);
+        if (pipe(fd) != 0) {
+            perror("ab_builds: pipe");
+            return 1;
+        }
+        pid_t pid = fork();
+        if (pid < 0) {
+            perror("ab_builds: fork");
+            return 1;
+        }
+        if (pid == 0) {
+            close(fd[0]);
+            verdict v;
+            int rc = compare(pos, threads, rounds, warmup, load, k & 1, &v);
+            fflush(stdout);
+            if (rc == 0 && write(fd[1], &v, sizeof v) != (ssize_t)sizeof v)
+                rc = 1;
+            _exit(rc);
+        }
+        close(fd[1]);
+        verdict v;
+        ssize_t got = read(fd[0], &v, sizeof v);
+        close(fd[0]);
+        int status = 0;
+        if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0 ||
+            got != (ssize_t)sizeof v) {
+            fprintf(stderr, "ab_builds: process %d of %d failed\n", k + 1, processes);
+            return 1;
+        }
+        ratios[k] = v.ratio;
+        identical &= v.identical != 0;
+    }
+    printf("B/A over %d processes (odd ones loading B first), each:", processes);
+    for (int k = 0; k < processes; k++)
+        printf(" %.4f", ratios[k]);
+    qsort(ratios, (size_t)processes, sizeof ratios[0], cmp_d);
+    int h = processes / 2;
+    printf("; median %.4f\n", processes & 1 ? ratios[h] : (ratios[h - 1] + ratios[h]) / 2);
+    if (!load)
+        printf("outputs: %s in every process\n", identical ? "identical" : "NOT identical");
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    int threads = 1, rounds = 30, warmup = 3, load = 0, processes = 1;
+    const char *pos[3];
+    int np = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--threads") && i + 1 < argc)
+            threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
+            rounds = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--warmup") && i + 1 < argc)
+            warmup = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--processes") && i + 1 < argc)
+            processes = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--load"))
+            load = 1;
+        else if (argv[i][0] != '-' && np < 3)
+            pos[np++] = argv[i];
+        else
+            np = -100;
+    }
+    if (np != 3 || threads < 1 || rounds < 1 || rounds > MAX_ROUNDS || warmup < 0 ||
+        processes < 1 || processes > 64) {
+        fprintf(stderr,
+                "usage: ab_builds LIB_A.so LIB_B.so MODEL [--threads N] [--rounds N<=%d] "
+                "[--warmup N] [--load] [--processes N<=64]\n",
+                MAX_ROUNDS);
+        return 2;
+    }
+    if (!strcmp(pos[0], pos[1])) {
+        fprintf(stderr, "ab_builds: give the two builds different paths (dlopen returns the "
+                        "library already loaded for a path)\n");
+        return 2;
+    }
+    if (processes > 1)
+        return compare_in_processes(pos, threads, rounds, warmup, load, processes);
+    verdict v;
+    return compare(pos, threads, rounds, warmup, load, 0, &v);
 }
