@@ -42,6 +42,7 @@ typedef struct job {
     void *ctx;
     size_t n; /* items */
     size_t range_i, range_j, tile_i, tile_j, tiles_j;
+    bool account; /* time each thread's drain (nnf_threadpool_account, read once a job) */
 } job;
 
 /* One thread's range of the current job's items: [next, end) unclaimed.
@@ -209,7 +210,7 @@ static void *worker_main(void *arg) {
         }
         if (!joined)
             continue;
-        drain_timed(p, self, atomic_load_explicit(&p->account, memory_order_relaxed));
+        drain_timed(p, self, p->cur.account);
         uint64_t old = atomic_fetch_sub_explicit(&p->state, 1, memory_order_acq_rel);
         if ((old & ST_COUNT_MASK) == 1 && (old & ST_CLOSED)) {
             pthread_mutex_lock(&p->lock);
@@ -296,15 +297,14 @@ static void run_job(nnf_threadpool *p, const job *j) {
     pthread_mutex_lock(&p->submit);
     /* The previous epoch is closed with no worker inside, so nobody reads cur. */
     p->cur = *j;
+    /* read once: the workers that join time their drains by the job's copy */
+    bool account = p->cur.account = atomic_load_explicit(&p->account, memory_order_relaxed);
     for (int r = 0; r < p->threads; r++) {
         atomic_store_explicit(&p->ranges[r].next, j->n * (size_t)r / (size_t)p->threads,
                               memory_order_relaxed);
         p->ranges[r].end = j->n * (size_t)(r + 1) / (size_t)p->threads;
         p->ranges[r].busy_ns = 0;
     }
-    /* read once: a worker that joins sees the same setting (the epoch's
-     * release below orders it) */
-    bool account = atomic_load_explicit(&p->account, memory_order_relaxed);
     uint64_t t_start = account ? now_ns() : 0;
     uint64_t epoch = (atomic_load_explicit(&p->state, memory_order_relaxed) >> ST_EPOCH_SHIFT) + 1;
     epoch &= (1ull << (64 - ST_EPOCH_SHIFT)) - 1;
