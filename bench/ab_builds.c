@@ -20,11 +20,10 @@
  *
  * --processes N repeats the comparison in N child processes, one after the
  * other, the odd ones loading B's library and model before A's, and gives
- * the median of their verdicts. Within one process the two builds' weights
- * and buffers sit on the pages that process got, and this host runs some
- * processes' pages slower than others' (the kernel table's single-op rows):
- * one process compared ResNet-50 builds at 0.980, the same two with the
- * order of the libraries swapped at 1.0075.
+ * the median of each order's verdicts and their geometric mean. Within one process the two builds'
+ * weights and buffers sit on the pages that process got, and this host runs some processes' pages
+ * slower than others' (the kernel table's single-op rows): one process compared ResNet-50 builds at
+ * 0.980, the same two with the order of the libraries swapped at 1.0075.
  *
  * Usage: ab_builds LIB_A.so LIB_B.so MODEL [--threads N] [--rounds N] [--warmup N] [--load]
  *                  [--processes N]
@@ -305,7 +304,7 @@ static int compare(const char *const *pos, int threads, int rounds, int warmup, 
 /* --processes: each comparison in a child, in turn; the verdicts through a pipe. */
 static int compare_in_processes(const char *const *pos, int threads, int rounds, int warmup,
                                 int load, int processes) {
-    double ratios[64];
+    double ratios[64]; /* processes <= 64 */
     int identical = 1;
     for (int k = 0; k < processes; k++) {
         int fd[2];
@@ -344,9 +343,24 @@ static int compare_in_processes(const char *const *pos, int threads, int rounds,
     printf("B/A over %d processes (odd ones loading B first), each:", processes);
     for (int k = 0; k < processes; k++)
         printf(" %.4f", ratios[k]);
-    qsort(ratios, (size_t)processes, sizeof ratios[0], cmp_d);
-    int h = processes / 2;
-    printf("; median %.4f\n", processes & 1 ? ratios[h] : (ratios[h - 1] + ratios[h]) / 2);
+    /* the library loaded first can run faster or slower as a whole (its
+     * pages): the median of each order, and their geometric mean, so that
+     * neither order outvotes the other */
+    double by_order[2][32];
+    int n_order[2] = {0, 0};
+    for (int k = 0; k < processes; k++)
+        by_order[k & 1][n_order[k & 1]++] = ratios[k];
+    double med[2] = {1, 1};
+    for (int o = 0; o < 2; o++) {
+        int n = n_order[o], h = n / 2;
+        qsort(by_order[o], (size_t)n, sizeof by_order[o][0], cmp_d);
+        if (n)
+            med[o] = n & 1 ? by_order[o][h] : (by_order[o][h - 1] + by_order[o][h]) / 2;
+    }
+    printf("; median A first %.4f", med[0]);
+    if (n_order[1])
+        printf(", B first %.4f; verdict %.4f", med[1], sqrt(med[0] * med[1]));
+    printf("\n");
     if (!load)
         printf("outputs: %s in every process\n", identical ? "identical" : "NOT identical");
     return 0;
