@@ -47,7 +47,7 @@ typedef struct job {
 
 /* One thread's range of the current job's items: [next, end) unclaimed.
  * With accounting on, the thread's time in the job's items (drain), or 0 if
- * it did not join. */
+ * it did not join (zeroed as the submitting thread adds it up). */
 typedef struct range {
     _Alignas(64) atomic_size_t next;
     size_t end;
@@ -303,7 +303,6 @@ static void run_job(nnf_threadpool *p, const job *j) {
         atomic_store_explicit(&p->ranges[r].next, j->n * (size_t)r / (size_t)p->threads,
                               memory_order_relaxed);
         p->ranges[r].end = j->n * (size_t)(r + 1) / (size_t)p->threads;
-        p->ranges[r].busy_ns = 0;
     }
     uint64_t t_start = account ? now_ns() : 0;
     uint64_t epoch = (atomic_load_explicit(&p->state, memory_order_relaxed) >> ST_EPOCH_SHIFT) + 1;
@@ -341,8 +340,10 @@ static void run_job(nnf_threadpool *p, const job *j) {
     if (account) {
         /* every joined worker left (acquire above): its busy_ns is written */
         p->jobs_ns += (now_ns() - t_start) * (uint64_t)p->threads;
-        for (int r = 0; r < p->threads; r++)
+        for (int r = 0; r < p->threads; r++) {
             p->busy_ns += p->ranges[r].busy_ns;
+            p->ranges[r].busy_ns = 0; /* a thread that does not join the next job adds 0 */
+        }
     }
     pthread_mutex_unlock(&p->submit);
 }
