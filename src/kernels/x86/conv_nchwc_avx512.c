@@ -64,11 +64,15 @@ static inline __mmask16 zmask(size_t nob, int z) {
     return (size_t)(2 * z + 1) < nob ? (__mmask16)0xffff : (__mmask16)0x00ff;
 }
 
+/* The fast epilogue's activations: a clamp (none, ReLU, Clip), or these. */
+enum { EP_CLAMP = 0, EP_SILU, EP_SIGMOID };
+
 /* One zmm row of a tile through the fast epilogue (finish): bias, residual
- * r (NULL: none) before or after the activation, clamp to (lo, hi) or SiLU. */
+ * r (NULL: none) before or after the activation, clamp to (lo, hi), SiLU or
+ * Sigmoid (ACT). */
 static inline __attribute__((always_inline)) void
-ep_row(const __m512 *acc, int P, int has_bias, __m512 bias, const float *r, int after,
-       __m512 lo, __m512 hi, const int SILU, float *y, size_t blk, int both, __mmask16 keep) {
+ep_row(const __m512 *acc, int P, int has_bias, __m512 bias, const float *r, int after, __m512 lo,
+       __m512 hi, const int ACT, float *y, size_t blk, int both, __mmask16 keep) {
     for (int p = 0; p < P; p++) {
         __m512 v = acc[p];
         if (has_bias)
@@ -76,7 +80,9 @@ ep_row(const __m512 *acc, int P, int has_bias, __m512 bias, const float *r, int 
         __m512 rv = r ? nnf_load_pair(r + p * NNF_NCHWC_B, blk, both) : _mm512_setzero_ps();
         if (r && !after)
             v = _mm512_add_ps(v, rv);
-        v = SILU ? nnf_silu16(v) : _mm512_min_ps(hi, _mm512_max_ps(lo, v));
+        v = ACT == EP_SILU      ? nnf_silu16(v)
+            : ACT == EP_SIGMOID ? nnf_sigmoid16(v)
+                                : _mm512_min_ps(hi, _mm512_max_ps(lo, v));
         if (r && after)
             v = _mm512_add_ps(v, rv);
         nnf_store_pair(y + p * NNF_NCHWC_B, blk, both, _mm512_maskz_mov_ps(keep, v));
@@ -91,13 +97,13 @@ static inline __attribute__((always_inline)) void ep_row_usual(const __m512 *acc
                                                                __m512 lo, __m512 hi, int silu,
                                                                float *y, size_t blk) {
     if (silu && r)
-        ep_row(acc, P, 1, bias, r, 0, lo, hi, 1, y, blk, 1, 0xffff);
+        ep_row(acc, P, 1, bias, r, 0, lo, hi, EP_SILU, y, blk, 1, 0xffff);
     else if (silu)
-        ep_row(acc, P, 1, bias, NULL, 0, lo, hi, 1, y, blk, 1, 0xffff);
+        ep_row(acc, P, 1, bias, NULL, 0, lo, hi, EP_SILU, y, blk, 1, 0xffff);
     else if (r)
-        ep_row(acc, P, 1, bias, r, 0, lo, hi, 0, y, blk, 1, 0xffff);
+        ep_row(acc, P, 1, bias, r, 0, lo, hi, EP_CLAMP, y, blk, 1, 0xffff);
     else
-        ep_row(acc, P, 1, bias, NULL, 0, lo, hi, 0, y, blk, 1, 0xffff);
+        ep_row(acc, P, 1, bias, NULL, 0, lo, hi, EP_CLAMP, y, blk, 1, 0xffff);
 }
 
 /* The clamp that ReLU (0, inf), Clip (alpha, beta) and none (-inf, inf)
@@ -126,7 +132,7 @@ static __attribute__((noinline)) void finish(const nnf_nchwc_conv_job *j, const 
     int kind = e->act.kind;
     int fast = e->alpha == 1.0f && (!a->res || e->residual_scale == 1.0f) &&
                (kind == NNF_ACT_NONE || kind == NNF_ACT_RELU || kind == NNF_ACT_CLIP ||
-                kind == NNF_ACT_SILU);
+                kind == NNF_ACT_SILU || kind == NNF_ACT_SIGMOID);
     __m512 lo, hi;
     clamp_bounds(e, &lo, &hi);
     for (int z = 0; z < Z; z++) {
@@ -148,15 +154,21 @@ static __attribute__((noinline)) void finish(const nnf_nchwc_conv_job *j, const 
              * blocks real and full, any residual before the activation
              * (the general call tested each flag per value: 8-13 % of a
              * 1x1 conv with K = 64 was this function) */
-            if (e->bias && keep == 0xffff && (!r || !e->residual_after_act)) {
+            if (e->bias && keep == 0xffff && (!r || !e->residual_after_act) &&
+                kind != NNF_ACT_SIGMOID) {
                 ep_row_usual(acc[z], P, bias, r, lo, hi, kind == NNF_ACT_SILU, y, blk);
                 continue;
             }
+            /* Sigmoid: YOLOv5s's detection heads (255 channels, none
+             * after it); through nnf_ep16_apply its switch ran per value */
             if (kind == NNF_ACT_SILU)
-                ep_row(acc[z], P, e->bias != NULL, bias, r, e->residual_after_act, lo, hi, 1,
+                ep_row(acc[z], P, e->bias != NULL, bias, r, e->residual_after_act, lo, hi, EP_SILU,
                        a->y + off, j->y_blk, both, keep);
+            else if (kind == NNF_ACT_SIGMOID)
+                ep_row(acc[z], P, e->bias != NULL, bias, r, e->residual_after_act, lo, hi,
+                       EP_SIGMOID, a->y + off, j->y_blk, both, keep);
             else
-                ep_row(acc[z], P, e->bias != NULL, bias, r, e->residual_after_act, lo, hi, 0,
+                ep_row(acc[z], P, e->bias != NULL, bias, r, e->residual_after_act, lo, hi, EP_CLAMP,
                        a->y + off, j->y_blk, both, keep);
             continue;
         }
