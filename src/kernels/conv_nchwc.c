@@ -368,6 +368,7 @@ typedef struct task_ctx {
     float *y_plain;          /* NCHW output (nnf_nchwc_conv_run_nchw), else NULL */
     size_t cl;               /* y_plain channel-last in groups of cl channels; 0: NCHW */
     size_t sub_units, buf_floats; /* its buffer: units per pass, floats */
+    size_t cl_px;                 /* channel-last, flattened: pixels per pass */
     atomic_int failed;
 } task_ctx;
 
@@ -405,21 +406,63 @@ static void plain_out(const task_ctx *t, const nnf_nchwc_conv_job *j, size_t b, 
         }
         for (size_t o = 0; o < nob && (ocb0 + o) * NNF_NCHWC_B < s->oc; o++) {
             size_t c0 = (ocb0 + o) * NNF_NCHWC_B, nc = s->oc - c0 < NNF_NCHWC_B ? s->oc - c0 : NNF_NCHWC_B;
-            if (!t->cl) {
-                nnf_nchwc_to_nchw_block(buf + o * jb.y_blk, plane, nc, np,
-                                        t->y_plain + (b * s->oc + c0) * plane + p0, j->k->isa);
-                continue;
-            }
-            /* channel-last: the block's lanes group by group (a block may
-             * straddle two: 85-channel groups) */
-            for (size_t l0 = 0; l0 < nc;) {
-                size_t c = c0 + l0, a = b * (s->oc / t->cl) + c / t->cl, i = c % t->cl;
-                size_t nl = t->cl - i < nc - l0 ? t->cl - i : nc - l0;
-                float *dst = t->y_plain + (a * plane + p0) * t->cl + i;
-                nnf_nchwc_to_cl_run(buf + o * jb.y_blk, np, l0, nl, dst, t->cl, j->k->isa);
-                l0 += nl;
-            }
+            nnf_nchwc_to_nchw_block(buf + o * jb.y_blk, plane, nc, np,
+                                    t->y_plain + (b * s->oc + c0) * plane + p0, j->k->isa);
         }
+    }
+}
+
+/* The job of tile group g (a grouped conv: its conv group's input), its
+ * first block and count in *ocb0, *nob; jg holds it where it differs. */
+static const nnf_nchwc_conv_job *group_job(const task_ctx *t, size_t g, nnf_nchwc_conv_job *jg,
+                                           size_t *ocb0, size_t *nob) {
+    const nnf_nchwc_conv_job *j = t->job;
+    *ocb0 = tile_group(g, t->gblk, j->ocb_grp, nob);
+    if (*ocb0 < j->ocb_grp)
+        return j;
+    *jg = *j;
+    jg->x += *ocb0 / j->ocb_grp * j->x_grp;
+    return jg;
+}
+
+/* Channel-last output (a detection head's [N, anchors, H, W, outputs]):
+ * every group of the task over a few pixels (or rows) into the thread's
+ * buffer, then each pixel's channels out in order. Group by group, as
+ * plain_out goes, each group wrote a 32-channel piece of every row of the
+ * band, and a 255-channel head's rows came back from L2 eight times. */
+static void cl_out(const task_ctx *t, size_t b, size_t g0, size_t g1, size_t u0, size_t nu) {
+    float *buf = nnf_thread_scratch(NNF_SCRATCH_CONV_OUT, t->buf_floats);
+    if (!buf) {
+        atomic_store(&t->failed, 1);
+        return;
+    }
+    const nnf_nchwc_conv_job *j = t->job;
+    const nnf_conv2d_shape *s = &j->k->s;
+    size_t nob, cb0 = tile_group(g0, t->gblk, j->ocb_grp, &nob),
+                last = tile_group(g1 - 1, t->gblk, j->ocb_grp, &nob);
+    size_t nb = last + nob - cb0, plane = j->oh * j->ow;
+    size_t p_end =
+        t->flat ? ((u0 + nu) * t->chunk < j->ow ? (u0 + nu) * t->chunk : j->ow) : (u0 + nu) * j->ow;
+    size_t step = t->flat ? t->cl_px : t->sub_units * j->ow;
+    for (size_t p0 = t->flat ? u0 * t->chunk : u0 * j->ow; p0 < p_end; p0 += step) {
+        size_t np = p_end - p0 < step ? p_end - p0 : step;
+        for (size_t g = g0; g < g1; g++) {
+            nnf_nchwc_conv_job jg, jb;
+            size_t ocb0;
+            jb = *group_job(t, g, &jg, &ocb0, &nob);
+            jb.y = buf;
+            jb.y_img = 0;
+            jb.y_blk = step * NNF_NCHWC_B;
+            jb.y_blk0 = cb0;
+            jb.y_px0 = p0;
+            if (t->flat)
+                t->span(&jb, b, ocb0, nob, 0, 1, p0, p0 + np);
+            else
+                t->span(&jb, b, ocb0, nob, p0 / j->ow, (p0 + np) / j->ow, 0, j->ow);
+        }
+        nnf_nchwc_to_cl_pixels(buf, step * NNF_NCHWC_B, cb0, nb, s->oc, np,
+                               t->y_plain + b * s->oc * plane + p0 * t->cl, plane, t->cl,
+                               j->k->isa);
     }
 }
 
@@ -432,17 +475,17 @@ static void conv_task(void *ctx, size_t i, size_t u0, size_t ni, size_t nu) {
     for (size_t ii = i; ii < i + ni; ii++) {
         size_t b = ii / t->gsplit, part = ii % t->gsplit;
         size_t g0 = t->groups * part / t->gsplit, g1 = t->groups * (part + 1) / t->gsplit;
+        if (t->cl) {
+            if (g0 < g1)
+                cl_out(t, b, g0, g1, u0, nu);
+            continue;
+        }
         for (size_t g = g0; g < g1; g++) {
-            size_t nob, ocb0 = tile_group(g, t->gblk, j->ocb_grp, &nob);
             /* a grouped conv: the job of the conv group the tile is in,
              * its input starting at that group's blocks */
             nnf_nchwc_conv_job jg;
-            const nnf_nchwc_conv_job *jj = j;
-            if (ocb0 >= j->ocb_grp) {
-                jg = *j;
-                jg.x += ocb0 / j->ocb_grp * j->x_grp;
-                jj = &jg;
-            }
+            size_t nob, ocb0;
+            const nnf_nchwc_conv_job *jj = group_job(t, g, &jg, &ocb0, &nob);
             if (t->y_plain) {
                 plain_out(t, jj, b, ocb0, nob, u0, nu);
             } else if (t->flat) {
@@ -744,13 +787,22 @@ static nnf_status conv_run(const nnf_nchwc_conv *k, const float *x, float *y,
     }
     atomic_init(&t.failed, 0);
     if (plain) {
-        /* the buffer: a group's blocks over at most a quarter of L2 (the
-         * band's input shares it), at least one unit */
-        size_t per = (flat ? t.chunk : j.ow) * t.gblk * NNF_NCHWC_B * sizeof(float);
+        /* the buffer: a group's blocks (channel-last: a task's groups'
+         * blocks) over at most a quarter of L2 (the band's input shares
+         * it), at least one unit (flattened, channel-last: FLAT_ALIGN
+         * pixels) */
         size_t l2 = nnf_cpu_get()->l2 ? nnf_cpu_get()->l2 : 262144;
+        size_t blocks = cl ? (t.groups + t.gsplit - 1) / t.gsplit * t.gblk : t.gblk;
+        size_t px_bytes = blocks * NNF_NCHWC_B * sizeof(float);
+        size_t per = (flat ? t.chunk : j.ow) * px_bytes;
         t.sub_units = l2 / 4 / per ? l2 / 4 / per : 1;
         t.sub_units = t.sub_units < band ? t.sub_units : band;
         t.buf_floats = t.sub_units * per / sizeof(float);
+        if (cl && flat) {
+            t.cl_px = l2 / 4 / px_bytes / FLAT_ALIGN * FLAT_ALIGN;
+            t.cl_px = t.cl_px < FLAT_ALIGN ? FLAT_ALIGN : t.cl_px < t.chunk ? t.cl_px : t.chunk;
+            t.buf_floats = t.cl_px * px_bytes / sizeof(float);
+        }
         t.y_plain = y;
         t.cl = cl;
     }

@@ -57,10 +57,13 @@ void nnf_nchwc_to_nchw(const float *x, float *y, size_t n, size_t c, size_t hw, 
                        nnf_threadpool *pool);
 /* One block's np pixels ([np][8] at x) to nc planes hw floats apart at y. */
 void nnf_nchwc_to_nchw_block(const float *x, size_t hw, size_t nc, size_t np, float *y, nnf_isa isa);
-/* Lanes [l0, l0 + nl) of np pixels of one block (x at its first pixel) to
- * channel-last rows: pixel p's at y + p * ys, lane l0 at y[0]. */
-void nnf_nchwc_to_cl_run(const float *x, size_t np, size_t l0, size_t nl, float *y, size_t ys,
-                         nnf_isa isa);
+/* Blocks [cb0, cb0 + nb) of np pixels (block o's pixel p at
+ * x[(o - cb0) * xblk + p * 8]) as channels [8 cb0, min(8 (cb0 + nb), c)) of
+ * channel-last rows in groups of cl: channel ch of pixel p to
+ * y[((ch / cl) * plane + p) * cl + ch % cl]. Pixel by pixel, each row's
+ * channels in order, so a row's lines are written whole in turn. */
+void nnf_nchwc_to_cl_pixels(const float *x, size_t xblk, size_t cb0, size_t nb, size_t c, size_t np,
+                            float *y, size_t plane, size_t cl, nnf_isa isa);
 
 /* ---- dense and grouped convolution (conv_nchwc.c, x86/conv_nchwc_avx2.c) ----
  * Any kernel extent, stride, dilation and padding. The input is NCHWc8, or

@@ -37,15 +37,22 @@ static void to_tile_scalar(const float *x, size_t hw, size_t nc, size_t np, floa
             y[l * hw + p] = x[p * NNF_NCHWC_B + l];
 }
 
-void nnf_nchwc_to_cl_run(const float *x, size_t np, size_t l0, size_t nl, float *y, size_t ys,
-                         nnf_isa isa) {
+void nnf_nchwc_to_cl_pixels(const float *x, size_t xblk, size_t cb0, size_t nb, size_t c, size_t np,
+                            float *y, size_t plane, size_t cl, nnf_isa isa) {
     if (isa >= NNF_ISA_AVX2) {
-        nnf_nchwc_to_cl_run_avx2(x, np, l0, nl, y, ys);
+        nnf_nchwc_to_cl_pixels_avx2(x, xblk, cb0, nb, c, np, y, plane, cl);
         return;
     }
+    size_t c0 = cb0 * NNF_NCHWC_B, c1 = (cb0 + nb) * NNF_NCHWC_B < c ? (cb0 + nb) * NNF_NCHWC_B : c;
     for (size_t p = 0; p < np; p++)
-        for (size_t l = 0; l < nl; l++)
-            y[p * ys + l] = x[p * NNF_NCHWC_B + l0 + l];
+        for (size_t ch = c0, a = c0 / cl, i = c0 % cl; ch < c1; ch++) {
+            y[(a * plane + p) * cl + i] =
+                x[(ch / NNF_NCHWC_B - cb0) * xblk + p * NNF_NCHWC_B + ch % NNF_NCHWC_B];
+            if (++i == cl) {
+                a++;
+                i = 0;
+            }
+        }
 }
 
 void nnf_nchwc_to_nchw_block(const float *x, size_t hw, size_t nc, size_t np, float *y, nnf_isa isa) {

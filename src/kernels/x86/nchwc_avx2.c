@@ -79,20 +79,39 @@ void nnf_nchwc_from_nchw_tile_avx2(const float *x, size_t hw, size_t nc, size_t 
     }
 }
 
-void nnf_nchwc_to_cl_run_avx2(const float *x, size_t np, size_t l0, size_t nl, float *y,
-                              size_t ys) {
-    if (l0 == 0 && nl == B) {
-        for (size_t p = 0; p < np; p++)
-            _mm256_storeu_ps(y + p * ys, _mm256_loadu_ps(x + p * B));
-        return;
+void nnf_nchwc_to_cl_pixels_avx2(const float *x, size_t xblk, size_t cb0, size_t nb, size_t c,
+                                 size_t np, float *y, size_t plane, size_t cl) {
+    size_t c0 = cb0 * B, c1 = (cb0 + nb) * B < c ? (cb0 + nb) * B : c;
+    const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    for (size_t p = 0; p < np; p++) {
+        size_t a = c0 / cl, i = c0 % cl; /* channel ch's group and index in it */
+        for (size_t ch = c0; ch < c1; ch += B) {
+            __m256 v = _mm256_loadu_ps(x + (ch / B - cb0) * xblk + p * B);
+            size_t n = c1 - ch < B ? c1 - ch : B;
+            if (n == B && i + B <= cl) {
+                _mm256_storeu_ps(y + (a * plane + p) * cl + i, v);
+                if ((i += B) == cl) {
+                    a++;
+                    i = 0;
+                }
+                continue;
+            }
+            /* the block's lanes [l, l + m) to the group's row at i, the
+             * rest to the next group's (a block may span several: groups
+             * of 85 channels, or of 3) */
+            for (size_t l = 0; l < n;) {
+                size_t m = n - l < cl - i ? n - l : cl - i;
+                __m256 s =
+                    _mm256_permutevar8x32_ps(v, _mm256_add_epi32(iota, _mm256_set1_epi32((int)l)));
+                _mm256_maskstore_ps(y + (a * plane + p) * cl + i, nnf_mask8(m), s);
+                l += m;
+                if ((i += m) == cl) {
+                    a++;
+                    i = 0;
+                }
+            }
+        }
     }
-    /* a block split between two groups: its lanes [l0, l0 + nl), read from
-     * the block's start up (no read past it) and stored from lane 0 */
-    __m256i m = nnf_mask8(nl), shift = _mm256_add_epi32(_mm256_set1_epi32((int)l0),
-                                                        _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-    for (size_t p = 0; p < np; p++)
-        _mm256_maskstore_ps(y + p * ys, m,
-                            _mm256_permutevar8x32_ps(_mm256_loadu_ps(x + p * B), shift));
 }
 
 void nnf_nchwc_to_nchw_tile_avx2(const float *x, size_t hw, size_t nc, size_t np, float *y) {

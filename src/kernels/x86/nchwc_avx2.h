@@ -12,8 +12,9 @@
  * pixel p0 of block cb. np pixels. */
 void nnf_nchwc_from_nchw_tile_avx2(const float *x, size_t hw, size_t nc, size_t np, float *y);
 void nnf_nchwc_to_nchw_tile_avx2(const float *x, size_t hw, size_t nc, size_t np, float *y);
-/* nnf_nchwc_to_cl_run's AVX2 tier. */
-void nnf_nchwc_to_cl_run_avx2(const float *x, size_t np, size_t l0, size_t nl, float *y, size_t ys);
+/* nnf_nchwc_to_cl_pixels' AVX2 tier. */
+void nnf_nchwc_to_cl_pixels_avx2(const float *x, size_t xblk, size_t cb0, size_t nb, size_t c,
+                                 size_t np, float *y, size_t plane, size_t cl);
 
 /* One (image, block) of a depthwise conv: x, y, res at the block's plane,
  * w at the block's [kh][kw][8] taps, bias at the block's first channel (or
