@@ -269,15 +269,13 @@ void nnf_gemm_ukernel_direct_14x32_avx512(size_t kc, const float *a, size_t lda,
  * caches swept before each run (bench_kernels --cold, medians of 6
  * alternations), ResNet-50's classifier 0.637 -> 0.533 ms, MobileNetV2's
  * 0.352 -> 0.308; four panels with two k steps each were no faster. */
-static NNF_GEMV_BLOCK(gemv_block_32_one, __m512, 16, _mm512_loadu_ps, _mm512_storeu_ps,
-                      _mm512_set1_ps, _mm512_fmadd_ps)
-    NNF_GEMV_BLOCK2(nnf_gemv_block_32_avx512, gemv_block_32_one, __m512, 16, _mm512_loadu_ps,
-                    _mm512_storeu_ps, _mm512_set1_ps, _mm512_fmadd_ps)
+NNF_GEMV_BLOCK2(nnf_gemv_block_32_avx512, __m512, 16, _mm512_loadu_ps, _mm512_storeu_ps,
+                _mm512_set1_ps, _mm512_fmadd_ps)
 
-    /* A's rows into 14-row panels (rows 0-7 and 8-13 through the ymm
-     * transposes): the portable packer was 9 % of a 1024^3 GEMM on this tier. */
-    void nnf_gemm_pack_a14_avx512(const float *base, size_t ld, size_t mn0, size_t mnc, size_t k0,
-                                  size_t kc, float *dst) {
+/* A's rows into 14-row panels (rows 0-7 and 8-13 through the ymm
+ * transposes): the portable packer was 9 % of a 1024^3 GEMM on this tier. */
+void nnf_gemm_pack_a14_avx512(const float *base, size_t ld, size_t mn0, size_t mnc, size_t k0,
+                              size_t kc, float *dst) {
     nnf_pack_a_panels_avx2(base, ld, mn0, mnc, k0, kc, dst, 14);
 }
 

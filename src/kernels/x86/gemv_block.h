@@ -48,13 +48,16 @@
         }                                                                                          \
     }
 
-/* NNF_GEMV_BLOCK2(NAME, ONE, ...): two panels side by side (16
- * accumulators: AVX-512's 32 registers), each with the one-panel kernel's
- * operations in its order, so the same sums whichever panels pair up; ONE
- * (an NNF_GEMV_BLOCK) takes an odd last panel. B comes from memory in a
- * model, and one sequential stream kept too few lines in flight: two
- * streams read it faster (gemm_avx512.c). */
-#define NNF_GEMV_BLOCK2(NAME, ONE, V, W, LOAD, STORE, SET1, FMA)                                   \
+/* NNF_GEMV_BLOCK2(NAME, ...): two panels side by side (16 accumulators:
+ * AVX-512's 32 registers), each with the one-panel kernel's operations in
+ * its order, so the same sums whichever panels pair up; an odd last panel
+ * runs alone (NAME_one, an NNF_GEMV_BLOCK). B comes from memory in a model,
+ * and one sequential stream kept too few lines in flight: two streams read
+ * it faster (gemm_avx512.c). */
+/* (clang-format would join the two definitions' lines) */
+/* clang-format off */
+#define NNF_GEMV_BLOCK2(NAME, V, W, LOAD, STORE, SET1, FMA)                                        \
+    static NNF_GEMV_BLOCK(NAME##_one, V, W, LOAD, STORE, SET1, FMA)                                \
     void NAME(size_t kcb, const float *a, size_t a_stride, const float *b, size_t np, float *st) { \
         size_t pstride = kcb * 2 * (W);                                                            \
         size_t p = 0;                                                                              \
@@ -113,7 +116,8 @@
             STORE(su + 7 * (W), u7);                                                               \
         }                                                                                          \
         if (p < np)                                                                                \
-            ONE(kcb, a, a_stride, b, 1, st);                                                       \
+            NAME##_one(kcb, a, a_stride, b, 1, st);                                                \
     }
+/* clang-format on */
 
 #endif
