@@ -13,38 +13,51 @@
 
 #include <stddef.h>
 
+/* One panel's eight sums (prefix S): loaded from st, four k steps from b
+ * (a0-a3 in scope), one k step (a0), stored back. */
+#define NNF_GEMV_SUMS_LOAD(V, LOAD, W, S, st)                                                      \
+    V S##0 = LOAD(st), S##1 = LOAD((st) + (W)), S##2 = LOAD((st) + 2 * (W));                       \
+    V S##3 = LOAD((st) + 3 * (W)), S##4 = LOAD((st) + 4 * (W)), S##5 = LOAD((st) + 5 * (W));       \
+    V S##6 = LOAD((st) + 6 * (W)), S##7 = LOAD((st) + 7 * (W))
+#define NNF_GEMV_SUMS_STEP4(LOAD, FMA, W, S, b)                                                    \
+    S##0 = FMA(a0, LOAD(b), S##0);                                                                 \
+    S##1 = FMA(a0, LOAD((b) + (W)), S##1);                                                         \
+    S##2 = FMA(a1, LOAD((b) + 2 * (W)), S##2);                                                     \
+    S##3 = FMA(a1, LOAD((b) + 3 * (W)), S##3);                                                     \
+    S##4 = FMA(a2, LOAD((b) + 4 * (W)), S##4);                                                     \
+    S##5 = FMA(a2, LOAD((b) + 5 * (W)), S##5);                                                     \
+    S##6 = FMA(a3, LOAD((b) + 6 * (W)), S##6);                                                     \
+    S##7 = FMA(a3, LOAD((b) + 7 * (W)), S##7)
+#define NNF_GEMV_SUMS_STEP1(LOAD, FMA, W, S, b)                                                    \
+    S##0 = FMA(a0, LOAD(b), S##0);                                                                 \
+    S##1 = FMA(a0, LOAD((b) + (W)), S##1)
+#define NNF_GEMV_SUMS_STORE(STORE, W, S, st)                                                       \
+    STORE(st, S##0);                                                                               \
+    STORE((st) + (W), S##1);                                                                       \
+    STORE((st) + 2 * (W), S##2);                                                                   \
+    STORE((st) + 3 * (W), S##3);                                                                   \
+    STORE((st) + 4 * (W), S##4);                                                                   \
+    STORE((st) + 5 * (W), S##5);                                                                   \
+    STORE((st) + 6 * (W), S##6);                                                                   \
+    STORE((st) + 7 * (W), S##7)
+#define NNF_GEMV_A4(V, SET1)                                                                       \
+    V a0 = SET1(a[kk * a_stride]), a1 = SET1(a[(kk + 1) * a_stride]);                              \
+    V a2 = SET1(a[(kk + 2) * a_stride]), a3 = SET1(a[(kk + 3) * a_stride])
+
 #define NNF_GEMV_BLOCK(NAME, V, W, LOAD, STORE, SET1, FMA)                                         \
     void NAME(size_t kcb, const float *a, size_t a_stride, const float *b, size_t np, float *st) { \
         for (size_t p = 0; p < np; p++, st += 8 * (W)) {                                           \
-            V s0 = LOAD(st), s1 = LOAD(st + (W)), s2 = LOAD(st + 2 * (W));                         \
-            V s3 = LOAD(st + 3 * (W)), s4 = LOAD(st + 4 * (W)), s5 = LOAD(st + 5 * (W));           \
-            V s6 = LOAD(st + 6 * (W)), s7 = LOAD(st + 7 * (W));                                    \
+            NNF_GEMV_SUMS_LOAD(V, LOAD, W, s, st);                                                 \
             size_t kk = 0;                                                                         \
             for (; kk + 4 <= kcb; kk += 4, b += 8 * (W)) {                                         \
-                V a0 = SET1(a[kk * a_stride]), a1 = SET1(a[(kk + 1) * a_stride]);                  \
-                V a2 = SET1(a[(kk + 2) * a_stride]), a3 = SET1(a[(kk + 3) * a_stride]);            \
-                s0 = FMA(a0, LOAD(b), s0);                                                         \
-                s1 = FMA(a0, LOAD(b + (W)), s1);                                                   \
-                s2 = FMA(a1, LOAD(b + 2 * (W)), s2);                                               \
-                s3 = FMA(a1, LOAD(b + 3 * (W)), s3);                                               \
-                s4 = FMA(a2, LOAD(b + 4 * (W)), s4);                                               \
-                s5 = FMA(a2, LOAD(b + 5 * (W)), s5);                                               \
-                s6 = FMA(a3, LOAD(b + 6 * (W)), s6);                                               \
-                s7 = FMA(a3, LOAD(b + 7 * (W)), s7);                                               \
+                NNF_GEMV_A4(V, SET1);                                                              \
+                NNF_GEMV_SUMS_STEP4(LOAD, FMA, W, s, b);                                           \
             }                                                                                      \
             for (; kk < kcb; kk++, b += 2 * (W)) {                                                 \
                 V a0 = SET1(a[kk * a_stride]);                                                     \
-                s0 = FMA(a0, LOAD(b), s0);                                                         \
-                s1 = FMA(a0, LOAD(b + (W)), s1);                                                   \
+                NNF_GEMV_SUMS_STEP1(LOAD, FMA, W, s, b);                                           \
             }                                                                                      \
-            STORE(st, s0);                                                                         \
-            STORE(st + (W), s1);                                                                   \
-            STORE(st + 2 * (W), s2);                                                               \
-            STORE(st + 3 * (W), s3);                                                               \
-            STORE(st + 4 * (W), s4);                                                               \
-            STORE(st + 5 * (W), s5);                                                               \
-            STORE(st + 6 * (W), s6);                                                               \
-            STORE(st + 7 * (W), s7);                                                               \
+            NNF_GEMV_SUMS_STORE(STORE, W, s, st);                                                  \
         }                                                                                          \
     }
 
@@ -64,56 +77,21 @@
         for (; p + 2 <= np; p += 2, st += 16 * (W), b += 2 * pstride) {                            \
             const float *c = b + pstride, *bb = b;                                                 \
             float *su = st + 8 * (W);                                                              \
-            V s0 = LOAD(st), s1 = LOAD(st + (W)), s2 = LOAD(st + 2 * (W));                         \
-            V s3 = LOAD(st + 3 * (W)), s4 = LOAD(st + 4 * (W)), s5 = LOAD(st + 5 * (W));           \
-            V s6 = LOAD(st + 6 * (W)), s7 = LOAD(st + 7 * (W));                                    \
-            V u0 = LOAD(su), u1 = LOAD(su + (W)), u2 = LOAD(su + 2 * (W));                         \
-            V u3 = LOAD(su + 3 * (W)), u4 = LOAD(su + 4 * (W)), u5 = LOAD(su + 5 * (W));           \
-            V u6 = LOAD(su + 6 * (W)), u7 = LOAD(su + 7 * (W));                                    \
+            NNF_GEMV_SUMS_LOAD(V, LOAD, W, s, st);                                                 \
+            NNF_GEMV_SUMS_LOAD(V, LOAD, W, u, su);                                                 \
             size_t kk = 0;                                                                         \
             for (; kk + 4 <= kcb; kk += 4, bb += 8 * (W), c += 8 * (W)) {                          \
-                V a0 = SET1(a[kk * a_stride]), a1 = SET1(a[(kk + 1) * a_stride]);                  \
-                V a2 = SET1(a[(kk + 2) * a_stride]), a3 = SET1(a[(kk + 3) * a_stride]);            \
-                s0 = FMA(a0, LOAD(bb), s0);                                                        \
-                s1 = FMA(a0, LOAD(bb + (W)), s1);                                                  \
-                u0 = FMA(a0, LOAD(c), u0);                                                         \
-                u1 = FMA(a0, LOAD(c + (W)), u1);                                                   \
-                s2 = FMA(a1, LOAD(bb + 2 * (W)), s2);                                              \
-                s3 = FMA(a1, LOAD(bb + 3 * (W)), s3);                                              \
-                u2 = FMA(a1, LOAD(c + 2 * (W)), u2);                                               \
-                u3 = FMA(a1, LOAD(c + 3 * (W)), u3);                                               \
-                s4 = FMA(a2, LOAD(bb + 4 * (W)), s4);                                              \
-                s5 = FMA(a2, LOAD(bb + 5 * (W)), s5);                                              \
-                u4 = FMA(a2, LOAD(c + 4 * (W)), u4);                                               \
-                u5 = FMA(a2, LOAD(c + 5 * (W)), u5);                                               \
-                s6 = FMA(a3, LOAD(bb + 6 * (W)), s6);                                              \
-                s7 = FMA(a3, LOAD(bb + 7 * (W)), s7);                                              \
-                u6 = FMA(a3, LOAD(c + 6 * (W)), u6);                                               \
-                u7 = FMA(a3, LOAD(c + 7 * (W)), u7);                                               \
+                NNF_GEMV_A4(V, SET1);                                                              \
+                NNF_GEMV_SUMS_STEP4(LOAD, FMA, W, s, bb);                                          \
+                NNF_GEMV_SUMS_STEP4(LOAD, FMA, W, u, c);                                           \
             }                                                                                      \
             for (; kk < kcb; kk++, bb += 2 * (W), c += 2 * (W)) {                                  \
                 V a0 = SET1(a[kk * a_stride]);                                                     \
-                s0 = FMA(a0, LOAD(bb), s0);                                                        \
-                s1 = FMA(a0, LOAD(bb + (W)), s1);                                                  \
-                u0 = FMA(a0, LOAD(c), u0);                                                         \
-                u1 = FMA(a0, LOAD(c + (W)), u1);                                                   \
+                NNF_GEMV_SUMS_STEP1(LOAD, FMA, W, s, bb);                                          \
+                NNF_GEMV_SUMS_STEP1(LOAD, FMA, W, u, c);                                           \
             }                                                                                      \
-            STORE(st, s0);                                                                         \
-            STORE(st + (W), s1);                                                                   \
-            STORE(st + 2 * (W), s2);                                                               \
-            STORE(st + 3 * (W), s3);                                                               \
-            STORE(st + 4 * (W), s4);                                                               \
-            STORE(st + 5 * (W), s5);                                                               \
-            STORE(st + 6 * (W), s6);                                                               \
-            STORE(st + 7 * (W), s7);                                                               \
-            STORE(su, u0);                                                                         \
-            STORE(su + (W), u1);                                                                   \
-            STORE(su + 2 * (W), u2);                                                               \
-            STORE(su + 3 * (W), u3);                                                               \
-            STORE(su + 4 * (W), u4);                                                               \
-            STORE(su + 5 * (W), u5);                                                               \
-            STORE(su + 6 * (W), u6);                                                               \
-            STORE(su + 7 * (W), u7);                                                               \
+            NNF_GEMV_SUMS_STORE(STORE, W, s, st);                                                  \
+            NNF_GEMV_SUMS_STORE(STORE, W, u, su);                                                  \
         }                                                                                          \
         if (p < np)                                                                                \
             NAME##_one(kcb, a, a_stride, b, 1, st);                                                \
