@@ -437,21 +437,19 @@ nnf_status nnf_nchwc_wino_run(const nnf_nchwc_wino *k, const float *x, float *y,
      * which went to 4 items as 1 + 2 + 2 + 2 (stride 1) or to 7 items
      * (stride 2), and one thread waited for the other's last one (87-91 %
      * busy on 2 threads; now 98-99 %, those convs 8-12 % faster, YOLOv5s
-     * 0.982-0.990 in ab_builds, 6 processes). Not at the cost of a quarter
-     * more items (each streams every weight matrix): ResNet-50's 49 tiles
-     * at 28x28 stay 3 items (as 4, its A/B was 1.006). Every item keeps
-     * two tiles or more, so the results are still the one-thread split's
-     * (a row's values do not depend on the rows around it in the GEMM). */
+     * 0.982 in ab_builds over 6 processes). An item more streams every
+     * weight matrix once more, but maps whose weights outweigh their tiles
+     * run phased instead. Every item keeps two tiles or more, so the
+     * results are still the one-thread split's (a row's values do not
+     * depend on the rows around it in the GEMM). */
     if (threads > 1 && !phased &&
         ((s->n * j->blocks) % (size_t)threads || panels % (size_t)threads)) {
         size_t b = j->blocks;
         while ((s->n * b) % (size_t)threads && 2 * (b + 1) <= j->tiles)
             b++;
-        if (4 * b <= 5 * j->blocks) {
-            j->blocks = b;
-            j->even = 1;
-            most = (j->tiles + b - 1) / b;
-        }
+        j->blocks = b;
+        j->even = 1;
+        most = (j->tiles + b - 1) / b;
     }
     size_t vb[37], mb[37], per, total;
     if (!wino_bases(k, most, k->c8, vb) || !wino_bases(k, most, k->oc8, mb) ||
