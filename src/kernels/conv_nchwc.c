@@ -771,7 +771,8 @@ static nnf_status conv_run(const nnf_nchwc_conv *k, const float *x, float *y,
      * enough to stay in L2 with every group in turn over them, the input
      * read once (a 1x1 stride-2 256 -> 512 at 56x56 read its 1.6 MB of
      * input rows once per group: 26 MB). */
-    size_t want = 8 * (size_t)nnf_threadpool_size(pool), rows = flat ? j.ow : j.oh;
+    size_t threads = (size_t)nnf_threadpool_size(pool);
+    size_t want = 8 * threads, rows = flat ? j.ow : j.oh;
     size_t in_bytes = j.x_img * sizeof(float), w_bytes = k->w_floats * sizeof(float);
     size_t band;
     if (w_bytes > in_bytes) {
@@ -805,7 +806,7 @@ static nnf_status conv_run(const nnf_nchwc_conv *k, const float *x, float *y,
          * (ab_builds, 4-6 processes), MobileNetV2 within the noise. A
          * pixel's sums do not depend on the units, so neither do the
          * results. */
-        size_t threads = (size_t)nnf_threadpool_size(pool), outer = s->n * t.gsplit, u = units;
+        size_t outer = s->n * t.gsplit, u = units;
         while (threads > 1 && (outer * u) % threads)
             u++;
         if (u != units && u * FLAT_ALIGN / 2 <= j.ow) {

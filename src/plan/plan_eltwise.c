@@ -789,6 +789,7 @@ nnf_status nnf_plan_slice_assign(NNF_PLAN_ARGS) {
  * their input strides (negative for negative steps). */
 typedef struct slice_state {
     size_t es, in_numel, out_numel, run, rows;
+    size_t grain; /* rows a thread takes at least */
     int no;
     int64_t odims[NNF_MAX_RANK], ostr[NNF_MAX_RANK], base;
     char name[32];
@@ -841,12 +842,7 @@ static nnf_status slice_run(NNF_KERNEL_ARGS) {
         nnf_dtype_size(in[0]->dtype) != s->es)
         return nnf_node_error(node, NNF_ERR_SHAPE, "%s: shapes do not match the plan", s->name);
     slice_job j = {s, in[0]->data, out[0]->data};
-    /* a row costs a cache line at least: YOLOv5s's heads slice 2 floats
-     * from each 85-float row, and as 8 bytes a row their 19200 rows were
-     * one thread's grain (0.24 ms, the other thread idle) */
-    size_t bytes = s->run * s->es < 64 ? 64 : s->run * s->es;
-    nnf_ew_parallel_ranges(ctx->pool, s->rows, bytes >= GRAIN_BYTES ? 1 : GRAIN_BYTES / bytes,
-                           slice_rows, &j);
+    nnf_ew_parallel_ranges(ctx->pool, s->rows, s->grain, slice_rows, &j);
     return NNF_OK;
 }
 
@@ -886,6 +882,11 @@ nnf_status nnf_plan_slice(NNF_PLAN_ARGS) {
         s->rows *= (size_t)sp.count[k];
     }
     s->es = es;
+    /* a row costs a cache line at least: YOLOv5s's heads slice 2 floats
+     * from each 85-float row, and as 8 bytes a row their 19200 rows were
+     * one thread's grain (0.24 ms, the other thread idle) */
+    size_t bytes = s->run * es < 64 ? 64 : s->run * es;
+    s->grain = bytes >= GRAIN_BYTES ? 1 : GRAIN_BYTES / bytes;
     s->in_numel = (size_t)nnf_shape_numel(xs);
     s->out_numel = (size_t)nnf_shape_numel(ys);
     snprintf(s->name, sizeof s->name, "slice_rows_memcpy");
