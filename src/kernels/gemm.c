@@ -188,35 +188,47 @@ static void pack_block(const nnf_gemm_cfg *cfg, nnf_gemm_side side, const nnf_ge
     }
 }
 
-nnf_status nnf_gemm_packed_create(const nnf_gemm_cfg *cfg, nnf_gemm_side side, size_t mn, size_t k,
-                                  nnf_gemm_packed **out) {
-    *out = NULL;
+nnf_status nnf_gemm_packed_create_n(const nnf_gemm_cfg *cfg, nnf_gemm_side side, size_t mn,
+                                    size_t k, size_t n, nnf_gemm_packed **out) {
+    for (size_t i = 0; i < n; i++)
+        out[i] = NULL;
     size_t r = side == NNF_GEMM_A ? cfg->mr : cfg->nr;
-    size_t mn_pad, floats, bytes;
+    size_t mn_pad, floats, bytes, total;
     if (!nnf_add_size(mn, r - 1, &mn_pad))
         return nnf_error(NNF_ERR_INVALID_ARGUMENT, "GEMM operand of %zu x %zu is too large", mn, k);
     mn_pad -= mn_pad % r;
-    if (!nnf_mul_size(mn_pad, k ? k : 1, &floats) || !nnf_mul_size(floats, sizeof(float), &bytes))
+    /* each operand a multiple of r floats: 64-byte aligned after the first */
+    if (!nnf_mul_size(mn_pad, k ? k : 1, &floats) || !nnf_mul_size(floats, sizeof(float), &bytes) ||
+        !nnf_mul_size(bytes, n, &total))
         return nnf_error(NNF_ERR_INVALID_ARGUMENT, "GEMM operand of %zu x %zu is too large", mn, k);
-    nnf_gemm_packed *p = nnf_calloc(1, sizeof *p);
-    if (!p)
-        return nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory packing a %zu x %zu operand", mn, k);
-    p->data = nnf_malloc_aligned(bytes);
-    if (!p->data) {
-        nnf_free(p);
-        return nnf_error(NNF_ERR_OUT_OF_MEMORY,
-                         "out of memory packing a %zu x %zu operand (%zu bytes)", mn, k, bytes);
+    for (size_t i = 0; i < n; i++) {
+        nnf_gemm_packed *p = out[i] = nnf_calloc(1, sizeof *p);
+        if (!p || (i == 0 && !(p->data = nnf_malloc_aligned(total)))) {
+            for (size_t j = 0; j <= i; j++)
+                nnf_gemm_packed_destroy(out[j]);
+            for (size_t j = 0; j <= i; j++)
+                out[j] = NULL;
+            return nnf_error(NNF_ERR_OUT_OF_MEMORY,
+                             "out of memory packing %zu operand(s) of %zu x %zu (%zu bytes)", n, mn,
+                             k, total);
+        }
+        p->data = out[0]->data + i * floats;
+        p->owns_data = i == 0;
+        p->side = side;
+        p->mn = mn;
+        p->k = k;
+        p->kc = nnf_gemm_kc(cfg, k);
+        p->r = r;
+        p->mn_pad = mn_pad;
+        p->tail_from = mn;
+        p->tail = r;
     }
-    p->side = side;
-    p->mn = mn;
-    p->k = k;
-    p->kc = nnf_gemm_kc(cfg, k);
-    p->r = r;
-    p->mn_pad = mn_pad;
-    p->tail_from = mn;
-    p->tail = r;
-    *out = p;
     return NNF_OK;
+}
+
+nnf_status nnf_gemm_packed_create(const nnf_gemm_cfg *cfg, nnf_gemm_side side, size_t mn, size_t k,
+                                  nnf_gemm_packed **out) {
+    return nnf_gemm_packed_create_n(cfg, side, mn, k, 1, out);
 }
 
 void nnf_gemm_packed_zero_outside(nnf_gemm_packed *p, size_t mn_valid, size_t k_valid) {
@@ -263,7 +275,8 @@ nnf_status nnf_gemm_pack_a(const nnf_gemm_cfg *cfg, size_t m, size_t k, const fl
 void nnf_gemm_packed_destroy(nnf_gemm_packed *p) {
     if (!p)
         return;
-    nnf_free_aligned(p->data);
+    if (p->owns_data)
+        nnf_free_aligned(p->data);
     nnf_free(p);
 }
 

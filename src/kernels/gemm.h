@@ -93,6 +93,7 @@ typedef struct nnf_gemm_packed {
     size_t kc, r;  /* the cfg's kc and mr/nr baked into the layout */
     size_t mn_pad; /* mn rounded up to r */
     float *data;   /* k * mn_pad floats, 64-byte aligned */
+    int owns_data; /* data is this operand's block (else another's: create_n) */
     /* rows from tail_from on are in panels of `tail` rows (each still r
      * wide), as a block of all mn rows packs them (gemm.c, tail_split);
      * tail_from = mn: every panel r rows */
@@ -139,6 +140,13 @@ void nnf_gemm_packed_destroy(nnf_gemm_packed *p);
  * matrices only for them to be packed. */
 nnf_status nnf_gemm_packed_create(const nnf_gemm_cfg *cfg, nnf_gemm_side side, size_t mn, size_t k,
                                   nnf_gemm_packed **out);
+/* n such operands of one shape in one block, out[0..n-1]: a load maps and
+ * faults one range for the Winograd transform's 36 matrices, not 36 (each
+ * a call to the kernel, and at 2 threads a TLB shootdown to move the page
+ * bank's pages in). out[0] holds the block, the others point into it:
+ * destroy them in any order, and use none once out[0] is gone. */
+nnf_status nnf_gemm_packed_create_n(const nnf_gemm_cfg *cfg, nnf_gemm_side side, size_t mn,
+                                    size_t k, size_t n, nnf_gemm_packed **out);
 /* Zero every element of row/column mn >= mn_valid or depth >= k_valid (the
  * padding a producer does not write). */
 void nnf_gemm_packed_zero_outside(nnf_gemm_packed *p, size_t mn_valid, size_t k_valid);

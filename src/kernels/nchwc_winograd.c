@@ -166,12 +166,11 @@ nnf_status nnf_nchwc_wino_create_as(const nnf_conv2d_shape *s, nnf_isa isa, int 
      * past c and oc, the transform writing the packed layout itself (a
      * row-major copy of the 36 matrices, then packed, took 38 MB for 512
      * channels and two more passes over it) */
-    for (size_t xi = 0; xi < k->nmat; xi++) {
-        st = nnf_gemm_packed_create(k->cfg, NNF_GEMM_B, k->oc8, k->c8, &k->u[xi]);
-        if (st != NNF_OK)
-            goto fail;
+    st = nnf_gemm_packed_create_n(k->cfg, NNF_GEMM_B, k->oc8, k->c8, k->nmat, k->u);
+    if (st != NNF_OK)
+        goto fail;
+    for (size_t xi = 0; xi < k->nmat; xi++)
         nnf_gemm_packed_zero_outside(k->u[xi], s->oc, s->c);
-    }
     /* a panel (r output channels) over one K block at a time: each of the
      * 36 matrices written front to back in whole lines. (Input channels
      * outermost, 8 output channels a call, wrote half lines across every
