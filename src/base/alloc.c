@@ -66,8 +66,10 @@ void nnf_free(void *ptr) { free(ptr); }
  * one) and frees the older copy as the next is made; a fresh page costs the
  * kernel (and the hypervisor) ten times what writing it does. While the bank
  * is open a freed mapping's pages are kept, and the next large block takes
- * them over with mremap (page tables move, no data is copied or cleared):
- * the whole load touches about as many fresh pages as the model keeps. */
+ * them: in place where one kept range holds it whole (the smallest such),
+ * else moved over with mremap (page tables move, no data is copied or
+ * cleared): the whole load touches about as many fresh pages as the model
+ * keeps. */
 
 typedef struct block_header {
     size_t map_bytes; /* 0: from the heap; else the size of its own mapping */
@@ -301,12 +303,42 @@ static size_t bank_fill(page_bank *b, unsigned char *dst, size_t bytes) {
     return filled;
 }
 
+/* The smallest banked range that holds `bytes` whole, its first `bytes`
+ * taken in place: pages faulted in already, and no mapping made or moved
+ * (at 2 threads each mremap is a TLB shootdown to the other planner). NULL
+ * where no range is large enough. */
+static unsigned char *bank_take(page_bank *b, size_t bytes) {
+    pthread_mutex_lock(&b->mu);
+    int best = -1;
+    for (int i = 0; i < b->n; i++)
+        if (b->r[i].bytes >= bytes && (best < 0 || b->r[i].bytes < b->r[best].bytes))
+            best = i;
+    unsigned char *p = NULL;
+    if (best >= 0) {
+        page_range *r = &b->r[best];
+        p = r->addr;
+        r->addr += bytes;
+        r->bytes -= bytes;
+        b->banked -= bytes;
+        if (r->bytes == 0)
+            memmove(r, r + 1, (size_t)(--b->n - best) * sizeof *r);
+        pthread_cond_signal(&b->wake);
+    }
+    pthread_mutex_unlock(&b->mu);
+    return p;
+}
+
 static void *map_block(size_t total) {
     size_t page = (size_t)sysconf(_SC_PAGESIZE), bytes;
     if (!nnf_add_size(total, page - 1, &bytes))
         return NULL;
     bytes &= ~(page - 1);
-    unsigned char *base = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    unsigned char *base = bank_take(t_bank, bytes);
+    if (base) {
+        ((block_header *)base)->map_bytes = bytes;
+        return base + BLOCK_HEADER;
+    }
+    base = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (base == MAP_FAILED)
         return NULL;
     size_t filled = bank_fill(t_bank, base, bytes);
