@@ -193,14 +193,16 @@ nnf_status nnf_gemm_packed_create_n(const nnf_gemm_cfg *cfg, nnf_gemm_side side,
     for (size_t i = 0; i < n; i++)
         out[i] = NULL;
     size_t r = side == NNF_GEMM_A ? cfg->mr : cfg->nr;
-    size_t mn_pad, floats, bytes, total;
+    size_t mn_pad, floats, stride, total;
     if (!nnf_add_size(mn, r - 1, &mn_pad))
         return nnf_error(NNF_ERR_INVALID_ARGUMENT, "GEMM operand of %zu x %zu is too large", mn, k);
     mn_pad -= mn_pad % r;
-    /* each operand a multiple of r floats: 64-byte aligned after the first */
-    if (!nnf_mul_size(mn_pad, k ? k : 1, &floats) || !nnf_mul_size(floats, sizeof(float), &bytes) ||
-        !nnf_mul_size(bytes, n, &total))
+    /* each operand at a multiple of 16 floats: 64-byte aligned as the first */
+    if (!nnf_mul_size(mn_pad, k ? k : 1, &floats) || !nnf_add_size(floats, 15, &stride) ||
+        !nnf_mul_size(stride & ~(size_t)15, n, &total) ||
+        !nnf_mul_size(total, sizeof(float), &total))
         return nnf_error(NNF_ERR_INVALID_ARGUMENT, "GEMM operand of %zu x %zu is too large", mn, k);
+    stride &= ~(size_t)15;
     for (size_t i = 0; i < n; i++) {
         nnf_gemm_packed *p = out[i] = nnf_calloc(1, sizeof *p);
         if (!p || (i == 0 && !(p->data = nnf_malloc_aligned(total)))) {
@@ -212,7 +214,7 @@ nnf_status nnf_gemm_packed_create_n(const nnf_gemm_cfg *cfg, nnf_gemm_side side,
                              "out of memory packing %zu operand(s) of %zu x %zu (%zu bytes)", n, mn,
                              k, total);
         }
-        p->data = out[0]->data + i * floats;
+        p->data = out[0]->data + i * stride;
         p->owns_data = i == 0;
         p->side = side;
         p->mn = mn;
