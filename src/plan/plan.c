@@ -5,9 +5,10 @@
 
 #include <limits.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
-
 
 /* Live readers of each value (graph outputs count as readers). */
 static int *count_readers(const nnf_graph *g) {
@@ -23,9 +24,14 @@ static int *count_readers(const nnf_graph *g) {
     return uses;
 }
 
-/* Planning nodes on several threads: each task plans one node into its own
- * slot and releases what that node alone packed; the first failure in
- * topological order is the one reported. */
+/* Planning nodes on several threads: each thread takes the next node from
+ * a queue until none is left, plans it into its own slot and releases what
+ * that node alone packed; the first failure in topological order is the one
+ * reported. The queue has the nodes with the most constant bytes first
+ * (transforming and packing weights is most of a load), so the threads end
+ * together: in topological order, taken in runs (nnf_parallel_for), one
+ * thread still had a stride-2 Winograd transform of 9-15 ms to go when the
+ * other ran out. */
 typedef struct plan_job {
     nnf_graph *g;
     nnf_kernel_plan *plans;
@@ -33,6 +39,8 @@ typedef struct plan_job {
     bool release_packed;
     void *bank;         /* the loading thread's page bank, shared with the workers */
     pthread_mutex_t mu; /* releases (the graph's block list) and the failure */
+    const int *queue;   /* positions in g->order, most constant bytes first */
+    atomic_int next;    /* the queue's next entry */
     int failed_at;      /* position in g->order of the first failure, or INT_MAX */
     nnf_status failed;
     char message[NNF_ERROR_MAX];
@@ -105,20 +113,62 @@ static nnf_status plan_node(plan_job *j, int oi) {
     return NNF_OK;
 }
 
-static void plan_task(void *ctx, size_t i) {
+static void plan_task(void *ctx, size_t thread) {
     plan_job *j = ctx;
+    (void)thread;
     void *own = nnf_page_bank_adopt(j->bank);
-    nnf_status st = plan_node(j, (int)i);
-    nnf_page_bank_adopt(own);
-    if (st == NNF_OK)
-        return;
-    pthread_mutex_lock(&j->mu);
-    if ((int)i < j->failed_at) {
-        j->failed_at = (int)i;
-        j->failed = st;
-        snprintf(j->message, sizeof j->message, "%s", nnf_error_message());
+    for (int q; (q = atomic_fetch_add(&j->next, 1)) < j->g->n_order;) {
+        int oi = j->queue[q];
+        nnf_status st = plan_node(j, oi);
+        if (st == NNF_OK)
+            continue;
+        pthread_mutex_lock(&j->mu);
+        if (oi < j->failed_at) {
+            j->failed_at = oi;
+            j->failed = st;
+            snprintf(j->message, sizeof j->message, "%s", nnf_error_message());
+        }
+        pthread_mutex_unlock(&j->mu);
     }
-    pthread_mutex_unlock(&j->mu);
+    nnf_page_bank_adopt(own);
+}
+
+typedef struct plan_rank {
+    size_t bytes; /* the node's constant inputs */
+    int oi;       /* its position in g->order */
+} plan_rank;
+
+static int rank_cmp(const void *a, const void *b) {
+    const plan_rank *x = a, *y = b;
+    if (x->bytes != y->bytes)
+        return x->bytes < y->bytes ? 1 : -1;
+    return (x->oi > y->oi) - (x->oi < y->oi);
+}
+
+/* The queue of plan_job: g->order's positions, most constant bytes first
+ * (ties in topological order). NULL on OOM. */
+static int *plan_queue(const nnf_graph *g) {
+    plan_rank *rank = nnf_calloc((size_t)g->n_order + 1, sizeof *rank);
+    int *queue = nnf_calloc((size_t)g->n_order + 1, sizeof *queue);
+    if (!rank || !queue) {
+        nnf_free(rank);
+        nnf_free(queue);
+        return NULL;
+    }
+    for (int oi = 0; oi < g->n_order; oi++) {
+        const nnf_node *n = &g->nodes[g->order[oi]];
+        rank[oi].oi = oi;
+        for (int k = 0; k < n->n_inputs; k++) {
+            const nnf_value *v = n->inputs[k] >= 0 ? &g->values[n->inputs[k]] : NULL;
+            if (v && (v->kind == NNF_VALUE_INITIALIZER || v->kind == NNF_VALUE_CONSTANT))
+                rank[oi].bytes += v->nbytes;
+        }
+    }
+    qsort(rank, (size_t)g->n_order, sizeof *rank, rank_cmp);
+    for (int q = 0; q < g->n_order; q++)
+        queue[q] = rank[q].oi;
+    nnf_free(rank);
+    return queue;
 }
 
 nnf_status nnf_graph_plan(nnf_graph *g, bool release_packed, nnf_threadpool *pool,
@@ -131,13 +181,19 @@ nnf_status nnf_graph_plan(nnf_graph *g, bool release_packed, nnf_threadpool *poo
                   .release_packed = release_packed,
                   .bank = nnf_page_bank_current(),
                   .failed_at = INT_MAX};
-    if (!plans || !uses || pthread_mutex_init(&j.mu, NULL)) {
+    int threads = nnf_threadpool_size(pool);
+    int *queue = threads > 1 ? plan_queue(g) : NULL;
+    if (!plans || !uses || (threads > 1 && !queue) || pthread_mutex_init(&j.mu, NULL)) {
         nnf_free(plans);
         nnf_free(uses);
+        nnf_free(queue);
         return nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory planning kernels");
     }
-    if (nnf_threadpool_size(pool) > 1) {
-        nnf_parallel_for(pool, (size_t)g->n_order, plan_task, &j);
+    if (threads > 1) {
+        j.queue = queue;
+        atomic_init(&j.next, 0);
+        nnf_parallel_for(pool, (size_t)threads, plan_task, &j);
+        nnf_free(queue);
     } else {
         for (int oi = 0; oi < g->n_order && j.failed_at == INT_MAX; oi++)
             if ((j.failed = plan_node(&j, oi)) != NNF_OK)
@@ -147,7 +203,7 @@ nnf_status nnf_graph_plan(nnf_graph *g, bool release_packed, nnf_threadpool *poo
     nnf_free(uses);
     if (j.failed_at != INT_MAX) {
         nnf_graph_plans_free(g, plans);
-        if (nnf_threadpool_size(pool) > 1)
+        if (threads > 1)
             nnf_error(j.failed, "%s", j.message);
         return j.failed;
     }
