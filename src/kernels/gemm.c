@@ -206,10 +206,10 @@ nnf_status nnf_gemm_packed_create_n(const nnf_gemm_cfg *cfg, nnf_gemm_side side,
     for (size_t i = 0; i < n; i++) {
         nnf_gemm_packed *p = out[i] = nnf_calloc(1, sizeof *p);
         if (!p || (i == 0 && !(p->data = nnf_malloc_aligned(total)))) {
-            for (size_t j = 0; j <= i; j++)
+            for (size_t j = 0; j <= i; j++) { /* out[0]'s data first: the others only point */
                 nnf_gemm_packed_destroy(out[j]);
-            for (size_t j = 0; j <= i; j++)
                 out[j] = NULL;
+            }
             return nnf_error(NNF_ERR_OUT_OF_MEMORY,
                              "out of memory packing %zu operand(s) of %zu x %zu (%zu bytes)", n, mn,
                              k, total);
