@@ -117,6 +117,7 @@ static void detect_x86(void) {
      * BERT-base 0.88-0.96x the AVX2 tier's time on Zen 4: the widest tier
      * is the default everywhere. */
     g_cpu.zmm_halves = amd && g_cpu.family == 0x19 && g_cpu.max_isa == NNF_ISA_AVX512;
+    g_cpu.bcast_costly = !strcmp(g_cpu.vendor, "GenuineIntel");
 #ifdef NNF_AVX512_EMULATED
     /* A test build: the AVX-512 files run on AVX2 through SIMDe, and the
      * build exists to run that tier, so it is the default too. */

@@ -156,8 +156,15 @@ static size_t group_blocks(nnf_isa isa, const nnf_conv2d_shape *s, int in_blocke
      * ran 5 + 4 + 4-pixel tiles of 4 zmm (each weight for ~4 pixels), now 7
      * + 6 of 2 zmm: 1.35-1.49 -> 1.19-1.26 ms in the model (nnfuse profile,
      * builds alternating). Wider 3x3s stay 4 x 6 (YOLOv5s's 160-wide
-     * stride-2 one 1.04x slower as 2 x 12). */
-    if (isa >= NNF_ISA_AVX512 && ocb % 4 == 0 && (s->kh * s->kw == 1 || s->ow <= 14))
+     * stride-2 one 1.04x slower as 2 x 12). Where broadcasts cost FMA
+     * throughput (Intel) 1x1s take 4 x 6 as wider maps do: half the
+     * broadcasts per FMA, ResNet-50's 1x1 shapes 2-6 % faster
+     * (bench_kernels --nchwc) and ab_builds 0.99 / 0.96 on 1 / 2 threads,
+     * YOLOv5s 0.97 / 0.98, MobileNetV2 0.97 / 1.00; the 3x3s on short rows
+     * and the stem stay 2 x 12 there too (7x7 maps 1.10x slower as 4 x 6). */
+    bool one = s->kh * s->kw == 1;
+    if (isa >= NNF_ISA_AVX512 && ocb % 4 == 0 &&
+        ((one && !nnf_cpu_get()->bcast_costly) || (!one && s->ow <= 14)))
         return 4;
     if (isa >= NNF_ISA_AVX512) {
         for (size_t g = 8; g >= 4; g -= 2)
