@@ -199,6 +199,11 @@ int main(void) {
         {1, 16, 11, 301, 96, 3, 2, 1, 1, NNF_ACT_CLIP, NNF_ACT_CLIP, 1, 0},
         {2, 9, 9, 613, 33, 5, 1, 2, 4, NNF_ACT_RELU, NNF_ACT_NONE, 0, 0},
         {1, 8, 10, 509, 16, 5, 2, 1, 2, NNF_ACT_NONE, NNF_ACT_CLIP, 1, 0},
+        /* group counts two or three threads do not share evenly (AVX-512: 9
+         * and 14 groups of 8 blocks, AVX2: 35 of 3): the remainder's
+         * groups a band per thread */
+        {1, 96, 14, 14, 576, 3, 1, 1, 1, NNF_ACT_CLIP, NNF_ACT_CLIP, 1, 0},
+        {1, 8, 13, 9, 840, 3, 2, 1, 1, NNF_ACT_RELU, NNF_ACT_NONE, 1, 0},
         /* NaN and Inf */
         {1, 9, 6, 257, 24, 3, 1, 1, 1, NNF_ACT_NONE, NNF_ACT_NONE, 1, 1},
     };
