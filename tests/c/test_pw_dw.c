@@ -204,6 +204,9 @@ int main(void) {
          * groups a band per thread */
         {1, 96, 14, 14, 576, 3, 1, 1, 1, NNF_ACT_CLIP, NNF_ACT_CLIP, 1, 0},
         {1, 8, 13, 9, 840, 3, 2, 1, 1, NNF_ACT_RELU, NNF_ACT_NONE, 1, 0},
+        /* equal groups, a multiple of the threads (AVX-512: 6 of 8 blocks):
+         * whole groups, no bands */
+        {1, 16, 14, 14, 384, 3, 1, 1, 1, NNF_ACT_CLIP, NNF_ACT_CLIP, 1, 0},
         /* NaN and Inf */
         {1, 9, 6, 257, 24, 3, 1, 1, 1, NNF_ACT_NONE, NNF_ACT_NONE, 1, 1},
     };
