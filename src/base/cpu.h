@@ -30,10 +30,11 @@ typedef struct nnf_cpu {
     unsigned family;        /* CPUID display family (0x19: AMD Zen 3 and 4) */
     bool zmm_halves;        /* 512-bit operations run as two 256-bit halves */
     /* Each broadcast load costs FMA throughput (Intel cores): a register
-     * tile with a broadcast every 2 FMAs ran at 86 % of the FMA peak with
-     * every operand in L1, one every 4 at 92 % (Sapphire Rapids-class
-     * Xeon); Zen's broadcasts measured free. Kernels whose tile width is a
-     * choice take the wider tile here. */
+     * tile with a broadcast every 2 FMAs ran at 82-86 % of the FMA peak
+     * with every operand in L1, one every 3-4 at 87-91 % (an Intel Xeon,
+     * family 6 model 0xA7, docs/KERNELS.md forty-second round); on Zen 5
+     * the 2-zmm tile measured ahead. Kernels whose tile width is a choice
+     * take the wider tile here. */
     bool bcast_costly;
     nnf_isa max_isa;        /* best tier the CPU and OS support: the default */
     /* Cache sizes in bytes: l1d and l2 per core, l3 per package (shared). */

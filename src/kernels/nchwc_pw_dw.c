@@ -137,8 +137,8 @@ nnf_status nnf_nchwc_pw_dw_run(const nnf_nchwc_conv *pw, const nnf_nchwc_dw *dw,
     /* equal items, whole ones per thread (MobileNetV2's 384-channel
      * expansions at 14x14: 6 groups of 8 blocks): no bands, no row computed
      * twice (in two bands each, 52 -> 46 us on 2 threads) */
-    bool shared = items >= 2 * threads && items % threads == 0 && last == pw->gblk;
-    if (threads > 1 && items < 4 * threads && !shared) {
+    bool even_items = items >= 2 * threads && items % threads == 0 && last == pw->gblk;
+    if (threads > 1 && items < 4 * threads && !even_items) {
         bands = (4 * threads + items - 1) / items;
         while ((items * bands) % threads && bands < ds->oh)
             bands++;
