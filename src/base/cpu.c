@@ -178,6 +178,13 @@ nnf_isa nnf_cpu_force_isa(nnf_isa isa) {
     return isa;
 }
 
+bool nnf_cpu_force_bcast_costly(bool on) {
+    pthread_once(&g_once, detect);
+    bool was = g_cpu.bcast_costly;
+    g_cpu.bcast_costly = on;
+    return was;
+}
+
 const char *nnf_isa_name(nnf_isa isa) {
     switch (isa) {
     case NNF_ISA_SCALAR: return "scalar";

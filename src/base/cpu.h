@@ -48,6 +48,10 @@ nnf_isa nnf_cpu_isa(void);
 /* Force a tier (tests, tools); it is clamped to max_isa. Returns the tier now
  * in force. */
 nnf_isa nnf_cpu_force_isa(nnf_isa isa);
+/* Tests: set bcast_costly, so that the tile forms that follow it run both
+ * ways on any machine (only plans made after the call see it). Returns the
+ * previous value. */
+bool nnf_cpu_force_bcast_costly(bool on);
 const char *nnf_isa_name(nnf_isa isa);
 /* "scalar", "avx2", "avx512" (case-insensitive); false if unknown. */
 bool nnf_isa_parse(const char *s, nnf_isa *out);

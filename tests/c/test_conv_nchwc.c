@@ -654,6 +654,29 @@ int main(void) {
     };
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
         run_case(&fixed[i], pool2);
+    /* AVX-512 1x1s take 4 x 6 zmm tiles where broadcasts are costly (Intel)
+     * and 2 x 12 elsewhere: the other form too, whatever this machine is,
+     * on the fixed 1x1s and on flattened ones of 8 and 16 blocks (a
+     * residual, the 7x7 map of 49 pixels, 56 pixels, the tail of a K block) */
+    {
+        static const tcase flat[] = {
+            {1, 64, 7, 7, 64, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, {NNF_ACT_RELU, 0, 0},
+             1, 1,  0, 0, 0,  0, 0},
+            {1, 40, 7, 8, 128, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, {NNF_ACT_SILU, 0, 0},
+             1, 0,  0, 0, 0,   0, 0},
+            {2, 461, 3, 5, 64, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, {NNF_ACT_CLIP, 0, 6},
+             1, 1,   1, 0, 0,  0, 0},
+        };
+        bool was = nnf_cpu_force_bcast_costly(!nnf_cpu_get()->bcast_costly);
+        for (int pass = 0; pass < 2; pass++) {
+            for (size_t i = 0; i < sizeof flat / sizeof flat[0]; i++)
+                run_case(&flat[i], pool2);
+            for (size_t i = 0; pass == 0 && i < sizeof fixed / sizeof fixed[0]; i++)
+                if (fixed[i].kh == 1 && fixed[i].kw == 1)
+                    run_case(&fixed[i], pool2);
+            nnf_cpu_force_bcast_costly(was);
+        }
+    }
 
     /* grouped convs of whole blocks: groups of 8, 16, 24 channels (RegNet's
      * widths), output groups of 1-10 blocks (tiles must not cross a group:
