@@ -163,14 +163,6 @@ extern const double nnf_wino_g[6][3];
  * transform, b: the columns') goes to dst[a * 6 + b][i], so each of the 36
  * matrices gets a run of m. AVX2 (every Winograd kernel needs it). */
 void nnf_wino_weight_8_avx2(const float *w, size_t stride, size_t m, float *const dst[36]);
-/* One panel of the 36 packed B matrices over k depths: the m <= r <= 32
- * kernels of output channels 0..m-1 (kernel i of input channel kk at
- * w + i * stride + kk * 9) go to dst[xi] + kk * r + i, columns m..r-1 as
- * zeros, each r-float row written whole with streaming stores (dst 32-byte
- * aligned, r a multiple of 8): the lines are not read first, and nothing
- * reads them before the first run. */
-void nnf_wino_weight_panel_avx2(const float *w, size_t stride, size_t m, size_t r, size_t k,
-                                float *const dst[36]);
 /* The 36 matrices of a work item are read or written together: a stride of
  * a multiple of 4 KiB (or a large power of two) maps them all to a few L1
  * sets, which cost the first version a third of its transforms. Floats

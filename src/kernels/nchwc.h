@@ -407,15 +407,27 @@ void nnf_nchwc_wino2_input_avx2(const nnf_nchwc_wino *k, const float *x, size_t 
 void nnf_nchwc_wino2_output_avx2(const nnf_nchwc_wino *k, const float *m, const size_t base[36],
                                  size_t ustride, size_t t0, size_t nt, float *y, const float *res,
                                  const nnf_epilogue *ep);
-/* Its weight transform, on both SIMD tiers: one panel of m <= r (<= 32, a
- * multiple of 8) output channels over k input channels (w at the panel's
- * first, stride floats between output channels) into dst[xi], the 36
- * packed matrices at the panel's K block (nchwc_winograd.c). */
+/* The weight transforms of the three forms, on both SIMD tiers
+ * (NNF_WINO_WEIGHTS in x86/winograd_avx2.h; the same bits on each): one
+ * panel of m <= r (<= 32, a multiple of 8) output channels over k input
+ * channels (kernel o of input channel kk at w + o * stride + kk * 9) into
+ * dst[xi] + kk * r + o, the 36 (F(2x2,3x3): 16) packed matrices at the
+ * panel's K block (nchwc_winograd.c), columns m..r-1 +0, each row written
+ * whole with streaming stores. */
+void nnf_wino_weight_panel_avx2(const float *w, size_t stride, size_t m, size_t r, size_t k,
+                                float *const dst[36]);
+void nnf_nchwc_winof2_weight_panel_avx2(const float *w, size_t stride, size_t m, size_t r, size_t k,
+                                        float *const dst[16]);
 void nnf_nchwc_wino2_weight_panel_avx2(const float *w, size_t stride, size_t m, size_t r, size_t k,
                                        float *const dst[36]);
+void nnf_wino_weight_panel_avx512(const float *w, size_t stride, size_t m, size_t r, size_t k,
+                                  float *const dst[36]);
+void nnf_nchwc_winof2_weight_panel_avx512(const float *w, size_t stride, size_t m, size_t r,
+                                          size_t k, float *const dst[16]);
+void nnf_nchwc_wino2_weight_panel_avx512(const float *w, size_t stride, size_t m, size_t r,
+                                         size_t k, float *const dst[36]);
 /* The F(2x2,3x3) form's: the same contracts with 16 matrices (stride vstride /
- * mstride between them) and the stride-1 weight panel's
- * (x86/nchwc_winograd_avx512.c; the AVX2 ones below). */
+ * mstride between them) (x86/nchwc_winograd_avx512.c; the AVX2 ones below). */
 void nnf_nchwc_winof2_input_avx512(const nnf_nchwc_wino *k, const float *x, size_t t0, size_t nt,
                                    float *v, size_t vstride);
 void nnf_nchwc_winof2_output_avx512(const nnf_nchwc_wino *k, const float *m, size_t mstride,
@@ -427,8 +439,6 @@ void nnf_nchwc_winof2_input_avx2(const nnf_nchwc_wino *k, const float *x, size_t
 void nnf_nchwc_winof2_output_avx2(const nnf_nchwc_wino *k, const float *m, size_t mstride,
                                   size_t t0, size_t nt, float *y, const float *res,
                                   const nnf_epilogue *ep);
-void nnf_nchwc_winof2_weight_panel_avx2(const float *w, size_t stride, size_t m, size_t r, size_t k,
-                                        float *const dst[16]);
 
 /* ---- pooling (nchwc_pool.c, x86/nchwc_avx2.c) ---- */
 typedef struct nnf_nchwc_pool_shape {

@@ -180,6 +180,15 @@ nnf_status nnf_nchwc_wino_create_as(const nnf_conv2d_shape *s, nnf_isa isa, int 
         st = nnf_error(NNF_ERR_UNSUPPORTED, "nchwc winograd: GEMM panels of %zu columns", r);
         goto fail;
     }
+    /* the same bits from either tier's transform; 8 doubles a vector: a
+     * 256 -> 256 conv's F(4x4,3x3) weights 1.23 -> 0.93 ms, the stride-2
+     * form's 0.97 -> 0.73, F(2x2,3x3)'s 0.62 -> 0.46 (then the 9.4 MB of
+     * streamed stores bound it: ~10 GB/s) */
+    int wide = top >= NNF_ISA_AVX512;
+    void (*panel)(const float *, size_t, size_t, size_t, size_t, float *const *) =
+        k->s2   ? (wide ? nnf_nchwc_wino2_weight_panel_avx512 : nnf_nchwc_wino2_weight_panel_avx2)
+        : k->f2 ? (wide ? nnf_nchwc_winof2_weight_panel_avx512 : nnf_nchwc_winof2_weight_panel_avx2)
+                : (wide ? nnf_wino_weight_panel_avx512 : nnf_wino_weight_panel_avx2);
     for (size_t p0 = 0; p0 < s->oc; p0 += r)
         for (size_t k0 = 0; k0 < s->c; k0 += kc) {
             float *dst[36];
@@ -187,12 +196,7 @@ nnf_status nnf_nchwc_wino_create_as(const nnf_conv2d_shape *s, nnf_isa isa, int 
                 dst[xi] = nnf_gemm_packed_at(k->u[xi], p0, k0);
             const float *wp = w + (p0 * s->c + k0) * 9;
             size_t m = s->oc - p0 < r ? s->oc - p0 : r, kk = s->c - k0 < kc ? s->c - k0 : kc;
-            if (k->s2)
-                nnf_nchwc_wino2_weight_panel_avx2(wp, s->c * 9, m, r, kk, dst);
-            else if (k->f2)
-                nnf_nchwc_winof2_weight_panel_avx2(wp, s->c * 9, m, r, kk, dst);
-            else
-                nnf_wino_weight_panel_avx2(wp, s->c * 9, m, r, kk, dst);
+            panel(wp, s->c * 9, m, r, kk, dst);
         }
     snprintf(k->name, sizeof k->name,
              k->s2   ? "f32_conv_nchwc_winograd_s2_4x4_%s"

@@ -8,6 +8,7 @@
 #include "base/alloc.h"
 #include "base/cpu.h"
 #include "base/threadpool.h"
+#include "kernels/conv_fast.h"
 #include "kernels/nchwc.h"
 
 #include "check.h"
@@ -571,6 +572,87 @@ static void check_tier_choice(void) {
     }
 }
 
+/* The weight transforms (nchwc.h, NNF_WINO_WEIGHTS): each form's panel at
+ * awkward channel counts (1, primes, the 8-channel transposes' edges, a
+ * full panel) and depths; F(4x4,3x3) and F(2x2,3x3) against G g G^T in
+ * double, rounded once (half an ulp, and a little for the double sums);
+ * columns past the channels +0; where the CPU has AVX-512, its 8-wide form
+ * bit for bit the AVX2 one (a model's weights must not depend on the tier
+ * that transformed them). */
+static void check_weight_transforms(void) {
+    typedef void (*panel_fn)(const float *, size_t, size_t, size_t, size_t, float *const *);
+    static const panel_fn narrow[3] = {nnf_wino_weight_panel_avx2,
+                                       nnf_nchwc_winof2_weight_panel_avx2,
+                                       nnf_nchwc_wino2_weight_panel_avx2};
+    static const panel_fn wide[3] = {nnf_wino_weight_panel_avx512,
+                                     nnf_nchwc_winof2_weight_panel_avx512,
+                                     nnf_nchwc_wino2_weight_panel_avx512};
+    static const size_t ms[] = {1, 3, 7, 8, 9, 13, 16, 24, 31, 32}, ks[] = {1, 2, 5, 17};
+    const size_t r = 32, c = 17, nmat[3] = {36, 16, 36};
+    int has512 = nnf_cpu_get()->max_isa >= NNF_ISA_AVX512;
+    float *w = check_rand_buf(r * c * 9);
+    w[4] = -0.0f;
+    w[13] = 1e30f;
+    float *u = nnf_malloc_aligned(36 * r * c * sizeof(float));
+    float *u5 = nnf_malloc_aligned(36 * r * c * sizeof(float));
+    int bad = 0;
+    for (int f = 0; f < 3; f++)
+        for (size_t mi = 0; mi < sizeof ms / sizeof *ms; mi++)
+            for (size_t ki = 0; ki < sizeof ks / sizeof *ks && bad < 3; ki++) {
+                size_t m = ms[mi], k = ks[ki], n = nmat[f], sz = n * r * k;
+                float *dst[36], *dst5[36];
+                for (size_t xi = 0; xi < n; xi++) {
+                    dst[xi] = u + xi * r * k;
+                    dst5[xi] = u5 + xi * r * k;
+                }
+                memset(u, 0x7f, sz * sizeof(float));
+                narrow[f](w, c * 9, m, r, k, dst);
+                for (size_t xi = 0; xi < n; xi++)
+                    for (size_t kk = 0; kk < k; kk++)
+                        for (size_t o = 0; o < r; o++) {
+                            float got = dst[xi][kk * r + o];
+                            double want = 0;
+                            if (o >= m) {
+                                if (bits(got) != 0 && bad++ < 3)
+                                    CHECK_MSG(0, "form %d m%zu: column %zu = %g, want +0", f, m, o,
+                                              got);
+                                continue;
+                            }
+                            if (f == 2)
+                                continue; /* the stride-2 form: end to end (run_case) */
+                            /* U[a][b] = sum_ij G[a][i] g[i][j] G[b][j] */
+                            size_t t = f == 0 ? 6 : 4, a = xi / t, b = xi % t;
+                            const float *g = w + o * c * 9 + kk * 9;
+                            double mag = 0;
+                            for (int i = 0; i < 3; i++)
+                                for (int j = 0; j < 3; j++) {
+                                    double term =
+                                        (f == 0 ? nnf_wino_g[a][i] * nnf_wino_g[b][j]
+                                                : nnf_wino_f2_g[a][i] * nnf_wino_f2_g[b][j]) *
+                                        (double)g[i * 3 + j];
+                                    want += term;
+                                    mag += fabs(term);
+                                }
+                            double tol = 0x1p-24 * fabs(want) + 0x1p-48 * mag;
+                            if (fabs((double)got - want) > tol && bad++ < 3)
+                                CHECK_MSG(0,
+                                          "form %d m%zu k%zu: U[%zu][%zu][%zu] = %.9g, want %.9g",
+                                          f, m, k, xi, kk, o, got, want);
+                        }
+                if (has512) {
+                    memset(u5, 0x3f, sz * sizeof(float));
+                    wide[f](w, c * 9, m, r, k, dst5);
+                    if (memcmp(u, u5, sz * sizeof(float)) && bad++ < 3)
+                        CHECK_MSG(0, "form %d m%zu k%zu: the AVX-512 transform differs", f, m, k);
+                }
+            }
+    if (!bad)
+        check_passed++;
+    nnf_free_aligned(u);
+    nnf_free_aligned(u5);
+    free(w);
+}
+
 int main(void) {
     nnf_threadpool *pool2 = NULL;
     if (nnf_threadpool_create(2, &pool2) != NNF_OK || nnf_threadpool_create(3, &g_pool3) != NNF_OK)
@@ -829,6 +911,7 @@ int main(void) {
      * 2 and asymmetric, batch 2, every activation, the residual before and
      * after it, alpha and a scaled residual; its allocation failures */
     if (nnf_cpu_get()->max_isa >= NNF_ISA_AVX2) {
+        check_weight_transforms();
         static const size_t hs[] = {1, 2, 3, 4, 5, 7, 8, 9, 13, 14, 17};
         static const size_t cs[] = {1, 7, 8, 9, 16, 17, 64};
         wino_sweep(1, hs, cs, pool2);

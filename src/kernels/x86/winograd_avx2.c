@@ -15,10 +15,11 @@
  *
  * A group of 8 tiles may span tile rows (a 14x14 output has 4 tiles per
  * row); tiles past the image's last read zeros and are never stored. */
+#include "kernels/x86/winograd_avx2.h"
 #include "kernels/conv_fast.h"
+#include "kernels/nchwc.h"
 #include "kernels/x86/ep_fast_avx2.h"
 #include "kernels/x86/transpose_avx2.h"
-#include "kernels/x86/winograd_avx2.h"
 
 #include "base/alloc.h"
 
@@ -437,23 +438,16 @@ fail:
 
 /* ---- weights: U = G g G^T ------------------------------------------------ */
 
-/* G (nnf_wino_g) on one column (x0, x1, x2) of 4 kernels, in double, the
- * same expressions in the same order as its rows written out (1/4 0 0;
- * -1/6 -1/6 -1/6; -1/6 1/6 -1/6; 1/24 1/12 1/6; 1/24 -1/12 1/6; 0 0 1). */
-static inline void wg_g_cols_pd(__m256d x0, __m256d x1, __m256d x2, __m256d r[6]) {
-    const __m256d c4 = _mm256_set1_pd(1.0 / 4), c6n = _mm256_set1_pd(-1.0 / 6);
-    const __m256d c24 = _mm256_set1_pd(1.0 / 24), c6 = _mm256_set1_pd(1.0 / 6);
-    const __m256d c12 = _mm256_set1_pd(1.0 / 12);
-    __m256d s = _mm256_add_pd(x0, x2);
-    __m256d p = _mm256_add_pd(_mm256_mul_pd(x0, c24), _mm256_mul_pd(x2, c6));
-    __m256d q = _mm256_mul_pd(x1, c12);
-    r[0] = _mm256_mul_pd(x0, c4);
-    r[1] = _mm256_mul_pd(_mm256_add_pd(s, x1), c6n);
-    r[2] = _mm256_mul_pd(_mm256_sub_pd(s, x1), c6n);
-    r[3] = _mm256_add_pd(p, q);
-    r[4] = _mm256_sub_pd(p, q);
-    r[5] = x2;
+/* The weight transforms on 4 doubles a ymm (NNF_WINO_WEIGHTS: the blocked
+ * kernels' panels, and nnf_wino_g6_avx2 for the kernels here). */
+static inline __m256d load4_pd(const float *p) {
+    return _mm256_cvtps_pd(_mm_load_ps(p));
 }
+static inline void store4_pd(float *p, __m256d v) {
+    _mm_store_ps(p, _mm256_cvtpd_ps(v));
+}
+NNF_WINO_WEIGHTS(_avx2, __m256d, 4, load4_pd, store4_pd, _mm256_add_pd, _mm256_sub_pd,
+                 _mm256_mul_pd, _mm256_set1_pd)
 
 /* 8 kernels at a time, 4 per double vector: their taps turned into vectors
  * by an 8x8 transpose (taps 0-7) and a gather of tap 8; the 36 values of the
@@ -481,14 +475,14 @@ void nnf_wino_weight_8_avx2(const float *w, size_t stride, size_t m, float *cons
     }
     for (int h = 0; h < 2; h++)
         for (int b = 0; b < 3; b++) { /* G g, column by column */
-            wg_g_cols_pd(g[b][h], g[3 + b][h], g[6 + b][h], r);
+            nnf_wino_g6_avx2(g[b][h], g[3 + b][h], g[6 + b][h], r);
             for (int a = 0; a < 6; a++)
                 t[a][b][h] = r[a];
         }
     for (int a = 0; a < 6; a++) { /* (G g) G^T, row by row */
         __m256d lo[6], hi[6];
-        wg_g_cols_pd(t[a][0][0], t[a][1][0], t[a][2][0], lo);
-        wg_g_cols_pd(t[a][0][1], t[a][1][1], t[a][2][1], hi);
+        nnf_wino_g6_avx2(t[a][0][0], t[a][1][0], t[a][2][0], lo);
+        nnf_wino_g6_avx2(t[a][0][1], t[a][1][1], t[a][2][1], hi);
         for (int b = 0; b < 6; b++) {
             __m256 v = _mm256_set_m128(_mm256_cvtpd_ps(hi[b]), _mm256_cvtpd_ps(lo[b]));
             float *d = dst[a * 6 + b];
@@ -501,21 +495,4 @@ void nnf_wino_weight_8_avx2(const float *w, size_t stride, size_t m, float *cons
             }
         }
     }
-}
-
-void nnf_wino_weight_panel_avx2(const float *w, size_t stride, size_t m, size_t r, size_t k,
-                                float *const dst[36]) {
-    _Alignas(64) float line[36][32];
-    float *part[36];
-    if (m < r)
-        memset(line, 0, sizeof line);
-    for (size_t kk = 0; kk < k; kk++) {
-        for (size_t c0 = 0; c0 < m; c0 += 8) {
-            for (size_t xi = 0; xi < 36; xi++)
-                part[xi] = line[xi] + c0;
-            nnf_wino_weight_8_avx2(w + c0 * stride + kk * 9, stride, m - c0 < 8 ? m - c0 : 8, part);
-        }
-        nnf_wino_stream_rows(dst, 36, kk, r, (const float(*)[32])line);
-    }
-    _mm_sfence(); /* the streamed lines before anything reads them */
 }
