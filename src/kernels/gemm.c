@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- configurations ------------------------------------------------------ */
@@ -323,13 +324,18 @@ static inline void prefetch_slice(const float *next, size_t bytes, size_t call, 
         __builtin_prefetch(p + l * 64, 0, 3);
 }
 
-/* A is read in place (cfg->ukernel_direct) only when B has at most this
- * many panels: packing costs a copy of A per K block whatever N is, and
- * each packed panel then serves every B panel, so it weighs most when N is
- * small (GEMM 256: 5-8 % of the time). Read in place, the panel comes back
- * as 14 row streams for every block of B, not one: BERT's 128 x 768 x 3072
- * ran 0.99-1.06x the packed time, 128 x 768 x 768 0.98-0.99x, GEMM 512
- * 0.985-0.99x, GEMM 256 0.94-0.98x. */
+/* A is read in place (cfg->ukernel_direct) only when a task's columns of B
+ * are at most this many panels: packing costs a copy of A per K block
+ * whatever N is, and each packed panel then serves every B panel, so it
+ * weighs most when N is small (GEMM 256: 5-8 % of the time). Read in place,
+ * the panel comes back as 14 row streams for every block of B, not one:
+ * BERT's 128 x 768 x 3072 ran 0.99-1.06x the packed time, 128 x 768 x 768
+ * 0.98-0.99x, GEMM 512 0.985-0.99x, GEMM 256 0.94-0.98x. A task's columns,
+ * not B's: with N cut for the threads (BERT's 768-column projections in
+ * four tasks of 6 panels on 2 threads) A was packed once for all tasks in
+ * a pass of its own over the pool; read in place instead, 128 x 768 x 768
+ * on 2 threads 0.483 -> 0.465 ms, BERT-base 0.989 (ab_builds, 6 processes,
+ * each under 1); 1 thread unchanged (its one task has all of N). */
 #define NNF_GEMM_DIRECT_MAX_PANELS 16
 
 /* Whether mr rows of an A read in place (kc floats of each, ld floats
@@ -1004,13 +1010,15 @@ nnf_status nnf_gemm_run(const nnf_gemm_cfg *cfg, size_t m, size_t n, size_t k,
     size_t b_bytes;
     size_t mcb = ti < cfg->mc ? ti : cfg->mc;
     size_t ncb = tj < j->nc ? tj : j->nc;
-    size_t shared_a = shared_floats(cfg, NNF_GEMM_A, a, m, k, threads, tj < n);
+    int direct_ok = cfg->ukernel_direct && !a->packed && !a->pack && !a->trans &&
+                    tj <= NNF_GEMM_DIRECT_MAX_PANELS * cfg->nr &&
+                    direct_fits_l1(a->ld, kcb, cfg->mr);
+    size_t shared_a = direct_ok ? 0 : shared_floats(cfg, NNF_GEMM_A, a, m, k, threads, tj < n);
     size_t shared_b = shared_floats(cfg, NNF_GEMM_B, b, n, k, threads, ti < m);
     j->prefetch_b = !b->packed && !b->pack && !b->trans && !shared_b &&
                     (!nnf_mul_size(kcb * sizeof(float), n, &b_bytes) ||
                      b_bytes / NNF_GEMM_PF_L2_FACTOR > nnf_cpu_get()->l2);
-    j->direct = cfg->ukernel_direct && !a->packed && !a->pack && !a->trans && !shared_a &&
-                n <= NNF_GEMM_DIRECT_MAX_PANELS * cfg->nr && direct_fits_l1(a->ld, kcb, cfg->mr);
+    j->direct = direct_ok;
     j->a_floats = a->packed || shared_a ? 0 : round_up(mcb, cfg->mr) * kcb;
     j->b_floats = b->packed || shared_b ? 0 : round_up(ncb, cfg->nr) * kcb;
     size_t total = (j->a_floats + j->b_floats) * (size_t)j->slots + shared_a + shared_b;

@@ -969,13 +969,14 @@ static void test_edge_tiles_bitwise(const nnf_gemm_cfg *cfg) {
 /* A read in place (the tier's ukernel_direct: the whole panels of a
  * row-major A not packed) gives the bits of A packed first, at panel edges
  * and K tails (kc % 4, the assembly's single steps), with B strided or
- * prepacked, an epilogue with a residual or none, on 1 and 2 threads. */
+ * prepacked, an epilogue with a residual or none, on 1 and 2 threads; 600
+ * columns (19 panels) read A in place only where 2 threads cut N. */
 static void test_direct_a_bitwise(const nnf_gemm_cfg *cfg, nnf_threadpool *pool2) {
     if (!cfg->ukernel_direct)
         return;
     size_t mr = cfg->mr;
     size_t ms[] = {mr, mr + 1, 2 * mr - 1, 2 * mr, 2 * mr + 1, 3 * mr + 2, 128};
-    size_t ns[] = {1, 16, 17, 32, 33, 100};
+    size_t ns[] = {1, 16, 17, 32, 33, 100, 600};
     size_t ks[] = {1, 3, 4, 5, 13, 64, cfg->kc + 5, 2 * cfg->kc + 3};
     int diff = 0, cases = 0;
     for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
