@@ -89,10 +89,19 @@ static inline __m256 nnf_emu_cvtpd_ps(__m512d a) {
     _mm512_storeu_pd(v, a);
     return _mm256_set_m128(_mm256_cvtpd_ps(_mm256_loadu_pd(v + 4)), _mm256_cvtpd_ps(_mm256_loadu_pd(v)));
 }
+/* 8 floats to 8 doubles (exact) */
+static inline __m512d nnf_emu_cvtps_pd(__m256 a) {
+    double v[8];
+    _mm256_storeu_pd(v, _mm256_cvtps_pd(_mm256_castps256_ps128(a)));
+    _mm256_storeu_pd(v + 4, _mm256_cvtps_pd(_mm256_extractf128_ps(a, 1)));
+    return _mm512_loadu_pd(v);
+}
 #undef _mm512_scalef_ps
 #define _mm512_scalef_ps nnf_emu_scalef_ps
 #undef _mm512_cvtpd_ps
 #define _mm512_cvtpd_ps nnf_emu_cvtpd_ps
+#undef _mm512_cvtps_pd
+#define _mm512_cvtps_pd nnf_emu_cvtps_pd
 #define _mm512_maskz_loadu_ps nnf_emu_maskz_loadu_ps
 #define _mm512_mask_storeu_ps nnf_emu_mask_storeu_ps
 #define _mm512_cvtps_epi32 nnf_emu_cvtps_epi32
