@@ -8,7 +8,6 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
-#include <stdlib.h>
 #include <string.h>
 
 /* ---- configurations ------------------------------------------------------ */
