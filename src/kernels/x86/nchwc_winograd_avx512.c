@@ -20,14 +20,8 @@
 NNF_WINO_1D(_16, __m512, _mm512_add_ps, _mm512_sub_ps, _mm512_mul_ps, _mm512_fmadd_ps,
             _mm512_fmsub_ps, _mm512_set1_ps)
 
-static inline __m512d load8_pd(const float *p) {
-    return _mm512_cvtps_pd(_mm256_load_ps(p));
-}
-static inline void store8_pd(float *p, __m512d v) {
-    _mm256_store_ps(p, _mm512_cvtpd_ps(v));
-}
-NNF_WINO_WEIGHTS(_avx512, __m512d, 8, load8_pd, store8_pd, _mm512_add_pd, _mm512_sub_pd,
-                 _mm512_mul_pd, _mm512_set1_pd)
+NNF_WINO_WEIGHTS(_avx512, __m512d, 8, _mm256_load_ps, _mm256_store_ps, _mm512_cvtps_pd,
+                 _mm512_cvtpd_ps, _mm512_add_pd, _mm512_sub_pd, _mm512_mul_pd, _mm512_set1_pd)
 
 /* The 1-D transforms of the form with output tiles of T (4 or 2): B^T on
  * T + 2 vectors, A^T down to T. */

@@ -440,14 +440,8 @@ fail:
 
 /* The weight transforms on 4 doubles a ymm (NNF_WINO_WEIGHTS: the blocked
  * kernels' panels, and nnf_wino_g6_avx2 for the kernels here). */
-static inline __m256d load4_pd(const float *p) {
-    return _mm256_cvtps_pd(_mm_load_ps(p));
-}
-static inline void store4_pd(float *p, __m256d v) {
-    _mm_store_ps(p, _mm256_cvtpd_ps(v));
-}
-NNF_WINO_WEIGHTS(_avx2, __m256d, 4, load4_pd, store4_pd, _mm256_add_pd, _mm256_sub_pd,
-                 _mm256_mul_pd, _mm256_set1_pd)
+NNF_WINO_WEIGHTS(_avx2, __m256d, 4, _mm_load_ps, _mm_store_ps, _mm256_cvtps_pd, _mm256_cvtpd_ps,
+                 _mm256_add_pd, _mm256_sub_pd, _mm256_mul_pd, _mm256_set1_pd)
 
 /* 8 kernels at a time, 4 per double vector: their taps turned into vectors
  * by an 8x8 transpose (taps 0-7) and a gather of tap 8; the 36 values of the

@@ -115,12 +115,18 @@ static inline void nnf_wino_stream_rows(float *const *dst, int n, size_t kk, siz
 enum { NNF_WINO_W_F4 = 0, NNF_WINO_W_F2, NNF_WINO_W_S2 };
 
 /* U = G g G^T of one panel for each form (nchwc.h's weight panel
- * contract), on vectors V of L doubles (L output channels): LOAD makes one
- * from L floats, STORE rounds one to L floats. Each channel's values come
- * from the same operations in the same order on every width, so both SIMD
- * tiers write the same bits (tested). Needs nchwc.h (nnf_wino2_g) and
- * <string.h>. */
-#define NNF_WINO_WEIGHTS(S, V, L, LOAD, STORE, ADD, SUB, MUL, SET1)                                \
+ * contract), on vectors V of L doubles (L output channels): LOADF / STOREF
+ * move L floats (aligned), UP widens them to V, DOWN rounds V to floats.
+ * Each channel's values come from the same operations in the same order on
+ * every width, so both SIMD tiers write the same bits (tested). Needs
+ * nchwc.h (nnf_wino2_g) and <string.h>. */
+#define NNF_WINO_WEIGHTS(S, V, L, LOADF, STOREF, UP, DOWN, ADD, SUB, MUL, SET1)                    \
+    static inline V nnf_wino_wload##S(const float *p) {                                            \
+        return UP(LOADF(p));                                                                       \
+    }                                                                                              \
+    static inline void nnf_wino_wstore##S(float *p, V v) {                                         \
+        STOREF(p, DOWN(v));                                                                        \
+    }                                                                                              \
     /* G of F(4,3) (nnf_wino_g) on one column (x0, x1, x2), its rows written                       \
      * out: 1/4 0 0; -1/6 -1/6 -1/6; -1/6 1/6 -1/6; 1/24 1/12 1/6; 1/24 -1/12 1/6; 0 0 1 */        \
     static inline __attribute__((always_inline)) void nnf_wino_g6##S(V x0, V x1, V x2, V r[6]) {   \
@@ -157,7 +163,7 @@ enum { NNF_WINO_W_F4 = 0, NNF_WINO_W_F2, NNF_WINO_W_S2 };
             for (int a = 0; a < 6; a++) { /* (G g) G^T, row by row */                              \
                 nnf_wino_g6##S(t[a][0], t[a][1], t[a][2], u);                                      \
                 for (int b = 0; b < 6; b++)                                                        \
-                    STORE(line[a * 6 + b] + o, u[b]);                                              \
+                    nnf_wino_wstore##S(line[a * 6 + b] + o, u[b]);                                 \
             }                                                                                      \
         } else if (FORM == NNF_WINO_W_F2) {                                                        \
             V h[3][4], u[4];                                                                       \
@@ -166,7 +172,7 @@ enum { NNF_WINO_W_F4 = 0, NNF_WINO_W_F2, NNF_WINO_W_S2 };
             for (int a = 0; a < 4; a++) {                                                          \
                 nnf_wino_g4##S(h[0][a], h[1][a], h[2][a], u);                                      \
                 for (int b = 0; b < 4; b++)                                                        \
-                    STORE(line[a * 4 + b] + o, u[b]);                                              \
+                    nnf_wino_wstore##S(line[a * 4 + b] + o, u[b]);                                 \
             }                                                                                      \
         } else { /* the stride-2 form's phases (nnf_wino2_g) */                                    \
             V h[5][2];                                                                             \
@@ -174,14 +180,15 @@ enum { NNF_WINO_W_F4 = 0, NNF_WINO_W_F2, NNF_WINO_W_S2 };
                 V g0 = SET1(nnf_wino2_g[a][0]), g1 = SET1(nnf_wino2_g[a][1]);                      \
                 for (int b = 0; b < 2; b++)                                                        \
                     h[a][b] = ADD(MUL(g0, g[2 * b]), MUL(g1, g[6 + 2 * b]));                       \
-                STORE(line[25 + a] + o, ADD(MUL(g0, g[1]), MUL(g1, g[7])));                        \
-                STORE(line[30 + a] + o, ADD(MUL(g0, g[3]), MUL(g1, g[5])));                        \
+                nnf_wino_wstore##S(line[25 + a] + o, ADD(MUL(g0, g[1]), MUL(g1, g[7])));           \
+                nnf_wino_wstore##S(line[30 + a] + o, ADD(MUL(g0, g[3]), MUL(g1, g[5])));           \
             }                                                                                      \
             for (int a = 0; a < 5; a++)                                                            \
                 for (int b = 0; b < 5; b++)                                                        \
-                    STORE(line[a * 5 + b] + o, ADD(MUL(h[a][0], SET1(nnf_wino2_g[b][0])),          \
-                                                   MUL(h[a][1], SET1(nnf_wino2_g[b][1]))));        \
-            STORE(line[35] + o, g[4]);                                                             \
+                    nnf_wino_wstore##S(line[a * 5 + b] + o,                                        \
+                                       ADD(MUL(h[a][0], SET1(nnf_wino2_g[b][0])),                  \
+                                           MUL(h[a][1], SET1(nnf_wino2_g[b][1]))));                \
+            nnf_wino_wstore##S(line[35] + o, g[4]);                                                \
         }                                                                                          \
     }                                                                                              \
     static inline __attribute__((always_inline)) void nnf_wino_wpanel##S(                          \
@@ -196,7 +203,7 @@ enum { NNF_WINO_W_F4 = 0, NNF_WINO_W_F2, NNF_WINO_W_S2 };
             for (size_t o = 0; o < m; o += L) {                                                    \
                 V g[9];                                                                            \
                 for (int q = 0; q < 9; q++)                                                        \
-                    g[q] = LOAD(&t[q][o]);                                                         \
+                    g[q] = nnf_wino_wload##S(&t[q][o]);                                            \
                 nnf_wino_wvec##S(FORM, g, line, o);                                                \
             }                                                                                      \
             for (int xi = 0; m < r && xi < n; xi++) /* +0 past the channels */                     \
