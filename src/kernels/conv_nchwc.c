@@ -163,6 +163,19 @@ static size_t group_blocks(nnf_isa isa, const nnf_conv2d_shape *s, int in_blocke
      * YOLOv5s 0.97 / 0.98, MobileNetV2 0.97 / 1.00; the 3x3s on short rows
      * and the stem stay 2 x 12 there too (7x7 maps 1.10x slower as 4 x 6). */
     bool one = s->kh * s->kw == 1;
+    /* Where broadcasts are costly, those short-row 3x3s take 3 zmm x 7
+     * pixels (a broadcast every 3 FMAs, not 2) when the blocks come in
+     * 16s: tile groups of 6, 6 and 4 blocks (mixed_groups), so any count of
+     * whole 16s splits evenly over 2 or 4 threads, where 6-block groups
+     * left 64 blocks as 10 x 6 + 4, which two threads ran 6 + 5. Intel,
+     * bench_kernels --nchwc: ResNet-50's 512 -> 512 at 7x7 1.50 -> 1.45
+     * ms hot, 1.81-1.92 -> 1.58-1.66 with the caches swept; its stride-2
+     * 3x3s to 14x14 and 7x7 1.49-1.56 -> 1.41 and 1.54-1.64 -> 1.46-1.48
+     * (ORT 1.48 / 1.54); ResNet-50 ab_builds 0.988 / 0.990 on 1 / 2
+     * threads (6 / 4 processes). */
+    if (isa >= NNF_ISA_AVX512 && !one && s->ow <= 14 && ocb % 16 == 0 &&
+        nnf_cpu_get()->bcast_costly)
+        return 6;
     if (isa >= NNF_ISA_AVX512 && ocb % 4 == 0 &&
         ((one && !nnf_cpu_get()->bcast_costly) || (!one && s->ow <= 14)))
         return 4;
@@ -183,13 +196,25 @@ static size_t group_blocks(nnf_isa isa, const nnf_conv2d_shape *s, int in_blocke
 
 /* Tile groups of gblk output blocks (a register tile's height): each conv
  * group's ocb_grp blocks are cut into tile groups of their own, the last
- * one shorter, so no tile crosses a conv group. */
+ * one shorter, so no tile crosses a conv group. Mixed groups instead cut
+ * every 16 blocks into groups of 6, 6 and 4 (group_blocks; gblk 6 comes
+ * from nowhere else with 16k blocks: those divide by 8). */
+static int mixed_groups(size_t gblk, size_t ocb_grp) {
+    return gblk == 6 && ocb_grp % 16 == 0;
+}
+
 static size_t tile_groups(const nnf_conv2d_shape *s, size_t gblk) {
-    return s->group * ((group_ocb(s) + gblk - 1) / gblk);
+    size_t ocb = group_ocb(s);
+    return s->group * (mixed_groups(gblk, ocb) ? ocb / 16 * 3 : (ocb + gblk - 1) / gblk);
 }
 
 /* Tile group tg: its first block and its block count. */
 static size_t tile_group(size_t tg, size_t gblk, size_t ocb_grp, size_t *nob) {
+    if (mixed_groups(gblk, ocb_grp)) {
+        size_t per = ocb_grp / 16 * 3, i = tg % per;
+        *nob = i % 3 == 2 ? 4 : 6;
+        return tg / per * ocb_grp + i / 3 * 16 + i % 3 * 6;
+    }
     size_t per = (ocb_grp + gblk - 1) / gblk, first = tg % per * gblk;
     *nob = ocb_grp - first < gblk ? ocb_grp - first : gblk;
     return tg / per * ocb_grp + first;
@@ -788,6 +813,12 @@ static nnf_status conv_run(const nnf_nchwc_conv *k, const float *x, float *y,
          * task another thread most often ran */
         t.gsplit = t.groups < want ? t.groups : want;
         size_t outer = s->n * t.gsplit, splits = outer >= want ? 1 : (want + outer - 1) / outer;
+        /* mixed groups of 16 blocks split evenly as they are: cutting 7
+         * rows into bands of 4 and 3 as well read each group's weights
+         * twice (the 512 -> 512 3x3s at 7x7 on 2 threads 0.80 -> 0.73-0.76
+         * ms without) */
+        if (mixed_groups(t.gblk, group_ocb(s)) && outer >= 6 * threads)
+            splits = 1;
         band = (rows + splits - 1) / splits;
     } else {
         t.gsplit = 1;

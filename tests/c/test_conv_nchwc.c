@@ -761,6 +761,33 @@ int main(void) {
             run_case(&flat[i], pool2);
     }
 
+    /* AVX-512 3x3s on rows of up to 14 with 16k output blocks take tile
+     * groups of 6, 6 and 4 blocks where broadcasts are costly (Intel): 16
+     * and 32 blocks at strides 1 and 2, a batch of 2 on an odd map, K
+     * blocks of partial sums, a residual before and after the activation,
+     * two conv groups of 16 blocks each; in both forms on any machine */
+    {
+        static const tcase mixed[] = {
+            {1, 128, 7, 7, 128, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, {NNF_ACT_RELU, 0, 0},
+             1, 1,   0, 0, 0,   0, 0},
+            {1, 24, 28, 28, 256, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, {NNF_ACT_SILU, 0, 0},
+             1, 1,  1,  0,  0,   0, 0},
+            {2, 17, 13, 11, 128, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, {NNF_ACT_CLIP, 0, 6},
+             1, 0,  0,  0,  0,   0, 0},
+            {1, 461, 7, 7, 128, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, {NNF_ACT_NONE, 0, 0},
+             1, 1,   0, 0, 0,   0, 0},
+            {1, 32, 14, 14, 256, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, {NNF_ACT_RELU, 0, 0},
+             1, 1,  0,  0,  0,   0, 2},
+        };
+        for (int form = 0; form < 2; form++) {
+            bool was = nnf_cpu_force_bcast_costly(form ? !nnf_cpu_get()->bcast_costly
+                                                       : nnf_cpu_get()->bcast_costly);
+            for (size_t i = 0; i < sizeof mixed / sizeof mixed[0]; i++)
+                run_case(&mixed[i], pool2);
+            nnf_cpu_force_bcast_costly(was);
+        }
+    }
+
     /* grouped convs of whole blocks: groups of 8, 16, 24 channels (RegNet's
      * widths), output groups of 1-10 blocks (tiles must not cross a group:
      * the last tile of a group is shorter), 1x1 and 3x3 at strides 1 and 2, the padded-copy
