@@ -813,11 +813,13 @@ static nnf_status conv_run(const nnf_nchwc_conv *k, const float *x, float *y,
          * task another thread most often ran */
         t.gsplit = t.groups < want ? t.groups : want;
         size_t outer = s->n * t.gsplit, splits = outer >= want ? 1 : (want + outer - 1) / outer;
-        /* mixed groups of 16 blocks split evenly as they are: cutting 7
-         * rows into bands of 4 and 3 as well read each group's weights
-         * twice (the 512 -> 512 3x3s at 7x7 on 2 threads 0.80 -> 0.73-0.76
-         * ms without) */
-        if (mixed_groups(t.gblk, group_ocb(s)) && outer >= 6 * threads)
+        /* mixed groups split evenly as they are where each thread takes
+         * whole 16-block runs or six groups at least: cutting the rows into
+         * bands as well read each group's weights once a band (7 rows as 4
+         * + 3: the 512 -> 512 3x3s at 7x7 on 2 threads 0.80 -> 0.73-0.76
+         * ms without; the stride-2 256 -> 256 to 14x14 0.78-0.81 -> 0.77) */
+        if (mixed_groups(t.gblk, group_ocb(s)) &&
+            (outer >= 6 * threads || outer % (3 * threads) == 0))
             splits = 1;
         band = (rows + splits - 1) / splits;
     } else {
