@@ -68,14 +68,43 @@ static inline void nnf_tr6x8_avx2(const float *x, size_t ldx, float *y, size_t l
     _mm_storeh_pi((__m64 *)(y + 7 * ldy + 4), t5h);
 }
 
+/* y[c * ldy + r] = x[r * ldx + c] for c < 8 and r < w (w <= 8), zeros for
+ * the rows r >= rows (nothing read there): eight k-steps of w positions of a
+ * short panel, its missing rows the panel's zero padding. */
+static inline void nnf_tr8x8_part_avx2(const float *x, size_t ldx, size_t rows, float *y,
+                                       size_t ldy, size_t w) {
+    __m256 r[8];
+    for (size_t i = 0; i < 8; i++)
+        r[i] = i < rows ? _mm256_loadu_ps(x + i * ldx) : _mm256_setzero_ps();
+    __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+    __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+    __m256 u0 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0));
+    __m256 u1 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2));
+    __m256 u2 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0));
+    __m256 u3 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2));
+    __m256 u4 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(1, 0, 1, 0));
+    __m256 u5 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(3, 2, 3, 2));
+    __m256 u6 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(1, 0, 1, 0));
+    __m256 u7 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(3, 2, 3, 2));
+    __m256 c[8] = {_mm256_permute2f128_ps(u0, u4, 0x20), _mm256_permute2f128_ps(u1, u5, 0x20),
+                   _mm256_permute2f128_ps(u2, u6, 0x20), _mm256_permute2f128_ps(u3, u7, 0x20),
+                   _mm256_permute2f128_ps(u0, u4, 0x31), _mm256_permute2f128_ps(u1, u5, 0x31),
+                   _mm256_permute2f128_ps(u2, u6, 0x31), _mm256_permute2f128_ps(u3, u7, 0x31)};
+    __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)w), lanes);
+    for (size_t k = 0; k < 8; k++)
+        _mm256_maskstore_ps(y + k * ldy, keep, c[k]);
+}
+
 /* A GEMM's A (row-major) into panels of R = 8 i or 8 i + 6 rows, [k][R] each
  * (the same for a B read transposed, rows its columns, into R = nr column
  * panels):
- * eight k-steps of a full panel at a time through the register transposes
- * (each k's R values leave as vector stores, not R scalar ones strided by R:
- * the portable packer cost 8-9 % of a 1024^3 GEMM); a short panel of 8 or
- * more rows transposes its first 8; the k tail and the rest element by
- * element, zeros past its rows. */
+ * eight k-steps of a panel at a time through the register transposes (each
+ * k's R values leave as vector stores, not R scalar ones strided by R: the
+ * portable packer cost 8-9 % of a 1024^3 GEMM), a short panel's missing rows
+ * as zeros; the k tail element by element, zeros past its rows. */
 static inline __attribute__((always_inline)) void nnf_pack_a_panels_avx2(
     const float *base, size_t ld, size_t mn0, size_t mnc, size_t k0, size_t kc, float *dst,
     size_t R) {
@@ -90,17 +119,19 @@ static inline __attribute__((always_inline)) void nnf_pack_a_panels_avx2(
                 if (q < R)
                     nnf_tr6x8_avx2(r0 + q * ld + kk, ld, dst + kk * R + q, R);
             }
-        else if (rows >= 8)
-            /* a balanced tail panel of 8-13 rows (gemm.c, tail_split: BERT's
-             * M = 128 ends in two of 8): its first 8 rows transposed, the
-             * rest and the zero padding element by element; all of it element
-             * by element was 3 % of a BERT-base run on AVX-512 */
-            for (; kk + 8 <= kc; kk += 8) {
-                nnf_tr8x8_avx2(r0 + kk, ld, dst + kk * R, R);
-                for (size_t k2 = kk; k2 < kk + 8; k2++)
-                    for (size_t q = 8; q < R; q++)
-                        dst[k2 * R + q] = q < rows ? r0[q * ld + k2] : 0.0f;
-            }
+        else
+            /* a short panel (gemm.c, tail_split: BERT's M = 128 ends in two
+             * of 8, a Winograd conv's 49 tiles in one of 7): eight rows at a
+             * time through the transpose, the rows past the panel's as its
+             * zero padding. Element by element, the 7-row panels of
+             * ResNet-50's 14x14 Winograd GEMMs took 7.6 % of the conv, and
+             * a whole BERT-base run on AVX-512 3 %. */
+            for (; kk + 8 <= kc; kk += 8)
+                for (size_t q = 0; q < R; q += 8) {
+                    size_t w = R - q < 8 ? R - q : 8;
+                    nnf_tr8x8_part_avx2(r0 + q * ld + kk, ld, rows > q ? rows - q : 0,
+                                        dst + kk * R + q, R, w);
+                }
         for (; kk < kc; kk++)
             for (size_t q = 0; q < R; q++)
                 dst[kk * R + q] = q < rows ? r0[q * ld + kk] : 0.0f;
