@@ -128,9 +128,9 @@ static inline __attribute__((always_inline)) void nnf_pack_a_panels_avx2(
              * a whole BERT-base run on AVX-512 3 %. */
             for (; kk + 8 <= kc; kk += 8)
                 for (size_t q = 0; q < R; q += 8) {
-                    size_t w = R - q < 8 ? R - q : 8;
-                    nnf_tr8x8_part_avx2(r0 + q * ld + kk, ld, rows > q ? rows - q : 0,
-                                        dst + kk * R + q, R, w);
+                    size_t w = R - q < 8 ? R - q : 8, in = rows > q ? rows - q : 0;
+                    /* no address formed past the panel's rows */
+                    nnf_tr8x8_part_avx2(in ? r0 + q * ld + kk : r0, ld, in, dst + kk * R + q, R, w);
                 }
         for (; kk < kc; kk++)
             for (size_t q = 0; q < R; q++)
