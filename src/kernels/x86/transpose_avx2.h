@@ -7,16 +7,12 @@
 #include <immintrin.h>
 #include <stddef.h>
 
-/* y[c * ldy + r] = x[r * ldx + c] for r, c < 8. */
-static inline void nnf_tr8x8_avx2(const float *x, size_t ldx, float *y, size_t ldy) {
-    __m256 r0 = _mm256_loadu_ps(x), r1 = _mm256_loadu_ps(x + ldx);
-    __m256 r2 = _mm256_loadu_ps(x + 2 * ldx), r3 = _mm256_loadu_ps(x + 3 * ldx);
-    __m256 r4 = _mm256_loadu_ps(x + 4 * ldx), r5 = _mm256_loadu_ps(x + 5 * ldx);
-    __m256 r6 = _mm256_loadu_ps(x + 6 * ldx), r7 = _mm256_loadu_ps(x + 7 * ldx);
-    __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
-    __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
-    __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
-    __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+/* r[0..7] (rows) -> r[0..7] (columns): the 8x8 register transpose. */
+static inline __attribute__((always_inline)) void nnf_tr8_regs_avx2(__m256 r[8]) {
+    __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+    __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
     __m256 u0 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0));
     __m256 u1 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2));
     __m256 u2 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0));
@@ -25,14 +21,26 @@ static inline void nnf_tr8x8_avx2(const float *x, size_t ldx, float *y, size_t l
     __m256 u5 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(3, 2, 3, 2));
     __m256 u6 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(1, 0, 1, 0));
     __m256 u7 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(3, 2, 3, 2));
-    _mm256_storeu_ps(y, _mm256_permute2f128_ps(u0, u4, 0x20));
-    _mm256_storeu_ps(y + ldy, _mm256_permute2f128_ps(u1, u5, 0x20));
-    _mm256_storeu_ps(y + 2 * ldy, _mm256_permute2f128_ps(u2, u6, 0x20));
-    _mm256_storeu_ps(y + 3 * ldy, _mm256_permute2f128_ps(u3, u7, 0x20));
-    _mm256_storeu_ps(y + 4 * ldy, _mm256_permute2f128_ps(u0, u4, 0x31));
-    _mm256_storeu_ps(y + 5 * ldy, _mm256_permute2f128_ps(u1, u5, 0x31));
-    _mm256_storeu_ps(y + 6 * ldy, _mm256_permute2f128_ps(u2, u6, 0x31));
-    _mm256_storeu_ps(y + 7 * ldy, _mm256_permute2f128_ps(u3, u7, 0x31));
+    r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+    r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+    r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+    r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+    r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+    r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+    r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+    r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
+/* y[c * ldy + r] = x[r * ldx + c] for r, c < 8. */
+static inline void nnf_tr8x8_avx2(const float *x, size_t ldx, float *y, size_t ldy) {
+    __m256 r[8];
+#pragma GCC unroll 8
+    for (size_t i = 0; i < 8; i++)
+        r[i] = _mm256_loadu_ps(x + i * ldx);
+    nnf_tr8_regs_avx2(r);
+#pragma GCC unroll 8
+    for (size_t c = 0; c < 8; c++)
+        _mm256_storeu_ps(y + c * ldy, r[c]);
 }
 
 /* y[c * ldy + r] = x[r * ldx + c] for r < 6, c < 8: six rows of a GEMM's A
@@ -74,28 +82,15 @@ static inline void nnf_tr6x8_avx2(const float *x, size_t ldx, float *y, size_t l
 static inline void nnf_tr8x8_part_avx2(const float *x, size_t ldx, size_t rows, float *y,
                                        size_t ldy, size_t w) {
     __m256 r[8];
+#pragma GCC unroll 8
     for (size_t i = 0; i < 8; i++)
         r[i] = i < rows ? _mm256_loadu_ps(x + i * ldx) : _mm256_setzero_ps();
-    __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
-    __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
-    __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
-    __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
-    __m256 u0 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0));
-    __m256 u1 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2));
-    __m256 u2 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0));
-    __m256 u3 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2));
-    __m256 u4 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(1, 0, 1, 0));
-    __m256 u5 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(3, 2, 3, 2));
-    __m256 u6 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(1, 0, 1, 0));
-    __m256 u7 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(3, 2, 3, 2));
-    __m256 c[8] = {_mm256_permute2f128_ps(u0, u4, 0x20), _mm256_permute2f128_ps(u1, u5, 0x20),
-                   _mm256_permute2f128_ps(u2, u6, 0x20), _mm256_permute2f128_ps(u3, u7, 0x20),
-                   _mm256_permute2f128_ps(u0, u4, 0x31), _mm256_permute2f128_ps(u1, u5, 0x31),
-                   _mm256_permute2f128_ps(u2, u6, 0x31), _mm256_permute2f128_ps(u3, u7, 0x31)};
+    nnf_tr8_regs_avx2(r);
     __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)w), lanes);
-    for (size_t k = 0; k < 8; k++)
-        _mm256_maskstore_ps(y + k * ldy, keep, c[k]);
+#pragma GCC unroll 8
+    for (size_t c = 0; c < 8; c++)
+        _mm256_maskstore_ps(y + c * ldy, keep, r[c]);
 }
 
 /* A GEMM's A (row-major) into panels of R = 8 i or 8 i + 6 rows, [k][R] each
