@@ -54,6 +54,73 @@ static size_t buffer_reserve(const nnf_graph *g) {
     return sum > floor ? sum : floor;
 }
 
+/* Constants are visible as buffers pointing at their data, bound once: a run
+ * clears only the values it binds or produces (run_values: the graph's
+ * inputs, among them any initializer the caller may override, and the live
+ * nodes' outputs; a fused graph keeps the values of the nodes it absorbed). */
+static void bind_constants(nnf_session *s) {
+    const nnf_graph *g = s->model->graph;
+    for (int v = 0; v < g->n_values; v++) {
+        const nnf_value *val = &g->values[v];
+        s->fixed[v] = val->kind == NNF_VALUE_INITIALIZER || val->kind == NNF_VALUE_CONSTANT;
+    }
+    unsigned char *listed = s->owned; /* all zero until the first run */
+    s->n_run_values = 0;
+    for (int i = 0; i < g->n_inputs; i++) {
+        int v = g->inputs[i];
+        s->fixed[v] = 0;
+        if (!listed[v]) {
+            listed[v] = 1;
+            s->run_values[s->n_run_values++] = v;
+        }
+    }
+    for (int oi = 0; oi < g->n_order; oi++) {
+        const nnf_node *n = &g->nodes[g->order[oi]];
+        for (int k = 0; k < n->n_outputs && !n->dead; k++) {
+            int v = n->outputs[k];
+            if (v < 0)
+                continue;
+            s->fixed[v] = 0; /* a node makes it, whatever its kind */
+            if (!listed[v]) {
+                listed[v] = 1;
+                s->run_values[s->n_run_values++] = v;
+            }
+        }
+    }
+    memset(listed, 0, (size_t)g->n_values);
+    for (int v = 0; v < g->n_values; v++) {
+        if (!s->fixed[v])
+            continue;
+        const nnf_value *val = &g->values[v];
+        nnf_buf *b = &s->bufs[v];
+        static int64_t empty;
+        b->dtype = val->dtype;
+        b->rank = val->shape.rank;
+        memcpy(b->dims, val->shape.dims, sizeof b->dims);
+        b->numel = (size_t)nnf_shape_numel(&val->shape);
+        b->data = val->data ? (void *)val->data : &empty;
+    }
+}
+
+static bool shape_concrete(const nnf_value *v) {
+    if (v->shape.rank < 0 || v->dtype == NNF_DTYPE_UNDEFINED)
+        return false;
+    for (int d = 0; d < v->shape.rank; d++)
+        if (v->shape.dims[d] < 0)
+            return false;
+    return true;
+}
+
+static bool shapes_static(const nnf_graph *g, const nnf_node *n) {
+    for (int k = 0; k < n->n_inputs; k++)
+        if (n->inputs[k] >= 0 && !shape_concrete(&g->values[n->inputs[k]]))
+            return false;
+    for (int k = 0; k < n->n_outputs; k++)
+        if (n->outputs[k] >= 0 && !shape_concrete(&g->values[n->outputs[k]]))
+            return false;
+    return true;
+}
+
 /* A session over model; on `pool` when given (borrowed), else on its own. */
 static nnf_status session_new(const nnf_model *model, const nnf_session_options *opts,
                               nnf_threadpool *pool, nnf_session **out) {
@@ -79,7 +146,11 @@ static nnf_status session_new(const nnf_model *model, const nnf_session_options 
     s->capacity = nnf_calloc(nv, sizeof *s->capacity);
     s->outputs = nnf_calloc((size_t)g->n_outputs + 1, sizeof *s->outputs);
     s->output_shapes = nnf_calloc((size_t)g->n_outputs + 1, sizeof *s->output_shapes);
-    if (!s->last_use || !s->bufs || !s->owned || !s->capacity || !s->outputs || !s->output_shapes) {
+    s->fixed = nnf_calloc(nv, 1);
+    s->run_values = nnf_calloc(nv, sizeof *s->run_values);
+    s->static_shapes = nnf_calloc((size_t)g->n_nodes + 1, 1);
+    if (!s->last_use || !s->bufs || !s->owned || !s->capacity || !s->outputs || !s->output_shapes ||
+        !s->fixed || !s->run_values || !s->static_shapes) {
         st = nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory creating a session");
         goto fail;
     }
@@ -110,6 +181,9 @@ static nnf_status session_new(const nnf_model *model, const nnf_session_options 
     }
     for (int k = 0; k < g->n_outputs; k++)
         s->last_use[g->outputs[k]] = INT32_MAX;
+    bind_constants(s);
+    for (int i = 0; i < g->n_nodes; i++)
+        s->static_shapes[i] = shapes_static(g, &g->nodes[i]);
     s->borrowed_pool = pool;
     s->pool = pool;
     if (!pool && (st = nnf_threadpool_create(s->opts.threads, &s->pool)) != NNF_OK)
@@ -141,6 +215,8 @@ NNF_API nnf_status nnf_session_create(const nnf_model *model, const nnf_session_
 }
 
 static void release(nnf_session *s, int v) {
+    if (s->fixed[v])
+        return; /* bound once (bind_constants) */
     if (s->owned[v]) {
         nnf_fitheap_put(&s->heap, s->bufs[v].data, s->capacity[v]);
         s->live_bytes -= s->bufs[v].numel * nnf_dtype_size(s->bufs[v].dtype);
@@ -150,14 +226,14 @@ static void release(nnf_session *s, int v) {
 }
 
 static void release_all(nnf_session *s) {
-    for (int v = 0; v < s->n_values; v++)
-        release(s, v);
+    for (int i = 0; i < s->n_run_values; i++)
+        release(s, s->run_values[i]);
 }
 
 NNF_API void nnf_session_destroy(nnf_session *s) {
     if (!s)
         return;
-    if (s->bufs && s->owned)
+    if (s->bufs && s->owned && s->fixed && s->run_values)
         release_all(s);
     nnf_fitheap_destroy(&s->heap);
     nnf_free(s->capacity);
@@ -176,6 +252,9 @@ NNF_API void nnf_session_destroy(nnf_session *s) {
     nnf_free(s->concat_in_place);
     nnf_free(s->bufs);
     nnf_free(s->owned);
+    nnf_free(s->fixed);
+    nnf_free(s->run_values);
+    nnf_free(s->static_shapes);
     nnf_free(s->outputs);
     nnf_free(s->output_shapes);
     nnf_free(s->events);
@@ -421,11 +500,19 @@ static nnf_status run_node(nnf_session *s, int oi) {
         tout[k].present = n->outputs[k] >= 0;
         tout[k].shape.rank = -1;
     }
-    NNF_CHECK(n->op->infer(n, tin, tout));
-    bool alias = can_alias(s, n, oi), in_place = s->concat_in_place[id];
     static const nnf_kernel_plan none;
     const nnf_kernel_plan *p = s->plans ? &s->plans[id] : &none;
     bool fast = p->run && plan_matches(g, n, in);
+    if (fast && s->static_shapes[id]) { /* the shapes the load inferred */
+        for (int k = 0; k < n->n_outputs; k++)
+            if (tout[k].present) {
+                tout[k].dtype = g->values[n->outputs[k]].dtype;
+                tout[k].shape = g->values[n->outputs[k]].shape;
+            }
+    } else {
+        NNF_CHECK(n->op->infer(n, tin, tout));
+    }
+    bool alias = can_alias(s, n, oi), in_place = s->concat_in_place[id];
     int over_input = -1;
     for (int k = 0; k < n->n_outputs; k++) {
         int v = n->outputs[k];
@@ -640,19 +727,6 @@ static nnf_status session_run(nnf_session *s, const nnf_tensor *inputs, size_t c
     const nnf_graph *g = s->model->graph;
     nnf_status st = NNF_OK;
     release_all(s);
-    /* constants are visible as buffers pointing at their data */
-    for (int v = 0; v < g->n_values; v++) {
-        const nnf_value *val = &g->values[v];
-        if (val->kind != NNF_VALUE_INITIALIZER && val->kind != NNF_VALUE_CONSTANT)
-            continue;
-        nnf_buf *b = &s->bufs[v];
-        static int64_t empty;
-        b->dtype = val->dtype;
-        b->rank = val->shape.rank;
-        memcpy(b->dims, val->shape.dims, sizeof b->dims);
-        b->numel = (size_t)nnf_shape_numel(&val->shape);
-        b->data = val->data ? (void *)val->data : &empty;
-    }
     st = bind_inputs(s, inputs, count);
     if (st != NNF_OK)
         goto fail;

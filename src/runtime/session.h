@@ -81,6 +81,14 @@ struct nnf_session {
         bool own;
     } *shaped;
     int n_shaped;
+    /* Per value: 1 for a constant (initializer or folded value, not a graph
+     * input), its buffer bound once at creation and never released; the
+     * others, listed in run_values, are cleared before each run. Per node
+     * id: 1 where every input and output shape is concrete at load, so a
+     * planned kernel whose inputs match its plan has the outputs the load
+     * inferred (run_node skips the op's shape inference). */
+    unsigned char *fixed, *static_shapes;
+    int *run_values, n_run_values;
     nnf_session *last;  /* the session that ran the last run: this one or a shaped one */
     bool borrowed_pool; /* a shaped session runs on its parent's pool */
 };
