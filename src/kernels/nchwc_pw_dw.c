@@ -129,27 +129,33 @@ nnf_status nnf_nchwc_pw_dw_run(const nnf_nchwc_conv *pw, const nnf_nchwc_dw *dw,
     j.groups = nnf_nchwc_conv_tile_groups(pw);
     j.step = step_rows(pw, ds);
     /* Bands: one per (image, group) on one thread (no row computed twice);
-     * with more, about four tasks per thread, their count a multiple of
-     * the threads where the rows allow (three groups on two threads: 12
-     * tasks, not 9 that leave one idle for the last). */
+     * fewer items than threads: about four tasks per thread, their count a
+     * multiple of the threads where the rows allow. */
     size_t threads = (size_t)nnf_threadpool_size(pool), items = ds->n * j.groups, bands = 1, last;
     nnf_nchwc_conv_tile_group(pw, j.groups - 1, &last);
     /* equal items, whole ones per thread (MobileNetV2's 384-channel
      * expansions at 14x14: 6 groups of 8 blocks): no bands, no row computed
      * twice (in two bands each, 52 -> 46 us on 2 threads) */
     bool even_items = items >= 2 * threads && items % threads == 0 && last == pw->gblk;
-    if (threads > 1 && items < 4 * threads && !even_items) {
+    size_t split_rows = (ds->oh + threads - 1) / threads;
+    bool per =
+        threads > 1 && items > threads && items % threads && split_rows * (threads - 1) < ds->oh;
+    if (threads > 1 && items < 4 * threads && !even_items && !per) {
         bands = (4 * threads + items - 1) / items;
         while ((items * bands) % threads && bands < ds->oh)
             bands++;
     }
-    /* Enough items but a count the threads do not share evenly (MobileNetV2's
-     * 576-channel expansions at 14x14 in 8-block groups: 9 items, 5 + 4 on
-     * two threads, 90 % busy): the remainder's items in a band per thread,
-     * each thread's range whole / threads whole items and a band of each
-     * of the rest (only those bands' first rows computed twice). */
-    size_t split_rows = (ds->oh + threads - 1) / threads;
-    if (threads > 1 && bands == 1 && items % threads && split_rows * (threads - 1) < ds->oh) {
+    /* More items than threads, in a count they do not share evenly
+     * (MobileNetV2's 576-channel expansions at 14x14 in 8-block groups: 9
+     * items, 5 + 4 on two threads, 90 % busy): the remainder's items in a
+     * band per thread, each thread's range whole / threads whole items and
+     * a band of each of the rest (only those bands' first rows computed
+     * twice). Three groups on two threads took four bands each (12 tasks,
+     * every band's rows next to another band's computed twice: at 28x28, 7
+     * output rows a band read 9 expansion rows, and the 2-thread run took
+     * 1.26x the 1-thread work): now a group each and the third in two
+     * bands, 1.08x (MobileNetV2 ab_builds 0.984 on 2 threads). */
+    if (per) {
         j.whole = items - items % threads;
         j.per = j.whole / threads + items % threads;
         bands = threads; /* every band holds rows (split_rows) */
