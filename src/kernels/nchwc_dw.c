@@ -209,6 +209,11 @@ static void dw_task(void *ctx, size_t i, size_t j, size_t ni, size_t nj) {
     }
 }
 
+/* dw_task with the rows outer: i the first output row, j the pair. */
+static void dw_task_rows(void *ctx, size_t i, size_t j, size_t ni, size_t nj) {
+    dw_task(ctx, j, i, nj, ni);
+}
+
 /* Rows per item: at least ~4 items per thread over the whole tensor so the
  * two halves of a pool stay balanced, but whole planes when there are
  * plenty of blocks (fewer, longer items keep the weights and the input rows
@@ -230,7 +235,17 @@ nnf_status nnf_nchwc_dw_run(const nnf_nchwc_dw *k, const float *x, float *y, con
     if (s->n == 0 || s->oh == 0 || s->ow == 0)
         return NNF_OK;
     size_t planes = s->n * ((d.cb + 1) / 2); /* pairs of blocks (dw_task) */
-    nnf_parallel_for_2d(pool, planes, s->oh, 1, rows_per_item(planes, s->oh, nnf_threadpool_size(pool)), dw_task,
-                        &d);
+    size_t rows = rows_per_item(planes, s->oh, nnf_threadpool_size(pool));
+    if (rows == s->oh) {
+        nnf_parallel_for_2d(pool, planes, s->oh, 1, rows, dw_task, &d);
+        return NNF_OK;
+    }
+    /* Few planes, cut into bands of rows: the items row-major, so that each
+     * thread's range holds every plane of its rows, as the producer's
+     * tasks (bands of rows) and the consumer's (pixel chunks) most often
+     * do: plane-major, each thread read half its input from the other
+     * core's cache and wrote half its output for it (MobileNetV2's 32
+     * channels at 112x112 on 2 threads: 1.21x its 1-thread work) */
+    nnf_parallel_for_2d(pool, s->oh, planes, rows, 1, dw_task_rows, &d);
     return NNF_OK;
 }
