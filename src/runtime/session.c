@@ -54,43 +54,39 @@ static size_t buffer_reserve(const nnf_graph *g) {
     return sum > floor ? sum : floor;
 }
 
+/* Lists v among the values a run binds or produces (once). fixed[v] is 2
+ * for a listed value until bind_constants is done. */
+static void list_run_value(nnf_session *s, int v) {
+    if (v >= 0 && s->fixed[v] != 2) {
+        s->fixed[v] = 2;
+        s->run_values[s->n_run_values++] = v;
+    }
+}
+
 /* Constants are visible as buffers pointing at their data, bound once: a run
  * clears only the values it binds or produces (run_values: the graph's
- * inputs, among them any initializer the caller may override, and the live
- * nodes' outputs; a fused graph keeps the values of the nodes it absorbed). */
+ * inputs, among them any initializer the caller may override, and every
+ * output of a live node, whatever its kind; a fused graph keeps the values
+ * of the nodes it absorbed, which no run touches). */
 static void bind_constants(nnf_session *s) {
     const nnf_graph *g = s->model->graph;
     for (int v = 0; v < g->n_values; v++) {
         const nnf_value *val = &g->values[v];
         s->fixed[v] = val->kind == NNF_VALUE_INITIALIZER || val->kind == NNF_VALUE_CONSTANT;
     }
-    unsigned char *listed = s->owned; /* all zero until the first run */
     s->n_run_values = 0;
-    for (int i = 0; i < g->n_inputs; i++) {
-        int v = g->inputs[i];
-        s->fixed[v] = 0;
-        if (!listed[v]) {
-            listed[v] = 1;
-            s->run_values[s->n_run_values++] = v;
-        }
-    }
+    for (int i = 0; i < g->n_inputs; i++)
+        list_run_value(s, g->inputs[i]);
     for (int oi = 0; oi < g->n_order; oi++) {
         const nnf_node *n = &g->nodes[g->order[oi]];
-        for (int k = 0; k < n->n_outputs && !n->dead; k++) {
-            int v = n->outputs[k];
-            if (v < 0)
-                continue;
-            s->fixed[v] = 0; /* a node makes it, whatever its kind */
-            if (!listed[v]) {
-                listed[v] = 1;
-                s->run_values[s->n_run_values++] = v;
-            }
-        }
+        for (int k = 0; k < n->n_outputs && !n->dead; k++)
+            list_run_value(s, n->outputs[k]);
     }
-    memset(listed, 0, (size_t)g->n_values);
     for (int v = 0; v < g->n_values; v++) {
-        if (!s->fixed[v])
+        if (s->fixed[v] != 1) {
+            s->fixed[v] = 0;
             continue;
+        }
         const nnf_value *val = &g->values[v];
         nnf_buf *b = &s->bufs[v];
         static int64_t empty;
