@@ -57,6 +57,10 @@ void nnf_nchwc_to_nchw(const float *x, float *y, size_t n, size_t c, size_t hw, 
                        nnf_threadpool *pool);
 /* One block's np pixels ([np][8] at x) to nc planes hw floats apart at y. */
 void nnf_nchwc_to_nchw_block(const float *x, size_t hw, size_t nc, size_t np, float *y, nnf_isa isa);
+/* The reverse: np pixels of nc planes hw floats apart at x to one block
+ * ([np][8] at y), the lanes from nc on zero. */
+void nnf_nchwc_from_nchw_block(const float *x, size_t hw, size_t nc, size_t np, float *y,
+                               nnf_isa isa);
 /* Blocks [cb0, cb0 + nb) of np pixels (block o's pixel p at
  * x[(o - cb0) * xblk + p * 8]) as channels [8 cb0, min(8 (cb0 + nb), c)) of
  * channel-last rows in groups of cl: channel ch of pixel p to
@@ -278,6 +282,16 @@ void nnf_nchwc_dw_destroy(nnf_nchwc_dw *k);
 /* Same epilogue contract as nnf_nchwc_conv_run. */
 nnf_status nnf_nchwc_dw_run(const nnf_nchwc_dw *k, const float *x, float *y, const nnf_epilogue *ep,
                             nnf_threadpool *pool);
+/* Shapes nnf_nchwc_dw_run_plain takes: rows nnf_nchwc_dw_small_rows runs
+ * as whole tiles, a pair of blocks' input and output planes within a
+ * quarter of L2. */
+bool nnf_nchwc_dw_plain_ok(const nnf_conv2d_shape *s);
+/* The conv between NCHW tensors x and y, no residual: per pair of blocks,
+ * its input planes reordered into a per-thread buffer, the blocked rows run
+ * over them into a second one and reordered out to y. The values are those
+ * of nnf_nchwc_dw_run between the two reorders, bit for bit. */
+nnf_status nnf_nchwc_dw_run_plain(const nnf_nchwc_dw *k, const float *x, float *y,
+                                  const nnf_epilogue *ep, nnf_threadpool *pool);
 /* Output rows [oh0, oh0 + noh) of block blk of one image on the calling
  * thread: x holds input rows [x_row0, x_row1) of the block's plane (every
  * row those output rows read), y is the block's output plane. */

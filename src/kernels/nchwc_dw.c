@@ -9,6 +9,7 @@
 #include "base/alloc.h"
 #include "kernels/x86/nchwc_avx2.h"
 
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -247,5 +248,80 @@ nnf_status nnf_nchwc_dw_run(const nnf_nchwc_dw *k, const float *x, float *y, con
      * core's cache and wrote half its output for it (MobileNetV2's 32
      * channels at 112x112 on 2 threads: 1.21x its 1-thread work) */
     nnf_parallel_for_2d(pool, s->oh, planes, rows, 1, dw_task_rows, &d);
+    return NNF_OK;
+}
+
+/* A pair of blocks' input and output planes, floats (nnf_nchwc_dw_plain_ok
+ * bounds them). */
+static size_t plain_floats(const nnf_conv2d_shape *s) {
+    return 2 * (s->h * s->w + s->oh * s->ow) * NNF_NCHWC_B;
+}
+
+bool nnf_nchwc_dw_plain_ok(const nnf_conv2d_shape *s) {
+    size_t l2 = nnf_cpu_get()->l2 ? nnf_cpu_get()->l2 : 262144;
+    /* the extents' product cannot wrap under the bound tested one by one */
+    return nnf_nchwc_dw_supported(s) && nnf_nchwc_dw_small_rows(s) && s->h <= l2 && s->w <= l2 &&
+           s->oh <= l2 && plain_floats(s) * sizeof(float) <= l2 / 4;
+}
+
+typedef struct dw_plain_job {
+    const nnf_nchwc_dw *k;
+    const float *x;
+    float *y;
+    const nnf_epilogue *ep;
+    size_t cb, pairs;
+    atomic_int failed;
+} dw_plain_job;
+
+/* Item i: image i / pairs, blocks 2 (i % pairs) and the next (if any). */
+static void dw_plain_task(void *ctx, size_t i) {
+    dw_plain_job *d = ctx;
+    const nnf_nchwc_dw *k = d->k;
+    const nnf_conv2d_shape *s = &k->s;
+    float *buf = nnf_thread_scratch(NNF_SCRATCH_CONV_IN, plain_floats(s));
+    if (!buf) {
+        atomic_store(&d->failed, 1);
+        return;
+    }
+    size_t hw = s->h * s->w, ohw = s->oh * s->ow, xplane = hw * NNF_NCHWC_B,
+           yplane = ohw * NNF_NCHWC_B;
+    size_t b = i / d->pairs, blk = i % d->pairs * 2, nb = blk + 1 < d->cb ? 2 : 1;
+    float *xb = buf, *yb = buf + 2 * xplane;
+    for (size_t o = 0; o < nb; o++) {
+        size_t c0 = (blk + o) * NNF_NCHWC_B, nc = s->c - c0 < NNF_NCHWC_B ? s->c - c0 : NNF_NCHWC_B;
+        nnf_nchwc_from_nchw_block(d->x + (b * s->c + c0) * hw, hw, nc, hw, xb + o * xplane, k->isa);
+    }
+    if (nb == 2)
+        pair_rows(k, xb, xplane, 0, s->h, blk, yb, yplane, NULL, d->ep, 0, s->oh);
+    else
+        block_rows(k, xb, 0, s->h, blk, yb, NULL, d->ep, 0, s->oh);
+    for (size_t o = 0; o < nb; o++) {
+        size_t c0 = (blk + o) * NNF_NCHWC_B, nc = s->c - c0 < NNF_NCHWC_B ? s->c - c0 : NNF_NCHWC_B;
+        nnf_nchwc_to_nchw_block(yb + o * yplane, ohw, nc, ohw, d->y + (b * s->c + c0) * ohw,
+                                k->isa);
+    }
+}
+
+nnf_status nnf_nchwc_dw_run_plain(const nnf_nchwc_dw *k, const float *x, float *y,
+                                  const nnf_epilogue *ep, nnf_threadpool *pool) {
+    if (!k || !x || !y)
+        return nnf_error(NNF_ERR_INVALID_ARGUMENT, "NCHWc depthwise conv: NULL argument");
+    const nnf_conv2d_shape *s = &k->s;
+    if (!nnf_nchwc_dw_plain_ok(s))
+        return nnf_error(NNF_ERR_INVALID_ARGUMENT,
+                         "%s: %zux%zu -> %zux%zu is not a shape it runs between NCHW tensors",
+                         k->name, s->h, s->w, s->oh, s->ow);
+    nnf_epilogue none = nnf_epilogue_default();
+    if (ep && ep->residual)
+        return nnf_error(NNF_ERR_INVALID_ARGUMENT, "%s: no residual between NCHW tensors", k->name);
+    if (s->n == 0)
+        return NNF_OK;
+    dw_plain_job d = {.k = k, .x = x, .y = y, .ep = ep ? ep : &none, .cb = nnf_nchwc_blocks(s->c)};
+    d.pairs = (d.cb + 1) / 2;
+    atomic_init(&d.failed, 0);
+    nnf_parallel_for(pool, s->n * d.pairs, dw_plain_task, &d);
+    if (atomic_load(&d.failed))
+        return nnf_error(NNF_ERR_OUT_OF_MEMORY, "%s: out of memory for %zu floats of plane buffer",
+                         k->name, plain_floats(s));
     return NNF_OK;
 }

@@ -62,6 +62,14 @@ void nnf_nchwc_to_nchw_block(const float *x, size_t hw, size_t nc, size_t np, fl
         to_tile_scalar(x, hw, nc, np, y);
 }
 
+void nnf_nchwc_from_nchw_block(const float *x, size_t hw, size_t nc, size_t np, float *y,
+                               nnf_isa isa) {
+    if (isa >= NNF_ISA_AVX2)
+        nnf_nchwc_from_nchw_tile_avx2(x, hw, nc, np, y);
+    else
+        from_tile_scalar(x, hw, nc, np, y);
+}
+
 /* i: image * cb + block; j: first pixel of the run. */
 static void reorder_task(void *ctx, size_t i, size_t j, size_t ni, size_t nj) {
     const reorder_job *r = ctx;
@@ -73,10 +81,7 @@ static void reorder_task(void *ctx, size_t i, size_t j, size_t ni, size_t nj) {
         if (r->to_nchw) {
             nnf_nchwc_to_nchw_block(r->x + blocked, r->hw, nc, nj, r->y + plain, r->isa);
         } else {
-            if (r->isa >= NNF_ISA_AVX2)
-                nnf_nchwc_from_nchw_tile_avx2(r->x + plain, r->hw, nc, nj, r->y + blocked);
-            else
-                from_tile_scalar(r->x + plain, r->hw, nc, nj, r->y + blocked);
+            nnf_nchwc_from_nchw_block(r->x + plain, r->hw, nc, nj, r->y + blocked, r->isa);
         }
     }
 }

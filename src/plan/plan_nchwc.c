@@ -123,6 +123,8 @@ static nnf_status conv_run(NNF_KERNEL_ARGS) {
     nnf_status st =
         s->out_group ? nnf_nchwc_conv_run_cl(s->dense, in[0]->data, out[0]->data, &e, s->out_group,
                                              ctx->pool)
+        : s->out_plain && s->dw
+            ? nnf_nchwc_dw_run_plain(s->dw, in[0]->data, out[0]->data, &e, ctx->pool)
         : s->out_plain ? nnf_nchwc_conv_run_nchw(s->dense, in[0]->data, out[0]->data, &e, ctx->pool)
         : s->dense     ? nnf_nchwc_conv_run(s->dense, in[0]->data, out[0]->data, &e, ctx->pool)
         : s->wino      ? nnf_nchwc_wino_run(s->wino, in[0]->data, out[0]->data, &e, ctx->pool)
@@ -181,10 +183,16 @@ nnf_status nnf_plan_nchwc_conv(NNF_PLAN_ARGS) {
      * tiles and the Winograd an AVX-512 GEMM (the layout pass decided on
      * the same tier); the depthwise kernel runs AVX2 on both */
     nnf_isa isa = nnf_cpu_isa();
-    /* an NCHW output: the dense kernel only, which the choice below then
-     * makes (the layout pass asks nnf_nchwc_plain_out_ok before it sets
-     * out_plain) */
-    if (p->out_plain && !nnf_nchwc_plain_out_ok(&s, p->in_blocked, isa)) {
+    /* an NCHW output: the dense kernel (the layout pass asks
+     * nnf_nchwc_plain_out_ok before it sets out_plain), or the depthwise
+     * kernel between NCHW tensors (nnf_nchwc_dw_plain_ok), which reads
+     * NCHW only then */
+    bool plain_ok = nnf_nchwc_dw_supported(&s)
+                        ? !p->in_blocked && !p->out_group && p->conv.residual_input < 0 &&
+                              nnf_nchwc_dw_plain_ok(&s)
+                        : nnf_nchwc_plain_out_ok(&s, p->in_blocked, isa);
+    if ((p->out_plain && !plain_ok) ||
+        (!p->in_blocked && !p->out_plain && nnf_nchwc_dw_supported(&s))) {
         conv_state_free(st);
         return NNF_OK; /* the reference kernel runs it */
     }

@@ -274,16 +274,17 @@ def test_blocked_models_match_ort(name, tmp_path):
 def test_isolated_depthwise(shape, stride, blocked, tmp_path):
     """A depthwise conv between the plain input and a graph output stays NCHW where its NCHW kernel
     is the row kernel (rows wider than 16, or 8 at stride 2): blocking it would add two reorders.
-    Narrower rows, and output rows of at most 16 pixels (the blocked kernel's whole-row tiles: 19
-    wide at stride 2 gives 10), run blocked between the two reorders. Either way ONNX Runtime's
-    results."""
+    Output rows of at most 16 pixels (the blocked kernel's whole-row tiles: 19 wide at stride 2
+    gives 10) run on the blocked kernel, which reorders each pair of blocks' planes in and out
+    itself: one node, no reorders around it. Either way ONNX Runtime's results."""
     c = shape[1]
     a = conv("a", "x", c, c, stride=stride, group=c, act="relu6")
     ops = lone_conv(a, shape, tmp_path, f"depthwise {shape} stride {stride}")
-    assert len(ops) == (3 if blocked else 1), ops
+    assert len(ops) == 1, ops
     conv_kernels = [k for o, k in ops if o.endswith("Conv")]
     assert len(conv_kernels) == 1 and "dwconv" in conv_kernels[0], ops
     assert ("nchwc" in conv_kernels[0]) == blocked, ops
+    assert conv_kernels[0].endswith("+nchw_out") == blocked, ops
 
 
 @needs_blocked
