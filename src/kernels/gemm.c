@@ -737,13 +737,22 @@ static size_t fmas(size_t m, size_t n, size_t k) {
  * the shared A once per task: on Zen 5 with two threads, two a thread ran
  * BERT's 128 x 768 x 768 and 128 x 3072 x 768 8-9 % faster, BERT-base 6 %
  * (in-process A/B, both orders); one a thread gained the same on BERT and
- * more on GEMM 256 but leaves nothing to rebalance a slow core with. */
+ * more on GEMM 256 but leaves nothing to rebalance a slow core with.
+ * Except where A is the longer side and outgrows L2: cut along N, every
+ * task streamed all of the shared A from L3 (after a pass of its own
+ * packing it), so M is cut as without prepacked weights, each task packing
+ * its own rows' blocks as one thread does (2 threads: GEMM 1024^3 7.04 ->
+ * 6.90 ms, 2048^3 56.8 -> 54.3; at 512^3, whose A fits L2, cutting M lost:
+ * 0.85 -> 0.92 ms). */
 static void choose_tiles(const nnf_gemm_cfg *cfg, size_t m, size_t n, size_t k, int threads,
                          int b_packed, size_t *ti, size_t *tj) {
     *ti = round_up(m, cfg->mr);
     *tj = round_up(n, cfg->nr);
     if (threads <= 1)
         return;
+    size_t l2 = nnf_cpu_get()->l2 ? nnf_cpu_get()->l2 : 262144, a_bytes;
+    if (b_packed && m >= n && (!nnf_mul_size(m, k, &a_bytes) || a_bytes > l2 / sizeof(float)))
+        b_packed = 0;
     size_t want = (size_t)threads * 2;
     for (;;) {
         size_t tasks = ((m + *ti - 1) / *ti) * ((n + *tj - 1) / *tj);
@@ -757,7 +766,6 @@ static void choose_tiles(const nnf_gemm_cfg *cfg, size_t m, size_t n, size_t k, 
         else
             break;
     }
-    (void)k;
 }
 
 /* ---- operands packed once for all threads ------------------------------- */

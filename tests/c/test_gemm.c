@@ -350,6 +350,47 @@ static void test_threads(const nnf_gemm_cfg *cfg) {
         free(t1);
         free(t2);
     }
+    /* Tall with prepacked weights and an A beyond L2 (GEMM 1024^3): the
+     * tiles cut M, each task packing its own rows, not N with A shared */
+    {
+        size_t mt = 1031, nt = 3 * cfg->nr + 5, kt = cfg->kc * 2 + 9;
+        while (mt * kt * sizeof(float) <= 2 * (nnf_cpu_get()->l2 ? nnf_cpu_get()->l2 : 262144))
+            kt += cfg->kc;
+        float *at = check_rand_buf(mt * kt), *bt = check_rand_buf(kt * nt);
+        float *t1 = malloc(mt * nt * sizeof(float)), *t2 = malloc(mt * nt * sizeof(float));
+        nnf_gemm_packed *pbt = NULL;
+        CHECK(nnf_gemm_pack_b(cfg, kt, nt, bt, nt, 0, &pbt) == NNF_OK);
+        nnf_gemm_src ta = nnf_gemm_src_matrix(at, kt, 0), tb = nnf_gemm_src_packed(pbt);
+        nnf_epilogue ept = nnf_epilogue_default();
+        ept.act = k_acts[9];
+        CHECK(nnf_gemm_run(cfg, mt, nt, kt, &ta, &tb, t1, nt, &ept, NULL) == NNF_OK);
+        for (int t = 2; t <= 3; t++) {
+            nnf_threadpool *pool = NULL;
+            CHECK(nnf_threadpool_create(t, &pool) == NNF_OK);
+            CHECK(nnf_gemm_run(cfg, mt, nt, kt, &ta, &tb, t2, nt, &ept, pool) == NNF_OK);
+            CHECK_MSG(!memcmp(t1, t2, mt * nt * sizeof(float)),
+                      "%s: tall GEMM on prepacked B, %d threads differ", cfg->name, t);
+            nnf_threadpool_destroy(pool);
+        }
+        /* against a double-precision product on a few rows */
+        for (size_t i = 0; i < mt; i += 103)
+            for (size_t jn = 0; jn < nt; jn++) {
+                double acc = 0, mag = 0;
+                for (size_t q = 0; q < kt; q++) {
+                    acc += (double)at[i * kt + q] * bt[q * nt + jn];
+                    mag += fabs((double)at[i * kt + q] * bt[q * nt + jn]);
+                }
+                float want = nnf_act_apply(&ept.act, (float)acc);
+                CHECK_MSG(fabs(t1[i * nt + jn] - want) <= 1e-5 * (mag + 1),
+                          "%s: tall GEMM on prepacked B (%zu, %zu): %g want %g", cfg->name, i, jn,
+                          t1[i * nt + jn], want);
+            }
+        nnf_gemm_packed_destroy(pbt);
+        free(at);
+        free(bt);
+        free(t1);
+        free(t2);
+    }
     /* Short and wide (BERT's 128-token projections: the tiles cut N, so A
      * is packed once for all threads, in chunks of 16 panels: 2 chunks, the
      * last 25 rows in five 5-row tail panels across them, as one thread's
