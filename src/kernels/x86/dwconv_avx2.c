@@ -9,6 +9,7 @@
  * (the kernels are load-bound, not FMA-bound). */
 #include "kernels/conv_fast.h"
 #include "kernels/x86/ep_fast_avx2.h"
+#include "kernels/x86/transpose_avx2.h"
 
 #include <string.h>
 
@@ -209,26 +210,6 @@ void nnf_dw_plane_avx2(const nnf_conv2d_shape *s, const float *x, const float *w
 
 /* ---- channel-interleaved kernel ------------------------------------------- */
 
-/* 8 x 8 transpose: o[c][i] = r[i][c] (r is clobbered). */
-static inline __attribute__((always_inline)) void transpose8(__m256 r[8], __m256 o[8]) {
-    __m256 t[8];
-    for (int i = 0; i < 8; i += 2) {
-        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-    }
-    for (int i = 0; i < 8; i += 4) {
-        r[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
-        r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xee);
-        r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
-        r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xee);
-    }
-    /* r[0..3]: columns 0-3 of rows 0-3 | 4-7; r[4..7]: the same for rows 4-7 */
-    for (int c = 0; c < 4; c++) {
-        o[c] = _mm256_permute2f128_ps(r[c], r[c + 4], 0x20);
-        o[c + 4] = _mm256_permute2f128_ps(r[c], r[c + 4], 0x31);
-    }
-}
-
 /* Loads padded row pr of the tile into the interleaved [wp][8] row d:
  * columns of the nc planes transposed 8 at a time, zeros for padding. */
 static inline __attribute__((always_inline)) void
@@ -250,7 +231,7 @@ dw_c8_load_row(const nnf_conv2d_shape *s, const float *x, size_t nc, size_t pr, 
     for (size_t iw = 0; iw < cols; iw += 8) {
         size_t n = cols - iw < 8 ? cols - iw : 8;
         __m256i m = nnf_mask8(n);
-        __m256 r[8], o[8];
+        __m256 r[8];
         if (n == 8 && nc == 8) {
             for (int c = 0; c < 8; c++)
                 r[c] = _mm256_loadu_ps(xr + c * hw + iw);
@@ -258,12 +239,12 @@ dw_c8_load_row(const nnf_conv2d_shape *s, const float *x, size_t nc, size_t pr, 
             for (int c = 0; c < 8; c++)
                 r[c] = (size_t)c < nc ? _mm256_maskload_ps(xr + c * hw + iw, m) : z;
         }
-        transpose8(r, o);
+        nnf_tr8_regs_avx2(r);
         /* a short group stores all 8 columns: those past the input are the
          * masked zeros, i.e. right padding, or land in the next row (loaded
          * after this one) or the buffer's slack */
         for (int j = 0; j < 8; j++)
-            _mm256_store_ps(dc + (iw + (size_t)j) * 8, o[j]);
+            _mm256_store_ps(dc + (iw + (size_t)j) * 8, r[j]);
     }
 }
 
@@ -273,10 +254,10 @@ dw_c8_load_row(const nnf_conv2d_shape *s, const float *x, size_t nc, size_t pr, 
 static inline __attribute__((always_inline)) void
 dw_c8_flush(const float *ob, size_t n, float *y, size_t ohw, size_t o0, size_t nc, size_t c0,
             const nnf_epilogue *ep, const nnf_ep_fast *f, const float *res) {
-    __m256 q[8], r[8];
+    __m256 r[8];
     for (int i = 0; i < 8; i++)
-        q[i] = _mm256_load_ps(ob + i * 8);
-    transpose8(q, r);
+        r[i] = _mm256_load_ps(ob + i * 8);
+    nnf_tr8_regs_avx2(r);
     __m256i m = nnf_mask8(n);
     int full = n == 8;
     if (full && nc == 8 && f->clamp_only) {

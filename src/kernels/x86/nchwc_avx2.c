@@ -9,6 +9,7 @@
 #include "kernels/x86/nchwc_avx2.h"
 
 #include "kernels/x86/ep_fast_avx2.h"
+#include "kernels/x86/transpose_avx2.h"
 #include "kernels/x86/vmath_avx2.h"
 
 #include <math.h>
@@ -20,26 +21,6 @@
  * The unroll pragmas keep r[] in registers: GCC otherwise ran the loops
  * rolled through the stack (2x slower on L2-resident planes). */
 
-/* o[k] = (r[0][k], ..., r[7][k]): the 8x8 transpose in three shuffle levels. */
-static inline __attribute__((always_inline)) void transpose8(__m256 r[8]) {
-    __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
-    __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
-    __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
-    __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
-    __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-    __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-    __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-    __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-    r[0] = _mm256_permute2f128_ps(s0, s4, 0x20);
-    r[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
-    r[2] = _mm256_permute2f128_ps(s2, s6, 0x20);
-    r[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
-    r[4] = _mm256_permute2f128_ps(s0, s4, 0x31);
-    r[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
-    r[6] = _mm256_permute2f128_ps(s2, s6, 0x31);
-    r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
-}
-
 void nnf_nchwc_from_nchw_tile_avx2(const float *x, size_t hw, size_t nc, size_t np, float *y) {
     size_t p = 0;
     if (nc == B) {
@@ -48,7 +29,7 @@ void nnf_nchwc_from_nchw_tile_avx2(const float *x, size_t hw, size_t nc, size_t 
 #pragma GCC unroll 8
             for (int l = 0; l < 8; l++)
                 r[l] = _mm256_loadu_ps(x + l * hw + p);
-            transpose8(r);
+            nnf_tr8_regs_avx2(r);
 #pragma GCC unroll 8
             for (int k = 0; k < 8; k++)
                 _mm256_storeu_ps(y + (p + k) * B, r[k]);
@@ -59,7 +40,7 @@ void nnf_nchwc_from_nchw_tile_avx2(const float *x, size_t hw, size_t nc, size_t 
 #pragma GCC unroll 8
             for (size_t l = 0; l < 8; l++)
                 r[l] = l < nc ? _mm256_loadu_ps(x + l * hw + p) : _mm256_setzero_ps();
-            transpose8(r);
+            nnf_tr8_regs_avx2(r);
 #pragma GCC unroll 8
             for (int k = 0; k < 8; k++)
                 _mm256_storeu_ps(y + (p + k) * B, r[k]);
@@ -72,7 +53,7 @@ void nnf_nchwc_from_nchw_tile_avx2(const float *x, size_t hw, size_t nc, size_t 
 #pragma GCC unroll 8
         for (size_t l = 0; l < 8; l++)
             r[l] = l < nc ? _mm256_maskload_ps(x + l * hw + p, m) : _mm256_setzero_ps();
-        transpose8(r);
+        nnf_tr8_regs_avx2(r);
 #pragma GCC unroll 8
         for (size_t k = 0; k < rem; k++)
             _mm256_storeu_ps(y + (p + k) * B, r[k]);
@@ -122,7 +103,7 @@ void nnf_nchwc_to_nchw_tile_avx2(const float *x, size_t hw, size_t nc, size_t np
 #pragma GCC unroll 8
             for (int k = 0; k < 8; k++)
                 r[k] = _mm256_loadu_ps(x + (p + k) * B);
-            transpose8(r);
+            nnf_tr8_regs_avx2(r);
 #pragma GCC unroll 8
             for (int l = 0; l < 8; l++)
                 _mm256_storeu_ps(y + l * hw + p, r[l]);
@@ -133,7 +114,7 @@ void nnf_nchwc_to_nchw_tile_avx2(const float *x, size_t hw, size_t nc, size_t np
 #pragma GCC unroll 8
             for (int k = 0; k < 8; k++)
                 r[k] = _mm256_loadu_ps(x + (p + k) * B);
-            transpose8(r);
+            nnf_tr8_regs_avx2(r);
 #pragma GCC unroll 8
             for (size_t l = 0; l < nc; l++)
                 _mm256_storeu_ps(y + l * hw + p, r[l]);
@@ -146,7 +127,7 @@ void nnf_nchwc_to_nchw_tile_avx2(const float *x, size_t hw, size_t nc, size_t np
 #pragma GCC unroll 8
         for (size_t k = 0; k < 8; k++)
             r[k] = k < rem ? _mm256_loadu_ps(x + (p + k) * B) : _mm256_setzero_ps();
-        transpose8(r);
+        nnf_tr8_regs_avx2(r);
 #pragma GCC unroll 8
         for (size_t l = 0; l < nc; l++)
             _mm256_maskstore_ps(y + l * hw + p, m, r[l]);

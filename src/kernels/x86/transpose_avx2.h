@@ -1,6 +1,7 @@
-/* Register transposes on ymm, shared by the AVX2 transpose kernel and the
- * GEMM packers of both SIMD tiers (AVX-512 machines run these too). Only
- * bits move, so any 4-byte type goes through them. */
+/* Register transposes on ymm, shared by the AVX2 transpose kernel, the GEMM
+ * packers of both SIMD tiers (AVX-512 machines run these too), the NCHWc8
+ * reorders and the channel-interleaved depthwise kernel. Only bits move, so
+ * any 4-byte type goes through them. */
 #ifndef NNF_KERNELS_X86_TRANSPOSE_AVX2_H
 #define NNF_KERNELS_X86_TRANSPOSE_AVX2_H
 
