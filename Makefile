@@ -1,6 +1,6 @@
 # nnfuse — top-level entry points. CMake does the building underneath.
 #   make          build library, command and tests into build/
-#   make demo     build, generate the default model, run it, bench it against ONNX Runtime
+#   make demo     build, generate the default model, run it, bench it against ONNX Runtime and OpenVINO
 #   make test     build and run every test (C unit tests + Python suite)
 BUILD ?= build
 VENV ?= .venv
@@ -81,7 +81,7 @@ demo: venv build
 	$(PY) zoo/make_zoo.py --out zoo/models --only resnet50
 	$(BUILD)/nnfuse info zoo/models/resnet50.onnx
 	$(BUILD)/nnfuse run zoo/models/resnet50.onnx -o out/demo
-	$(PY) bench/compare.py --models resnet50 --threads 1 --iterations 10
+	$(PY) bench/compare.py --models resnet50 --threads 1 --iterations 10 --peers onnxruntime,openvino
 
 conformance: venv build
 	$(PY) tests/conformance/run.py --report out/conformance.json

@@ -4,6 +4,7 @@
     bench/compare.py [--models resnet50,mobilenetv2,...|PATH.onnx] [--threads 1,2]
                      [--iterations N] [--warmup N] [--rounds R] [--zoo DIR]
                      [--symbolic [--dims S=1,...]] [--out docs/PERFORMANCE.md]
+                     [--peers onnxruntime,openvino]
 
 For every model and thread count, the two engines run in separate processes,
 alternately (nnfuse, ORT, nnfuse, ORT, ... for --rounds rounds; each round
@@ -20,6 +21,9 @@ rounds, so every first inference finds it in the page cache. Reported, following
   - with --o0 (the default), nnfuse at -O0 too, in the same rounds: the fused
     graph's speed-up over the unfused one and its arena (peak of live
     intermediates) against the unfused one (targets: >= 1.3x, >= 20 % less);
+  - with --peers onnxruntime,openvino, OpenVINO too (bench/ov_run.py, f32), in
+    the same rounds, in a table of its own (nnfuse / OpenVINO; the targets stay
+    those against ORT);
   - the machine's limit (a second table): the model's FLOPs (`nnfuse info`,
     every conv counted as direct), the FMA peak `peak` measures at the start
     on the same thread counts, the time those FLOPs take at that peak (the
@@ -60,6 +64,10 @@ import tempfile
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DEFAULT_MODELS = "resnet50,mobilenetv2,yolov5s,bert-base"
 BEGIN, END = "<!-- scoreboard:begin -->", "<!-- scoreboard:end -->"
+# the engines nnfuse is measured against, each a runner script in bench/ (the first is the
+# reference of the targets; the others get a table of their own)
+PEERS = {"onnxruntime": "ort_run.py", "openvino": "ov_run.py"}
+PEER_NAMES = {"onnxruntime": "ONNX Runtime", "openvino": "OpenVINO"}
 
 
 def cpu_name() -> str:
@@ -173,41 +181,46 @@ def warm_page_cache(model: pathlib.Path):
 
 
 def bench_pair(model: pathlib.Path, threads: int, args, tmp: pathlib.Path, feeds: pathlib.Path = None):
-    nn_json, ort_json = tmp / "nnfuse.json", tmp / "ort.json"
+    nn_json = tmp / "nnfuse.json"
     given = [a for f in sorted(feeds.glob("*.npy")) for a in ("-i", f"{f.stem}={f}")] if feeds else []
     nn_cmd = [args.nnfuse, "bench", str(model), "--threads", str(threads), "--warmup", str(args.warmup),
               "--iterations", str(args.iterations), *given, "--json", str(nn_json)]
-    ort_cmd = [args.python, str(ROOT / "bench" / "ort_run.py"), "bench", str(model), "--threads", str(threads),
-               "--warmup", str(args.warmup), "--iterations", str(args.iterations), "--json", str(ort_json)]
-    if feeds:
-        ort_cmd += ["--inputs", str(feeds)]
     o0_json = tmp / "nnfuse-O0.json"
     o0_cmd = nn_cmd[:-1] + [str(o0_json), "-O0"]
-    nn_runs, ort_runs, o0_runs, errors = [], [], [], []
-    engines = [("nnfuse", nn_cmd, nn_json, nn_runs), ("onnxruntime", ort_cmd, ort_json, ort_runs)]
+    runs = {"nnfuse": [], "onnxruntime": [], "nnfuse -O0": []}
+    engines = [("nnfuse", nn_cmd, nn_json)]
+    for peer in args.peers:
+        peer_json = tmp / f"{peer}.json"
+        cmd = [args.python, str(ROOT / "bench" / PEERS[peer]), "bench", str(model), "--threads", str(threads),
+               "--warmup", str(args.warmup), "--iterations", str(args.iterations), "--json", str(peer_json)]
+        engines.append((peer, cmd + (["--inputs", str(feeds)] if feeds else []), peer_json))
+        runs[peer] = []
     if args.o0:
-        engines.append(("nnfuse -O0", o0_cmd, o0_json, o0_runs))
+        engines.append(("nnfuse -O0", o0_cmd, o0_json))
+    errors, failed = [], set()
     warm_page_cache(model)
     for rnd in range(args.rounds):
         first = rnd % len(engines)
-        for label, cmd, path, sink in engines[first:] + engines[:first]:
+        for label, cmd, path in engines[first:] + engines[:first]:
+            if label in failed:
+                continue  # an engine that fails once fails every round: do not wait for it again
             if path.exists():
                 path.unlink()
             res, err = run_json(cmd, path, args.timeout)
             if err:
                 errors.append(f"{label}: {err}")
+                failed.add(label)
                 print(f"compare: {model.name} x{threads} round {rnd + 1} {label}: {err}", file=sys.stderr)
             else:
-                sink.append(res)
-        if errors and (not nn_runs or not ort_runs):
-            break  # an engine that fails once fails every round: do not wait for it again
+                runs[label].append(res)
+        if failed & {"nnfuse", "onnxruntime"}:
+            break  # no ratio to report
+    nn_runs, ort_runs, o0_runs = runs["nnfuse"], runs["onnxruntime"], runs["nnfuse -O0"]
     row = {"model": model.stem, "threads": threads, "errors": errors}
-    if nn_runs:
-        row["nnfuse"] = summarize(nn_runs)
-        row["nnfuse_raw"] = nn_runs
-    if ort_runs:
-        row["onnxruntime"] = summarize(ort_runs)
-        row["onnxruntime_raw"] = ort_runs
+    for eng in ["nnfuse"] + args.peers:
+        if runs[eng]:
+            row[eng] = summarize(runs[eng])
+            row[eng + "_raw"] = runs[eng]
     if nn_runs and o0_runs:
         row["nnfuse_O0"] = summarize(o0_runs)
         row["fused_speedup"] = row["nnfuse_O0"]["median_ms"] / row["nnfuse"]["median_ms"]
@@ -220,6 +233,11 @@ def bench_pair(model: pathlib.Path, threads: int, args, tmp: pathlib.Path, feeds
         row["latency_ratio"] = a["median_ms"] / b["median_ms"]
         row["rss_ratio"] = a["rss_mb"] / b["rss_mb"]
         row["first_ratio"] = a["first_ms"] / b["first_ms"]
+    for peer in args.peers[1:]:
+        if nn_runs and runs[peer]:
+            a, b = row["nnfuse"], row[peer]
+            row[peer + "_ratios"] = {"latency": a["median_ms"] / b["median_ms"], "rss": a["rss_mb"] / b["rss_mb"],
+                                     "first": a["first_ms"] / b["first_ms"]}
     return row
 
 
@@ -318,6 +336,30 @@ def markdown(rows, meta) -> str:
                 f"{fmt(r['floor_ms'])} | {fmt(r['nnfuse'].get('pct_peak'), '.0f')} % | "
                 f"{fmt(r['onnxruntime'].get('pct_peak'), '.0f')} % | {fmt(r['target_ms'])} | "
                 f"**{fmt(r['target_over_floor'])}** |")
+    for peer in meta["peers"][1:]:
+        name = PEER_NAMES[peer]
+        out += [
+            "",
+            f"nnfuse against {name} {meta['peer_versions'].get(peer, '?').split('-')[0]} in the same rounds (its CPU plugin "
+            f"in f32, the latency hint, one stream; `bench/{PEERS[peer]}`): ratios nnfuse / {name}, below 1.00 "
+            "is better for nnfuse.",
+            "",
+            f"| model | threads | nnfuse median ms | {name} median ms | latency ratio | {name} spread p90/med "
+            f"| RSS MiB (nnfuse, {name}) | RSS ratio | first ms (nnfuse, {name}) | first ratio |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for r in rows:
+            a, b, q = r.get("nnfuse"), r.get(peer), r.get(peer + "_ratios")
+            if not q:
+                why = "; ".join(e for e in r["errors"] if e.startswith(peer)) or "no result"
+                out.append(f"| {r['model']} | {r['threads']} | {fmt(a and a['median_ms'])} | – | – | – | – | – "
+                           f"| – | not measured: {why.replace('|', '/')} |")
+                continue
+            out.append(
+                f"| {r['model']} | {r['threads']} | {fmt(a['median_ms'])} | {fmt(b['median_ms'])} | "
+                f"**{fmt(q['latency'])}** | {fmt(b['spread'])} | {fmt(a['rss_mb'], '.1f')}, {fmt(b['rss_mb'], '.1f')} "
+                f"| **{fmt(q['rss'])}** | {fmt(a['first_ms'], '.1f')}, {fmt(b['first_ms'], '.1f')} "
+                f"| **{fmt(q['first'])}** |")
     out.append("")
     out.append(f"Command: `{meta['command']}`")
     return "\n".join(out) + "\n"
@@ -380,6 +422,8 @@ def main(argv=None) -> int:
                     help="Python with onnxruntime, for the ORT processes")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per benchmark process")
     ap.add_argument("--no-o0", dest="o0", action="store_false", help="skip the nnfuse -O0 runs")
+    ap.add_argument("--peers", default="onnxruntime",
+                    help="comma list of engines to run beside nnfuse: onnxruntime (always, first), openvino")
     ap.add_argument("--symbolic", action="store_true",
                     help="each model with symbolic batch (and sequence) dims, as dynamic_axes exports")
     ap.add_argument("--dims", default="", help="with --symbolic: symbolic dims to run at, e.g. S=1,B=2")
@@ -391,6 +435,10 @@ def main(argv=None) -> int:
     if args.iterations < 1 or args.rounds < 1 or args.warmup < 0:
         ap.error("--iterations and --rounds must be >= 1, --warmup >= 0")
     threads = sorted({int(t) for t in args.threads.split(",") if t.strip()})
+    args.peers = ["onnxruntime"] + [p for p in dict.fromkeys(x.strip() for x in args.peers.split(","))
+                                    if p and p != "onnxruntime"]
+    if any(p not in PEERS for p in args.peers):
+        ap.error(f"--peers takes a comma list of {', '.join(PEERS)}")
     if not os.access(args.nnfuse, os.X_OK):
         print(f"compare: {args.nnfuse} not found; build with `make` or pass --nnfuse", file=sys.stderr)
         return 2
@@ -403,6 +451,7 @@ def main(argv=None) -> int:
         "cpu": cpu_name(), "cores": os.cpu_count(), "nnfuse_version": version[0] if version else "?",
         "ort_version": "?", "rounds": args.rounds, "iterations": args.iterations, "warmup": args.warmup,
         "command": "bench/compare.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "peers": args.peers, "peer_versions": {},
     }
     peaks = measure_peaks(pathlib.Path(args.nnfuse).parent, threads)
     meta["fma_peak_gflops"] = {str(t): g for t, g in peaks.items()}
@@ -424,7 +473,10 @@ def main(argv=None) -> int:
                 print(f"compare: {model.stem}, {t} thread(s)", file=sys.stderr)
                 rows.append(bench_pair(model, t, args, tmp, feeds))
                 add_limit(rows[-1], gflops, peaks.get(t))
-    meta["ort_version"] = next((r["onnxruntime_raw"][0].get("version", "?") for r in rows if r.get("onnxruntime_raw")), "?")
+    for peer in args.peers:
+        meta["peer_versions"][peer] = next((r[peer + "_raw"][0].get("version", "?") for r in rows
+                                            if r.get(peer + "_raw")), "?")
+    meta["ort_version"] = meta["peer_versions"]["onnxruntime"]
     table = markdown(rows, meta)
     png = out.with_suffix(".png")
     have_png = chart(rows, png)

@@ -156,31 +156,34 @@ def _percentile(sorted_vals, q):
     return float(np.percentile(np.asarray(sorted_vals), q * 100.0)) if sorted_vals else 0.0
 
 
-def cmd_bench(args) -> int:
+def time_engine(args, engine: str, version: str, open_model) -> int:
+    """The timing loop every peer's runner shares (ov_run.py too):
+    open_model(model, threads) returns a function that runs one inference on
+    the feeds; first_ms covers opening and the first run, load_ms opening."""
     shapes = {}
     for spec in args.input_shape or []:
         name, _, dims = spec.rpartition(":")
         shapes[name] = [int(d) for d in dims.split(",")]
     feeds = make_inputs(args.model, args.inputs, args.seed, shapes)
     t0 = time.perf_counter()
-    sess = session(args.model, args.threads)
+    run = open_model(args.model, args.threads)
     load_ms = (time.perf_counter() - t0) * 1e3
-    sess.run(None, feeds)
+    run(feeds)
     first_ms = (time.perf_counter() - t0) * 1e3
     for _ in range(args.warmup):
-        sess.run(None, feeds)
+        run(feeds)
     lat = []
     loop0 = time.perf_counter()
     for _ in range(args.iterations):
         t = time.perf_counter()
-        sess.run(None, feeds)
+        run(feeds)
         lat.append((time.perf_counter() - t) * 1e3)
     total = time.perf_counter() - loop0
     lat_sorted = sorted(lat)
     result = {
         "model": args.model,
-        "engine": "onnxruntime",
-        "version": __import__("onnxruntime").__version__,
+        "engine": engine,
+        "version": version,
         "threads": args.threads if args.threads > 0 else os.cpu_count(),
         "warmup": args.warmup,
         "count": len(lat),
@@ -203,6 +206,28 @@ def cmd_bench(args) -> int:
     return 0
 
 
+def bench_parser(sub, threads_help: str):
+    """The `bench` subcommand and its arguments, the same for every peer's runner."""
+    b = sub.add_parser("bench", help="time the model like `nnfuse bench --json`")
+    b.add_argument("model")
+    b.add_argument("--inputs")
+    b.add_argument("--threads", type=int, default=1, help=threads_help)
+    b.add_argument("--warmup", type=int, default=5)
+    b.add_argument("--iterations", type=int, default=20)
+    b.add_argument("--seed", type=int, default=0)
+    b.add_argument("--input-shape", action="append", help="NAME:d0,d1,...")
+    b.add_argument("--json")
+    return b
+
+
+def cmd_bench(args) -> int:
+    def open_model(model, threads):
+        sess = session(model, threads)
+        return lambda feeds: sess.run(None, feeds)
+
+    return time_engine(args, "onnxruntime", __import__("onnxruntime").__version__, open_model)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -212,15 +237,7 @@ def main(argv=None) -> int:
     d.add_argument("--out", required=True)
     d.add_argument("--threads", type=int, default=1)
     d.add_argument("--seed", type=int, default=0)
-    b = sub.add_parser("bench", help="time the model like `nnfuse bench --json`")
-    b.add_argument("model")
-    b.add_argument("--inputs")
-    b.add_argument("--threads", type=int, default=1, help="intra_op_num_threads (0 = ORT's default: all cores)")
-    b.add_argument("--warmup", type=int, default=5)
-    b.add_argument("--iterations", type=int, default=20)
-    b.add_argument("--seed", type=int, default=0)
-    b.add_argument("--input-shape", action="append", help="NAME:d0,d1,...")
-    b.add_argument("--json")
+    bench_parser(sub, "intra_op_num_threads (0 = ORT's default: all cores)")
     args = ap.parse_args(argv)
     if args.cmd == "bench" and args.iterations < 1:
         ap.error("--iterations must be >= 1")

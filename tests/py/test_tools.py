@@ -445,6 +445,60 @@ def test_scoreboard_script(tiny_model, tmp_path):
     assert out.with_suffix(".png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_scoreboard_second_peer(tiny_model, tmp_path):
+    """--peers onnxruntime,openvino: OpenVINO in the same alternating rounds, on the same input
+    (bench/ov_run.py shares ort_run.py's generator and timing loop), in a table of its own."""
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("openvino")
+    out = tmp_path / "PERF.md"
+    cmd = [sys.executable, str(ROOT / "bench" / "compare.py"), "--models", str(tiny_model), "--threads", "1",
+           "--iterations", "3", "--warmup", "1", "--rounds", "2", "--no-o0", "--out", str(out), "--nnfuse", BIN]
+    proc = subprocess.run(cmd + ["--peers", "openvino,onnxruntime"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(out.with_suffix(".json").read_text())
+    assert data["meta"]["peers"] == ["onnxruntime", "openvino"]
+    row = data["rows"][0]
+    for eng in ("nnfuse", "onnxruntime", "openvino"):
+        assert row[eng]["processes"] == 2 and row[eng]["timed_runs"] == 6, eng
+    assert row["openvino_raw"][0]["engine"] == "openvino" and row["openvino_raw"][0]["count"] == 3
+    ratios = row["openvino_ratios"]
+    assert ratios["latency"] == pytest.approx(row["nnfuse"]["median_ms"] / row["openvino"]["median_ms"])
+    assert ratios["rss"] > 0 and ratios["first"] > 0 and row["latency_ratio"] > 0
+    text = out.read_text()
+    assert "nnfuse against OpenVINO" in text and "| OpenVINO median ms |" in text
+    assert f"| tiny | 1 | {row['nnfuse']['median_ms']:.2f} | {row['openvino']['median_ms']:.2f} |" in text
+    bad = subprocess.run(cmd + ["--peers", "tvm"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode != 0 and "--peers takes" in bad.stderr
+
+
+def test_openvino_runner_input_and_output(tmp_path):
+    """bench/ov_run.py: the input `nnfuse run` generates, and OpenVINO's output for it is the
+    model's (Relu of it), so its times are of the model run on that input."""
+    pytest.importorskip("openvino")
+    graph = helper.make_graph([helper.make_node("Relu", ["a"], ["b"], name="r0")], "g",
+                              [helper.make_tensor_value_info("a", TensorProto.FLOAT, [2, 5, 7])],
+                              [helper.make_tensor_value_info("b", TensorProto.FLOAT, [2, 5, 7])])
+    model = tmp_path / "relu.onnx"
+    onnx.save(model_of(graph), str(model))
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import ort_run
+        import ov_run
+    finally:
+        sys.path.pop(0)
+    feeds = ort_run.make_inputs(str(model), None, 3)
+    result = ov_run.open_model(str(model), 1)(feeds)
+    assert np.array_equal(np.asarray(next(iter(result.values()))), np.maximum(feeds["a"], 0))
+    js = tmp_path / "ov.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "ov_run.py"), "bench", str(model), "--threads", "1",
+                           "--warmup", "0", "--iterations", "2", "--json", str(js)], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    res = json.loads(js.read_text())
+    assert res["engine"] == "openvino" and res["count"] == 2 and len(res["samples_ms"]) == 2
+    assert res["first_ms"] >= res["load_ms"] > 0 and res["peak_rss_mb"] > 0
+
+
 def test_scoreboard_symbolic(tiny_model, tmp_path):
     """--symbolic: the model with a symbolic batch "N", both engines on the same input files at
     --dims N=2 (nnfuse keeping "N" symbolic at load: a shape plan on its first run)."""
