@@ -64,10 +64,14 @@ import tempfile
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DEFAULT_MODELS = "resnet50,mobilenetv2,yolov5s,bert-base"
 BEGIN, END = "<!-- scoreboard:begin -->", "<!-- scoreboard:end -->"
-# the engines nnfuse is measured against, each a runner script in bench/ (the first is the
-# reference of the targets; the others get a table of their own)
-PEERS = {"onnxruntime": "ort_run.py", "openvino": "ov_run.py"}
-PEER_NAMES = {"onnxruntime": "ONNX Runtime", "openvino": "OpenVINO"}
+# The engines nnfuse is measured against: each a runner script in bench/ with ort_run.py's
+# `bench` interface. ONNX Runtime is the reference of the targets; the others get a table of
+# their own, which says how the runner sets the engine up.
+PEERS = {
+    "onnxruntime": {"runner": "ort_run.py", "name": "ONNX Runtime"},
+    "openvino": {"runner": "ov_run.py", "name": "OpenVINO",
+                 "setup": "its CPU plugin in f32, the latency hint, one stream"},
+}
 
 
 def cpu_name() -> str:
@@ -191,7 +195,7 @@ def bench_pair(model: pathlib.Path, threads: int, args, tmp: pathlib.Path, feeds
     engines = [("nnfuse", nn_cmd, nn_json)]
     for peer in args.peers:
         peer_json = tmp / f"{peer}.json"
-        cmd = [args.python, str(ROOT / "bench" / PEERS[peer]), "bench", str(model), "--threads", str(threads),
+        cmd = [args.python, str(ROOT / "bench" / PEERS[peer]["runner"]), "bench", str(model), "--threads", str(threads),
                "--warmup", str(args.warmup), "--iterations", str(args.iterations), "--json", str(peer_json)]
         engines.append((peer, cmd + (["--inputs", str(feeds)] if feeds else []), peer_json))
         runs[peer] = []
@@ -337,12 +341,11 @@ def markdown(rows, meta) -> str:
                 f"{fmt(r['onnxruntime'].get('pct_peak'), '.0f')} % | {fmt(r['target_ms'])} | "
                 f"**{fmt(r['target_over_floor'])}** |")
     for peer in meta["peers"][1:]:
-        name = PEER_NAMES[peer]
+        name, runner = PEERS[peer]["name"], PEERS[peer]["runner"]
         out += [
             "",
-            f"nnfuse against {name} {meta['peer_versions'].get(peer, '?').split('-')[0]} in the same rounds (its CPU plugin "
-            f"in f32, the latency hint, one stream; `bench/{PEERS[peer]}`): ratios nnfuse / {name}, below 1.00 "
-            "is better for nnfuse.",
+            f"nnfuse against {name} {meta['peer_versions'].get(peer, '?').split('-')[0]} in the same rounds "
+            f"({PEERS[peer]['setup']}; `bench/{runner}`): ratios nnfuse / {name}, below 1.00 is better for nnfuse.",
             "",
             f"| model | threads | nnfuse median ms | {name} median ms | latency ratio | {name} spread p90/med "
             f"| RSS MiB (nnfuse, {name}) | RSS ratio | first ms (nnfuse, {name}) | first ratio |",
