@@ -471,6 +471,26 @@ def test_scoreboard_second_peer(tiny_model, tmp_path):
     assert bad.returncode != 0 and "--peers takes" in bad.stderr
 
 
+def test_scoreboard_peer_that_fails(tiny_model, tmp_path):
+    """A second peer that cannot run (here: its runner exits 2, as ov_run.py does without
+    openvino) is tried once, its rows say why, and the ORT table and exit status are unaffected."""
+    pytest.importorskip("onnxruntime")
+    wrapper = tmp_path / "python"
+    wrapper.write_text(f'#!/bin/sh\ncase "$*" in *ov_run.py*) echo "no openvino here" >&2; exit 2;; esac\n'
+                       f'exec {sys.executable} "$@"\n')
+    wrapper.chmod(0o755)
+    out = tmp_path / "PERF.md"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "compare.py"), "--models", str(tiny_model), "--threads", "1",
+         "--iterations", "2", "--warmup", "0", "--rounds", "3", "--no-o0", "--out", str(out), "--nnfuse", BIN,
+         "--peers", "onnxruntime,openvino", "--python", str(wrapper)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    row = json.loads(out.with_suffix(".json").read_text())["rows"][0]
+    assert row["onnxruntime"]["processes"] == 3 and row["latency_ratio"] > 0
+    assert "openvino" not in row and row["errors"] == ["openvino: exit 2: no openvino here"]
+    assert "| tiny | 1 |" in out.read_text() and "not measured: openvino: exit 2: no openvino here |" in out.read_text()
+
+
 def test_openvino_runner_input_and_output(tmp_path):
     """bench/ov_run.py: the input `nnfuse run` generates, and OpenVINO's output for it is the
     model's (Relu of it), so its times are of the model run on that input."""
