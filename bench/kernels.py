@@ -30,7 +30,10 @@ kernels, as the layout pass picks them inside a model, with their input and
 output already blocked (bench_kernels --nchwc): against ORT's single-op
 models, which still pay their reorders, this column flatters nnfuse.
 
-Usage: .venv/bin/python bench/kernels.py [--build build] [--threads 1] [--rounds 3] [--json out.json] [--filter SUBSTR] [--kernels | --nchwc]
+--openvino adds OpenVINO's time on the same single-op models (its CPU plugin in f32, as
+bench/ov_run.py sets it up), in the same rounds: "OV/nnf" and its paired form.
+
+Usage: .venv/bin/python bench/kernels.py [--build build] [--threads 1] [--rounds 3] [--json out.json] [--filter SUBSTR] [--kernels | --nchwc] [--openvino]
 """
 import argparse
 import json
@@ -109,22 +112,40 @@ def ort_model(case):
     return model.SerializeToString(), feed
 
 
-def time_ort(case, threads):
+def ort_runner(blob, threads):
     import onnxruntime as ort
 
-    blob, feed = ort_model(case)
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     sess = ort.InferenceSession(blob, so, providers=["CPUExecutionProvider"])
+    return lambda feed: sess.run(None, feed)
+
+
+def ov_runner(blob, threads):
+    """OpenVINO's CPU plugin set up as bench/ov_run.py does (f32, latency hint, one stream); at
+    one thread it runs the request on the calling thread, so thread CPU time holds."""
+    import openvino as ov
+
+    core = ov.Core()
+    model = core.read_model(blob, b"")
+    compiled = core.compile_model(model, "CPU", {"PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": 1,
+                                                 "INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": threads})
+    return compiled.create_infer_request().infer
+
+
+def time_peer(case, threads, runner):
+    """A peer engine on the case's single-op model: (median ms, best ms)."""
+    blob, feed = ort_model(case)
+    run = runner(blob, threads)
     clock = time.thread_time if threads == 1 else time.perf_counter
     for _ in range(2):
-        sess.run(None, feed)
+        run(feed)
     times, start = [], time.perf_counter()
     while len(times) < 10 or (time.perf_counter() - start < 0.3 and len(times) < 1000):
         t0 = clock()
-        sess.run(None, feed)
+        run(feed)
         times.append(clock() - t0)
     times.sort()
     return statistics.median(times) * 1e3, times[0] * 1e3
@@ -137,6 +158,7 @@ def main():
     ap.add_argument("--json")
     ap.add_argument("--filter")
     ap.add_argument("--no-ort", action="store_true")
+    ap.add_argument("--openvino", action="store_true", help="OpenVINO's time for each case too (f32)")
     ap.add_argument("--rounds", type=int, default=3)
     mode = ap.add_mutually_exclusive_group()
     mode.add_argument("--kernels", action="store_true", help="nnfuse's NCHW kernels called directly")
@@ -158,12 +180,13 @@ def main():
           f"triad {bw_peak:.1f} GB/s; nnfuse: {how}; {args.rounds} alternating rounds per case")
     hdr = (f"{'case':26} {'nnf ms':>8} {'best':>8} {'GFLOP/s':>8} {'%peak':>6} {'%bw':>5} "
            f"{'ORT ms':>8} {'best':>8} {'GFLOP/s':>8} {'ORT/nnf':>7} {'paired':>6}")
+    hdr += f" {'OV ms':>8} {'OV/nnf':>6} {'paired':>6}" if args.openvino else ""
     print(hdr)
     rows = []
     base = [os.path.join(args.build, "bench_kernels"), "--json", "--threads", str(args.threads)]
     base += ["--nchwc"] if args.nchwc else []
     for first in listing:
-        nnf_med, nnf_best, ort_med, ort_best = [], [], [], []
+        nnf_med, nnf_best, ort_med, ort_best, ov_med = [], [], [], [], []
         r = first
         if engine:
             path = os.path.join(tmp.name, first["name"] + ".onnx")
@@ -177,9 +200,11 @@ def main():
             nnf_med.append(r["median_ms"])
             nnf_best.append(r["best_ms"])
             if not args.no_ort:
-                om, ob = time_ort(r, args.threads)
+                om, ob = time_peer(r, args.threads, ort_runner)
                 ort_med.append(om)
                 ort_best.append(ob)
+            if args.openvino:
+                ov_med.append(time_peer(r, args.threads, ov_runner)[0])
         r = dict(first, kernel=r["kernel"])
         r["median_ms"], r["best_ms"] = statistics.median(nnf_med), min(nnf_best)
         gf = r["flops"] / r["median_ms"] * 1e-6
@@ -198,6 +223,11 @@ def main():
             r["paired_speedup_vs_ort"] = statistics.median(o / n for o, n in zip(ort_med, nnf_med))
             line += (f" {om:8.3f} {ob:8.3f} {r['flops'] / om * 1e-6:8.1f} {om / r['median_ms']:7.2f}"
                      f" {r['paired_speedup_vs_ort']:6.2f}")
+        if args.openvino:
+            r["ov_median_ms"] = statistics.median(ov_med)
+            r["paired_speedup_vs_ov"] = statistics.median(o / n for o, n in zip(ov_med, nnf_med))
+            line += (f" {r['ov_median_ms']:8.3f} {r['ov_median_ms'] / r['median_ms']:6.2f}"
+                     f" {r['paired_speedup_vs_ov']:6.2f}")
         rows.append(r)
         print(line, flush=True)
     if args.json:

@@ -519,6 +519,36 @@ def test_openvino_runner_input_and_output(tmp_path):
     assert res["first_ms"] >= res["load_ms"] > 0 and res["peak_rss_mb"] > 0
 
 
+def test_kernel_table_with_peers(tmp_path):
+    """bench/kernels.py: a listed shape through nnfuse's engine, ORT and (--openvino) OpenVINO on
+    the same single-op file, with the speed-ups each row reports."""
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("openvino")
+    build = pathlib.Path(BIN).parent
+    if not (build / "bench_kernels").exists() or not (build / "peak").exists():
+        pytest.skip("bench_kernels / peak not built beside the nnfuse binary")
+    js = tmp_path / "k.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "kernels.py"), "--build", str(build), "--threads", "1",
+                           "--rounds", "2", "--filter", "=gemm_256", "--openvino", "--json", str(js)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    (row,) = json.loads(js.read_text())["rows"]
+    assert row["name"] == "gemm_256" and row["kernel"].startswith("f32_gemm") and row["median_ms"] > 0
+    assert row["speedup_vs_ort"] == pytest.approx(row["ort_median_ms"] / row["median_ms"])
+    assert row["ov_median_ms"] > 0 and row["paired_speedup_vs_ov"] > 0
+    assert "OV/nnf" in proc.stdout and "gemm_256" in proc.stdout
+    # what the peers time is the case's model: both runners give its output
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import kernels
+    finally:
+        sys.path.pop(0)
+    blob, feed = kernels.ort_model(row)
+    ort_out = kernels.ort_runner(blob, 1)(feed)[0]
+    ov_out = np.asarray(next(iter(kernels.ov_runner(blob, 1)(feed).values())))
+    assert ort_out.shape == (256, 256) and np.allclose(ov_out, ort_out, rtol=1e-4, atol=1e-4)
+
+
 def test_scoreboard_symbolic(tiny_model, tmp_path):
     """--symbolic: the model with a symbolic batch "N", both engines on the same input files at
     --dims N=2 (nnfuse keeping "N" symbolic at load: a shape plan on its first run)."""
