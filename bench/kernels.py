@@ -44,6 +44,8 @@ import sys
 import tempfile
 import time
 
+import ov_run  # beside this file; it imports openvino only when a model is opened
+
 
 def run_json(cmd):
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
@@ -124,15 +126,8 @@ def ort_runner(blob, threads):
 
 
 def ov_runner(blob, threads):
-    """OpenVINO's CPU plugin set up as bench/ov_run.py does (f32, latency hint, one stream); at
-    one thread it runs the request on the calling thread, so thread CPU time holds."""
-    import openvino as ov
-
-    core = ov.Core()
-    model = core.read_model(blob, b"")
-    compiled = core.compile_model(model, "CPU", {"PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": 1,
-                                                 "INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": threads})
-    return compiled.create_infer_request().infer
+    """OpenVINO's CPU plugin as the scoreboard sets it up (bench/ov_run.py)."""
+    return ov_run.open_model(blob, threads)
 
 
 def time_peer(case, threads, runner):

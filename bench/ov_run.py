@@ -24,15 +24,18 @@ import sys
 import ort_run
 
 
-def open_model(model: str, threads: int):
+def open_model(model, threads: int):
+    """A function running one inference of the model (a path, or an ONNX file's bytes) on a feeds
+    dict; at one thread OpenVINO runs the request on the calling thread (thread CPU time holds)."""
     import openvino as ov
 
     config = {"PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": 1, "INFERENCE_PRECISION_HINT": "f32"}
     if threads > 0:
         config["INFERENCE_NUM_THREADS"] = threads
-    compiled = ov.Core().compile_model(model, "CPU", config)
-    request = compiled.create_infer_request()
-    return request.infer
+    core = ov.Core()
+    if isinstance(model, (bytes, bytearray)):
+        model = core.read_model(bytes(model), b"")
+    return core.compile_model(model, "CPU", config).create_infer_request().infer
 
 
 def main(argv=None) -> int:
