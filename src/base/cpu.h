@@ -37,7 +37,8 @@ typedef struct nnf_cpu {
      * take the wider tile here. */
     bool bcast_costly;
     nnf_isa max_isa;        /* best tier the CPU and OS support: the default */
-    /* Cache sizes in bytes: l1d and l2 per core, l3 per package (shared). */
+    /* Cache sizes in bytes: l1d and l2 per core, l3 per package (shared); never 0 (32 KiB,
+     * 256 KiB and 8 MiB where CPUID reports nothing). */
     size_t l1d, l2, l3;
 } nnf_cpu;
 

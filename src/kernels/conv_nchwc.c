@@ -555,7 +555,6 @@ static void conv_task(void *ctx, size_t i, size_t u0, size_t ni, size_t nu) {
  * and YOLOv5s about 2.5 % faster. */
 static size_t kc_budget(nnf_isa isa) {
     size_t l1 = nnf_cpu_get()->l1d;
-    l1 = l1 ? l1 : 32768;
     return isa >= NNF_ISA_AVX512 ? 2 * l1 : l1 / 4 * 3;
 }
 
@@ -824,7 +823,7 @@ static nnf_status conv_run(const nnf_nchwc_conv *k, const float *x, float *y,
         band = (rows + splits - 1) / splits;
     } else {
         t.gsplit = 1;
-        size_t per_row = in_bytes / rows + 1, l2 = nnf_cpu_get()->l2 ? nnf_cpu_get()->l2 : 262144;
+        size_t per_row = in_bytes / rows + 1, l2 = nnf_cpu_get()->l2;
         size_t splits = s->n >= want ? 1 : (want + s->n - 1) / s->n;
         band = l2 / 2 / per_row;
         size_t even = (rows + splits - 1) / splits;
@@ -863,7 +862,7 @@ static nnf_status conv_run(const nnf_nchwc_conv *k, const float *x, float *y,
          * blocks) over at most a quarter of L2 (the band's input shares
          * it), at least one unit (flattened, channel-last: FLAT_ALIGN
          * pixels) */
-        size_t l2 = nnf_cpu_get()->l2 ? nnf_cpu_get()->l2 : 262144;
+        size_t l2 = nnf_cpu_get()->l2;
         size_t blocks = cl ? (t.groups + t.gsplit - 1) / t.gsplit * t.gblk : t.gblk;
         size_t px_bytes = blocks * NNF_NCHWC_B * sizeof(float);
         size_t per = (flat ? t.chunk + FLAT_ALIGN / 2 : j.ow) * px_bytes;

@@ -345,7 +345,7 @@ static inline void prefetch_slice(const float *next, size_t bytes, size_t call, 
  * slower than packed and BERT's 3072 -> 768 projection (rows 12 KiB apart)
  * 1.25x; at 256 (4 lines a set) 0.96x, at 512 (7) 0.985x. */
 static bool direct_fits_l1(size_t ld, size_t kc, size_t mr) {
-    size_t l1 = nnf_cpu_get()->l1d ? nnf_cpu_get()->l1d : 32768, ways = l1 / 4096;
+    size_t l1 = nnf_cpu_get()->l1d, ways = l1 / 4096;
     size_t lines = (kc * sizeof(float) + 63) / 64;
     /* each row's lines: lines / 64 in every set, then a run of lines % 64
      * from its first set on (a difference array: it runs on every GEMM
@@ -750,7 +750,7 @@ static void choose_tiles(const nnf_gemm_cfg *cfg, size_t m, size_t n, size_t k, 
     *tj = round_up(n, cfg->nr);
     if (threads <= 1)
         return;
-    size_t l2 = nnf_cpu_get()->l2 ? nnf_cpu_get()->l2 : 262144, a_bytes;
+    size_t l2 = nnf_cpu_get()->l2, a_bytes;
     if (b_packed && m >= n && (!nnf_mul_size(m, k, &a_bytes) || a_bytes > l2 / sizeof(float)))
         b_packed = 0;
     size_t want = (size_t)threads * 2;

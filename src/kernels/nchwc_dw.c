@@ -258,7 +258,7 @@ static size_t plain_floats(const nnf_conv2d_shape *s) {
 }
 
 bool nnf_nchwc_dw_plain_ok(const nnf_conv2d_shape *s) {
-    size_t l2 = nnf_cpu_get()->l2 ? nnf_cpu_get()->l2 : 262144;
+    size_t l2 = nnf_cpu_get()->l2;
     /* the extents' product cannot wrap under the bound tested one by one */
     return nnf_nchwc_dw_supported(s) && nnf_nchwc_dw_small_rows(s) && s->h <= l2 && s->w <= l2 &&
            s->oh <= l2 && plain_floats(s) * sizeof(float) <= l2 / 4;
@@ -286,20 +286,21 @@ static void dw_plain_task(void *ctx, size_t i) {
     size_t hw = s->h * s->w, ohw = s->oh * s->ow, xplane = hw * NNF_NCHWC_B,
            yplane = ohw * NNF_NCHWC_B;
     size_t b = i / d->pairs, blk = i % d->pairs * 2, nb = blk + 1 < d->cb ? 2 : 1;
-    float *xb = buf, *yb = buf + 2 * xplane;
+    size_t c0 = blk * NNF_NCHWC_B, nc[2]; /* the pair's channels: c0 on, nc[o] in block o */
     for (size_t o = 0; o < nb; o++) {
-        size_t c0 = (blk + o) * NNF_NCHWC_B, nc = s->c - c0 < NNF_NCHWC_B ? s->c - c0 : NNF_NCHWC_B;
-        nnf_nchwc_from_nchw_block(d->x + (b * s->c + c0) * hw, hw, nc, hw, xb + o * xplane, k->isa);
+        size_t first = c0 + o * NNF_NCHWC_B;
+        nc[o] = s->c - first < NNF_NCHWC_B ? s->c - first : NNF_NCHWC_B;
     }
+    const float *x = d->x + (b * s->c + c0) * hw;
+    float *xb = buf, *yb = buf + 2 * xplane, *y = d->y + (b * s->c + c0) * ohw;
+    for (size_t o = 0; o < nb; o++)
+        nnf_nchwc_from_nchw_block(x + o * NNF_NCHWC_B * hw, hw, nc[o], hw, xb + o * xplane, k->isa);
     if (nb == 2)
         pair_rows(k, xb, xplane, 0, s->h, blk, yb, yplane, NULL, d->ep, 0, s->oh);
     else
         block_rows(k, xb, 0, s->h, blk, yb, NULL, d->ep, 0, s->oh);
-    for (size_t o = 0; o < nb; o++) {
-        size_t c0 = (blk + o) * NNF_NCHWC_B, nc = s->c - c0 < NNF_NCHWC_B ? s->c - c0 : NNF_NCHWC_B;
-        nnf_nchwc_to_nchw_block(yb + o * yplane, ohw, nc, ohw, d->y + (b * s->c + c0) * ohw,
-                                k->isa);
-    }
+    for (size_t o = 0; o < nb; o++)
+        nnf_nchwc_to_nchw_block(yb + o * yplane, ohw, nc[o], ohw, y + o * NNF_NCHWC_B * ohw, k->isa);
 }
 
 nnf_status nnf_nchwc_dw_run_plain(const nnf_nchwc_dw *k, const float *x, float *y,

@@ -104,7 +104,7 @@ static void pw_dw_task(void *ctx, size_t i) {
  * (the rest for the input rows, the weights and the output rows), at least
  * one. */
 static size_t step_rows(const nnf_nchwc_conv *pw, const nnf_conv2d_shape *ds) {
-    size_t l2 = nnf_cpu_get()->l2 ? nnf_cpu_get()->l2 : 262144;
+    size_t l2 = nnf_cpu_get()->l2;
     size_t per_row = pw->gblk * ds->w * NNF_NCHWC_B * sizeof(float), rows = l2 / 4 / per_row;
     size_t span = (ds->kh - 1) * ds->dh + 1;
     return rows > span ? (rows - span) / ds->sh + 1 : 1;

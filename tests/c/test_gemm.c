@@ -354,7 +354,7 @@ static void test_threads(const nnf_gemm_cfg *cfg) {
      * tiles cut M, each task packing its own rows, not N with A shared */
     {
         size_t mt = 1031, nt = 3 * cfg->nr + 5, kt = cfg->kc * 2 + 9;
-        while (mt * kt * sizeof(float) <= 2 * (nnf_cpu_get()->l2 ? nnf_cpu_get()->l2 : 262144))
+        while (mt * kt * sizeof(float) <= 2 * nnf_cpu_get()->l2)
             kt += cfg->kc;
         float *at = check_rand_buf(mt * kt), *bt = check_rand_buf(kt * nt);
         float *t1 = malloc(mt * nt * sizeof(float)), *t2 = malloc(mt * nt * sizeof(float));
