@@ -167,15 +167,28 @@ NNF_API nnf_session_options nnf_session_options_default(void);
  * have no object yet write here too). Never NULL; "" when there is none. */
 NNF_API const char *nnf_last_error(void);
 
-/* Load an ONNX model from a file. The file is memory-mapped: weights are not
- * copied. opts may be NULL. *model_out is owned by the caller (nnf_model_destroy). */
+/* Load an ONNX model, or a compiled .nnf file (nnf_model_compile), from a
+ * file. The file is memory-mapped: weights are not copied. opts may be NULL.
+ * *model_out is owned by the caller (nnf_model_destroy). */
 NNF_API nnf_status nnf_model_load(const char *path, const nnf_model_options *opts,
                                   nnf_model **model_out);
 /* Load from memory. The buffer is borrowed for the model's lifetime (not
- * copied). External-data tensors are resolved relative to base_dir (may be NULL). */
+ * copied); a compiled .nnf file's must be 64-byte aligned. External-data
+ * tensors are resolved relative to base_dir (may be NULL). */
 NNF_API nnf_status nnf_model_load_buffer(const void *data, size_t size, const char *base_dir,
                                          const nnf_model_options *opts, nnf_model **model_out);
 NNF_API void nnf_model_destroy(nnf_model *model);
+/* Compile the model at path (ONNX) with opts (optimisation level, input
+ * shapes; NULL: the defaults) into out_path, a .nnf file that holds the model
+ * and every weight its kernels read, already packed for this CPU: loading it
+ * maps the packed weights from the file instead of transforming and packing
+ * them (nnfuse's ATC). The file is for this build of nnfuse, this CPU and
+ * these options; a load elsewhere (another build, CPU, NNF_ISA tier,
+ * optimisation level or set of disabled passes) plans the model from the
+ * ONNX copy inside it as usual, with a warning. Loading a .nnf without input
+ * shapes fixes the ones it was compiled with. */
+NNF_API nnf_status nnf_model_compile(const char *path, const nnf_model_options *opts,
+                                     const char *out_path);
 
 NNF_API size_t nnf_model_input_count(const nnf_model *model);
 NNF_API size_t nnf_model_output_count(const nnf_model *model);

@@ -12,7 +12,7 @@ import pathlib
 
 import numpy as np
 
-__all__ = ["Model", "Session", "NnfError", "run_model"]
+__all__ = ["Model", "Session", "NnfError", "run_model", "compile"]
 
 _DTYPES = {
     1: np.float32, 2: np.uint8, 3: np.int8, 4: np.uint16, 5: np.int16, 6: np.int32, 7: np.int64,
@@ -76,6 +76,7 @@ _lib.nnf_model_load.argtypes = [ctypes.c_char_p, ctypes.POINTER(_ModelOptions), 
 _lib.nnf_model_load_buffer.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p,
                                        ctypes.POINTER(_ModelOptions), ctypes.POINTER(ctypes.c_void_p)]
 _lib.nnf_model_destroy.argtypes = [ctypes.c_void_p]
+_lib.nnf_model_compile.argtypes = [ctypes.c_char_p, ctypes.POINTER(_ModelOptions), ctypes.c_char_p]
 _lib.nnf_model_options_default.restype = _ModelOptions
 _lib.nnf_model_input_count.argtypes = [ctypes.c_void_p]
 _lib.nnf_model_input_count.restype = ctypes.c_size_t
@@ -110,6 +111,38 @@ def _info(fn, handle, i):
     return {"name": vi.name.decode(), "dtype": _DTYPES.get(vi.dtype), "shape": shape}
 
 
+def _model_options(opt_level=3, keep_unpacked_weights=False, threads=0, input_shapes=None,
+                   shape_plans=None):
+    """nnf_model_options, and the ctypes objects it points into (keep them alive with it)."""
+    opts = _lib.nnf_model_options_default()
+    opts.opt_level = opt_level
+    opts.keep_unpacked_weights = 1 if keep_unpacked_weights else 0
+    opts.threads = threads
+    if shape_plans is not None:
+        opts.shape_plans = shape_plans
+    shapes = list((input_shapes or {}).items())
+    keep = None
+    if shapes:
+        dims = [(ctypes.c_int64 * max(len(s), 1))(*[int(d) for d in s]) for _, s in shapes]
+        entries = (_InputShape * len(shapes))(
+            *[_InputShape(str(n).encode(), len(s), d) for (n, s), d in zip(shapes, dims)])
+        opts.input_shapes = entries
+        opts.n_input_shapes = len(shapes)
+        keep = (dims, entries)
+    return opts, keep
+
+
+def compile(source, output, opt_level=3, input_shapes=None, threads=0):
+    """Compile the ONNX model at path `source` into `output`, a .nnf file holding the model and
+    its weights packed for this CPU (`nnfuse compile`): Model(output) then maps them instead of
+    packing them. The file is for this build of nnfuse, this CPU and these options; elsewhere it
+    loads as its ONNX model would, with a warning. input_shapes: {input name: shape} fixed in the
+    file (a load of it that gives none uses these)."""
+    opts, _keep = _model_options(opt_level, False, threads, input_shapes)
+    _check(_lib.nnf_model_compile(os.fsencode(str(source)), ctypes.byref(opts), os.fsencode(str(output))),
+           _lib.nnf_last_error)
+
+
 class Model:
     """A loaded model (immutable; may be shared by sessions).
 
@@ -122,25 +155,17 @@ class Model:
 
     def __init__(self, source, opt_level=3, keep_unpacked_weights=False, threads=0, input_shapes=None,
                  shape_plans=None):
-        opts = _lib.nnf_model_options_default()
-        opts.opt_level = opt_level
-        opts.keep_unpacked_weights = 1 if keep_unpacked_weights else 0
-        opts.threads = threads
-        if shape_plans is not None:
-            opts.shape_plans = shape_plans
-        shapes = list((input_shapes or {}).items())
-        if shapes:
-            dims = [(ctypes.c_int64 * max(len(s), 1))(*[int(d) for d in s]) for _, s in shapes]
-            entries = (_InputShape * len(shapes))(
-                *[_InputShape(str(n).encode(), len(s), d) for (n, s), d in zip(shapes, dims)])
-            opts.input_shapes = entries
-            opts.n_input_shapes = len(shapes)
+        opts, self._keep = _model_options(opt_level, keep_unpacked_weights, threads, input_shapes,
+                                          shape_plans)
         self._handle = ctypes.c_void_p()
         self._buffer = None
         if isinstance(source, (bytes, bytearray)):
-            # the library borrows the buffer for the model's lifetime
-            self._buffer = ctypes.create_string_buffer(bytes(source), len(source))
-            status = _lib.nnf_model_load_buffer(self._buffer, len(source), None, ctypes.byref(opts),
+            # the library borrows the buffer for the model's lifetime; 64-byte aligned (a
+            # compiled .nnf file's packed weights are read in place)
+            self._buffer = ctypes.create_string_buffer(len(source) + 64)
+            at = self._at = ctypes.addressof(self._buffer) + (-ctypes.addressof(self._buffer)) % 64
+            ctypes.memmove(at, bytes(source), len(source))
+            status = _lib.nnf_model_load_buffer(at, len(source), None, ctypes.byref(opts),
                                                 ctypes.byref(self._handle))
         else:
             status = _lib.nnf_model_load(os.fsencode(str(source)), ctypes.byref(opts), ctypes.byref(self._handle))

@@ -15,6 +15,15 @@ void nnf_free(void *ptr);
 /* 64-byte aligned, for tensors and packed weights. Free with nnf_free_aligned. */
 void *nnf_malloc_aligned(size_t size);
 void nnf_free_aligned(void *ptr);
+/* A block that someone else owns can stand in for an aligned one: its 64
+ * bytes of header (NNF_BLOCK_HEADER, before the data) say "borrowed", and
+ * nnf_free_aligned leaves it alone. A compiled .nnf file holds its packed
+ * weights so, each after such a header, in its read-only mapping
+ * (plan/packs.h). nnf_block_header_borrowed writes the header;
+ * nnf_block_is_borrowed checks the one before p. */
+#define NNF_BLOCK_HEADER 64
+void nnf_block_header_borrowed(void *header);
+int nnf_block_is_borrowed(const void *p);
 /* While open (nested calls count), this thread's freed large aligned blocks
  * keep their pages for its next large blocks (moved, not copied): for a load,
  * which replaces each weight by a new copy several times. prefault (on the

@@ -235,8 +235,8 @@ bool *nnf_graph_typed_reads(const nnf_graph *g, bool fold_pending) {
     }
     for (int k = 0; k < g->n_outputs; k++)
         typed[g->outputs[k]] = true;
-    for (int v = 0; v < g->n_values; v++)
-        typed[v] &= !g->values[v].row_scale; /* the plan reads it byte-wise */
+    for (int v = 0; v < g->n_values; v++) /* the plan reads it byte-wise, or not at all */
+        typed[v] &= !g->values[v].row_scale && !g->values[v].packed_away;
     return typed;
 }
 
@@ -622,4 +622,41 @@ char *nnf_shape_str(const nnf_shape *s, char *buf, size_t size) {
         off += (size_t)w;
     }
     return buf;
+}
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n) {
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+nnf_status nnf_graph_fingerprint(const nnf_graph *g, uint64_t *out) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    h = fnv(h, &g->n_nodes, sizeof g->n_nodes);
+    h = fnv(h, &g->n_values, sizeof g->n_values);
+    for (int i = 0; i < g->n_nodes; i++) {
+        const nnf_node *n = &g->nodes[i];
+        unsigned char dead = n->dead;
+        h = fnv(h, &dead, 1);
+        h = fnv(h, n->op_type, strlen(n->op_type) + 1);
+        h = fnv(h, n->domain, strlen(n->domain) + 1);
+        h = fnv(h, &n->n_inputs, sizeof n->n_inputs);
+        h = fnv(h, n->inputs, (size_t)n->n_inputs * sizeof *n->inputs);
+        h = fnv(h, &n->n_outputs, sizeof n->n_outputs);
+        h = fnv(h, n->outputs, (size_t)n->n_outputs * sizeof *n->outputs);
+    }
+    for (int v = 0; v < g->n_values; v++) {
+        const nnf_value *val = &g->values[v];
+        int rank = val->shape.rank, kind = (int)val->kind, dtype = (int)val->dtype;
+        unsigned char scaled = val->row_scale != NULL;
+        h = fnv(h, &kind, sizeof kind);
+        h = fnv(h, &dtype, sizeof dtype);
+        h = fnv(h, &scaled, 1);
+        h = fnv(h, &rank, sizeof rank);
+        if (rank > 0)
+            h = fnv(h, val->shape.dims, (size_t)rank * sizeof *val->shape.dims);
+    }
+    *out = h;
+    return NNF_OK;
 }

@@ -65,6 +65,10 @@ typedef struct nnf_value {
      * never copied at load and never resident whole). The importer copies
      * any other misaligned initialiser into an aligned block. */
     bool misaligned;
+    /* a compiled file holds this initialiser packed, and the load replays
+     * it (runtime/compile.h): nothing reads it typed before the plan that
+     * packed it releases it, so it is never aligned (copied) either */
+    bool packed_away;
     /* a blocked (NCHWc8) twin made by the layout pass: the id of the value
      * whose data it holds in blocked layout; -1 for every other value. Tools
      * (hooks, dumps) see such a value as that logical value. */
@@ -259,6 +263,10 @@ nnf_status nnf_graph_consumers(const nnf_graph *g, int **cstart_out, int **cons_
 /* Check structural invariants: ids in range, one producer per value, every
  * consumed value defined, outputs produced. */
 nnf_status nnf_graph_verify(const nnf_graph *g);
+/* A hash of the graph's structure: every node's op, domain, liveness and
+ * value ids, every value's kind, dtype, shape and pending row scale (a
+ * compiled file's blocks fit only the graph they were packed for). */
+nnf_status nnf_graph_fingerprint(const nnf_graph *g, uint64_t *out);
 
 /* Attribute lookups by name (NULL / default when absent). */
 const nnf_attr *nnf_node_attr(const nnf_node *n, const char *name);

@@ -5,6 +5,7 @@
 #include "kernels/conv_fast.h"
 
 #include "base/alloc.h"
+#include "base/packs.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -43,10 +44,12 @@ nnf_status nnf_conv_dw_prepare(nnf_conv_kernel *k, const float *w) {
     size_t n;
     if (!nnf_mul_size(s->c, s->kh * s->kw, &n))
         return nnf_error(NNF_ERR_INVALID_ARGUMENT, "depthwise weights are too large");
-    k->dw_w = nnf_malloc(n * sizeof(float));
+    bool ready;
+    k->dw_w = nnf_pack_alloc(n * sizeof(float), &ready);
     if (!k->dw_w)
         return nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory for depthwise weights");
-    memcpy(k->dw_w, w, n * sizeof(float));
+    if (!ready)
+        memcpy(k->dw_w, w, n * sizeof(float));
     k->dw_kern = (int)nnf_dw_select(s, k->isa);
     snprintf(k->name, sizeof k->name, "f32_dwconv%zux%zu_s%zu_%s", s->kh, s->kw, s->sh,
              nnf_dw_kernel_name((nnf_dw_kernel)k->dw_kern));

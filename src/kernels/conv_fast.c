@@ -3,6 +3,7 @@
 #include "kernels/conv_fast.h"
 
 #include "base/alloc.h"
+#include "base/packs.h"
 
 #include <stdatomic.h>
 #include <stdint.h>
@@ -92,7 +93,7 @@ void nnf_conv_kernel_destroy(nnf_conv_kernel *k) {
         for (size_t g = 0; g < k->n_packed; g++)
             nnf_gemm_packed_destroy(k->packed_w[g]);
     nnf_free(k->packed_w);
-    nnf_free(k->dw_w);
+    nnf_free_aligned(k->dw_w);
     nnf_free(k->tap_off);
     nnf_free(k);
 }
@@ -118,22 +119,25 @@ static nnf_status winograd_weights(nnf_conv_kernel *k, const float *w) {
     if (k->isa < NNF_ISA_AVX2)
         return nnf_error(NNF_ERR_UNSUPPORTED, "Winograd needs the AVX2 tier");
     k->cfg = nnf_gemm_cfg_for(k->isa);
+    /* from a compiled file the packs come ready: no transform to feed them */
+    bool ready = nnf_pack_replaying();
     k->packed_w = nnf_calloc(36, sizeof *k->packed_w);
-    u = nnf_malloc(n * sizeof(float));
-    if (!k->packed_w || !u) {
+    u = ready ? NULL : nnf_malloc(n * sizeof(float));
+    if (!k->packed_w || (!ready && !u)) {
         st = nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory for Winograd weights");
         goto fail;
     }
     k->n_packed = 36;
     size_t occ = s->oc * s->c;
-    for (size_t i0 = 0; i0 < occ; i0 += 8) { /* (oc, c) kernels, 8 at a time */
+    for (size_t i0 = 0; i0 < occ && !ready; i0 += 8) { /* (oc, c) kernels, 8 at a time */
         float *dst[36];
         for (size_t xi = 0; xi < 36; xi++)
             dst[xi] = u + xi * occ + i0;
         nnf_wino_weight_8_avx2(w + i0 * 9, 9, occ - i0 < 8 ? occ - i0 : 8, dst);
     }
     for (size_t xi = 0; xi < 36; xi++) {
-        st = nnf_gemm_pack_a(k->cfg, s->oc, s->c, u + xi * occ, s->c, 0, &k->packed_w[xi]);
+        st = nnf_gemm_pack_a(k->cfg, s->oc, s->c, ready ? NULL : u + xi * occ, s->c, 0,
+                             &k->packed_w[xi]);
         if (st != NNF_OK)
             goto fail;
     }

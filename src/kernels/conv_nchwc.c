@@ -21,6 +21,7 @@
 #include "kernels/nchwc.h"
 
 #include "base/alloc.h"
+#include "base/packs.h"
 #include "kernels/eltwise_fast.h"
 #include "kernels/ref/activation.h"
 
@@ -275,7 +276,8 @@ nnf_status nnf_nchwc_conv_create(const nnf_conv2d_shape *s, int in_blocked, nnf_
         st = nnf_error(NNF_ERR_INVALID_ARGUMENT, "nchwc conv: tensor sizes overflow");
         goto fail;
     }
-    k->w = nnf_malloc_aligned(k->w_floats * sizeof(float));
+    bool ready;
+    k->w = nnf_pack_alloc(k->w_floats * sizeof(float), &ready);
     if (!k->w) {
         st = nnf_error(NNF_ERR_OUT_OF_MEMORY, "nchwc conv: out of memory for %zu packed weights",
                        k->w_floats);
@@ -286,7 +288,7 @@ nnf_status nnf_nchwc_conv_create(const nnf_conv2d_shape *s, int in_blocked, nnf_
     size_t g = k->gblk = group_blocks(k->isa, s, k->in_blocked);
     void (*tr)(const float *, size_t, float *, size_t, size_t, size_t) =
         nnf_ew_kernels_for(k->isa)->transpose;
-    for (size_t tg = 0; tg < tile_groups(s, g); tg++) {
+    for (size_t tg = 0; tg < tile_groups(s, g) && !ready; tg++) {
         size_t nb, ob0 = tile_group(tg, g, group_ocb(s), &nb), oc0 = ob0 * NNF_NCHWC_B;
         size_t cols = nb * NNF_NCHWC_B, valid = s->oc - oc0 < cols ? s->oc - oc0 : cols;
         float *d = k->w + ob0 * (k->w_floats / ocb);

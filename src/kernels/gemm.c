@@ -4,6 +4,7 @@
 #include "kernels/gemm.h"
 
 #include "base/alloc.h"
+#include "base/packs.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -203,9 +204,10 @@ nnf_status nnf_gemm_packed_create_n(const nnf_gemm_cfg *cfg, nnf_gemm_side side,
         !nnf_mul_size(total, sizeof(float), &total))
         return nnf_error(NNF_ERR_INVALID_ARGUMENT, "GEMM operand of %zu x %zu is too large", mn, k);
     stride &= ~(size_t)15;
+    bool ready = false;
     for (size_t i = 0; i < n; i++) {
         nnf_gemm_packed *p = out[i] = nnf_calloc(1, sizeof *p);
-        if (!p || (i == 0 && !(p->data = nnf_malloc_aligned(total)))) {
+        if (!p || (i == 0 && !(p->data = nnf_pack_alloc(total, &ready)))) {
             for (size_t j = 0; j <= i; j++) { /* out[0]'s data first: the others only point */
                 nnf_gemm_packed_destroy(out[j]);
                 out[j] = NULL;
@@ -216,6 +218,7 @@ nnf_status nnf_gemm_packed_create_n(const nnf_gemm_cfg *cfg, nnf_gemm_side side,
         }
         p->data = out[0]->data + i * stride;
         p->owns_data = i == 0;
+        p->ready = ready;
         p->side = side;
         p->mn = mn;
         p->k = k;
@@ -235,6 +238,8 @@ nnf_status nnf_gemm_packed_create(const nnf_gemm_cfg *cfg, nnf_gemm_side side, s
 
 void nnf_gemm_packed_zero_outside(nnf_gemm_packed *p, size_t mn_valid, size_t k_valid) {
     const size_t r = p->r;
+    if (p->ready)
+        return;
     for (size_t pc = 0; pc < p->k; pc += p->kc) {
         size_t kcb = p->k - pc < p->kc ? p->k - pc : p->kc;
         for (size_t m0 = 0; m0 < p->mn_pad; m0 += r) {
@@ -253,7 +258,7 @@ nnf_status nnf_gemm_pack(const nnf_gemm_cfg *cfg, nnf_gemm_side side, const nnf_
                          size_t mn, size_t k, nnf_gemm_packed **out) {
     nnf_gemm_packed *p;
     NNF_CHECK(nnf_gemm_packed_create(cfg, side, mn, k, &p));
-    for (size_t pc = 0; pc < k; pc += p->kc) {
+    for (size_t pc = 0; pc < k && !p->ready; pc += p->kc) {
         size_t kcb = k - pc < p->kc ? k - pc : p->kc;
         if (mn)
             pack_block(cfg, side, src, 0, mn, pc, kcb, p->r, p->data + pc * p->mn_pad);

@@ -21,6 +21,7 @@
 #include "base/threadpool.h"
 #include "kernels/epilogue.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /* Multiply packed panels a (kc x mr) and b (kc x nr); write the top-left m x n
@@ -94,6 +95,9 @@ typedef struct nnf_gemm_packed {
     size_t mn_pad; /* mn rounded up to r */
     float *data;   /* k * mn_pad floats, 64-byte aligned */
     int owns_data; /* data is this operand's block (else another's: create_n) */
+    /* data came packed (a compiled .nnf file's block, base/packs.h): its
+     * producer writes nothing */
+    bool ready;
     /* rows from tail_from on are in panels of `tail` rows (each still r
      * wide), as a block of all mn rows packs them (gemm.c, tail_split);
      * tail_from = mn: every panel r rows */

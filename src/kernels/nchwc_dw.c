@@ -7,6 +7,7 @@
 #include "kernels/nchwc.h"
 
 #include "base/alloc.h"
+#include "base/packs.h"
 #include "kernels/x86/nchwc_avx2.h"
 
 #include <stdatomic.h>
@@ -44,8 +45,9 @@ nnf_status nnf_nchwc_dw_create(const nnf_conv2d_shape *s, nnf_isa isa, const flo
                        s->kh, s->kw, s->c);
         goto fail;
     }
+    bool ready = false;
     k = nnf_calloc(1, sizeof *k);
-    if (!k || !(k->w = nnf_malloc_aligned(bytes))) {
+    if (!k || !(k->w = nnf_pack_alloc(bytes, &ready))) {
         st = nnf_error(NNF_ERR_OUT_OF_MEMORY, "NCHWc depthwise conv: out of memory for %zu weight bytes", bytes);
         goto fail;
     }
@@ -55,8 +57,9 @@ nnf_status nnf_nchwc_dw_create(const nnf_conv2d_shape *s, nnf_isa isa, const flo
                                    : NNF_ISA_SCALAR;
     /* [c][kh][kw] -> [cb][kh][kw][8], padding channels zero so their lanes
      * accumulate exact zeros */
-    memset(k->w, 0, bytes);
-    for (size_t c = 0; c < s->c; c++)
+    if (!ready)
+        memset(k->w, 0, bytes);
+    for (size_t c = 0; c < s->c && !ready; c++)
         for (size_t t = 0; t < taps; t++)
             k->w[((c / NNF_NCHWC_B) * taps + t) * NNF_NCHWC_B + c % NNF_NCHWC_B] = w[c * taps + t];
     snprintf(k->name, sizeof k->name, "f32_dwconv_nchwc_%zux%zu_s%zu_%s", s->kh, s->kw, s->sh,

@@ -189,7 +189,7 @@ nnf_status nnf_nchwc_wino_create_as(const nnf_conv2d_shape *s, nnf_isa isa, int 
         k->s2   ? (wide ? nnf_nchwc_wino2_weight_panel_avx512 : nnf_nchwc_wino2_weight_panel_avx2)
         : k->f2 ? (wide ? nnf_nchwc_winof2_weight_panel_avx512 : nnf_nchwc_winof2_weight_panel_avx2)
                 : (wide ? nnf_wino_weight_panel_avx512 : nnf_wino_weight_panel_avx2);
-    for (size_t p0 = 0; p0 < s->oc; p0 += r)
+    for (size_t p0 = 0; p0 < s->oc && !k->u[0]->ready; p0 += r)
         for (size_t k0 = 0; k0 < s->c; k0 += kc) {
             float *dst[36];
             for (size_t xi = 0; xi < k->nmat; xi++)

@@ -493,6 +493,43 @@ static nnf_status graph_initializer(nnf_onnx_ctx *cx, nnf_graph *g, const nnf_pb
  * first was a pass more over every weight (ResNet-50: 100 MB read and
  * written). The passes align those the fold leaves before any other pass
  * reads them (nnf_graph_align_values). */
+/* The weights a compiled file holds packed (cx->packed_away): float
+ * initialisers of rank 2 or more that only the operators whose plans pack
+ * weights read (so no pass or inference reads them typed). Other names are
+ * ignored: the file is not trusted to say which values nothing reads. */
+static nnf_status mark_packed_away(nnf_onnx_ctx *cx, nnf_graph *g) {
+    static const char *const packers[] = {"Conv", "ConvTranspose", "Gemm", "MatMul"};
+    bool *seen = cx->packed_away_bytes ? nnf_calloc((size_t)g->n_values + 1, 1) : NULL;
+    if (cx->packed_away_bytes && !seen)
+        return nnf_onnx_oom("the compiled file's names");
+    for (size_t i = 0; i < cx->packed_away_bytes;) {
+        const char *name = cx->packed_away + i;
+        size_t len = strnlen(name, cx->packed_away_bytes - i);
+        i += len + 1;
+        int v = nnf_graph_find_value(g, name);
+        if (v < 0 || seen[v])
+            continue;
+        seen[v] = true;
+        if (g->values[v].kind != NNF_VALUE_INITIALIZER || g->values[v].dtype != NNF_DTYPE_FLOAT32 ||
+            g->values[v].shape.rank < 2)
+            continue;
+        bool ok = true;
+        for (int n = 0; n < g->n_nodes && ok; n++) {
+            const nnf_node *node = &g->nodes[n];
+            bool packer = false;
+            for (size_t p = 0; p < sizeof packers / sizeof *packers; p++)
+                packer |= !node->domain[0] && !strcmp(node->op_type, packers[p]);
+            for (int k = 0; k < node->n_inputs && ok; k++)
+                ok = node->inputs[k] != v || packer;
+        }
+        for (int k = 0; k < g->n_outputs && ok; k++)
+            ok = g->outputs[k] != v;
+        g->values[v].packed_away = ok;
+    }
+    nnf_free(seen);
+    return NNF_OK;
+}
+
 static nnf_status align_initializers(nnf_onnx_ctx *cx, nnf_graph *g) {
     bool any = false;
     for (int v = 0; v < g->n_values && !any; v++)
@@ -610,6 +647,8 @@ nnf_status nnf_onnx_graph(nnf_onnx_ctx *cx, nnf_graph *g, const nnf_pb_field *sp
             }
         }
     }
+    if (g == cx->root)
+        NNF_CHECK(mark_packed_away(cx, g));
     return align_initializers(cx, g);
 }
 
@@ -690,7 +729,8 @@ static nnf_status import_model(nnf_onnx_ctx *cx, nnf_graph *g) {
 }
 
 static nnf_status import_buffer(const void *data, size_t size, bool is_mapping, const char *source,
-                                const char *base_dir, nnf_graph **graph_out) {
+                                const char *base_dir, const char *packed_away,
+                                size_t packed_away_bytes, nnf_graph **graph_out) {
     if (!graph_out)
         return nnf_error(NNF_ERR_INVALID_ARGUMENT, "nnf_onnx_import: graph_out is NULL");
     *graph_out = NULL;
@@ -707,8 +747,13 @@ static nnf_status import_buffer(const void *data, size_t size, bool is_mapping, 
         goto fail;
     }
     static const uint8_t empty[1];
-    nnf_onnx_ctx cx = {.base = data ? data : empty, .size = size, .base_dir = base_dir, .root = g,
-                       .base_is_mapping = is_mapping && data};
+    nnf_onnx_ctx cx = {.base = data ? data : empty,
+                       .size = size,
+                       .base_dir = base_dir,
+                       .root = g,
+                       .base_is_mapping = is_mapping && data,
+                       .packed_away = packed_away,
+                       .packed_away_bytes = packed_away_bytes};
     st = import_model(&cx, g);
     nnf_free(cx.opset_keys);
     nnf_free(cx.opset_vals);
@@ -723,10 +768,12 @@ fail:
 
 nnf_status nnf_onnx_import(const void *data, size_t size, const char *source, const char *base_dir,
                            nnf_graph **graph_out) {
-    return import_buffer(data, size, false, source, base_dir, graph_out);
+    return import_buffer(data, size, false, source, base_dir, NULL, 0, graph_out);
 }
 
-nnf_status nnf_onnx_import_mapping(const nnf_mapping *file, const char *source, const char *base_dir,
-                                   nnf_graph **graph_out) {
-    return import_buffer(file->addr, file->size, true, source, base_dir, graph_out);
+nnf_status nnf_onnx_import_mapping(const void *data, size_t size, const char *source,
+                                   const char *base_dir, const char *packed_away,
+                                   size_t packed_away_bytes, nnf_graph **graph_out) {
+    return import_buffer(data, size, true, source, base_dir, packed_away, packed_away_bytes,
+                         graph_out);
 }

@@ -30,10 +30,14 @@
 nnf_status nnf_onnx_import(const void *data, size_t size, const char *source, const char *base_dir,
                            nnf_graph **graph_out);
 
-/* As nnf_onnx_import, for a private read-only file mapping the caller owns:
- * after copying a tensor out of it the importer hands the pages back, so the
- * file and the copies are not both resident. */
-nnf_status nnf_onnx_import_mapping(const nnf_mapping *file, const char *source, const char *base_dir,
-                                   nnf_graph **graph_out);
+/* As nnf_onnx_import, for bytes in a private read-only file mapping the
+ * caller owns (the whole file, or a compiled file's model): after copying a
+ * tensor out of it the importer hands the pages back, so the file and the
+ * copies are not both resident. packed_away (packed_away_bytes of
+ * NUL-terminated names, or NULL): the initialisers a compiled file holds
+ * packed, marked nnf_value.packed_away. */
+nnf_status nnf_onnx_import_mapping(const void *data, size_t size, const char *source,
+                                   const char *base_dir, const char *packed_away,
+                                   size_t packed_away_bytes, nnf_graph **graph_out);
 
 #endif

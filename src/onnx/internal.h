@@ -16,6 +16,10 @@ typedef struct nnf_onnx_ctx {
     nnf_graph *root;      /* owns external-data mappings for all subgraphs */
     bool base_is_mapping; /* base is a private file mapping: copied pages may be handed back */
     bool initializers;    /* reading a graph's initialisers: misaligned data may stay in place */
+    /* names (each NUL-terminated) of initialisers a compiled file holds
+     * packed (nnf_value.packed_away) */
+    const char *packed_away;
+    size_t packed_away_bytes;
     /* domain → opset version, hashed: a hostile file may hold very many
      * opset imports and nodes, and a linear lookup per node is quadratic. */
     const char **opset_keys;

@@ -37,6 +37,7 @@ typedef struct plan_job {
     nnf_kernel_plan *plans;
     const int *uses;
     bool release_packed;
+    nnf_packs *packs;
     void *bank;         /* the loading thread's page bank, shared with the workers */
     pthread_mutex_t mu; /* releases (the graph's block list) and the failure */
     const int *queue;   /* positions in g->order, most constant bytes first */
@@ -55,7 +56,7 @@ static nnf_status apply_row_scales(plan_job *j, const nnf_node *n) {
     nnf_graph *g = j->g;
     for (int k = 0; k < n->n_inputs; k++) {
         int v = n->inputs[k];
-        if (v < 0 || !g->values[v].row_scale)
+        if (v < 0 || !g->values[v].row_scale || !g->values[v].data) /* released */
             continue;
         const nnf_value *val = &g->values[v];
         pthread_mutex_lock(&j->mu);
@@ -81,7 +82,9 @@ static nnf_status plan_node(plan_job *j, int oi) {
     const nnf_node *n = &g->nodes[id];
     if (n->dead)
         return NNF_OK;
-    NNF_CHECK(apply_row_scales(j, n));
+    bool replay = nnf_packs_has_node(j->packs, id);
+    if (!replay)
+        NNF_CHECK(apply_row_scales(j, n));
     if (!n->op->plan || n->op->plan == nnf_plan_none || n->n_inputs > 64 || n->n_outputs > 64)
         return NNF_OK;
     nnf_tinfo in[64], out[64];
@@ -96,21 +99,31 @@ static nnf_status plan_node(plan_job *j, int oi) {
     }
     if (!known && !n->op->plan_symbolic)
         return NNF_OK;
+    nnf_packs_enter(j->packs, id);
     nnf_status st = n->op->plan(n, in, out, &j->plans[id]);
-    if (st != NNF_OK)
-        return nnf_error_prefix(st, "planning node '%s' (%s)", n->name, n->op_type);
+    nnf_status packs = nnf_packs_leave(); /* a replayed block missing: its message */
+    if (packs != NNF_OK && st == NNF_OK && j->plans[id].free_state) {
+        j->plans[id].free_state(j->plans[id].state);
+        memset(&j->plans[id], 0, sizeof j->plans[id]);
+    }
+    if (packs != NNF_OK || st != NNF_OK)
+        return nnf_error_prefix(packs != NNF_OK ? packs : st, "planning node '%s' (%s)", n->name,
+                                n->op_type);
     if (!j->plans[id].run)
-        return NNF_OK;
+        return replay ? apply_row_scales(j, n) : NNF_OK;
     NNF_LOG_DEBUG("node '%s' (%s): kernel %s", n->name, n->op_type, j->plans[id].name);
     pthread_mutex_lock(&j->mu);
     for (int k = 0; j->release_packed && k < n->n_inputs && k < 32; k++) {
         int v = n->inputs[k];
         if ((j->plans[id].packed_inputs >> k & 1) && v >= 0 && j->uses[v] == 1 &&
-            nnf_graph_release_value_data(g, v))
+            nnf_graph_release_value_data(g, v)) {
             NNF_LOG_TRACE("released the unpacked copy of '%s'", g->values[v].name);
+            g->values[v].packed_away = true; /* what a compiled file says it holds packed */
+        }
     }
     pthread_mutex_unlock(&j->mu);
-    return NNF_OK;
+    /* what the replayed plan did not pack still needs its scale */
+    return replay ? apply_row_scales(j, n) : NNF_OK;
 }
 
 static void plan_task(void *ctx, size_t thread) {
@@ -171,7 +184,7 @@ static int *plan_queue(const nnf_graph *g) {
     return queue;
 }
 
-nnf_status nnf_graph_plan(nnf_graph *g, bool release_packed, nnf_threadpool *pool,
+nnf_status nnf_graph_plan(nnf_graph *g, bool release_packed, nnf_threadpool *pool, nnf_packs *packs,
                           nnf_kernel_plan **plans_out) {
     nnf_kernel_plan *plans = nnf_calloc((size_t)g->n_nodes + 1, sizeof *plans);
     int *uses = count_readers(g);
@@ -179,6 +192,7 @@ nnf_status nnf_graph_plan(nnf_graph *g, bool release_packed, nnf_threadpool *poo
                   .plans = plans,
                   .uses = uses,
                   .release_packed = release_packed,
+                  .packs = packs,
                   .bank = nnf_page_bank_current(),
                   .failed_at = INT_MAX};
     int threads = nnf_threadpool_size(pool);

@@ -3,10 +3,12 @@
 
 #include "base/file.h"
 #include "base/log.h"
+#include "format/nnf.h"
 #include "ir/bind.h"
 #include "onnx/import.h"
 #include "passes/pass.h"
 #include "plan/plan.h"
+#include "runtime/compile.h"
 #include "runtime/schedule.h"
 
 #include <libgen.h>
@@ -141,6 +143,28 @@ static int load_threads(const nnf_model_options *opts) {
                : 0;
 }
 
+/* Recording, the optimised graph's fingerprint goes to the file; replaying,
+ * it must equal the file's: the blocks are keyed by node, so they fit only
+ * the graph they were packed for. Where it does not (a file edited, or a pass
+ * that decided otherwise), the weights are packed here as for the .onnx. */
+static nnf_status check_fingerprint(nnf_model *m) {
+    uint64_t h;
+    NNF_CHECK(nnf_graph_fingerprint(m->graph, &h));
+    if (!m->packs->replay) {
+        m->packs->graph_hash = h;
+        return NNF_OK;
+    }
+    if (h == m->packs->graph_hash)
+        return NNF_OK;
+    NNF_LOG_WARN("%s: the compiled file's graph is not the one this load made of its model: its "
+                 "weights are packed again",
+                 m->source);
+    for (int v = 0; v < m->graph->n_values; v++)
+        m->graph->values[v].packed_away = false;
+    m->packs = NULL;
+    return NNF_OK;
+}
+
 static nnf_status prepare(nnf_model *m, const nnf_model_options *opts) {
     nnf_graph *g = m->graph;
     if (opts && opts->struct_size >= offsetof(nnf_model_options, n_input_shapes) + sizeof(size_t))
@@ -171,6 +195,8 @@ static nnf_status prepare(nnf_model *m, const nnf_model_options *opts) {
         NNF_CHECK(nnf_graph_verify(g));
         release_file_pages(m);
     }
+    if (m->packs)
+        NNF_CHECK(check_fingerprint(m));
     /* the weights the passes did not read byte-wise (all of them at -O0) */
     NNF_CHECK(nnf_graph_align_values(g));
     /* the plans (weight transforms and packing: most of a load's own work)
@@ -181,9 +207,16 @@ static nnf_status prepare(nnf_model *m, const nnf_model_options *opts) {
         pool = NULL;
         nnf_error_clear();
     }
-    nnf_status st = nnf_graph_plan(g, !keeps_unpacked(m), pool, &m->plans);
+    nnf_status st =
+        nnf_graph_plan(g, !keeps_unpacked(m), pool, m->packs ? m->packs->packs : NULL, &m->plans);
     nnf_threadpool_destroy(pool);
     NNF_CHECK(st);
+    /* a packed-away weight that no replayed plan released after all (one a
+     * reference-kernel session keeps, a file that lists too much) is read
+     * typed from here on */
+    for (int v = 0; v < g->n_values; v++)
+        if (g->values[v].packed_away)
+            NNF_CHECK(nnf_graph_align_value(g, v));
     /* the order sessions run, for memory (-O0 keeps the file's; switched off
      * like a pass, NNF_DISABLE_PASSES=schedule) */
     if (m->opt_level > 0 && !nnf_pass_listed(getenv("NNF_DISABLE_PASSES"), "schedule"))
@@ -194,18 +227,23 @@ static nnf_status prepare(nnf_model *m, const nnf_model_options *opts) {
 
 static nnf_status load_model(const void *data, size_t size, const char *source,
                              const char *base_dir, const nnf_model_options *opts, nnf_mapping *file,
-                             const nnf_model *parent, nnf_model **out) {
+                             const nnf_model *parent, nnf_load_packs *packs, nnf_model **out) {
     nnf_model *m = nnf_calloc(1, sizeof *m);
     nnf_status st = NNF_OK;
+    nnf_model_options none = nnf_model_options_default();
     if (!m || !(m->source = nnf_strdup(source)) ||
-        (base_dir && !(m->base_dir = nnf_strdup(base_dir)))) {
-        if (m)
+        (base_dir && !(m->base_dir = nnf_strdup(base_dir))) ||
+        !(m->meta = nnf_compile_meta(opts ? opts : &none))) {
+        if (m) {
             nnf_free(m->source);
+            nnf_free(m->base_dir);
+        }
         nnf_free(m);
         nnf_mappings_free(file);
         return nnf_error(NNF_ERR_OUT_OF_MEMORY, "%s: out of memory", source);
     }
     m->file = file;
+    m->packs = packs;
     m->bytes = data;
     m->size = size;
     m->parent = parent;
@@ -219,7 +257,10 @@ static nnf_status load_model(const void *data, size_t size, const char *source,
     for (const nnf_mapping *x = parent ? parent->graph->mappings : NULL; x && !from; x = x->next)
         if (x->addr == data && x->size == size)
             from = x;
-    st = from ? nnf_onnx_import_mapping(from, source, base_dir, &m->graph)
+    bool replay = packs && packs->replay;
+    st = from ? nnf_onnx_import_mapping(data, size, source, base_dir,
+                                        replay ? packs->packed_away : NULL,
+                                        replay ? packs->packed_away_bytes : 0, &m->graph)
               : nnf_onnx_import(data, size, source, base_dir, &m->graph);
     if (st != NNF_OK)
         goto fail;
@@ -240,6 +281,7 @@ static nnf_status load_model(const void *data, size_t size, const char *source,
         goto fail;
     }
     NNF_LOG_INFO("loaded %s: %d nodes, %d values", source, m->graph->n_nodes, m->graph->n_values);
+    m->packs = NULL;
     *out = m;
     return NNF_OK;
 fail:
@@ -271,12 +313,72 @@ static size_t live_floor(const nnf_graph *g) {
 /* Import, fold and pack replace each weight by a new copy: the pages of the
  * copy freed go to the next one (base/alloc.h, the page bank), and with a
  * second thread allowed, a helper faults fresh pages in ahead of them. */
+/* A compiled file (format/nnf.h): its ONNX model, loaded with the input
+ * shapes the file records where the caller fixes none, replaying the file's
+ * packed blocks where it was compiled for this build, CPU and options (and
+ * rec is NULL: nnf_compile records instead). Otherwise the model is planned
+ * as its .onnx would be, and the log says why. */
+static nnf_status load_compiled(const void *data, size_t size, const char *source,
+                                const char *base_dir, nnf_model_options *o, nnf_mapping *file,
+                                const nnf_model *parent, nnf_load_packs *rec, nnf_model **out) {
+    nnf_compiled c = {0};
+    nnf_status st =
+        (uintptr_t)data % 64
+            ? nnf_error(NNF_ERR_INVALID_ARGUMENT,
+                        "%s: a compiled .nnf file in memory must be 64-byte aligned", source)
+            : nnf_compiled_parse(data, size, source, &c);
+    void *own = NULL;
+    if (st == NNF_OK && !o->n_input_shapes)
+        st =
+            nnf_compile_meta_shapes(c.meta, c.meta_bytes, source,
+                                    (nnf_input_shape **)&o->input_shapes, &o->n_input_shapes, &own);
+    char *want = st == NNF_OK ? nnf_compile_meta(o) : NULL;
+    if (st == NNF_OK && !want)
+        st = nnf_error(NNF_ERR_OUT_OF_MEMORY, "%s: out of memory", source);
+    nnf_load_packs replay = {.replay = true,
+                             .packed_away = c.names,
+                             .packed_away_bytes = c.names_bytes,
+                             .graph_hash = c.graph_hash};
+    nnf_load_packs *packs = rec;
+    if (st == NNF_OK && !rec) {
+        if (strlen(want) == c.meta_bytes && !memcmp(want, c.meta, c.meta_bytes)) {
+            st = nnf_packs_replayer(c.blocks, c.n_blocks, &replay.packs);
+            if (st != NNF_OK)
+                nnf_error_prefix(st, "%s", source);
+            packs = &replay;
+            NNF_LOG_INFO("%s: %zu packed blocks read in place", source, c.n_blocks);
+        } else {
+            char key[32];
+            nnf_compile_meta_diff(c.meta, c.meta_bytes, want, strlen(want), key, sizeof key);
+            NNF_LOG_WARN("%s was compiled for another %s than this load's: its weights are packed "
+                         "again (compile it again to load it without that work)",
+                         source, key);
+        }
+    }
+    if (st == NNF_OK)
+        st = load_model(c.onnx, c.onnx_bytes, source, base_dir, o, file, parent, packs, out);
+    else
+        nnf_mappings_free(file);
+    nnf_packs_free(replay.packs);
+    nnf_free(want);
+    nnf_free(own);
+    nnf_compiled_free(&c);
+    return st;
+}
+
 static nnf_status load(const void *data, size_t size, const char *source, const char *base_dir,
                        const nnf_model_options *opts, nnf_mapping *file, const nnf_model *parent,
-                       nnf_model **out) {
-    int threads = load_threads(opts);
+                       nnf_load_packs *rec, nnf_model **out) {
+    /* the caller's options, as large as this build's (older callers pass fewer fields) */
+    nnf_model_options o = nnf_model_options_default();
+    if (opts)
+        memcpy(&o, opts, opts->struct_size < sizeof o ? opts->struct_size : sizeof o);
+    o.struct_size = sizeof o;
+    int threads = load_threads(&o);
     nnf_page_bank_open(threads > 1 || (threads == 0 && sysconf(_SC_NPROCESSORS_ONLN) > 1));
-    nnf_status st = load_model(data, size, source, base_dir, opts, file, parent, out);
+    nnf_status st = nnf_compiled_is(data, size)
+                        ? load_compiled(data, size, source, base_dir, &o, file, parent, rec, out)
+                        : load_model(data, size, source, base_dir, &o, file, parent, rec, out);
     if (st != NNF_OK) {
         nnf_page_bank_close();
         return st;
@@ -300,10 +402,11 @@ nnf_status nnf_model_load_shaped(const nnf_model *base, const nnf_input_shape *s
     o.input_shapes = shapes;
     o.n_input_shapes = n;
     o.shape_plans = 0;
-    return load(base->bytes, base->size, base->source, base->base_dir, &o, NULL, base, out);
+    return load(base->bytes, base->size, base->source, base->base_dir, &o, NULL, base, NULL, out);
 }
 
-NNF_API nnf_status nnf_model_load(const char *path, const nnf_model_options *opts, nnf_model **out) {
+static nnf_status load_path(const char *path, const nnf_model_options *opts, nnf_load_packs *rec,
+                            nnf_model **out) {
     if (!path || !out)
         return nnf_error(NNF_ERR_INVALID_ARGUMENT, "nnf_model_load: path and model_out are required");
     *out = NULL;
@@ -314,9 +417,28 @@ NNF_API nnf_status nnf_model_load(const char *path, const nnf_model_options *opt
         nnf_mappings_free(file);
         return nnf_error(NNF_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
     }
-    nnf_status st = load(file->addr, file->size, path, dirname(dir_copy), opts, file, NULL, out);
+    nnf_status st =
+        load(file->addr, file->size, path, dirname(dir_copy), opts, file, NULL, rec, out);
     nnf_free(dir_copy);
     return st;
+}
+
+NNF_API nnf_status nnf_model_load(const char *path, const nnf_model_options *opts,
+                                  nnf_model **out) {
+    return load_path(path, opts, NULL, out);
+}
+
+nnf_status nnf_model_load_recording(const char *path, const nnf_model_options *opts,
+                                    nnf_load_packs *rec, nnf_model **out) {
+    return load_path(path, opts, rec, out);
+}
+
+NNF_API nnf_status nnf_model_compile(const char *path, const nnf_model_options *opts,
+                                     const char *out_path) {
+    if (!path || !out_path)
+        return nnf_error(NNF_ERR_INVALID_ARGUMENT,
+                         "nnf_model_compile: path and out_path are required");
+    return nnf_compile(path, opts, out_path, NULL);
 }
 
 NNF_API nnf_status nnf_model_load_buffer(const void *data, size_t size, const char *base_dir,
@@ -324,7 +446,7 @@ NNF_API nnf_status nnf_model_load_buffer(const void *data, size_t size, const ch
     if ((!data && size) || !out)
         return nnf_error(NNF_ERR_INVALID_ARGUMENT, "nnf_model_load_buffer: data and model_out are required");
     *out = NULL;
-    return load(data, size, "<memory>", base_dir, opts, NULL, NULL, out);
+    return load(data, size, "<memory>", base_dir, opts, NULL, NULL, NULL, out);
 }
 
 NNF_API void nnf_model_destroy(nnf_model *m) {
@@ -340,6 +462,7 @@ NNF_API void nnf_model_destroy(nnf_model *m) {
     nnf_free(m->output_info);
     nnf_free(m->source);
     nnf_free(m->base_dir);
+    nnf_free(m->meta);
     nnf_free(m);
 }
 

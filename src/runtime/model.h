@@ -3,11 +3,26 @@
 #ifndef NNF_RUNTIME_MODEL_H
 #define NNF_RUNTIME_MODEL_H
 
+#include "base/packs.h"
 #include "ops/op.h"
 
 #include <stdatomic.h>
 
 typedef struct nnf_shape_plans nnf_shape_plans;
+
+/* A load's packed blocks (base/packs.h): recorded for nnf_compile, or
+ * replayed from a compiled file. */
+typedef struct nnf_load_packs {
+    nnf_packs *packs;
+    bool replay;
+    /* replaying: the initialisers the blocks hold packed (NUL-terminated
+     * names, nnf_onnx_import_mapping) */
+    const char *packed_away;
+    size_t packed_away_bytes;
+    /* the optimised graph's fingerprint (nnf_graph_fingerprint): replaying,
+     * the file's, which the load's must equal; recording, the load's */
+    uint64_t graph_hash;
+} nnf_load_packs;
 
 struct nnf_model {
     nnf_graph *graph;
@@ -24,6 +39,11 @@ struct nnf_model {
     const void *bytes;
     size_t size;
     char *base_dir;
+    /* what a compiled file of this model records (runtime/compile.h): the
+     * build, CPU and options it was loaded with */
+    char *meta;
+    /* the packed blocks this load records or replays; NULL after the load */
+    nnf_load_packs *packs;
     nnf_shape_plans *shape_plans; /* shape_plans.c; NULL: this model plans no shapes at run time */
     const nnf_model *parent;      /* a shape plan's model: the one it was planned for (owns it) */
     /* The pages the load's page bank held when it closed (alloc.h,
@@ -32,6 +52,11 @@ struct nnf_model {
      * const: this is the one field a run changes (atomically). */
     _Atomic(void *) warm_pages;
 };
+
+/* nnf_model_load, recording every packed block in rec (for nnf_compile);
+ * a compiled file's blocks are not replayed then. */
+nnf_status nnf_model_load_recording(const char *path, const nnf_model_options *opts,
+                                    nnf_load_packs *rec, nnf_model **out);
 
 /* The model's warm pages, once: the first caller gets them (to adopt for a
  * run, then nnf_page_bank_free), every later one NULL. */

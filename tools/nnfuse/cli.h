@@ -67,6 +67,11 @@ void cli_inputs_free(cli_inputs *in);
  * the first's, so only errors are logged unless -v asked for more. */
 nnf_status cli_load(const cli_common *c, nnf_model_options mo, bool again, nnf_model **out);
 
+/* As cli_load, compiling the model into out_path (nnf_compile); *out gets the
+ * loaded model. */
+nnf_status cli_compile(const cli_common *c, nnf_model_options mo, const char *out_path,
+                       nnf_model **out);
+
 /* Load the model and create a session from the common options. */
 nnf_status cli_open(const cli_common *c, nnf_model **model, nnf_session **session,
                     const nnf_session_options *extra);
@@ -78,5 +83,6 @@ int cmd_bench(int argc, char **argv);
 int cmd_profile(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 int cmd_graph(int argc, char **argv);
+int cmd_compile(int argc, char **argv);
 
 #endif

@@ -2,6 +2,7 @@
 
 #include "base/log.h"
 #include "format/npy.h"
+#include "runtime/compile.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -236,7 +237,9 @@ static nnf_status parse_shapes(const cli_common *c, cli_shapes *out) {
     return NNF_OK;
 }
 
-nnf_status cli_load(const cli_common *c, nnf_model_options mo, bool again, nnf_model **out) {
+/* cli_load, or with compile_to, nnf_compile into that file */
+static nnf_status load_or_compile(const cli_common *c, nnf_model_options mo, bool again,
+                                  const char *compile_to, nnf_model **out) {
     mo.threads = c->threads; /* the session's: a 1-thread figure uses one thread throughout */
     if (c->shape_plans >= 0)
         mo.shape_plans = c->shape_plans;
@@ -251,10 +254,20 @@ nnf_status cli_load(const cli_common *c, nnf_model_options mo, bool again, nnf_m
     if (again && level == NNF_LOG_WARN)
         nnf_log_set_level(NNF_LOG_ERROR);
     if (st == NNF_OK)
-        st = nnf_model_load(c->model, &mo, out);
+        st = compile_to ? nnf_compile(c->model, &mo, compile_to, out)
+                        : nnf_model_load(c->model, &mo, out);
     nnf_log_set_level(level);
     free(shapes);
     return st;
+}
+
+nnf_status cli_load(const cli_common *c, nnf_model_options mo, bool again, nnf_model **out) {
+    return load_or_compile(c, mo, again, NULL, out);
+}
+
+nnf_status cli_compile(const cli_common *c, nnf_model_options mo, const char *out_path,
+                       nnf_model **out) {
+    return load_or_compile(c, mo, false, out_path, out);
 }
 
 nnf_status cli_open(const cli_common *c, nnf_model **model, nnf_session **session,

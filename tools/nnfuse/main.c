@@ -16,8 +16,11 @@ static const command commands[] = {
     {"run", cmd_run, "run one inference, writing outputs as .npy"},
     {"bench", cmd_bench, "latency, throughput, first inference, peak RSS and arena of a model"},
     {"profile", cmd_profile, "per-node timing: a table per op and node, Chrome-trace JSON"},
-    {"compare", cmd_compare, "layer-by-layer accuracy against -O0 reference kernels, ONNX Runtime or .npy files"},
+    {"compare", cmd_compare,
+     "layer-by-layer accuracy against -O0 reference kernels, ONNX Runtime or .npy files"},
     {"graph", cmd_graph, "the graph as Graphviz DOT or SVG"},
+    {"compile", cmd_compile,
+     "compile a model into a .nnf file whose weights load packed (the offline compiler)"},
 };
 
 static void usage(FILE *f) {

@@ -1,0 +1,179 @@
+#include "runtime/compile.h"
+
+#include "base/alloc.h"
+#include "base/cpu.h"
+#include "format/nnf.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern const char nnf_build_id[]; /* generated: cmake/build_id.cmake */
+
+/* A growing string; ok turns false for good on the first failure. */
+typedef struct text {
+    char *s;
+    size_t n, cap;
+    bool ok;
+} text;
+
+static void add(text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void add(text *t, const char *fmt, ...) {
+    for (int tries = 0; t->ok && tries < 2; tries++) {
+        va_list ap;
+        va_start(ap, fmt);
+        int len = vsnprintf(t->s ? t->s + t->n : NULL, t->s ? t->cap - t->n : 0, fmt, ap);
+        va_end(ap);
+        if (len < 0) {
+            t->ok = false;
+            return;
+        }
+        if (t->s && (size_t)len < t->cap - t->n) {
+            t->n += (size_t)len;
+            return;
+        }
+        size_t cap = (t->cap + (size_t)len + 1) * 2;
+        char *s = nnf_realloc(t->s, cap);
+        if (!s) {
+            t->ok = false;
+            return;
+        }
+        t->s = s;
+        t->cap = cap;
+    }
+}
+
+char *nnf_compile_meta(const nnf_model_options *o) {
+    const nnf_cpu *c = nnf_cpu_get();
+    text t = {.ok = true};
+    const char *off = getenv("NNF_DISABLE_PASSES");
+    add(&t, "nnfuse %s\nbuild %s\n", NNFUSE_VERSION, nnf_build_id);
+    /* everything a plan may read of the CPU */
+    add(&t, "cpu %s|%s|%u|%d%d%d%d%d%d%d%d%d%d|halves %d|bcast %d|max %s|l1d %zu|l2 %zu|l3 %zu\n",
+        c->vendor, c->brand, c->family, c->avx, c->avx2, c->fma, c->f16c, c->avx512f, c->avx512bw,
+        c->avx512dq, c->avx512vl, c->os_ymm, c->os_zmm, c->zmm_halves, c->bcast_costly,
+        nnf_isa_name(c->max_isa), c->l1d, c->l2, c->l3);
+    add(&t, "isa %s\nopt %d\npasses-off %s\n", nnf_isa_name(nnf_cpu_isa()), o->opt_level,
+        off && *off ? off : "-");
+    for (size_t i = 0; i < o->n_input_shapes; i++) {
+        const nnf_input_shape *s = &o->input_shapes[i];
+        if (!s->name || strchr(s->name, '\n') || s->rank < 0) {
+            nnf_free(t.s);
+            return NULL;
+        }
+        add(&t, "shape ");
+        for (int d = 0; d < s->rank; d++)
+            add(&t, "%s%lld", d ? "," : "", (long long)s->dims[d]);
+        add(&t, "%s %s\n", s->rank ? "" : "scalar", s->name);
+    }
+    if (!t.ok) {
+        nnf_free(t.s);
+        return NULL;
+    }
+    return t.s;
+}
+
+nnf_status nnf_compile_meta_shapes(const char *meta, size_t bytes, const char *source,
+                                   nnf_input_shape **shapes, size_t *n, void **own) {
+    *shapes = NULL;
+    *n = 0;
+    *own = NULL;
+    /* one block: the shapes, then their dims, then a copy of the text for
+     * the names (each line's end turned into a NUL) */
+    size_t lines = 0, dims = 0;
+    for (size_t i = 0; i < bytes; i++) {
+        lines += meta[i] == '\n';
+        dims += meta[i] == ',';
+    }
+    size_t need =
+        (lines + 1) * sizeof(nnf_input_shape) + (lines + dims + 1) * sizeof(int64_t) + bytes + 1;
+    unsigned char *block = nnf_calloc(1, need);
+    if (!block)
+        return nnf_error(NNF_ERR_OUT_OF_MEMORY, "%s: out of memory", source);
+    nnf_input_shape *sh = (nnf_input_shape *)block;
+    int64_t *dv = (int64_t *)(block + (lines + 1) * sizeof *sh);
+    char *txt = (char *)(dv + lines + dims + 1);
+    memcpy(txt, meta, bytes);
+    size_t k = 0;
+    for (char *line = txt, *end; line < txt + bytes; line = end + 1) {
+        end = memchr(line, '\n', (size_t)(txt + bytes - line));
+        end = end ? end : txt + bytes;
+        *end = 0;
+        if (strncmp(line, "shape ", 6))
+            continue;
+        char *p = line + 6, *name = strchr(p, ' ');
+        nnf_input_shape *s = &sh[k];
+        s->dims = dv;
+        if (!name)
+            goto bad;
+        *name++ = 0;
+        if (strcmp(p, "scalar"))
+            for (char *q = p;; q++) {
+                char *e;
+                long long v = strtoll(q, &e, 10);
+                if (e == q || v < 0 || (*e && *e != ','))
+                    goto bad;
+                *dv++ = v;
+                s->rank++;
+                if (!*(q = e))
+                    break;
+            }
+        s->name = name;
+        k++;
+    }
+    *shapes = sh;
+    *n = k;
+    *own = block;
+    return NNF_OK;
+bad:
+    nnf_free(block);
+    return nnf_error(NNF_ERR_INVALID_MODEL, "%s: the compiled file's input shapes are unreadable",
+                     source);
+}
+
+void nnf_compile_meta_diff(const char *a, size_t na, const char *b, size_t nb, char *key,
+                           size_t cap) {
+    size_t i = 0, line = 0;
+    while (i < na && i < nb && a[i] == b[i])
+        if (a[i++] == '\n')
+            line = i;
+    const char *s = line < na ? a + line : b + (line < nb ? line : 0);
+    size_t len = 0, left = line < na ? na - line : line < nb ? nb - line : 0;
+    while (len < left && s[len] != ' ' && s[len] != '\n' && len + 1 < cap)
+        len++;
+    snprintf(key, cap, "%.*s", (int)len, len ? s : "shape");
+}
+
+nnf_status nnf_compile(const char *path, const nnf_model_options *opts, const char *out_path,
+                       nnf_model **model_out) {
+    if (model_out)
+        *model_out = NULL;
+    nnf_load_packs rec = {.packs = nnf_packs_recorder()};
+    if (!rec.packs)
+        return nnf_error(NNF_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+    nnf_model *m = NULL;
+    nnf_status st = nnf_model_load_recording(path, opts, &rec, &m);
+    text names = {.ok = true};
+    for (int v = 0; st == NNF_OK && v < m->graph->n_values; v++) {
+        /* packed, so released: a load replaying the blocks never reads it */
+        const nnf_value *val = &m->graph->values[v];
+        if (val->kind == NNF_VALUE_INITIALIZER && val->packed_away && val->name[0])
+            add(&names, "%s%c", val->name, 0);
+    }
+    if (st == NNF_OK && !names.ok)
+        st = nnf_error(NNF_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+    if (st == NNF_OK) {
+        size_t n;
+        const nnf_pack_entry *e = nnf_packs_entries(rec.packs, &n);
+        st = nnf_compiled_write(out_path, m->meta, names.s ? names.s : "", names.n, rec.graph_hash,
+                                m->bytes, m->size, e, n);
+    }
+    nnf_free(names.s);
+    nnf_packs_free(rec.packs);
+    if (st == NNF_OK && model_out)
+        *model_out = m;
+    else
+        nnf_model_destroy(m);
+    return st;
+}
