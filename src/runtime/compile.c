@@ -138,11 +138,16 @@ void nnf_compile_meta_diff(const char *a, size_t na, const char *b, size_t nb, c
     while (i < na && i < nb && a[i] == b[i])
         if (a[i++] == '\n')
             line = i;
-    const char *s = line < na ? a + line : b + (line < nb ? line : 0);
-    size_t len = 0, left = line < na ? na - line : line < nb ? nb - line : 0;
-    while (len < left && s[len] != ' ' && s[len] != '\n' && len + 1 < cap)
+    /* the key from b (the load's own text) where it has that line */
+    const char *s = line < nb ? b + line : a + line;
+    size_t left = line < nb ? nb - line : line < na ? na - line : 0, len = 0;
+    while (len < left && s[len] != ' ' && s[len] != '\n' && len + 1 < cap) {
+        key[len] = (s[len] >= 'a' && s[len] <= 'z') || s[len] == '-' ? s[len] : '?';
         len++;
-    snprintf(key, cap, "%.*s", (int)len, len ? s : "shape");
+    }
+    key[len] = 0;
+    if (!len)
+        snprintf(key, cap, "shape");
 }
 
 nnf_status nnf_compile(const char *path, const nnf_model_options *opts, const char *out_path,

@@ -1,4 +1,4 @@
-/* mutate MODEL.onnx N SEED [ONLY]
+/* mutate MODEL.onnx|MODEL.nnf N SEED [ONLY]
  *
  * A structure-aware mutation tester for the whole public load/run path. It
  * makes N mutated copies of MODEL in memory (byte flips, truncation, protobuf
@@ -212,9 +212,14 @@ static void mutate(bytes *b, const sites *s, uint64_t *rng, char *desc, size_t d
             snprintf(desc + strlen(desc), desc_size - strlen(desc), "%s@%zu ", what, st->pos);
         }
     }
+    /* a compiled .nnf file: half the edits in its first 4 KiB (header, meta
+     * data, names and table of packed blocks), which random positions in
+     * its megabytes of weights would hardly ever reach */
+    static const uint8_t nnf_magic[8] = {0x89, 'N', 'N', 'F', '\r', '\n', 0x1a, '\n'};
+    bool compiled = b->n >= 8 && !memcmp(b->p, nnf_magic, 8);
     int edits = 1 + (int)below(rng, 3);
     for (int e = 0; e < edits && b->n; e++) {
-        size_t pos = below(rng, b->n);
+        size_t pos = below(rng, compiled && below(rng, 2) ? (b->n < 4096 ? b->n : 4096) : b->n);
         switch (below(rng, 4)) {
         case 0:
             b->p[pos] ^= (uint8_t)(1u << below(rng, 8));
@@ -360,7 +365,12 @@ done:
 
 static void try_one(const bytes *b, const char *base_dir, counts *c, long iter, const char *desc) {
     nnf_model *model = NULL;
-    nnf_status st = nnf_model_load_buffer(b->p, b->n, base_dir, NULL, &model);
+    /* 64-byte aligned, as a compiled .nnf file's packed weights are read in place */
+    uint8_t *copy = aligned_alloc(64, (b->n + 64) / 64 * 64);
+    if (!copy)
+        die("out of memory");
+    memcpy(copy, b->p, b->n);
+    nnf_status st = nnf_model_load_buffer(copy, b->n, base_dir, NULL, &model);
     if (st != NNF_OK) {
         c->rejected++;
         if (getenv("NNF_MUTATE_VERBOSE"))
@@ -369,11 +379,13 @@ static void try_one(const bytes *b, const char *base_dir, counts *c, long iter, 
         check_failure(c, iter, desc, st, nnf_last_error(), "nnf_model_load_buffer");
         if (model)
             inconsistent(c, iter, desc, "%s", "a failed load left a model behind");
+        free(copy);
         return;
     }
     c->loaded++;
     run_model(model, c, iter, desc);
     nnf_model_destroy(model);
+    free(copy);
 }
 
 static bytes read_file(const char *path) {
@@ -396,7 +408,7 @@ static bytes read_file(const char *path) {
 
 int main(int argc, char **argv) {
     if (argc < 4 || argc > 5) {
-        fprintf(stderr, "usage: mutate MODEL.onnx N SEED [ONLY]\n");
+        fprintf(stderr, "usage: mutate MODEL.onnx|MODEL.nnf N SEED [ONLY]\n");
         return 1;
     }
     bytes orig = read_file(argv[1]);

@@ -50,17 +50,27 @@ def small_model(batch=1):
 def test_every_allocation_failure_is_clean(batch, threads):
     """threads=2: the load plans nodes on two threads (plan/plan.c), so failures land in a
     worker's task too, and the session runs on a pool."""
-    lib = nnfuse._lib
-    lib.nnf_alloc_fail_after.argtypes = [ctypes.c_uint64]
-    lib.nnf_alloc_fail_after.restype = ctypes.c_uint64
     data = small_model(batch)
     x = np.random.default_rng(1).standard_normal((1, 3, 8, 8)).astype(np.float32)
     expected = nnfuse.run_model(data, {"x": x}, threads=threads)
+    out, failures = sweep(lambda: nnfuse.run_model(data, {"x": x}, threads=threads))
+    for name in ("y", "z", "d"):
+        np.testing.assert_array_equal(out[name], expected[name])
+    assert failures > 10, "the sweep should have exercised many allocation sites"
+
+
+def sweep(call):
+    """call() under a failure of its N-th allocation for N = 1, 2, ... until it succeeds: every
+    failure must be a clean out-of-memory status with a message. Returns call()'s result and the
+    number of failures seen."""
+    lib = nnfuse._lib
+    lib.nnf_alloc_fail_after.argtypes = [ctypes.c_uint64]
+    lib.nnf_alloc_fail_after.restype = ctypes.c_uint64
     failures = 0
     for n in range(1, 4000):
         lib.nnf_alloc_fail_after(n)
         try:
-            out = nnfuse.run_model(data, {"x": x}, threads=threads)
+            result = call()
         except nnfuse.NnfError as e:
             assert e.status == OOM, f"allocation {n} failed and gave status {e.status}: {e}"
             assert str(e), "an out-of-memory error must say where"
@@ -68,9 +78,22 @@ def test_every_allocation_failure_is_clean(batch, threads):
             continue
         finally:
             lib.nnf_alloc_fail_after(0)
-        for name in ("y", "z", "d"):
-            np.testing.assert_array_equal(out[name], expected[name])
-        break
-    else:
-        raise AssertionError("the path never completed without hitting the injected failure")
-    assert failures > 10, "the sweep should have exercised many allocation sites"
+        return result, failures
+    raise AssertionError("the path never completed without hitting the injected failure")
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_compile_and_compiled_load_fail_cleanly(tmp_path, threads):
+    """nnf_model_compile and the load of its file (packed blocks read in place: the replay's own
+    allocations) under every allocation failure; the file then runs as the ONNX model does."""
+    src, out = tmp_path / "m.onnx", tmp_path / "m.nnf"
+    src.write_bytes(small_model())
+    x = np.random.default_rng(1).standard_normal((1, 3, 8, 8)).astype(np.float32)
+    expected = nnfuse.run_model(str(src), {"x": x}, threads=threads)
+    _, failures = sweep(lambda: nnfuse.compile(src, out, threads=threads))
+    assert failures > 10 and not list(tmp_path.glob("*.tmp"))
+    data = out.read_bytes()
+    got, failures = sweep(lambda: nnfuse.run_model(data, {"x": x}, threads=threads))
+    assert failures > 10
+    for name in ("y", "z", "d"):
+        np.testing.assert_array_equal(got[name], expected[name])
