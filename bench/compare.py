@@ -21,6 +21,8 @@ rounds, so every first inference finds it in the page cache. Reported, following
   - with --o0 (the default), nnfuse at -O0 too, in the same rounds: the fused
     graph's speed-up over the unfused one and its arena (peak of live
     intermediates) against the unfused one (targets: >= 1.3x, >= 20 % less);
+  - nnfuse's first inference from the model compiled once before the rounds (`nnfuse compile`,
+    a .nnf whose weights load packed), in the same rounds, against ORT's (--no-compiled: not);
   - with --peers onnxruntime,openvino, OpenVINO too (bench/ov_run.py, f32), in
     the same rounds, in a table of its own (nnfuse / OpenVINO; the targets stay
     those against ORT);
@@ -184,7 +186,20 @@ def warm_page_cache(model: pathlib.Path):
                 pass
 
 
-def bench_pair(model: pathlib.Path, threads: int, args, tmp: pathlib.Path, feeds: pathlib.Path = None):
+def compile_model(args, model: pathlib.Path, tmp: pathlib.Path):
+    """`nnfuse compile MODEL -o TMP/MODEL.nnf`: the compiled file (nnfuse's own deployment form,
+    as an ATC .om), or None with the reason printed."""
+    out = tmp / f"{model.stem}.nnf"
+    res = subprocess.run([args.nnfuse, "compile", str(model), "-o", str(out)], capture_output=True,
+                         text=True, timeout=args.timeout)
+    if res.returncode != 0:
+        print(f"compare: {model.name}: compile failed: {res.stderr.strip()[-300:]}", file=sys.stderr)
+        return None
+    return out
+
+
+def bench_pair(model: pathlib.Path, threads: int, args, tmp: pathlib.Path, feeds: pathlib.Path = None,
+               compiled: pathlib.Path = None):
     nn_json = tmp / "nnfuse.json"
     given = [a for f in sorted(feeds.glob("*.npy")) for a in ("-i", f"{f.stem}={f}")] if feeds else []
     nn_cmd = [args.nnfuse, "bench", str(model), "--threads", str(threads), "--warmup", str(args.warmup),
@@ -201,6 +216,13 @@ def bench_pair(model: pathlib.Path, threads: int, args, tmp: pathlib.Path, feeds
         runs[peer] = []
     if args.o0:
         engines.append(("nnfuse -O0", o0_cmd, o0_json))
+    if compiled:  # its first inference: one timed run is all it needs
+        nnf_json = tmp / "nnfuse-nnf.json"
+        engines.append(("nnfuse .nnf", [args.nnfuse, "bench", str(compiled), "--threads", str(threads),
+                                        "--warmup", "0", "--iterations", "1", *given, "--json",
+                                        str(nnf_json)], nnf_json))
+        runs["nnfuse .nnf"] = []
+        warm_page_cache(compiled)
     errors, failed = [], set()
     warm_page_cache(model)
     for rnd in range(args.rounds):
@@ -237,6 +259,9 @@ def bench_pair(model: pathlib.Path, threads: int, args, tmp: pathlib.Path, feeds
         row["latency_ratio"] = a["median_ms"] / b["median_ms"]
         row["rss_ratio"] = a["rss_mb"] / b["rss_mb"]
         row["first_ratio"] = a["first_ms"] / b["first_ms"]
+    if compiled and runs["nnfuse .nnf"] and ort_runs:
+        row["compiled"] = summarize(runs["nnfuse .nnf"])
+        row["compiled_first_ratio"] = row["compiled"]["first_ms"] / row["onnxruntime"]["first_ms"]
     for peer in args.peers[1:]:
         if nn_runs and runs[peer]:
             a, b = row["nnfuse"], row[peer]
@@ -340,6 +365,23 @@ def markdown(rows, meta) -> str:
                 f"{fmt(r['floor_ms'])} | {fmt(r['nnfuse'].get('pct_peak'), '.0f')} % | "
                 f"{fmt(r['onnxruntime'].get('pct_peak'), '.0f')} % | {fmt(r['target_ms'])} | "
                 f"**{fmt(r['target_over_floor'])}** |")
+    compiled = [r for r in rows if r.get("compiled") and r.get("nnfuse") and r.get("onnxruntime")]
+    if compiled:
+        out += [
+            "",
+            "The compiled model (`nnfuse compile MODEL -o MODEL.nnf` once, before the rounds; not timed): "
+            "nnfuse's first inference from the .nnf file, whose weights load packed from the file, in the "
+            "same rounds (one timed run a process). ORT loads its .onnx as above.",
+            "",
+            "| model | threads | nnfuse first ms (.onnx) | nnfuse first ms (.nnf) | ORT first ms "
+            "| first ratio (.nnf / ORT) | nnfuse RSS MiB (.nnf) |",
+            "|---|---:|---:|---:|---:|---:|---:|",
+        ]
+        for r in compiled:
+            c = r["compiled"]
+            out.append(f"| {r['model']} | {r['threads']} | {fmt(r['nnfuse']['first_ms'], '.1f')} | "
+                       f"{fmt(c['first_ms'], '.1f')} | {fmt(r['onnxruntime']['first_ms'], '.1f')} | "
+                       f"**{fmt(r['compiled_first_ratio'])}** | {fmt(c['rss_mb'], '.1f')} |")
     for peer in meta["peers"][1:]:
         name, runner = PEERS[peer]["name"], PEERS[peer]["runner"]
         out += [
@@ -427,6 +469,8 @@ def main(argv=None) -> int:
     ap.add_argument("--no-o0", dest="o0", action="store_false", help="skip the nnfuse -O0 runs")
     ap.add_argument("--peers", default="onnxruntime",
                     help="comma list of engines to run beside nnfuse: onnxruntime (always, first), openvino")
+    ap.add_argument("--no-compiled", dest="compiled", action="store_false",
+                    help="skip the first inference from a compiled .nnf file (nnfuse compile)")
     ap.add_argument("--symbolic", action="store_true",
                     help="each model with symbolic batch (and sequence) dims, as dynamic_axes exports")
     ap.add_argument("--dims", default="", help="with --symbolic: symbolic dims to run at, e.g. S=1,B=2")
@@ -472,9 +516,11 @@ def main(argv=None) -> int:
                 model, feeds = symbolic_copy(model, dims, tmp)
             # a symbolic model's FLOPs are not those of the dims it runs at
             gflops = model_gflops(args.nnfuse, model) if peaks and not args.symbolic else None
+            # a symbolic model compiles without shapes: little of it would load packed
+            compiled = compile_model(args, model, tmp) if args.compiled and not args.symbolic else None
             for t in threads:
                 print(f"compare: {model.stem}, {t} thread(s)", file=sys.stderr)
-                rows.append(bench_pair(model, t, args, tmp, feeds))
+                rows.append(bench_pair(model, t, args, tmp, feeds, compiled))
                 add_limit(rows[-1], gflops, peaks.get(t))
     for peer in args.peers:
         meta["peer_versions"][peer] = next((r[peer + "_raw"][0].get("version", "?") for r in rows

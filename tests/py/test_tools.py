@@ -441,6 +441,11 @@ def test_scoreboard_script(tiny_model, tmp_path):
         assert row[eng]["pct_peak"] == pytest.approx(100 * row["floor_ms"] / row[eng]["median_ms"])
     assert row["target_over_floor"] == pytest.approx(0.8 * row["onnxruntime"]["median_ms"] / row["floor_ms"])
     assert "| target ms (0.8 x ORT) | target / floor |" in text and f"| tiny | 1 | {row['gflops']:.3f} |" in text
+    # the compiled model's first inference, in the same rounds, one timed run a process
+    c = row["compiled"]
+    assert c["processes"] == 2 and c["timed_runs"] == 2 and c["first_ms"] > 0
+    assert row["compiled_first_ratio"] == pytest.approx(c["first_ms"] / row["onnxruntime"]["first_ms"])
+    assert "| first ratio (.nnf / ORT) |" in text and f"**{row['compiled_first_ratio']:.2f}**" in text
     pytest.importorskip("matplotlib")
     assert out.with_suffix(".png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
