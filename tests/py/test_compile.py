@@ -290,3 +290,17 @@ def test_python_compile_and_load(compiled, tmp_path):
         assert_same(ref, got)
     with pytest.raises(nnfuse.NnfError):
         nnfuse.compile(tmp_path / "missing.onnx", tmp_path / "m.nnf")
+
+
+def test_tools_take_a_compiled_file(compiled, tmp_path):
+    """info, profile, graph and compare (against the unfused reference and against ONNX Runtime,
+    which reads the ONNX model inside the file) on a .nnf as on its .onnx."""
+    src, nnf = compiled
+    assert json.loads(nnfuse_cmd("info", nnf, "--json", check=0).stdout)["inputs"] == \
+        json.loads(nnfuse_cmd("info", src, "--json", check=0).stdout)["inputs"]
+    nnfuse_cmd("profile", nnf, "--iterations", 2, "-o", tmp_path / "t.json", check=0)
+    assert "digraph" in nnfuse_cmd("graph", nnf, check=0).stdout
+    assert "within tolerance" in nnfuse_cmd("compare", nnf, check=0).stdout
+    pytest.importorskip("onnxruntime")
+    proc = nnfuse_cmd("compare", nnf, "--reference", "onnxruntime", check=0)
+    assert "within tolerance" in proc.stdout and "0 without a reference" in proc.stdout

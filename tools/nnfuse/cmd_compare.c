@@ -27,7 +27,9 @@
  * every original node behind a fused one (node->fused_from). */
 #include "cli.h"
 
+#include "format/nnf.h"
 #include "format/npy.h"
+#include "runtime/model.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -372,6 +374,28 @@ static void remove_tree(const char *path) {
     rmdir(path);
 }
 
+/* The ONNX file ONNX Runtime reads for `model` (loaded from path): path
+ * itself, or for a compiled .nnf the ONNX model inside it, written to
+ * tmp/model.onnx (ONNX Runtime does not read .nnf files). */
+static nnf_status onnx_of(const nnf_model *model, const char *path, const char *tmp, char *out,
+                          size_t cap) {
+    unsigned char head[8] = {0};
+    FILE *in = fopen(path, "rb");
+    size_t got = in ? fread(head, 1, sizeof head, in) : 0;
+    if (in)
+        fclose(in);
+    if (!nnf_compiled_is(head, got)) {
+        snprintf(out, cap, "%s", path);
+        return NNF_OK;
+    }
+    snprintf(out, cap, "%s/model.onnx", tmp);
+    FILE *f = fopen(out, "wb");
+    bool ok = f && fwrite(model->bytes, 1, model->size, f) == model->size;
+    if (f && fclose(f) != 0)
+        ok = false;
+    return ok ? NNF_OK : nnf_error(NNF_ERR_IO, "cannot write %s: %s", out, strerror(errno));
+}
+
 /* Writes the inputs to tmp/inputs, runs ort_run.py dump, which fills tmp/ref. */
 static nnf_status run_onnxruntime(const char *model, const cli_inputs *in, const char *tmp, char *ref_dir,
                                   size_t ref_size) {
@@ -604,7 +628,9 @@ int cmd_compare(int argc, char **argv) {
             goto fail;
         }
         have_tmp = true;
-        if ((st = run_onnxruntime(c.model, &in, tmp, ref_dir, sizeof ref_dir)) != NNF_OK)
+        char onnx_path[PATH_MAX + 32];
+        if ((st = onnx_of(model, c.model, tmp, onnx_path, sizeof onnx_path)) != NNF_OK ||
+            (st = run_onnxruntime(onnx_path, &in, tmp, ref_dir, sizeof ref_dir)) != NNF_OK)
             goto fail;
         ctx.dir = ref_dir;
         ref_name = "ONNX Runtime (bench/ort_run.py, every value exposed)";
