@@ -58,9 +58,9 @@ char *nnf_compile_meta(const nnf_model_options *o) {
         off && *off ? off : "-");
     for (size_t i = 0; i < o->n_input_shapes; i++) {
         const nnf_input_shape *s = &o->input_shapes[i];
-        if (!s->name || strchr(s->name, '\n') || s->rank < 0) {
-            nnf_free(t.s);
-            return NULL;
+        if (!s->name || strchr(s->name, '\n') || s->rank < 0 || (s->rank && !s->dims)) {
+            add(&t, "shape ? %zu\n", i); /* the load refuses it (fix_inputs.c); compile too */
+            continue;
         }
         add(&t, "shape ");
         for (int d = 0; d < s->rank; d++)
@@ -159,6 +159,9 @@ nnf_status nnf_compile(const char *path, const nnf_model_options *opts, const ch
         return nnf_error(NNF_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
     nnf_model *m = NULL;
     nnf_status st = nnf_model_load_recording(path, opts, &rec, &m);
+    if (st == NNF_OK && strstr(m->meta, "\nshape ? "))
+        st = nnf_error(NNF_ERR_INVALID_ARGUMENT,
+                       "%s: an input name with a line break cannot be compiled", path);
     text names = {.ok = true};
     for (int v = 0; st == NNF_OK && v < m->graph->n_values; v++) {
         /* packed, so released: a load replaying the blocks never reads it */

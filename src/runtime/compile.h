@@ -9,7 +9,8 @@
 #include "runtime/model.h"
 
 /* The meta text for options o in this process (nnf_free it); NULL when out
- * of memory or an input name holds a line break. */
+ * of memory. An input shape it cannot record (a name with a line break, or
+ * one the load refuses) is a line "shape ? INDEX". */
 char *nnf_compile_meta(const nnf_model_options *o);
 /* The input shapes a meta text records, for a load that fixes none: *shapes
  * and *n, kept in *own (nnf_free). */

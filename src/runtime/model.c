@@ -310,9 +310,6 @@ static size_t live_floor(const nnf_graph *g) {
     return most;
 }
 
-/* Import, fold and pack replace each weight by a new copy: the pages of the
- * copy freed go to the next one (base/alloc.h, the page bank), and with a
- * second thread allowed, a helper faults fresh pages in ahead of them. */
 /* A compiled file (format/nnf.h): its ONNX model, loaded with the input
  * shapes the file records where the caller fixes none, replaying the file's
  * packed blocks where it was compiled for this build, CPU and options (and
@@ -343,10 +340,12 @@ static nnf_status load_compiled(const void *data, size_t size, const char *sourc
     if (st == NNF_OK && !rec) {
         if (strlen(want) == c.meta_bytes && !memcmp(want, c.meta, c.meta_bytes)) {
             st = nnf_packs_replayer(c.blocks, c.n_blocks, &replay.packs);
-            if (st != NNF_OK)
+            if (st != NNF_OK) {
                 nnf_error_prefix(st, "%s", source);
-            packs = &replay;
-            NNF_LOG_INFO("%s: %zu packed blocks read in place", source, c.n_blocks);
+            } else {
+                packs = &replay;
+                NNF_LOG_INFO("%s: %zu packed blocks read in place", source, c.n_blocks);
+            }
         } else {
             char key[32];
             nnf_compile_meta_diff(c.meta, c.meta_bytes, want, strlen(want), key, sizeof key);
@@ -366,6 +365,9 @@ static nnf_status load_compiled(const void *data, size_t size, const char *sourc
     return st;
 }
 
+/* Import, fold and pack replace each weight by a new copy: the pages of the
+ * copy freed go to the next one (base/alloc.h, the page bank), and with a
+ * second thread allowed, a helper faults fresh pages in ahead of them. */
 static nnf_status load(const void *data, size_t size, const char *source, const char *base_dir,
                        const nnf_model_options *opts, nnf_mapping *file, const nnf_model *parent,
                        nnf_load_packs *rec, nnf_model **out) {
