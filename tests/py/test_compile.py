@@ -304,3 +304,26 @@ def test_tools_take_a_compiled_file(compiled, tmp_path):
     pytest.importorskip("onnxruntime")
     proc = nnfuse_cmd("compare", nnf, "--reference", "onnxruntime", check=0)
     assert "within tolerance" in proc.stdout and "0 without a reference" in proc.stdout
+
+
+def test_model_with_external_data(tmp_path):
+    """A model whose weights are in an external data file: the .nnf refers to that file by the
+    same relative path (from its own directory), and its blocks replace the weights."""
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.standard_normal((16, 3, 3, 3)).astype(np.float32), "W")
+    g = helper.make_graph([helper.make_node("Conv", ["x", "W"], ["y"], pads=[1, 1, 1, 1])], "ext",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 16, 16])], [w])
+    src = tmp_path / "m.onnx"
+    onnx.save(model_of(g), str(src), save_as_external_data=True, location="m.data", size_threshold=0)
+    nnf = tmp_path / "m.nnf"
+    nnfuse_cmd("compile", src, "-o", nnf, "--verify", check=0)
+    got, log = run_outputs(nnf, tmp_path / "nnf")
+    assert "read in place" in log
+    ref, _ = run_outputs(src, tmp_path / "onnx")
+    assert_same(ref, got)
+    moved = tmp_path / "elsewhere"
+    moved.mkdir()
+    (moved / "m.nnf").write_bytes(nnf.read_bytes())
+    proc = nnfuse_cmd("run", moved / "m.nnf", "-o", tmp_path / "o")
+    assert proc.returncode == 2 and "m.data" in proc.stderr
