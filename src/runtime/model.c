@@ -159,6 +159,7 @@ static nnf_status check_fingerprint(nnf_model *m) {
     NNF_LOG_WARN("%s: the compiled file's graph is not the one this load made of its model: its "
                  "weights are packed again",
                  m->source);
+    snprintf(m->differs, sizeof m->differs, "graph");
     for (int v = 0; v < m->graph->n_values; v++)
         m->graph->values[v].packed_away = false;
     m->packs = NULL;
@@ -337,6 +338,7 @@ static nnf_status load_compiled(const void *data, size_t size, const char *sourc
                              .packed_away_bytes = c.names_bytes,
                              .graph_hash = c.graph_hash};
     nnf_load_packs *packs = rec;
+    char key[32] = "";
     if (st == NNF_OK && !rec) {
         if (strlen(want) == c.meta_bytes && !memcmp(want, c.meta, c.meta_bytes)) {
             st = nnf_packs_replayer(c.blocks, c.n_blocks, &replay.packs);
@@ -347,7 +349,6 @@ static nnf_status load_compiled(const void *data, size_t size, const char *sourc
                 NNF_LOG_INFO("%s: %zu packed blocks read in place", source, c.n_blocks);
             }
         } else {
-            char key[32];
             nnf_compile_meta_diff(c.meta, c.meta_bytes, want, strlen(want), key, sizeof key);
             NNF_LOG_WARN("%s was compiled for another %s than this load's: its weights are packed "
                          "again (compile it again to load it without that work)",
@@ -358,6 +359,11 @@ static nnf_status load_compiled(const void *data, size_t size, const char *sourc
         st = load_model(c.onnx, c.onnx_bytes, source, base_dir, o, file, parent, packs, out);
     else
         nnf_mappings_free(file);
+    if (st == NNF_OK && !rec) {
+        if (key[0])
+            snprintf((*out)->differs, sizeof(*out)->differs, "%s", key);
+        (*out)->compiled = (*out)->differs[0] ? 2 : 1;
+    }
     nnf_packs_free(replay.packs);
     nnf_free(want);
     nnf_free(own);

@@ -44,6 +44,11 @@ struct nnf_model {
     char *meta;
     /* the packed blocks this load records or replays; NULL after the load */
     nnf_load_packs *packs;
+    /* loaded from a compiled file: 0 no; 1 its blocks read in place; 2 planned
+     * from its ONNX model, since the file was compiled for another `differs`
+     * ("cpu", "opt", "graph", ...) */
+    int compiled;
+    char differs[32];
     nnf_shape_plans *shape_plans; /* shape_plans.c; NULL: this model plans no shapes at run time */
     const nnf_model *parent;      /* a shape plan's model: the one it was planned for (owns it) */
     /* The pages the load's page bank held when it closed (alloc.h,

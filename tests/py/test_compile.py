@@ -296,8 +296,13 @@ def test_tools_take_a_compiled_file(compiled, tmp_path):
     """info, profile, graph and compare (against the unfused reference and against ONNX Runtime,
     which reads the ONNX model inside the file) on a .nnf as on its .onnx."""
     src, nnf = compiled
-    assert json.loads(nnfuse_cmd("info", nnf, "--json", check=0).stdout)["inputs"] == \
-        json.loads(nnfuse_cmd("info", src, "--json", check=0).stdout)["inputs"]
+    info = json.loads(nnfuse_cmd("info", nnf, "--json", check=0).stdout)
+    plain = json.loads(nnfuse_cmd("info", src, "--json", check=0).stdout)
+    assert info["inputs"] == plain["inputs"] and plain["compiled"] is None
+    assert info["compiled"] == {"packed_weights_read_in_place": True, "compiled_for_another": None}
+    info = json.loads(nnfuse_cmd("info", nnf, "--json", "-O1", check=0).stdout)
+    assert info["compiled"] == {"packed_weights_read_in_place": False, "compiled_for_another": "opt"}
+    assert "compiled:   for this build" in nnfuse_cmd("info", nnf, check=0).stdout
     nnfuse_cmd("profile", nnf, "--iterations", 2, "-o", tmp_path / "t.json", check=0)
     assert "digraph" in nnfuse_cmd("graph", nnf, check=0).stdout
     assert "within tolerance" in nnfuse_cmd("compare", nnf, check=0).stdout

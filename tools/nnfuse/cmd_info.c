@@ -75,6 +75,8 @@ int cmd_info(int argc, char **argv) {
     }
     const nnf_graph *g = nnf_model_graph(model);
     const nnf_graph *og = nnf_model_graph(optimised ? optimised : model);
+    /* a compiled file: as a run at -O (the load at -O0 plans from its ONNX model) */
+    const nnf_model *cm = optimised ? optimised : model;
 
     op_count hist[512];
     int n_hist = 0, live = 0, unknown_cost = 0;
@@ -118,7 +120,14 @@ int cmd_info(int argc, char **argv) {
         cli_json_string(stdout, c.model);
         printf(", \"producer\": ");
         cli_json_string(stdout, g->producer_name ? g->producer_name : "");
-        printf(", \"opset\": %lld, \"inputs\": [", (long long)nnf_graph_opset(g, ""));
+        printf(", \"opset\": %lld, \"compiled\": ", (long long)nnf_graph_opset(g, ""));
+        if (!cm->compiled)
+            printf("null");
+        else
+            printf("{\"packed_weights_read_in_place\": %s, \"compiled_for_another\": %s%s%s}",
+                   cm->compiled == 1 ? "true" : "false", cm->compiled == 1 ? "null" : "\"",
+                   cm->compiled == 1 ? "" : cm->differs, cm->compiled == 1 ? "" : "\"");
+        printf(", \"inputs\": [");
         print_values(g, g->inputs, g->n_inputs, 1);
         printf("], \"outputs\": [");
         print_values(g, g->outputs, g->n_outputs, 1);
@@ -135,6 +144,11 @@ int cmd_info(int argc, char **argv) {
         printf("model:      %s\n", c.model);
         printf("producer:   %s, opset %lld\n", g->producer_name ? g->producer_name : "?",
                (long long)nnf_graph_opset(g, ""));
+        if (cm->compiled == 1)
+            printf("compiled:   for this build, CPU and options: packed weights read in place\n");
+        else if (cm->compiled)
+            printf("compiled:   for another %s: planned from its ONNX model (compile it again)\n",
+                   cm->differs);
         printf("inputs:\n");
         print_values(g, g->inputs, g->n_inputs, 0);
         printf("outputs:\n");
