@@ -81,6 +81,7 @@ demo: venv build
 	$(PY) zoo/make_zoo.py --out zoo/models --only resnet50
 	$(BUILD)/nnfuse info zoo/models/resnet50.onnx
 	$(BUILD)/nnfuse run zoo/models/resnet50.onnx -o out/demo
+	$(BUILD)/nnfuse compile zoo/models/resnet50.onnx -o out/demo/resnet50.nnf --verify
 	$(PY) bench/compare.py --models resnet50 --threads 1 --iterations 10 --peers onnxruntime,openvino
 
 conformance: venv build
