@@ -242,6 +242,9 @@ def test_compile_report(tmp_path):
     assert any(set(f["nodes"]) >= {"conv", "relu"} for f in r["fusions"]), r["fusions"]
     assert r["file_bytes"] == out.stat().st_size and r["arena_bytes"] > 0
     assert r["opt_level"] == 3
+    # the conv's packed weights (8 output channels padded to its tile) and the output's and
+    # the conv's tensors; the GlobalAveragePool's output at least
+    assert r["weights_bytes"] >= 8 * 27 * 4 and r["sum_tensor_bytes"] >= 8 * 4
 
 
 def test_compile_usage_and_errors(compiled, tmp_path):

@@ -2,6 +2,8 @@
  *   [--precision fp32] [--report FILE.json] [--verify] */
 #include "cli.h"
 
+#include "base/file.h"
+#include "format/nnf.h"
 #include "runtime/model.h"
 
 #include <math.h>
@@ -89,6 +91,22 @@ done:
     return rc;
 }
 
+/* The bytes of the packed blocks in the compiled file at path (0 if unreadable). */
+static size_t packed_bytes(const char *path) {
+    nnf_mapping *file = NULL;
+    nnf_compiled c;
+    size_t sum = 0;
+    if (nnf_file_map(path, &file) != NNF_OK)
+        return 0;
+    if (nnf_compiled_parse(file->addr, file->size, path, &c) == NNF_OK) {
+        for (size_t i = 0; i < c.n_blocks; i++)
+            sum += c.blocks[i].bytes;
+        nnf_compiled_free(&c);
+    }
+    nnf_mappings_free(file);
+    return sum;
+}
+
 static int report(const cli_common *c, const char *path, const char *out_path, nnf_model *model,
                   nnf_model_options mo) {
     nnf_model *exported = NULL;
@@ -112,14 +130,17 @@ static int report(const cli_common *c, const char *path, const char *out_path, n
     }
     if (f) {
         const nnf_graph *g = nnf_model_graph(model);
-        size_t packed = 0, kept = 0;
+        size_t weights = 0, tensors = 0, bytes;
         for (int i = 0; i < g->n_values; i++) {
             const nnf_value *v = &g->values[i];
             if ((v->kind == NNF_VALUE_INITIALIZER || v->kind == NNF_VALUE_CONSTANT) && v->data)
-                kept += v->nbytes;
+                weights += v->nbytes; /* held unpacked */
+            else if (v->producer >= 0 && !g->nodes[v->producer].dead &&
+                     nnf_value_static_bytes(v, &bytes))
+                tensors += bytes;
         }
+        weights += packed_bytes(out_path);
         struct stat sb;
-        packed = stat(out_path, &sb) == 0 ? (size_t)sb.st_size : 0;
         fprintf(f, "{\"model\": ");
         cli_json_string(f, c->model);
         fprintf(f, ", \"output\": ");
@@ -144,8 +165,9 @@ static int report(const cli_common *c, const char *path, const char *out_path, n
             first = 0;
         }
         fprintf(f,
-                "], \"arena_bytes\": %zu, \"unpacked_weights_bytes\": %zu, \"file_bytes\": %zu}\n",
-                arena, kept, packed);
+                "], \"arena_bytes\": %zu, \"weights_bytes\": %zu, \"sum_tensor_bytes\": %zu, "
+                "\"file_bytes\": %zu}\n",
+                arena, weights, tensors, stat(out_path, &sb) == 0 ? (size_t)sb.st_size : 0);
         fclose(f);
     }
     cli_inputs_free(&in);
