@@ -335,3 +335,16 @@ def test_model_with_external_data(tmp_path):
     (moved / "m.nnf").write_bytes(nnf.read_bytes())
     proc = nnfuse_cmd("run", moved / "m.nnf", "-o", tmp_path / "o")
     assert proc.returncode == 2 and "m.data" in proc.stderr
+
+
+@pytest.mark.parametrize("name", ["resnet_tiny", "mobilenetv2_tiny"])
+def test_reference_kernels_on_a_compiled_file(tiny_zoo, tmp_path, name):
+    """A reference-kernel session keeps the unpacked weights: the blocks are still replayed, the
+    BatchNorm scales still applied to what the reference kernels read (and the weights the file
+    lists as packed aligned for them)."""
+    src, nnf = tiny_zoo[name], tmp_path / f"{name}.nnf"
+    nnfuse_cmd("compile", src, "-o", nnf, check=0)
+    ref, _ = run_outputs(src, tmp_path / "onnx", "--reference")
+    got, log = run_outputs(nnf, tmp_path / "nnf", "--reference")
+    assert "read in place" in log
+    assert_same(ref, got)
