@@ -25,6 +25,10 @@
  *   nnf_session_destroy(sess);
  *   nnf_model_destroy(model);
  *
+ * Offline, nnf_model_compile("resnet50.onnx", NULL, "resnet50.nnf") writes a
+ * file whose weights are already packed for this CPU; nnf_model_load takes it
+ * as it takes the .onnx, and loads it without that work.
+ *
  * Conventions: every call returns nnf_status; results come back through
  * trailing *_out parameters; destroy(NULL) is a no-op. A model is immutable
  * once loaded and may be shared by sessions running on different threads; a
