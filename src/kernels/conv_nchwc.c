@@ -407,7 +407,7 @@ typedef struct task_ctx {
     size_t sub_units, buf_floats; /* its buffer: units per pass, floats */
     size_t cl_px;                 /* channel-last, flattened: pixels per pass */
     int even;                     /* flattened: units of about ow / units pixels */
-    atomic_int failed;
+    atomic_int *failed; /* the run's: a task had no output buffer (tasks see the rest const) */
 } task_ctx;
 
 /* A flattened conv's pixels before unit u1 (u1 <= units), or where unit
@@ -428,7 +428,7 @@ static void plain_out(const task_ctx *t, const nnf_nchwc_conv_job *j, size_t b, 
                       size_t nob, size_t u0, size_t nu) {
     float *buf = nnf_thread_scratch(NNF_SCRATCH_CONV_OUT, t->buf_floats);
     if (!buf) {
-        atomic_store(&t->failed, 1);
+        atomic_store(t->failed, 1);
         return;
     }
     const nnf_conv2d_shape *s = &j->k->s;
@@ -480,7 +480,7 @@ static const nnf_nchwc_conv_job *group_job(const task_ctx *t, size_t g, nnf_nchw
 static void cl_out(const task_ctx *t, size_t b, size_t g0, size_t g1, size_t u0, size_t nu) {
     float *buf = nnf_thread_scratch(NNF_SCRATCH_CONV_OUT, t->buf_floats);
     if (!buf) {
-        atomic_store(&t->failed, 1);
+        atomic_store(t->failed, 1);
         return;
     }
     const nnf_nchwc_conv_job *j = t->job;
@@ -858,7 +858,9 @@ static nnf_status conv_run(const nnf_nchwc_conv *k, const float *x, float *y,
         t.units = units;
         band = 1;
     }
-    atomic_init(&t.failed, 0);
+    atomic_int failed;
+    atomic_init(&failed, 0);
+    t.failed = &failed;
     if (plain) {
         /* the buffer: a group's blocks (channel-last: a task's groups'
          * blocks) over at most a quarter of L2 (the band's input shares
@@ -880,7 +882,7 @@ static nnf_status conv_run(const nnf_nchwc_conv *k, const float *x, float *y,
         t.cl = cl;
     }
     nnf_parallel_for_2d(pool, s->n * t.gsplit, units, 1, band, conv_task, &t);
-    if (atomic_load(&t.failed))
+    if (atomic_load(&failed))
         return nnf_error(NNF_ERR_OUT_OF_MEMORY, "nchwc conv %s: out of memory for the output buffer",
                          k->name);
     return NNF_OK;
