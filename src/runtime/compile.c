@@ -59,7 +59,7 @@ char *nnf_compile_meta(const nnf_model_options *o) {
     for (size_t i = 0; i < o->n_input_shapes; i++) {
         const nnf_input_shape *s = &o->input_shapes[i];
         if (!s->name || strchr(s->name, '\n') || s->rank < 0 || (s->rank && !s->dims)) {
-            add(&t, "shape ? %zu\n", i); /* the load refuses it (fix_inputs.c); compile too */
+            add(&t, "shape ? %zu\n", i); /* fix_inputs.c refuses a malformed one, compile all */
             continue;
         }
         add(&t, "shape ");
