@@ -2,76 +2,43 @@
 
 #include "base/alloc.h"
 #include "base/cpu.h"
+#include "base/strbuf.h"
 #include "format/nnf.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 extern const char nnf_build_id[]; /* generated: cmake/build_id.cmake */
 
-/* A growing string; ok turns false for good on the first failure. */
-typedef struct text {
-    char *s;
-    size_t n, cap;
-    bool ok;
-} text;
-
-static void add(text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void add(text *t, const char *fmt, ...) {
-    for (int tries = 0; t->ok && tries < 2; tries++) {
-        va_list ap;
-        va_start(ap, fmt);
-        int len = vsnprintf(t->s ? t->s + t->n : NULL, t->s ? t->cap - t->n : 0, fmt, ap);
-        va_end(ap);
-        if (len < 0) {
-            t->ok = false;
-            return;
-        }
-        if (t->s && (size_t)len < t->cap - t->n) {
-            t->n += (size_t)len;
-            return;
-        }
-        size_t cap = (t->cap + (size_t)len + 1) * 2;
-        char *s = nnf_realloc(t->s, cap);
-        if (!s) {
-            t->ok = false;
-            return;
-        }
-        t->s = s;
-        t->cap = cap;
-    }
-}
-
 char *nnf_compile_meta(const nnf_model_options *o) {
     const nnf_cpu *c = nnf_cpu_get();
-    text t = {.ok = true};
+    nnf_strbuf t = {0};
     const char *off = getenv("NNF_DISABLE_PASSES");
-    add(&t, "nnfuse %s\nbuild %s\n", NNFUSE_VERSION, nnf_build_id);
+    nnf_strbuf_printf(&t, "nnfuse %s\nbuild %s\n", NNFUSE_VERSION, nnf_build_id);
     /* everything a plan may read of the CPU */
-    add(&t, "cpu %s|%s|%u|%d%d%d%d%d%d%d%d%d%d|halves %d|bcast %d|max %s|l1d %zu|l2 %zu|l3 %zu\n",
+    nnf_strbuf_printf(
+        &t, "cpu %s|%s|%u|%d%d%d%d%d%d%d%d%d%d|halves %d|bcast %d|max %s|l1d %zu|l2 %zu|l3 %zu\n",
         c->vendor, c->brand, c->family, c->avx, c->avx2, c->fma, c->f16c, c->avx512f, c->avx512bw,
         c->avx512dq, c->avx512vl, c->os_ymm, c->os_zmm, c->zmm_halves, c->bcast_costly,
         nnf_isa_name(c->max_isa), c->l1d, c->l2, c->l3);
-    add(&t, "isa %s\nopt %d\npasses-off %s\n", nnf_isa_name(nnf_cpu_isa()), o->opt_level,
-        off && *off ? off : "-");
-    for (size_t i = 0; i < o->n_input_shapes; i++) {
+    nnf_strbuf_printf(&t, "isa %s\nopt %d\npasses-off %s\n", nnf_isa_name(nnf_cpu_isa()),
+                      o->opt_level, off && *off ? off : "-");
+    if (o->n_input_shapes && !o->input_shapes) /* fix_inputs.c refuses it */
+        nnf_strbuf_printf(&t, "shape ? none\n");
+    for (size_t i = 0; o->input_shapes && i < o->n_input_shapes; i++) {
         const nnf_input_shape *s = &o->input_shapes[i];
         if (!s->name || strchr(s->name, '\n') || s->rank < 0 || (s->rank && !s->dims)) {
-            add(&t, "shape ? %zu\n", i); /* fix_inputs.c refuses a malformed one, compile all */
+            nnf_strbuf_printf(&t, "shape ? %zu\n",
+                              i); /* fix_inputs.c refuses a malformed one, compile all */
             continue;
         }
-        add(&t, "shape ");
+        nnf_strbuf_printf(&t, "shape ");
         for (int d = 0; d < s->rank; d++)
-            add(&t, "%s%lld", d ? "," : "", (long long)s->dims[d]);
-        add(&t, "%s %s\n", s->rank ? "" : "scalar", s->name);
+            nnf_strbuf_printf(&t, "%s%lld", d ? "," : "", (long long)s->dims[d]);
+        nnf_strbuf_printf(&t, "%s %s\n", s->rank ? "" : "scalar", s->name);
     }
-    if (!t.ok) {
-        nnf_free(t.s);
-        return NULL;
-    }
-    return t.s;
+    return nnf_strbuf_take(&t);
 }
 
 nnf_status nnf_compile_meta_shapes(const char *meta, size_t bytes, const char *source,
@@ -151,9 +118,11 @@ void nnf_compile_meta_diff(const char *a, size_t na, const char *b, size_t nb, c
 }
 
 nnf_status nnf_compile(const char *path, const nnf_model_options *opts, const char *out_path,
-                       nnf_model **model_out) {
+                       nnf_model **model_out, size_t *packed_bytes) {
     if (model_out)
         *model_out = NULL;
+    if (packed_bytes)
+        *packed_bytes = 0;
     nnf_load_packs rec = {.packs = nnf_packs_recorder()};
     if (!rec.packs)
         return nnf_error(NNF_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
@@ -162,22 +131,27 @@ nnf_status nnf_compile(const char *path, const nnf_model_options *opts, const ch
     if (st == NNF_OK && strstr(m->meta, "\nshape ? "))
         st = nnf_error(NNF_ERR_INVALID_ARGUMENT,
                        "%s: an input name with a line break cannot be compiled", path);
-    text names = {.ok = true};
+    nnf_strbuf names = {0};
     for (int v = 0; st == NNF_OK && v < m->graph->n_values; v++) {
         /* packed, so released: a load replaying the blocks never reads it */
         const nnf_value *val = &m->graph->values[v];
         if (val->kind == NNF_VALUE_INITIALIZER && val->packed_away && val->name[0])
-            add(&names, "%s%c", val->name, 0);
+            nnf_strbuf_printf(&names, "%s%c", val->name, 0);
     }
-    if (st == NNF_OK && !names.ok)
+    size_t names_bytes = names.len;
+    bool names_failed = names.failed;
+    char *names_text = nnf_strbuf_take(&names);
+    if (st == NNF_OK && names_failed)
         st = nnf_error(NNF_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
     if (st == NNF_OK) {
         size_t n;
         const nnf_pack_entry *e = nnf_packs_entries(rec.packs, &n);
-        st = nnf_compiled_write(out_path, m->meta, names.s ? names.s : "", names.n, rec.graph_hash,
-                                m->bytes, m->size, e, n);
+        st = nnf_compiled_write(out_path, m->meta, names_text ? names_text : "", names_bytes,
+                                rec.graph_hash, m->bytes, m->size, e, n);
+        for (size_t i = 0; i < n && packed_bytes; i++)
+            *packed_bytes += e[i].bytes;
     }
-    nnf_free(names.s);
+    nnf_free(names_text);
     nnf_packs_free(rec.packs);
     if (st == NNF_OK && model_out)
         *model_out = m;

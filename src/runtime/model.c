@@ -136,13 +136,6 @@ static nnf_status plan_shapes_later(nnf_model *m, int max, bool *planned) {
     return NNF_OK;
 }
 
-/* The threads a load may use (nnf_model_options.threads; 0 = all cores). */
-static int load_threads(const nnf_model_options *opts) {
-    return opts && opts->struct_size >= offsetof(nnf_model_options, threads) + sizeof(int)
-               ? opts->threads
-               : 0;
-}
-
 /* Recording, the optimised graph's fingerprint goes to the file; replaying,
  * it must equal the file's: the blocks are keyed by node, so they fit only
  * the graph they were packed for. Where it does not (a file edited, or a pass
@@ -166,19 +159,16 @@ static nnf_status check_fingerprint(nnf_model *m) {
     return NNF_OK;
 }
 
+/* opts: whole, as load() makes them */
 static nnf_status prepare(nnf_model *m, const nnf_model_options *opts) {
     nnf_graph *g = m->graph;
-    if (opts && opts->struct_size >= offsetof(nnf_model_options, n_input_shapes) + sizeof(size_t))
-        NNF_CHECK(
-            nnf_graph_fix_inputs(g, opts->input_shapes, opts->n_input_shapes, m->parent != NULL));
+    NNF_CHECK(nnf_graph_fix_inputs(g, opts->input_shapes, opts->n_input_shapes, m->parent != NULL));
     NNF_CHECK(nnf_graph_bind_ops(g));
     NNF_CHECK(nnf_graph_init_params(g));
     NNF_CHECK(nnf_graph_toposort(g));
     NNF_CHECK(nnf_graph_verify(g));
     NNF_CHECK(nnf_graph_infer(g));
-    int max = opts && opts->struct_size >= offsetof(nnf_model_options, shape_plans) + sizeof(int)
-                  ? opts->shape_plans
-                  : 4;
+    int max = opts->shape_plans;
     bool planned = false;
     /* A model whose runs all go to shape plans never runs itself: no
      * passes, no kernel plans, its weights left in the file. Unless it keeps
@@ -202,7 +192,7 @@ static nnf_status prepare(nnf_model *m, const nnf_model_options *opts) {
     NNF_CHECK(nnf_graph_align_values(g));
     /* the plans (weight transforms and packing: most of a load's own work)
      * on the threads the load may use; without a pool, on this one */
-    int threads = load_threads(opts);
+    int threads = opts->threads; /* 0: all cores */
     nnf_threadpool *pool = NULL;
     if (threads != 1 && nnf_threadpool_create(threads, &pool) != NNF_OK) {
         pool = NULL;
@@ -226,15 +216,15 @@ static nnf_status prepare(nnf_model *m, const nnf_model_options *opts) {
     return build_info(m);
 }
 
+/* opts: whole, as load() makes them */
 static nnf_status load_model(const void *data, size_t size, const char *source,
                              const char *base_dir, const nnf_model_options *opts, nnf_mapping *file,
                              const nnf_model *parent, nnf_load_packs *packs, nnf_model **out) {
     nnf_model *m = nnf_calloc(1, sizeof *m);
     nnf_status st = NNF_OK;
-    nnf_model_options none = nnf_model_options_default();
     if (!m || !(m->source = nnf_strdup(source)) ||
         (base_dir && !(m->base_dir = nnf_strdup(base_dir))) ||
-        !(m->meta = nnf_compile_meta(opts ? opts : &none))) {
+        !(m->meta = nnf_compile_meta(opts))) {
         if (m) {
             nnf_free(m->source);
             nnf_free(m->base_dir);
@@ -248,10 +238,8 @@ static nnf_status load_model(const void *data, size_t size, const char *source,
     m->bytes = data;
     m->size = size;
     m->parent = parent;
-    m->opt_level = opts ? opts->opt_level : 3;
-    m->keep_unpacked = opts && opts->struct_size >= offsetof(nnf_model_options, keep_unpacked_weights) + sizeof(int)
-                           ? opts->keep_unpacked_weights
-                           : 0;
+    m->opt_level = opts->opt_level;
+    m->keep_unpacked = opts->keep_unpacked_weights;
     /* a shape plan reads its parent's file mapping as one (its pages go
      * back as weights are copied), without owning it */
     const nnf_mapping *from = file;
@@ -382,7 +370,7 @@ static nnf_status load(const void *data, size_t size, const char *source, const 
     if (opts)
         memcpy(&o, opts, opts->struct_size < sizeof o ? opts->struct_size : sizeof o);
     o.struct_size = sizeof o;
-    int threads = load_threads(&o);
+    int threads = o.threads; /* the threads the load may use; 0: all cores */
     nnf_page_bank_open(threads > 1 || (threads == 0 && sysconf(_SC_NPROCESSORS_ONLN) > 1));
     nnf_status st = nnf_compiled_is(data, size)
                         ? load_compiled(data, size, source, base_dir, &o, file, parent, rec, out)
@@ -446,7 +434,7 @@ NNF_API nnf_status nnf_model_compile(const char *path, const nnf_model_options *
     if (!path || !out_path)
         return nnf_error(NNF_ERR_INVALID_ARGUMENT,
                          "nnf_model_compile: path and out_path are required");
-    return nnf_compile(path, opts, out_path, NULL);
+    return nnf_compile(path, opts, out_path, NULL, NULL);
 }
 
 NNF_API nnf_status nnf_model_load_buffer(const void *data, size_t size, const char *base_dir,

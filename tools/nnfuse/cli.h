@@ -68,9 +68,9 @@ void cli_inputs_free(cli_inputs *in);
 nnf_status cli_load(const cli_common *c, nnf_model_options mo, bool again, nnf_model **out);
 
 /* As cli_load, compiling the model into out_path (nnf_compile); *out gets the
- * loaded model. */
+ * loaded model, *packed_bytes the bytes of the file's packed blocks. */
 nnf_status cli_compile(const cli_common *c, nnf_model_options mo, const char *out_path,
-                       nnf_model **out);
+                       size_t *packed_bytes, nnf_model **out);
 
 /* Load the model and create a session from the common options. */
 nnf_status cli_open(const cli_common *c, nnf_model **model, nnf_session **session,

@@ -27,7 +27,6 @@
  * every original node behind a fused one (node->fused_from). */
 #include "cli.h"
 
-#include "format/nnf.h"
 #include "format/npy.h"
 #include "runtime/model.h"
 
@@ -379,12 +378,7 @@ static void remove_tree(const char *path) {
  * tmp/model.onnx (ONNX Runtime does not read .nnf files). */
 static nnf_status onnx_of(const nnf_model *model, const char *path, const char *tmp, char *out,
                           size_t cap) {
-    unsigned char head[8] = {0};
-    FILE *in = fopen(path, "rb");
-    size_t got = in ? fread(head, 1, sizeof head, in) : 0;
-    if (in)
-        fclose(in);
-    if (!nnf_compiled_is(head, got)) {
+    if (!model->compiled) {
         snprintf(out, cap, "%s", path);
         return NNF_OK;
     }

@@ -123,10 +123,11 @@ int cmd_info(int argc, char **argv) {
         printf(", \"opset\": %lld, \"compiled\": ", (long long)nnf_graph_opset(g, ""));
         if (!cm->compiled)
             printf("null");
+        else if (cm->compiled == 1)
+            printf("{\"packed_weights_read_in_place\": true, \"compiled_for_another\": null}");
         else
-            printf("{\"packed_weights_read_in_place\": %s, \"compiled_for_another\": %s%s%s}",
-                   cm->compiled == 1 ? "true" : "false", cm->compiled == 1 ? "null" : "\"",
-                   cm->compiled == 1 ? "" : cm->differs, cm->compiled == 1 ? "" : "\"");
+            printf("{\"packed_weights_read_in_place\": false, \"compiled_for_another\": \"%s\"}",
+                   cm->differs);
         printf(", \"inputs\": [");
         print_values(g, g->inputs, g->n_inputs, 1);
         printf("], \"outputs\": [");

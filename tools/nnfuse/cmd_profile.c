@@ -11,8 +11,10 @@
  * ORT traces read ours, and it opens in Perfetto and chrome://tracing. */
 #include "cli.h"
 
+#include "base/alloc.h"
+#include "base/strbuf.h"
+
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,54 +48,19 @@ static const char *ort_type_name(nnf_dtype t) {
     }
 }
 
-/* A growable string; on allocation failure it sticks to failed. */
-typedef struct sbuf {
-    char *p;
-    size_t len, cap;
-    int failed;
-} sbuf;
-
-static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(sbuf *b, const char *fmt, ...) {
-    if (b->failed)
-        return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(b->p ? b->p + b->len : NULL, b->p ? b->cap - b->len : 0, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            b->failed = 1;
-            return;
-        }
-        if (b->p && b->len + (size_t)n < b->cap) {
-            b->len += (size_t)n;
-            return;
-        }
-        size_t cap = (b->cap ? b->cap * 2 : 256) + (size_t)n;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->failed = 1;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-}
-
-static void sb_shapes(sbuf *b, const char *key, nnf_buf *const *bufs, int n) {
-    sb_printf(b, "\"%s\": [", key);
+static void sb_shapes(nnf_strbuf *b, const char *key, nnf_buf *const *bufs, int n) {
+    nnf_strbuf_printf(b, "\"%s\": [", key);
     int first = 1;
     for (int k = 0; k < n; k++) {
         if (!bufs[k])
             continue;
-        sb_printf(b, "%s{\"%s\": [", first ? "" : ", ", ort_type_name(bufs[k]->dtype));
+        nnf_strbuf_printf(b, "%s{\"%s\": [", first ? "" : ", ", ort_type_name(bufs[k]->dtype));
         for (int d = 0; d < bufs[k]->rank; d++)
-            sb_printf(b, "%s%lld", d ? ", " : "", (long long)bufs[k]->dims[d]);
-        sb_printf(b, "]}");
+            nnf_strbuf_printf(b, "%s%lld", d ? ", " : "", (long long)bufs[k]->dims[d]);
+        nnf_strbuf_printf(b, "]}");
         first = 0;
     }
-    sb_printf(b, "]");
+    nnf_strbuf_printf(b, "]");
 }
 
 static void buf_to_tinfo(const nnf_buf *b, nnf_tinfo *t) {
@@ -167,19 +134,15 @@ static void profile_hook(void *user, const nnf_node *node, int output_index, con
         }
     }
     prof_rec *r = &ctx->recs[n_ev - 1];
-    free(r->shapes);
+    nnf_free(r->shapes);
     r->flops = node->op->cost(node, tin, tout);
     r->bytes = bytes;
-    sbuf sb = {0};
+    nnf_strbuf sb = {0};
     sb_shapes(&sb, "input_type_shape", shown_in, node->n_inputs);
-    sb_printf(&sb, ", ");
+    nnf_strbuf_printf(&sb, ", ");
     sb_shapes(&sb, "output_type_shape", shown_out, node->n_outputs);
-    if (sb.failed) {
-        free(sb.p);
-        sb.p = NULL;
+    if (!(r->shapes = nnf_strbuf_take(&sb)))
         ctx->err = nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory recording the profile");
-    }
-    r->shapes = sb.p;
     if (n_ev > ctx->n_recs)
         ctx->n_recs = n_ev;
 }
@@ -511,7 +474,7 @@ run_failed:
     rc = cli_fail("profile", st, nnf_session_last_error(sess));
 done:
     for (size_t i = 0; i < ctx.cap_recs; i++)
-        free(ctx.recs[i].shapes);
+        nnf_free(ctx.recs[i].shapes);
     free(ctx.recs);
     free(runs);
     free(ops);

@@ -237,9 +237,10 @@ static nnf_status parse_shapes(const cli_common *c, cli_shapes *out) {
     return NNF_OK;
 }
 
-/* cli_load, or with compile_to, nnf_compile into that file */
+/* cli_load, or with compile_to, nnf_compile into that file (*packed_bytes:
+ * its blocks' bytes) */
 static nnf_status load_or_compile(const cli_common *c, nnf_model_options mo, bool again,
-                                  const char *compile_to, nnf_model **out) {
+                                  const char *compile_to, size_t *packed_bytes, nnf_model **out) {
     mo.threads = c->threads; /* the session's: a 1-thread figure uses one thread throughout */
     if (c->shape_plans >= 0)
         mo.shape_plans = c->shape_plans;
@@ -254,7 +255,7 @@ static nnf_status load_or_compile(const cli_common *c, nnf_model_options mo, boo
     if (again && level == NNF_LOG_WARN)
         nnf_log_set_level(NNF_LOG_ERROR);
     if (st == NNF_OK)
-        st = compile_to ? nnf_compile(c->model, &mo, compile_to, out)
+        st = compile_to ? nnf_compile(c->model, &mo, compile_to, out, packed_bytes)
                         : nnf_model_load(c->model, &mo, out);
     nnf_log_set_level(level);
     free(shapes);
@@ -262,12 +263,12 @@ static nnf_status load_or_compile(const cli_common *c, nnf_model_options mo, boo
 }
 
 nnf_status cli_load(const cli_common *c, nnf_model_options mo, bool again, nnf_model **out) {
-    return load_or_compile(c, mo, again, NULL, out);
+    return load_or_compile(c, mo, again, NULL, NULL, out);
 }
 
 nnf_status cli_compile(const cli_common *c, nnf_model_options mo, const char *out_path,
-                       nnf_model **out) {
-    return load_or_compile(c, mo, false, out_path, out);
+                       size_t *packed_bytes, nnf_model **out) {
+    return load_or_compile(c, mo, false, out_path, packed_bytes, out);
 }
 
 nnf_status cli_open(const cli_common *c, nnf_model **model, nnf_session **session,
