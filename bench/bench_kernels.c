@@ -297,7 +297,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     nnf_isa isa = nnf_cpu_isa();
-    const nnf_gemm_cfg *cfg = nnf_gemm_cfg_for(isa);
+    const nnf_gemm_cfg *cfg = nnf_gemm_cfg_whole(isa) /* a MatMul's: products handed whole */;
     if (json)
         printf("[\n");
     else

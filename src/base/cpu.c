@@ -9,6 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#ifdef __linux__
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -83,6 +87,10 @@ static void detect_x86(void) {
         g_cpu.avx512dq = (r[1] >> 17) & 1;
         g_cpu.avx512bw = (r[1] >> 30) & 1;
         g_cpu.avx512vl = (r[1] >> 31) & 1;
+        /* AMX-BF16 (EDX 22) and AMX-TILE (24), their state saved by the
+         * OS (XCR0 bits 17, 18: TILECFG, TILEDATA) */
+        g_cpu.amx_hw =
+            ((r[3] >> 22) & 1) && ((r[3] >> 24) & 1) && osxsave && ((xgetbv0() >> 17) & 3) == 3;
     }
     cpuid(0x80000000u, 0, r);
     uint32_t max_ext = r[0];
@@ -118,6 +126,16 @@ static void detect_x86(void) {
      * is the default everywhere. */
     g_cpu.zmm_halves = amd && g_cpu.family == 0x19 && g_cpu.max_isa == NNF_ISA_AVX512;
     g_cpu.bcast_costly = !strcmp(g_cpu.vendor, "GenuineIntel");
+    /* Linux hands out the tiles' 8 KiB of state to processes that ask
+     * (ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA, 18); for every thread */
+#ifdef __linux__
+    if (g_cpu.amx_hw && g_cpu.max_isa == NNF_ISA_AVX512)
+        g_cpu.amx_hw = syscall(SYS_arch_prctl, 0x1023, 18) == 0;
+    else
+        g_cpu.amx_hw = false;
+#else
+    g_cpu.amx_hw = false;
+#endif
 #ifdef NNF_AVX512_EMULATED
     /* A test build: the AVX-512 files run on AVX2 through SIMDe, and the
      * build exists to run that tier, so it is the default too. */
@@ -156,6 +174,11 @@ static void detect(void) {
         }
     }
     atomic_store(&g_isa, (int)isa);
+    const char *amx = getenv("NNF_AMX");
+    g_cpu.amx = g_cpu.amx_hw && !(amx && !strcmp(amx, "0"));
+#ifdef NNF_AVX512_EMULATED
+    g_cpu.amx = false; /* its tiles are C loops: on only where a test asks */
+#endif
 }
 
 const nnf_cpu *nnf_cpu_get(void) {
@@ -182,6 +205,17 @@ bool nnf_cpu_force_bcast_costly(bool on) {
     pthread_once(&g_once, detect);
     bool was = g_cpu.bcast_costly;
     g_cpu.bcast_costly = on;
+    return was;
+}
+
+bool nnf_cpu_force_amx(bool on) {
+    pthread_once(&g_once, detect);
+    bool was = g_cpu.amx;
+#ifdef NNF_AVX512_EMULATED
+    g_cpu.amx = on && g_cpu.max_isa == NNF_ISA_AVX512;
+#else
+    g_cpu.amx = on && g_cpu.amx_hw;
+#endif
     return was;
 }
 

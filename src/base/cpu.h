@@ -36,6 +36,12 @@ typedef struct nnf_cpu {
      * the 2-zmm tile measured ahead. Kernels whose tile width is a choice
      * take the wider tile here. */
     bool bcast_costly;
+    /* AMX tiles with BF16 products (Sapphire Rapids on): the CPU has them,
+     * the OS saves their state and let this process use them (Linux
+     * arch_prctl), and NNF_AMX is not 0. The AVX-512 tier's f32 GEMM then
+     * runs on them as bf16x6 (kernels/gemm.h, docs/KERNELS.md): an f32-level
+     * error, not the f32 FMAs' rounding bit for bit. */
+    bool amx, amx_hw;       /* in use; present and permitted */
     nnf_isa max_isa;        /* best tier the CPU and OS support: the default */
     /* Cache sizes in bytes: l1d and l2 per core, l3 per package (shared); never 0 (32 KiB,
      * 256 KiB and 8 MiB where CPUID reports nothing). */
@@ -53,6 +59,10 @@ nnf_isa nnf_cpu_force_isa(nnf_isa isa);
  * ways on any machine (only plans made after the call see it). Returns the
  * previous value. */
 bool nnf_cpu_force_bcast_costly(bool on);
+/* Tests: turn the AMX GEMM on or off for the calls that follow (on only
+ * where the CPU has it, or in the AVX-512 emulation build, whose AMX tiles
+ * are C loops). Returns the previous value. */
+bool nnf_cpu_force_amx(bool on);
 const char *nnf_isa_name(nnf_isa isa);
 /* "scalar", "avx2", "avx512" (case-insensitive); false if unknown. */
 bool nnf_isa_parse(const char *s, nnf_isa *out);

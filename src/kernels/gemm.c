@@ -16,7 +16,7 @@
 static void gemv_block_8_scalar(size_t kcb, const float *a, size_t a_stride, const float *b,
                                 size_t np, float *st);
 
-static nnf_gemm_cfg g_cfgs[3];
+static nnf_gemm_cfg g_cfgs[3], g_amx_cfg;
 static pthread_once_t g_cfg_once = PTHREAD_ONCE_INIT;
 
 static size_t clamp_size(size_t v, size_t lo, size_t hi) {
@@ -79,6 +79,9 @@ static void init_cfgs(void) {
                                             .ukernel_prefetches = 1};
     for (int i = 0; i < 3; i++)
         size_blocks(&g_cfgs[i], cpu);
+    g_amx_cfg = g_cfgs[NNF_ISA_AVX512];
+    g_amx_cfg.name = "f32_gemm_amx_bf16x6";
+    g_amx_cfg.amx = 1;
 }
 
 const nnf_gemm_cfg *nnf_gemm_cfg_for(nnf_isa isa) {
@@ -87,6 +90,11 @@ const nnf_gemm_cfg *nnf_gemm_cfg_for(nnf_isa isa) {
     if (isa > max)
         isa = max;
     return &g_cfgs[isa];
+}
+
+const nnf_gemm_cfg *nnf_gemm_cfg_whole(nnf_isa isa) {
+    const nnf_gemm_cfg *c = nnf_gemm_cfg_for(isa);
+    return c->isa == NNF_ISA_AVX512 && nnf_cpu_get()->amx ? &g_amx_cfg : c;
 }
 
 size_t nnf_gemm_kc(const nnf_gemm_cfg *cfg, size_t k) {
@@ -976,6 +984,15 @@ nnf_status nnf_gemm_run(const nnf_gemm_cfg *cfg, size_t m, size_t n, size_t k,
     gemm_job *j = NULL;
     if (gemv) {
         run_gemv(cfg, n, k, a, b->packed, c, ep, pool);
+        goto fail;
+    }
+    if (cfg->amx && nnf_cpu_get()->amx && nnf_gemm_amx_fits(m, n, k, a, b) &&
+        nnf_gemm_amx_values(m, n, k, a, b)) {
+        nnf_gemm_cfg t16 = *cfg;
+        t16.mr = t16.nr = 16;
+        size_t ti, tj;
+        choose_tiles(&t16, m, n, k, nnf_threadpool_size(pool), b->packed != NULL, &ti, &tj);
+        st = nnf_gemm_amx_run(m, n, k, kc, a, b, c, ldc, ep, ti, tj, pool);
         goto fail;
     }
     j = nnf_calloc(1, sizeof *j);

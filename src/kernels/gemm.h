@@ -21,6 +21,7 @@
 #include "base/threadpool.h"
 #include "kernels/epilogue.h"
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -75,11 +76,22 @@ typedef struct nnf_gemm_cfg {
     /* the microkernel issues the next block's prefetches (nnf_tile_ep's
      * pf_next) one every few k steps, not the driver in a burst per call */
     int ukernel_prefetches;
+    /* products may run on AMX tiles (nnf_gemm_cfg_whole: the AVX-512 tier
+     * where the CPU has them); same packed operands as the tier's */
+    int amx;
 } nnf_gemm_cfg;
 
 /* The configuration for a tier (clamped to what the CPU has), blocking sized
  * from the CPU's caches. A pure function of (isa, cache sizes). */
 const nnf_gemm_cfg *nnf_gemm_cfg_for(nnf_isa isa);
+
+/* The configuration for callers that hand each product whole, never a
+ * share of its rows (MatMul, Gemm): on the AVX-512 tier of a CPU with AMX,
+ * the tier's own with AMX allowed (name f32_gemm_amx_bf16x6). A caller that
+ * cuts M itself (a conv over tasks of rows) takes nnf_gemm_cfg_for: the AMX
+ * GEMM takes only large M, so the rows a task holds would decide a value's
+ * bits, and they change with the thread count. */
+const nnf_gemm_cfg *nnf_gemm_cfg_whole(nnf_isa isa);
 
 /* The K block used for a GEMM of depth k: at most cfg->kc, K cut into equal
  * blocks (multiples of 8). Packed operands bake it in. */
@@ -102,6 +114,9 @@ typedef struct nnf_gemm_packed {
      * wide), as a block of all mn rows packs them (gemm.c, tail_split);
      * tail_from = mn: every panel r rows */
     size_t tail_from, tail;
+    /* the AMX GEMM's check of its values, made on first use: 0 not yet,
+     * 1 every one splits into bf16 parts, 2 not (x86/gemm_amx_avx512.c) */
+    atomic_int amx_values;
 } nnf_gemm_packed;
 
 /* Fill panels for the rows (side A) / columns (side B) [mn0, mn0 + mnc) and
@@ -190,6 +205,24 @@ nnf_status nnf_gemm_run_batch(const nnf_gemm_cfg *cfg, size_t count, size_t m, s
 nnf_status nnf_sgemm(int trans_a, int trans_b, size_t m, size_t n, size_t k, const float *a,
                      size_t lda, const float *b, size_t ldb, float *c, size_t ldc,
                      const nnf_epilogue *ep, nnf_threadpool *pool);
+
+/* The AVX-512 tier's GEMM on AMX tiles (nnf_cpu.amx; x86/gemm_amx_avx512.c):
+ * f32 operands split exactly into three bf16 parts, six of their nine
+ * products (bf16x6), an f32-level error. nnf_gemm_run takes it for A a
+ * row-major matrix, B packed or row-major, N and K at least 16, values it
+ * can split (finite, 2^-100 <= |x| < 2^127, or 0) and M at least
+ * NNF_GEMM_AMX_MIN_M: B is split on every call, and in a model, with the
+ * weights from memory, BERT-base's M = 128 projections ran 1.02x slower
+ * than on the FMA tiles (1.18x before the split was made cheaper and
+ * fetched ahead), where GEMM 256-2048 with B in cache ran 1.15-1.3x faster.
+ * ti x tj tiles over the pool as nnf_gemm_run cuts them. */
+#define NNF_GEMM_AMX_MIN_M 256
+bool nnf_gemm_amx_fits(size_t m, size_t n, size_t k, const nnf_gemm_src *a, const nnf_gemm_src *b);
+bool nnf_gemm_amx_values(size_t m, size_t n, size_t k, const nnf_gemm_src *a,
+                         const nnf_gemm_src *b);
+nnf_status nnf_gemm_amx_run(size_t m, size_t n, size_t k, size_t kc, const nnf_gemm_src *a,
+                            const nnf_gemm_src *b, float *c, size_t ldc, const nnf_epilogue *ep,
+                            size_t ti, size_t tj, nnf_threadpool *pool);
 
 /* Frees the calling thread's packing scratch (it is otherwise kept to make
  * the next call allocation-free). */

@@ -12,7 +12,7 @@ nnf_gemm_choice nnf_gemm_choose(int64_t m, int64_t n, int64_t k, int64_t a_batch
     nnf_gemm_choice c = {0};
     if (m < 0 || n < 0 || k < 0 || a_batch < 1 || b_batch < 1)
         return c;
-    c.cfg = nnf_gemm_cfg_for(isa);
+    c.cfg = nnf_gemm_cfg_whole(isa);
     c.flatten = b_batch == 1 && a_batch > 1;
     /* Packing B costs K*N once; worth it when it is reused across calls, i.e.
      * always for a constant 2-D B. */

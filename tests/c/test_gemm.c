@@ -22,10 +22,10 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-
 
 /* Activation in double precision: the oracle. */
 static double act_d(const nnf_activation *a, double x) {
@@ -1434,6 +1434,227 @@ static void *gemm_on_a_thread(void *arg) {
     return NULL;
 }
 
+/* The AMX GEMM at its edges, against the oracle: M at and past the
+ * threshold (16-row tiles and 256-row blocks with tails), N of 16-column
+ * tiles paired (a lone last one), past a 512-column chunk, K of 32-deep
+ * steps and 128-deep blocks inside the packed kc, B strided or packed,
+ * every epilogue (bias per row or column, a residual before or after the
+ * activation, in place over C), and the same bits on 1, 2 and 3 threads. */
+static void test_amx_sizes(const nnf_gemm_cfg *cfg) {
+    size_t m0 = NNF_GEMM_AMX_MIN_M;
+    size_t ms[] = {m0, m0 + 1, m0 + 15, m0 + 17, 2 * m0 + 3};
+    size_t ns[] = {16, 17, 31, 32, 33, 100, 529};
+    size_t ks[] = {16, 17, 31, 32, 33, 61, 128, 129, cfg->kc + 5, 2 * cfg->kc + 3};
+    int fails = 0, cases = 0;
+    for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
+        for (size_t jn = 0; jn < sizeof ns / sizeof ns[0]; jn++)
+            for (size_t q = 0; q < sizeof ks / sizeof ks[0]; q++) {
+                size_t v = i + jn + q;
+                if (v % 4 && (ms[i] > m0 + 17 || ns[jn] > 100 || ks[q] > 200))
+                    continue; /* keep the run short */
+                gcase g = {.m = ms[i], .n = ns[jn], .k = ks[q], .pack_b = (int)(v & 1)};
+                if (v % 3 == 0)
+                    g.lda = ks[q] + 3, g.ldb = ns[jn] + 1, g.ldc = ns[jn] + 2;
+                fails += run_case(cfg, &g, NULL, "amx sizes") != 0;
+                cases++;
+            }
+    CHECK_MSG(fails == 0, "%s: %d of %d AMX size cases failed", cfg->name, fails, cases);
+
+    size_t m = m0 + 45, n = 75, k = cfg->kc + 37;
+    float *bias = check_rand_buf(m > n ? m : n), *res = check_rand_buf(m * n);
+    fails = 0;
+    for (size_t ai = 0; ai < N_ACTS; ai++)
+        for (int form = 0; form < 4; form++) {
+            gcase g = {.m = m, .n = n, .k = k, .use_ep = 1, .pack_b = form & 1};
+            g.ep = nnf_epilogue_default();
+            g.ep.act = k_acts[ai];
+            g.ep.alpha = form == 3 ? 0.5f : 1.0f;
+            g.ep.bias_kind = form & 1 ? NNF_BIAS_PER_COL : NNF_BIAS_PER_ROW;
+            g.ep.bias = bias;
+            if (form >= 2) {
+                g.ep.residual = res;
+                g.ep.ld_residual = n;
+                g.ep.residual_after_act = form == 3;
+            }
+            fails += run_case(cfg, &g, NULL, "amx epilogue") != 0;
+        }
+    CHECK_MSG(fails == 0, "%s: %d AMX epilogue cases failed", cfg->name, fails);
+
+    /* in place: the residual is C (one K block), and the same bits on 1-3 threads */
+    float *a = check_rand_buf(m * k), *b = check_rand_buf(k * n);
+    float *c1 = malloc(m * n * sizeof(float)), *c2 = malloc(m * n * sizeof(float));
+    nnf_gemm_src sa = nnf_gemm_src_matrix(a, k, 0), sb = nnf_gemm_src_matrix(b, n, 0);
+    nnf_epilogue ep = nnf_epilogue_default();
+    ep.act = k_acts[9];
+    ep.bias_kind = NNF_BIAS_PER_COL;
+    ep.bias = bias;
+    CHECK(nnf_gemm_run(cfg, m, n, k, &sa, &sb, c1, n, &ep, NULL) == NNF_OK);
+    for (int t = 2; t <= 3; t++) {
+        nnf_threadpool *pool = NULL;
+        CHECK(nnf_threadpool_create(t, &pool) == NNF_OK);
+        CHECK(nnf_gemm_run(cfg, m, n, k, &sa, &sb, c2, n, &ep, pool) == NNF_OK);
+        CHECK_MSG(!memcmp(c1, c2, m * n * sizeof(float)), "%s: AMX on %d threads differs",
+                  cfg->name, t);
+        nnf_threadpool_destroy(pool);
+    }
+    size_t k1 = 200; /* one K block */
+    memcpy(c1, res, m * n * sizeof(float));
+    memcpy(c2, res, m * n * sizeof(float));
+    nnf_epilogue ip = nnf_epilogue_default();
+    ip.residual = c1;
+    ip.ld_residual = n;
+    sa = nnf_gemm_src_matrix(a, k1, 0);
+    CHECK(nnf_gemm_run(cfg, m, n, k1, &sa, &sb, c1, n, &ip, NULL) == NNF_OK);
+    int bad = 0;
+    for (size_t i = 0; i < m; i++)
+        for (size_t j = 0; j < n; j++) {
+            double ref = c2[i * n + j], mag = fabs(ref);
+            for (size_t q = 0; q < k1; q++) {
+                ref += (double)a[i * k1 + q] * b[q * n + j];
+                mag += fabs((double)a[i * k1 + q] * b[q * n + j]);
+            }
+            bad += !(fabs(c1[i * n + j] - ref) <= (double)k1 * ldexp(1.0, -22) * mag);
+        }
+    CHECK_MSG(bad == 0, "%s: AMX with the residual in place: %d values off", cfg->name, bad);
+    free(a);
+    free(b);
+    free(c1);
+    free(c2);
+    free(bias);
+    free(res);
+}
+
+/* The AMX GEMM (on): it is taken (its bits differ from the FMA tiles'),
+ * its error is an f32 GEMM's (the largest error relative to sum |a b| over
+ * a 96 x 80 x 1024 product at most twice the FMA tiles', both against
+ * double precision), and values it cannot split (NaN, Inf, a nonzero under
+ * 2^-100) send the GEMM to the FMA tiles: NaN and Inf propagate, and a
+ * tiny value gives the FMA tiles' bits, for A and for a packed B (whose
+ * check is kept). */
+static void test_amx(const nnf_gemm_cfg *cfg) {
+    size_t m = NNF_GEMM_AMX_MIN_M + 3, n = 80, k = 1024;
+    float *a = check_rand_buf(m * k), *b = check_rand_buf(k * n);
+    float *c1 = malloc(m * n * sizeof(float)), *c2 = malloc(m * n * sizeof(float));
+    nnf_gemm_src sa = nnf_gemm_src_matrix(a, k, 0), sb = nnf_gemm_src_matrix(b, n, 0);
+    CHECK(nnf_gemm_run(cfg, m, n, k, &sa, &sb, c1, n, NULL, NULL) == NNF_OK);
+    nnf_cpu_force_amx(false);
+    CHECK(nnf_gemm_run(cfg, m, n, k, &sa, &sb, c2, n, NULL, NULL) == NNF_OK);
+    nnf_cpu_force_amx(true);
+    double e_amx = 0, e_fma = 0;
+    int differ = 0;
+    for (size_t i = 0; i < m; i++)
+        for (size_t j = 0; j < n; j++) {
+            double ref = 0, mag = 0;
+            for (size_t q = 0; q < k; q++) {
+                ref += (double)a[i * k + q] * b[q * n + j];
+                mag += fabs((double)a[i * k + q] * b[q * n + j]);
+            }
+            double x = fabs(c1[i * n + j] - ref) / mag, y = fabs(c2[i * n + j] - ref) / mag;
+            e_amx = x > e_amx ? x : e_amx;
+            e_fma = y > e_fma ? y : e_fma;
+            differ += c1[i * n + j] != c2[i * n + j];
+        }
+    printf("AMX: %d of %zu values differ from the FMA tiles; largest error / sum|ab| %.3g (FMA "
+           "%.3g)\n",
+           differ, m * n, e_amx, e_fma);
+    CHECK_MSG(differ > 0, "%s: the AMX GEMM was not taken", cfg->name);
+    CHECK_MSG(e_amx <= 2 * e_fma, "%s: AMX error %.3g against the FMA tiles' %.3g", cfg->name,
+              e_amx, e_fma);
+
+    /* unsplittable values: a tiny one in A, then in a packed B */
+    size_t q = NNF_GEMM_AMX_MIN_M;
+    free(c1);
+    free(c2);
+    c1 = malloc(q * q * sizeof(float));
+    c2 = malloc(q * q * sizeof(float));
+    for (int side = 0; side < 2; side++) {
+        float *x = check_rand_buf(q * q), *w = check_rand_buf(q * q);
+        (side ? w : x)[5 * q + 7] = 1e-35f;
+        nnf_gemm_packed *pw = NULL;
+        CHECK(nnf_gemm_pack_b(cfg, q, q, w, q, 0, &pw) == NNF_OK);
+        nnf_gemm_src sx = nnf_gemm_src_matrix(x, q, 0), spw = nnf_gemm_src_packed(pw);
+        for (int rep = 0; rep < 2; rep++) {
+            CHECK(nnf_gemm_run(cfg, q, q, q, &sx, &spw, c1, q, NULL, NULL) == NNF_OK);
+            nnf_cpu_force_amx(false);
+            CHECK(nnf_gemm_run(cfg, q, q, q, &sx, &spw, c2, q, NULL, NULL) == NNF_OK);
+            nnf_cpu_force_amx(true);
+            CHECK_MSG(!memcmp(c1, c2, q * q * sizeof(float)),
+                      "%s: a value under 2^-100 in %s did not send the GEMM to the FMA tiles",
+                      cfg->name, side ? "B" : "A");
+        }
+        CHECK(atomic_load(&pw->amx_values) == (side ? 2 : 0)); /* A is checked first */
+        /* NaN in A row 3, Inf in B column 17: row 3 NaN, column 17 +-Inf */
+        x[5 * q + 7] = w[5 * q + 7] = 0.5f;
+        x[3 * q + 4] = NAN;
+        w[2 * q + 17] = INFINITY;
+        nnf_gemm_src sw = nnf_gemm_src_matrix(w, q, 0);
+        CHECK(nnf_gemm_run(cfg, q, q, q, &sx, &sw, c1, q, NULL, NULL) == NNF_OK);
+        int ok = 1;
+        for (size_t i = 0; i < q; i++)
+            for (size_t j = 0; j < q; j++)
+                ok &= i == 3    ? isnan(c1[i * q + j]) != 0
+                      : j == 17 ? isinf(c1[i * q + j]) && (c1[i * q + j] > 0) == (x[i * q + 2] > 0)
+                                : isfinite(c1[i * q + j]) != 0;
+        CHECK_MSG(ok, "%s: NaN / Inf through the AMX GEMM's check", cfg->name);
+        nnf_gemm_packed_destroy(pw);
+        free(x);
+        free(w);
+    }
+    free(a);
+    free(b);
+    free(c1);
+    free(c2);
+}
+
+/* With AMX on, the tier's FMA configuration (callers that cut M
+ * themselves) gives the FMA tiles' bits at any M. */
+static void test_fma_cfg_no_amx(const nnf_gemm_cfg *cfg) {
+    size_t m = NNF_GEMM_AMX_MIN_M + 5, n = 40, k = 70;
+    float *a = check_rand_buf(m * k), *b = check_rand_buf(k * n);
+    float *c1 = malloc(m * n * sizeof(float)), *c2 = malloc(m * n * sizeof(float));
+    nnf_gemm_src sa = nnf_gemm_src_matrix(a, k, 0), sb = nnf_gemm_src_matrix(b, n, 0);
+    CHECK(nnf_gemm_run(cfg, m, n, k, &sa, &sb, c1, n, NULL, NULL) == NNF_OK);
+    for (size_t i = 0; i < m; i++) /* row by row, as a caller cutting M would */
+        CHECK(nnf_gemm_run(cfg, 1, n, k, &(nnf_gemm_src){.data = a + i * k, .ld = k}, &sb,
+                           c2 + i * n, n, NULL, NULL) == NNF_OK);
+    CHECK_MSG(!memcmp(c1, c2, m * n * sizeof(float)),
+              "%s: with AMX on, the FMA configuration's rows depend on M", cfg->name);
+    free(a);
+    free(b);
+    free(c1);
+    free(c2);
+}
+
+/* Every test of a tier's GEMM; with amx, the tests that compare the FMA
+ * tiles' paths bit for bit (edge tiles, A read in place) are left out:
+ * the AMX GEMM takes some of those shapes and not others. */
+static void tier_tests(const nnf_gemm_cfg *cfg, nnf_isa isa, bool amx) {
+    test_blocking_and_packing(cfg);
+    test_sizes(cfg);
+    test_conv1x1_shapes(cfg);
+    if (!amx) {
+        test_edge_tiles_bitwise(cfg);
+        nnf_threadpool *p2 = NULL;
+        CHECK(nnf_threadpool_create(2, &p2) == NNF_OK);
+        test_direct_a_bitwise(cfg, p2);
+        nnf_threadpool_destroy(p2);
+    }
+    test_layouts(cfg);
+    test_epilogues(cfg);
+    test_nan_inf(cfg);
+    test_threads(cfg);
+    test_real_shapes(cfg);
+    test_gemv(cfg);
+    test_batch(cfg);
+    test_plans();
+    nnf_threadpool *pp = NULL;
+    CHECK(nnf_threadpool_create(isa == NNF_ISA_SCALAR ? 3 : 2, &pp) == NNF_OK);
+    g_plan_pool = pp;
+    test_plans();
+    g_plan_pool = NULL;
+    nnf_threadpool_destroy(pp);
+}
+
 int main(void) {
     check_rng = 88172645463325252ull; /* the data this program was written with */
     const nnf_cpu *cpu = nnf_cpu_get();
@@ -1455,28 +1676,22 @@ int main(void) {
         printf("tier %s: %s kc=%zu mc=%zu nc=%zu\n", nnf_isa_name(isa), cfg->name, cfg->kc, cfg->mc,
                cfg->nc);
         test_vmath(isa);
-        test_blocking_and_packing(cfg);
-        test_sizes(cfg);
-        test_conv1x1_shapes(cfg);
-        test_edge_tiles_bitwise(cfg);
-        nnf_threadpool *p2 = NULL;
-        CHECK(nnf_threadpool_create(2, &p2) == NNF_OK);
-        test_direct_a_bitwise(cfg, p2);
-        nnf_threadpool_destroy(p2);
-        test_layouts(cfg);
-        test_epilogues(cfg);
-        test_nan_inf(cfg);
-        test_threads(cfg);
-        test_real_shapes(cfg);
-        test_gemv(cfg);
-        test_batch(cfg);
-        test_plans();
-        nnf_threadpool *pp = NULL;
-        CHECK(nnf_threadpool_create(isa == NNF_ISA_SCALAR ? 3 : 2, &pp) == NNF_OK);
-        g_plan_pool = pp;
-        test_plans();
-        g_plan_pool = NULL;
-        nnf_threadpool_destroy(pp);
+        /* the FMA tiles; then, on the AVX-512 tier, the AMX GEMM where the
+         * CPU has it or the build emulates it */
+        bool amx = cpu->amx;
+        nnf_cpu_force_amx(false);
+        tier_tests(cfg, isa, false);
+        /* the FMA configuration never takes AMX */
+        if (isa == NNF_ISA_AVX512 && nnf_cpu_force_amx(true) | nnf_cpu_get()->amx) {
+            CHECK(!cfg->amx && nnf_gemm_cfg_whole(isa)->amx);
+            test_fma_cfg_no_amx(cfg);
+            cfg = nnf_gemm_cfg_whole(isa);
+            printf("tier %s with AMX: %s\n", nnf_isa_name(isa), cfg->name);
+            tier_tests(cfg, isa, true);
+            test_amx(cfg);
+            test_amx_sizes(cfg);
+        }
+        nnf_cpu_force_amx(amx);
     }
     soak();
     /* a tier above the machine's is clamped */
