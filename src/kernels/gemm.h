@@ -211,12 +211,13 @@ nnf_status nnf_sgemm(int trans_a, int trans_b, size_t m, size_t n, size_t k, con
  * products (bf16x6), an f32-level error. nnf_gemm_run takes it for A a
  * row-major matrix, B packed or row-major, N and K at least 16, values it
  * can split (finite, 2^-100 <= |x| < 2^127, or 0) and M at least
- * NNF_GEMM_AMX_MIN_M: B is split on every call, and in a model, with the
- * weights from memory, BERT-base's M = 128 projections ran 1.02x slower
- * than on the FMA tiles (1.18x before the split was made cheaper and
- * fetched ahead), where GEMM 256-2048 with B in cache ran 1.15-1.3x faster.
+ * NNF_GEMM_AMX_MIN_M: B is split on every call (~1.3 cycles an element),
+ * which the tiles' speed (M x 6 ps against the FMA tiles' M x 12 ps an
+ * element of B) pays back from M ~ 70 (bench_kernels: BERT's 16 x 768 x
+ * 3072 0.95 against 0.51 ms, its 128-row products 1.3x faster; BERT-base
+ * 12 % faster on 1 thread, 8 % on 2).
  * ti x tj tiles over the pool as nnf_gemm_run cuts them. */
-#define NNF_GEMM_AMX_MIN_M 256
+#define NNF_GEMM_AMX_MIN_M 96
 bool nnf_gemm_amx_fits(size_t m, size_t n, size_t k, const nnf_gemm_src *a, const nnf_gemm_src *b);
 bool nnf_gemm_amx_values(size_t m, size_t n, size_t k, const nnf_gemm_src *a,
                          const nnf_gemm_src *b);

@@ -253,6 +253,46 @@ static void split_a(const amx_job *j, size_t row0, size_t rows, size_t k0, size_
     }
 }
 
+/* The f32 source of B's block [k0, k0 + kb) x [col0, col0 + cols) as runs
+ * of lines, fetched into L2 a slice per tile pair while the block before it
+ * is multiplied: in a model the weights come from memory, and split_b read
+ * them in a burst with nothing to overlap (BERT-base 1.18x slower than the
+ * FMA tiles, which fetch their next block the same way: gemm.c, pf_next). */
+typedef struct pf_runs {
+    const char *run;            /* the run being fetched */
+    size_t stride, lines, runs; /* bytes between runs, lines a run, runs */
+    size_t line, left;          /* the next line in the run, runs left after it */
+} pf_runs;
+
+static void pf_plan(pf_runs *f, const amx_job *j, size_t k0, size_t kb, size_t col0, size_t cols) {
+    const nnf_gemm_packed *p = j->b->packed;
+    if (p) {
+        size_t pc = k0 / p->kc * p->kc, kcb = p->k - pc < p->kc ? p->k - pc : p->kc;
+        f->run = (const char *)(p->data + pc * p->mn_pad + col0 * kcb + (k0 - pc) * 32);
+        f->stride = 32 * kcb * sizeof(float);
+        f->lines = kb * 32 * sizeof(float) / 64;
+        f->runs = (cols + 31) / 32;
+    } else {
+        f->run = (const char *)(j->b->data + k0 * j->b->ld + col0);
+        f->stride = j->b->ld * sizeof(float);
+        f->lines = (cols * sizeof(float) + 63) / 64;
+        f->runs = kb;
+    }
+    f->line = 0;
+    f->left = f->runs - 1;
+}
+
+/* The next n lines, if any are left. */
+static inline void pf_some(pf_runs *f, size_t n) {
+    for (; n && f->run; n--) {
+        _mm_prefetch(f->run + f->line * 64, _MM_HINT_T1);
+        if (++f->line == f->lines) {
+            f->line = 0;
+            f->run = f->left-- ? f->run + f->stride : NULL;
+        }
+    }
+}
+
 /* One step's six products of a column tile into sum tile C: A0 B0, A1 B0,
  * A2 B0, A0 B1, A1 B1, A0 B2 (A in tiles 2-4, B loaded into 5-7). */
 #define STEP6(C, bt)                                                                               \
@@ -271,7 +311,7 @@ static void split_a(const amx_job *j, size_t row0, size_t rows, size_t k0, size_
 /* Sum tiles cs[0], cs[TILE] (two column tiles of one row block) over a K
  * block: started from zero (first) or from cs, stored back to cs. */
 static void tile_pair(const uint16_t *aq, const uint16_t *bq0, const uint16_t *bq1, size_t steps,
-                      float *cs, int first) {
+                      float *cs, int first, pf_runs *pf, size_t per_step) {
     if (first) {
         AMX_ZERO(0);
         AMX_ZERO(1);
@@ -285,6 +325,7 @@ static void tile_pair(const uint16_t *aq, const uint16_t *bq0, const uint16_t *b
         AMX_LOAD(3, a + TILE, 64);
         AMX_LOAD(4, a + 2 * TILE, 64);
         STEP6(0, bq0 + st * 3 * TILE);
+        pf_some(pf, per_step);
         STEP6(1, bq1 + st * 3 * TILE);
     }
     AMX_STORE(0, cs, 64);
@@ -310,41 +351,6 @@ static void finish(const amx_job *j, const float *s, size_t row, size_t rows, si
             v = nnf_ep16(v, &t, r, 0, k);
         _mm512_mask_storeu_ps(j->c + (row + r) * j->ldc + col, k, v);
     }
-}
-
-/* The f32 source of B's block [k0, k0 + kb) x [col0, col0 + cols) as runs
- * of lines, fetched into L2 a slice per tile pair while the block before it
- * is multiplied: in a model the weights come from memory, and split_b read
- * them in a burst with nothing to overlap (BERT-base 1.18x slower than the
- * FMA tiles, which fetch their next block the same way: gemm.c, pf_next). */
-typedef struct pf_runs {
-    const char *base;
-    size_t stride, lines, runs; /* bytes between runs, lines a run */
-    size_t next, total;         /* the next line to fetch, lines in all */
-} pf_runs;
-
-static void pf_plan(pf_runs *f, const amx_job *j, size_t k0, size_t kb, size_t col0, size_t cols) {
-    const nnf_gemm_packed *p = j->b->packed;
-    if (p) {
-        size_t pc = k0 / p->kc * p->kc, kcb = p->k - pc < p->kc ? p->k - pc : p->kc;
-        f->base = (const char *)(p->data + pc * p->mn_pad + col0 * kcb + (k0 - pc) * 32);
-        f->stride = 32 * kcb * sizeof(float);
-        f->lines = kb * 32 * sizeof(float) / 64;
-        f->runs = (cols + 31) / 32;
-    } else {
-        f->base = (const char *)(j->b->data + k0 * j->b->ld + col0);
-        f->stride = j->b->ld * sizeof(float);
-        f->lines = (cols * sizeof(float) + 63) / 64;
-        f->runs = kb;
-    }
-    f->next = 0;
-    f->total = f->lines * f->runs;
-}
-
-static inline void pf_some(pf_runs *f, size_t n) {
-    for (size_t e = f->next + n < f->total ? f->next + n : f->total; f->next < e; f->next++)
-        _mm_prefetch(f->base + f->next / f->lines * f->stride + f->next % f->lines * 64,
-                     _MM_HINT_T1);
 }
 
 static void amx_task(void *ctx, size_t i0, size_t j0, size_t mi, size_t nj) {
@@ -385,14 +391,13 @@ static void amx_task(void *ctx, size_t i0, size_t j0, size_t mi, size_t nj) {
                     size_t c1 = j0 + nj - jc - NCH;
                     pf_plan(&f, j, 0, j->kc < KB ? j->kc : KB, jc + NCH, c1 < NCH ? c1 : NCH);
                 }
-                size_t per = (f.total + calls - 1) / calls;
+                size_t per = f.run ? (f.lines * f.runs + calls * steps - 1) / (calls * steps) : 0;
                 int first = k0 == 0, last = k0 + kb == j->k;
                 for (size_t g = 0; g < groups; g += 2)
                     for (size_t rb = 0; rb < blocks; rb++) {
                         float *c = cs + (rb * groups + g) * 256;
-                        pf_some(&f, per);
                         tile_pair(aq + rb * steps * 3 * TILE, bq + g * steps * 3 * TILE,
-                                  bq + (g + 1) * steps * 3 * TILE, steps, c, first);
+                                  bq + (g + 1) * steps * 3 * TILE, steps, c, first, &f, per);
                         if (!last)
                             continue;
                         size_t row = ic + rb * 16, rr = ic + rows - row < 16 ? ic + rows - row : 16;
