@@ -215,12 +215,19 @@ nnf_status nnf_sgemm(int trans_a, int trans_b, size_t m, size_t n, size_t k, con
  * which the tiles' speed (M x 6 ps against the FMA tiles' M x 12 ps an
  * element of B) pays back from M ~ 70 (bench_kernels: BERT's 16 x 768 x
  * 3072 0.95 against 0.51 ms, its 128-row products 1.3x faster; BERT-base
- * 12 % faster on 1 thread, 8 % on 2).
+ * 12 % faster on 1 thread, 8 % on 2), and at least NNF_GEMM_AMX_MIN_WORK
+ * multiply-adds: on 2 threads each task splits its own share of A and B
+ * again, and GEMM 256^3 ran 0.86x ORT's speed there (1.33x on 1 thread);
+ * the rule reads only the shape, so no value depends on the thread count.
  * ti x tj tiles over the pool as nnf_gemm_run cuts them. */
 #define NNF_GEMM_AMX_MIN_M 96
+#define NNF_GEMM_AMX_MIN_WORK ((size_t)1 << 25)
 bool nnf_gemm_amx_fits(size_t m, size_t n, size_t k, const nnf_gemm_src *a, const nnf_gemm_src *b);
 bool nnf_gemm_amx_values(size_t m, size_t n, size_t k, const nnf_gemm_src *a,
                          const nnf_gemm_src *b);
+/* Tests: the work threshold for the calls that follow (0: any); returns the
+ * previous one. */
+size_t nnf_gemm_amx_force_min_work(size_t work);
 nnf_status nnf_gemm_amx_run(size_t m, size_t n, size_t k, size_t kc, const nnf_gemm_src *a,
                             const nnf_gemm_src *b, float *c, size_t ldc, const nnf_epilogue *ep,
                             size_t ti, size_t tj, nnf_threadpool *pool);

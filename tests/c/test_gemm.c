@@ -1625,6 +1625,32 @@ static void test_fma_cfg_no_amx(const nnf_gemm_cfg *cfg) {
     free(c2);
 }
 
+/* Products under NNF_GEMM_AMX_MIN_WORK stay on the FMA tiles (their bits),
+ * those at it take AMX, whatever the thread count. */
+static void test_amx_work(const nnf_gemm_cfg *cfg) {
+    size_t m = NNF_GEMM_AMX_MIN_M, n = 64, k = (NNF_GEMM_AMX_MIN_WORK + m * n - 1) / (m * n);
+    float *a = check_rand_buf(m * (k + 1)), *b = check_rand_buf((k + 1) * n);
+    float *c1 = malloc(m * n * sizeof(float)), *c2 = malloc(m * n * sizeof(float));
+    nnf_threadpool *p2 = NULL;
+    CHECK(nnf_threadpool_create(2, &p2) == NNF_OK);
+    for (size_t kk = k - 1; kk <= k; kk++) {
+        nnf_gemm_src sa = nnf_gemm_src_matrix(a, kk, 0), sb = nnf_gemm_src_matrix(b, n, 0);
+        CHECK(nnf_gemm_run(cfg, m, n, kk, &sa, &sb, c1, n, NULL, p2) == NNF_OK);
+        nnf_cpu_force_amx(false);
+        CHECK(nnf_gemm_run(cfg, m, n, kk, &sa, &sb, c2, n, NULL, NULL) == NNF_OK);
+        nnf_cpu_force_amx(true);
+        bool same = !memcmp(c1, c2, m * n * sizeof(float));
+        CHECK_MSG(same == (kk * m * n < NNF_GEMM_AMX_MIN_WORK),
+                  "%s: %zu x %zu x %zu %s the AMX GEMM", cfg->name, m, n, kk,
+                  same ? "did not take" : "took");
+    }
+    nnf_threadpool_destroy(p2);
+    free(a);
+    free(b);
+    free(c1);
+    free(c2);
+}
+
 /* Every test of a tier's GEMM; with amx, the tests that compare the FMA
  * tiles' paths bit for bit (edge tiles, A read in place) are left out:
  * the AMX GEMM takes some of those shapes and not others. */
@@ -1687,9 +1713,13 @@ int main(void) {
             test_fma_cfg_no_amx(cfg);
             cfg = nnf_gemm_cfg_whole(isa);
             printf("tier %s with AMX: %s\n", nnf_isa_name(isa), cfg->name);
+            /* the work threshold lowered: the edges of small products too */
+            size_t work = nnf_gemm_amx_force_min_work(0);
             tier_tests(cfg, isa, true);
             test_amx(cfg);
             test_amx_sizes(cfg);
+            nnf_gemm_amx_force_min_work(work);
+            test_amx_work(cfg);
         }
         nnf_cpu_force_amx(amx);
     }

@@ -414,9 +414,18 @@ static void amx_task(void *ctx, size_t i0, size_t j0, size_t mi, size_t nj) {
     AMX_END();
 }
 
+static _Atomic size_t g_min_work = NNF_GEMM_AMX_MIN_WORK;
+
+size_t nnf_gemm_amx_force_min_work(size_t work) {
+    return atomic_exchange(&g_min_work, work);
+}
+
 bool nnf_gemm_amx_fits(size_t m, size_t n, size_t k, const nnf_gemm_src *a, const nnf_gemm_src *b) {
-    return m >= NNF_GEMM_AMX_MIN_M && n >= 16 && k >= 16 && a->data && !a->packed && !a->pack &&
-           !a->trans && !b->pack && !b->trans &&
+    size_t mn, mnk;
+    return m >= NNF_GEMM_AMX_MIN_M && n >= 16 && k >= 16 && a->data &&
+           (!nnf_mul_size(m, n, &mn) || !nnf_mul_size(mn, k, &mnk) ||
+            mnk >= atomic_load(&g_min_work)) &&
+           !a->packed && !a->pack && !a->trans && !b->pack && !b->trans &&
            (b->packed ? b->packed->r == 32 && b->packed->tail_from >= b->packed->mn
                       : b->data != NULL);
 }
