@@ -3,27 +3,29 @@
  * An AMX tile multiply (TDPBF16PS) takes 16 x 32 bf16 of A and 32 x 16 of B
  * (pairs of k side by side, "VNNI") into 16 x 16 f32 sums, 8192 products in
  * ~16 cycles: 12x the f32 FMAs of the two AVX-512 pipes. Each product of
- * two bf16 is exact in f32 (8 x 8 significant bits), and the sums are f32.
- * So an f32 operand split exactly into three bf16 parts, x = x0 + x1 + x2
- * (x0 = x rounded to bf16, x1 = the rest rounded, x2 = what is left: 8 + 8 +
- * 8 significant bits), gives the f32 product as nine bf16 products; the
- * three smallest (x1 y2, x2 y1, x2 y2) are below 2^-23 |xy| together, the
- * rounding of one f32 product, and are left out: six tile multiplies a
- * 32-deep step ("bf16x6", Henry et al. 2019). The leading products (x0 y0)
- * are summed in one tile, the five small ones in another, and the two added
- * at the end of the K block, so the sum's rounding is that of the leading
- * terms alone, as in an f32 GEMM; the result differs from the FMA tiles'
- * by rounding, not bit for bit (tests/c/test_gemm.c holds both to the same
- * K-derived bound).
+ * two bf16 is exact in f32 (8 x 8 significant bits), and the hardware adds a
+ * multiply's 32 products to the old sum more precisely than f32 adds in
+ * turn, rounding about once (measured: see the emulation below). So an f32
+ * operand split exactly into three bf16 parts, x = x0 + x1 + x2 (x0 = x
+ * rounded to bf16, x1 = the rest rounded, x2 = what is left: 8 + 8 + 8
+ * significant bits), gives the f32 product as nine bf16 products; the three
+ * smallest (x1 y2, x2 y1, x2 y2) are below 2^-23 |xy| together, the rounding
+ * of one f32 product, and are left out: six tile multiplies a 32-deep step
+ * ("bf16x6", Henry et al. 2019). The result is not the FMA tiles' bits but
+ * as close to the exact product or closer (tests/c/test_gemm.c, test_amx:
+ * largest error over sum |ab| 8-9.5e-8 against their 1.0-1.7e-7).
  *
- * Eight tiles: the two sums, A0-A2 and B0-B2 of one 16 x 16 output tile.
- * A rows are split as a K block is reached (16 rows x kc, 96 kc bytes); B
- * (prepacked f32 panels of 32 columns, or a row-major matrix) is split once
- * per task, K block and chunk of columns that fits half of L2, then serves
- * every 16 rows. Values the split cannot carry (NaN, Inf, |x| >= 2^127 or
- * under 2^-100 but not 0: the tiles flush bf16 subnormals and a part past
- * bf16's range) send the GEMM to the FMA tiles: nnf_gemm_amx_run checks A
- * on every call and a packed B once (its amx_values).
+ * Eight tiles: the sums of two 16 x 16 output tiles side by side, A0-A2 of
+ * their 16 rows, and B0-B2 of one of them at a time. Per K block of KB
+ * (inside a packed B's kc) and block of MB rows x NCH columns, A and B are
+ * split once into 1 KiB step tiles (MB x KB x 6 and KB x NCH x 6 bytes) and
+ * the partial sums live in a block of tiles (MB x NCH x 4): ~1.1 MiB that
+ * stays in L2, while a pair of column tiles' B (24 KiB) serves every 16 rows
+ * from L1. B's next block is fetched from memory a few lines a step. Values
+ * the split cannot carry (NaN, Inf, |x| >= 2^127, or under 2^-100 but not 0:
+ * the tiles flush bf16 subnormals, and a part past bf16's range) send the
+ * GEMM to the FMA tiles: nnf_gemm_amx_values checks A on every call and a
+ * packed B once (its amx_values).
  *
  * The emulation build (NNF_AVX512_EMULATED) runs the same code with each
  * tile instruction a C loop, so every machine tests the splitting, the
@@ -170,21 +172,14 @@ static inline __m256i to_bf16(__m512i p) {
 
 /* ---- the driver ---------------------------------------------------------- */
 
-/* Blocking. A K step of the K block, 32 deep, is 3 KiB of tiles for 16 rows
- * of A or 16 columns of B. Per K block (KB deep) and block of MB rows and
- * NCH columns, A and B are split once (MB x KB x 6 and KB x NCH x 6 bytes)
- * and the partial sums of C live in a block of tiles (MB x NCH x 4): ~1.1
- * MiB that stays in L2 while a pair of column tiles' B (24 KiB) serves every
- * 16 rows from L1. Tiles of a step are 1 KiB contiguous (one stream a tile).
- * The sum of a pair of output tiles stays in two tile registers across a
- * K block: 3 A tiles and 2 x 3 B tiles loaded for 12 multiplies. */
+/* Blocking (the head comment). */
 #define KB 128
 #define MB 256
 #define NCH 512
 #define TILE 512 /* uint16 in a 16 x 32 bf16 tile, floats in two 16 x 16 */
 
 typedef struct amx_job {
-    size_t m, n, k, kc;
+    size_t n, k, kc;
     const nnf_gemm_src *a, *b;
     float *c;
     size_t ldc;
@@ -268,10 +263,11 @@ static void pf_plan(pf_runs *f, const amx_job *j, size_t k0, size_t kb, size_t c
     const nnf_gemm_packed *p = j->b->packed;
     if (p) {
         size_t pc = k0 / p->kc * p->kc, kcb = p->k - pc < p->kc ? p->k - pc : p->kc;
-        f->run = (const char *)(p->data + pc * p->mn_pad + col0 * kcb + (k0 - pc) * 32);
+        size_t c0 = col0 & ~(size_t)31; /* panels of 32 columns */
+        f->run = (const char *)(p->data + pc * p->mn_pad + c0 * kcb + (k0 - pc) * 32);
         f->stride = 32 * kcb * sizeof(float);
         f->lines = kb * 32 * sizeof(float) / 64;
-        f->runs = (cols + 31) / 32;
+        f->runs = (col0 + cols - c0 + 31) / 32;
     } else {
         f->run = (const char *)(j->b->data + k0 * j->b->ld + col0);
         f->stride = j->b->ld * sizeof(float);
@@ -449,7 +445,7 @@ bool nnf_gemm_amx_values(size_t m, size_t n, size_t k, const nnf_gemm_src *a,
 nnf_status nnf_gemm_amx_run(size_t m, size_t n, size_t k, size_t kc, const nnf_gemm_src *a,
                             const nnf_gemm_src *b, float *c, size_t ldc, const nnf_epilogue *ep,
                             size_t ti, size_t tj, nnf_threadpool *pool) {
-    amx_job j = {.m = m, .n = n, .k = k, .kc = kc, .a = a, .b = b, .c = c, .ldc = ldc};
+    amx_job j = {.n = n, .k = k, .kc = kc, .a = a, .b = b, .c = c, .ldc = ldc};
     j.ep = ep && !nnf_epilogue_is_identity(ep) ? ep : NULL;
     atomic_init(&j.failed, 0);
     nnf_parallel_for_2d(pool, m, n, ti, tj, amx_task, &j);
