@@ -222,6 +222,8 @@ nnf_status nnf_sgemm(int trans_a, int trans_b, size_t m, size_t n, size_t k, con
  * ti x tj tiles over the pool as nnf_gemm_run cuts them. */
 #define NNF_GEMM_AMX_MIN_M 96
 #define NNF_GEMM_AMX_MIN_WORK ((size_t)1 << 25)
+/* The sizes alone (plans name their kernel by it); fits adds the sources. */
+bool nnf_gemm_amx_shape(size_t m, size_t n, size_t k);
 bool nnf_gemm_amx_fits(size_t m, size_t n, size_t k, const nnf_gemm_src *a, const nnf_gemm_src *b);
 bool nnf_gemm_amx_values(size_t m, size_t n, size_t k, const nnf_gemm_src *a,
                          const nnf_gemm_src *b);

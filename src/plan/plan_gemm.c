@@ -416,7 +416,16 @@ planned_c:
             goto fail;
         }
     }
-    snprintf(s->name, sizeof s->name, "%s%s", s->cfg->name, s->pb ? "_packed_b" : "");
+    /* the kernel its shape takes: a product too small for the AMX GEMM
+     * runs on the tier's FMA tiles */
+    const char *kname = s->cfg->name;
+    if (s->cfg->amx) {
+        size_t rows = (size_t)m * (size_t)(s->flatten ? a_batch : 1);
+        if (!fixed || s->trans_a || (!s->pb && s->trans_b) ||
+            !nnf_gemm_amx_shape(rows, (size_t)n, (size_t)k))
+            kname = nnf_gemm_cfg_for(s->cfg->isa)->name;
+    }
+    snprintf(s->name, sizeof s->name, "%s%s", kname, s->pb ? "_packed_b" : "");
     plan->name = s->name;
     plan->run = mm_run;
     plan->state = s;

@@ -416,12 +416,16 @@ size_t nnf_gemm_amx_force_min_work(size_t work) {
     return atomic_exchange(&g_min_work, work);
 }
 
-bool nnf_gemm_amx_fits(size_t m, size_t n, size_t k, const nnf_gemm_src *a, const nnf_gemm_src *b) {
+bool nnf_gemm_amx_shape(size_t m, size_t n, size_t k) {
     size_t mn, mnk;
-    return m >= NNF_GEMM_AMX_MIN_M && n >= 16 && k >= 16 && a->data &&
+    return m >= NNF_GEMM_AMX_MIN_M && n >= 16 && k >= 16 &&
            (!nnf_mul_size(m, n, &mn) || !nnf_mul_size(mn, k, &mnk) ||
-            mnk >= atomic_load(&g_min_work)) &&
-           !a->packed && !a->pack && !a->trans && !b->pack && !b->trans &&
+            mnk >= atomic_load(&g_min_work));
+}
+
+bool nnf_gemm_amx_fits(size_t m, size_t n, size_t k, const nnf_gemm_src *a, const nnf_gemm_src *b) {
+    return nnf_gemm_amx_shape(m, n, k) && a->data && !a->packed && !a->pack && !a->trans &&
+           !b->pack && !b->trans &&
            (b->packed ? b->packed->r == 32 && b->packed->tail_from >= b->packed->mn
                       : b->data != NULL);
 }
