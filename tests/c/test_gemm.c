@@ -1524,9 +1524,21 @@ static void test_amx_sizes(const nnf_gemm_cfg *cfg) {
     free(res);
 }
 
+/* c1 = A B on cfg as it is (AMX on, pool), c2 = the same on the FMA tiles
+ * (one thread); whether their bits are the same. */
+static bool same_as_fma(const nnf_gemm_cfg *cfg, size_t m, size_t n, size_t k,
+                        const nnf_gemm_src *a, const nnf_gemm_src *b, float *c1, float *c2,
+                        nnf_threadpool *pool) {
+    CHECK(nnf_gemm_run(cfg, m, n, k, a, b, c1, n, NULL, pool) == NNF_OK);
+    nnf_cpu_force_amx(false);
+    CHECK(nnf_gemm_run(cfg, m, n, k, a, b, c2, n, NULL, NULL) == NNF_OK);
+    nnf_cpu_force_amx(true);
+    return !memcmp(c1, c2, m * n * sizeof(float));
+}
+
 /* The AMX GEMM (on): it is taken (its bits differ from the FMA tiles'),
  * its error is an f32 GEMM's (the largest error relative to sum |a b| over
- * a 96 x 80 x 1024 product at most twice the FMA tiles', both against
+ * a 99 x 80 x 1024 product at most twice the FMA tiles', both against
  * double precision), and values it cannot split (NaN, Inf, a nonzero under
  * 2^-100) send the GEMM to the FMA tiles: NaN and Inf propagate, and a
  * tiny value gives the FMA tiles' bits, for A and for a packed B (whose
@@ -1536,10 +1548,7 @@ static void test_amx(const nnf_gemm_cfg *cfg) {
     float *a = check_rand_buf(m * k), *b = check_rand_buf(k * n);
     float *c1 = malloc(m * n * sizeof(float)), *c2 = malloc(m * n * sizeof(float));
     nnf_gemm_src sa = nnf_gemm_src_matrix(a, k, 0), sb = nnf_gemm_src_matrix(b, n, 0);
-    CHECK(nnf_gemm_run(cfg, m, n, k, &sa, &sb, c1, n, NULL, NULL) == NNF_OK);
-    nnf_cpu_force_amx(false);
-    CHECK(nnf_gemm_run(cfg, m, n, k, &sa, &sb, c2, n, NULL, NULL) == NNF_OK);
-    nnf_cpu_force_amx(true);
+    same_as_fma(cfg, m, n, k, &sa, &sb, c1, c2, NULL);
     double e_amx = 0, e_fma = 0;
     int differ = 0;
     for (size_t i = 0; i < m; i++)
@@ -1573,15 +1582,10 @@ static void test_amx(const nnf_gemm_cfg *cfg) {
         nnf_gemm_packed *pw = NULL;
         CHECK(nnf_gemm_pack_b(cfg, q, q, w, q, 0, &pw) == NNF_OK);
         nnf_gemm_src sx = nnf_gemm_src_matrix(x, q, 0), spw = nnf_gemm_src_packed(pw);
-        for (int rep = 0; rep < 2; rep++) {
-            CHECK(nnf_gemm_run(cfg, q, q, q, &sx, &spw, c1, q, NULL, NULL) == NNF_OK);
-            nnf_cpu_force_amx(false);
-            CHECK(nnf_gemm_run(cfg, q, q, q, &sx, &spw, c2, q, NULL, NULL) == NNF_OK);
-            nnf_cpu_force_amx(true);
-            CHECK_MSG(!memcmp(c1, c2, q * q * sizeof(float)),
+        for (int rep = 0; rep < 2; rep++)
+            CHECK_MSG(same_as_fma(cfg, q, q, q, &sx, &spw, c1, c2, NULL),
                       "%s: a value under 2^-100 in %s did not send the GEMM to the FMA tiles",
                       cfg->name, side ? "B" : "A");
-        }
         CHECK(atomic_load(&pw->amx_values) == (side ? 2 : 0)); /* A is checked first */
         /* NaN in A row 3, Inf in B column 17: row 3 NaN, column 17 +-Inf */
         x[5 * q + 7] = w[5 * q + 7] = 0.5f;
@@ -1635,11 +1639,7 @@ static void test_amx_work(const nnf_gemm_cfg *cfg) {
     CHECK(nnf_threadpool_create(2, &p2) == NNF_OK);
     for (size_t kk = k - 1; kk <= k; kk++) {
         nnf_gemm_src sa = nnf_gemm_src_matrix(a, kk, 0), sb = nnf_gemm_src_matrix(b, n, 0);
-        CHECK(nnf_gemm_run(cfg, m, n, kk, &sa, &sb, c1, n, NULL, p2) == NNF_OK);
-        nnf_cpu_force_amx(false);
-        CHECK(nnf_gemm_run(cfg, m, n, kk, &sa, &sb, c2, n, NULL, NULL) == NNF_OK);
-        nnf_cpu_force_amx(true);
-        bool same = !memcmp(c1, c2, m * n * sizeof(float));
+        bool same = same_as_fma(cfg, m, n, kk, &sa, &sb, c1, c2, p2);
         CHECK_MSG(same == (kk * m * n < NNF_GEMM_AMX_MIN_WORK),
                   "%s: %zu x %zu x %zu %s the AMX GEMM", cfg->name, m, n, kk,
                   same ? "did not take" : "took");
