@@ -297,7 +297,8 @@ int main(int argc, char **argv) {
         return 1;
     }
     nnf_isa isa = nnf_cpu_isa();
-    const nnf_gemm_cfg *cfg = nnf_gemm_cfg_whole(isa) /* a MatMul's: products handed whole */;
+    /* a MatMul's configuration: products handed whole (AMX where the CPU has it) */
+    const nnf_gemm_cfg *cfg = nnf_gemm_cfg_whole(isa);
     if (json)
         printf("[\n");
     else
