@@ -249,10 +249,10 @@ static void split_a(const amx_job *j, size_t row0, size_t rows, size_t k0, size_
 }
 
 /* The f32 source of B's block [k0, k0 + kb) x [col0, col0 + cols) as runs
- * of lines, fetched into L2 a slice per tile pair while the block before it
- * is multiplied: in a model the weights come from memory, and split_b read
- * them in a burst with nothing to overlap (BERT-base 1.18x slower than the
- * FMA tiles, which fetch their next block the same way: gemm.c, pf_next). */
+ * of lines, fetched into L2 a few lines a step while the block before it is
+ * multiplied: in a model the weights come from memory. Unfetched, split_b
+ * waited on them (BERT-base 1.18x slower than the FMA tiles); fetched in a
+ * burst per tile pair, the prefetches waited on line-fill buffers (1.07x). */
 typedef struct pf_runs {
     const char *run;            /* the run being fetched */
     size_t stride, lines, runs; /* bytes between runs, lines a run, runs */
