@@ -71,6 +71,7 @@ static void detect_x86(void) {
     cpuid(1, 0, r);
     unsigned base_family = (r[0] >> 8) & 0xf;
     g_cpu.family = base_family == 0xf ? base_family + ((r[0] >> 20) & 0xff) : base_family;
+    g_cpu.model = ((r[0] >> 4) & 0xf) | (base_family >= 0x6 ? ((r[0] >> 16) & 0xf) << 4 : 0);
     bool osxsave = (r[2] >> 27) & 1;
     g_cpu.avx = (r[2] >> 28) & 1;
     g_cpu.fma = (r[2] >> 12) & 1;
@@ -125,6 +126,12 @@ static void detect_x86(void) {
      * BERT-base 0.88-0.96x the AVX2 tier's time on Zen 4: the widest tier
      * is the default everywhere. */
     g_cpu.zmm_halves = amd && g_cpu.family == 0x19 && g_cpu.max_isa == NNF_ISA_AVX512;
+    /* Zen 1 and Zen+ (family 17h below model 30h; Zen 2 from 30h has 256-bit
+     * pipes) and Hygon's Dhyana (18h) run each ymm operation as two 128-bit
+     * halves on two FMA pipes: 16 FLOPs a cycle, half of Zen 2's, while
+     * loads and the memory stream keep their speed. */
+    g_cpu.ymm_halves =
+        amd && ((g_cpu.family == 0x17 && g_cpu.model < 0x30) || g_cpu.family == 0x18);
     g_cpu.bcast_costly = !strcmp(g_cpu.vendor, "GenuineIntel");
     /* Linux hands out the tiles' 8 KiB of state to processes that ask
      * (ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA, 18); for every thread */
@@ -205,6 +212,13 @@ bool nnf_cpu_force_bcast_costly(bool on) {
     pthread_once(&g_once, detect);
     bool was = g_cpu.bcast_costly;
     g_cpu.bcast_costly = on;
+    return was;
+}
+
+bool nnf_cpu_force_ymm_halves(bool on) {
+    pthread_once(&g_once, detect);
+    bool was = g_cpu.ymm_halves;
+    g_cpu.ymm_halves = on;
     return was;
 }
 

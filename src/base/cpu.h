@@ -28,7 +28,9 @@ typedef struct nnf_cpu {
     bool avx, avx2, fma, f16c, avx512f, avx512bw, avx512dq, avx512vl;
     bool os_ymm, os_zmm; /* XCR0 says the OS saves YMM / ZMM state */
     unsigned family;        /* CPUID display family (0x19: AMD Zen 3 and 4) */
+    unsigned model;         /* CPUID display model (with the extended bits) */
     bool zmm_halves;        /* 512-bit operations run as two 256-bit halves */
+    bool ymm_halves;        /* 256-bit operations run as two 128-bit halves (Zen 1) */
     /* Each broadcast load costs FMA throughput (Intel cores): a register
      * tile with a broadcast every 2 FMAs ran at 82-86 % of the FMA peak
      * with every operand in L1, one every 3-4 at 87-91 % (an Intel Xeon,
@@ -59,6 +61,9 @@ nnf_isa nnf_cpu_force_isa(nnf_isa isa);
  * ways on any machine (only plans made after the call see it). Returns the
  * previous value. */
 bool nnf_cpu_force_bcast_costly(bool on);
+/* Tests: set ymm_halves (plans made after the call see it); returns the
+ * previous value. */
+bool nnf_cpu_force_ymm_halves(bool on);
 /* Tests: turn the AMX GEMM on or off for the calls that follow (on only
  * where the CPU has it, or in the AVX-512 emulation build, whose AMX tiles
  * are C loops). Returns the previous value. */

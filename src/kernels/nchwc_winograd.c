@@ -87,6 +87,16 @@ bool nnf_nchwc_direct_wins(const nnf_conv2d_shape *s, nnf_isa isa) {
  * against 4.05 (1 thread). */
 #define WINO2_MIN_TILES 25
 
+/* The AVX2 tier on Zen 1 (ymm_halves): each ymm FMA takes two cycles of
+ * its pipe, while the transformed weights stream from memory as fast as on
+ * Zen 3, so fewer multiplies win where Zen 3 and 4 measured the stream:
+ * F(4x4,3x3) at 16 tiles (ResNet-50's 14x14 256-channel 3x3s, ~2.1-2.5
+ * against 2.7-3.2 ms as F(2x2) in the model on 1 thread, nnfuse profile)
+ * and the stride-2 form from 16 tiles (its 256-channel 3x3 at 14x14 out). */
+static bool half_fmas(nnf_isa isa) {
+    return isa == NNF_ISA_AVX2 && nnf_cpu_get()->ymm_halves;
+}
+
 const double nnf_wino_f2_bt[4][4] = {{1, 0, -1, 0}, {0, 1, 1, 0}, {0, -1, 1, 0}, {0, 1, 0, -1}};
 const double nnf_wino_f2_g[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
 const double nnf_wino_f2_at[2][4] = {{1, 1, 1, 0}, {0, 1, -1, -1}};
@@ -106,8 +116,9 @@ const double nnf_wino_f2_at[2][4] = {{1, 1, 1, 0}, {0, 1, -1, -1}};
 bool nnf_nchwc_wino_f2(const nnf_conv2d_shape *s, nnf_isa isa) {
     size_t t4 = ((s->oh + 3) / 4) * ((s->ow + 3) / 4), t2 = ((s->oh + 1) / 2) * ((s->ow + 1) / 2);
     size_t min_t2 = isa < NNF_ISA_AVX512 || nnf_cpu_get()->zmm_halves ? 16 : 25;
+    size_t max_t4 = half_fmas(isa) ? WINO_MIN_TILES - 1 : WINO_MIN_TILES;
     return isa >= NNF_ISA_AVX2 && s->sh == 1 && s->sw == 1 && nnf_nchwc_wino_supported(s, isa) &&
-           t4 <= WINO_MIN_TILES && t2 >= min_t2 && s->c >= 64;
+           t4 <= max_t4 && t2 >= min_t2 && s->c >= 64;
 }
 
 bool nnf_nchwc_wino_wins(const nnf_conv2d_shape *s, nnf_isa isa) {
@@ -118,7 +129,7 @@ bool nnf_nchwc_wino_wins(const nnf_conv2d_shape *s, nnf_isa isa) {
         tiles < WINO_MIN_TILES)
         return false;
     if (s->sh == 2)
-        return s->c >= WINO2_MIN_C && tiles >= WINO2_MIN_TILES;
+        return s->c >= WINO2_MIN_C && tiles >= (half_fmas(isa) ? WINO_MIN_TILES : WINO2_MIN_TILES);
     return !nnf_nchwc_direct_wins(s, isa) && nnf_conv_select(s, isa) == NNF_CONV_ALGO_WINOGRAD;
 }
 

@@ -18,10 +18,11 @@ char *nnf_compile_meta(const nnf_model_options *o) {
     nnf_strbuf_printf(&t, "nnfuse %s\nbuild %s\n", NNFUSE_VERSION, nnf_build_id);
     /* everything a plan may read of the CPU */
     nnf_strbuf_printf(
-        &t, "cpu %s|%s|%u|%d%d%d%d%d%d%d%d%d%d|halves %d|bcast %d|max %s|l1d %zu|l2 %zu|l3 %zu\n",
-        c->vendor, c->brand, c->family, c->avx, c->avx2, c->fma, c->f16c, c->avx512f, c->avx512bw,
-        c->avx512dq, c->avx512vl, c->os_ymm, c->os_zmm, c->zmm_halves, c->bcast_costly,
-        nnf_isa_name(c->max_isa), c->l1d, c->l2, c->l3);
+        &t,
+        "cpu %s|%s|%u/%u|%d%d%d%d%d%d%d%d%d%d|halves %d%d|bcast %d|max %s|l1d %zu|l2 %zu|l3 %zu\n",
+        c->vendor, c->brand, c->family, c->model, c->avx, c->avx2, c->fma, c->f16c, c->avx512f,
+        c->avx512bw, c->avx512dq, c->avx512vl, c->os_ymm, c->os_zmm, c->zmm_halves, c->ymm_halves,
+        c->bcast_costly, nnf_isa_name(c->max_isa), c->l1d, c->l2, c->l3);
     nnf_strbuf_printf(&t, "isa %s\nopt %d\npasses-off %s\n", nnf_isa_name(nnf_cpu_isa()),
                       o->opt_level, off && *off ? off : "-");
     if (o->n_input_shapes && !o->input_shapes) /* fix_inputs.c refuses it */
