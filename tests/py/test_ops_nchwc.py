@@ -131,13 +131,14 @@ def case_winograd_s2():
 
 
 def case_winograd_f2():
-    """ResNet-50's 14x14 3x3 (16 tiles of 4x4, 49 of 2x2) on 64 channels: the blocked Winograd's
-    F(2x2,3x3) form on the AVX-512 tier, F(4x4,3x3) on AVX2; 70 output channels leave padding
-    lanes. A 1x1 after it writes the plain output."""
+    """A 12x12 3x3 (9 tiles of 4x4, 36 of 2x2) on 64 channels: the blocked Winograd's F(2x2,3x3)
+    form on both SIMD tiers and every CPU (ResNet-50's 14x14, 16 tiles of 4x4, takes F(4x4,3x3)
+    where ymm FMAs run as halves); 70 output channels leave padding lanes. A 1x1 after it writes
+    the plain output."""
     a = conv("a", "x", 16, 64, k=1, pad=0, act="silu")
     b = conv("b", a[2], 64, 70, act="relu")
     c = conv("c", b[2], 70, 16, k=1, pad=0)
-    return build([a, b, c], [], [], [c[2]], (1, 16, 14, 14)), {"nchwc.Conv"}, 1
+    return build([a, b, c], [], [], [c[2]], (1, 16, 12, 12)), {"nchwc.Conv"}, 1
 
 
 def case_bottleneck_silu():
@@ -323,7 +324,7 @@ def test_winograd_s2_form(tmp_path):
 
 @needs_blocked
 def test_winograd_f2_form(tmp_path):
-    """The 14x14 3x3 runs as F(2x2,3x3) on both SIMD tiers (outputs:
+    """The 12x12 3x3 runs as F(2x2,3x3) on both SIMD tiers (outputs:
     test_blocked_models_match_ort)."""
     path = tmp_path / "winograd_f2.onnx"
     path.write_bytes(case_winograd_f2()[0])
