@@ -71,7 +71,8 @@ static void detect_x86(void) {
     cpuid(1, 0, r);
     unsigned base_family = (r[0] >> 8) & 0xf;
     g_cpu.family = base_family == 0xf ? base_family + ((r[0] >> 20) & 0xff) : base_family;
-    g_cpu.model = ((r[0] >> 4) & 0xf) | (base_family >= 0x6 ? ((r[0] >> 16) & 0xf) << 4 : 0);
+    g_cpu.model = ((r[0] >> 4) & 0xf) |
+                  (base_family == 0x6 || base_family == 0xf ? ((r[0] >> 16) & 0xf) << 4 : 0);
     bool osxsave = (r[2] >> 27) & 1;
     g_cpu.avx = (r[2] >> 28) & 1;
     g_cpu.fma = (r[2] >> 12) & 1;

@@ -355,12 +355,14 @@ extern const double nnf_wino2_bt[5][5], nnf_wino2_g[5][2], nnf_wino2_at[4][5];
 static inline size_t nnf_nchwc_wino_rows(const nnf_nchwc_wino *k, size_t xi) {
     return !k->s2 || xi < 25 ? 1 : xi < 35 ? 4 : 16;
 }
-/* The F(2x2,3x3) form (3x3, stride 1, AVX-512 tier): 2x2 output tiles from
- * 4x4 input patches, 16 weight matrices, 16 products a tile (2.25x fewer
- * than the direct conv; F(4x4,3x3): 4x) for maps whose F(4x4,3x3) tiles
- * are too few to reuse its 36 matrices (nnf_nchwc_wino_f2): 2.25x fewer
- * weight bytes to stream for 1.78x more products. Transforms and weight
- * transform in x86/nchwc_winograd_avx512.c, with F(4x4,3x3)'s. */
+/* The F(2x2,3x3) form (3x3, stride 1, both SIMD tiers): 2x2 output tiles
+ * from 4x4 input patches, 16 weight matrices, 16 products a tile (2.25x
+ * fewer than the direct conv; F(4x4,3x3): 4x) for maps whose F(4x4,3x3)
+ * tiles are too few to reuse its 36 matrices (nnf_nchwc_wino_f2): 2.25x
+ * fewer weight bytes to stream for 1.78x more products (not at 16 tiles
+ * where ymm FMAs run as halves: the products cost twice there). Transforms
+ * and weight transform in x86/nchwc_winograd_{avx2,avx512}.c, with
+ * F(4x4,3x3)'s. */
 extern const double nnf_wino_f2_bt[4][4], nnf_wino_f2_g[4][3], nnf_wino_f2_at[2][4];
 bool nnf_nchwc_wino_f2(const nnf_conv2d_shape *s, nnf_isa isa);
 /* Output tiles of one image. */
