@@ -209,18 +209,20 @@ nnf_isa nnf_cpu_force_isa(nnf_isa isa) {
     return isa;
 }
 
-bool nnf_cpu_force_bcast_costly(bool on) {
+/* The tests' switch for one of the features' flags: the previous value. */
+static bool force_flag(bool *flag, bool on) {
     pthread_once(&g_once, detect);
-    bool was = g_cpu.bcast_costly;
-    g_cpu.bcast_costly = on;
+    bool was = *flag;
+    *flag = on;
     return was;
 }
 
+bool nnf_cpu_force_bcast_costly(bool on) {
+    return force_flag(&g_cpu.bcast_costly, on);
+}
+
 bool nnf_cpu_force_ymm_halves(bool on) {
-    pthread_once(&g_once, detect);
-    bool was = g_cpu.ymm_halves;
-    g_cpu.ymm_halves = on;
-    return was;
+    return force_flag(&g_cpu.ymm_halves, on);
 }
 
 bool nnf_cpu_force_amx(bool on) {
