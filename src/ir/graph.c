@@ -2,6 +2,7 @@
 #include "ir/graph.h"
 
 #include "base/file.h"
+#include "base/log.h"
 
 #include <inttypes.h>
 #include <sys/mman.h>
@@ -222,15 +223,23 @@ bool nnf_node_reads_bytewise(const nnf_node *n, int k) {
     return k == 0 && !n->domain[0] && !strcmp(n->op_type, "Gather");
 }
 
-bool *nnf_graph_typed_reads(const nnf_graph *g, bool fold_pending) {
+/* Whether the plan of n is what reads its input k first: the B of a GEMM,
+ * which the plan packs (nnf_gemm_pack_b reads any alignment) */
+static bool plan_reads_first(const nnf_node *n, int k) {
+    return k == 1 && !n->domain[0] &&
+           (!strcmp(n->op_type, "MatMul") || !strcmp(n->op_type, "Gemm"));
+}
+
+bool *nnf_graph_typed_reads(const nnf_graph *g, unsigned pending) {
     bool *typed = nnf_calloc((size_t)g->n_values + 1, sizeof *typed);
     if (!typed)
         return NULL;
     for (int i = 0; i < g->n_nodes; i++) {
         const nnf_node *n = &g->nodes[i];
-        bool conv = fold_pending && !n->domain[0] && !strcmp(n->op_type, "Conv");
+        bool conv = (pending & NNF_PENDING_FOLD) && !n->domain[0] && !strcmp(n->op_type, "Conv");
         for (int k = 0; k < n->n_inputs && !n->dead; k++)
-            if (n->inputs[k] >= 0 && !nnf_node_reads_bytewise(n, k) && !(conv && k == 1))
+            if (n->inputs[k] >= 0 && !nnf_node_reads_bytewise(n, k) && !(conv && k == 1) &&
+                !((pending & NNF_PENDING_PLAN) && plan_reads_first(n, k)))
                 typed[n->inputs[k]] = true;
     }
     for (int k = 0; k < g->n_outputs; k++)
@@ -240,13 +249,13 @@ bool *nnf_graph_typed_reads(const nnf_graph *g, bool fold_pending) {
     return typed;
 }
 
-nnf_status nnf_graph_align_values(nnf_graph *g) {
+nnf_status nnf_graph_align_values(nnf_graph *g, unsigned pending) {
     bool any = false;
     for (int v = 0; v < g->n_values && !any; v++)
         any = g->values[v].misaligned;
     if (!any)
         return NNF_OK;
-    bool *need = nnf_graph_typed_reads(g, false);
+    bool *need = nnf_graph_typed_reads(g, pending);
     if (!need)
         return nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory aligning initializers");
     nnf_status st = NNF_OK;
@@ -266,6 +275,7 @@ nnf_status nnf_graph_align_value(nnf_graph *g, int v) {
         return nnf_error(NNF_ERR_OUT_OF_MEMORY,
                          "out of memory aligning initializer '%.200s' (%zu bytes)", val->name,
                          val->nbytes);
+    NNF_LOG_TRACE("initializer '%s' copied aligned (%zu bytes)", val->name, val->nbytes);
     memcpy(copy, val->data, val->nbytes);
     release_mapped_pages(root_of(g), val->data, val->nbytes);
     val->data = copy;

@@ -218,15 +218,25 @@ void nnf_graph_set_value_block(nnf_graph *g, int v, void *block);
  * value may stay in the model file at an address not aligned for its dtype
  * (nnf_value.misaligned): the table of a Gather. */
 bool nnf_node_reads_bytewise(const nnf_node *n, int k);
+/* Readers still to come that read a misaligned weight (nnf_value.misaligned)
+ * byte-wise, for nnf_graph_typed_reads: the BatchNormalization fold reads a
+ * Conv's weights before any typed reader does (the import;
+ * nnf_graph_align_values runs after the fold), and a MatMul's or Gemm's plan
+ * packs its B from any alignment (nnf_gemm_pack_b) before anything else
+ * reads it (up to the plans). */
+enum {
+    NNF_PENDING_FOLD = 1u << 0,
+    NNF_PENDING_PLAN = 1u << 1,
+};
 /* Per value (n_values entries, owned by the caller, nnf_free; NULL on OOM):
- * whether a live node reads it other than byte-wise, or it is a graph output,
- * so that its data must be aligned. fold_pending: a Conv's weights count as
- * read byte-wise, as the BatchNormalization fold reads them before any typed
- * reader does (the import; nnf_graph_align_values runs after the fold). */
-bool *nnf_graph_typed_reads(const nnf_graph *g, bool fold_pending);
-/* Give every misaligned value that a node of g reads other than byte-wise, or
- * that is a graph output, an aligned copy of its data. Idempotent. */
-nnf_status nnf_graph_align_values(nnf_graph *g);
+ * whether a live node reads it other than byte-wise, given the pending
+ * readers (NNF_PENDING_*), or it is a graph output, so that its data must be
+ * aligned. */
+bool *nnf_graph_typed_reads(const nnf_graph *g, unsigned pending);
+/* Give every misaligned value that a node of g reads other than byte-wise
+ * (nnf_graph_typed_reads), or that is a graph output, an aligned copy of its
+ * data. Idempotent. */
+nnf_status nnf_graph_align_values(nnf_graph *g, unsigned pending);
 /* The same for value v alone (nothing if it is aligned). */
 nnf_status nnf_graph_align_value(nnf_graph *g, int v);
 

@@ -118,26 +118,25 @@ static int src_kmajor(nnf_gemm_side side, const nnf_gemm_src *s) {
 /* k outer, panels inner: the source is read row by row (sequential, so the
  * hardware prefetcher streams it; a panel-first walk touched a new page per
  * k when ld is large, as in a 1x1 conv's input), the writes land in the
- * L2-sized destination block. Constant-width copies compile to vector moves. */
+ * L2-sized destination block. Constant-width copies compile to vector moves.
+ * Every read is a copy of bytes, so the source may sit at any address (a
+ * GEMM's B left in the model file, nnf_gemm_pack_b). */
 #define DEFINE_PACK_KMAJOR(R)                                                                      \
-    static void pack_kmajor_##R(const float *base, size_t ld, size_t mn0, size_t mnc, size_t k0,   \
+    static void pack_kmajor_##R(const void *base, size_t ld, size_t mn0, size_t mnc, size_t k0,    \
                                 size_t kc, float *dst) {                                           \
+        const size_t row = ld * sizeof(float), width = R * sizeof(float);                          \
         size_t full = mnc / R, tail = mnc % R;                                                     \
         for (size_t k8 = 0; k8 < kc; k8 += 8) {                                                    \
             size_t rows = kc - k8 < 8 ? kc - k8 : 8;                                               \
-            const float *s = base + (k0 + k8) * ld + mn0;                                          \
+            const unsigned char *s =                                                               \
+                (const unsigned char *)base + (k0 + k8) * row + mn0 * sizeof(float);               \
             float *d = dst + k8 * R;                                                               \
-            for (size_t p = 0; p < full; p++, s += R, d += kc * R)                                 \
+            for (size_t p = 0; p < full; p++, s += width, d += kc * R)                             \
                 for (size_t kk = 0; kk < rows; kk++)                                               \
-                    __builtin_memcpy(d + kk * R, s + kk * ld, R * sizeof(float));                  \
-            if (tail) {                                                                            \
-                for (size_t kk = 0; kk < rows; kk++) {                                             \
-                    size_t q = 0;                                                                  \
-                    for (; q < tail; q++)                                                          \
-                        d[kk * R + q] = s[kk * ld + q];                                            \
-                    for (; q < R; q++)                                                             \
-                        d[kk * R + q] = 0.0f;                                                      \
-                }                                                                                  \
+                    __builtin_memcpy(d + kk * R, s + kk * row, width);                             \
+            for (size_t kk = 0; tail && kk < rows; kk++) {                                         \
+                memcpy(d + kk * R, s + kk * row, tail * sizeof(float));                            \
+                memset(d + kk * R + tail, 0, (R - tail) * sizeof(float));                          \
             }                                                                                      \
         }                                                                                          \
     }
@@ -145,17 +144,14 @@ DEFINE_PACK_KMAJOR(8)
 DEFINE_PACK_KMAJOR(16)
 DEFINE_PACK_KMAJOR(32)
 
-static void pack_kmajor_any(const float *base, size_t ld, size_t mn0, size_t mnc, size_t k0,
+static void pack_kmajor_any(const void *base, size_t ld, size_t mn0, size_t mnc, size_t k0,
                             size_t kc, size_t r, float *dst) {
     for (size_t p = 0; p < mnc; p += r) {
         size_t w = mnc - p < r ? mnc - p : r;
-        const float *s = base + k0 * ld + mn0 + p;
-        for (size_t kk = 0; kk < kc; kk++, s += ld, dst += r) {
-            size_t q = 0;
-            for (; q < w; q++)
-                dst[q] = s[q];
-            for (; q < r; q++)
-                dst[q] = 0.0f;
+        const unsigned char *s = (const unsigned char *)base + (k0 * ld + mn0 + p) * sizeof(float);
+        for (size_t kk = 0; kk < kc; kk++, s += ld * sizeof(float), dst += r) {
+            memcpy(dst, s, w * sizeof(float));
+            memset(dst + w, 0, (r - w) * sizeof(float));
         }
     }
 }
@@ -275,10 +271,28 @@ nnf_status nnf_gemm_pack(const nnf_gemm_cfg *cfg, nnf_gemm_side side, const nnf_
     return NNF_OK;
 }
 
-nnf_status nnf_gemm_pack_b(const nnf_gemm_cfg *cfg, size_t k, size_t n, const float *b, size_t ldb,
+nnf_status nnf_gemm_pack_b(const nnf_gemm_cfg *cfg, size_t k, size_t n, const void *b, size_t ldb,
                            int trans_b, nnf_gemm_packed **out) {
+    /* stored K x N, B is read with the k-major packers' byte copies; stored
+     * N x K, as floats: from an aligned copy when it is not aligned */
+    float *copy = NULL;
+    if (trans_b && n && k && (uintptr_t)b % _Alignof(float)) {
+        size_t floats, bytes;
+        if (!nnf_mul_size(n - 1, ldb, &floats) || !nnf_add_size(floats, k, &floats) ||
+            !nnf_mul_size(floats, sizeof(float), &bytes))
+            return nnf_error(NNF_ERR_INVALID_ARGUMENT, "GEMM operand of %zu x %zu is too large", n,
+                             k);
+        if (!(copy = nnf_malloc_aligned(bytes)))
+            return nnf_error(NNF_ERR_OUT_OF_MEMORY,
+                             "out of memory aligning a GEMM operand of %zu x %zu (%zu bytes)", n, k,
+                             bytes);
+        memcpy(copy, b, bytes);
+        b = copy;
+    }
     nnf_gemm_src s = nnf_gemm_src_matrix(b, ldb, trans_b);
-    return nnf_gemm_pack(cfg, NNF_GEMM_B, &s, n, k, out);
+    nnf_status st = nnf_gemm_pack(cfg, NNF_GEMM_B, &s, n, k, out);
+    nnf_free_aligned(copy);
+    return st;
 }
 
 nnf_status nnf_gemm_pack_a(const nnf_gemm_cfg *cfg, size_t m, size_t k, const float *a, size_t lda,

@@ -146,8 +146,10 @@ static inline nnf_gemm_src nnf_gemm_src_packed(const nnf_gemm_packed *p) {
 /* Pack a whole operand: side A is mn x k (M x K), side B is k x mn (K x N). */
 nnf_status nnf_gemm_pack(const nnf_gemm_cfg *cfg, nnf_gemm_side side, const nnf_gemm_src *src,
                          size_t mn, size_t k, nnf_gemm_packed **out);
-/* B (weights) for C = A·B: K x N, stored (trans_b ? N x K : K x N) with row stride ldb. */
-nnf_status nnf_gemm_pack_b(const nnf_gemm_cfg *cfg, size_t k, size_t n, const float *b, size_t ldb,
+/* B (weights) for C = A·B: K x N, stored (trans_b ? N x K : K x N) with row
+ * stride ldb (in floats), at any address: a weight may be left in the model
+ * file where it is not aligned for floats (nnf_value.misaligned). */
+nnf_status nnf_gemm_pack_b(const nnf_gemm_cfg *cfg, size_t k, size_t n, const void *b, size_t ldb,
                            int trans_b, nnf_gemm_packed **out);
 /* A (conv weights) for C = A·B: M x K, stored (trans_a ? K x M : M x K). */
 nnf_status nnf_gemm_pack_a(const nnf_gemm_cfg *cfg, size_t m, size_t k, const float *a, size_t lda,

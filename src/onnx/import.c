@@ -10,6 +10,7 @@
  * attr.c, tensors in tensor.c. */
 #include "onnx/import.h"
 
+#include "base/log.h"
 #include "onnx/internal.h"
 
 #include <inttypes.h>
@@ -486,13 +487,16 @@ static nnf_status graph_initializer(nnf_onnx_ctx *cx, nnf_graph *g, const nnf_pb
 
 /* A misaligned initialiser stays in the file only if every reader copies it
  * byte-wise (nnf_node_reads_bytewise: the data input of Gather) or is a
- * Conv's weights (nnf_graph_typed_reads), in a graph without subgraphs (which could read it by name)
- * and not a graph output; the others get their aligned copy now, before
- * anything reads them typed. A conv's weights are read once by the
- * BatchNormalization fold, byte-wise, into the folded copy: copying them here
- * first was a pass more over every weight (ResNet-50: 100 MB read and
- * written). The passes align those the fold leaves before any other pass
- * reads them (nnf_graph_align_values). */
+ * Conv's weights or a GEMM's B (nnf_graph_typed_reads), in a graph without
+ * subgraphs (which could read it by name) and not a graph output; the others
+ * get their aligned copy now, before anything reads them typed. A conv's
+ * weights are read once by the BatchNormalization fold, byte-wise, into the
+ * folded copy: copying them here first was a pass more over every weight
+ * (ResNet-50: 100 MB read and written). The passes align those the fold
+ * leaves before any other pass reads them (nnf_graph_align_values). A GEMM's
+ * B is read first by its plan, which packs it from the file: BERT-base's 239
+ * MB of misaligned weights were copied here only to be packed from the copy
+ * (its load 264-278 -> 203-222 ms on 1 thread). */
 /* The weights a compiled file holds packed (cx->packed_away): float
  * initialisers of rank 2 or more that only the operators whose plans pack
  * weights read (so no pass or inference reads them typed). Other names are
@@ -541,14 +545,24 @@ static nnf_status align_initializers(nnf_onnx_ctx *cx, nnf_graph *g) {
         for (int a = 0; a < g->nodes[i].n_attrs; a++)
             subgraphs |= g->nodes[i].attrs[a].type == NNF_ATTR_GRAPH ||
                          g->nodes[i].attrs[a].type == NNF_ATTR_GRAPHS;
-    bool *typed = nnf_graph_typed_reads(g, true);
-    if (!typed)
+    /* a GEMM's B stays only in a mapping of ours: packed from a caller's
+     * buffer, it could not be released, and would be copied after the plans */
+    bool *typed = nnf_graph_typed_reads(g, NNF_PENDING_FOLD | NNF_PENDING_PLAN);
+    bool *typed_now = nnf_graph_typed_reads(g, NNF_PENDING_FOLD);
+    if (!typed || !typed_now) {
+        nnf_free(typed);
+        nnf_free(typed_now);
         return nnf_onnx_oom("initialiser alignment");
+    }
     nnf_status st = NNF_OK;
     for (int v = 0; v < g->n_values && st == NNF_OK; v++) {
         nnf_value *val = &g->values[v];
-        if (!val->misaligned || (!typed[v] && !subgraphs))
+        if (!val->misaligned ||
+            !(subgraphs || typed[v] ||
+              (typed_now[v] && !nnf_onnx_in_own_mapping(cx, val->data, val->nbytes))))
             continue;
+        NNF_LOG_TRACE("initializer '" NNF_ONNX_NAME_FMT "' copied aligned (%zu bytes)", val->name,
+                      val->nbytes);
         st = nnf_onnx_copy_aligned(cx, &g->arena, &val->data, val->nbytes);
         if (st == NNF_OK)
             val->misaligned = false;
@@ -556,6 +570,7 @@ static nnf_status align_initializers(nnf_onnx_ctx *cx, nnf_graph *g) {
             nnf_error_prefix(st, "initializer '" NNF_ONNX_NAME_FMT "'", val->name);
     }
     nnf_free(typed);
+    nnf_free(typed_now);
     return st;
 }
 

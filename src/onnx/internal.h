@@ -26,6 +26,10 @@ typedef struct nnf_onnx_ctx {
     int64_t *opset_vals;
     size_t opset_cap;
 } nnf_onnx_ctx;
+/* Whether [data, data + nbytes) lies in a file mapping of the import's (the
+ * model file mapped by the loader, or external data): pages the graph may hand
+ * back, unlike a caller's buffer. */
+bool nnf_onnx_in_own_mapping(const nnf_onnx_ctx *cx, const void *data, size_t nbytes);
 
 nnf_status nnf_onnx_oom(const char *what);
 /* Replace *data (nbytes in the model) by an aligned copy, handing the copied

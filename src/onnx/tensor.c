@@ -306,13 +306,18 @@ static void *tensor_alloc(nnf_onnx_ctx *cx, nnf_arena *a, size_t nbytes) {
     return nbytes >= OWN_BLOCK_MIN ? nnf_graph_block_alloc(cx->root, nbytes) : nnf_arena_alloc(a, nbytes);
 }
 
-/* After copying from a file mapping of ours, hand its whole pages back so the
- * file and the copy are not both resident (never for a caller's buffer). */
-static void release_source_pages(nnf_onnx_ctx *cx, const uint8_t *src, size_t nbytes) {
+bool nnf_onnx_in_own_mapping(const nnf_onnx_ctx *cx, const void *data, size_t nbytes) {
+    const uint8_t *src = data;
     bool ours = cx->base_is_mapping && src >= cx->base && src + nbytes <= cx->base + cx->size;
     for (const nnf_mapping *m = cx->root->mappings; m && !ours; m = m->next)
         ours = m->addr && src >= (const uint8_t *)m->addr && src + nbytes <= (const uint8_t *)m->addr + m->size;
-    if (!ours)
+    return ours;
+}
+
+/* After copying from a file mapping of ours, hand its whole pages back so the
+ * file and the copy are not both resident (never for a caller's buffer). */
+static void release_source_pages(nnf_onnx_ctx *cx, const uint8_t *src, size_t nbytes) {
+    if (!nnf_onnx_in_own_mapping(cx, src, nbytes))
         return;
     uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
     uintptr_t lo = ((uintptr_t)src + page - 1) & ~(page - 1), hi = ((uintptr_t)src + nbytes) & ~(page - 1);

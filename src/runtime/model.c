@@ -188,8 +188,9 @@ static nnf_status prepare(nnf_model *m, const nnf_model_options *opts) {
     }
     if (m->packs)
         NNF_CHECK(check_fingerprint(m));
-    /* the weights the passes did not read byte-wise (all of them at -O0) */
-    NNF_CHECK(nnf_graph_align_values(g));
+    /* the weights the passes did not read byte-wise (all of them at -O0)
+     * but a GEMM's B, which its plan packs from where it is */
+    NNF_CHECK(nnf_graph_align_values(g, NNF_PENDING_PLAN));
     /* the plans (weight transforms and packing: most of a load's own work)
      * on the threads the load may use; without a pool, on this one */
     int threads = opts->threads; /* 0: all cores */
@@ -208,6 +209,8 @@ static nnf_status prepare(nnf_model *m, const nnf_model_options *opts) {
     for (int v = 0; v < g->n_values; v++)
         if (g->values[v].packed_away)
             NNF_CHECK(nnf_graph_align_value(g, v));
+    /* a GEMM's B that its plan did not pack (or that is kept unpacked) */
+    NNF_CHECK(nnf_graph_align_values(g, 0));
     /* the order sessions run, for memory (-O0 keeps the file's; switched off
      * like a pass, NNF_DISABLE_PASSES=schedule) */
     if (m->opt_level > 0 && !nnf_pass_listed(getenv("NNF_DISABLE_PASSES"), "schedule"))

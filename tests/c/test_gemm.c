@@ -1136,6 +1136,31 @@ static void test_blocking_and_packing(const nnf_gemm_cfg *cfg) {
             nnf_gemm_packed_destroy(got);
             free(b);
         }
+    /* B at an address not aligned for floats (a weight left in the model
+     * file) packs to the same bytes, stored K x N (read byte-wise) and N x K
+     * (through the packer's aligned copy), with a row stride past its width */
+    for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++)
+        for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++)
+            for (int tb = 0; tb < 2; tb++) {
+                size_t n = ns[ni], k = ks[ki], ldb = (tb ? k : n) + 2, rows = tb ? n : k;
+                size_t bytes = rows * ldb * sizeof(float);
+                float *b = check_rand_buf(rows * ldb);
+                unsigned char *shifted = malloc(bytes + 3);
+                nnf_gemm_packed *want = NULL;
+                CHECK(nnf_gemm_pack_b(cfg, k, n, b, ldb, tb, &want) == NNF_OK);
+                for (size_t off = 1; want && off < 4; off++) {
+                    memcpy(shifted + off, b, bytes);
+                    nnf_gemm_packed *got = NULL;
+                    CHECK(nnf_gemm_pack_b(cfg, k, n, shifted + off, ldb, tb, &got) == NNF_OK);
+                    CHECK_MSG(got && !memcmp(got->data, want->data, nnf_gemm_packed_bytes(want)),
+                              "%s: B %zux%zu (trans %d) at byte offset %zu packs differently",
+                              cfg->name, k, n, tb, off);
+                    nnf_gemm_packed_destroy(got);
+                }
+                nnf_gemm_packed_destroy(want);
+                free(shifted);
+                free(b);
+            }
 }
 
 /* ---- soak: random cases, off unless NNF_TEST_SOAK is set ------------------ */

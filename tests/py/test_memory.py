@@ -3,13 +3,15 @@ model roughly halves), file pages go back to the page cache, and a caller's buff
 touched. Reference-kernel sessions need the unpacked weights and say so."""
 import ctypes
 import hashlib
+import os
+import subprocess
 
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import nnfuse
-from conftest import model_of
+from conftest import NNF_BIN, model_of
 
 RNG = np.random.default_rng(11)
 
@@ -125,6 +127,54 @@ def test_gather_tables_read_in_place(tmp_path, pad):
                 {"ids": ids, "ids2": ids2})["y"]
             np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
     assert path.read_bytes() == data
+
+
+def gemm_weights_model(pad):
+    """GEMM weights (4 KiB and more: smaller ones are copied as they are read) whose raw_data lands
+    misaligned for some pad: wa (37 x 45, B of a MatMul: N not a multiple of any panel width) and we
+    (B of a Gemm) packed straight from the file, wb (B of a Gemm with transB, stored N x K: packed
+    through a copy the packer makes and frees), wc read by two MatMuls (aligned after the plans)."""
+    pre = numpy_helper.from_array(np.zeros(1, np.float32), "pre")
+    pre.doc_string = "x" * pad
+    w = {"wa": (37, 45), "wb": (45, 37), "wc": (37, 29), "we": (37, 31)}
+    inits = [pre] + [numpy_helper.from_array(RNG.standard_normal(s).astype(np.float32), n) for n, s in w.items()]
+    nodes = [helper.make_node("MatMul", ["x", "wa"], ["ya"]),
+             helper.make_node("Gemm", ["x", "wb"], ["yb"], transB=1),
+             helper.make_node("MatMul", ["x", "wc"], ["yc"]),
+             helper.make_node("Relu", ["x"], ["r"]),
+             helper.make_node("MatMul", ["r", "wc"], ["yd"]),
+             helper.make_node("Gemm", ["x", "we"], ["ye"])]
+    g = helper.make_graph(nodes, "gemmw", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [5, 37])],
+                          [helper.make_tensor_value_info(n, TensorProto.FLOAT, None)
+                           for n in ("ya", "yb", "yc", "yd", "ye")], inits)
+    return model_of(g).SerializeToString(), {t.name: numpy_helper.to_array(t) for t in inits[1:]}
+
+
+@pytest.mark.parametrize("pad", [0, 1, 2, 3])
+def test_gemm_weights_packed_from_the_file(tmp_path, pad):
+    """A GEMM's B left misaligned in the file is packed from there, with no aligned copy first;
+    from a caller's buffer (which the load cannot hand back) it is copied at import as before.
+    Every output as numpy's at every level and on the reference kernels."""
+    data, w = gemm_weights_model(pad)
+    path = tmp_path / "g.onnx"
+    path.write_bytes(data)
+    x = RNG.standard_normal((5, 37)).astype(np.float32)
+    want = {"ya": x @ w["wa"], "yb": x @ w["wb"].T, "yc": x @ w["wc"], "yd": np.maximum(x, 0) @ w["wc"],
+            "ye": x @ w["we"]}
+    for source in (data, str(path)):
+        for kw in ({"opt_level": 0}, {"opt_level": 3}, {"reference_kernels": True}):
+            out = nnfuse.Session(source, threads=1, **kw).run({"x": x})
+            for name, y in want.items():
+                np.testing.assert_allclose(out[name], y, rtol=1e-4, atol=1e-4, err_msg=f"{name} {kw} pad {pad}")
+    assert path.read_bytes() == data
+    misaligned = {n for n, a in w.items() if data.find(a.tobytes()) % 4}
+    trace = subprocess.run([NNF_BIN, "run", str(path), "-o", str(tmp_path)], capture_output=True, text=True,
+                           env=dict(os.environ, NNF_LOG_LEVEL="trace"), timeout=120)
+    assert trace.returncode == 0, trace.stderr
+    copied = {n for n in w if f"initializer '{n}' copied aligned" in trace.stderr}
+    assert copied == misaligned & {"wc"}, (misaligned, trace.stderr)
+    offsets = {(m := gemm_weights_model(p))[0].find(m[1]["wa"].tobytes()) % 4 for p in range(4)}
+    assert offsets == {0, 1, 2, 3}  # the pads move the weights through every offset
 
 
 def conv_weights_model(pad):
