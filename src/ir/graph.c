@@ -230,7 +230,7 @@ static bool plan_reads_first(const nnf_node *n, int k) {
            (!strcmp(n->op_type, "MatMul") || !strcmp(n->op_type, "Gemm"));
 }
 
-bool *nnf_graph_typed_reads(const nnf_graph *g, unsigned pending) {
+bool *nnf_graph_typed_reads(const nnf_graph *g, unsigned pending, const unsigned *packed) {
     bool *typed = nnf_calloc((size_t)g->n_values + 1, sizeof *typed);
     if (!typed)
         return NULL;
@@ -239,7 +239,8 @@ bool *nnf_graph_typed_reads(const nnf_graph *g, unsigned pending) {
         bool conv = (pending & NNF_PENDING_FOLD) && !n->domain[0] && !strcmp(n->op_type, "Conv");
         for (int k = 0; k < n->n_inputs && !n->dead; k++)
             if (n->inputs[k] >= 0 && !nnf_node_reads_bytewise(n, k) && !(conv && k == 1) &&
-                !((pending & NNF_PENDING_PLAN) && plan_reads_first(n, k)))
+                !((pending & NNF_PENDING_PLAN) && plan_reads_first(n, k)) &&
+                !(packed && k < 32 && (packed[i] >> k & 1)))
                 typed[n->inputs[k]] = true;
     }
     for (int k = 0; k < g->n_outputs; k++)
@@ -249,13 +250,13 @@ bool *nnf_graph_typed_reads(const nnf_graph *g, unsigned pending) {
     return typed;
 }
 
-nnf_status nnf_graph_align_values(nnf_graph *g, unsigned pending) {
+nnf_status nnf_graph_align_values(nnf_graph *g, unsigned pending, const unsigned *packed) {
     bool any = false;
     for (int v = 0; v < g->n_values && !any; v++)
         any = g->values[v].misaligned;
     if (!any)
         return NNF_OK;
-    bool *need = nnf_graph_typed_reads(g, pending);
+    bool *need = nnf_graph_typed_reads(g, pending, packed);
     if (!need)
         return nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory aligning initializers");
     nnf_status st = NNF_OK;

@@ -231,12 +231,13 @@ enum {
 /* Per value (n_values entries, owned by the caller, nnf_free; NULL on OOM):
  * whether a live node reads it other than byte-wise, given the pending
  * readers (NNF_PENDING_*), or it is a graph output, so that its data must be
- * aligned. */
-bool *nnf_graph_typed_reads(const nnf_graph *g, unsigned pending);
+ * aligned. packed (NULL: none): per node, the inputs its kernel plan packed
+ * (nnf_kernel_plan.packed_inputs), which it reads no more. */
+bool *nnf_graph_typed_reads(const nnf_graph *g, unsigned pending, const unsigned *packed);
 /* Give every misaligned value that a node of g reads other than byte-wise
  * (nnf_graph_typed_reads), or that is a graph output, an aligned copy of its
  * data. Idempotent. */
-nnf_status nnf_graph_align_values(nnf_graph *g, unsigned pending);
+nnf_status nnf_graph_align_values(nnf_graph *g, unsigned pending, const unsigned *packed);
 /* The same for value v alone (nothing if it is aligned). */
 nnf_status nnf_graph_align_value(nnf_graph *g, int v);
 

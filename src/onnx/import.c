@@ -547,8 +547,8 @@ static nnf_status align_initializers(nnf_onnx_ctx *cx, nnf_graph *g) {
                          g->nodes[i].attrs[a].type == NNF_ATTR_GRAPHS;
     /* a GEMM's B stays only in a mapping of ours: packed from a caller's
      * buffer, it could not be released, and would be copied after the plans */
-    bool *typed = nnf_graph_typed_reads(g, NNF_PENDING_FOLD | NNF_PENDING_PLAN);
-    bool *typed_now = nnf_graph_typed_reads(g, NNF_PENDING_FOLD);
+    bool *typed = nnf_graph_typed_reads(g, NNF_PENDING_FOLD | NNF_PENDING_PLAN, NULL);
+    bool *typed_now = nnf_graph_typed_reads(g, NNF_PENDING_FOLD, NULL);
     if (!typed || !typed_now) {
         nnf_free(typed);
         nnf_free(typed_now);

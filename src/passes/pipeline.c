@@ -67,7 +67,7 @@ nnf_status nnf_passes_run(nnf_graph *g, int opt_level, const char *disabled) {
         const nnf_pass *p = &pipeline[i];
         if (!p->bytewise && !aligned) {
             aligned = true;
-            if ((st = nnf_graph_align_values(g, NNF_PENDING_PLAN)) != NNF_OK)
+            if ((st = nnf_graph_align_values(g, NNF_PENDING_PLAN, NULL)) != NNF_OK)
                 break;
         }
         if (opt_level < p->min_level || nnf_pass_listed(disabled, p->name) ||

@@ -159,6 +159,24 @@ static nnf_status check_fingerprint(nnf_model *m) {
     return NNF_OK;
 }
 
+/* The misaligned values a node reads typed from here on: every reader that
+ * the plans did not pack, every reader where reference-kernel sessions may
+ * run. A weight tied between a Gather and a MatMul, or read by two MatMuls,
+ * is not copied for readers that never read it again. */
+static nnf_status align_unpacked(nnf_model *m) {
+    nnf_graph *g = m->graph;
+    if (keeps_unpacked(m))
+        return nnf_graph_align_values(g, 0, NULL);
+    unsigned *packed = nnf_calloc((size_t)g->n_nodes + 1, sizeof *packed);
+    if (!packed)
+        return nnf_error(NNF_ERR_OUT_OF_MEMORY, "%s: out of memory aligning weights", m->source);
+    for (int i = 0; i < g->n_nodes; i++)
+        packed[i] = m->plans[i].run ? m->plans[i].packed_inputs : 0;
+    nnf_status st = nnf_graph_align_values(g, 0, packed);
+    nnf_free(packed);
+    return st;
+}
+
 /* opts: whole, as load() makes them */
 static nnf_status prepare(nnf_model *m, const nnf_model_options *opts) {
     nnf_graph *g = m->graph;
@@ -190,7 +208,7 @@ static nnf_status prepare(nnf_model *m, const nnf_model_options *opts) {
         NNF_CHECK(check_fingerprint(m));
     /* the weights the passes did not read byte-wise (all of them at -O0)
      * but a GEMM's B, which its plan packs from where it is */
-    NNF_CHECK(nnf_graph_align_values(g, NNF_PENDING_PLAN));
+    NNF_CHECK(nnf_graph_align_values(g, NNF_PENDING_PLAN, NULL));
     /* the plans (weight transforms and packing: most of a load's own work)
      * on the threads the load may use; without a pool, on this one */
     int threads = opts->threads; /* 0: all cores */
@@ -209,8 +227,9 @@ static nnf_status prepare(nnf_model *m, const nnf_model_options *opts) {
     for (int v = 0; v < g->n_values; v++)
         if (g->values[v].packed_away)
             NNF_CHECK(nnf_graph_align_value(g, v));
-    /* a GEMM's B that its plan did not pack (or that is kept unpacked) */
-    NNF_CHECK(nnf_graph_align_values(g, 0));
+    /* a GEMM's B left in the file that some node reads other than through a
+     * packed plan (every reader, where reference-kernel sessions may run) */
+    NNF_CHECK(align_unpacked(m));
     /* the order sessions run, for memory (-O0 keeps the file's; switched off
      * like a pass, NNF_DISABLE_PASSES=schedule) */
     if (m->opt_level > 0 && !nnf_pass_listed(getenv("NNF_DISABLE_PASSES"), "schedule"))

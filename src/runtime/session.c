@@ -151,18 +151,23 @@ static nnf_status session_new(const nnf_model *model, const nnf_session_options 
         goto fail;
     }
     /* a reference-kernel session needs the weights its nodes read unpacked
-     * (a BN fold releases the unfolded ones, which nothing reads any more) */
+     * (a BN fold releases the unfolded ones, which nothing reads any more;
+     * a GEMM's B that plans packed from where the file has it unaligned was
+     * not copied aligned, model.c) */
     for (int oi = 0; oi < g->n_order; oi++) {
         const nnf_node *n = &g->nodes[g->order[oi]];
         for (int k = 0; k < n->n_inputs; k++) {
             if (n->inputs[k] < 0)
                 continue;
             s->last_use[n->inputs[k]] = oi;
-            if (s->opts.reference_kernels && g->values[n->inputs[k]].released) {
-                st = nnf_error(NNF_ERR_INVALID_ARGUMENT,
-                               "%s: reference_kernels needs the unpacked weights ('%s' lives only packed): "
-                               "load the model with keep_unpacked_weights or at opt_level 0",
-                               model->source, g->values[n->inputs[k]].name);
+            const nnf_value *w = &g->values[n->inputs[k]];
+            if (s->opts.reference_kernels &&
+                (w->released || (w->misaligned && !nnf_node_reads_bytewise(n, k)))) {
+                st = nnf_error(
+                    NNF_ERR_INVALID_ARGUMENT,
+                    "%s: reference_kernels needs the unpacked weights ('%s' lives only packed): "
+                    "load the model with keep_unpacked_weights or at opt_level 0",
+                    model->source, w->name);
                 goto fail;
             }
         }

@@ -99,7 +99,8 @@ def test_load_threads_change_nothing_but_time(tmp_path):
 
 def table_model(pad):
     """A 1000 x 64 embedding read by Gather only (its raw_data left in the file when misaligned) and a
-    second table read by Gather and MatMul (copied aligned); pad shifts the offsets."""
+    second table read by Gather and MatMul (left there too: the MatMul's plan packs it); pad shifts
+    the offsets."""
     pre = numpy_helper.from_array(np.zeros(1, np.float32), "pre")
     pre.doc_string = "x" * pad  # written before the tables: their raw_data moves by pad bytes
     emb = numpy_helper.from_array(RNG.standard_normal((1000, 64)).astype(np.float32), "emb")
@@ -133,37 +134,45 @@ def gemm_weights_model(pad):
     """GEMM weights (4 KiB and more: smaller ones are copied as they are read) whose raw_data lands
     misaligned for some pad: wa (37 x 45, B of a MatMul: N not a multiple of any panel width) and we
     (B of a Gemm) packed straight from the file, wb (B of a Gemm with transB, stored N x K: packed
-    through a copy the packer makes and frees), wc read by two MatMuls (aligned after the plans)."""
+    through a copy the packer makes and frees), wc read by two MatMuls and an Add (aligned after the
+    plans, for the Add), wd by two MatMuls only (packed twice, never copied)."""
     pre = numpy_helper.from_array(np.zeros(1, np.float32), "pre")
     pre.doc_string = "x" * pad
-    w = {"wa": (37, 45), "wb": (45, 37), "wc": (37, 29), "we": (37, 31)}
+    w = {"wa": (37, 45), "wb": (45, 37), "wc": (37, 29), "wd": (37, 33), "we": (37, 31)}
     inits = [pre] + [numpy_helper.from_array(RNG.standard_normal(s).astype(np.float32), n) for n, s in w.items()]
     nodes = [helper.make_node("MatMul", ["x", "wa"], ["ya"]),
              helper.make_node("Gemm", ["x", "wb"], ["yb"], transB=1),
-             helper.make_node("MatMul", ["x", "wc"], ["yc"]),
              helper.make_node("Relu", ["x"], ["r"]),
-             helper.make_node("MatMul", ["r", "wc"], ["yd"]),
+             helper.make_node("MatMul", ["x", "wc"], ["yc"]),
+             helper.make_node("MatMul", ["r", "wc"], ["yc2"]),
+             helper.make_node("Add", ["z", "wc"], ["yz"]),
+             helper.make_node("MatMul", ["x", "wd"], ["yd"]),
+             helper.make_node("MatMul", ["r", "wd"], ["yd2"]),
              helper.make_node("Gemm", ["x", "we"], ["ye"])]
-    g = helper.make_graph(nodes, "gemmw", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [5, 37])],
+    g = helper.make_graph(nodes, "gemmw", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [5, 37]),
+                                           helper.make_tensor_value_info("z", TensorProto.FLOAT, [37, 29])],
                           [helper.make_tensor_value_info(n, TensorProto.FLOAT, None)
-                           for n in ("ya", "yb", "yc", "yd", "ye")], inits)
+                           for n in ("ya", "yb", "yc", "yc2", "yz", "yd", "yd2", "ye")], inits)
     return model_of(g).SerializeToString(), {t.name: numpy_helper.to_array(t) for t in inits[1:]}
 
 
 @pytest.mark.parametrize("pad", [0, 1, 2, 3])
 def test_gemm_weights_packed_from_the_file(tmp_path, pad):
-    """A GEMM's B left misaligned in the file is packed from there, with no aligned copy first;
-    from a caller's buffer (which the load cannot hand back) it is copied at import as before.
-    Every output as numpy's at every level and on the reference kernels."""
+    """A GEMM's B left misaligned in the file is packed from there, with no aligned copy first,
+    and copied after the plans only for a reader that no plan packed; from a caller's buffer
+    (which the load cannot hand back) it is copied at import as before. Every output as numpy's
+    at every level and on the reference kernels."""
     data, w = gemm_weights_model(pad)
     path = tmp_path / "g.onnx"
     path.write_bytes(data)
     x = RNG.standard_normal((5, 37)).astype(np.float32)
-    want = {"ya": x @ w["wa"], "yb": x @ w["wb"].T, "yc": x @ w["wc"], "yd": np.maximum(x, 0) @ w["wc"],
-            "ye": x @ w["we"]}
+    z = RNG.standard_normal((37, 29)).astype(np.float32)
+    r = np.maximum(x, 0)
+    want = {"ya": x @ w["wa"], "yb": x @ w["wb"].T, "yc": x @ w["wc"], "yc2": r @ w["wc"], "yz": z + w["wc"],
+            "yd": x @ w["wd"], "yd2": r @ w["wd"], "ye": x @ w["we"]}
     for source in (data, str(path)):
         for kw in ({"opt_level": 0}, {"opt_level": 3}, {"reference_kernels": True}):
-            out = nnfuse.Session(source, threads=1, **kw).run({"x": x})
+            out = nnfuse.Session(source, threads=1, **kw).run({"x": x, "z": z})
             for name, y in want.items():
                 np.testing.assert_allclose(out[name], y, rtol=1e-4, atol=1e-4, err_msg=f"{name} {kw} pad {pad}")
     assert path.read_bytes() == data
@@ -175,6 +184,24 @@ def test_gemm_weights_packed_from_the_file(tmp_path, pad):
     assert copied == misaligned & {"wc"}, (misaligned, trace.stderr)
     offsets = {(m := gemm_weights_model(p))[0].find(m[1]["wa"].tobytes()) % 4 for p in range(4)}
     assert offsets == {0, 1, 2, 3}  # the pads move the weights through every offset
+    # a reference-kernel session on a model whose plans packed a tied B from the file: refused, as
+    # for a released weight (it has no aligned copy to read)
+    pre = numpy_helper.from_array(np.zeros(1, np.float32), "pre")
+    pre.doc_string = "x" * pad
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("MatMul", ["x", "wd"], ["y"]),
+                           helper.make_node("MatMul", ["r", "wd"], ["y2"])], "tied",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [5, 37])],
+                          [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("y", "y2")],
+                          [pre, numpy_helper.from_array(w["wd"], "wd")])
+    tied = model_of(g).SerializeToString()
+    path.write_bytes(tied)
+    model = nnfuse.Model(str(path))
+    np.testing.assert_allclose(nnfuse.Session(model, threads=1).run({"x": x})["y2"], r @ w["wd"], rtol=1e-4, atol=1e-4)
+    if tied.find(w["wd"].tobytes()) % 4:
+        with pytest.raises(nnfuse.NnfError, match="'wd' lives only packed"):
+            nnfuse.Session(model, threads=1, reference_kernels=True)
+    else:
+        nnfuse.Session(model, threads=1, reference_kernels=True).run({"x": x})
 
 
 def conv_weights_model(pad):
