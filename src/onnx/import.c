@@ -496,7 +496,7 @@ static nnf_status graph_initializer(nnf_onnx_ctx *cx, nnf_graph *g, const nnf_pb
  * leaves before any other pass reads them (nnf_graph_align_values). A GEMM's
  * B is read first by its plan, which packs it from the file: BERT-base's 239
  * MB of misaligned weights were copied here only to be packed from the copy
- * (its load 264-278 -> 203-222 ms on 1 thread). */
+ * (its load 264-278 -> 204-214 ms on 1 thread). */
 /* The weights a compiled file holds packed (cx->packed_away): float
  * initialisers of rank 2 or more that only the operators whose plans pack
  * weights read (so no pass or inference reads them typed). Other names are
