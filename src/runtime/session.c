@@ -150,6 +150,14 @@ static nnf_status session_new(const nnf_model *model, const nnf_session_options 
         st = nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory creating a session");
         goto fail;
     }
+    if (s->opts.reference_kernels && model->shape_plans && !model->plans) {
+        st = nnf_error(
+            NNF_ERR_INVALID_ARGUMENT,
+            "%s: reference_kernels needs the model's weights as imported, and this one plans for "
+            "its input shapes at run time: load it with keep_unpacked_weights or at opt_level 0",
+            model->source);
+        goto fail;
+    }
     /* a reference-kernel session needs the weights its nodes read unpacked
      * (a BN fold releases the unfolded ones, which nothing reads any more;
      * a GEMM's B that plans packed from where the file has it unaligned was
@@ -171,14 +179,6 @@ static nnf_status session_new(const nnf_model *model, const nnf_session_options 
                 goto fail;
             }
         }
-    }
-    if (s->opts.reference_kernels && model->shape_plans && !model->plans) {
-        st = nnf_error(
-            NNF_ERR_INVALID_ARGUMENT,
-            "%s: reference_kernels needs the model's weights as imported, and this one plans for "
-            "its input shapes at run time: load it with keep_unpacked_weights or at opt_level 0",
-            model->source);
-        goto fail;
     }
     for (int k = 0; k < g->n_outputs; k++)
         s->last_use[g->outputs[k]] = INT32_MAX;
