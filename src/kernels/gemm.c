@@ -258,41 +258,55 @@ void nnf_gemm_packed_zero_outside(nnf_gemm_packed *p, size_t mn_valid, size_t k_
     }
 }
 
+/* Fills p (mn x k, made by nnf_gemm_packed_create) from src, unless its
+ * blocks were replayed from a compiled file (p->ready). */
+static void pack_whole(const nnf_gemm_cfg *cfg, nnf_gemm_side side, const nnf_gemm_src *src,
+                       size_t mn, size_t k, nnf_gemm_packed *p) {
+    for (size_t pc = 0; pc < k && mn && !p->ready; pc += p->kc) {
+        size_t kcb = k - pc < p->kc ? k - pc : p->kc;
+        pack_block(cfg, side, src, 0, mn, pc, kcb, p->r, p->data + pc * p->mn_pad);
+    }
+}
+
 nnf_status nnf_gemm_pack(const nnf_gemm_cfg *cfg, nnf_gemm_side side, const nnf_gemm_src *src,
                          size_t mn, size_t k, nnf_gemm_packed **out) {
     nnf_gemm_packed *p;
     NNF_CHECK(nnf_gemm_packed_create(cfg, side, mn, k, &p));
-    for (size_t pc = 0; pc < k && !p->ready; pc += p->kc) {
-        size_t kcb = k - pc < p->kc ? k - pc : p->kc;
-        if (mn)
-            pack_block(cfg, side, src, 0, mn, pc, kcb, p->r, p->data + pc * p->mn_pad);
-    }
+    pack_whole(cfg, side, src, mn, k, p);
     *out = p;
     return NNF_OK;
 }
 
 nnf_status nnf_gemm_pack_b(const nnf_gemm_cfg *cfg, size_t k, size_t n, const void *b, size_t ldb,
                            int trans_b, nnf_gemm_packed **out) {
+    nnf_gemm_packed *p;
+    NNF_CHECK(nnf_gemm_packed_create(cfg, NNF_GEMM_B, n, k, &p));
     /* stored K x N, B is read with the k-major packers' byte copies; stored
-     * N x K, as floats: from an aligned copy when it is not aligned */
+     * N x K, as floats: from an aligned copy when it is not aligned (and
+     * its packed blocks are not replayed) */
     float *copy = NULL;
-    if (trans_b && n && k && (uintptr_t)b % _Alignof(float)) {
+    if (!p->ready && trans_b && n && k && (uintptr_t)b % _Alignof(float)) {
         size_t floats, bytes;
         if (!nnf_mul_size(n - 1, ldb, &floats) || !nnf_add_size(floats, k, &floats) ||
-            !nnf_mul_size(floats, sizeof(float), &bytes))
+            !nnf_mul_size(floats, sizeof(float), &bytes)) {
+            nnf_gemm_packed_destroy(p);
             return nnf_error(NNF_ERR_INVALID_ARGUMENT, "GEMM operand of %zu x %zu is too large", n,
                              k);
-        if (!(copy = nnf_malloc_aligned(bytes)))
+        }
+        if (!(copy = nnf_malloc_aligned(bytes))) {
+            nnf_gemm_packed_destroy(p);
             return nnf_error(NNF_ERR_OUT_OF_MEMORY,
                              "out of memory aligning a GEMM operand of %zu x %zu (%zu bytes)", n, k,
                              bytes);
+        }
         memcpy(copy, b, bytes);
         b = copy;
     }
     nnf_gemm_src s = nnf_gemm_src_matrix(b, ldb, trans_b);
-    nnf_status st = nnf_gemm_pack(cfg, NNF_GEMM_B, &s, n, k, out);
+    pack_whole(cfg, NNF_GEMM_B, &s, n, k, p);
     nnf_free_aligned(copy);
-    return st;
+    *out = p;
+    return NNF_OK;
 }
 
 nnf_status nnf_gemm_pack_a(const nnf_gemm_cfg *cfg, size_t m, size_t k, const float *a, size_t lda,
