@@ -97,12 +97,19 @@ def test_load_threads_change_nothing_but_time(tmp_path):
     assert np.abs(outs[0]).max() > 0.1  # the outputs vary: the comparison is not between zeros
 
 
+def padding(pad):
+    """The first initialiser of a model: its doc_string, written before the others, moves their
+    raw_data by pad bytes."""
+    pre = numpy_helper.from_array(np.zeros(1, np.float32), "pre")
+    pre.doc_string = "x" * pad
+    return pre
+
+
 def table_model(pad):
     """A 1000 x 64 embedding read by Gather only (its raw_data left in the file when misaligned) and a
     second table read by Gather and MatMul (left there too: the MatMul's plan packs it); pad shifts
     the offsets."""
-    pre = numpy_helper.from_array(np.zeros(1, np.float32), "pre")
-    pre.doc_string = "x" * pad  # written before the tables: their raw_data moves by pad bytes
+    pre = padding(pad)
     emb = numpy_helper.from_array(RNG.standard_normal((1000, 64)).astype(np.float32), "emb")
     w2 = numpy_helper.from_array(RNG.standard_normal((64, 64)).astype(np.float32), "w2")
     nodes = [helper.make_node("Gather", ["emb", "ids"], ["e"]), helper.make_node("Gather", ["w2", "ids2"], ["r"]),
@@ -136,8 +143,7 @@ def gemm_weights_model(pad):
     (B of a Gemm) packed straight from the file, wb (B of a Gemm with transB, stored N x K: packed
     through a copy the packer makes and frees), wc read by two MatMuls and an Add (aligned after the
     plans, for the Add), wd by two MatMuls only (packed twice, never copied)."""
-    pre = numpy_helper.from_array(np.zeros(1, np.float32), "pre")
-    pre.doc_string = "x" * pad
+    pre = padding(pad)
     w = {"wa": (37, 45), "wb": (45, 37), "wc": (37, 29), "wd": (37, 33), "we": (37, 31)}
     inits = [pre] + [numpy_helper.from_array(RNG.standard_normal(s).astype(np.float32), n) for n, s in w.items()]
     nodes = [helper.make_node("MatMul", ["x", "wa"], ["ya"]),
@@ -186,8 +192,7 @@ def test_gemm_weights_packed_from_the_file(tmp_path, pad):
     assert offsets == {0, 1, 2, 3}  # the pads move the weights through every offset
     # a reference-kernel session on a model whose plans packed a tied B from the file: refused, as
     # for a released weight (it has no aligned copy to read)
-    pre = numpy_helper.from_array(np.zeros(1, np.float32), "pre")
-    pre.doc_string = "x" * pad
+    pre = padding(pad)
     g = helper.make_graph([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("MatMul", ["x", "wd"], ["y"]),
                            helper.make_node("MatMul", ["r", "wd"], ["y2"])], "tied",
                           [helper.make_tensor_value_info("x", TensorProto.FLOAT, [5, 37])],
@@ -209,8 +214,7 @@ def conv_weights_model(pad):
     shifts it): w1 before a BatchNormalization (folded straight from the file), w2 with no
     BatchNormalization (aligned after the fold), w3 also read by a ReduceSum (aligned at import), w4
     on a constant input (the conv runs while shapes are inferred)."""
-    pre = numpy_helper.from_array(np.zeros(1, np.float32), "pre")
-    pre.doc_string = "x" * pad
+    pre = padding(pad)
     inits = [pre]
     for name in ("w1", "w2", "w3", "w4"):
         inits.append(numpy_helper.from_array(RNG.standard_normal((16, 8, 3, 3)).astype(np.float32) * 0.2, name))
