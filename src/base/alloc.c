@@ -75,9 +75,18 @@ typedef struct block_header {
     /* 0: from the heap; BORROWED: someone else's memory; else the size of
      * its own mapping */
     size_t map_bytes;
+    /* holders beyond the first (nnf_block_ref); nnf_free_aligned frees the
+     * block when it drops the last */
+    atomic_size_t more_refs;
 } block_header;
 #define BLOCK_HEADER NNF_BLOCK_HEADER
 #define BORROWED SIZE_MAX
+_Static_assert(sizeof(block_header) <= BLOCK_HEADER, "the header fits before the data");
+
+static void block_init(block_header *h, size_t map_bytes) {
+    h->map_bytes = map_bytes;
+    atomic_init(&h->more_refs, 0);
+}
 /* Blocks from 64 KiB go to their own mapping while a bank is open: a model's
  * small weights too (YOLOv5s load 55 -> 48 ms against 1 MiB; 16 KiB measured
  * the same as 64). Outside a load, blocks from 1 MiB have their pages
@@ -338,7 +347,7 @@ static void *map_block(size_t total) {
     bytes &= ~(page - 1);
     unsigned char *base = bank_take(t_bank, bytes);
     if (base) {
-        ((block_header *)base)->map_bytes = bytes;
+        block_init((block_header *)base, bytes);
         return base + BLOCK_HEADER;
     }
     base = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -346,7 +355,7 @@ static void *map_block(size_t total) {
         return NULL;
     size_t filled = bank_fill(t_bank, base, bytes);
     nnf_populate(base + filled, bytes - filled);
-    ((block_header *)base)->map_bytes = bytes;
+    block_init((block_header *)base, bytes);
     return base + BLOCK_HEADER;
 }
 #endif
@@ -365,7 +374,7 @@ void *nnf_malloc_aligned(size_t size) {
     unsigned char *p = aligned_alloc(64, total);
     if (!p)
         return NULL;
-    ((block_header *)p)->map_bytes = 0;
+    block_init((block_header *)p, 0);
     /* large blocks (tensors, scratch) are written whole soon after */
     if (total >= NNF_POPULATE_MIN_BYTES)
         nnf_populate(p, total);
@@ -375,6 +384,13 @@ void *nnf_malloc_aligned(size_t size) {
 void nnf_block_header_borrowed(void *header) {
     memset(header, 0, BLOCK_HEADER);
     ((block_header *)header)->map_bytes = BORROWED;
+}
+
+void *nnf_block_ref(void *ptr) {
+    block_header *h = (block_header *)((unsigned char *)ptr - BLOCK_HEADER);
+    if (h->map_bytes != BORROWED)
+        atomic_fetch_add(&h->more_refs, 1);
+    return ptr;
 }
 
 int nnf_block_is_borrowed(const void *p) {
@@ -388,8 +404,8 @@ void nnf_free_aligned(void *ptr) {
     if (!ptr)
         return;
     block_header *h = (block_header *)((unsigned char *)ptr - BLOCK_HEADER);
-    if (h->map_bytes == BORROWED)
-        return;
+    if (h->map_bytes == BORROWED || atomic_fetch_sub(&h->more_refs, 1) != 0)
+        return; /* someone else's, or held by another */
     if (h->map_bytes == 0) {
         free(h);
         return;

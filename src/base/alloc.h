@@ -23,6 +23,10 @@ void nnf_free_aligned(void *ptr);
  * nnf_block_is_borrowed checks the one before p. */
 #define NNF_BLOCK_HEADER 64
 void nnf_block_header_borrowed(void *header);
+/* One more holder of aligned block p (returned): nnf_free_aligned frees it
+ * when the last lets go. A packed weight several nodes read is one block
+ * (base/packs.h). No-op on a borrowed block. */
+void *nnf_block_ref(void *p);
 int nnf_block_is_borrowed(const void *p);
 /* While open (nested calls count), this thread's freed large aligned blocks
  * keep their pages for its next large blocks (moved, not copied): for a load,

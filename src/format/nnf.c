@@ -123,7 +123,9 @@ static bool put(FILE *f, uint64_t *at, const void *p, size_t bytes, uint64_t to)
 
 nnf_status nnf_compiled_write(const char *path, const char *meta, const char *names,
                               size_t names_bytes, uint64_t graph_hash, const void *onnx,
-                              size_t onnx_bytes, const nnf_pack_entry *blocks, size_t n_blocks) {
+                              size_t onnx_bytes, const nnf_pack_entry *blocks, size_t n_blocks,
+                              size_t *block_bytes) {
+    *block_bytes = 0;
     size_t meta_bytes = strlen(meta), table_bytes;
     if (meta_bytes > META_MAX || !nnf_mul_size(n_blocks, ENTRY_BYTES, &table_bytes))
         return nnf_error(NNF_ERR_INVALID_ARGUMENT, "%s: too much to compile", path);
@@ -134,19 +136,29 @@ nnf_status nnf_compiled_write(const char *path, const char *meta, const char *na
     unsigned char *table = nnf_calloc(table_bytes ? table_bytes : 1, 1);
     size_t tmp_len = strlen(path) + 5;
     char *tmp = nnf_malloc(tmp_len);
-    if (!table || !tmp) {
+    /* first[i]: the first entry holding entry i's block (nodes share blocks) */
+    size_t *first = nnf_calloc(n_blocks ? n_blocks : 1, sizeof *first);
+    if (!table || !tmp || !first) {
         nnf_free(table);
         nnf_free(tmp);
+        nnf_free(first);
         return nnf_error(NNF_ERR_OUT_OF_MEMORY, "%s: out of memory writing the compiled file",
                          path);
     }
     for (size_t i = 0; i < n_blocks; i++) {
-        at += NNF_BLOCK_HEADER;
+        first[i] = 0;
+        while (blocks[first[i]].data != blocks[i].data || blocks[first[i]].bytes != blocks[i].bytes)
+            first[i]++;
+        uint64_t off =
+            first[i] < i ? rd64(table + first[i] * ENTRY_BYTES + 8) : at + NNF_BLOCK_HEADER;
         wr32(table + i * ENTRY_BYTES, blocks[i].node);
         wr32(table + i * ENTRY_BYTES + 4, blocks[i].seq);
-        wr64(table + i * ENTRY_BYTES + 8, at);
+        wr64(table + i * ENTRY_BYTES + 8, off);
         wr64(table + i * ENTRY_BYTES + 16, blocks[i].bytes);
-        at = up(at + blocks[i].bytes, 64);
+        if (first[i] == i) {
+            at = up(off + blocks[i].bytes, 64);
+            *block_bytes += blocks[i].bytes;
+        }
     }
     unsigned char head[HEADER_BYTES] = {0}, borrowed[NNF_BLOCK_HEADER];
     memcpy(head, MAGIC, sizeof MAGIC);
@@ -170,9 +182,11 @@ nnf_status nnf_compiled_write(const char *path, const char *meta, const char *na
          put(f, &pos, table, table_bytes, onnx_off) &&
          put(f, &pos, onnx, onnx_bytes, up(onnx_off + onnx_bytes, 64));
     for (size_t i = 0; ok && i < n_blocks; i++)
-        ok = put(f, &pos, borrowed, sizeof borrowed, pos + sizeof borrowed) &&
-             put(f, &pos, blocks[i].data, blocks[i].bytes, up(pos + blocks[i].bytes, 64));
+        ok = first[i] < i ||
+             (put(f, &pos, borrowed, sizeof borrowed, pos + sizeof borrowed) &&
+              put(f, &pos, blocks[i].data, blocks[i].bytes, up(pos + blocks[i].bytes, 64)));
     int err = errno;
+    nnf_free(first);
     if (f && fclose(f) != 0 && ok) {
         ok = false;
         err = errno;

@@ -11,7 +11,8 @@
  *   names        the initialisers the blocks hold packed, each NUL-terminated
  *                (a load that replays the blocks never copies them)
  *   table        per packed block: u32 node, u32 seq, u64 offset, u64 bytes,
- *                sorted by (node, seq) (base/packs.h)
+ *                sorted by (node, seq) (base/packs.h); nodes that share a
+ *                block have entries at the same offset
  *   ONNX         the source model, byte for byte, at a 4 KiB boundary (its
  *                weights keep the alignment they had in their own file)
  *   blocks       each 64 bytes after a borrowed-block header (base/alloc.h),
@@ -46,9 +47,11 @@ bool nnf_compiled_is(const void *data, size_t size);
  * names it in messages. NNF_ERR_INVALID_MODEL on anything out of place. */
 nnf_status nnf_compiled_parse(const void *data, size_t size, const char *source, nnf_compiled *out);
 void nnf_compiled_free(nnf_compiled *c);
-/* Write a compiled file to path (through path + ".tmp", renamed at the end). */
+/* Write a compiled file to path (through path + ".tmp", renamed at the end);
+ * *block_bytes: the packed blocks' bytes, each shared block once. */
 nnf_status nnf_compiled_write(const char *path, const char *meta, const char *names,
                               size_t names_bytes, uint64_t graph_hash, const void *onnx,
-                              size_t onnx_bytes, const nnf_pack_entry *blocks, size_t n_blocks);
+                              size_t onnx_bytes, const nnf_pack_entry *blocks, size_t n_blocks,
+                              size_t *block_bytes);
 
 #endif

@@ -182,6 +182,11 @@ bool nnf_graph_release_value_data(nnf_graph *g, int v) {
     return true;
 }
 
+bool nnf_graph_drop_value_pages(const nnf_graph *g, int v) {
+    const nnf_value *val = &g->values[v];
+    return val->data && release_mapped_pages(root_of((nnf_graph *)g), val->data, val->nbytes);
+}
+
 void nnf_value_scale_rows(const nnf_value *val, float *dst) {
     size_t n = val->nbytes / sizeof(float);
     size_t rows = val->shape.rank > 0 && val->shape.dims[0] > 0 ? (size_t)val->shape.dims[0] : 1;

@@ -201,6 +201,11 @@ void *nnf_graph_block_alloc(nnf_graph *g, size_t size);
 /* Release value v's data if it lives in a block of g: sets data NULL and
  * released. Returns true if memory was freed. */
 bool nnf_graph_release_value_data(nnf_graph *g, int v);
+/* Gives back the resident pages of value v's data where it is read from a
+ * file mapping (the data stays readable: a later read faults them in again
+ * from the page cache): a weight that one plan packed while others still may
+ * read it. False where v is not in a mapping. */
+bool nnf_graph_drop_value_pages(const nnf_graph *g, int v);
 /* Detach value v's data block (it stays owned by the graph) so a new value can
  * hold it: sets data NULL and released. NULL if v's data is not a block of g
  * (borrowed from the file, or in the arena). */

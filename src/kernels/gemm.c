@@ -193,8 +193,20 @@ static void pack_block(const nnf_gemm_cfg *cfg, nnf_gemm_side side, const nnf_ge
     }
 }
 
-nnf_status nnf_gemm_packed_create_n(const nnf_gemm_cfg *cfg, nnf_gemm_side side, size_t mn,
-                                    size_t k, size_t n, nnf_gemm_packed **out) {
+/* What a packed operand is made of, for nnf_pack_alloc_shared: the source
+ * (one of the planned node's weights) and how it is read and laid out. */
+typedef struct pack_share {
+    const void *src;
+    struct {
+        const nnf_gemm_cfg *cfg;
+        size_t mn, k, ld;
+        int side, trans;
+    } params;
+} pack_share;
+
+/* nnf_gemm_packed_create_n; share: a block other nodes' plans may share */
+static nnf_status packed_make(const nnf_gemm_cfg *cfg, nnf_gemm_side side, size_t mn, size_t k,
+                              size_t n, const pack_share *share, nnf_gemm_packed **out) {
     for (size_t i = 0; i < n; i++)
         out[i] = NULL;
     size_t r = side == NNF_GEMM_A ? cfg->mr : cfg->nr;
@@ -211,7 +223,11 @@ nnf_status nnf_gemm_packed_create_n(const nnf_gemm_cfg *cfg, nnf_gemm_side side,
     bool ready = false;
     for (size_t i = 0; i < n; i++) {
         nnf_gemm_packed *p = out[i] = nnf_calloc(1, sizeof *p);
-        if (!p || (i == 0 && !(p->data = nnf_pack_alloc(total, &ready)))) {
+        if (i == 0 && p)
+            p->data = share ? nnf_pack_alloc_shared(share->src, &share->params,
+                                                    sizeof share->params, total, &ready)
+                            : nnf_pack_alloc(total, &ready);
+        if (!p || !out[0]->data) {
             for (size_t j = 0; j <= i; j++) { /* out[0]'s data first: the others only point */
                 nnf_gemm_packed_destroy(out[j]);
                 out[j] = NULL;
@@ -235,9 +251,14 @@ nnf_status nnf_gemm_packed_create_n(const nnf_gemm_cfg *cfg, nnf_gemm_side side,
     return NNF_OK;
 }
 
+nnf_status nnf_gemm_packed_create_n(const nnf_gemm_cfg *cfg, nnf_gemm_side side, size_t mn,
+                                    size_t k, size_t n, nnf_gemm_packed **out) {
+    return packed_make(cfg, side, mn, k, n, NULL, out);
+}
+
 nnf_status nnf_gemm_packed_create(const nnf_gemm_cfg *cfg, nnf_gemm_side side, size_t mn, size_t k,
                                   nnf_gemm_packed **out) {
-    return nnf_gemm_packed_create_n(cfg, side, mn, k, 1, out);
+    return packed_make(cfg, side, mn, k, 1, NULL, out);
 }
 
 void nnf_gemm_packed_zero_outside(nnf_gemm_packed *p, size_t mn_valid, size_t k_valid) {
@@ -279,8 +300,18 @@ nnf_status nnf_gemm_pack(const nnf_gemm_cfg *cfg, nnf_gemm_side side, const nnf_
 
 nnf_status nnf_gemm_pack_b(const nnf_gemm_cfg *cfg, size_t k, size_t n, const void *b, size_t ldb,
                            int trans_b, nnf_gemm_packed **out) {
+    /* the block another node's plan packed from the same weight the same
+     * way, where one did (a weight several layers share) */
+    pack_share share = {.src = b};
+    memset(&share.params, 0, sizeof share.params); /* the padding too: compared as bytes */
+    share.params.cfg = cfg;
+    share.params.mn = n;
+    share.params.k = k;
+    share.params.ld = ldb;
+    share.params.side = NNF_GEMM_B;
+    share.params.trans = trans_b;
     nnf_gemm_packed *p;
-    NNF_CHECK(nnf_gemm_packed_create(cfg, NNF_GEMM_B, n, k, &p));
+    NNF_CHECK(packed_make(cfg, NNF_GEMM_B, n, k, 1, &share, &p));
     /* stored K x N, B is read with the k-major packers' byte copies; stored
      * N x K, as floats: from an aligned copy when it is not aligned (and
      * its packed blocks are not replayed) */
@@ -304,6 +335,7 @@ nnf_status nnf_gemm_pack_b(const nnf_gemm_cfg *cfg, size_t k, size_t n, const vo
     }
     nnf_gemm_src s = nnf_gemm_src_matrix(b, ldb, trans_b);
     pack_whole(cfg, NNF_GEMM_B, &s, n, k, p);
+    nnf_pack_made(p->data);
     nnf_free_aligned(copy);
     *out = p;
     return NNF_OK;

@@ -35,7 +35,7 @@ static int *count_readers(const nnf_graph *g) {
 typedef struct plan_job {
     nnf_graph *g;
     nnf_kernel_plan *plans;
-    const int *uses;
+    int *unpacked_readers; /* of each value: readers whose plans have not packed it (under mu) */
     bool release_packed;
     nnf_packs *packs;
     void *bank;         /* the loading thread's page bank, shared with the workers */
@@ -99,7 +99,15 @@ static nnf_status plan_node(plan_job *j, int oi) {
     }
     if (!known && !n->op->plan_symbolic)
         return NNF_OK;
-    nnf_packs_enter(j->packs, id);
+    nnf_pack_source src[64]; /* what its packers may share with other nodes */
+    int n_src = 0;
+    for (int k = 0; k < n->n_inputs; k++) {
+        const nnf_value *val = n->inputs[k] >= 0 ? &g->values[n->inputs[k]] : NULL;
+        if (val && val->data &&
+            (val->kind == NNF_VALUE_INITIALIZER || val->kind == NNF_VALUE_CONSTANT))
+            src[n_src++] = (nnf_pack_source){.data = val->data, .value = n->inputs[k]};
+    }
+    nnf_packs_enter(j->packs, id, src, n_src);
     nnf_status st = n->op->plan(n, in, out, &j->plans[id]);
     nnf_status packs = nnf_packs_leave(); /* a replayed block missing: its message */
     if (packs != NNF_OK && st == NNF_OK && j->plans[id].free_state) {
@@ -112,12 +120,20 @@ static nnf_status plan_node(plan_job *j, int oi) {
     if (!j->plans[id].run)
         return replay ? apply_row_scales(j, n) : NNF_OK;
     NNF_LOG_DEBUG("node '%s' (%s): kernel %s", n->name, n->op_type, j->plans[id].name);
+    /* a weight goes when the last of its readers has packed it (each into a
+     * block of its own or one they share, base/packs.h); until then, where
+     * it is read from the file, its pages go back (a later reader that packs
+     * it otherwise faults them in again) */
     pthread_mutex_lock(&j->mu);
     for (int k = 0; j->release_packed && k < n->n_inputs && k < 32; k++) {
         int v = n->inputs[k];
-        if ((j->plans[id].packed_inputs >> k & 1) && v >= 0 && j->uses[v] == 1 &&
-            nnf_graph_release_value_data(g, v)) {
-            NNF_LOG_TRACE("released the unpacked copy of '%s'", g->values[v].name);
+        if (!(j->plans[id].packed_inputs >> k & 1) || v < 0)
+            continue;
+        if (--j->unpacked_readers[v] > 0)
+            nnf_graph_drop_value_pages(g, v);
+        else if (nnf_graph_release_value_data(g, v)) {
+            NNF_LOG_TRACE("released the unpacked copy of '%s' (every reader packed it)",
+                          g->values[v].name);
             g->values[v].packed_away = true; /* what a compiled file says it holds packed */
         }
     }
@@ -187,20 +203,26 @@ static int *plan_queue(const nnf_graph *g) {
 nnf_status nnf_graph_plan(nnf_graph *g, bool release_packed, nnf_threadpool *pool, nnf_packs *packs,
                           nnf_kernel_plan **plans_out) {
     nnf_kernel_plan *plans = nnf_calloc((size_t)g->n_nodes + 1, sizeof *plans);
-    int *uses = count_readers(g);
+    int *unpacked = count_readers(g);
     plan_job j = {.g = g,
                   .plans = plans,
-                  .uses = uses,
+                  .unpacked_readers = unpacked,
                   .release_packed = release_packed,
                   .packs = packs,
                   .bank = nnf_page_bank_current(),
                   .failed_at = INT_MAX};
+    /* a store of the load's own where the caller has none: nodes that pack
+     * the same weight share its block */
+    nnf_packs *own = packs ? NULL : nnf_packs_sharer();
+    j.packs = packs ? packs : own;
     int threads = nnf_threadpool_size(pool);
     int *queue = threads > 1 ? plan_queue(g) : NULL;
-    if (!plans || !uses || (threads > 1 && !queue) || pthread_mutex_init(&j.mu, NULL)) {
+    if (!plans || !unpacked || !j.packs || (threads > 1 && !queue) ||
+        pthread_mutex_init(&j.mu, NULL)) {
         nnf_free(plans);
-        nnf_free(uses);
+        nnf_free(unpacked);
         nnf_free(queue);
+        nnf_packs_free(own);
         return nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory planning kernels");
     }
     if (threads > 1) {
@@ -214,7 +236,8 @@ nnf_status nnf_graph_plan(nnf_graph *g, bool release_packed, nnf_threadpool *poo
                 j.failed_at = oi;
     }
     pthread_mutex_destroy(&j.mu);
-    nnf_free(uses);
+    nnf_packs_free(own); /* the plans hold what they share */
+    nnf_free(unpacked);
     if (j.failed_at != INT_MAX) {
         nnf_graph_plans_free(g, plans);
         if (threads > 1)

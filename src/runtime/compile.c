@@ -147,10 +147,11 @@ nnf_status nnf_compile(const char *path, const nnf_model_options *opts, const ch
     if (st == NNF_OK) {
         size_t n;
         const nnf_pack_entry *e = nnf_packs_entries(rec.packs, &n);
+        size_t bytes = 0;
         st = nnf_compiled_write(out_path, m->meta, names_text ? names_text : "", names_bytes,
-                                rec.graph_hash, m->bytes, m->size, e, n);
-        for (size_t i = 0; i < n && packed_bytes; i++)
-            *packed_bytes += e[i].bytes;
+                                rec.graph_hash, m->bytes, m->size, e, n, &bytes);
+        if (packed_bytes)
+            *packed_bytes = bytes;
     }
     nnf_free(names_text);
     nnf_packs_free(rec.packs);

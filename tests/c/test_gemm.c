@@ -13,6 +13,7 @@
  * every edge-tile size, and edge tiles against full tiles bit for bit. */
 #include "base/alloc.h"
 #include "base/cpu.h"
+#include "base/packs.h"
 #include "base/threadpool.h"
 #include "kernels/gemm.h"
 #include "kernels/vmath.h"
@@ -1163,6 +1164,108 @@ static void test_blocking_and_packing(const nnf_gemm_cfg *cfg) {
             }
 }
 
+/* ---- packed B shared between nodes (base/packs.h) ------------------------- */
+
+typedef struct share_job {
+    const nnf_gemm_cfg *cfg;
+    nnf_packs *packs;
+    int node;
+    const float *w;
+    size_t k, n;
+    nnf_gemm_packed *out;
+    nnf_status st;
+} share_job;
+
+/* One node's plan packing w, a constant input of it (value 7), under packs. */
+static void *plan_share_job(void *arg) {
+    share_job *j = arg;
+    nnf_pack_source src = {.data = j->w, .value = 7};
+    nnf_packs_enter(j->packs, j->node, &src, 1);
+    j->st = nnf_gemm_pack_b(j->cfg, j->k, j->n, j->w, j->n, 0, &j->out);
+    nnf_status left = nnf_packs_leave();
+    j->st = j->st != NNF_OK ? j->st : left;
+    return NULL;
+}
+
+/* Nodes whose plans pack the same weight the same way get one block: the
+ * first node's, bit for bit what packing alone makes, *ready for the others;
+ * the block outlives the store and each holder but the last. Another layout
+ * of the same bytes, another value at the same address, or an address that
+ * is no constant input of the node: a block of the node's own. Recording,
+ * every node has its entry, the shared ones at the same data. Nodes planned
+ * on several threads at once get one block. */
+static void test_shared_pack_b(const nnf_gemm_cfg *cfg) {
+    const size_t k = 37, n = cfg->nr + 5;
+    float *w = check_rand_buf(k * n);
+    nnf_gemm_packed *alone = NULL;
+    CHECK(nnf_gemm_pack_b(cfg, k, n, w, n, 0, &alone) == NNF_OK);
+    size_t bytes = nnf_gemm_packed_bytes(alone);
+    for (int rec = 0; rec < 2; rec++) {
+        nnf_packs *p = rec ? nnf_packs_recorder() : nnf_packs_sharer();
+        CHECK(p != NULL);
+        nnf_pack_source src = {.data = w, .value = 7}, other = {.data = w, .value = 8};
+        nnf_gemm_packed *got[6] = {0};
+        for (int node = 0; node < 6; node++) {
+            /* 0, 1: the same packing; 2: N x K; 3: another value; 4: not an
+             * input of the node; 5: the first again */
+            nnf_packs_enter(p, node, node == 3 ? &other : &src, node == 4 ? 0 : 1);
+            CHECK(nnf_gemm_pack_b(cfg, k, n, w, node == 2 ? k : n, node == 2, &got[node]) ==
+                  NNF_OK);
+            CHECK(nnf_packs_leave() == NNF_OK);
+        }
+        CHECK(got[0] && got[1] && got[2] && got[3] && got[4] && got[5]);
+        if (!got[0] || !got[1] || !got[2] || !got[3] || !got[4] || !got[5])
+            break;
+        CHECK(!got[0]->ready && got[1]->ready && got[5]->ready);
+        CHECK(got[1]->data == got[0]->data && got[5]->data == got[0]->data);
+        for (int node = 2; node < 5; node++)
+            CHECK_MSG(got[node]->data != got[0]->data && !got[node]->ready,
+                      "%s: node %d shares a block it should not", cfg->name, node);
+        CHECK(!memcmp(got[0]->data, alone->data, bytes));
+        if (rec) {
+            size_t ne;
+            const nnf_pack_entry *e = nnf_packs_entries(p, &ne);
+            CHECK(ne == 6);
+            for (size_t i = 0; i < ne && ne == 6; i++)
+                CHECK(e[i].node == i && e[i].seq == 0 && e[i].bytes == bytes &&
+                      (e[i].data == got[0]->data) == (i == 0 || i == 1 || i == 5));
+        }
+        nnf_packs_free(p); /* the holders keep the block */
+        nnf_gemm_packed_destroy(got[0]);
+        CHECK(!memcmp(got[1]->data, alone->data, bytes));
+        nnf_gemm_packed_destroy(got[1]);
+        CHECK(!memcmp(got[5]->data, alone->data, bytes));
+        for (int node = 2; node < 6; node++)
+            nnf_gemm_packed_destroy(got[node]);
+    }
+    /* four nodes planned at once, on four threads */
+    for (int round = 0; round < 4; round++) {
+        nnf_packs *p = nnf_packs_sharer();
+        share_job jobs[4];
+        pthread_t th[4];
+        for (int t = 0; t < 4; t++) {
+            jobs[t] = (share_job){.cfg = cfg, .packs = p, .node = t, .w = w, .k = k, .n = n};
+            CHECK(pthread_create(&th[t], NULL, plan_share_job, &jobs[t]) == 0);
+        }
+        int made = 0;
+        for (int t = 0; t < 4; t++) {
+            CHECK(pthread_join(th[t], NULL) == 0);
+            CHECK(jobs[t].st == NNF_OK && jobs[t].out);
+        }
+        for (int t = 0; t < 4 && jobs[0].out && jobs[t].out; t++) {
+            made += !jobs[t].out->ready;
+            CHECK(jobs[t].out->data == jobs[0].out->data &&
+                  !memcmp(jobs[t].out->data, alone->data, bytes));
+        }
+        CHECK_MSG(made == 1, "%s: %d nodes made the shared block", cfg->name, made);
+        nnf_packs_free(p);
+        for (int t = 0; t < 4; t++)
+            nnf_gemm_packed_destroy(jobs[t].out);
+    }
+    nnf_gemm_packed_destroy(alone);
+    free(w);
+}
+
 /* ---- soak: random cases, off unless NNF_TEST_SOAK is set ------------------ */
 
 static int is_prime(size_t v) {
@@ -1698,6 +1801,7 @@ static void tier_tests(const nnf_gemm_cfg *cfg, nnf_isa isa, bool amx) {
     test_gemv(cfg);
     test_batch(cfg);
     test_plans();
+    test_shared_pack_b(cfg);
     nnf_threadpool *pp = NULL;
     CHECK(nnf_threadpool_create(isa == NNF_ISA_SCALAR ? 3 : 2, &pp) == NNF_OK);
     g_plan_pool = pp;

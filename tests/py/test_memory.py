@@ -3,6 +3,7 @@ model roughly halves), file pages go back to the page cache, and a caller's buff
 touched. Reference-kernel sessions need the unpacked weights and say so."""
 import ctypes
 import hashlib
+import json
 import os
 import subprocess
 
@@ -142,7 +143,7 @@ def gemm_weights_model(pad):
     misaligned for some pad: wa (37 x 45, B of a MatMul: N not a multiple of any panel width) and we
     (B of a Gemm) packed straight from the file, wb (B of a Gemm with transB, stored N x K: packed
     through a copy the packer makes and frees), wc read by two MatMuls and an Add (aligned after the
-    plans, for the Add), wd by two MatMuls only (packed twice, never copied)."""
+    plans, for the Add), wd by two MatMuls only (packed once for both, never copied)."""
     pre = padding(pad)
     w = {"wa": (37, 45), "wb": (45, 37), "wc": (37, 29), "wd": (37, 33), "we": (37, 31)}
     inits = [pre] + [numpy_helper.from_array(RNG.standard_normal(s).astype(np.float32), n) for n, s in w.items()]
@@ -190,8 +191,8 @@ def test_gemm_weights_packed_from_the_file(tmp_path, pad):
     assert copied == misaligned & {"wc"}, (misaligned, trace.stderr)
     offsets = {(m := gemm_weights_model(p))[0].find(m[1]["wa"].tobytes()) % 4 for p in range(4)}
     assert offsets == {0, 1, 2, 3}  # the pads move the weights through every offset
-    # a reference-kernel session on a model whose plans packed a tied B from the file: refused, as
-    # for a released weight (it has no aligned copy to read)
+    # a reference-kernel session on a model whose plans all packed a tied B (one block they share):
+    # refused, as for a single reader's released weight, wherever the weight lay in the file
     pre = padding(pad)
     g = helper.make_graph([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("MatMul", ["x", "wd"], ["y"]),
                            helper.make_node("MatMul", ["r", "wd"], ["y2"])], "tied",
@@ -202,11 +203,60 @@ def test_gemm_weights_packed_from_the_file(tmp_path, pad):
     path.write_bytes(tied)
     model = nnfuse.Model(str(path))
     np.testing.assert_allclose(nnfuse.Session(model, threads=1).run({"x": x})["y2"], r @ w["wd"], rtol=1e-4, atol=1e-4)
-    if tied.find(w["wd"].tobytes()) % 4:
-        with pytest.raises(nnfuse.NnfError, match="'wd' lives only packed"):
-            nnfuse.Session(model, threads=1, reference_kernels=True)
-    else:
-        nnfuse.Session(model, threads=1, reference_kernels=True).run({"x": x})
+    with pytest.raises(nnfuse.NnfError, match="'wd' lives only packed"):
+        nnfuse.Session(model, threads=1, reference_kernels=True)
+
+
+def shared_layers_model(layers):
+    """`layers` blocks y = x + Relu(x @ w1) @ w2 that all read the same w1 (768 x 3072) and w2
+    (3072 x 768), as ALBERT's layers or an unrolled loop's copies do; x is 8 x 768."""
+    w = {"w1": RNG.standard_normal((768, 3072)).astype(np.float32) * 0.02,
+         "w2": RNG.standard_normal((3072, 768)).astype(np.float32) * 0.02}
+    nodes, x = [], "x"
+    for i in range(layers):
+        nodes += [helper.make_node("MatMul", [x, "w1"], [f"h{i}"]), helper.make_node("Relu", [f"h{i}"], [f"r{i}"]),
+                  helper.make_node("MatMul", [f"r{i}", "w2"], [f"m{i}"]), helper.make_node("Add", [f"m{i}", x], [f"y{i}"])]
+        x = f"y{i}"
+    g = helper.make_graph(nodes, "shared", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 768])],
+                          [helper.make_tensor_value_info(x, TensorProto.FLOAT, [8, 768])],
+                          [numpy_helper.from_array(a, n) for n, a in w.items()])
+    return model_of(g).SerializeToString(), w, x
+
+
+def test_shared_weights_packed_once(tmp_path):
+    """Layers that read the same weights hold them packed once: the process, the compiled file and
+    its report grow by no weight block from one layer to six, the unpacked weights are released
+    once every reader has packed them, and the outputs are numpy's from the .onnx (every level,
+    one and two threads) and from the .nnf."""
+    x = RNG.standard_normal((8, 768)).astype(np.float32)
+    held = {}
+    for layers in (1, 6):
+        data, w, out = shared_layers_model(layers)
+        want = x
+        for _ in range(layers):
+            want = want + np.maximum(want @ w["w1"], 0) @ w["w2"]
+        path, nnf, report = tmp_path / f"s{layers}.onnx", tmp_path / f"s{layers}.nnf", tmp_path / f"r{layers}.json"
+        path.write_bytes(data)
+        trace = subprocess.run([NNF_BIN, "compile", str(path), "-o", str(nnf), "--report", str(report)],
+                               capture_output=True, text=True, env=dict(os.environ, NNF_LOG_LEVEL="trace"), timeout=300)
+        assert trace.returncode == 0, trace.stderr
+        if layers > 1:
+            for name in w:
+                assert f"released the unpacked copy of '{name}' (every reader packed it)" in trace.stderr
+        for source, levels in ((path, (0, 1, 3)), (nnf, (3,))):
+            for threads in (1, 2):
+                for level in levels:
+                    y = nnfuse.Session(str(source), threads=threads, opt_level=level).run({"x": x})[out]
+                    np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4, err_msg=f"{source} {threads} -O{level}")
+        bench = subprocess.run([NNF_BIN, "bench", str(path), "--threads", "1", "--warmup", "0", "--iterations", "1",
+                                "--json", "-"], capture_output=True, text=True, timeout=300)
+        assert bench.returncode == 0, bench.stderr
+        r = json.loads(report.read_text())
+        held[layers] = (r["weights_bytes"], r["file_bytes"] - len(data), json.loads(bench.stdout)["peak_rss_mb"])
+    block = 768 * 3072 * 4
+    assert held[1][0] >= 2 * block and held[6][0] == held[1][0], held  # the compiled model's weights
+    assert held[6][1] - held[1][1] < 4096, held  # the compiled file: its table grows, not its blocks
+    assert held[6][2] - held[1][2] < block / 2 / 2**20, held  # the process: not one more block
 
 
 def conv_weights_model(pad):
