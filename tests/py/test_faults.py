@@ -11,6 +11,7 @@ import nnfuse
 from conftest import model_of
 
 OOM = 4
+OUTPUTS = ("y", "z", "d", "p", "q")
 
 
 def small_model(batch=1):
@@ -22,6 +23,7 @@ def small_model(batch=1):
     head = numpy_helper.from_array(np.array([1, 2, 2, 64], np.int64), "head")
     pw = numpy_helper.from_array(rng.standard_normal((16, 4, 1, 1)).astype(np.float32), "pw")
     dw = numpy_helper.from_array(rng.standard_normal((16, 1, 3, 3)).astype(np.float32), "dw")
+    m = numpy_helper.from_array(rng.standard_normal((256, 24)).astype(np.float32), "m")
     nodes = [
         helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
         helper.make_node("Relu", ["c"], ["r"]),
@@ -37,11 +39,19 @@ def small_model(batch=1):
         # per-thread row buffer
         helper.make_node("Conv", ["c", "pw"], ["e"]),
         helper.make_node("Conv", ["e", "dw"], ["d"], pads=[1, 1, 1, 1], group=16),
+        # two MatMuls that read one weight: one packed block, shared (base/packs.h), which the
+        # second planning thread may wait for
+        helper.make_node("MatMul", ["y", "m"], ["p"]),
+        helper.make_node("Relu", ["y"], ["yr"]),
+        helper.make_node("MatMul", ["yr", "m"], ["q"]),
     ]
     g = helper.make_graph(nodes, "faults", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 3, 8, 8])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
                            helper.make_tensor_value_info("z", TensorProto.FLOAT, None),
-                           helper.make_tensor_value_info("d", TensorProto.FLOAT, None)], [w, b, shape, head, pw, dw])
+                           helper.make_tensor_value_info("d", TensorProto.FLOAT, None),
+                           helper.make_tensor_value_info("p", TensorProto.FLOAT, None),
+                           helper.make_tensor_value_info("q", TensorProto.FLOAT, None)],
+                          [w, b, shape, head, pw, dw, m])
     return model_of(g).SerializeToString()
 
 
@@ -54,7 +64,7 @@ def test_every_allocation_failure_is_clean(batch, threads):
     x = np.random.default_rng(1).standard_normal((1, 3, 8, 8)).astype(np.float32)
     expected = nnfuse.run_model(data, {"x": x}, threads=threads)
     out, failures = sweep(lambda: nnfuse.run_model(data, {"x": x}, threads=threads))
-    for name in ("y", "z", "d"):
+    for name in OUTPUTS:
         np.testing.assert_array_equal(out[name], expected[name])
     assert failures > 10, "the sweep should have exercised many allocation sites"
 
@@ -95,5 +105,5 @@ def test_compile_and_compiled_load_fail_cleanly(tmp_path, threads):
     data = out.read_bytes()
     got, failures = sweep(lambda: nnfuse.run_model(data, {"x": x}, threads=threads))
     assert failures > 10
-    for name in ("y", "z", "d"):
+    for name in OUTPUTS:
         np.testing.assert_array_equal(got[name], expected[name])
