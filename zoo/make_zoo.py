@@ -5,9 +5,10 @@ mix PyTorch's exporter emits, random but realistically scaled weights.
     zoo/make_zoo.py [--out DIR] [--only NAME[,NAME]] [--small] [--dynamic-batch]
                     [--bert-layernorm-op] [--bert-no-token-type] [--stats]
 
-Models: resnet50, mobilenetv2, yolov5s, bert-base and their test-sized
-variants resnet_tiny, mobilenetv2_tiny, yolov5s_tiny, bert_tiny (--small
-selects only those). Everything is built with onnx.helper and numpy at opset
+Models: resnet50, mobilenetv2, yolov5s, bert-base, albert-base (ALBERT: factorised
+embeddings, one set of layer weights every layer reads) and their test-sized
+variants resnet_tiny, mobilenetv2_tiny, yolov5s_tiny, bert_tiny, albert_tiny
+(--small selects only those). Everything is built with onnx.helper and numpy at opset
 17 from fixed seeds: two runs on one machine write identical files (the BN
 statistics go through onnxruntime, so another CPU may change their last bits).
 
@@ -342,10 +343,20 @@ def build_yolov5(b: Builder, size, width, depth3, classes=80):
 # BERT-base (HuggingFace BertModel as torch.onnx.export writes it)
 # --------------------------------------------------------------------------
 def build_bert(b: Builder, seq, hidden, layers, heads, ffn, vocab, max_pos,
-               layernorm_op=False, token_type_input=True):
+               layernorm_op=False, token_type_input=True, embed=None, shared=False):
+    """BERT; with embed (E) and shared, ALBERT: embeddings of width E projected to the hidden
+    width, and one set of layer weights that every layer reads (the exporter's unrolled layers
+    all name the same initialisers)."""
     dh = hidden // heads
     std = 0.02
     bs = b.batch
+    embed = embed or hidden
+    made = {}
+
+    def param(name, make):
+        if name not in made:  # a shared layer's weights are made once
+            made[name] = b.init(name, make())
+        return made[name]
 
     ids = b.add_input("input_ids", TensorProto.INT64, [bs, seq])
     mask = b.add_input("attention_mask", TensorProto.INT64, [bs, seq])
@@ -356,9 +367,10 @@ def build_bert(b: Builder, seq, hidden, layers, heads, ffn, vocab, max_pos,
         tt = b.node("ConstantOfShape", [b.node("Shape", [ids], "/embeddings")], "/embeddings",
                     value=numpy_helper.from_array(np.zeros(1, np.int64)))
 
-    def layer_norm(x, scope):
-        g = b.init(f"{scope}.weight", b.rng.uniform(0.8, 1.2, hidden).astype(np.float32))
-        bb = b.init(f"{scope}.bias", b.normal((hidden,), 0.05))
+    def layer_norm(x, scope, wscope=None, width=hidden):
+        wscope = wscope or scope
+        g = param(f"{wscope}.weight", lambda: b.rng.uniform(0.8, 1.2, width).astype(np.float32))
+        bb = param(f"{wscope}.bias", lambda: b.normal((width,), 0.05))
         if layernorm_op:
             return b.node("LayerNormalization", [x, g, bb], scope, axis=-1, epsilon=1e-12)
         m = b.node("ReduceMean", [x], scope, axes=[-1], keepdims=1)
@@ -369,10 +381,11 @@ def build_bert(b: Builder, seq, hidden, layers, heads, ffn, vocab, max_pos,
         y = b.node("Div", [d, v], scope)
         return b.node("Add", [b.node("Mul", [y, g], scope), bb], scope)
 
-    def dense(x, cin, cout, scope):
+    def dense(x, cin, cout, scope, wscope=None):
         # nn.Linear on a 3-D input exports as MatMul with the transposed weight + Add
-        w = b.init(f"{scope}.weight_T", b.normal((cin, cout), math.sqrt(2.0 / (cin + cout))))
-        bias = b.init(f"{scope}.bias", b.normal((cout,), std))
+        wscope = wscope or scope
+        w = param(f"{wscope}.weight_T", lambda: b.normal((cin, cout), math.sqrt(2.0 / (cin + cout))))
+        bias = param(f"{wscope}.bias", lambda: b.normal((cout,), std))
         return b.node("Add", [b.node("MatMul", [x, w], scope), bias], scope)
 
     def split_heads(x, scope, perm):
@@ -382,9 +395,9 @@ def build_bert(b: Builder, seq, hidden, layers, heads, ffn, vocab, max_pos,
         return b.node("Transpose", [b.node("Reshape", [x, shp], scope)], scope, perm=perm)
 
     sc = "/embeddings"
-    we = b.init("embeddings.word_embeddings.weight", b.normal((vocab, hidden), std))
-    pe = b.init("embeddings.position_embeddings.weight", b.normal((max_pos, hidden), std))
-    te = b.init("embeddings.token_type_embeddings.weight", b.normal((2, hidden), std))
+    we = b.init("embeddings.word_embeddings.weight", b.normal((vocab, embed), std))
+    pe = b.init("embeddings.position_embeddings.weight", b.normal((max_pos, embed), std))
+    te = b.init("embeddings.token_type_embeddings.weight", b.normal((2, embed), std))
     pos_buf = b.init("embeddings.position_ids", np.arange(max_pos, dtype=np.int64)[None])
     seq_len = b.shape_dim(ids, 1, sc)
     pos = b.node("Slice", [pos_buf, b.const([0], np.int64, "starts"), seq_len,
@@ -392,7 +405,9 @@ def build_bert(b: Builder, seq, hidden, layers, heads, ffn, vocab, max_pos,
     e = b.node("Gather", [we, ids], sc, axis=0)
     e = b.node("Add", [e, b.node("Gather", [te, tt], sc, axis=0)], sc)
     e = b.node("Add", [e, b.node("Gather", [pe, pos], sc, axis=0)], sc)
-    h = layer_norm(e, f"{sc}/LayerNorm")
+    h = layer_norm(e, f"{sc}/LayerNorm", width=embed)
+    if embed != hidden:
+        h = dense(h, embed, hidden, "/encoder/embedding_hidden_mapping_in")
 
     # extended_attention_mask = (1.0 - mask[:, None, None, :].float()) * -10000.0
     sc = "/extended_mask"
@@ -404,9 +419,14 @@ def build_bert(b: Builder, seq, hidden, layers, heads, ffn, vocab, max_pos,
 
     for li in range(layers):
         sc = f"/encoder/layer.{li}"
-        q = split_heads(dense(h, hidden, hidden, f"{sc}/attention/self/query"), sc, [0, 2, 1, 3])
-        k = split_heads(dense(h, hidden, hidden, f"{sc}/attention/self/key"), sc, [0, 2, 1, 3])
-        v = split_heads(dense(h, hidden, hidden, f"{sc}/attention/self/value"), sc, [0, 2, 1, 3])
+        ws = "/encoder/albert_layer_groups.0/albert_layers.0" if shared else sc
+
+        def dense_l(x, cin, cout, part):
+            return dense(x, cin, cout, f"{sc}/{part}", f"{ws}/{part}")
+
+        q = split_heads(dense_l(h, hidden, hidden, "attention/self/query"), sc, [0, 2, 1, 3])
+        k = split_heads(dense_l(h, hidden, hidden, "attention/self/key"), sc, [0, 2, 1, 3])
+        v = split_heads(dense_l(h, hidden, hidden, "attention/self/value"), sc, [0, 2, 1, 3])
         kt = b.node("Transpose", [k], sc, perm=[0, 1, 3, 2])
         s = b.node("MatMul", [q, kt], sc)
         s = b.node("Div", [s, b.const(math.sqrt(dh), name="sqrt_dh")], sc)
@@ -417,15 +437,16 @@ def build_bert(b: Builder, seq, hidden, layers, heads, ffn, vocab, max_pos,
         shp = b.node("Concat", [b.shape_dim(ctx, 0, sc), b.shape_dim(ctx, 1, sc),
                                 b.const([hidden], np.int64, "hidden")], sc, axis=0)
         ctx = b.node("Reshape", [ctx, shp], sc)
-        a = dense(ctx, hidden, hidden, f"{sc}/attention/output/dense")
-        h = layer_norm(b.node("Add", [a, h], sc), f"{sc}/attention/output/LayerNorm")
-        f = dense(h, hidden, ffn, f"{sc}/intermediate/dense")
+        a = dense_l(ctx, hidden, hidden, "attention/output/dense")
+        h = layer_norm(b.node("Add", [a, h], sc), f"{sc}/attention/output/LayerNorm",
+                       f"{ws}/attention/output/LayerNorm")
+        f = dense_l(h, hidden, ffn, "intermediate/dense")
         # exact GELU: x * 0.5 * (1 + erf(x / sqrt(2)))
         g = b.node("Erf", [b.node("Div", [f, b.const(1.4142135381698608, name="sqrt2")], sc)], sc)
         g = b.node("Add", [g, b.const(1.0, name="one")], sc)
         g = b.node("Mul", [b.node("Mul", [f, g], sc), b.const(0.5, name="half")], sc)
-        o = dense(g, ffn, hidden, f"{sc}/output/dense")
-        h = layer_norm(b.node("Add", [o, h], sc), f"{sc}/output/LayerNorm")
+        o = dense_l(g, ffn, hidden, "output/dense")
+        h = layer_norm(b.node("Add", [o, h], sc), f"{sc}/output/LayerNorm", f"{ws}/output/LayerNorm")
 
     last = b.add_output(h, "last_hidden_state", TensorProto.FLOAT, [bs, seq, hidden])
     first = b.node("Gather", [last, b.const(0, np.int64, "first_token")], "/pooler", axis=1)
@@ -451,10 +472,11 @@ class Spec:
     small: bool
 
 
-def _bert(seq, hidden, layers, heads, ffn, vocab, max_pos):
+def _bert(seq, hidden, layers, heads, ffn, vocab, max_pos, embed=None, shared=False):
     def f(b, a):
         build_bert(b, seq, hidden, layers, heads, ffn, vocab, max_pos,
-                   layernorm_op=a.bert_layernorm_op, token_type_input=not a.bert_no_token_type)
+                   layernorm_op=a.bert_layernorm_op, token_type_input=not a.bert_no_token_type,
+                   embed=embed, shared=shared)
     return f
 
 
@@ -465,12 +487,16 @@ SPECS = [
                                                           1000), "image", False),
     Spec("yolov5s", 5, lambda b, a: build_yolov5(b, 640, 0.5, (1, 2, 3)), "image", False),
     Spec("bert-base", 12, _bert(128, 768, 12, 12, 3072, 30522, 512), "bert", False),
+    Spec("albert-base", 13, _bert(128, 768, 12, 12, 3072, 30000, 512, embed=128, shared=True),
+         "bert", False),
     Spec("resnet_tiny", 150, lambda b, a: build_resnet(b, 64, [8, 16, 32, 64], [2, 2, 1, 1], 10),
          "image", True),
     Spec("mobilenetv2_tiny", 102, lambda b, a: build_mobilenetv2(b, 64, MOBILENET_TINY, 8, 64,
                                                                  10), "image", True),
     Spec("yolov5s_tiny", 105, lambda b, a: build_yolov5(b, 128, 0.0625, (1, 1, 1)), "image", True),
     Spec("bert_tiny", 112, _bert(16, 64, 2, 4, 256, 512, 64), "bert", True),
+    Spec("albert_tiny", 113, _bert(16, 64, 3, 4, 256, 512, 64, embed=32, shared=True), "bert",
+         True),
 ]
 
 

@@ -138,3 +138,26 @@ def test_symbolic_bert_gets_the_fixed_models_fusions_and_kernels(tiny_zoo, tmp_p
             for (name, g), w in zip(out.items(), want):
                 scale = max(1.0, float(np.abs(w).max()))
                 np.testing.assert_allclose(g, w, rtol=0, atol=1e-4 * scale, err_msg=f"{name} at {b}x{s}")
+
+
+def test_albert_holds_its_shared_layer_weights_once(nnfuse_bin, tiny_zoo, tmp_path):
+    """ALBERT's layers all read one set of weights: the compiled model holds them packed once
+    (its weights no more than the file's initialisers, where a block per layer would be three
+    times the layer's), and every one of them is released once all its readers packed it."""
+    import json
+    import subprocess
+
+    import onnx
+    path = tiny_zoo["albert_tiny"]
+    model = onnx.load(path)
+    inits = {i.name: onnx.numpy_helper.to_array(i).nbytes for i in model.graph.initializer}
+    shared = {n for n in inits if "albert_layers.0" in n and n.endswith("weight_T")}
+    assert len(shared) == 6
+    report = tmp_path / "r.json"
+    res = subprocess.run([nnfuse_bin, "compile", path, "-o", str(tmp_path / "a.nnf"), "--report", str(report)],
+                         capture_output=True, text=True, env=dict(os.environ, NNF_LOG_LEVEL="trace"), timeout=120)
+    assert res.returncode == 0, res.stderr
+    for name in shared:
+        assert f"released the unpacked copy of '{name}' (every reader packed it)" in res.stderr
+    weights = json.loads(report.read_text())["weights_bytes"]
+    assert weights <= sum(inits.values()), (weights, sum(inits.values()))
