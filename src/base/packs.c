@@ -264,10 +264,12 @@ void *nnf_pack_alloc_shared(const void *src, const void *params, size_t params_b
         pthread_mutex_unlock(&p->mu);
         b = nnf_malloc_aligned(bytes);
         pthread_mutex_lock(&p->mu);
-        if (b)
+        if (b) {
             p->s[i].data = nnf_block_ref(b); /* the store's reference */
-        else
-            made_locked(p, NULL, true); /* nothing to wait for */
+        } else { /* nothing to wait for */
+            p->s[i].made = true;
+            pthread_cond_broadcast(&p->made);
+        }
     }
     if (b && p->record && !record_locked(p, seq, b, bytes)) {
         nnf_free_aligned(b);

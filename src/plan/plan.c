@@ -204,17 +204,16 @@ nnf_status nnf_graph_plan(nnf_graph *g, bool release_packed, nnf_threadpool *poo
                           nnf_kernel_plan **plans_out) {
     nnf_kernel_plan *plans = nnf_calloc((size_t)g->n_nodes + 1, sizeof *plans);
     int *unpacked = count_readers(g);
+    /* a store of the load's own where the caller has none: nodes that pack
+     * the same weight share its block */
+    nnf_packs *own = packs ? NULL : nnf_packs_sharer();
     plan_job j = {.g = g,
                   .plans = plans,
                   .unpacked_readers = unpacked,
                   .release_packed = release_packed,
-                  .packs = packs,
+                  .packs = packs ? packs : own,
                   .bank = nnf_page_bank_current(),
                   .failed_at = INT_MAX};
-    /* a store of the load's own where the caller has none: nodes that pack
-     * the same weight share its block */
-    nnf_packs *own = packs ? NULL : nnf_packs_sharer();
-    j.packs = packs ? packs : own;
     int threads = nnf_threadpool_size(pool);
     int *queue = threads > 1 ? plan_queue(g) : NULL;
     if (!plans || !unpacked || !j.packs || (threads > 1 && !queue) ||
