@@ -22,8 +22,8 @@ void nnf_compile_meta_diff(const char *a, size_t na, const char *b, size_t nb, c
                            size_t cap);
 /* Loads path (an .onnx, or an .nnf's model) recording every packed block,
  * and writes the compiled file to out_path; *model_out (may be NULL) gets
- * the loaded model and *packed_bytes (may be NULL) the blocks' bytes, for
- * reports. */
+ * the loaded model and *packed_bytes (may be NULL) the blocks' bytes (a
+ * block nodes share counted once, as the file holds it), for reports. */
 nnf_status nnf_compile(const char *path, const nnf_model_options *opts, const char *out_path,
                        nnf_model **model_out, size_t *packed_bytes);
 
