@@ -35,6 +35,7 @@ static _Thread_local struct {
     uint32_t node, seq;
     const nnf_pack_source *src;
     int n_src;
+    bool makes_shared; /* the node made a shared block (which others may wait for) */
     nnf_status failed;
     char message[160];
 } t_ctx;
@@ -151,6 +152,7 @@ void nnf_packs_enter(nnf_packs *p, int node, const nnf_pack_source *src, int n_s
     t_ctx.seq = 0;
     t_ctx.src = src;
     t_ctx.n_src = n_src;
+    t_ctx.makes_shared = false;
     t_ctx.failed = NNF_OK;
 }
 
@@ -172,7 +174,7 @@ nnf_status nnf_packs_leave(void) {
     if (st != NNF_OK)
         nnf_error(st, "%s", t_ctx.message);
     nnf_packs *p = t_ctx.p;
-    if (p && p->n_shared) {
+    if (p && t_ctx.makes_shared) {
         pthread_mutex_lock(&p->mu);
         made_locked(p, NULL, true);
         pthread_mutex_unlock(&p->mu);
@@ -255,6 +257,7 @@ void *nnf_pack_alloc_shared(const void *src, const void *params, size_t params_b
             nnf_block_ref(b);
         }
     } else if (p->n_shared < p->cap_shared || grow((void **)&p->s, &p->cap_shared, sizeof *p->s)) {
+        t_ctx.makes_shared = true;
         shared_block *s = &p->s[p->n_shared++];
         *s = (shared_block){
             .value = value, .params_bytes = params_bytes, .bytes = bytes, .node = t_ctx.node};
@@ -281,7 +284,7 @@ void *nnf_pack_alloc_shared(const void *src, const void *params, size_t params_b
 
 void nnf_pack_made(const void *block) {
     nnf_packs *p = t_ctx.p;
-    if (!p || !block || !p->n_shared)
+    if (!p || !block || !t_ctx.makes_shared)
         return;
     pthread_mutex_lock(&p->mu);
     made_locked(p, block, false);
