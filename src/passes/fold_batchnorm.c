@@ -1,6 +1,10 @@
-/* Conv → BatchNormalization (inference) folds into the convolution:
+/* Conv / ConvTranspose → BatchNormalization (inference) folds into the
+ * convolution:
  *   W'[m] = W[m] · s[m],  b'[m] = (b[m] − mean[m]) · s[m] + beta[m],
  *   s[m]  = gamma[m] / sqrt(var[m] + epsilon)
+ * where W[m] is output channel m's weights: rows of a Conv's W (OC x ...),
+ * a ConvTranspose's W[c, j] for c in group m / (OC / group) and j = m mod
+ * OC / group (C x OC / group x ...).
  * The epsilon goes inside the square root, exactly as BN computes it (the
  * seed's first debugging lesson: forgetting it costs > 1e-3 of accuracy). */
 #include "passes/pass.h"
@@ -28,7 +32,8 @@ static nnf_status fold_one(nnf_pass_ctx *ctx, nnf_node *bn, nnf_node *conv) {
      * go out to memory and back); otherwise here. The eager fold reads the
      * weights byte-wise: they may still be misaligned in the file
      * (import.c). */
-    bool defer = ctx->uses[wv] == 1 &&
+    bool transposed = !strcmp(conv->op_type, "ConvTranspose");
+    bool defer = !transposed && ctx->uses[wv] == 1 &&
                  (wval->kind == NNF_VALUE_INITIALIZER || wval->kind == NNF_VALUE_CONSTANT) &&
                  wval->data && wval->dtype == NNF_DTYPE_FLOAT32 && nnf_shape_known(&wval->shape);
     const unsigned char *w = defer ? NULL : nnf_pass_const_f32_bytes(g, wv);
@@ -42,8 +47,13 @@ static nnf_status fold_one(nnf_pass_ctx *ctx, nnf_node *bn, nnf_node *conv) {
     nnf_shape wshape = wval->shape;
     if (wshape.rank < 3)
         return NNF_OK;
-    int64_t m = wshape.dims[0];
-    int64_t per = nnf_shape_numel(&wshape) / (m ? m : 1);
+    /* transposed: m = group x OC / group, each (c, j) block of taps */
+    int64_t group = transposed ? ((const nnf_conv_params *)conv->params)->group : 1;
+    int64_t rows = wshape.dims[0], mg = transposed ? wshape.dims[1] : 1;
+    if (transposed && (group < 1 || rows % group))
+        return NNF_OK;
+    int64_t m = transposed ? mg * group : rows;
+    int64_t nrows = rows * mg, per = nnf_shape_numel(&wshape) / (nrows ? nrows : 1);
     const nnf_value *params[4] = {&g->values[bn->inputs[1]], &g->values[bn->inputs[2]],
                                   &g->values[bn->inputs[3]], &g->values[bn->inputs[4]]};
     for (int i = 0; i < 4; i++)
@@ -75,15 +85,17 @@ static nnf_status fold_one(nnf_pass_ctx *ctx, nnf_node *bn, nnf_node *conv) {
         return nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory folding '%s' into '%s'", bn->name, conv->name);
     /* w and b still point at their data (blocks do not move with the value
      * array); nw may be w itself */
-    for (int64_t o = 0; o < m; o++) {
+    for (int64_t r = 0; nw && r < nrows; r++) { /* row r: (c, j) of W, or m of a Conv */
+        int64_t o = transposed ? r / mg / (rows / group) * mg + r % mg : r;
         float s = bn_scale(bp, gamma, var, o);
-        for (int64_t i = 0; nw && i < per; i++) {
+        for (int64_t i = 0; i < per; i++) {
             float x;
-            memcpy(&x, w + (size_t)(o * per + i) * sizeof x, sizeof x);
-            nw[o * per + i] = x * s;
+            memcpy(&x, w + (size_t)(r * per + i) * sizeof x, sizeof x);
+            nw[r * per + i] = x * s;
         }
-        nb[o] = ((b ? b[o] : 0.0f) - mean[o]) * s + beta[o];
     }
+    for (int64_t o = 0; o < m; o++)
+        nb[o] = ((b ? b[o] : 0.0f) - mean[o]) * bn_scale(bp, gamma, var, o) + beta[o];
     NNF_CHECK(nnf_pass_resize_inputs(conv, 3));
     conv->inputs[1] = nwv;
     conv->inputs[2] = nbv;
@@ -110,8 +122,9 @@ nnf_status nnf_pass_fold_batchnorm(nnf_pass_ctx *ctx) {
         for (int k = 1; k < bn->n_outputs; k++)
             extra |= bn->outputs[k] >= 0 && ctx->uses[bn->outputs[k]] > 0;
         nnf_node *conv = nnf_pass_producer(ctx, bn->inputs[0]);
-        if (extra || !conv || strcmp(conv->op_type, "Conv") || conv->domain[0] ||
-            ctx->uses[bn->inputs[0]] != 1)
+        if (extra || !conv ||
+            (strcmp(conv->op_type, "Conv") && strcmp(conv->op_type, "ConvTranspose")) ||
+            conv->domain[0] || ctx->uses[bn->inputs[0]] != 1)
             continue;
         const nnf_conv_params *cp = conv->params;
         if (cp->act.kind != NNF_ACT_NONE || cp->residual_input >= 0)

@@ -1,4 +1,4 @@
-/* Conv / Gemm → activation becomes the producer's epilogue, applied while the
+/* Conv / ConvTranspose / Gemm → activation becomes the producer's epilogue, applied while the
  * output tile is still in registers, also across ops that only move elements
  * (Reshape, Transpose...) in between. Sigmoid(x)·x (the exporters' SiLU) is
  * recognised as one activation: the conv output feeds both the Sigmoid and the
@@ -18,7 +18,7 @@ static nnf_activation *epilogue_slot(nnf_pass_ctx *ctx, int v, nnf_node **prod_o
     if (!p || p->outputs[0] != v || ctx->graph->values[v].dtype != NNF_DTYPE_FLOAT32)
         return NULL;
     nnf_activation *act = NULL;
-    if (nnf_pass_is_op(p, "Conv"))
+    if (nnf_pass_is_op(p, "Conv") || nnf_pass_is_op(p, "ConvTranspose"))
         act = &((nnf_conv_params *)p->params)->act;
     else if (nnf_pass_is_op(p, "Gemm") || nnf_pass_is_op(p, "MatMul"))
         act = &((nnf_gemm_params *)p->params)->act;

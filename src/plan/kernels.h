@@ -15,6 +15,7 @@
 nnf_status nnf_plan_gemm(NNF_PLAN_ARGS);
 nnf_status nnf_plan_matmul(NNF_PLAN_ARGS);
 nnf_status nnf_plan_conv(NNF_PLAN_ARGS);
+nnf_status nnf_plan_conv_transpose(NNF_PLAN_ARGS);
 
 /* How a Gemm/MatMul will run. */
 typedef struct nnf_gemm_choice {

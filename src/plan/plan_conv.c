@@ -1,11 +1,13 @@
-/* Plan for Conv: 1-D/2-D float32 with constant weights goes to
- * kernels/conv_fast (1x1 GEMM, implicit-im2col GEMM, Winograd F(4x4,3x3),
- * depthwise); everything
- * else (3-D, non-constant weights, residuals that broadcast) keeps the
- * reference kernel. */
+/* Plans for Conv and ConvTranspose on NCHW. Conv: 1-D/2-D float32 with
+ * constant weights goes to kernels/conv_fast (1x1 GEMM, implicit-im2col
+ * GEMM, Winograd F(4x4,3x3), depthwise). ConvTranspose: 1-D/2-D float32
+ * with constant weights goes to kernels/conv_transpose (GEMM + col2im).
+ * Everything else (3-D, non-constant weights, residuals that broadcast)
+ * keeps the reference kernel. */
 #include "plan/kernels.h"
 
 #include "base/alloc.h"
+#include "kernels/conv_transpose.h"
 #include "ops/conv.h"
 
 typedef struct conv_state {
@@ -108,5 +110,91 @@ nnf_status nnf_plan_conv(NNF_PLAN_ARGS) {
     plan->state = st;
     plan->free_state = conv_state_free;
     plan->packed_inputs = 1u << 1; /* every algorithm copies or packs W; run reads only the state */
+    return NNF_OK;
+}
+
+/* ---- ConvTranspose -------------------------------------------------------- */
+
+typedef struct convt_state {
+    nnf_convt_kernel *k;
+    int has_bias;
+} convt_state;
+
+static void convt_state_free(void *p) {
+    convt_state *s = p;
+    if (!s)
+        return;
+    nnf_convt_kernel_destroy(s->k);
+    nnf_free(s);
+}
+
+static nnf_status convt_run(NNF_KERNEL_ARGS) {
+    const convt_state *s = ctx->state;
+    const nnf_conv2d_shape *sh = &s->k->s;
+    const nnf_buf *x = in[0], *y = out[0];
+    size_t xn = sh->n * sh->c * sh->h * sh->w, yn = sh->n * sh->oc * sh->oh * sh->ow;
+    if (x->numel != xn || y->numel != yn || x->dims[0] != (int64_t)sh->n)
+        return nnf_node_error(node, NNF_ERR_SHAPE,
+                              "%s: input or output shape differs from the plan", s->k->name);
+    nnf_epilogue e;
+    NNF_CHECK(nnf_conv_run_epilogue(node, in, s->has_bias, node->params, sh->oc, yn, &e));
+    nnf_status st = nnf_convt_kernel_run(s->k, x->data, y->data, &e, ctx->pool);
+    return st == NNF_OK ? st : nnf_error_prefix(st, "node %s (%s)", node->name, node->op_type);
+}
+
+nnf_status nnf_plan_conv_transpose(NNF_PLAN_ARGS) {
+    const nnf_conv_params *p = node->params;
+    const nnf_tinfo *x = &in[0], *w = &in[1], *y = &out[0];
+    if (!p || x->dtype != NNF_DTYPE_FLOAT32 || w->dtype != NNF_DTYPE_FLOAT32 || !w->data ||
+        !nnf_shape_known(&x->shape) || !nnf_shape_known(&w->shape) || !nnf_shape_known(&y->shape) ||
+        p->residual_input >= 0)
+        return NNF_OK;
+    int sp = x->shape.rank - 2;
+    if ((sp != 1 && sp != 2) || w->shape.rank != x->shape.rank || y->shape.rank != x->shape.rank ||
+        (p->spatial && p->spatial != sp))
+        return NNF_OK;
+    nnf_conv_params lp = nnf_conv_effective(p, x->shape.rank, w->shape.dims);
+    p = &lp;
+    int64_t pb[NNF_MAX_SPATIAL], pe[NNF_MAX_SPATIAL], o[NNF_MAX_SPATIAL];
+    NNF_CHECK(nnf_conv_transpose_resolve(node, p, x->shape.dims + 2, pb, pe, o));
+    const int64_t *xd = x->shape.dims, *wd = w->shape.dims, *yd = y->shape.dims;
+    for (int i = 0; i < sp; i++)
+        if (o[i] != yd[2 + i] || pb[i] < 0)
+            return NNF_OK;
+    /* W is C x OC/group x kernel; 1-D runs as H = 1 */
+    int h = sp == 2;
+    nnf_conv2d_shape s = {.n = (size_t)xd[0],
+                          .c = (size_t)xd[1],
+                          .h = h ? (size_t)xd[2] : 1,
+                          .w = (size_t)xd[1 + sp],
+                          .oc = (size_t)(wd[1] * p->group),
+                          .group = (size_t)p->group,
+                          .kh = h ? (size_t)wd[2] : 1,
+                          .kw = (size_t)wd[1 + sp],
+                          .sh = h ? (size_t)p->strides[0] : 1,
+                          .sw = (size_t)p->strides[sp - 1],
+                          .dh = h ? (size_t)p->dilations[0] : 1,
+                          .dw = (size_t)p->dilations[sp - 1],
+                          .pt = h ? (size_t)pb[0] : 0,
+                          .pl = (size_t)pb[sp - 1],
+                          .oh = h ? (size_t)yd[2] : 1,
+                          .ow = (size_t)yd[1 + sp]};
+    if (wd[0] != xd[1] || yd[1] != (int64_t)s.oc || yd[0] != xd[0] || !nnf_convt_fits(&s))
+        return NNF_OK;
+    convt_state *st = nnf_calloc(1, sizeof *st);
+    if (!st)
+        return nnf_node_error(node, NNF_ERR_OUT_OF_MEMORY,
+                              "out of memory for a ConvTranspose plan");
+    nnf_status rc = nnf_convt_kernel_create(&s, nnf_cpu_isa(), w->data, &st->k);
+    if (rc != NNF_OK) {
+        convt_state_free(st);
+        return nnf_error_prefix(rc, "node %s (%s)", node->name, node->op_type);
+    }
+    st->has_bias = node->n_inputs > 2 && in[2].present;
+    plan->name = st->k->name;
+    plan->run = convt_run;
+    plan->state = st;
+    plan->free_state = convt_state_free;
+    plan->packed_inputs = 1u << 1; /* W is packed; run reads only the state */
     return NNF_OK;
 }

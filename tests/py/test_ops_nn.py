@@ -86,6 +86,21 @@ CONVT_CASES = [
     ((1, 2, 3, 4), (2, 3, 2, 2), dict(strides=[2, 3], auto_pad="SAME_LOWER"), False),
     ((1, 3, 7), (3, 2, 4), dict(strides=[3], pads=[1, 2]), True),
     ((1, 2, 2, 3, 3), (2, 2, 2, 2, 2), dict(strides=[2, 1, 2]), True),
+    # the planned GEMM + col2im kernel (constant W, 1-D and 2-D) at awkward sizes: U-Net's 2x2 s2,
+    # DCGAN's 4x4 s2 p1, strides past the kernel (rows and columns no tap reaches), strides of 3
+    # and 4 (the generic phase interleave), dilation, a 1x1 input, batch with groups
+    ((2, 6, 5, 7), (6, 4, 2, 2), dict(strides=[2, 2], group=3), True),
+    ((1, 5, 7, 9), (5, 3, 4, 4), dict(strides=[2, 2], pads=[1, 1, 1, 1]), True),
+    ((1, 3, 6, 5), (3, 2, 3, 3), dict(strides=[3, 4], pads=[2, 1, 0, 2], output_padding=[2, 3]), True),
+    ((1, 2, 4, 5), (2, 3, 1, 2), dict(strides=[3, 5]), False),
+    ((1, 4, 9, 8), (4, 3, 5, 3), dict(dilations=[2, 3], strides=[2, 2], pads=[3, 2, 1, 4]), True),
+    ((1, 2, 1, 1), (2, 3, 3, 3), {}, True),
+    ((1, 13, 3, 31), (13, 7, 3, 3), dict(pads=[1, 1, 1, 1]), True),
+    ((2, 3, 17), (3, 5, 4), dict(strides=[2], pads=[1, 1]), True),
+    # bands of one input row whose output rows also take 1 (4x4 s2) and 2 (3x3 s1) earlier rows:
+    # 4096 and 2700 GEMM rows x 130 and 200 columns do not fit one band's 512 Ki floats
+    ((1, 3, 11, 130), (3, 256, 4, 4), dict(strides=[2, 2], pads=[1, 1, 1, 1]), True),
+    ((1, 2, 9, 200), (2, 300, 3, 3), dict(pads=[1, 0, 1, 2]), True),
 ]
 
 

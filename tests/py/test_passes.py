@@ -212,7 +212,35 @@ def case_matmul_div_not_power_of_two():
     return nodes, [const("w", (9, 7)), numpy_helper.from_array(np.float32(3.0), "c")], 2
 
 
-CASES = {f.__name__[5:]: f for f in (case_conv_bn_relu, case_conv_bn_bn_relu, case_conv_bn_add_relu, case_conv_silu, case_conv_silu_add,
+def convt_bn(prefix, x, cin, cout, group=1, **attrs):
+    """A decoder's up-sampling: ConvTranspose (weights C x OC/group x k x k) → BatchNormalization."""
+    inits = [const(f"{prefix}.w", (cin, cout // group, 4, 4)), const(f"{prefix}.b", (cout,)),
+             const(f"{prefix}.g", (cout,), positive=True), const(f"{prefix}.beta", (cout,)),
+             const(f"{prefix}.mean", (cout,)), const(f"{prefix}.var", (cout,), positive=True)]
+    nodes = [helper.make_node("ConvTranspose", [x, f"{prefix}.w", f"{prefix}.b"], [f"{prefix}.c"], group=group,
+                              **attrs),
+             helper.make_node("BatchNormalization", [f"{prefix}.c", f"{prefix}.g", f"{prefix}.beta",
+                                                     f"{prefix}.mean", f"{prefix}.var"], [f"{prefix}.bn"],
+                              epsilon=1e-3)]
+    return nodes, inits, f"{prefix}.bn"
+
+
+def case_convtranspose_bn_relu():
+    """A GAN generator's block: the BN folds into the transposed conv's weights (per output channel,
+    W's second axis) and bias, and the Relu becomes its epilogue."""
+    n, i, y = convt_bn("t", "x", 4, 6, strides=[2, 2], pads=[1, 1, 1, 1])
+    return n + [helper.make_node("Relu", [y], ["y"])], i, 1
+
+
+def case_convtranspose_group_bn_silu():
+    """Grouped, strides 2 x 3 with output padding: the fold maps (c, j) of W to channel
+    c // (C / group) * (OC / group) + j; SiLU's Sigmoid·Mul becomes the epilogue."""
+    n, i, y = convt_bn("t", "x", 4, 6, group=2, strides=[2, 3], pads=[2, 1, 0, 1], output_padding=[1, 2])
+    return n + [helper.make_node("Sigmoid", [y], ["sg"]), helper.make_node("Mul", [y, "sg"], ["y"])], i, 1
+
+
+CASES = {f.__name__[5:]: f for f in (case_conv_bn_relu, case_convtranspose_bn_relu,
+                                      case_convtranspose_group_bn_silu, case_conv_bn_bn_relu, case_conv_bn_add_relu, case_conv_silu, case_conv_silu_add,
                                       case_conv_relu6, case_conv_hardswish_leaky, case_matmul_bias_gelu,
                                       case_matmul_layernorm_chain, case_conv_moves_sigmoid, case_matmul_moves_tanh,
                                       case_matmul_bias_skip, case_matmul_attention_scale_mask,

@@ -219,6 +219,7 @@ static void conv_transpose_plane(void *ctx, size_t idx) {
             }
         }
     }
+    epilogue(y, g->out_size, NULL, 0, j->act); /* a fused activation (fuse_activation) */
 }
 
 nnf_status nnf_conv_transpose_ref(NNF_KERNEL_ARGS) {
@@ -230,7 +231,8 @@ nnf_status nnf_conv_transpose_ref(NNF_KERNEL_ARGS) {
         return nnf_node_error(node, NNF_ERR_SHAPE, "input, weight and output ranks do not match the attributes");
     nnf_conv_params lp = nnf_conv_effective(node_params, x->rank, w->dims);
     p = &lp;
-    conv_job j = {.x = x->data, .w = w->data, .b = b ? b->data : NULL, .y = y->data};
+    conv_job j = {
+        .x = x->data, .w = w->data, .b = b ? b->data : NULL, .y = y->data, .act = &p->act};
     conv_geom *g = &j.g;
     g->n = x->dims[0];
     g->c = x->dims[1];

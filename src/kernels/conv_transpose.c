@@ -1,0 +1,290 @@
+/* ConvTranspose as a GEMM and a col2im (conv_transpose.h): the weight
+ * packing, the band size and the scatter of each band's columns. */
+#include "kernels/conv_transpose.h"
+
+#include "base/alloc.h"
+#include "kernels/vmath.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Floats of an output row chunk split into its stride phases, and the
+ * largest stride along a row (each phase a multiple of 8 floats). */
+#define CONVT_ROW_MAX 2048
+#define CONVT_SW_MAX (CONVT_ROW_MAX / 8)
+
+/* Floats of one band's columns (OCg kh kw x band pixels): 2 MiB, about what
+ * the scatter reads back from L2 and L3 while the band's output rows are
+ * still there; a band is at least one input row. */
+#define CONVT_COLS_MAX ((size_t)512 * 1024)
+
+bool nnf_convt_fits(const nnf_conv2d_shape *s) {
+    /* any crop and output extent: outputs no tap reaches are the bias */
+    return s->n && s->c && s->h && s->w && s->oc && s->group && s->kh && s->kw && s->sh && s->sw &&
+           s->dh && s->dw && s->oh && s->ow && !(s->c % s->group) && !(s->oc % s->group) &&
+           s->sw <= CONVT_SW_MAX && s->kh * s->dh < ((size_t)1 << 30) &&
+           s->pt < ((size_t)1 << 40) && s->pl < ((size_t)1 << 40) &&
+           s->h * s->w <= ((size_t)1 << 40);
+}
+
+void nnf_convt_kernel_destroy(nnf_convt_kernel *k) {
+    if (!k)
+        return;
+    if (k->packed_w)
+        for (size_t g = 0; g < k->s.group; g++)
+            nnf_gemm_packed_destroy(k->packed_w[g]);
+    nnf_free(k->packed_w);
+    nnf_free(k->kw_phase);
+    nnf_free(k);
+}
+
+nnf_status nnf_convt_kernel_create(const nnf_conv2d_shape *s, nnf_isa isa, const float *w,
+                                   nnf_convt_kernel **out) {
+    *out = NULL;
+    if (!nnf_convt_fits(s))
+        return nnf_error(NNF_ERR_UNSUPPORTED,
+                         "transposed convolution %zux%zu stride %zux%zu group %zu: not a shape the "
+                         "GEMM kernel computes",
+                         s->kh, s->kw, s->sh, s->sw, s->group);
+    size_t icg = s->c / s->group, ocg = s->oc / s->group, rows, cols;
+    if (!nnf_mul_size(ocg, s->kh * s->kw, &rows) || !nnf_mul_size(rows, s->c, &cols))
+        return nnf_error(NNF_ERR_INVALID_ARGUMENT, "transposed convolution weights are too large");
+    nnf_convt_kernel *k = nnf_calloc(1, sizeof *k);
+    if (!k || !(k->packed_w = nnf_calloc(s->group, sizeof *k->packed_w))) {
+        nnf_free(k);
+        return nnf_error(NNF_ERR_OUT_OF_MEMORY,
+                         "out of memory for a transposed convolution kernel");
+    }
+    k->s = *s;
+    k->isa = isa > nnf_cpu_get()->max_isa ? nnf_cpu_get()->max_isa : isa;
+    k->cfg = nnf_gemm_cfg_for(k->isa);
+    for (size_t g = 0; g < s->group; g++) {
+        /* group g's rows of W are ICg x (OCg kh kw): A transposed */
+        nnf_status st =
+            nnf_gemm_pack_a(k->cfg, rows, icg, w + g * icg * rows, rows, 1, &k->packed_w[g]);
+        if (st != NNF_OK) {
+            nnf_convt_kernel_destroy(k);
+            return st;
+        }
+    }
+    /* output column ox = iw sw + kw dw - pl: phase ox mod sw, at iw + shift */
+    if (!(k->kw_phase = nnf_calloc(2 * s->kw, sizeof *k->kw_phase))) {
+        nnf_convt_kernel_destroy(k);
+        return nnf_error(NNF_ERR_OUT_OF_MEMORY,
+                         "out of memory for a transposed convolution kernel");
+    }
+    k->kw_shift = k->kw_phase + s->kw;
+    for (size_t kw = 0; kw < s->kw; kw++) {
+        ptrdiff_t off = (ptrdiff_t)(kw * s->dw) - (ptrdiff_t)s->pl, sw = (ptrdiff_t)s->sw;
+        k->kw_phase[kw] = (off % sw + sw) % sw;
+        k->kw_shift[kw] = (off - k->kw_phase[kw]) / sw;
+    }
+    /* output rows take input rows from (kh - 1) dh / sh before their last */
+    k->halo = (s->kh - 1) * s->dh / s->sh;
+    size_t band = CONVT_COLS_MAX / rows / s->w;
+    band = band > k->halo ? band - k->halo : 1;
+    k->band_rows = band > s->h ? s->h : band;
+    /* + 8: the row primitives read whole vectors past a run's end */
+    if (!nnf_mul_size(rows, (k->halo + k->band_rows) * s->w, &k->cols_floats) ||
+        !nnf_add_size(k->cols_floats, 8, &k->cols_floats)) {
+        nnf_convt_kernel_destroy(k);
+        return nnf_error(NNF_ERR_INVALID_ARGUMENT, "transposed convolution rows are too large");
+    }
+    /* "f32_gemm_6x16_avx2" -> "f32_convtranspose_gemm_6x16_avx2" */
+    snprintf(k->name, sizeof k->name, "f32_convtranspose_%s", k->cfg->name + strlen("f32_"));
+    *out = k;
+    return NNF_OK;
+}
+
+/* The row primitives. fill, set and add take n a multiple of 8 and may
+ * read (s) past the run's end into the columns' slack; add_exact and
+ * interleave2 touch exactly n. */
+static void fill_scalar(float *d, float v, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        d[i] = v;
+}
+
+static void set_scalar(float *restrict d, const float *restrict s, float v, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        d[i] = s[i] + v;
+}
+
+static void add_scalar(float *restrict d, const float *restrict s, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        d[i] += s[i];
+}
+
+static void interleave2_scalar(float *restrict y, const float *restrict p0,
+                               const float *restrict p1, size_t n) {
+    for (size_t t = 0; t < n; t++) {
+        y[2 * t] = p0[t];
+        y[2 * t + 1] = p1[t];
+    }
+}
+
+typedef struct convt_prims {
+    void (*fill)(float *d, float v, size_t n);
+    void (*set)(float *restrict d, const float *restrict s, float v, size_t n);
+    void (*add)(float *restrict d, const float *restrict s, size_t n);
+    void (*add_exact)(float *restrict d, const float *restrict s, size_t n);
+    void (*interleave2)(float *restrict y, const float *restrict p0, const float *restrict p1,
+                        size_t n);
+} convt_prims;
+
+static const convt_prims *prims_for(nnf_isa isa) {
+    static const convt_prims scalar = {fill_scalar, set_scalar, add_scalar, add_scalar,
+                                       interleave2_scalar};
+    static const convt_prims avx2 = {nnf_convt_fill_avx2, nnf_convt_set_avx2, nnf_convt_add_avx2,
+                                     nnf_convt_add_exact_avx2, nnf_convt_interleave2_avx2};
+    return isa >= NNF_ISA_AVX2 ? &avx2 : &scalar;
+}
+
+typedef struct convt_band {
+    const nnf_convt_kernel *k;
+    const float *cols; /* (oc, kh, kw) rows of ldc floats; input row ih at (ih - base) w */
+    size_t ldc;
+    ptrdiff_t base;
+    float *y;          /* the group's first output plane of the image */
+    const float *bias; /* the group's first bias value, or NULL */
+    const nnf_activation *act;
+    const convt_prims *prims;
+    size_t oy0, oy1; /* the output rows this band completes */
+} convt_band;
+
+/* Row oy of output channel m, outputs t0 s .. t1 s of each phase: output
+ * ox = iw s + kw d - pad lies in phase r = ox mod s at t = ox div s, so
+ * each tap adds a contiguous run of its columns to one phase's sums (ph,
+ * tch floats per phase, a multiple of 8), which then go to the row
+ * (interleaved where s > 1). Runs that reach the chunk's end are rounded up
+ * to whole vectors into the phase's slack. */
+static void convt_row(const convt_band *b, size_t m, size_t oy, size_t t0, size_t t1, size_t tch,
+                      float *ph) {
+    const nnf_conv2d_shape *s = &b->k->s;
+    const convt_prims *f = b->prims;
+    const size_t sw = s->sw, n = t1 - t0, n8 = (n + 7) & ~(size_t)7;
+    float *y = b->y + (m * s->oh + oy) * s->ow;
+    float bias = b->bias ? b->bias[m] : 0.0f;
+    /* a phase's first tap that covers the whole chunk sets its sums (bias
+     * + columns); otherwise the phase starts as the bias */
+    bool set[CONVT_SW_MAX];
+    for (size_t r = 0; r < sw; r++)
+        set[r] = false;
+    for (size_t kh = 0; kh < s->kh; kh++) {
+        ptrdiff_t num = (ptrdiff_t)(oy + s->pt) - (ptrdiff_t)(kh * s->dh);
+        if (num < 0 || num % (ptrdiff_t)s->sh || (size_t)num / s->sh >= s->h)
+            continue;
+        size_t ih = (size_t)num / s->sh;
+        const float *rowc = b->cols + (size_t)((ptrdiff_t)ih - b->base) * s->w;
+        for (size_t kw = 0; kw < s->kw; kw++) {
+            ptrdiff_t r = b->k->kw_phase[kw], e = b->k->kw_shift[kw]; /* t = iw + e */
+            ptrdiff_t lo = e > (ptrdiff_t)t0 ? e : (ptrdiff_t)t0;
+            ptrdiff_t hi =
+                (ptrdiff_t)s->w + e < (ptrdiff_t)t1 ? (ptrdiff_t)s->w + e : (ptrdiff_t)t1;
+            if (lo < 0)
+                lo = 0;
+            if (lo >= hi)
+                continue;
+            float *d = ph + (size_t)r * tch + (size_t)lo - t0;
+            const float *c = rowc + ((m * s->kh + kh) * s->kw + kw) * b->ldc + (size_t)(lo - e);
+            size_t len = (size_t)(hi - lo), to_end = n8 - ((size_t)lo - t0);
+            if (!set[r]) {
+                set[r] = true;
+                if ((size_t)lo == t0 && (size_t)hi == t1) {
+                    f->set(d, c, bias, n8);
+                    continue;
+                }
+                f->fill(ph + (size_t)r * tch, bias, n8);
+            }
+            if ((size_t)hi == t1 && to_end % 8 == 0)
+                f->add(d, c, to_end);
+            else
+                f->add_exact(d, c, len);
+        }
+    }
+    for (size_t r = 0; r < sw; r++)
+        if (!set[r])
+            f->fill(ph + r * tch, bias, n8);
+    if (b->act->kind != NNF_ACT_NONE)
+        for (size_t r = 0; r < sw; r++)
+            nnf_act_array(b->k->isa, b->act, ph + r * tch, ph + r * tch, n);
+    if (sw == 1) {
+        memcpy(y + t0, ph, n * sizeof(float));
+    } else if (sw == 2) {
+        /* phase 1 has one output fewer where the row's width is odd */
+        size_t pairs = (s->ow - 2 * t0) / 2 < n ? (s->ow - 2 * t0) / 2 : n;
+        f->interleave2(y + 2 * t0, ph, ph + tch, pairs);
+        if (pairs < n)
+            y[2 * (t0 + pairs)] = ph[pairs];
+    } else {
+        for (size_t r = 0; r < sw; r++)
+            for (size_t t = t0; t < t1 && t * sw + r < s->ow; t++)
+                y[t * sw + r] = ph[r * tch + t - t0];
+    }
+}
+
+/* Output channel m of the group: the rows the band completes, in chunks of
+ * phases that fit CONVT_ROW_MAX floats. */
+static void convt_rows(void *ctx, size_t m) {
+    const convt_band *b = ctx;
+    const nnf_conv2d_shape *s = &b->k->s;
+    _Alignas(32) float ph[CONVT_ROW_MAX];
+    size_t tn = (s->ow + s->sw - 1) / s->sw, tch = CONVT_ROW_MAX / s->sw & ~(size_t)7;
+    if (tch > tn)
+        tch = (tn + 7) & ~(size_t)7;
+    for (size_t oy = b->oy0; oy < b->oy1; oy++)
+        for (size_t t0 = 0; t0 < tn; t0 += tch)
+            convt_row(b, m, oy, t0, t0 + tch < tn ? t0 + tch : tn, tch, ph);
+}
+
+nnf_status nnf_convt_kernel_run(const nnf_convt_kernel *k, const float *x, float *y,
+                                const nnf_epilogue *ep, nnf_threadpool *pool) {
+    const nnf_conv2d_shape *s = &k->s;
+    if (ep &&
+        (ep->alpha != 1.0f || ep->residual || (ep->bias && ep->bias_kind != NNF_BIAS_PER_ROW)))
+        return nnf_error(NNF_ERR_INTERNAL,
+                         "%s: the epilogue must be a per-channel bias and an "
+                         "activation",
+                         k->name);
+    size_t icg = s->c / s->group, ocg = s->oc / s->group, rows = ocg * s->kh * s->kw;
+    size_t hw = s->h * s->w, ohw = s->oh * s->ow, ldc = (k->halo + k->band_rows) * s->w;
+    float *cols = nnf_thread_scratch(NNF_SCRATCH_CONV_COLS, k->cols_floats);
+    if (!cols)
+        return nnf_error(NNF_ERR_OUT_OF_MEMORY,
+                         "%s: out of memory for the columns of %zu input rows", k->name,
+                         k->band_rows);
+    nnf_activation none = {.kind = NNF_ACT_NONE};
+    for (size_t b = 0; b < s->n; b++) {
+        for (size_t g = 0; g < s->group; g++) {
+            const float *xg = x + (b * s->c + g * icg) * hw;
+            convt_band band = {.k = k,
+                               .cols = cols,
+                               .ldc = ldc,
+                               .y = y + (b * s->oc + g * ocg) * ohw,
+                               .bias = ep && ep->bias ? ep->bias + g * ocg : NULL,
+                               .act = ep ? &ep->act : &none,
+                               .prims = prims_for(k->isa)};
+            for (size_t ih0 = 0; ih0 < s->h; ih0 += k->band_rows) {
+                size_t ih1 = ih0 + k->band_rows < s->h ? ih0 + k->band_rows : s->h;
+                /* the columns of the last halo rows before ih0 move to the
+                 * front; the band's go after them */
+                if (ih0 && k->halo)
+                    for (size_t r = 0; r < rows; r++)
+                        memmove(cols + r * ldc, cols + r * ldc + k->band_rows * s->w,
+                                k->halo * s->w * sizeof(float));
+                band.base = (ptrdiff_t)ih0 - (ptrdiff_t)k->halo;
+                nnf_gemm_src a = nnf_gemm_src_packed(k->packed_w[g]);
+                nnf_gemm_src bsrc = nnf_gemm_src_matrix(xg + ih0 * s->w, hw, 0);
+                NNF_CHECK(nnf_gemm_run(k->cfg, rows, (ih1 - ih0) * s->w, icg, &a, &bsrc,
+                                       cols + k->halo * s->w, ldc, NULL, pool));
+                /* output row oy takes input rows up to (oy + pt) / sh: the
+                 * rows with oy + pt < ih1 sh are complete */
+                size_t done = ih1 == s->h ? s->oh : ih1 * s->sh > s->pt ? ih1 * s->sh - s->pt : 0;
+                band.oy0 = band.oy1;
+                band.oy1 = done < s->oh ? done : s->oh;
+                if (band.oy1 > band.oy0)
+                    nnf_parallel_for(pool, ocg, convt_rows, &band);
+            }
+        }
+    }
+    return NNF_OK;
+}

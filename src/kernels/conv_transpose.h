@@ -1,0 +1,66 @@
+/* Optimised 2-D ConvTranspose on NCHW tensors (1-D runs as H = 1): the
+ * decoder up-sampling of U-Nets, GAN generators and segmentation heads.
+ *
+ * Per image and group, a GEMM gives every product of an input pixel and a
+ * kernel tap, then col2im adds each where it lands:
+ *
+ *   cols (OCg kh kw x pixels) = W_g^T (OCg kh kw x ICg, prepacked as GEMM A)
+ *                               · X_g (ICg x pixels, packed on the fly as B)
+ *   Y[oc, ih s - pad + kh d, iw s - pad + kw d] += cols[(oc, kh, kw), (ih, iw)]
+ *
+ * The products are exactly those the definition sums (none are zeros of an
+ * upsampled input), so the GEMM's FLOPs are the operator's. The pixels go
+ * in bands of input rows whose columns fit the caches (CONVT_COLS_MAX);
+ * after each band's GEMM, output channels are spread over the pool, and
+ * each fills its rows that the band reaches first with the bias, adds the
+ * band's columns, and applies the activation to the rows no later band
+ * reaches, while they are in the caches. The sums of one output element
+ * are taken in one fixed order (bands, then kh, then kw), whatever the
+ * thread count. */
+#ifndef NNF_KERNELS_CONV_TRANSPOSE_H
+#define NNF_KERNELS_CONV_TRANSPOSE_H
+
+#include "kernels/conv_fast.h"
+
+/* The shape uses nnf_conv2d_shape with the transposed meaning: n, c, h, w
+ * the input; oc, group; kh, kw, sh, sw, dh, dw the window; pt, pl the pads
+ * cropped from the full result's top and left; oh, ow the output. */
+typedef struct nnf_convt_kernel {
+    nnf_conv2d_shape s;
+    nnf_isa isa;
+    const nnf_gemm_cfg *cfg;
+    nnf_gemm_packed **packed_w; /* per group: W_g^T, OCg kh kw x ICg */
+    size_t band_rows;           /* input rows per GEMM */
+    size_t halo;                /* earlier input rows an output row may also take */
+    size_t cols_floats;         /* the columns: OCg kh kw x (halo + band_rows) w */
+    /* per kw: output column iw sw + kw dw - pl is in phase kw_phase (its
+     * remainder mod sw) at index iw + kw_shift within the phase */
+    ptrdiff_t *kw_phase, *kw_shift;
+    char name[64]; /* "f32_convtranspose_gemm_6x16_avx2" */
+} nnf_convt_kernel;
+
+/* Whether the kernel computes s: the counts and extents non-zero, oc and c
+ * multiples of group, the stride along a row at most 256. Any crop and
+ * output extent (outputs no tap reaches are the bias). */
+bool nnf_convt_fits(const nnf_conv2d_shape *s);
+
+/* Packs w (C x OC/group x KH x KW, borrowed for the call) for s on tier isa. */
+nnf_status nnf_convt_kernel_create(const nnf_conv2d_shape *s, nnf_isa isa, const float *w,
+                                   nnf_convt_kernel **out);
+void nnf_convt_kernel_destroy(nnf_convt_kernel *k);
+
+/* y = act(convtranspose(x) + bias): ep->bias (if any) holds OC values,
+ * NNF_BIAS_PER_ROW; alpha 1 and no residual. Borrowed for the call. */
+nnf_status nnf_convt_kernel_run(const nnf_convt_kernel *k, const float *x, float *y,
+                                const nnf_epilogue *ep, nnf_threadpool *pool);
+
+/* The row primitives' AVX2 tier (x86/conv_transpose_avx2.c; conv_transpose.c
+ * has the portable ones and says what each does). */
+void nnf_convt_fill_avx2(float *d, float v, size_t n);
+void nnf_convt_set_avx2(float *restrict d, const float *restrict s, float v, size_t n);
+void nnf_convt_add_avx2(float *restrict d, const float *restrict s, size_t n);
+void nnf_convt_add_exact_avx2(float *restrict d, const float *restrict s, size_t n);
+void nnf_convt_interleave2_avx2(float *restrict y, const float *restrict p0,
+                                const float *restrict p1, size_t n);
+
+#endif

@@ -1,0 +1,52 @@
+/* The AVX2 row primitives of the transposed convolution's col2im
+ * (kernels/conv_transpose.c owns the taps, the bands and the threading, and
+ * says what each primitive does). No masked stores: slow on AMD cores. */
+#include "kernels/conv_transpose.h"
+
+#include <immintrin.h>
+
+void nnf_convt_fill_avx2(float *d, float v, size_t n) {
+    __m256 b = _mm256_set1_ps(v);
+    for (size_t i = 0; i < n; i += 8)
+        _mm256_storeu_ps(d + i, b);
+}
+
+void nnf_convt_set_avx2(float *restrict d, const float *restrict s, float v, size_t n) {
+    __m256 b = _mm256_set1_ps(v);
+    for (size_t i = 0; i < n; i += 8)
+        _mm256_storeu_ps(d + i, _mm256_add_ps(_mm256_loadu_ps(s + i), b));
+}
+
+void nnf_convt_add_avx2(float *restrict d, const float *restrict s, size_t n) {
+    for (size_t i = 0; i < n; i += 8)
+        _mm256_storeu_ps(d + i, _mm256_add_ps(_mm256_loadu_ps(d + i), _mm256_loadu_ps(s + i)));
+}
+
+void nnf_convt_add_exact_avx2(float *restrict d, const float *restrict s, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(d + i, _mm256_add_ps(_mm256_loadu_ps(d + i), _mm256_loadu_ps(s + i)));
+    for (; i < n; i++)
+        d[i] += s[i];
+}
+
+void nnf_convt_interleave2_avx2(float *restrict y, const float *restrict p0,
+                                const float *restrict p1, size_t n) {
+    size_t t = 0;
+    for (; t + 8 <= n; t += 8) {
+        __m256 a = _mm256_loadu_ps(p0 + t), b = _mm256_loadu_ps(p1 + t);
+        __m256 lo = _mm256_unpacklo_ps(a, b), hi = _mm256_unpackhi_ps(a, b);
+        _mm256_storeu_ps(y + 2 * t, _mm256_permute2f128_ps(lo, hi, 0x20));
+        _mm256_storeu_ps(y + 2 * t + 8, _mm256_permute2f128_ps(lo, hi, 0x31));
+    }
+    if (t + 4 <= n) {
+        __m128 a = _mm_loadu_ps(p0 + t), b = _mm_loadu_ps(p1 + t);
+        _mm_storeu_ps(y + 2 * t, _mm_unpacklo_ps(a, b));
+        _mm_storeu_ps(y + 2 * t + 4, _mm_unpackhi_ps(a, b));
+        t += 4;
+    }
+    for (; t < n; t++) {
+        y[2 * t] = p0[t];
+        y[2 * t + 1] = p1[t];
+    }
+}
