@@ -64,7 +64,7 @@ import sys
 import tempfile
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-DEFAULT_MODELS = "resnet50,mobilenetv2,yolov5s,bert-base,albert-base"
+DEFAULT_MODELS = "resnet50,mobilenetv2,yolov5s,bert-base,albert-base,unet"
 BEGIN, END = "<!-- scoreboard:begin -->", "<!-- scoreboard:end -->"
 # The engines nnfuse is measured against: each a runner script in bench/ with ort_run.py's
 # `bench` interface. ONNX Runtime is the reference of the targets; the others get a table of

@@ -6,9 +6,10 @@ mix PyTorch's exporter emits, random but realistically scaled weights.
                     [--bert-layernorm-op] [--bert-no-token-type] [--stats]
 
 Models: resnet50, mobilenetv2, yolov5s, bert-base, albert-base (ALBERT: factorised
-embeddings, one set of layer weights every layer reads) and their test-sized
-variants resnet_tiny, mobilenetv2_tiny, yolov5s_tiny, bert_tiny, albert_tiny
-(--small selects only those). Everything is built with onnx.helper and numpy at opset
+embeddings, one set of layer weights every layer reads), unet (segmentation: an
+encoder, and a decoder that up-samples by ConvTranspose) and their test-sized
+variants resnet_tiny, mobilenetv2_tiny, yolov5s_tiny, bert_tiny, albert_tiny,
+unet_tiny (--small selects only those). Everything is built with onnx.helper and numpy at opset
 17 from fixed seeds: two runs on one machine write identical files (the BN
 statistics go through onnxruntime, so another CPU may change their last bits).
 
@@ -110,6 +111,14 @@ class Builder:
             ins.append(self.init(f"{scope}.bias", self.torch_uniform((cout,), fan_in)))
         return self.node("Conv", ins, scope, dilations=[1, 1], group=g,
                          kernel_shape=[k, k], pads=[p, p, p, p], strides=[s, s])
+
+    def conv_transpose(self, x, cin, cout, k, s, scope=""):
+        """nn.ConvTranspose2d(cin, cout, k, stride=s) with its bias; He-scaled so that each output,
+        a sum of cin products where k == s, keeps the input's variance."""
+        w = self.init(f"{scope}.weight", self.he_normal((cin, cout, k, k), cin))
+        bias = self.init(f"{scope}.bias", self.torch_uniform((cout,), cout * k * k))
+        return self.node("ConvTranspose", [x, w, bias], scope, dilations=[1, 1], group=1,
+                         kernel_shape=[k, k], pads=[0, 0, 0, 0], strides=[s, s])
 
     def bn(self, x, c, scope="", gamma=(0.5, 1.5)):
         gm = self.init(f"{scope}.weight", self.rng.uniform(*gamma, c).astype(np.float32))
@@ -215,6 +224,35 @@ def build_mobilenetv2(b: Builder, size, settings, first, last, classes):
                                       "flat_shape")], "/flatten")
     y = b.linear_gemm(y, last, classes, "/classifier/1")
     b.add_output(y, "output", TensorProto.FLOAT, [b.batch, classes])
+
+
+# --------------------------------------------------------------------------
+# U-Net (milesial/Pytorch-UNet, bilinear=False: up-sampling by ConvTranspose 2x2 s2)
+# --------------------------------------------------------------------------
+def build_unet(b: Builder, size, widths, classes):
+    def double(x, cin, cout, scope):
+        y = b.node("Relu", [b.bn(b.conv(x, cin, cout, 3, scope=f"{scope}/0"), cout, f"{scope}/1")],
+                   scope)
+        return b.node("Relu", [b.bn(b.conv(y, cout, cout, 3, scope=f"{scope}/3"), cout,
+                                    f"{scope}/4")], scope)
+
+    x = b.add_input("input", TensorProto.FLOAT, [b.batch, 3, size, size])
+    y = double(x, 3, widths[0], "/inc/double_conv")
+    cin, skips = widths[0], []
+    for i, w in enumerate(widths[1:]):
+        skips.append((y, cin))
+        y = b.node("MaxPool", [y], f"/down{i + 1}/maxpool_conv/0", kernel_shape=[2, 2],
+                   strides=[2, 2])
+        y = double(y, cin, w, f"/down{i + 1}/maxpool_conv/1/double_conv")
+        cin = w
+    for i, (skip, cs) in enumerate(reversed(skips)):
+        sc = f"/up{i + 1}"
+        up = b.conv_transpose(y, cin, cin // 2, 2, 2, scope=f"{sc}/up")
+        y = b.node("Concat", [skip, up], sc, axis=1)
+        y = double(y, cs + cin // 2, cs, f"{sc}/conv/double_conv")
+        cin = cs
+    y = b.conv(y, cin, classes, 1, p=0, bias=True, scope="/outc/conv")
+    b.add_output(y, "output", TensorProto.FLOAT, [b.batch, classes, size, size])
 
 
 # --------------------------------------------------------------------------
@@ -489,6 +527,7 @@ SPECS = [
     Spec("bert-base", 12, _bert(128, 768, 12, 12, 3072, 30522, 512), "bert", False),
     Spec("albert-base", 13, _bert(128, 768, 12, 12, 3072, 30000, 512, embed=128, shared=True),
          "bert", False),
+    Spec("unet", 16, lambda b, a: build_unet(b, 256, [32, 64, 128, 256, 512], 2), "image", False),
     Spec("resnet_tiny", 150, lambda b, a: build_resnet(b, 64, [8, 16, 32, 64], [2, 2, 1, 1], 10),
          "image", True),
     Spec("mobilenetv2_tiny", 102, lambda b, a: build_mobilenetv2(b, 64, MOBILENET_TINY, 8, 64,
@@ -497,6 +536,7 @@ SPECS = [
     Spec("bert_tiny", 112, _bert(16, 64, 2, 4, 256, 512, 64), "bert", True),
     Spec("albert_tiny", 113, _bert(16, 64, 3, 4, 256, 512, 64, embed=32, shared=True), "bert",
          True),
+    Spec("unet_tiny", 116, lambda b, a: build_unet(b, 32, [8, 16, 32], 2), "image", True),
 ]
 
 
@@ -613,7 +653,7 @@ def check_varies(name: str, model: onnx.ModelProto, seed: int):
 # Statistics for docs/ZOO.md
 # --------------------------------------------------------------------------
 def model_stats(model: onnx.ModelProto):
-    """Parameters and multiply-add FLOPs (2 per MAC) of Conv, Gemm, MatMul."""
+    """Parameters and multiply-add FLOPs (2 per MAC) of Conv, ConvTranspose, Gemm, MatMul."""
     params = sum(int(np.prod(i.dims)) for i in model.graph.initializer
                  if i.data_type == TensorProto.FLOAT)
     inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True)
@@ -629,6 +669,9 @@ def model_stats(model: onnx.ModelProto):
         if n.op_type == "Conv":
             out, w = shapes[n.output[0]], shapes[n.input[1]]
             flops += 2 * int(np.prod(out)) * int(np.prod(w[1:]))
+        elif n.op_type == "ConvTranspose":  # every input value times every tap of its row of W
+            x, w = shapes[n.input[0]], shapes[n.input[1]]
+            flops += 2 * int(np.prod(x)) * int(np.prod(w[1:]))
         elif n.op_type == "Gemm":
             a, out = shapes[n.input[0]], shapes[n.output[0]]
             flops += 2 * int(np.prod(out)) * a[1]
