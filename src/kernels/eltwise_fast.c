@@ -146,6 +146,27 @@ static void layernorm_scalar(const float *x, float *y, size_t n, const float *sc
         *inv_out = (float)inv;
 }
 
+/* The reference's formulas (ref/norm.c: double statistics, y = x a + b in
+ * double), so this tier matches it bit for bit. */
+static void groupnorm_scalar(const float *x, float *y, size_t segs, size_t len, const float *scale,
+                             const float *bias, size_t step, float eps) {
+    size_t n = segs * len;
+    double s = 0.0, v = 0.0;
+    for (size_t i = 0; i < n; i++)
+        s += x[i];
+    double mean = s / (double)n;
+    for (size_t i = 0; i < n; i++) {
+        double d = x[i] - mean;
+        v += d * d;
+    }
+    double inv = 1.0 / sqrt(v / (double)n + (double)eps);
+    for (size_t k = 0; k < segs; k++) {
+        double a = scale[k * step] * inv, b = bias[k * step] - mean * a;
+        for (size_t e = 0; e < len; e++)
+            y[k * len + e] = (float)(x[k * len + e] * a + b);
+    }
+}
+
 static double sum_scalar(const float *x, size_t n) {
     double s = 0.0;
     for (size_t i = 0; i < n; i++)
@@ -216,6 +237,7 @@ static const nnf_ew_kernels k_scalar = {
     .affine = affine_scalar,
     .softmax = softmax_scalar,
     .layernorm = layernorm_scalar,
+    .groupnorm = groupnorm_scalar,
     .sum = sum_scalar,
     .max = max_scalar,
     .min = min_scalar,
@@ -231,6 +253,7 @@ static const nnf_ew_kernels k_avx2 = {
     .affine = nnf_ew_affine_avx2,
     .softmax = nnf_ew_softmax_avx2,
     .layernorm = nnf_ew_layernorm_avx2,
+    .groupnorm = nnf_ew_groupnorm_avx2,
     .sum = nnf_ew_sum_avx2,
     .max = nnf_ew_max_avx2,
     .min = nnf_ew_min_avx2,
@@ -248,6 +271,7 @@ static const nnf_ew_kernels k_avx512 = {
     .affine = nnf_ew_affine_avx512,
     .softmax = nnf_ew_softmax_avx512,
     .layernorm = nnf_ew_layernorm_avx2,
+    .groupnorm = nnf_ew_groupnorm_avx2,
     .sum = nnf_ew_sum_avx512,
     .max = nnf_ew_max_avx2,
     .min = nnf_ew_min_avx2,

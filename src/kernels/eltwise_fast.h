@@ -101,6 +101,12 @@ typedef struct nnf_ew_kernels {
      * (bias may be NULL); mean/inv_std receive the statistics when non-NULL */
     void (*layernorm)(const float *x, float *y, size_t n, const float *scale, const float *bias,
                       float eps, float *mean, float *inv_std);
+    /* one group of segs x len > 0 values (Instance/GroupNormalization: a
+     * group's channels, each len pixels), normalised together: segment k is
+     * y = (x - mean) / sqrt(var + eps) * scale[k step] + bias[k step]
+     * (step 1: per channel, 0: one pair for the group) */
+    void (*groupnorm)(const float *x, float *y, size_t segs, size_t len, const float *scale,
+                      const float *bias, size_t step, float eps);
     /* sum in float blocks of 256 carried in double */
     double (*sum)(const float *x, size_t n);
     /* max of n > 0 values; nan_wins = 0 skips NaNs (GlobalMaxPool), 1 returns
@@ -121,6 +127,8 @@ void nnf_ew_binary_avx2(nnf_ew_binop op, nnf_ew_mode mode, const float *a, const
                         size_t n);
 void nnf_ew_affine_avx2(const float *x, float *y, size_t n, float a, float b);
 void nnf_ew_softmax_avx2(const float *x, float *y, size_t rows, size_t n, int log);
+void nnf_ew_groupnorm_avx2(const float *x, float *y, size_t segs, size_t len, const float *scale,
+                           const float *bias, size_t step, float eps);
 void nnf_ew_layernorm_avx2(const float *x, float *y, size_t n, const float *scale,
                            const float *bias, float eps, float *mean, float *inv_std);
 double nnf_ew_sum_avx2(const float *x, size_t n);
@@ -205,6 +213,8 @@ nnf_status nnf_plan_concat(NNF_PLAN_ARGS);
 nnf_status nnf_plan_slice(NNF_PLAN_ARGS);
 nnf_status nnf_plan_slice_assign(NNF_PLAN_ARGS);
 nnf_status nnf_plan_layernorm(NNF_PLAN_ARGS);
+nnf_status nnf_plan_instancenorm(NNF_PLAN_ARGS);
+nnf_status nnf_plan_groupnorm(NNF_PLAN_ARGS);
 nnf_status nnf_plan_batchnorm(NNF_PLAN_ARGS);
 nnf_status nnf_plan_maxpool(NNF_PLAN_ARGS);
 nnf_status nnf_plan_avgpool(NNF_PLAN_ARGS);

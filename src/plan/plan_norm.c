@@ -1,7 +1,9 @@
-/* Plans for LayerNormalization (normalised axes trailing, dense scale/bias)
- * and inference BatchNormalization (constant statistics folded at plan time
+/* Plans for LayerNormalization (normalised axes trailing, dense scale/bias),
+ * inference BatchNormalization (constant statistics folded at plan time
  * into one scale and shift per channel, as the reference computes them, so
- * both give the same floats). Other forms keep the reference kernel. */
+ * both give the same floats) and Instance/GroupNormalization (each group's
+ * channels normalised together, a group per task). Other forms keep the
+ * reference kernel. */
 #include "kernels/eltwise_fast.h"
 
 #include "base/alloc.h"
@@ -186,4 +188,84 @@ nnf_status nnf_plan_batchnorm(NNF_PLAN_ARGS) {
     plan->free_state = bn_free;
     plan->in_place_inputs = 1u; /* element-wise */
     return NNF_OK;
+}
+
+/* ---- InstanceNormalization / GroupNormalization -------------------------------------- */
+
+typedef struct gn_state {
+    const nnf_ew_kernels *k;
+    float eps;
+    size_t n, c, groups, plane;
+    size_t step; /* scale/bias: 1 per channel, 0 per group */
+    char name[48];
+} gn_state;
+
+typedef struct gn_job {
+    const gn_state *s;
+    const float *x, *scale, *bias;
+    float *y;
+} gn_job;
+
+static void gn_group(void *p, size_t i) {
+    const gn_job *j = p;
+    const gn_state *s = j->s;
+    size_t cpg = s->c / s->groups, g = i % s->groups, len = cpg * s->plane;
+    /* per channel: the group's first channel's pair; per group: the group's */
+    size_t first = s->step ? g * cpg : g;
+    s->k->groupnorm(j->x + i * len, j->y + i * len, cpg, s->plane, j->scale + first,
+                    j->bias + first, s->step, s->eps);
+}
+
+static nnf_status gn_run(NNF_KERNEL_ARGS) {
+    const gn_state *s = ctx->state;
+    const nnf_buf *x = in[0];
+    size_t pairs = s->step ? s->c : s->groups;
+    if (x->dtype != NNF_DTYPE_FLOAT32 || x->numel != s->n * s->c * s->plane ||
+        out[0]->numel != x->numel || in[1]->dtype != NNF_DTYPE_FLOAT32 ||
+        in[2]->dtype != NNF_DTYPE_FLOAT32 || in[1]->numel != pairs || in[2]->numel != pairs)
+        return nnf_node_error(node, NNF_ERR_SHAPE, "%s: shapes do not match the plan", s->name);
+    gn_job j = {s, x->data, in[1]->data, in[2]->data, out[0]->data};
+    nnf_parallel_for(ctx->pool, s->n * s->groups, gn_group, &j);
+    return NNF_OK;
+}
+
+/* groups: the channels' split; step 1: scale/bias per channel, 0: per group */
+static nnf_status plan_group(NNF_PLAN_ARGS, int64_t groups, size_t step, const char *what) {
+    const nnf_norm_params *p = node->params;
+    const nnf_shape *sh = &in[0].shape;
+    if (!p || in[0].dtype != NNF_DTYPE_FLOAT32 || !nnf_shape_known(sh) || sh->rank < 3 ||
+        nnf_shape_numel(sh) <= 0 || node->n_inputs < 3)
+        return NNF_OK;
+    int64_t c = sh->dims[1];
+    if (groups < 1 || c % groups || !f32_dense(&in[1], step ? c : groups) ||
+        !f32_dense(&in[2], step ? c : groups))
+        return NNF_OK;
+    gn_state *s = nnf_calloc(1, sizeof *s);
+    if (!s)
+        return nnf_node_error(node, NNF_ERR_OUT_OF_MEMORY, "out of memory for a kernel plan");
+    s->k = nnf_ew_kernels_for(nnf_cpu_isa());
+    s->eps = p->epsilon;
+    s->n = (size_t)sh->dims[0];
+    s->c = (size_t)c;
+    s->groups = (size_t)groups;
+    s->plane = (size_t)(nnf_shape_numel(sh) / (sh->dims[0] * c));
+    s->step = step;
+    snprintf(s->name, sizeof s->name, "f32_%s_%s", what, s->k->suffix);
+    plan->name = s->name;
+    plan->run = gn_run;
+    plan->state = s;
+    plan->free_state = state_free;
+    plan->in_place_inputs = 1u; /* a group's last pass reads x[i], then writes y[i] */
+    return NNF_OK;
+}
+
+nnf_status nnf_plan_instancenorm(NNF_PLAN_ARGS) {
+    const nnf_shape *sh = &in[0].shape;
+    return plan_group(node, in, out, plan, sh->rank >= 2 ? sh->dims[1] : 0, 1, "instancenorm");
+}
+
+nnf_status nnf_plan_groupnorm(NNF_PLAN_ARGS) {
+    const nnf_norm_params *p = node->params;
+    return p ? plan_group(node, in, out, plan, p->num_groups, p->per_channel ? 1 : 0, "groupnorm")
+             : NNF_OK;
 }

@@ -96,6 +96,53 @@ static void test_layernorm(nnf_isa isa) {
     free(b);
 }
 
+/* ---- InstanceNormalization / GroupNormalization --------------------------------------- */
+
+/* Each group's channels normalised together: planes of 1, primes and vector
+ * edges, a mean far from zero, constant groups; scale/bias per channel
+ * (InstanceNormalization, GroupNormalization-21) and per group (-18).
+ * Tolerance as LayerNormalization's (the same statistics); the scalar tier
+ * is the reference's formulas, bit for bit. */
+static void test_groupnorm(nnf_isa isa) {
+    const char *t = nnf_isa_name(isa);
+    static const struct {
+        int64_t d[4];
+        int64_t groups; /* 0: InstanceNormalization */
+        int opset;
+        float offset;
+    } cases[] = {
+        {{1, 3, 1, 1}, 0, 6, 0},     {{2, 3, 7, 5}, 0, 6, 0},    {{1, 4, 13, 11}, 0, 6, 100},
+        {{1, 2, 3, 3}, 0, 6, 0.25f}, {{1, 5, 31, 61}, 0, 6, 0},  {{2, 6, 4, 5}, 3, 21, 0},
+        {{1, 12, 9, 7}, 4, 21, -50}, {{1, 8, 2, 8}, 8, 21, 0},   {{1, 6, 5, 5}, 1, 21, 0},
+        {{2, 6, 4, 5}, 3, 18, 0},    {{1, 10, 1, 17}, 5, 18, 3}, {{1, 32, 16, 16}, 8, 21, 0},
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        const int64_t *d = cases[ci].d;
+        size_t n = numel_of(4, d),
+               pairs = cases[ci].opset == 18 ? (size_t)cases[ci].groups : (size_t)d[1];
+        int64_t dp[1] = {(int64_t)pairs};
+        float *x = f_rand_buf(n, -3, 3), *sc = f_rand_buf(pairs, 0.5f, 2),
+              *b = f_rand_buf(pairs, -1, 1);
+        for (size_t i = 0; i < n; i++)
+            x[i] = cases[ci].offset == 0.25f ? 0.25f : x[i] + cases[ci].offset; /* 0.25: constant */
+        f_in in[3] = {f32_in(x, 4, d, 0), f32_in(sc, 1, dp, 1), f32_in(b, 1, dp, 1)};
+        nnf_attr at[2] = {f_float("epsilon", 1e-5f), f_int("num_groups", cases[ci].groups)};
+        f_res r = cases[ci].groups ? f_run("GroupNormalization", cases[ci].opset, at, 2, in, 3, 1,
+                                           nnf_plan_groupnorm, ci % 2 ? g_pool : NULL)
+                                   : f_run("InstanceNormalization", cases[ci].opset, at, 1, in, 3,
+                                           1, nnf_plan_instancenorm, ci % 2 ? g_pool : NULL);
+        CHECK_MSG(r.planned && strstr(r.name, t), "%s group norm case %zu planned (%s)", t, ci,
+                  r.name);
+        double e = isa == NNF_ISA_SCALAR ? (f_same_bytes(&r, 0) ? 0 : 2)
+                                         : f_err(&r, 0, 2e-6, 2e-6, "group norm");
+        CHECK_MSG(e <= 1, "%s group norm case %zu: %.3g of tolerance", t, ci, e);
+        f_free(&r);
+        free(x);
+        free(sc);
+        free(b);
+    }
+}
+
 /* ---- BatchNormalization ------------------------------------------------------------- */
 
 static void test_batchnorm(nnf_isa isa) {
@@ -858,6 +905,7 @@ int main(void) {
         printf("tier %s\n", nnf_isa_name(isa));
         test_layernorm(isa);
         test_batchnorm(isa);
+        test_groupnorm(isa);
         test_pools(isa);
         test_global_pools(isa);
         test_soak_regressions(isa);

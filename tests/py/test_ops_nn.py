@@ -166,9 +166,13 @@ def test_batchnorm(xs, opset):
                 dict(epsilon=1e-3), opset=opset), {"X": x})
 
 
-def test_instancenorm():
-    x = rand(2, 3, 7, 5)
-    consts = {"s": rand(3), "b": rand(3)}
+# the planned kernel at awkward plane sizes (1, primes, vector edges), 1-D and 3-D, and a mean far
+# from zero (the statistics' pivot)
+@pytest.mark.parametrize("xs,offset", [((2, 3, 7, 5), 0), ((1, 5, 1, 1), 0), ((1, 4, 13, 11), 50),
+                                       ((3, 2, 17), 0), ((1, 3, 61, 67), 0), ((1, 2, 2, 3, 5), 0)])
+def test_instancenorm(xs, offset):
+    x = rand(*xs) + np.float32(offset)
+    consts = {"s": rand(xs[1]), "b": rand(xs[1])}
     check(build("InstanceNormalization", {"X": x}, consts, ["X", "s", "b"], dict(epsilon=1e-4)), {"X": x})
 
 
@@ -186,11 +190,15 @@ def test_layernorm_no_bias():
     check(build("LayerNormalization", {"X": x}, {"s": rand(17)}, ["X", "s"], {}), {"X": x})
 
 
-def test_groupnorm():
-    x = rand(2, 6, 4, 5)
-    consts = {"s": rand(6), "b": rand(6)}
-    check(build("GroupNormalization", {"X": x}, consts, ["X", "s", "b"], dict(num_groups=3, epsilon=1e-5),
-                opset=21), {"X": x})
+# opset 21: scale and bias per channel; opset 18: per group
+@pytest.mark.parametrize("xs,groups,opset", [((2, 6, 4, 5), 3, 21), ((1, 12, 9, 7), 4, 21), ((1, 8, 3, 3), 8, 21),
+                                             ((1, 6, 5, 5), 1, 21), ((2, 6, 4, 5), 3, 18), ((1, 10, 11), 5, 18)])
+def test_groupnorm(xs, groups, opset):
+    x = rand(*xs)
+    pairs = xs[1] if opset >= 21 else groups
+    consts = {"s": rand(pairs), "b": rand(pairs)}
+    check(build("GroupNormalization", {"X": x}, consts, ["X", "s", "b"], dict(num_groups=groups, epsilon=1e-5),
+                opset=opset), {"X": x})
 
 
 @pytest.mark.parametrize("p,axis", [(1, 1), (2, -1), (2, 0)])

@@ -1,8 +1,8 @@
-/* AVX2+FMA LayerNormalization row: three passes for the statistics (the
- * mean twice, then the centred variance, each in float blocks carried in
- * double) and one for the output. The mean is summed relative to a pivot
- * near it (row_mean) and applied as a float pair (hi + lo), so the
- * statistics keep their low bits when |mean| is much larger than the spread. */
+/* AVX2+FMA LayerNormalization row and Instance/GroupNormalization group:
+ * three passes for the statistics (the mean twice, then the centred
+ * variance, each in float blocks carried in double) and one for the output. The mean is summed
+ * relative to a pivot near it (row_mean) and applied as a float pair (hi + lo), so the statistics
+ * keep their low bits when |mean| is much larger than the spread. */
 #include "kernels/eltwise_fast.h"
 #include "kernels/x86/vmath_avx2.h"
 
@@ -59,8 +59,9 @@ static double row_mean(const float *x, size_t n) {
     return (double)q + shifted_sum(x, n, q) / (double)n;
 }
 
-void nnf_ew_layernorm_avx2(const float *x, float *y, size_t n, const float *scale,
-                           const float *bias, float eps, float *mean_out, float *inv_out) {
+/* The statistics of a row: the mean as a float pair (hi + lo) and
+ * 1 / sqrt(var + eps), the variance of x - hi - lo. */
+static float row_stats(const float *x, size_t n, float eps, float *fhi_out, float *flo_out) {
     double mean = row_mean(x, n);
     float fhi = (float)mean, flo = (float)(mean - (double)fhi);
     const __m256 hi = _mm256_set1_ps(fhi), lo = _mm256_set1_ps(flo);
@@ -88,8 +89,16 @@ void nnf_ew_layernorm_avx2(const float *x, float *y, size_t n, const float *scal
         }
         var += (double)hsum8(_mm256_add_ps(s0, s1));
     }
-    float inv = (float)(1.0 / sqrt(var / (double)n + (double)eps));
-    const __m256 vi = _mm256_set1_ps(inv);
+    *fhi_out = fhi;
+    *flo_out = flo;
+    return (float)(1.0 / sqrt(var / (double)n + (double)eps));
+}
+
+void nnf_ew_layernorm_avx2(const float *x, float *y, size_t n, const float *scale,
+                           const float *bias, float eps, float *mean_out, float *inv_out) {
+    float fhi, flo, inv = row_stats(x, n, eps, &fhi, &flo);
+    const __m256 hi = _mm256_set1_ps(fhi), lo = _mm256_set1_ps(flo), vi = _mm256_set1_ps(inv);
+    size_t i;
     for (i = 0; i + 8 <= n; i += 8) {
         __m256 t = _mm256_mul_ps(centre(_mm256_loadu_ps(x + i), hi, lo), vi);
         __m256 r = bias ? _mm256_fmadd_ps(t, _mm256_loadu_ps(scale + i), _mm256_loadu_ps(bias + i))
@@ -108,4 +117,29 @@ void nnf_ew_layernorm_avx2(const float *x, float *y, size_t n, const float *scal
         *mean_out = fhi;
     if (inv_out)
         *inv_out = inv;
+}
+
+/* The statistics of the whole group, then per segment y = (x - hi - lo)
+ * (inv scale) + bias, the segment's factor formed once. */
+void nnf_ew_groupnorm_avx2(const float *x, float *y, size_t segs, size_t len, const float *scale,
+                           const float *bias, size_t step, float eps) {
+    float fhi, flo, inv = row_stats(x, segs * len, eps, &fhi, &flo);
+    const __m256 hi = _mm256_set1_ps(fhi), lo = _mm256_set1_ps(flo);
+    for (size_t k = 0; k < segs; k++) {
+        const float *xs = x + k * len;
+        float *ys = y + k * len;
+        const __m256 a = _mm256_set1_ps(inv * scale[k * step]), b = _mm256_set1_ps(bias[k * step]);
+        size_t i = 0;
+        for (; i + 16 <= len; i += 16) {
+            __m256 t0 = centre(_mm256_loadu_ps(xs + i), hi, lo);
+            __m256 t1 = centre(_mm256_loadu_ps(xs + i + 8), hi, lo);
+            _mm256_storeu_ps(ys + i, _mm256_fmadd_ps(t0, a, b));
+            _mm256_storeu_ps(ys + i + 8, _mm256_fmadd_ps(t1, a, b));
+        }
+        for (; i + 8 <= len; i += 8)
+            _mm256_storeu_ps(ys + i,
+                             _mm256_fmadd_ps(centre(_mm256_loadu_ps(xs + i), hi, lo), a, b));
+        for (; i < len; i++) /* no masked store: segments follow each other */
+            ys[i] = fmaf((xs[i] - fhi) - flo, inv * scale[k * step], bias[k * step]);
+    }
 }
