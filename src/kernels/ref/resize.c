@@ -300,18 +300,25 @@ static nnf_status space_depth_run(const nnf_node *node, nnf_buf *const *in, nnf_
         return nnf_node_error(node, NNF_ERR_SHAPE, "shapes do not match blocksize %lld", (long long)bs);
     const char *src = x->data;
     char *dst = y->data;
+    /* row by row of the space tensor (bs depth rows interleaved into it),
+     * each element a fixed-size copy */
     for (int64_t b = 0; b < n; b++)
         for (int64_t ch = 0; ch < c; ch++)
-            for (int64_t i = 0; i < bs; i++)
-                for (int64_t jj = 0; jj < bs; jj++) {
-                    int64_t dc = p->crd ? (ch * bs + i) * bs + jj : (i * bs + jj) * c + ch;
-                    for (int64_t hh = 0; hh < h; hh++)
+            for (int64_t hh = 0; hh < h; hh++)
+                for (int64_t i = 0; i < bs; i++) {
+                    int64_t srow = ((b * c + ch) * h * bs + hh * bs + i) * w * bs;
+                    for (int64_t jj = 0; jj < bs; jj++) {
+                        int64_t dc = p->crd ? (ch * bs + i) * bs + jj : (i * bs + jj) * c + ch;
+                        int64_t drow = ((b * c * bs * bs + dc) * h + hh) * w;
                         for (int64_t ww = 0; ww < w; ww++) {
-                            int64_t si = ((b * c + ch) * h * bs + hh * bs + i) * w * bs + ww * bs + jj;
-                            int64_t di = ((b * c * bs * bs + dc) * h + hh) * w + ww;
+                            int64_t si = srow + ww * bs + jj, di = drow + ww;
                             int64_t from = to_space ? di : si, to = to_space ? si : di;
-                            memcpy(dst + (size_t)to * es, src + (size_t)from * es, es);
+                            if (es == 4)
+                                memcpy(dst + (size_t)to * 4, src + (size_t)from * 4, 4);
+                            else
+                                memcpy(dst + (size_t)to * es, src + (size_t)from * es, es);
                         }
+                    }
                 }
     return NNF_OK;
 }

@@ -44,9 +44,20 @@ void nnf_gather_map_run(const nnf_gather_map *m, void *dst, const void *src, siz
             return;
     int64_t inner = m->odims[r - 1], istr = m->istride[r - 1];
     const int64_t *imap = m->map[r - 1];
-    bool contiguous = istr == 1 && imap[0] >= 0;
-    for (int64_t j = 1; contiguous && j < inner; j++)
-        contiguous = imap[j] == imap[0] + j;
+    /* the longest run of the inner axis that reads consecutive elements (a
+     * Pad's interior, a Slice's row) is one copy per row */
+    int64_t run0 = 0, run = 0;
+    for (int64_t j = 0; istr == 1 && j < inner;) {
+        int64_t e = j + 1;
+        while (imap[j] >= 0 && e < inner && imap[e] == imap[j] + (e - j))
+            e++;
+        if (imap[j] >= 0 && e - j > run) {
+            run0 = j;
+            run = e - j;
+        }
+        j = e;
+    }
+    bool contiguous = run == inner;
     int64_t idx[NNF_MAX_RANK] = {0};
     for (;;) {
         int64_t base = 0;
@@ -64,6 +75,12 @@ void nnf_gather_map_run(const nnf_gather_map *m, void *dst, const void *src, siz
             o += (size_t)inner * es;
         } else {
             for (int64_t j = 0; j < inner; j++, o += es) {
+                if (j == run0 && run > 1) {
+                    memcpy(o, s + (size_t)(base + imap[j]) * es, (size_t)run * es);
+                    o += (size_t)(run - 1) * es;
+                    j += run - 1;
+                    continue;
+                }
                 int64_t v = imap[j];
                 if (v < 0)
                     nnf_copy_elem(o, fill, es);
