@@ -177,38 +177,80 @@ static void gather_scalar(const float *x, const int32_t *idx, float *y, size_t n
         y[o] = x[idx[o]];
 }
 
-/* The reference's sums for one output row: over the row taps (outer), a
- * weighted sum over the column taps (inner), each accumulated onto 0. */
-static void linear_row(const nnf_resize_tables *t, const float *xplane, int64_t oh, float *y) {
-    const float *r[2];
-    float a[2];
-    for (int k = 0; k < t->th; k++) {
-        r[k] = xplane + (size_t)t->hidx[oh * t->th + k] * (size_t)t->iw;
-        a[k] = t->hw[oh * t->th + k];
-    }
+/* The reference's sums for one output row (ref/resize.c): over the row
+ * taps k (outer), acc += a[k] s[k], where s[k] = 0 + b0 x[k][c0] (+ b1
+ * x[k][c1]) is the weighted sum over the column taps, each accumulated
+ * onto 0. s[k] depends only on input row k, so it is formed once per input
+ * row (horizontal) and kept while the next output rows read that row too;
+ * the output row is then the blend of at most two of them (vertical), the
+ * same float operations in the same order. Columns go in chunks of
+ * RSZ_CHUNK so the kept rows fit the stack. */
+#define RSZ_CHUNK 1024
+
+static void linear_h(const nnf_resize_tables *t, const float *xr, size_t o0, size_t n, float *h) {
+    const int32_t *widx = t->widx + o0 * (size_t)t->tw;
+    const float *ww = t->ww + o0 * (size_t)t->tw;
     if (t->tw == 2) {
-        for (int64_t o = 0; o < t->ow; o++) {
-            int32_t c0 = t->widx[2 * o], c1 = t->widx[2 * o + 1];
-            float b0 = t->ww[2 * o], b1 = t->ww[2 * o + 1], acc = 0.0f;
-            for (int k = 0; k < t->th; k++) {
-                float s = 0.0f;
-                s += b0 * r[k][c0];
-                s += b1 * r[k][c1];
-                acc += a[k] * s;
-            }
-            y[o] = acc;
-        }
-        return;
-    }
-    for (int64_t o = 0; o < t->ow; o++) {
-        int32_t c0 = t->widx[o];
-        float b0 = t->ww[o], acc = 0.0f;
-        for (int k = 0; k < t->th; k++) {
+        for (size_t o = 0; o < n; o++) {
             float s = 0.0f;
-            s += b0 * r[k][c0];
-            acc += a[k] * s;
+            s += ww[2 * o] * xr[widx[2 * o]];
+            s += ww[2 * o + 1] * xr[widx[2 * o + 1]];
+            h[o] = s;
         }
+    } else {
+        for (size_t o = 0; o < n; o++) {
+            float s = 0.0f;
+            s += ww[o] * xr[widx[o]];
+            h[o] = s;
+        }
+    }
+}
+
+static void linear_v_scalar(const float *h0, float a0, const float *h1, float a1, float *y,
+                            size_t n) {
+    for (size_t o = 0; o < n; o++) {
+        float acc = 0.0f;
+        acc += a0 * h0[o];
+        if (h1)
+            acc += a1 * h1[o];
         y[o] = acc;
+    }
+}
+
+/* Output rows [first, end) of a LINEAR table set. */
+static void linear_rows(const nnf_resize_tables *t, int simd, const float *x, float *y,
+                        size_t first, size_t end) {
+    size_t oh = (size_t)t->oh, ow = (size_t)t->ow, plane_in = (size_t)(t->ih * t->iw);
+    _Alignas(32) float h[3][RSZ_CHUNK];
+    for (size_t o0 = 0; o0 < ow; o0 += RSZ_CHUNK) {
+        size_t n = ow - o0 < RSZ_CHUNK ? ow - o0 : RSZ_CHUNK;
+        /* the input rows (plane * ih + row) whose horizontal sums h holds */
+        size_t held[3] = {SIZE_MAX, SIZE_MAX, SIZE_MAX}, next = 0;
+        for (size_t r = first; r < end; r++) {
+            size_t plane = r / oh, o = r % oh;
+            const float *hk[2] = {NULL, NULL};
+            float a[2] = {0.0f, 0.0f};
+            for (int k = 0; k < t->th; k++) {
+                size_t row = (size_t)t->hidx[o * (size_t)t->th + (size_t)k],
+                       key = plane * (size_t)t->ih + row;
+                int slot = held[0] == key ? 0 : held[1] == key ? 1 : held[2] == key ? 2 : -1;
+                if (slot < 0) { /* not the other tap's: three slots, filled in turn */
+                    slot = (int)next;
+                    if (k == 1 && hk[0] == h[slot])
+                        slot = (int)((next + 1) % 3);
+                    next = ((size_t)slot + 1) % 3;
+                    held[slot] = key;
+                    linear_h(t, x + plane * plane_in + row * (size_t)t->iw, o0, n, h[slot]);
+                }
+                hk[k] = h[slot];
+                a[k] = t->hw[o * (size_t)t->th + (size_t)k];
+            }
+            float *yr = y + r * ow + o0;
+            if (simd)
+                nnf_resize_blend_avx2(hk[0], a[0], hk[1], a[1], yr, n);
+            else
+                linear_v_scalar(hk[0], a[0], hk[1], a[1], yr, n);
+        }
     }
 }
 
@@ -222,9 +264,8 @@ void nnf_resize_rows(const nnf_resize_tables *t, nnf_isa isa, const float *x, fl
         const float *xplane = x + plane * plane_in;
         float *yr = y + r * ow;
         if (t->kind == NNF_RSZ_LINEAR) {
-            linear_row(t, xplane, (int64_t)o, yr);
-            r++;
-            continue;
+            linear_rows(t, simd, x, y, r, end);
+            return;
         }
         /* output rows reading the same input row: fill one, copy it */
         size_t n = 1;

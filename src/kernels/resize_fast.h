@@ -64,6 +64,10 @@ void nnf_resize_rows(const nnf_resize_tables *t, nnf_isa isa, const float *x, fl
  * rows ystride apart. gather: y[o] = x[idx[o]], o < n. */
 void nnf_resize_dup2_avx2(const float *x, size_t n, float *y, size_t ystride, size_t nrows);
 void nnf_resize_gather_avx2(const float *x, const int32_t *idx, float *y, size_t n);
+/* y[o] = (0 + a0 h0[o]) + a1 h1[o] (h1 NULL: the first term only), as the
+ * reference rounds each step (no fused multiply-add) */
+void nnf_resize_blend_avx2(const float *h0, float a0, const float *h1, float a1, float *y,
+                           size_t n);
 
 nnf_status nnf_plan_resize(NNF_PLAN_ARGS);
 

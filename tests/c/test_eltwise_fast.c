@@ -601,6 +601,18 @@ static void test_resize(nnf_isa isa) {
     float s2[4] = {1, 1, 2, 2};
     CHECK_MSG(run_resize(isa, y5, s2, NULL, "nearest", "asymmetric", "floor", 1, 1),
               "%s resize yolo", t);
+    /* bilinear: rows wider than the linear kernel's column chunk (1024), and
+     * many planes split over the pool (each range's first rows read input
+     * rows no earlier row of the range kept) */
+    int64_t wide[4] = {1, 2, 5, 700}, many[4] = {2, 64, 19, 23};
+    float s2b[4] = {1, 1, 2, 2}, s13[4] = {1, 1, 1.3f, 0.7f};
+    for (size_t ci = 0; ci < 5; ci++) {
+        CHECK_MSG(run_resize(isa, wide, s2b, NULL, "linear", rs_coords[ci], "floor", 1, 1),
+                  "%s resize linear wide %s", t, rs_coords[ci]);
+        CHECK_MSG(
+            run_resize(isa, many, ci % 2 ? s13 : s2b, NULL, "linear", rs_coords[ci], "floor", 1, 1),
+            "%s resize linear planes %s", t, rs_coords[ci]);
+    }
     for (size_t ci = 0; ci < 6; ci++) {
         CHECK_MSG(run_resize(isa, b2, NULL, sz, "nearest", rs_coords[ci], "floor", 1, 1),
                   "%s resize sizes nearest %s", t, rs_coords[ci]);
