@@ -68,6 +68,17 @@ def ort_model(case):
         nodes.append(helper.make_node("MatMul", ["x", "B"], ["z"]))
         out_shape = [m, n]
         feed = {"x": rng.uniform(-0.5, 0.5, (m, k)).astype(np.float32)}
+    elif case["kind"] == "convtranspose":
+        c, h, w, oc, ks, s, p = (case[key] for key in ("c", "h", "w", "oc", "kernel_size", "stride", "pad"))
+        x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, h, w])
+        wt = rng.uniform(-0.5, 0.5, (c, oc, ks, ks)).astype(np.float32)
+        inits += [onnx.numpy_helper.from_array(wt, "W"),
+                  onnx.numpy_helper.from_array(rng.uniform(-0.5, 0.5, (oc,)).astype(np.float32), "Bc")]
+        nodes.append(helper.make_node("ConvTranspose", ["x", "W", "Bc"], ["z"], kernel_shape=[ks, ks],
+                                      strides=[s, s], pads=[p, p, p, p]))
+        oh, ow = (h - 1) * s + ks - 2 * p, (w - 1) * s + ks - 2 * p
+        out_shape = [1, oc, oh, ow]
+        feed = {"x": rng.uniform(-0.5, 0.5, (1, c, h, w)).astype(np.float32)}
     else:
         c, h, w, oc, g, ks, s, p = (case[key] for key in ("c", "h", "w", "oc", "group", "kernel_size", "stride", "pad"))
         x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, h, w])

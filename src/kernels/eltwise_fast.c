@@ -124,9 +124,9 @@ static void softmax_scalar(const float *x, float *y, size_t rows, size_t n, int 
         softmax_row_scalar(x + r * n, y + r * n, n, log);
 }
 
-/* The reference's formulas (double statistics), so this tier matches it. */
-static void layernorm_scalar(const float *x, float *y, size_t n, const float *scale,
-                             const float *bias, float eps, float *mean_out, float *inv_out) {
+/* The reference's statistics (ref/norm.c): the mean and 1 / sqrt(var + eps)
+ * in double, two passes. */
+static double moments(const float *x, size_t n, float eps, double *inv) {
     double s = 0.0, v = 0.0;
     for (size_t i = 0; i < n; i++)
         s += x[i];
@@ -135,7 +135,14 @@ static void layernorm_scalar(const float *x, float *y, size_t n, const float *sc
         double d = x[i] - mean;
         v += d * d;
     }
-    double inv = 1.0 / sqrt(v / (double)n + (double)eps);
+    *inv = 1.0 / sqrt(v / (double)n + (double)eps);
+    return mean;
+}
+
+/* The reference's formulas (double statistics), so this tier matches it. */
+static void layernorm_scalar(const float *x, float *y, size_t n, const float *scale,
+                             const float *bias, float eps, float *mean_out, float *inv_out) {
+    double inv, mean = moments(x, n, eps, &inv);
     for (size_t i = 0; i < n; i++) {
         float t = (float)((x[i] - mean) * inv) * scale[i];
         y[i] = bias ? t + bias[i] : t;
@@ -150,16 +157,7 @@ static void layernorm_scalar(const float *x, float *y, size_t n, const float *sc
  * double), so this tier matches it bit for bit. */
 static void groupnorm_scalar(const float *x, float *y, size_t segs, size_t len, const float *scale,
                              const float *bias, size_t step, float eps) {
-    size_t n = segs * len;
-    double s = 0.0, v = 0.0;
-    for (size_t i = 0; i < n; i++)
-        s += x[i];
-    double mean = s / (double)n;
-    for (size_t i = 0; i < n; i++) {
-        double d = x[i] - mean;
-        v += d * d;
-    }
-    double inv = 1.0 / sqrt(v / (double)n + (double)eps);
+    double inv, mean = moments(x, segs * len, eps, &inv);
     for (size_t k = 0; k < segs; k++) {
         double a = scale[k * step] * inv, b = bias[k * step] - mean * a;
         for (size_t e = 0; e < len; e++)

@@ -10,8 +10,10 @@
 #include "kernels/conv_transpose.h"
 #include "ops/conv.h"
 
+/* A Conv's kernel (k) or a ConvTranspose's (t). */
 typedef struct conv_state {
     nnf_conv_kernel *k;
+    nnf_convt_kernel *t;
     int has_bias;
 } conv_state;
 
@@ -20,6 +22,7 @@ static void conv_state_free(void *p) {
     if (!s)
         return;
     nnf_conv_kernel_destroy(s->k);
+    nnf_convt_kernel_destroy(s->t);
     nnf_free(s);
 }
 
@@ -46,27 +49,48 @@ nnf_status nnf_conv_run_epilogue(const nnf_node *node, nnf_buf *const *in, int h
 
 static nnf_status conv_run(NNF_KERNEL_ARGS) {
     const conv_state *s = ctx->state;
-    const nnf_conv2d_shape *sh = &s->k->s;
+    const nnf_conv2d_shape *sh = s->k ? &s->k->s : &s->t->s;
     const nnf_buf *x = in[0], *y = out[0];
     size_t xn = sh->n * sh->c * sh->h * sh->w, yn = sh->n * sh->oc * sh->oh * sh->ow;
     if (x->numel != xn || y->numel != yn || x->dims[0] != (int64_t)sh->n)
-        return nnf_node_error(node, NNF_ERR_SHAPE, "%s: input or output shape differs from the plan",
-                              s->k->name);
+        return nnf_node_error(node, NNF_ERR_SHAPE,
+                              "%s: input or output shape differs from the plan",
+                              s->k ? s->k->name : s->t->name);
     nnf_epilogue e;
     NNF_CHECK(nnf_conv_run_epilogue(node, in, s->has_bias, node->params, sh->oc, yn, &e));
-    nnf_status st = nnf_conv_kernel_run(s->k, x->data, y->data, &e, ctx->pool);
+    nnf_status st = s->k ? nnf_conv_kernel_run(s->k, x->data, y->data, &e, ctx->pool)
+                         : nnf_convt_kernel_run(s->t, x->data, y->data, &e, ctx->pool);
     return st == NNF_OK ? st : nnf_error_prefix(st, "node %s (%s)", node->name, node->op_type);
+}
+
+/* The state a plan fills: has_bias from the node's third input. */
+static conv_state *state_new(const nnf_node *node, const nnf_tinfo *in) {
+    conv_state *st = nnf_calloc(1, sizeof *st);
+    if (st)
+        st->has_bias = node->n_inputs > 2 && in[2].present;
+    return st;
+}
+
+/* Float32 input, constant weight and output of known shapes, 1-D or 2-D
+ * (ranks agreeing with the attributes): the spatial rank, else 0. */
+static int plannable(const nnf_node *node, const nnf_tinfo *in, const nnf_tinfo *out) {
+    const nnf_conv_params *p = node->params;
+    const nnf_tinfo *x = &in[0], *w = &in[1], *y = &out[0];
+    if (!p || x->dtype != NNF_DTYPE_FLOAT32 || w->dtype != NNF_DTYPE_FLOAT32 || !w->data ||
+        !nnf_shape_known(&x->shape) || !nnf_shape_known(&w->shape) || !nnf_shape_known(&y->shape))
+        return 0;
+    int sp = x->shape.rank - 2;
+    if ((sp != 1 && sp != 2) || w->shape.rank != x->shape.rank || y->shape.rank != x->shape.rank ||
+        (p->spatial && p->spatial != sp))
+        return 0;
+    return sp;
 }
 
 nnf_status nnf_plan_conv(NNF_PLAN_ARGS) {
     const nnf_conv_params *p = node->params;
     const nnf_tinfo *x = &in[0], *w = &in[1], *y = &out[0];
-    if (!p || x->dtype != NNF_DTYPE_FLOAT32 || w->dtype != NNF_DTYPE_FLOAT32 || !w->data ||
-        !nnf_shape_known(&x->shape) || !nnf_shape_known(&w->shape) || !nnf_shape_known(&y->shape))
-        return NNF_OK;
-    int sp = x->shape.rank - 2;
-    if ((sp != 1 && sp != 2) || w->shape.rank != x->shape.rank || y->shape.rank != x->shape.rank ||
-        (p->spatial && p->spatial != sp))
+    int sp = plannable(node, in, out);
+    if (!sp)
         return NNF_OK;
     /* kernel extents come from the weight (kernel_shape is optional) */
     nnf_conv_params lp = nnf_conv_effective(p, x->shape.rank, w->shape.dims);
@@ -96,7 +120,7 @@ nnf_status nnf_plan_conv(NNF_PLAN_ARGS) {
     nnf_conv_algo algo = nnf_conv_select(&s, isa);
     if (algo == NNF_CONV_ALGO_NONE)
         return NNF_OK;
-    conv_state *st = nnf_calloc(1, sizeof *st);
+    conv_state *st = state_new(node, in);
     if (!st)
         return nnf_node_error(node, NNF_ERR_OUT_OF_MEMORY, "out of memory for a conv plan");
     nnf_status rc = nnf_conv_kernel_create(&s, algo, isa, w->data, &st->k);
@@ -104,7 +128,6 @@ nnf_status nnf_plan_conv(NNF_PLAN_ARGS) {
         conv_state_free(st);
         return nnf_error_prefix(rc, "node %s (%s)", node->name, node->op_type);
     }
-    st->has_bias = node->n_inputs > 2 && in[2].present;
     plan->name = st->k->name;
     plan->run = conv_run;
     plan->state = st;
@@ -115,43 +138,11 @@ nnf_status nnf_plan_conv(NNF_PLAN_ARGS) {
 
 /* ---- ConvTranspose -------------------------------------------------------- */
 
-typedef struct convt_state {
-    nnf_convt_kernel *k;
-    int has_bias;
-} convt_state;
-
-static void convt_state_free(void *p) {
-    convt_state *s = p;
-    if (!s)
-        return;
-    nnf_convt_kernel_destroy(s->k);
-    nnf_free(s);
-}
-
-static nnf_status convt_run(NNF_KERNEL_ARGS) {
-    const convt_state *s = ctx->state;
-    const nnf_conv2d_shape *sh = &s->k->s;
-    const nnf_buf *x = in[0], *y = out[0];
-    size_t xn = sh->n * sh->c * sh->h * sh->w, yn = sh->n * sh->oc * sh->oh * sh->ow;
-    if (x->numel != xn || y->numel != yn || x->dims[0] != (int64_t)sh->n)
-        return nnf_node_error(node, NNF_ERR_SHAPE,
-                              "%s: input or output shape differs from the plan", s->k->name);
-    nnf_epilogue e;
-    NNF_CHECK(nnf_conv_run_epilogue(node, in, s->has_bias, node->params, sh->oc, yn, &e));
-    nnf_status st = nnf_convt_kernel_run(s->k, x->data, y->data, &e, ctx->pool);
-    return st == NNF_OK ? st : nnf_error_prefix(st, "node %s (%s)", node->name, node->op_type);
-}
-
 nnf_status nnf_plan_conv_transpose(NNF_PLAN_ARGS) {
     const nnf_conv_params *p = node->params;
     const nnf_tinfo *x = &in[0], *w = &in[1], *y = &out[0];
-    if (!p || x->dtype != NNF_DTYPE_FLOAT32 || w->dtype != NNF_DTYPE_FLOAT32 || !w->data ||
-        !nnf_shape_known(&x->shape) || !nnf_shape_known(&w->shape) || !nnf_shape_known(&y->shape) ||
-        p->residual_input >= 0)
-        return NNF_OK;
-    int sp = x->shape.rank - 2;
-    if ((sp != 1 && sp != 2) || w->shape.rank != x->shape.rank || y->shape.rank != x->shape.rank ||
-        (p->spatial && p->spatial != sp))
+    int sp = plannable(node, in, out);
+    if (!sp || p->residual_input >= 0)
         return NNF_OK;
     nnf_conv_params lp = nnf_conv_effective(p, x->shape.rank, w->shape.dims);
     p = &lp;
@@ -181,20 +172,19 @@ nnf_status nnf_plan_conv_transpose(NNF_PLAN_ARGS) {
                           .ow = (size_t)yd[1 + sp]};
     if (wd[0] != xd[1] || yd[1] != (int64_t)s.oc || yd[0] != xd[0] || !nnf_convt_fits(&s))
         return NNF_OK;
-    convt_state *st = nnf_calloc(1, sizeof *st);
+    conv_state *st = state_new(node, in);
     if (!st)
         return nnf_node_error(node, NNF_ERR_OUT_OF_MEMORY,
                               "out of memory for a ConvTranspose plan");
-    nnf_status rc = nnf_convt_kernel_create(&s, nnf_cpu_isa(), w->data, &st->k);
+    nnf_status rc = nnf_convt_kernel_create(&s, nnf_cpu_isa(), w->data, &st->t);
     if (rc != NNF_OK) {
-        convt_state_free(st);
+        conv_state_free(st);
         return nnf_error_prefix(rc, "node %s (%s)", node->name, node->op_type);
     }
-    st->has_bias = node->n_inputs > 2 && in[2].present;
-    plan->name = st->k->name;
-    plan->run = convt_run;
+    plan->name = st->t->name;
+    plan->run = conv_run;
     plan->state = st;
-    plan->free_state = convt_state_free;
+    plan->free_state = conv_state_free;
     plan->packed_inputs = 1u << 1; /* W is packed; run reads only the state */
     return NNF_OK;
 }
