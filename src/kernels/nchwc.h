@@ -384,7 +384,7 @@ bool nnf_nchwc_wino_wins(const nnf_conv2d_shape *s, nnf_isa isa);
  * the AVX-512 tier, maps of fewer than 16 tiles (nchwc_winograd.c); those
  * with 25 or more 2x2 tiles run F(2x2,3x3) (nnf_nchwc_wino_wins says so). */
 bool nnf_nchwc_direct_wins(const nnf_conv2d_shape *s, nnf_isa isa);
-/* 32 input channels on cores with 1 MiB of L2 or more, 64 on smaller ones. */
+/* 32 input channels (nchwc_winograd.c says what it measured). */
 size_t nnf_nchwc_wino_min_c(void);
 nnf_status nnf_nchwc_wino_create(const nnf_conv2d_shape *s, nnf_isa isa, const float *w, nnf_nchwc_wino **out);
 /* The same with the F(2x2,3x3) form forced on (f2, stride 1 on the AVX-512

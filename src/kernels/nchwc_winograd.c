@@ -45,12 +45,14 @@ bool nnf_nchwc_wino_supported(const nnf_conv2d_shape *s, nnf_isa isa) {
  * on 2, on Zen 3 too. */
 #define WINO_MIN_TILES 16
 
-/* The fewest input channels: 32 on cores with 1 MiB of L2 or more, 64 below.
- * YOLOv5s's 32-channel 3x3 at 160x160 ran 4.87 -> 3.80 ms in the model on Zen
- * 4 (2.46 -> 2.23 on 2 threads) against the blocked direct kernel; an earlier
- * round on a 512 KiB-L2 core measured it 8.9 against 7.8 ms. */
+/* The fewest input channels: 32. YOLOv5s's 32-channel 3x3 at 160x160 ran
+ * 4.87 -> 3.80 ms in the model on Zen 4 (2.46 -> 2.23 on 2 threads) against
+ * the blocked direct kernel, and 14.2 -> 8.2 ms on a Zen 1 with 512 KiB of
+ * L2 (the U-Net's 32-channel 3x3s at 256x256: 32 -> 20 ms, the model 313 ->
+ * 267 ms). An earlier round had measured 8.9 against 7.8 ms on another
+ * 512 KiB-L2 core and kept 64 there; the transforms have changed since. */
 size_t nnf_nchwc_wino_min_c(void) {
-    return nnf_cpu_get()->l2 >= ((size_t)1 << 20) ? 32 : 64;
+    return 32;
 }
 
 /* On the AVX-512 tier (two 512-bit FMA pipes) the blocked direct kernel
