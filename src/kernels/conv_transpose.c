@@ -1,5 +1,6 @@
 /* ConvTranspose as a GEMM and a col2im (conv_transpose.h): the weight
- * packing, the band size and the scatter of each band's columns. */
+ * packing, the bands, and the gather of each output row from its taps'
+ * columns. */
 #include "kernels/conv_transpose.h"
 
 #include "base/alloc.h"
@@ -13,16 +14,17 @@
 #define CONVT_ROW_MAX 2048
 #define CONVT_SW_MAX (CONVT_ROW_MAX / 8)
 
-/* Floats of one band's columns (OCg kh kw x band pixels): 2 MiB, about what
- * the scatter reads back from L2 and L3 while the band's output rows are
- * still there; a band is at least one input row. */
+/* Floats of one band's columns (OCg kh kw x band pixels): 2 MiB, which the
+ * gather reads back from L2 and L3 (256 and 128 KiB bands measured no
+ * faster); a band is at least one input row. */
 #define CONVT_COLS_MAX ((size_t)512 * 1024)
 
 bool nnf_convt_fits(const nnf_conv2d_shape *s) {
     /* any crop and output extent: outputs no tap reaches are the bias */
     return s->n && s->c && s->h && s->w && s->oc && s->group && s->kh && s->kw && s->sh && s->sw &&
            s->dh && s->dw && s->oh && s->ow && !(s->c % s->group) && !(s->oc % s->group) &&
-           s->sw <= CONVT_SW_MAX && s->kh * s->dh < ((size_t)1 << 30) &&
+           s->sw <= CONVT_SW_MAX && s->dh < ((size_t)1 << 30) / s->kh &&
+           s->dw < ((size_t)1 << 30) / s->kw && s->sh < ((size_t)1 << 30) &&
            s->pt < ((size_t)1 << 40) && s->pl < ((size_t)1 << 40) &&
            s->h * s->w <= ((size_t)1 << 40);
 }
@@ -46,8 +48,9 @@ nnf_status nnf_convt_kernel_create(const nnf_conv2d_shape *s, nnf_isa isa, const
                          "transposed convolution %zux%zu stride %zux%zu group %zu: not a shape the "
                          "GEMM kernel computes",
                          s->kh, s->kw, s->sh, s->sw, s->group);
-    size_t icg = s->c / s->group, ocg = s->oc / s->group, rows, cols;
-    if (!nnf_mul_size(ocg, s->kh * s->kw, &rows) || !nnf_mul_size(rows, s->c, &cols))
+    size_t icg = s->c / s->group, ocg = s->oc / s->group, taps, rows, cols;
+    if (!nnf_mul_size(s->kh, s->kw, &taps) || !nnf_mul_size(ocg, taps, &rows) ||
+        !nnf_mul_size(rows, s->c, &cols))
         return nnf_error(NNF_ERR_INVALID_ARGUMENT, "transposed convolution weights are too large");
     nnf_convt_kernel *k = nnf_calloc(1, sizeof *k);
     if (!k || !(k->packed_w = nnf_calloc(s->group, sizeof *k->packed_w))) {
@@ -91,7 +94,9 @@ nnf_status nnf_convt_kernel_create(const nnf_conv2d_shape *s, nnf_isa isa, const
         nb--;
     k->band_rows = (s->h + nb - 1) / nb;
     /* + 8: the row primitives read whole vectors past a run's end */
-    if (!nnf_mul_size(rows, (k->halo + k->band_rows) * s->w, &k->cols_floats) ||
+    size_t held;
+    if (!nnf_mul_size(k->halo + k->band_rows, s->w, &held) ||
+        !nnf_mul_size(rows, held, &k->cols_floats) ||
         !nnf_add_size(k->cols_floats, 8, &k->cols_floats)) {
         nnf_convt_kernel_destroy(k);
         return nnf_error(NNF_ERR_INVALID_ARGUMENT, "transposed convolution rows are too large");

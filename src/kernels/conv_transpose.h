@@ -10,13 +10,14 @@
  *
  * The products are exactly those the definition sums (none are zeros of an
  * upsampled input), so the GEMM's FLOPs are the operator's. The pixels go
- * in bands of input rows whose columns fit the caches (CONVT_COLS_MAX);
- * after each band's GEMM, output channels are spread over the pool, and
- * each fills its rows that the band reaches first with the bias, adds the
- * band's columns, and applies the activation to the rows no later band
- * reaches, while they are in the caches. The sums of one output element
- * are taken in one fixed order (bands, then kh, then kw), whatever the
- * thread count. */
+ * in bands of input rows whose columns fit the caches (CONVT_COLS_MAX),
+ * after the earlier rows' columns that the band's outputs also need (the
+ * halo); after each band's GEMM, output channels are spread over the pool,
+ * and each writes the output rows the band completes, once: per row, the
+ * stride's phases gather their taps' contiguous runs onto the bias, take
+ * the activation, and are interleaved into the row. The sums of one output
+ * element are taken in one fixed order (kh, then kw), whatever the thread
+ * count. */
 #ifndef NNF_KERNELS_CONV_TRANSPOSE_H
 #define NNF_KERNELS_CONV_TRANSPOSE_H
 
