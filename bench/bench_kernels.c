@@ -20,13 +20,13 @@
  * bench/kernels.py hands it the single-op model it gives ONNX Runtime, so the
  * two engines run the same file. One JSON row (or line), named after FILE,
  * "kernel" listing the kernels the plan ran. */
+#include "nnfuse.h"
 #include "base/cpu.h"
 #include "base/threadpool.h"
 #include "kernels/conv_fast.h"
 #include "kernels/conv_transpose.h"
 #include "kernels/gemm.h"
 #include "kernels/nchwc.h"
-#include "nnfuse.h"
 #include "runtime/session.h"
 
 #include <stdio.h>
@@ -36,9 +36,9 @@
 
 typedef struct bcase {
     const char *name;
-    char kind;                       /* 'g' gemm, 'c' conv, 't' conv transpose */
+    char kind; /* 'g' gemm, 'c' conv, 't' conv transpose */
     size_t m, n, k;                  /* gemm */
-    size_t c, h, w, oc, g, kh, s, p; /* conv (square kernel, stride, pad) */
+    size_t c, h, w, oc, g, kh, s, p; /* conv (square kernel, stride, pad; 't': pad cropped) */
     nnf_act_kind act;
     int res; /* conv: fused residual (same shape as the output) before act */
 } bcase;
@@ -56,97 +56,56 @@ static const bcase cases[] = {
     {"bert_ffn1_8x768x3072", 'g', .m = 8, .n = 3072, .k = 768},
     {"bert_ffn1_16x768x3072", 'g', .m = 16, .n = 3072, .k = 768},
     {"mbv2_fc_1x1280x1000", 'g', .m = 1, .n = 1000, .k = 1280},
-    {"r50_conv1_7x7s2", 'c', .c = 3, .h = 224, .w = 224, .oc = 64, .g = 1, .kh = 7, .s = 2, .p = 3,
-     .act = NNF_ACT_RELU},
-    {"r50_l1_1x1_64_64", 'c', .c = 64, .h = 56, .w = 56, .oc = 64, .g = 1, .kh = 1, .s = 1,
-     .act = NNF_ACT_RELU},
-    {"r50_l1_3x3_64_64", 'c', .c = 64, .h = 56, .w = 56, .oc = 64, .g = 1, .kh = 3, .s = 1, .p = 1,
-     .act = NNF_ACT_RELU},
+    {"r50_conv1_7x7s2", 'c', .c = 3, .h = 224, .w = 224, .oc = 64, .g = 1, .kh = 7, .s = 2, .p = 3, .act = NNF_ACT_RELU},
+    {"r50_l1_1x1_64_64", 'c', .c = 64, .h = 56, .w = 56, .oc = 64, .g = 1, .kh = 1, .s = 1, .act = NNF_ACT_RELU},
+    {"r50_l1_3x3_64_64", 'c', .c = 64, .h = 56, .w = 56, .oc = 64, .g = 1, .kh = 3, .s = 1, .p = 1, .act = NNF_ACT_RELU},
     {"r50_l1_1x1_64_256", 'c', .c = 64, .h = 56, .w = 56, .oc = 256, .g = 1, .kh = 1, .s = 1},
-    {"r50_l1_1x1_64_256_res", 'c', .c = 64, .h = 56, .w = 56, .oc = 256, .g = 1, .kh = 1, .s = 1,
-     .act = NNF_ACT_RELU, .res = 1},
-    {"r50_l1_1x1_256_64", 'c', .c = 256, .h = 56, .w = 56, .oc = 64, .g = 1, .kh = 1, .s = 1,
-     .act = NNF_ACT_RELU},
-    {"r50_l2_3x3s2_128", 'c', .c = 128, .h = 56, .w = 56, .oc = 128, .g = 1, .kh = 3, .s = 2,
-     .p = 1, .act = NNF_ACT_RELU},
-    {"r50_l2_ds_1x1s2_256_512", 'c', .c = 256, .h = 56, .w = 56, .oc = 512, .g = 1, .kh = 1,
-     .s = 2},
-    {"r50_l4_ds_1x1s2_1024_2048", 'c', .c = 1024, .h = 14, .w = 14, .oc = 2048, .g = 1, .kh = 1,
-     .s = 2},
-    {"r50_l2_3x3_128", 'c', .c = 128, .h = 28, .w = 28, .oc = 128, .g = 1, .kh = 3, .s = 1, .p = 1,
-     .act = NNF_ACT_RELU},
+    {"r50_l1_1x1_64_256_res", 'c', .c = 64, .h = 56, .w = 56, .oc = 256, .g = 1, .kh = 1, .s = 1, .act = NNF_ACT_RELU, .res = 1},
+    {"r50_l1_1x1_256_64", 'c', .c = 256, .h = 56, .w = 56, .oc = 64, .g = 1, .kh = 1, .s = 1, .act = NNF_ACT_RELU},
+    {"r50_l2_3x3s2_128", 'c', .c = 128, .h = 56, .w = 56, .oc = 128, .g = 1, .kh = 3, .s = 2, .p = 1, .act = NNF_ACT_RELU},
+    {"r50_l2_ds_1x1s2_256_512", 'c', .c = 256, .h = 56, .w = 56, .oc = 512, .g = 1, .kh = 1, .s = 2},
+    {"r50_l4_ds_1x1s2_1024_2048", 'c', .c = 1024, .h = 14, .w = 14, .oc = 2048, .g = 1, .kh = 1, .s = 2},
+    {"r50_l2_3x3_128", 'c', .c = 128, .h = 28, .w = 28, .oc = 128, .g = 1, .kh = 3, .s = 1, .p = 1, .act = NNF_ACT_RELU},
     {"r50_l2_1x1_128_512", 'c', .c = 128, .h = 28, .w = 28, .oc = 512, .g = 1, .kh = 1, .s = 1},
-    {"r50_l3_3x3s2_256", 'c', .c = 256, .h = 28, .w = 28, .oc = 256, .g = 1, .kh = 3, .s = 2,
-     .p = 1, .act = NNF_ACT_RELU},
-    {"r50_l4_3x3s2_512", 'c', .c = 512, .h = 14, .w = 14, .oc = 512, .g = 1, .kh = 3, .s = 2,
-     .p = 1, .act = NNF_ACT_RELU},
-    {"r50_l3_3x3_256", 'c', .c = 256, .h = 14, .w = 14, .oc = 256, .g = 1, .kh = 3, .s = 1, .p = 1,
-     .act = NNF_ACT_RELU},
+    {"r50_l3_3x3s2_256", 'c', .c = 256, .h = 28, .w = 28, .oc = 256, .g = 1, .kh = 3, .s = 2, .p = 1, .act = NNF_ACT_RELU},
+    {"r50_l4_3x3s2_512", 'c', .c = 512, .h = 14, .w = 14, .oc = 512, .g = 1, .kh = 3, .s = 2, .p = 1, .act = NNF_ACT_RELU},
+    {"r50_l3_3x3_256", 'c', .c = 256, .h = 14, .w = 14, .oc = 256, .g = 1, .kh = 3, .s = 1, .p = 1, .act = NNF_ACT_RELU},
     {"r50_l3_1x1_256_1024", 'c', .c = 256, .h = 14, .w = 14, .oc = 1024, .g = 1, .kh = 1, .s = 1},
-    {"r50_l3_1x1_1024_256", 'c', .c = 1024, .h = 14, .w = 14, .oc = 256, .g = 1, .kh = 1, .s = 1,
-     .act = NNF_ACT_RELU},
-    {"r50_l4_3x3_512", 'c', .c = 512, .h = 7, .w = 7, .oc = 512, .g = 1, .kh = 3, .s = 1, .p = 1,
-     .act = NNF_ACT_RELU},
+    {"r50_l3_1x1_1024_256", 'c', .c = 1024, .h = 14, .w = 14, .oc = 256, .g = 1, .kh = 1, .s = 1, .act = NNF_ACT_RELU},
+    {"r50_l4_3x3_512", 'c', .c = 512, .h = 7, .w = 7, .oc = 512, .g = 1, .kh = 3, .s = 1, .p = 1, .act = NNF_ACT_RELU},
     {"r50_l4_1x1_512_2048", 'c', .c = 512, .h = 7, .w = 7, .oc = 2048, .g = 1, .kh = 1, .s = 1},
-    {"mbv2_dw3x3_32_112", 'c', .c = 32, .h = 112, .w = 112, .oc = 32, .g = 32, .kh = 3, .s = 1,
-     .p = 1, .act = NNF_ACT_CLIP},
+    {"mbv2_dw3x3_32_112", 'c', .c = 32, .h = 112, .w = 112, .oc = 32, .g = 32, .kh = 3, .s = 1, .p = 1, .act = NNF_ACT_CLIP},
     {"mbv2_pw_32_16_112", 'c', .c = 32, .h = 112, .w = 112, .oc = 16, .g = 1, .kh = 1, .s = 1},
-    {"mbv2_dw3x3s2_96_112", 'c', .c = 96, .h = 112, .w = 112, .oc = 96, .g = 96, .kh = 3, .s = 2,
-     .p = 1, .act = NNF_ACT_CLIP},
-    {"mbv2_dw3x3_144_56", 'c', .c = 144, .h = 56, .w = 56, .oc = 144, .g = 144, .kh = 3, .s = 1,
-     .p = 1, .act = NNF_ACT_CLIP},
+    {"mbv2_dw3x3s2_96_112", 'c', .c = 96, .h = 112, .w = 112, .oc = 96, .g = 96, .kh = 3, .s = 2, .p = 1, .act = NNF_ACT_CLIP},
+    {"mbv2_dw3x3_144_56", 'c', .c = 144, .h = 56, .w = 56, .oc = 144, .g = 144, .kh = 3, .s = 1, .p = 1, .act = NNF_ACT_CLIP},
     {"mbv2_pw_144_24_56", 'c', .c = 144, .h = 56, .w = 56, .oc = 24, .g = 1, .kh = 1, .s = 1},
     {"mbv2_pw_960_160_7", 'c', .c = 960, .h = 7, .w = 7, .oc = 160, .g = 1, .kh = 1, .s = 1},
-    {"mbv2_stem_3x3s2_3_32", 'c', .c = 3, .h = 224, .w = 224, .oc = 32, .g = 1, .kh = 3, .s = 2,
-     .p = 1, .act = NNF_ACT_CLIP},
-    {"mbv2_pw_16_96_112", 'c', .c = 16, .h = 112, .w = 112, .oc = 96, .g = 1, .kh = 1, .s = 1,
-     .act = NNF_ACT_CLIP},
+    {"mbv2_stem_3x3s2_3_32", 'c', .c = 3, .h = 224, .w = 224, .oc = 32, .g = 1, .kh = 3, .s = 2, .p = 1, .act = NNF_ACT_CLIP},
+    {"mbv2_pw_16_96_112", 'c', .c = 16, .h = 112, .w = 112, .oc = 96, .g = 1, .kh = 1, .s = 1, .act = NNF_ACT_CLIP},
     {"mbv2_pw_96_24_56", 'c', .c = 96, .h = 56, .w = 56, .oc = 24, .g = 1, .kh = 1, .s = 1},
-    {"mbv2_pw_24_144_56", 'c', .c = 24, .h = 56, .w = 56, .oc = 144, .g = 1, .kh = 1, .s = 1,
-     .act = NNF_ACT_CLIP},
-    {"mbv2_dw3x3s2_144_56", 'c', .c = 144, .h = 56, .w = 56, .oc = 144, .g = 144, .kh = 3, .s = 2,
-     .p = 1, .act = NNF_ACT_CLIP},
-    {"mbv2_dw3x3_192_28", 'c', .c = 192, .h = 28, .w = 28, .oc = 192, .g = 192, .kh = 3, .s = 1,
-     .p = 1, .act = NNF_ACT_CLIP},
-    {"mbv2_dw3x3s2_192_28", 'c', .c = 192, .h = 28, .w = 28, .oc = 192, .g = 192, .kh = 3, .s = 2,
-     .p = 1, .act = NNF_ACT_CLIP},
-    {"mbv2_dw3x3_384_14", 'c', .c = 384, .h = 14, .w = 14, .oc = 384, .g = 384, .kh = 3, .s = 1,
-     .p = 1, .act = NNF_ACT_CLIP},
-    {"mbv2_dw3x3_576_14", 'c', .c = 576, .h = 14, .w = 14, .oc = 576, .g = 576, .kh = 3, .s = 1,
-     .p = 1, .act = NNF_ACT_CLIP},
-    {"mbv2_dw3x3s2_576_14", 'c', .c = 576, .h = 14, .w = 14, .oc = 576, .g = 576, .kh = 3, .s = 2,
-     .p = 1, .act = NNF_ACT_CLIP},
-    {"mbv2_dw3x3_960_7", 'c', .c = 960, .h = 7, .w = 7, .oc = 960, .g = 960, .kh = 3, .s = 1,
-     .p = 1, .act = NNF_ACT_CLIP},
+    {"mbv2_pw_24_144_56", 'c', .c = 24, .h = 56, .w = 56, .oc = 144, .g = 1, .kh = 1, .s = 1, .act = NNF_ACT_CLIP},
+    {"mbv2_dw3x3s2_144_56", 'c', .c = 144, .h = 56, .w = 56, .oc = 144, .g = 144, .kh = 3, .s = 2, .p = 1, .act = NNF_ACT_CLIP},
+    {"mbv2_dw3x3_192_28", 'c', .c = 192, .h = 28, .w = 28, .oc = 192, .g = 192, .kh = 3, .s = 1, .p = 1, .act = NNF_ACT_CLIP},
+    {"mbv2_dw3x3s2_192_28", 'c', .c = 192, .h = 28, .w = 28, .oc = 192, .g = 192, .kh = 3, .s = 2, .p = 1, .act = NNF_ACT_CLIP},
+    {"mbv2_dw3x3_384_14", 'c', .c = 384, .h = 14, .w = 14, .oc = 384, .g = 384, .kh = 3, .s = 1, .p = 1, .act = NNF_ACT_CLIP},
+    {"mbv2_dw3x3_576_14", 'c', .c = 576, .h = 14, .w = 14, .oc = 576, .g = 576, .kh = 3, .s = 1, .p = 1, .act = NNF_ACT_CLIP},
+    {"mbv2_dw3x3s2_576_14", 'c', .c = 576, .h = 14, .w = 14, .oc = 576, .g = 576, .kh = 3, .s = 2, .p = 1, .act = NNF_ACT_CLIP},
+    {"mbv2_dw3x3_960_7", 'c', .c = 960, .h = 7, .w = 7, .oc = 960, .g = 960, .kh = 3, .s = 1, .p = 1, .act = NNF_ACT_CLIP},
     {"mbv2_pw_960_320_7", 'c', .c = 960, .h = 7, .w = 7, .oc = 320, .g = 1, .kh = 1, .s = 1},
-    {"mbv2_pw_320_1280_7", 'c', .c = 320, .h = 7, .w = 7, .oc = 1280, .g = 1, .kh = 1, .s = 1,
-     .act = NNF_ACT_CLIP},
-    {"yolo_stem_6x6s2", 'c', .c = 3, .h = 640, .w = 640, .oc = 32, .g = 1, .kh = 6, .s = 2, .p = 2,
-     .act = NNF_ACT_SILU},
-    {"yolo_3x3s2_32_64", 'c', .c = 32, .h = 320, .w = 320, .oc = 64, .g = 1, .kh = 3, .s = 2,
-     .p = 1, .act = NNF_ACT_SILU},
-    {"yolo_1x1_64_32", 'c', .c = 64, .h = 160, .w = 160, .oc = 32, .g = 1, .kh = 1, .s = 1,
-     .act = NNF_ACT_SILU},
-    {"yolo_3x3_32_32", 'c', .c = 32, .h = 160, .w = 160, .oc = 32, .g = 1, .kh = 3, .s = 1, .p = 1,
-     .act = NNF_ACT_SILU},
-    {"yolo_3x3_64_64_80", 'c', .c = 64, .h = 80, .w = 80, .oc = 64, .g = 1, .kh = 3, .s = 1, .p = 1,
-     .act = NNF_ACT_SILU},
-    {"yolo_3x3_128_128_40", 'c', .c = 128, .h = 40, .w = 40, .oc = 128, .g = 1, .kh = 3, .s = 1,
-     .p = 1, .act = NNF_ACT_SILU},
-    {"yolo_3x3_256_256_20", 'c', .c = 256, .h = 20, .w = 20, .oc = 256, .g = 1, .kh = 3, .s = 1,
-     .p = 1, .act = NNF_ACT_SILU},
-    {"r50_l3_3x3_256_res", 'c', .c = 256, .h = 14, .w = 14, .oc = 256, .g = 1, .kh = 3, .s = 1,
-     .p = 1, .act = NNF_ACT_RELU, .res = 1},
-    {"yolo_3x3s2_256_512", 'c', .c = 256, .h = 40, .w = 40, .oc = 512, .g = 1, .kh = 3, .s = 2,
-     .p = 1, .act = NNF_ACT_SILU},
-    /* ConvTranspose ('t': c in, oc out, p cropped at each end): the U-Net's
-     * first and last up-sampling, a GAN generator's 4x4 s2 */
-    {"unet_up1_2x2s2_512_256_16", 't', .c = 512, .h = 16, .w = 16, .oc = 256, .g = 1, .kh = 2,
-     .s = 2},
-    {"unet_up4_2x2s2_64_32_128", 't', .c = 64, .h = 128, .w = 128, .oc = 32, .g = 1, .kh = 2,
-     .s = 2},
-    {"dcgan_4x4s2_256_128_16", 't', .c = 256, .h = 16, .w = 16, .oc = 128, .g = 1, .kh = 4, .s = 2,
-     .p = 1, .act = NNF_ACT_RELU},
+    {"mbv2_pw_320_1280_7", 'c', .c = 320, .h = 7, .w = 7, .oc = 1280, .g = 1, .kh = 1, .s = 1, .act = NNF_ACT_CLIP},
+    {"yolo_stem_6x6s2", 'c', .c = 3, .h = 640, .w = 640, .oc = 32, .g = 1, .kh = 6, .s = 2, .p = 2, .act = NNF_ACT_SILU},
+    {"yolo_3x3s2_32_64", 'c', .c = 32, .h = 320, .w = 320, .oc = 64, .g = 1, .kh = 3, .s = 2, .p = 1, .act = NNF_ACT_SILU},
+    {"yolo_1x1_64_32", 'c', .c = 64, .h = 160, .w = 160, .oc = 32, .g = 1, .kh = 1, .s = 1, .act = NNF_ACT_SILU},
+    {"yolo_3x3_32_32", 'c', .c = 32, .h = 160, .w = 160, .oc = 32, .g = 1, .kh = 3, .s = 1, .p = 1, .act = NNF_ACT_SILU},
+    {"yolo_3x3_64_64_80", 'c', .c = 64, .h = 80, .w = 80, .oc = 64, .g = 1, .kh = 3, .s = 1, .p = 1, .act = NNF_ACT_SILU},
+    {"yolo_3x3_128_128_40", 'c', .c = 128, .h = 40, .w = 40, .oc = 128, .g = 1, .kh = 3, .s = 1, .p = 1, .act = NNF_ACT_SILU},
+    {"yolo_3x3_256_256_20", 'c', .c = 256, .h = 20, .w = 20, .oc = 256, .g = 1, .kh = 3, .s = 1, .p = 1, .act = NNF_ACT_SILU},
+    {"r50_l3_3x3_256_res", 'c', .c = 256, .h = 14, .w = 14, .oc = 256, .g = 1, .kh = 3, .s = 1, .p = 1, .act = NNF_ACT_RELU, .res = 1},
+    {"yolo_3x3s2_256_512", 'c', .c = 256, .h = 40, .w = 40, .oc = 512, .g = 1, .kh = 3, .s = 2, .p = 1, .act = NNF_ACT_SILU},
+    /* ConvTranspose: the U-Net's first and last up-sampling, a GAN generator's 4x4 s2 */
+    {"unet_up1_2x2s2_512_256_16", 't', .c = 512, .h = 16, .w = 16, .oc = 256, .g = 1, .kh = 2, .s = 2},
+    {"unet_up4_2x2s2_64_32_128", 't', .c = 64, .h = 128, .w = 128, .oc = 32, .g = 1, .kh = 2, .s = 2},
+    {"dcgan_4x4s2_256_128_16", 't', .c = 256, .h = 16, .w = 16, .oc = 128, .g = 1, .kh = 4, .s = 2, .p = 1, .act = NNF_ACT_RELU},
 };
 
 /* With one thread all work runs on the caller, and its CPU time leaves out
@@ -380,42 +339,12 @@ int main(int argc, char **argv) {
             flops = 2.0 * (double)b->m * (double)b->n * (double)b->k;
             bytes = 4.0 * ((double)b->m * (double)b->k + (double)b->k * (double)b->n + (double)b->m * (double)b->n);
             kname = cfg->name;
-        } else if (b->kind == 't') {
-            s = (nnf_conv2d_shape){.n = 1,
-                                   .c = b->c,
-                                   .h = b->h,
-                                   .w = b->w,
-                                   .oc = b->oc,
-                                   .group = 1,
-                                   .kh = b->kh,
-                                   .kw = b->kh,
-                                   .sh = b->s,
-                                   .sw = b->s,
-                                   .dh = 1,
-                                   .dw = 1,
-                                   .pt = b->p,
-                                   .pl = b->p};
-            s.oh = (b->h - 1) * b->s + b->kh - 2 * b->p;
-            s.ow = (b->w - 1) * b->s + b->kh - 2 * b->p;
-            x = rnd(s.c * s.h * s.w);
-            w = rnd(s.c * s.oc * s.kh * s.kw);
-            bias = rnd(s.oc);
-            y = malloc(s.oc * s.oh * s.ow * sizeof(float));
-            if (nnf_convt_kernel_create(&s, isa, w, &tk) != NNF_OK) {
-                fprintf(stderr, "%s: %s\n", b->name, nnf_error_message());
-                return 1;
-            }
-            ep.bias_kind = NNF_BIAS_PER_ROW;
-            ep.bias = bias;
-            flops = 2.0 * (double)(s.c * s.h * s.w) * (double)(s.oc * s.kh * s.kw);
-            bytes = 4.0 * (double)(s.c * s.h * s.w + s.oc * s.oh * s.ow + s.c * s.oc * s.kh * s.kw);
-            kname = tk->name;
         } else {
             s = (nnf_conv2d_shape){.n = 1, .c = b->c, .h = b->h, .w = b->w, .oc = b->oc, .group = b->g,
                                    .kh = b->kh, .kw = b->kh, .sh = b->s, .sw = b->s, .dh = 1, .dw = 1,
                                    .pt = b->p, .pl = b->p};
-            s.oh = (b->h + 2 * b->p - b->kh) / b->s + 1;
-            s.ow = (b->w + 2 * b->p - b->kh) / b->s + 1;
+            s.oh = b->kind == 't' ? (b->h - 1) * b->s + b->kh - 2 * b->p : (b->h + 2 * b->p - b->kh) / b->s + 1;
+            s.ow = b->kind == 't' ? (b->w - 1) * b->s + b->kh - 2 * b->p : (b->w + 2 * b->p - b->kh) / b->s + 1;
             /* blocked tensors hold the channels rounded up to the block */
             size_t cx = nchwc && (b->g > 1 || b->c > 4) ? nnf_nchwc_blocks(s.c) * NNF_NCHWC_B : s.c;
             size_t cy = nchwc ? nnf_nchwc_blocks(s.oc) * NNF_NCHWC_B : s.oc;
@@ -425,7 +354,8 @@ int main(int argc, char **argv) {
             y = malloc(cy * s.oh * s.ow * sizeof(float));
             /* blocked: the kernel the blocked conv plan picks (plan_nchwc.c) */
             nnf_status cs =
-                !nchwc        ? nnf_conv_kernel_create(&s, nnf_conv_select(&s, isa), isa, w, &ck)
+                b->kind == 't' ? nnf_convt_kernel_create(&s, isa, w, &tk)
+                : !nchwc      ? nnf_conv_kernel_create(&s, nnf_conv_select(&s, isa), isa, w, &ck)
                 : s.group > 1 ? nnf_nchwc_dw_create(&s, isa, w, &dk)
                 : nnf_nchwc_wino_wins(&s, isa)
                     ? nnf_nchwc_wino_create(&s, isa, w, &wk)
@@ -442,10 +372,12 @@ int main(int argc, char **argv) {
                 res = rnd(cy * s.oh * s.ow);
                 ep.residual = res;
             }
-            flops = 2.0 * (double)(s.oc * s.oh * s.ow) * (double)(s.c / s.group * s.kh * s.kw);
+            /* a ConvTranspose multiplies every input pixel by every tap of its W row */
+            flops = b->kind == 't' ? 2.0 * (double)(s.c * s.h * s.w) * (double)(s.oc / s.group * s.kh * s.kw)
+                                   : 2.0 * (double)(s.oc * s.oh * s.ow) * (double)(s.c / s.group * s.kh * s.kw);
             bytes = 4.0 * (double)(s.c * s.h * s.w + (b->res ? 2 : 1) * s.oc * s.oh * s.ow +
                                    s.oc * (s.c / s.group) * s.kh * s.kw);
-            kname = ck ? ck->name : nk ? nk->name : wk ? wk->name : dk->name;
+            kname = tk ? tk->name : ck ? ck->name : nk ? nk->name : wk ? wk->name : dk->name;
         }
         case_run cr = {b, cfg, x, y, pb, ck, nk, wk, dk, tk, &ep, pool};
         double times[1000] = {0};
@@ -459,11 +391,8 @@ int main(int argc, char **argv) {
             printf("%s  {\"name\": \"%s\", \"kind\": \"%s\", \"kernel\": \"%s\", \"threads\": %d, "
                    "\"flops\": %.0f, \"bytes\": %.0f, \"median_ms\": %.4f, \"best_ms\": %.4f, "
                    "\"p90_ms\": %.4f, \"runs\": %d",
-                   first ? "" : ",\n", b->name,
-                   b->kind == 'g'   ? "gemm"
-                   : b->kind == 't' ? "convtranspose"
-                                    : "conv",
-                   kname, threads, flops, bytes, med * 1e3, best * 1e3, p90 * 1e3, n);
+                   first ? "" : ",\n", b->name, b->kind == 'g' ? "gemm" : b->kind == 't' ? "convtranspose" : "conv", kname, threads,
+                   flops, bytes, med * 1e3, best * 1e3, p90 * 1e3, n);
             if (b->kind == 'g')
                 printf(", \"m\": %zu, \"n\": %zu, \"k\": %zu, \"act\": %d}", b->m, b->n, b->k, (int)b->act);
             else

@@ -71,6 +71,22 @@ static conv_state *state_new(const nnf_node *node, const nnf_tinfo *in) {
     return st;
 }
 
+/* The 2-D shape of a 1-D (as H = 1) or 2-D conv or transposed conv: input
+ * extents xd, kernel from the weight's trailing dims wd, output yd, oc
+ * output channels, strides and dilations of p, start pads pb. */
+static nnf_conv2d_shape shape_2d(int sp, const int64_t *xd, const int64_t *wd, const int64_t *yd,
+                                 size_t oc, const nnf_conv_params *p, const int64_t *pb) {
+    int h = sp == 2;
+    return (nnf_conv2d_shape){
+        .n = (size_t)xd[0], .c = (size_t)xd[1], .h = h ? (size_t)xd[2] : 1,
+        .w = (size_t)xd[1 + sp], .oc = oc, .group = (size_t)p->group,
+        .kh = h ? (size_t)wd[2] : 1, .kw = (size_t)wd[1 + sp],
+        .sh = h ? (size_t)p->strides[0] : 1, .sw = (size_t)p->strides[sp - 1],
+        .dh = h ? (size_t)p->dilations[0] : 1, .dw = (size_t)p->dilations[sp - 1],
+        .pt = h ? (size_t)pb[0] : 0, .pl = (size_t)pb[sp - 1],
+        .oh = h ? (size_t)yd[2] : 1, .ow = (size_t)yd[1 + sp]};
+}
+
 /* Float32 input, constant weight and output of known shapes, 1-D or 2-D
  * (ranks agreeing with the attributes): the spatial rank, else 0. */
 static int plannable(const nnf_node *node, const nnf_tinfo *in, const nnf_tinfo *out) {
@@ -98,16 +114,7 @@ nnf_status nnf_plan_conv(NNF_PLAN_ARGS) {
     int64_t pb[NNF_MAX_SPATIAL], pe[NNF_MAX_SPATIAL];
     NNF_CHECK(nnf_conv_resolve_pads(p, x->shape.dims + 2, pb, pe));
     const int64_t *xd = x->shape.dims, *wd = w->shape.dims, *yd = y->shape.dims;
-    /* 1-D convs run as H = 1 */
-    int h = sp == 2;
-    nnf_conv2d_shape s = {
-        .n = (size_t)xd[0], .c = (size_t)xd[1], .h = h ? (size_t)xd[2] : 1,
-        .w = (size_t)xd[1 + sp], .oc = (size_t)wd[0], .group = (size_t)p->group,
-        .kh = h ? (size_t)wd[2] : 1, .kw = (size_t)wd[1 + sp],
-        .sh = h ? (size_t)p->strides[0] : 1, .sw = (size_t)p->strides[sp - 1],
-        .dh = h ? (size_t)p->dilations[0] : 1, .dw = (size_t)p->dilations[sp - 1],
-        .pt = h ? (size_t)pb[0] : 0, .pl = (size_t)pb[sp - 1],
-        .oh = h ? (size_t)yd[2] : 1, .ow = (size_t)yd[1 + sp]};
+    nnf_conv2d_shape s = shape_2d(sp, xd, wd, yd, (size_t)wd[0], p, pb);
     if (wd[1] * p->group != xd[1] || yd[1] != wd[0] || yd[0] != xd[0])
         return NNF_OK;
     if (p->residual_input >= 0) {
@@ -152,24 +159,8 @@ nnf_status nnf_plan_conv_transpose(NNF_PLAN_ARGS) {
     for (int i = 0; i < sp; i++)
         if (o[i] != yd[2 + i] || pb[i] < 0)
             return NNF_OK;
-    /* W is C x OC/group x kernel; 1-D runs as H = 1 */
-    int h = sp == 2;
-    nnf_conv2d_shape s = {.n = (size_t)xd[0],
-                          .c = (size_t)xd[1],
-                          .h = h ? (size_t)xd[2] : 1,
-                          .w = (size_t)xd[1 + sp],
-                          .oc = (size_t)(wd[1] * p->group),
-                          .group = (size_t)p->group,
-                          .kh = h ? (size_t)wd[2] : 1,
-                          .kw = (size_t)wd[1 + sp],
-                          .sh = h ? (size_t)p->strides[0] : 1,
-                          .sw = (size_t)p->strides[sp - 1],
-                          .dh = h ? (size_t)p->dilations[0] : 1,
-                          .dw = (size_t)p->dilations[sp - 1],
-                          .pt = h ? (size_t)pb[0] : 0,
-                          .pl = (size_t)pb[sp - 1],
-                          .oh = h ? (size_t)yd[2] : 1,
-                          .ow = (size_t)yd[1 + sp]};
+    /* W is C x OC/group x kernel */
+    nnf_conv2d_shape s = shape_2d(sp, xd, wd, yd, (size_t)(wd[1] * p->group), p, pb);
     if (wd[0] != xd[1] || yd[1] != (int64_t)s.oc || yd[0] != xd[0] || !nnf_convt_fits(&s))
         return NNF_OK;
     conv_state *st = state_new(node, in);

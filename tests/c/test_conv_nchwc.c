@@ -978,22 +978,9 @@ int main(void) {
          * tier */
         if (nnf_cpu_get()->max_isa >= NNF_ISA_AVX2) {
             bool was_half = nnf_cpu_force_ymm_halves(false); /* Zen 1's rule below */
-            nnf_conv2d_shape q = {.n = 1,
-                                  .c = 256,
-                                  .h = 14,
-                                  .w = 14,
-                                  .oc = 256,
-                                  .group = 1,
-                                  .kh = 3,
-                                  .kw = 3,
-                                  .sh = 1,
-                                  .sw = 1,
-                                  .dh = 1,
-                                  .dw = 1,
-                                  .pt = 1,
-                                  .pl = 1,
-                                  .oh = 14,
-                                  .ow = 14};
+            nnf_conv2d_shape q = {.n = 1, .c = 256, .h = 14, .w = 14, .oc = 256, .group = 1,
+                                  .kh = 3, .kw = 3, .sh = 1, .sw = 1, .dh = 1, .dw = 1, .pt = 1,
+                                  .pl = 1, .oh = 14, .ow = 14};
             CHECK(nnf_nchwc_wino_wins(&q, NNF_ISA_AVX2));
             CHECK(!nnf_nchwc_wino_wins(&q, NNF_ISA_SCALAR));
             /* the AVX-512 tier runs 14x14 (16 tiles) on Winograd too, 7x7

@@ -15,13 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static float *rand_buf(size_t n) {
-    float *p = malloc((n ? n : 1) * sizeof(float));
-    for (size_t i = 0; i < n; i++)
-        p[i] = (float)(check_unit() * 2.0 - 1.0);
-    return p;
-}
-
 /* n, c, h, w, oc, group, kh, kw, stride h/w, dilation h/w, crop top/left,
  * output padding h/w (the output is the full extent less the crops plus
  * the output padding, cropped equally at the end as at the start) */
@@ -54,7 +47,7 @@ static int run(const nnf_conv2d_shape *s, nnf_isa isa, const nnf_activation *act
     size_t icg = s->c / s->group, ocg = s->oc / s->group, taps = s->kh * s->kw;
     size_t xn = s->n * s->c * s->h * s->w, yn = s->n * s->oc * s->oh * s->ow;
     check_rng = 0x9E3779B97F4A7C15ull; /* the same data for every tier and thread count */
-    float *x = rand_buf(xn), *w = rand_buf(s->c * ocg * taps), *b = rand_buf(s->oc);
+    float *x = check_rand_buf(xn), *w = check_rand_buf(s->c * ocg * taps), *b = check_rand_buf(s->oc);
     float *y = malloc(yn * sizeof(float));
     double *acc = calloc(yn, sizeof(double)), *mag = calloc(yn, sizeof(double));
     nnf_convt_kernel *k = NULL;
