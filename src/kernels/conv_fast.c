@@ -109,41 +109,49 @@ size_t nnf_wino_odd_lines(size_t n) {
     return (n / 16) % 2 ? n : n + 16;
 }
 
+/* U_xi packed as the GEMMs' A (oc rows, c columns), a slice of output
+ * channels at a time: the slice's 36 matrices transformed into a buffer
+ * of about 1 MiB, then packed into place. (All 36 row-major first, then
+ * packed, took 38 MB more for 512 channels, faulted in, written, read and
+ * unmapped: 15 % of loading the U-Net.) */
 static nnf_status winograd_weights(nnf_conv_kernel *k, const float *w) {
     const nnf_conv2d_shape *s = &k->s;
-    nnf_status st = NNF_OK;
-    size_t n;
-    float *u = NULL;
-    if (!nnf_mul_size(s->oc, s->c, &n) || !nnf_mul_size(n, 36, &n))
-        return nnf_error(NNF_ERR_INVALID_ARGUMENT, "convolution weights are too large");
     if (k->isa < NNF_ISA_AVX2)
         return nnf_error(NNF_ERR_UNSUPPORTED, "Winograd needs the AVX2 tier");
     k->cfg = nnf_gemm_cfg_for(k->isa);
-    /* from a compiled file the packs come ready: no transform to feed them */
-    bool ready = nnf_pack_replaying();
+    size_t mr = k->cfg->mr, rows = ((size_t)1 << 20) / (36 * sizeof(float) * (s->c ? s->c : 1));
+    rows = rows < mr ? mr : rows / mr * mr;
+    if (rows > s->oc)
+        rows = s->oc;
+    size_t n;
+    if (!nnf_mul_size(rows, s->c, &n) || !nnf_mul_size(n, 36, &n) || n > SIZE_MAX / sizeof(float))
+        return nnf_error(NNF_ERR_INVALID_ARGUMENT, "convolution weights are too large");
     k->packed_w = nnf_calloc(36, sizeof *k->packed_w);
-    u = ready ? NULL : nnf_malloc(n * sizeof(float));
-    if (!k->packed_w || (!ready && !u)) {
-        st = nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory for Winograd weights");
-        goto fail;
-    }
+    if (!k->packed_w)
+        return nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory for Winograd weights");
     k->n_packed = 36;
-    size_t occ = s->oc * s->c;
-    for (size_t i0 = 0; i0 < occ && !ready; i0 += 8) { /* (oc, c) kernels, 8 at a time */
-        float *dst[36];
-        for (size_t xi = 0; xi < 36; xi++)
-            dst[xi] = u + xi * occ + i0;
-        nnf_wino_weight_8_avx2(w + i0 * 9, 9, occ - i0 < 8 ? occ - i0 : 8, dst);
+    NNF_CHECK(nnf_gemm_packed_create_n(k->cfg, NNF_GEMM_A, s->oc, s->c, 36, k->packed_w));
+    if (k->packed_w[0]->ready) /* from a compiled file: packed already */
+        return NNF_OK;
+    float *u = nnf_malloc(n * sizeof(float));
+    if (!u)
+        return nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory for Winograd weights");
+    size_t per = rows * s->c; /* floats of a slice's matrix */
+    for (size_t o0 = 0; o0 < s->oc; o0 += rows) {
+        size_t ro = s->oc - o0 < rows ? s->oc - o0 : rows, occ = ro * s->c;
+        for (size_t i0 = 0; i0 < occ; i0 += 8) { /* (oc, c) kernels, 8 at a time */
+            float *dst[36];
+            for (size_t xi = 0; xi < 36; xi++)
+                dst[xi] = u + xi * per + i0;
+            nnf_wino_weight_8_avx2(w + (o0 * s->c + i0) * 9, 9, occ - i0 < 8 ? occ - i0 : 8, dst);
+        }
+        for (size_t xi = 0; xi < 36; xi++) {
+            nnf_gemm_src src = nnf_gemm_src_matrix(u + xi * per, s->c, 0);
+            nnf_gemm_pack_slice(k->cfg, k->packed_w[xi], o0, ro, &src);
+        }
     }
-    for (size_t xi = 0; xi < 36; xi++) {
-        st = nnf_gemm_pack_a(k->cfg, s->oc, s->c, ready ? NULL : u + xi * occ, s->c, 0,
-                             &k->packed_w[xi]);
-        if (st != NNF_OK)
-            goto fail;
-    }
-fail:
     nnf_free(u);
-    return st;
+    return NNF_OK;
 }
 
 nnf_status nnf_conv_kernel_create(const nnf_conv2d_shape *s, nnf_conv_algo algo, nnf_isa isa,

@@ -289,6 +289,14 @@ static void pack_whole(const nnf_gemm_cfg *cfg, nnf_gemm_side side, const nnf_ge
     }
 }
 
+void nnf_gemm_pack_slice(const nnf_gemm_cfg *cfg, nnf_gemm_packed *p, size_t mn0, size_t mnc,
+                         const nnf_gemm_src *src) {
+    for (size_t pc = 0; pc < p->k && mnc && !p->ready; pc += p->kc) {
+        size_t kcb = p->k - pc < p->kc ? p->k - pc : p->kc;
+        pack_block(cfg, p->side, src, 0, mnc, pc, kcb, p->r, p->data + pc * p->mn_pad + mn0 * kcb);
+    }
+}
+
 nnf_status nnf_gemm_pack(const nnf_gemm_cfg *cfg, nnf_gemm_side side, const nnf_gemm_src *src,
                          size_t mn, size_t k, nnf_gemm_packed **out) {
     nnf_gemm_packed *p;

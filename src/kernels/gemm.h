@@ -155,6 +155,11 @@ nnf_status nnf_gemm_pack_b(const nnf_gemm_cfg *cfg, size_t k, size_t n, const vo
 nnf_status nnf_gemm_pack_a(const nnf_gemm_cfg *cfg, size_t m, size_t k, const float *a, size_t lda,
                            int trans_a, nnf_gemm_packed **out);
 void nnf_gemm_packed_destroy(nnf_gemm_packed *p);
+/* Packs src's rows (side A) / columns (side B) [0, mnc) as p's [mn0, mn0 +
+ * mnc), every K block: a producer that fills an operand made by
+ * nnf_gemm_packed_create_n a slice at a time (mn0 a multiple of p->r). */
+void nnf_gemm_pack_slice(const nnf_gemm_cfg *cfg, nnf_gemm_packed *p, size_t mn0, size_t mnc,
+                         const nnf_gemm_src *src);
 /* An operand in the packed layout with its data unwritten, for a producer
  * that writes the packed layout itself (nnf_gemm_packed_at): the Winograd
  * weight transform, which would otherwise fill a row-major copy of 36
