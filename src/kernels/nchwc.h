@@ -365,6 +365,10 @@ static inline size_t nnf_nchwc_wino_rows(const nnf_nchwc_wino *k, size_t xi) {
  * F(4x4,3x3)'s. */
 extern const double nnf_wino_f2_bt[4][4], nnf_wino_f2_g[4][3], nnf_wino_f2_at[2][4];
 bool nnf_nchwc_wino_f2(const nnf_conv2d_shape *s, nnf_isa isa);
+/* F(4x4,3x3)'s transformed weights would exceed 16 MiB (nchwc_winograd.c):
+ * 16-tile maps take F(2x2,3x3) on every core, and the layout pass blocks
+ * such convs (the NCHW Winograd has no F(2x2,3x3) form). */
+bool nnf_nchwc_wino_f4_heavy(const nnf_conv2d_shape *s);
 /* Output tiles of one image. */
 static inline size_t nnf_nchwc_wino_tiles(const nnf_nchwc_wino *k) {
     return ((k->s.oh + k->tile - 1) / k->tile) * ((k->s.ow + k->tile - 1) / k->tile);

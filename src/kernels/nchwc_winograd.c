@@ -118,9 +118,27 @@ const double nnf_wino_f2_at[2][4] = {{1, 1, 1, 0}, {0, 1, -1, -1}};
 bool nnf_nchwc_wino_f2(const nnf_conv2d_shape *s, nnf_isa isa) {
     size_t t4 = ((s->oh + 3) / 4) * ((s->ow + 3) / 4), t2 = ((s->oh + 1) / 2) * ((s->ow + 1) / 2);
     size_t min_t2 = isa < NNF_ISA_AVX512 || nnf_cpu_get()->zmm_halves ? 16 : 25;
-    size_t max_t4 = half_fmas(isa) ? WINO_MIN_TILES - 1 : WINO_MIN_TILES;
+    size_t max_t4 =
+        half_fmas(isa) && !nnf_nchwc_wino_f4_heavy(s) ? WINO_MIN_TILES - 1 : WINO_MIN_TILES;
     return isa >= NNF_ISA_AVX2 && s->sh == 1 && s->sw == 1 && nnf_nchwc_wino_supported(s, isa) &&
            t4 <= max_t4 && t2 >= min_t2 && s->c >= 64;
+}
+
+/* F(4x4,3x3)'s 36 transformed weight matrices of more than 16 MiB (4x the
+ * weights: 512 x 256 channels and up). Where FMAs run as halves (Zen 1),
+ * maps of 16 tiles keep F(4x4,3x3) for speed (half_fmas), but these take
+ * F(2x2,3x3) and its 16 matrices, trading time for memory: the U-Net's two
+ * 512-channel 3x3s at 16x16 keep 25 instead of 57 MB (the model's peak RSS
+ * 156 / 164 -> 126 / 133 MiB on 1 / 2 threads, 0.61 / 0.67 -> 0.49 / 0.54
+ * of ORT's; its first inference 0.51 -> 0.47, less to fault in) for 1.8x
+ * their time (13.6 -> 24.7 ms, 1.78x the products; the model 1.037x /
+ * 1.019x in ab_builds). Lazy weights (transformed at run time, a few
+ * output panels at a time) were measured instead and kept 14-21 MiB less
+ * for 1.25x the time of every 64-tile map they ran. ResNet-50's 256-channel
+ * 3x3s at 14x14 (9.4 MB) keep F(4x4,3x3). */
+bool nnf_nchwc_wino_f4_heavy(const nnf_conv2d_shape *s) {
+    size_t c8 = nnf_nchwc_blocks(s->c) * NNF_NCHWC_B, oc8 = nnf_nchwc_blocks(s->oc) * NNF_NCHWC_B;
+    return c8 * oc8 > ((size_t)16 << 20) / (36 * sizeof(float));
 }
 
 bool nnf_nchwc_wino_wins(const nnf_conv2d_shape *s, nnf_isa isa) {

@@ -299,10 +299,15 @@ static nnf_status try_conv(layout *L, int id, bool *done) {
             in_blocked = false;
             out_plain = true;
         }
-        if (!out_plain &&
-            (gemm_wins || dw_rows ||
-             (only_plain_readers(L, y) && (!blocked(L, x) || nnf_shape_numel(shape_of(L, y)) >=
-                                                                 nnf_shape_numel(shape_of(L, x))))))
+        /* A blocked input into the F(2x2,3x3) form stays blocked, its
+         * output reordered: the NCHW Winograd is F(4x4,3x3) only, with 2.25x
+         * the weights (the U-Net's 512-channel 3x3 before its first
+         * ConvTranspose: 38 against 17 MB; nnf_nchwc_wino_f4_heavy) */
+        bool f2 = blocked(L, x) && nnf_nchwc_wino_f2(&s, nnf_cpu_isa());
+        if (!out_plain && (gemm_wins || dw_rows ||
+                           (only_plain_readers(L, y) && !f2 &&
+                            (!blocked(L, x) ||
+                             nnf_shape_numel(shape_of(L, y)) >= nnf_shape_numel(shape_of(L, x))))))
             return NNF_OK;
     }
     nnf_nchwc_params *p = new_params(L);

@@ -1068,6 +1068,18 @@ int main(void) {
             CHECK(nnf_nchwc_wino_f2(&q, NNF_ISA_AVX2));
             q.h = q.w = q.oh = q.ow = 7;
             CHECK(nnf_nchwc_wino_f2(&q, NNF_ISA_AVX2));
+            /* but F(4x4,3x3) weights of more than 16 MiB take F(2x2,3x3)
+             * at 16 tiles too (the U-Net's 512-channel 3x3s at 16x16):
+             * 512 x 256 channels and up, not at 64 tiles */
+            q.h = q.w = q.oh = q.ow = 16;
+            CHECK(!nnf_nchwc_wino_f4_heavy(&q) && !nnf_nchwc_wino_f2(&q, NNF_ISA_AVX2));
+            q.c = 512;
+            CHECK(nnf_nchwc_wino_f4_heavy(&q) && nnf_nchwc_wino_f2(&q, NNF_ISA_AVX2));
+            q.oc = 512;
+            CHECK(nnf_nchwc_wino_f2(&q, NNF_ISA_AVX2) && nnf_nchwc_wino_wins(&q, NNF_ISA_AVX2));
+            q.h = q.w = q.oh = q.ow = 32;
+            CHECK(!nnf_nchwc_wino_f2(&q, NNF_ISA_AVX2));
+            q.c = q.oc = 256;
             nnf_cpu_force_ymm_halves(was_half);
             r.sw = 1;
             CHECK(!nnf_nchwc_wino_supported(&r, NNF_ISA_AVX512));

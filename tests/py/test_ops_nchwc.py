@@ -141,6 +141,18 @@ def case_winograd_f2():
     return build([a, b, c], [], [], [c[2]], (1, 16, 12, 12)), {"nchwc.Conv"}, 1
 
 
+def case_winograd_f2_heavy():
+    """The U-Net's bottom: on a blocked input, a 3x3 of 512 -> 256 channels at 16x16 (16 tiles of
+    4x4), whose F(4x4,3x3) weights would take 18.9 MB, runs F(2x2,3x3) on every CPU (7.5 MB),
+    blocked although only a ConvTranspose (NCHW) reads it: the NCHW Winograd has F(4x4,3x3) alone.
+    Two reorders, in and out."""
+    p = conv("p", "x", 32, 512, k=1, pad=0, act="relu")
+    a = conv("a", p[2], 512, 256, act="relu")
+    nodes = [helper.make_node("ConvTranspose", [a[2], "t.w", "t.b"], ["y"], strides=[2, 2], kernel_shape=[2, 2])]
+    inits = [w("t.w", (256, 8, 2, 2), scale=0.05), w("t.b", (8,))]
+    return build([p, a], nodes, inits, ["y"], (1, 32, 16, 16)), {"nchwc.Conv", "nchwc.ReorderOutput"}, 2
+
+
 def case_bottleneck_silu():
     """YOLOv5's bottleneck twice, x + SiLU(conv(SiLU(conv(x)))): the Add joins the 3x3 after its
     SiLU, on the blocked Winograd (64 and 70 channels at 22x22) and on the direct tiles (16
@@ -201,7 +213,8 @@ def case_plain_out():
 
 
 CASES = {f.__name__[5:]: f for f in (case_stem_chain, case_residual_add, case_concat_resize, case_mixed_readers,
-                                      case_winograd, case_winograd_s2, case_winograd_f2, case_bottleneck_silu,
+                                      case_winograd, case_winograd_s2, case_winograd_f2, case_winograd_f2_heavy,
+                                      case_bottleneck_silu,
                                       case_grouped, case_plain_out)}
 
 
@@ -331,6 +344,16 @@ def test_winograd_f2_form(tmp_path):
     kernels = [k for o, k in profiled_ops(path) if o == "nchwc.Conv"]
     assert len(kernels) == 3, kernels
     assert "winograd2x2" in kernels[1], kernels
+
+
+@needs_blocked
+def test_winograd_f2_for_heavy_weights(tmp_path):
+    """F(2x2,3x3) where F(4x4,3x3)'s weights would exceed 16 MiB, on every CPU (outputs:
+    test_blocked_models_match_ort)."""
+    path = tmp_path / "winograd_f2_heavy.onnx"
+    path.write_bytes(case_winograd_f2_heavy()[0])
+    kernels = [k for o, k in profiled_ops(path) if o == "nchwc.Conv"]
+    assert len(kernels) == 2 and "winograd2x2" in kernels[1], kernels
 
 
 @needs_blocked
