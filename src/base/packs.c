@@ -142,10 +142,6 @@ bool nnf_packs_has_node(const nnf_packs *p, int node) {
     return find(p, (uint32_t)node, 0) != NULL;
 }
 
-bool nnf_pack_replaying(void) {
-    return nnf_packs_has_node(t_ctx.p, (int)t_ctx.node);
-}
-
 void nnf_packs_enter(nnf_packs *p, int node, const nnf_pack_source *src, int n_src) {
     t_ctx.p = p;
     t_ctx.node = (uint32_t)node;

@@ -85,8 +85,5 @@ void *nnf_pack_alloc(size_t bytes, bool *ready);
 void *nnf_pack_alloc_shared(const void *src, const void *params, size_t params_bytes, size_t bytes,
                             bool *ready);
 void nnf_pack_made(const void *block);
-/* Whether this thread's node gets its blocks from a replaying store: a
- * packer may skip what only feeds them (a transform into a temporary). */
-bool nnf_pack_replaying(void);
 
 #endif

@@ -325,35 +325,21 @@ def test_winograd_convs_run_blocked(tmp_path):
 
 
 @needs_blocked
-def test_winograd_s2_form(tmp_path):
-    """The stride-2 3x3 runs as the blocked Winograd's stride-2 form on both SIMD tiers
-    (outputs: test_blocked_models_match_ort)."""
-    path = tmp_path / "winograd_s2.onnx"
-    path.write_bytes(case_winograd_s2()[0])
-    kernels = [k for o, k in profiled_ops(path) if o == "nchwc.Conv"]
-    assert len(kernels) == 3, kernels
-    assert "winograd_s2" in kernels[1], kernels
-
-
-@needs_blocked
-def test_winograd_f2_form(tmp_path):
-    """The 12x12 3x3 runs as F(2x2,3x3) on both SIMD tiers (outputs:
+@pytest.mark.parametrize("case, n_convs, form", [
+    # the stride-2 3x3 as the blocked Winograd's stride-2 form on both SIMD tiers
+    (case_winograd_s2, 3, "winograd_s2"),
+    # the 12x12 3x3 as F(2x2,3x3) on both SIMD tiers
+    (case_winograd_f2, 3, "winograd2x2"),
+    # F(2x2,3x3) where F(4x4,3x3)'s weights would exceed 16 MiB, on every CPU
+    (case_winograd_f2_heavy, 2, "winograd2x2")])
+def test_winograd_forms(case, n_convs, form, tmp_path):
+    """The second conv of each case runs the named blocked Winograd form (outputs:
     test_blocked_models_match_ort)."""
-    path = tmp_path / "winograd_f2.onnx"
-    path.write_bytes(case_winograd_f2()[0])
+    path = tmp_path / f"{case.__name__}.onnx"
+    path.write_bytes(case()[0])
     kernels = [k for o, k in profiled_ops(path) if o == "nchwc.Conv"]
-    assert len(kernels) == 3, kernels
-    assert "winograd2x2" in kernels[1], kernels
-
-
-@needs_blocked
-def test_winograd_f2_for_heavy_weights(tmp_path):
-    """F(2x2,3x3) where F(4x4,3x3)'s weights would exceed 16 MiB, on every CPU (outputs:
-    test_blocked_models_match_ort)."""
-    path = tmp_path / "winograd_f2_heavy.onnx"
-    path.write_bytes(case_winograd_f2_heavy()[0])
-    kernels = [k for o, k in profiled_ops(path) if o == "nchwc.Conv"]
-    assert len(kernels) == 2 and "winograd2x2" in kernels[1], kernels
+    assert len(kernels) == n_convs, kernels
+    assert form in kernels[1], kernels
 
 
 @needs_blocked
