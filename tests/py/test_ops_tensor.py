@@ -11,7 +11,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import nnfuse
-from conftest import model_of
+from conftest import model_of, profile_nodes
 
 OPSET = 18
 RNG = np.random.default_rng(1234)
@@ -309,6 +309,62 @@ EINSUM_CASES = [
 def test_einsum(eq, shapes, dtype):
     ins = [(f"x{i}", rand(s, dtype)) for i, s in enumerate(shapes)]
     check("Einsum", ins, attrs={"equation": eq}, tol=1e-5 if dtype == np.float32 else None)
+
+
+# (equation, shapes, how the GEMM reads it, whether a constant second operand is packed at load): awkward extents (primes, 1, tile edges); "view" where
+# every tensor is read in place, "copy" where one goes through a canonical copy, "ref" where the
+# reference kernel keeps the node
+EINSUM_GEMM_CASES = [
+    ("bhqd,bhkd->bhqk", [(2, 3, 17, 8), (2, 3, 13, 8)], "view", False),  # B read transposed
+    ("bqhd,bkhd->bhqk", [(2, 17, 3, 8), (2, 13, 3, 8)], "view", False),  # batch axes between the rows
+    ("bhqk,bhkd->bhqd", [(2, 3, 17, 13), (2, 3, 13, 8)], "view", False),
+    ("bhqk,bkhd->bqhd", [(2, 3, 17, 13), (2, 13, 3, 8)], "view", False),  # output rows h*d apart
+    ("bsd,hd->bsh", [(2, 7, 31), (29, 31)], "view", True),
+    ("hd,bsd->bsh", [(29, 31), (2, 7, 31)], "view", False),  # swapped: C^T = B^T A^T
+    ("ij,jk->ki", [(5, 7), (7, 3)], "view", False),
+    ("abc,cd->abd", [(2, 3, 64), (64, 97)], "view", True),
+    ("ijk,jkl->il", [(5, 6, 7), (6, 7, 3)], "view", True),  # two contracted labels merged
+    ("ikj,jkl->il", [(5, 7, 6), (6, 7, 3)], "copy", True),  # they nest the other way in B
+    ("bij,bjk->ikb", [(3, 5, 7), (3, 7, 4)], "copy", False),  # a batch label innermost in the output
+    ("bij,bjk->bki", [(3, 5, 7), (3, 7, 4)], "view", False),
+    ("bij,jk->ibk", [(3, 5, 7), (7, 4)], "copy", True),  # the output's rows nest the other way in A
+    ("i,i->", [(37,), (37,)], "view", True),
+    ("i,j->ij", [(5,), (7,)], "view", True),
+    ("ij,ij->i", [(9, 11), (9, 11)], "view", False),
+    ("...ij,...jk->...ik", [(2, 1, 3, 4), (1, 5, 4, 6)], "view", False),  # batch axes that broadcast
+    ("bij,jk->bik", [(1, 1, 1), (1, 1)], "view", True),
+    ("ij,jk->ik", [(3, 0), (0, 4)], "view", False),  # sums over nothing
+    ("ij,jk,kl->il", [(3, 4), (4, 5), (5, 2)], "ref", False),
+    ("ij,jk->i", [(3, 4), (4, 5)], "ref", False),  # k summed in one operand only
+]
+
+
+@pytest.mark.parametrize("const_b", [False, True], ids=["input", "const"])
+@pytest.mark.parametrize("eq,shapes,how,packs", EINSUM_GEMM_CASES, ids=[c[0] for c in EINSUM_GEMM_CASES])
+def test_einsum_runs_as_gemm(eq, shapes, how, packs, const_b, tmp_path):
+    """Two-operand float32 Einsums run as one batched GEMM over strided views of their operands
+    (a constant second operand packed at load), at 1 and 2 threads and with symbolic extents
+    (the layout worked out per run), against numpy in float64."""
+    if const_b and len(shapes) != 2:
+        pytest.skip("one constant operand of two")
+    ins = [(f"x{i}", RNG.uniform(-1, 1, s).astype(np.float32)) for i, s in enumerate(shapes)]
+    want = np.einsum(eq.replace(" ", ""), *[a.astype(np.float64) for _, a in ins])
+    consts = {"x1"} if const_b else set()
+    dyn = {n: [f"d{n}{k}" for k in range(a.ndim)] for n, a in ins if n not in consts}
+    for dyn_shapes in (None, dyn):
+        model = make_model("Einsum", ins, attrs={"equation": eq}, consts=consts, dyn_shapes=dyn_shapes)
+        feeds = {n: a for n, a in ins if n not in consts}
+        for threads in (1, 2):
+            got = nnfuse.Session(nnfuse.Model(model), threads=threads).run(feeds)["y0"]
+            assert got.shape == want.shape
+            tol = 1e-6 * max(1.0, float(np.abs(want).max(initial=0))) * max(1, shapes[0][-1])
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=tol, err_msg=f"{threads} threads")
+    path = tmp_path / "einsum.onnx"
+    path.write_bytes(make_model("Einsum", ins, attrs={"equation": eq}, consts=consts))
+    kernel = next(e["args"]["kernel"] for e in profile_nodes(path, "--iterations", 1))
+    assert kernel.startswith("einsum_") == (how != "ref"), kernel
+    assert kernel.startswith("einsum_copy_") == (how == "copy"), kernel
+    assert kernel.endswith("_packed_b") == (const_b and packs), kernel
 
 
 def head_model(read_after=False, outer=True, opset=OPSET):
