@@ -189,6 +189,34 @@ def test_expand_tile():
     check("Tile", [("x", rand((2, 3), np.float16)), ("r", np.array([2, 3], np.int64))], consts={"r"})
 
 
+# Rows of the data-movement engine (kernels/ref/tensor_gather_map.c) as pieces: one element
+# repeated (a broadcast: shorter and longer than its 16-byte pattern, with tails), runs, strided
+# reads, descending reads, fill borders, and a row of more pieces than it keeps (element by element)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.int8, np.bool_],
+                         ids=lambda d: np.dtype(d).name)
+def test_data_movement_row_pieces(dtype):
+    check("Expand", [("x", rand((5, 1, 3, 1), dtype)), ("s", np.array([5, 2, 3, 37], np.int64))],
+          consts={"s"})
+    check("Expand", [("x", rand((4, 1), dtype)), ("s", np.array([4, 3], np.int64))], consts={"s"})
+    check("Expand", [("x", rand((1, 13), dtype)), ("s", np.array([3, 2, 13], np.int64))], consts={"s"})
+    check("Tile", [("x", rand((3, 5), dtype)), ("r", np.array([2, 7], np.int64))], consts={"r"})
+    check("Tile", [("x", rand((2, 3), dtype)), ("r", np.array([1, 70], np.int64))], consts={"r"})
+    check("Tile", [("x", rand((2, 1), dtype)), ("r", np.array([3, 41], np.int64))], consts={"r"})
+    x = rand((3, 4, 29), dtype)
+    for starts, ends, steps in (([1], [29], [3]), ([-1], [-30], [-1]), ([27], [0], [-4])):
+        check("Slice", [("x", x), ("s", np.array(starts, np.int64)), ("e", np.array(ends, np.int64)),
+                        ("a", np.array([2], np.int64)), ("t", np.array(steps, np.int64))],
+              consts={"s", "e", "a", "t"})
+    check("Transpose", [("x", rand((3, 7, 5), dtype))], attrs={"perm": [0, 2, 1]})
+    if dtype != np.bool_:
+        pads = np.array([0, 2, 19, 0, 1, 21], np.int64)
+        check("Pad", [("x", rand((2, 3, 5), dtype)), ("p", pads)], consts={"p"})
+        check("Pad", [("x", rand((2, 3, 5), dtype)), ("p", np.array([0, 1, 4, 0, 2, 4], np.int64))],
+              attrs={"mode": "reflect"}, consts={"p"})
+        check("Pad", [("x", rand((2, 3, 5), dtype)), ("p", np.array([1, 0, 17, 0, 2, 3], np.int64))],
+              attrs={"mode": "edge"}, consts={"p"})
+
+
 def test_squeeze_unsqueeze_flatten_reshape():
     x = rand((1, 3, 1, 4))
     check("Squeeze", [("x", x)])
