@@ -143,7 +143,12 @@ def ov_runner(blob, threads):
 
 def time_peer(case, threads, runner):
     """A peer engine on the case's single-op model: (median ms, best ms)."""
-    blob, feed = ort_model(case)
+    return time_model(*ort_model(case), threads, runner)
+
+
+def time_model(blob, feed, threads, runner):
+    """A peer engine on a model (bytes) fed `feed`: (median ms, best ms), thread CPU time on one
+    thread, wall time on more."""
     run = runner(blob, threads)
     clock = time.thread_time if threads == 1 else time.perf_counter
     for _ in range(2):

@@ -143,6 +143,20 @@ def test_where():
     assert_same(*run_both("Where", [("c", c), ("p", rand_int(4)), ("q", rand_int(3, 4))], opset=16))
 
 
+@pytest.mark.parametrize("dtype", [np.int8, np.float16, np.float32, np.float64],
+                         ids=lambda d: np.dtype(d).name)
+def test_where_selects_bits(dtype):
+    """Every element size, conditions at random (the select is a mask, not a branch), values kept
+    bit for bit: -0.0 and NaN among the floats."""
+    c = RNG.random((3, 5, 37)) < 0.5
+    p, q = (rand(5, 37) * 50).astype(dtype), (rand(3, 1, 37) * 50).astype(dtype)
+    if np.dtype(dtype).kind == "f":
+        p[0, :4], q[0, 0, :4] = np.nan, -0.0
+    got, want = run_both("Where", [("c", c), ("p", p), ("q", q)], opset=16)
+    bits = np.dtype(f"u{np.dtype(dtype).itemsize}")
+    assert got.shape == want.shape and np.array_equal(got.view(bits), want.view(bits))
+
+
 @pytest.mark.parametrize("op", ["Sum", "Mean", "Max", "Min"])
 def test_variadic(op):
     feeds = [("a", rand(2, 1, 4)), ("b", rand(3, 1)), ("c", rand()), ("d", rand(4))]

