@@ -102,56 +102,111 @@ static void copy_strided(uint8_t *o, const uint8_t *s, int64_t len, int64_t step
     }
 }
 
+/* One run of a map: the row's pieces, and per outer axis the bytes of one
+ * slice along it and the period of its map (the first index past 0 that
+ * reads what index 0 reads; 0 if none). */
+typedef struct gm_run {
+    const nnf_gather_map *m;
+    const uint8_t *src;
+    size_t es;
+    const void *fill;
+    size_t slice[NNF_MAX_RANK];
+    int64_t period[NNF_MAX_RANK];
+    row_seg seg[ROW_SEGS];
+    int nseg;
+    bool segmented;
+} gm_run;
+
+static void gm_row(const gm_run *g, int64_t base, uint8_t *o) {
+    const nnf_gather_map *m = g->m;
+    int r = m->rank;
+    size_t es = g->es;
+    if (g->segmented) {
+        for (int i = 0; i < g->nseg; i++) {
+            const row_seg *sg = &g->seg[i];
+            uint8_t *to = o + (size_t)sg->at * es;
+            if (sg->fill)
+                copy_strided(to, g->fill, sg->len, 0, es);
+            else
+                copy_strided(to, g->src + (base + sg->src) * (int64_t)es, sg->len, sg->step, es);
+        }
+        return;
+    }
+    const int64_t *imap = m->map[r - 1];
+    for (int64_t j = 0; j < m->odims[r - 1]; j++) {
+        int64_t v = imap[j];
+        nnf_copy_elem(o + (size_t)j * es,
+                      v < 0 ? g->fill : g->src + (size_t)(base + v * m->istride[r - 1]) * es, es);
+    }
+}
+
+/* The output block of axes k.. at o, its source at element base. Slices
+ * that read what the slice before them read (a broadcast axis, a Pad's
+ * edge) or what the slice one period back read (a Tile's repeat) are copies
+ * of those slices' output, made in as few copies as do not overlap. */
+static void gm_block(const gm_run *g, int k, int64_t base, uint8_t *o) {
+    const nnf_gather_map *m = g->m;
+    if (k == m->rank - 1) {
+        gm_row(g, base, o);
+        return;
+    }
+    const int64_t *map = m->map[k];
+    size_t bytes = g->slice[k];
+    int64_t p = g->period[k], n = m->odims[k];
+    for (int64_t i = 0; i < n;) {
+        uint8_t *to = o + (size_t)i * bytes;
+        int64_t v = map[i], run = 1;
+        if (v < 0) {
+            copy_strided(to, g->fill, (int64_t)(bytes / g->es), 0, g->es);
+        } else if (i > 0 && map[i - 1] == v) {
+            /* the slice before, repeated: doubling copies of it */
+            while (i + run < n && map[i + run] == v)
+                run++;
+            size_t have = bytes, left = (size_t)run * bytes;
+            for (uint8_t *at = to; left;) {
+                size_t c = have < left ? have : left;
+                memcpy(at, to - bytes, c);
+                at += c;
+                left -= c;
+                have += c;
+            }
+        } else if (p && i >= p && map[i - p] == v) {
+            /* a period back: copies of at most a period each */
+            while (i + run < n && map[i + run] >= 0 && map[i + run - p] == map[i + run])
+                run++;
+            size_t left = (size_t)run * bytes, per = (size_t)p * bytes;
+            for (uint8_t *at = to; left;) {
+                size_t c = per < left ? per : left;
+                memcpy(at, at - per, c);
+                at += c;
+                left -= c;
+            }
+        } else {
+            gm_block(g, k + 1, base + v * m->istride[k], to);
+        }
+        i += run;
+    }
+}
+
 void nnf_gather_map_run(const nnf_gather_map *m, void *dst, const void *src, size_t es,
                         const void *fill) {
     int r = m->rank;
-    uint8_t *o = dst;
-    const uint8_t *s = src;
     if (r == 0) {
-        memcpy(o, s, es);
+        memcpy(dst, src, es);
         return;
     }
     for (int k = 0; k < r; k++)
         if (m->odims[k] == 0)
             return;
-    int64_t inner = m->odims[r - 1], istr = m->istride[r - 1];
-    const int64_t *imap = m->map[r - 1];
-    row_seg seg[ROW_SEGS];
-    int nseg = 0;
-    bool segmented = row_segments(imap, inner, istr, seg, &nseg);
-    int64_t idx[NNF_MAX_RANK] = {0};
-    for (;;) {
-        int64_t base = 0;
-        bool border = false;
-        for (int k = 0; k < r - 1; k++) {
-            int64_t v = m->map[k][idx[k]];
-            border |= v < 0;
-            base += v * m->istride[k];
-        }
-        if (border) {
-            for (int64_t j = 0; j < inner; j++)
-                nnf_copy_elem(o + (size_t)j * es, fill, es);
-        } else if (segmented) {
-            for (int g = 0; g < nseg; g++) {
-                uint8_t *to = o + (size_t)seg[g].at * es;
-                if (seg[g].fill)
-                    copy_strided(to, fill, seg[g].len, 0, es);
-                else
-                    copy_strided(to, s + (base + seg[g].src) * (int64_t)es, seg[g].len, seg[g].step,
-                                 es);
-            }
-        } else {
-            for (int64_t j = 0; j < inner; j++) {
-                int64_t v = imap[j];
-                nnf_copy_elem(o + (size_t)j * es, v < 0 ? fill : s + (size_t)(base + v * istr) * es,
-                              es);
-            }
-        }
-        o += (size_t)inner * es;
-        int k = r - 2;
-        while (k >= 0 && ++idx[k] == m->odims[k])
-            idx[k--] = 0;
-        if (k < 0)
-            break;
+    gm_run g = {.m = m, .src = src, .es = es, .fill = fill};
+    g.segmented = row_segments(m->map[r - 1], m->odims[r - 1], m->istride[r - 1], g.seg, &g.nseg);
+    size_t bytes = es;
+    for (int k = r - 1; k >= 0; k--) {
+        g.slice[k] = bytes; /* the output's size, which its buffer holds */
+        bytes *= (size_t)m->odims[k];
+        for (int64_t i = 1; i < m->odims[k] && !g.period[k]; i++)
+            if (m->map[k][i] == m->map[k][0] && m->map[k][0] >= 0)
+                g.period[k] = i;
     }
+    gm_block(&g, 0, 0, dst);
 }
