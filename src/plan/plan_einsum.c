@@ -237,12 +237,16 @@ static bool layout(const nnf_einsum_plan *pl, const int64_t *const dims[3], es_l
 
 /* ---- run --------------------------------------------------------------- */
 
-/* dst[i] = src[i] over `dims`, each side at its own strides (elements). */
+/* dst[i] = src[i] over `dims`, each side at its own strides (elements):
+ * whole rows where both sides' last axis is unit-stride, tiles of the
+ * tier's transpose where the copy is a 2-D transpose, else element by
+ * element along the rows. */
 typedef struct es_copy_job {
     const float *src;
     float *dst;
     int rank;
-    const int64_t *dims, *sstr, *dstr;
+    int64_t dims[NNF_MAX_RANK], sstr[NNF_MAX_RANK], dstr[NNF_MAX_RANK];
+    void (*transpose)(const float *x, size_t ldx, float *y, size_t ldy, size_t rows, size_t cols);
 } es_copy_job;
 
 static void copy_rows(void *p, size_t first, size_t count) {
@@ -269,8 +273,26 @@ static void copy_rows(void *p, size_t first, size_t count) {
     }
 }
 
+#define ES_TILE 64
+
+/* A 2-D transpose (rank 2: the source's rows are the destination's
+ * columns) in tiles of ES_TILE x ES_TILE. */
+static void copy_tiles(void *p, size_t first, size_t count) {
+    const es_copy_job *j = p;
+    size_t rows = (size_t)j->dims[0], cols = (size_t)j->dims[1];
+    size_t rt = (rows + ES_TILE - 1) / ES_TILE;
+    for (size_t t = first; t < first + count; t++) {
+        size_t r0 = t % rt * ES_TILE, c0 = t / rt * ES_TILE;
+        size_t nr = rows - r0 < ES_TILE ? rows - r0 : ES_TILE;
+        size_t nc = cols - c0 < ES_TILE ? cols - c0 : ES_TILE;
+        j->transpose(j->src + r0 * (size_t)j->sstr[0] + c0, (size_t)j->sstr[0],
+                     j->dst + c0 * (size_t)j->dstr[1] + r0, (size_t)j->dstr[1], nr, nc);
+    }
+}
+
 /* Between a tensor and its canonical copy (contiguous): to_copy gathers the
- * tensor into it, else the copy is scattered out to the tensor. */
+ * tensor into it, else the copy is scattered out to the tensor. Axes of one
+ * element go, and neighbours that nest on both sides merge first. */
 static void copy_view(const es_view *v, const float *src, float *dst, bool to_copy,
                       nnf_threadpool *pool) {
     int64_t contig[NNF_MAX_RANK], st = 1;
@@ -278,15 +300,37 @@ static void copy_view(const es_view *v, const float *src, float *dst, bool to_co
         contig[d] = st;
         st *= v->dims[d];
     }
-    if (v->rank == 0) {
+    es_copy_job j = {.src = src, .dst = dst};
+    const int64_t *ss = to_copy ? v->str : contig, *ds = to_copy ? contig : v->str;
+    for (int d = 0; d < v->rank; d++) {
+        if (v->dims[d] == 1)
+            continue;
+        int r = j.rank;
+        if (r && j.sstr[r - 1] == ss[d] * v->dims[d] && j.dstr[r - 1] == ds[d] * v->dims[d]) {
+            j.dims[r - 1] *= v->dims[d];
+            j.sstr[r - 1] = ss[d];
+            j.dstr[r - 1] = ds[d];
+            continue;
+        }
+        j.dims[r] = v->dims[d];
+        j.sstr[r] = ss[d];
+        j.dstr[r] = ds[d];
+        j.rank++;
+    }
+    if (j.rank == 0) {
         dst[0] = src[0];
         return;
     }
-    es_copy_job j = {
-        src, dst, v->rank, v->dims, to_copy ? v->str : contig, to_copy ? contig : v->str};
-    size_t rows = v->floats / (size_t)v->dims[v->rank - 1];
-    size_t row_bytes = (size_t)v->dims[v->rank - 1] * sizeof(float);
-    nnf_ew_parallel_ranges(pool, rows, row_bytes >= 16384 ? 1 : 16384 / row_bytes, copy_rows, &j);
+    if (j.rank == 2 && j.sstr[1] == 1 && j.dstr[0] == 1) {
+        j.transpose = nnf_ew_kernels_for(nnf_cpu_isa())->transpose;
+        size_t tiles = (((size_t)j.dims[0] + ES_TILE - 1) / ES_TILE) *
+                       (((size_t)j.dims[1] + ES_TILE - 1) / ES_TILE);
+        nnf_ew_parallel_ranges(pool, tiles, 4, copy_tiles, &j);
+        return;
+    }
+    size_t row_bytes = (size_t)j.dims[j.rank - 1] * sizeof(float);
+    nnf_ew_parallel_ranges(pool, v->floats / (size_t)j.dims[j.rank - 1],
+                           row_bytes >= 16384 ? 1 : 16384 / row_bytes, copy_rows, &j);
 }
 
 typedef struct es_batch {
