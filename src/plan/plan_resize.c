@@ -119,8 +119,7 @@ nnf_status nnf_plan_resize(NNF_PLAN_ARGS) {
                       : s->t.cols == NNF_RSZ_COLS_DUP && s->t.dup == 2 && s->isa != NNF_ISA_SCALAR
                           ? "nearest_2x"
                           : "nearest_table";
-    snprintf(s->name, sizeof s->name, "f32_resize_%s_%s", how,
-             s->t.kind == NNF_RSZ_LINEAR ? "scalar" : nnf_isa_name(s->isa));
+    snprintf(s->name, sizeof s->name, "f32_resize_%s_%s", how, nnf_isa_name(s->isa));
     plan->name = s->name;
     plan->run = resize_fast_run;
     plan->state = s;

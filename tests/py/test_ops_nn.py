@@ -286,6 +286,21 @@ def test_resize_tf_crop_and_resize():
     check(build("Resize", {"X": x}, consts, ["X", "roi", "", "sizes"], attrs, opset=13), {"X": x})
 
 
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+def test_resize_kernel_names_its_tier(mode, tmp_path):
+    """The plan's name says the tier its rows run on (the linear blend is AVX2 on both vector
+    tiers; it said "scalar" there)."""
+    import os
+    from conftest import profile_nodes
+    consts = {"scales": np.array([1, 1, 2, 2], dtype=np.float32)}
+    path = tmp_path / "resize.onnx"
+    path.write_bytes(build("Resize", {"X": rand(1, 2, 6, 7)}, consts, ["X", "", "scales"],
+                           dict(mode=mode), opset=19))
+    kernel = next(e["args"]["kernel"] for e in profile_nodes(path, "--iterations", 1))
+    tier = "scalar" if os.environ.get("NNF_ISA", "").strip().lower() == "scalar" else "avx2"
+    assert kernel.startswith(f"f32_resize_{mode}") and kernel.endswith(tier), kernel
+
+
 @pytest.mark.parametrize("policy", ["not_larger", "not_smaller"])
 def test_resize_axes_keep_aspect(policy):
     x = rand(1, 2, 6, 9)
