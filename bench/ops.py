@@ -17,6 +17,7 @@ import sys
 import tempfile
 
 import numpy as np
+import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 import kernels  # beside this file: the ORT runner and its timing
@@ -29,13 +30,17 @@ def const(name, arr):
     return numpy_helper.from_array(np.asarray(arr), name)
 
 
-def case(name, op, inputs, out_shape, inits=(), order=None, **attrs):
+def case(name, op, inputs, out_shape, inits=(), order=None, n_out=1, out_type=F, **attrs):
     """A single-op model: inputs are (name, shape) float32 graph inputs, inits initializers; the
-    node reads them in `order` (names), by default the inputs then the initializers."""
+    node reads them in `order` (names), by default the inputs then the initializers; its first
+    output is out_shape of out_type (the others typed by inference)."""
     names = order or [n for n, _ in inputs] + [t.name for t in inits]
-    node = helper.make_node(op, names, ["y"], **attrs)
+    outs = ["y"] + [f"y{i}" for i in range(1, n_out)]
+    node = helper.make_node(op, names, outs, **attrs)
     graph = helper.make_graph([node], name, [helper.make_tensor_value_info(n, F, s) for n, s in inputs],
-                              [helper.make_tensor_value_info("y", F, out_shape)], list(inits))
+                              [helper.make_tensor_value_info("y", out_type, out_shape)] +
+                              [onnx.ValueInfoProto(name=o) for o in outs[1:]],
+                              list(inits))
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     feed = {n: RNG.uniform(-1, 1, s).astype(np.float32) for n, s in inputs}
@@ -74,6 +79,13 @@ def cases():
         case("instancenorm_128", "InstanceNormalization", [("x", [1, 128, 128, 128])], [1, 128, 128, 128],
              [const("g", np.ones(128, np.float32)), const("b", np.zeros(128, np.float32))]),
         case("depthtospace_64", "DepthToSpace", [("x", [1, 64, 256, 256])], [1, 16, 512, 512], blocksize=2),
+        case("split_qkv", "Split", [("x", [1, 512, 2304])], [1, 512, 768], [const("sp", i64([768, 768, 768]))],
+             n_out=3, axis=2),
+        case("cast_f16", "Cast", [("x", [64, 128, 128])], [64, 128, 128], out_type=TensorProto.FLOAT16, to=TensorProto.FLOAT16),
+        case("cumsum_rows", "CumSum", [("x", [64, 128, 128])], [64, 128, 128], [const("ax", i64(2))]),
+        case("trilu_causal", "Trilu", [("x", [12, 512, 512])], [12, 512, 512], upper=0),
+        case("argmax_rows", "ArgMax", [("x", [512, 1000])], [512, 1], out_type=TensorProto.INT64, axis=1),
+        case("topk_rows", "TopK", [("x", [512, 1000])], [512, 5], [const("k", i64([5]))], n_out=2),
         case("resize_bilinear_2x", "Resize", [("x", [1, 64, 64, 64])], [1, 64, 128, 128],
              [const("roi", np.zeros(0, np.float32)), const("sc", np.array([1, 1, 2, 2], np.float32))],
              mode="linear"),

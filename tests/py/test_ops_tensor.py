@@ -241,6 +241,50 @@ def test_constant_of_shape_range_eyelike_trilu():
           consts={"k"})
 
 
+@pytest.mark.parametrize("k", [1, 5, 64, 256, 257, 300])
+@pytest.mark.parametrize("largest", [1, 0])
+def test_topk_selects_like_a_sort(k, largest):
+    """k up to 256 keeps the best k as it goes (insertion), larger k sorts the row: both rank
+    ties by the lower index first, on rows of few distinct values, along an inner axis too."""
+    x = RNG.integers(-20, 20, (3, 300, 2)).astype(np.float32)
+    for axis, data in ((1, x), (-1, np.ascontiguousarray(x.transpose(0, 2, 1)))):
+        check("TopK", [("x", data), ("k", np.array([k], np.int64))], n_outputs=2,
+              attrs={"axis": axis, "largest": largest}, consts={"k"})
+    ints = RNG.integers(-5, 5, (4, 300)).astype(np.int64)
+    check("TopK", [("x", ints), ("k", np.array([k], np.int64))], n_outputs=2,
+          attrs={"largest": largest}, consts={"k"})
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("largest", [1, 0])
+def test_topk_nan_ranks_largest(dtype, largest):
+    """NaN ranks as the largest value (numpy's order), ties by the lower index, whether the row
+    is selected in float (float32) or in long double, kept as it goes (k <= 256) or sorted."""
+    x = RNG.integers(-3, 3, (6, 40)).astype(dtype)
+    x[RNG.random(x.shape) < 0.2] = np.nan
+    x[1, :] = np.nan  # a row of NaNs
+    x[2, :5] = np.nan  # NaNs held before any number
+    idx = np.arange(x.shape[1])
+    for k in (1, 3, 7, 40):
+        model = make_model("TopK", [("x", x), ("k", np.array([k], np.int64))], n_outputs=2,
+                           attrs={"largest": largest}, consts={"k"})
+        got = nnfuse.run_model(model, {"x": x}, threads=1)
+        for r in range(x.shape[0]):
+            v, nan = np.nan_to_num(x[r], nan=0.0), np.isnan(x[r])
+            order = np.lexsort((idx, -v, ~nan) if largest else (idx, v, nan))[:k]
+            assert np.array_equal(got["y1"][r], order), (k, r, got["y1"][r], order)
+            np.testing.assert_array_equal(got["y0"][r], x[r][order])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64, np.bool_], ids=lambda d: np.dtype(d).name)
+def test_trilu_rows(dtype):
+    """Each row kept and zeroed as two pieces, diagonals k from below the matrix to past it."""
+    x = rand((2, 5, 7), dtype)
+    for upper in (0, 1):
+        for k in (-9, -5, -1, 0, 2, 6, 7, 12):
+            check("Trilu", [("x", x), ("k", np.array(k, np.int64))], attrs={"upper": upper}, consts={"k"})
+
+
 def test_onehot_nonzero_topk_cumsum():
     check("OneHot", [("i", np.array([[1, -1], [9, 0]], np.int64)), ("d", np.array(4, np.float32)),
                      ("v", np.array([-1, 5], np.float32))], attrs={"axis": 1}, consts={"d"})

@@ -250,14 +250,15 @@ nnf_status nnf_non_zero_ref(NNF_KERNEL_ARGS) {
     return NNF_OK;
 }
 
-/* TopK sorts (key, index) pairs; long double holds every int64, uint64 and
+/* TopK ranks (key, index) pairs; long double holds every int64, uint64 and
  * double exactly, so one key type serves all dtypes. */
+#define TOPK_SELECT 256
 typedef struct topk_item {
     long double key;
     int64_t index;
 } topk_item;
 
-static int topk_cmp(const topk_item *a, const topk_item *b, int largest) {
+static inline int topk_cmp(const topk_item *a, const topk_item *b, int largest) {
     bool an = isnan(a->key), bn = isnan(b->key);
     /* NaN sorts as the largest value, as numpy does */
     if (an != bn)
@@ -273,8 +274,9 @@ static int topk_cmp_smallest(const void *a, const void *b) {
     return topk_cmp(a, b, 0);
 }
 
-static long double load_key(nnf_dtype t, const void *p, size_t i) {
+static inline long double load_key(nnf_dtype t, const void *p, size_t i) {
     switch (t) {
+    case NNF_DTYPE_FLOAT32: return (long double)((const float *)p)[i];
     case NNF_DTYPE_INT64: return (long double)((const int64_t *)p)[i];
     case NNF_DTYPE_UINT64: return (long double)((const uint64_t *)p)[i];
     default: return nnf_load_f64(t, p, i);
@@ -298,18 +300,68 @@ nnf_status nnf_top_k_ref(NNF_KERNEL_ARGS) {
         inner *= (size_t)x->dims[i];
     if (!k || !outer || !inner)
         return NNF_OK;
-    topk_item *items = nnf_calloc((size_t)d, sizeof *items);
+    /* k up to TOPK_SELECT: the best k so far kept in order, each value
+     * compared with the worst of them and inserted where it ranks (one
+     * comparison for most values); a larger k sorts the whole row */
+    bool select = k <= TOPK_SELECT;
+    topk_item *items = nnf_calloc(select ? (size_t)k : (size_t)d, sizeof *items);
     if (!items)
         return nnf_node_error(node, NNF_ERR_OUT_OF_MEMORY, "out of memory for TopK");
+    int (*cmp)(const void *, const void *) = p->largest ? topk_cmp_largest : topk_cmp_smallest;
+    bool f32 = x->dtype == NNF_DTYPE_FLOAT32;
     const uint8_t *src = x->data;
     for (size_t o = 0; o < outer; o++)
         for (size_t i = 0; i < inner; i++) {
+            int64_t held = 0;
+            const float *row = (const float *)x->data + o * (size_t)d * inner + i;
+            float worst = 0.0f; /* float32 input: items[k - 1]'s key, once k are held */
             for (int64_t j = 0; j < d; j++) {
-                items[j].key = load_key(x->dtype, src, (o * (size_t)d + (size_t)j) * inner + i);
-                items[j].index = j;
+                size_t at = (o * (size_t)d + (size_t)j) * inner + i;
+                if (select && f32 && held == k) {
+                    /* most values rank after the worst held: decided in
+                     * float (NaN ranks as the largest; on equal keys j, past
+                     * every held index, ranks after) */
+                    bool wn = isnan(worst);
+                    if (p->largest && !wn) {
+                        while (j < d && !(row[(size_t)j * inner] > worst) &&
+                               !isnan(row[(size_t)j * inner]))
+                            j++;
+                    } else if (!p->largest && !wn) {
+                        while (j < d && !(row[(size_t)j * inner] < worst))
+                            j++;
+                    } else if (p->largest) {
+                        break; /* k NaNs held: nothing ranks before them */
+                    } else {
+                        while (j < d && isnan(row[(size_t)j * inner]))
+                            j++;
+                    }
+                    if (j == d)
+                        break;
+                    at = (o * (size_t)d + (size_t)j) * inner + i;
+                }
+                topk_item it = {load_key(x->dtype, src, at), j};
+                if (!select) {
+                    items[held++] = it;
+                    continue;
+                }
+                if (held == k && topk_cmp(&it, &items[k - 1], p->largest) >= 0)
+                    continue;
+                int64_t lo = 0, hi = held < k ? held : k - 1;
+                while (lo < hi) {
+                    int64_t mid = (lo + hi) / 2;
+                    if (topk_cmp(&it, &items[mid], p->largest) < 0)
+                        hi = mid;
+                    else
+                        lo = mid + 1;
+                }
+                int64_t last = held < k ? held : k - 1;
+                memmove(&items[lo + 1], &items[lo], (size_t)(last - lo) * sizeof *items);
+                items[lo] = it;
+                held += held < k;
+                worst = (float)items[held - 1].key;
             }
-            qsort(items, (size_t)d, sizeof *items,
-                  p->largest ? topk_cmp_largest : topk_cmp_smallest);
+            if (!select)
+                qsort(items, (size_t)d, sizeof *items, cmp);
             for (int64_t j = 0; j < k; j++) {
                 size_t at = (o * (size_t)k + (size_t)j) * inner + i;
                 size_t from = (o * (size_t)d + (size_t)items[j].index) * inner + i;
@@ -338,16 +390,24 @@ nnf_status nnf_trilu_ref(NNF_KERNEL_ARGS) {
     size_t n = mat ? x->numel / mat : 0;
     const uint8_t *src = x->data;
     uint8_t *dst = y->data;
+    /* row i keeps columns [i + k, cols) (upper) or [0, i + k + 1) (lower)
+     * and zeroes the rest (zero is all-zero bytes in every dtype) */
     for (size_t b = 0; b < n; b++)
-        for (int64_t i = 0; i < rows; i++)
-            for (int64_t j = 0; j < cols; j++) {
-                size_t at = (b * mat + (size_t)(i * cols + j)) * es;
-                bool keep = p->upper ? j - i >= k : j - i <= k;
-                if (keep)
-                    nnf_copy_elem(dst + at, src + at, es);
-                else
-                    memset(dst + at, 0, es); /* zero is all-zero bytes in every dtype */
+        for (int64_t i = 0; i < rows; i++) {
+            int64_t edge = p->upper ? i + k : i + k + 1;
+            edge = edge < 0 ? 0 : edge > cols ? cols : edge;
+            size_t row = (b * mat + (size_t)(i * cols)) * es, cut = (size_t)edge * es,
+                   all = (size_t)cols * es;
+            if (p->upper) {
+                memset(dst + row, 0, cut);
+                if (all > cut && dst != src)
+                    memcpy(dst + row + cut, src + row + cut, all - cut);
+            } else {
+                if (cut && dst != src)
+                    memcpy(dst + row, src + row, cut);
+                memset(dst + row + cut, 0, all - cut);
             }
+        }
     return NNF_OK;
 }
 
