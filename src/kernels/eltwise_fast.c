@@ -5,6 +5,7 @@
 #include "kernels/eltwise_fast.h"
 
 #include "kernels/ref/activation.h"
+#include "ops/tensor_common.h"
 
 #include <math.h>
 #include <string.h>
@@ -227,6 +228,16 @@ static void transpose_scalar(const float *x, size_t ldx, float *y, size_t ldy, s
 
 /* ---- tier tables ------------------------------------------------------------ */
 
+static void to_f16_scalar(const float *x, uint16_t *y, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        y[i] = nnf_f32_to_f16(x[i]);
+}
+
+static void from_f16_scalar(const uint16_t *x, float *y, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        y[i] = nnf_f16_to_f32(x[i]);
+}
+
 static const nnf_ew_kernels k_scalar = {
     .isa = NNF_ISA_SCALAR,
     .suffix = "scalar",
@@ -241,6 +252,8 @@ static const nnf_ew_kernels k_scalar = {
     .min = min_scalar,
     .pool_span = nnf_pool_span_scalar,
     .transpose = transpose_scalar,
+    .to_f16 = to_f16_scalar,
+    .from_f16 = from_f16_scalar,
 };
 
 static const nnf_ew_kernels k_avx2 = {
@@ -257,6 +270,8 @@ static const nnf_ew_kernels k_avx2 = {
     .min = nnf_ew_min_avx2,
     .pool_span = nnf_pool_span_avx2,
     .transpose = nnf_transpose_avx2,
+    .to_f16 = nnf_ew_to_f16_avx2,
+    .from_f16 = nnf_ew_from_f16_avx2,
 };
 
 /* AVX-512 rows where 16 lanes pay; the rest (short rows, pools, transposes)
@@ -275,6 +290,8 @@ static const nnf_ew_kernels k_avx512 = {
     .min = nnf_ew_min_avx2,
     .pool_span = nnf_pool_span_avx2,
     .transpose = nnf_transpose_avx2,
+    .to_f16 = nnf_ew_to_f16_avx2,
+    .from_f16 = nnf_ew_from_f16_avx2,
 };
 
 const nnf_ew_kernels *nnf_ew_kernels_for(nnf_isa isa) {

@@ -116,6 +116,11 @@ typedef struct nnf_ew_kernels {
     void (*pool_span)(const nnf_pool_span *s, const float *x, float *y, size_t n);
     /* y[c * ldy + r] = x[r * ldx + c] for a rows x cols block, 4-byte elements */
     void (*transpose)(const float *x, size_t ldx, float *y, size_t ldy, size_t rows, size_t cols);
+    /* float32 <-> float16 (IEEE binary16 bits), rounding to nearest even,
+     * NaN payloads kept (nnf_f32_to_f16 / nnf_f16_to_f32's bits); the AVX2
+     * ones need F16C (nnf_cpu.f16c) */
+    void (*to_f16)(const float *x, uint16_t *y, size_t n);
+    void (*from_f16)(const uint16_t *x, float *y, size_t n);
 } nnf_ew_kernels;
 
 /* The table of a tier (clamped to what the machine has). */
@@ -138,6 +143,8 @@ float nnf_ew_min_avx2(const float *x, size_t n);
 void nnf_pool_span_scalar(const nnf_pool_span *s, const float *x, float *y, size_t n);
 void nnf_pool_span_avx2(const nnf_pool_span *s, const float *x, float *y, size_t n);
 void nnf_transpose_avx2(const float *x, size_t ldx, float *y, size_t ldy, size_t rows, size_t cols);
+void nnf_ew_to_f16_avx2(const float *x, uint16_t *y, size_t n);
+void nnf_ew_from_f16_avx2(const uint16_t *x, float *y, size_t n);
 
 /* Separable MaxPool (dilation 1, W stride sw of 1 or 2): a row pass then a
  * column pass. Both may read (and rowmax write) up to the next multiple of
@@ -209,6 +216,7 @@ nnf_status nnf_plan_binary(NNF_PLAN_ARGS);
 nnf_status nnf_plan_softmax(NNF_PLAN_ARGS);
 nnf_status nnf_plan_reduce(NNF_PLAN_ARGS);
 nnf_status nnf_plan_transpose(NNF_PLAN_ARGS);
+nnf_status nnf_plan_cast(NNF_PLAN_ARGS);
 nnf_status nnf_plan_concat(NNF_PLAN_ARGS);
 nnf_status nnf_plan_slice(NNF_PLAN_ARGS);
 nnf_status nnf_plan_slice_assign(NNF_PLAN_ARGS);

@@ -169,7 +169,8 @@ nnf_status nnf_pad_resolve(const nnf_node *node, int rank, const nnf_ivec *pads,
 float nnf_f16_to_f32(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
     if (exp == 0x1f) {
-        bits = sign | 0x7f800000u | (man << 13);
+        /* a NaN comes out quiet, its payload kept (IEEE conversion, as F16C's) */
+        bits = sign | 0x7f800000u | (man << 13) | (man ? 0x400000u : 0);
     } else if (exp != 0) {
         bits = sign | ((exp + 112) << 23) | (man << 13);
     } else if (man == 0) {

@@ -277,6 +277,9 @@ void *nnf_tensor_params_alloc(nnf_node *node, nnf_arena *arena, size_t size);
 /* Data-movement ops accept every fixed-size dtype; strings have no size. */
 nnf_status nnf_check_fixed_dtype(const nnf_node *node, nnf_dtype t);
 
+/* IEEE binary16 <-> float conversions: round to nearest even, overflow to
+ * infinity, subnormals kept, NaNs quieted with their payload's top bits (what
+ * F16C's instructions do, bit for bit). */
 float nnf_f16_to_f32(uint16_t h);
 uint16_t nnf_f32_to_f16(float f);
 float nnf_bf16_to_f32(uint16_t h);

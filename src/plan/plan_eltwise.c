@@ -649,6 +649,55 @@ nnf_status nnf_plan_transpose(NNF_PLAN_ARGS) {
     return NNF_OK;
 }
 
+/* ---- Cast between float32 and float16 ------------------------------------------------ */
+
+typedef struct cast_job {
+    const ew_state *s;
+    const void *x;
+    void *y;
+} cast_job;
+
+static void cast_range(void *p, size_t first, size_t count) {
+    const cast_job *j = p;
+    if (j->s->kind)
+        j->s->k->to_f16((const float *)j->x + first, (uint16_t *)j->y + first, count);
+    else
+        j->s->k->from_f16((const uint16_t *)j->x + first, (float *)j->y + first, count);
+}
+
+static nnf_status cast_run(NNF_KERNEL_ARGS) {
+    const ew_state *s = ctx->state;
+    nnf_dtype from = s->kind ? NNF_DTYPE_FLOAT32 : NNF_DTYPE_FLOAT16;
+    nnf_dtype to = s->kind ? NNF_DTYPE_FLOAT16 : NNF_DTYPE_FLOAT32;
+    if (in[0]->dtype != from || out[0]->dtype != to || in[0]->numel != out[0]->numel)
+        return nnf_node_error(node, NNF_ERR_SHAPE,
+                              "%s: input and output must be %s and %s of %zu "
+                              "elements",
+                              s->name, nnf_dtype_name(from), nnf_dtype_name(to), out[0]->numel);
+    cast_job j = {s, in[0]->data, out[0]->data};
+    nnf_ew_parallel_ranges(ctx->pool, out[0]->numel, GRAIN_FLOATS, cast_range, &j);
+    return NNF_OK;
+}
+
+/* Cast and CastLike between float32 and float16, over the run's element
+ * count (symbolic shapes too); the vector tiers' conversions need F16C. */
+nnf_status nnf_plan_cast(NNF_PLAN_ARGS) {
+    nnf_dtype from = in[0].dtype, to = out[0].dtype;
+    bool to_f16 = from == NNF_DTYPE_FLOAT32 && to == NNF_DTYPE_FLOAT16;
+    if (!in[0].present || !(to_f16 || (from == NNF_DTYPE_FLOAT16 && to == NNF_DTYPE_FLOAT32)))
+        return NNF_OK;
+    nnf_status st;
+    ew_state *s = state_new(node, &st);
+    if (!s)
+        return st;
+    if (!nnf_cpu_get()->f16c)
+        s->k = nnf_ew_kernels_for(NNF_ISA_SCALAR);
+    s->kind = to_f16;
+    snprintf(s->name, sizeof s->name, "cast_%s_%s", to_f16 ? "f32_f16" : "f16_f32", s->k->suffix);
+    plan_set(plan, s, cast_run);
+    return NNF_OK;
+}
+
 /* ---- Concat ------------------------------------------------------------------------- */
 
 typedef struct concat_job {

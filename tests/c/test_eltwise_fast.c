@@ -1448,6 +1448,87 @@ static void soak(void) {
     check_soak_end(count, "random cases");
 }
 
+/* The tier's float32 <-> float16 conversions against nnf_f32_to_f16 /
+ * nnf_f16_to_f32, bit for bit: every float16, and floats at and around every
+ * float16 (the values, one and two ulps off, the ties between neighbours),
+ * a sweep of all float bit patterns at a prime stride, NaN payloads, at
+ * lengths with every tail. */
+static void test_cast_f16(nnf_isa isa) {
+    const char *t = nnf_isa_name(isa);
+    const nnf_ew_kernels *k = nnf_ew_kernels_for(isa);
+    if (isa > NNF_ISA_SCALAR && !nnf_cpu_get()->f16c) {
+        printf("%s: no F16C, its conversions not run\n", t);
+        return;
+    }
+    enum { N = 65536 * 8 };
+    uint16_t *h = malloc(N * sizeof *h), *h2 = malloc(N * sizeof *h2);
+    float *f = malloc(N * sizeof *f), *f2 = malloc(N * sizeof *f2);
+    uint32_t *bits = malloc(N * sizeof *bits);
+    CHECK(h && h2 && f && f2 && bits);
+    if (!h || !h2 || !f || !f2 || !bits)
+        goto done;
+    for (uint32_t i = 0; i < 65536; i++)
+        h[i] = (uint16_t)i;
+    k->from_f16(h, f, 65536);
+    size_t bad = 0;
+    for (uint32_t i = 0; i < 65536; i++) {
+        float want = nnf_f16_to_f32((uint16_t)i);
+        bad += memcmp(&f[i], &want, 4) != 0;
+    }
+    CHECK_MSG(bad == 0, "%s float16 -> float32: %zu of 65536 differ", t, bad);
+    /* floats around every float16: its value, +-1 and +-2 ulps, the tie to
+     * the next one and +-1 ulp of it */
+    size_t n = 0;
+    for (uint32_t i = 0; i < 65536 && n + 8 <= N; i++) {
+        float v = nnf_f16_to_f32((uint16_t)i), next = nnf_f16_to_f32((uint16_t)(i + 1));
+        uint32_t b, c;
+        memcpy(&b, &v, 4);
+        float mid = (float)(((double)v + (double)next) / 2);
+        memcpy(&c, &mid, 4);
+        uint32_t cand[8] = {b, b + 1, b - 1, b + 2, b - 2, c, c + 1, c - 1};
+        for (int j = 0; j < 8; j++)
+            bits[n++] = cand[j];
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1) { /* every bit pattern at a prime stride, NaNs included */
+            n = 0;
+            for (uint64_t b = 0; b < ((uint64_t)1 << 32) && n < N; b += 8191)
+                bits[n++] = (uint32_t)b;
+        }
+        memcpy(f, bits, n * 4);
+        k->to_f16(f, h, n);
+        bad = 0;
+        for (size_t i = 0; i < n; i++)
+            bad += h[i] != nnf_f32_to_f16(f[i]);
+        CHECK_MSG(bad == 0, "%s float32 -> float16 (%s): %zu of %zu differ", t,
+                  pass ? "stride sweep" : "around every float16", bad, n);
+    }
+    /* every length to 17: the tails */
+    for (size_t len = 1; len <= 17; len++) {
+        memset(h2, 0xAB, 32 * sizeof *h2);
+        k->to_f16(f + 3, h2, len);
+        bad = h2[len] != 0xABAB;
+        for (size_t i = 0; i < len; i++)
+            bad += h2[i] != nnf_f32_to_f16(f[3 + i]);
+        memset(f2, 0xAB, 32 * sizeof *f2);
+        k->from_f16(h + 5, f2, len);
+        uint32_t tail;
+        memcpy(&tail, &f2[len], 4);
+        bad += tail != 0xABABABABu;
+        for (size_t i = 0; i < len; i++) {
+            float want = nnf_f16_to_f32(h[5 + i]);
+            bad += memcmp(&f2[i], &want, 4) != 0;
+        }
+        CHECK_MSG(bad == 0, "%s float16 conversions, length %zu", t, len);
+    }
+done:
+    free(h);
+    free(h2);
+    free(f);
+    free(f2);
+    free(bits);
+}
+
 int main(void) {
     const nnf_cpu *cpu = nnf_cpu_get();
     if (nnf_threadpool_create(2, &g_pool) != NNF_OK)
@@ -1467,6 +1548,7 @@ int main(void) {
         test_concat(isa);
         test_resize(isa);
         test_slice(isa);
+        test_cast_f16(isa);
     }
     if (cpu->max_isa < NNF_ISA_AVX512)
         printf("AVX-512 tier not available on this CPU: its kernels are compiled, not run\n");

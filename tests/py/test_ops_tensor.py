@@ -314,6 +314,37 @@ def test_cast_matrix(src, dst):
     check("Cast", [("x", x)], attrs={"to": NP2ONNX[np.dtype(dst)]})
 
 
+@pytest.mark.parametrize("like", [False, True], ids=["Cast", "CastLike"])
+def test_cast_float16_plan(like, tmp_path):
+    """float32 <-> float16 run on the tier's conversions (F16C on the vector tiers), over every
+    tail length and with symbolic extents, bit for bit numpy's rounding; NaNs stay NaN."""
+    import os
+    bits = RNG.integers(0, 2**32, 4099, dtype=np.uint64).astype(np.uint32)
+    x = np.concatenate([bits.view(np.float32), np.float32([65519.99, 65520, -0.0, 1e-8, 6e-8, np.inf])])
+    h = RNG.integers(0, 2**16, 4103, dtype=np.uint32).astype(np.uint16).view(np.float16)
+    tier = "scalar" if os.environ.get("NNF_ISA", "").strip().lower() == "scalar" else "avx2"
+    for data, to, name in ((x, np.float16, "f32_f16"), (h, np.float32, "f16_f32")):
+        for n in (data.size, 1, 7, 8, 9, 17):
+            d = data[:n]
+            if like:
+                ins = [("x", d), ("t", np.zeros(1, to))]
+                model = make_model("CastLike", ins, consts={"t"}, dyn_shapes={"x": ["n"]})
+            else:
+                model = make_model("Cast", [("x", d)], attrs={"to": NP2ONNX[np.dtype(to)]},
+                                   dyn_shapes={"x": ["n"]})
+            got = nnfuse.run_model(model, {"x": d}, threads=2)["y0"]
+            with np.errstate(over="ignore", invalid="ignore"):
+                want = d.astype(to)
+            nan = np.isnan(want)
+            assert got.dtype == want.dtype and np.array_equal(np.isnan(got), nan)
+            bitsof = np.dtype(f"u{want.itemsize}")
+            assert np.array_equal(got[~nan].view(bitsof), want[~nan].view(bitsof)), (name, n)
+        path = tmp_path / f"{name}.onnx"
+        path.write_bytes(model)
+        kernel = next(e["args"]["kernel"] for e in profile_nodes(path, "--iterations", 1))
+        assert kernel == f"cast_{name}_{tier}", kernel
+
+
 def test_identity_dropout_size_shape():
     x = rand((2, 3), np.uint16)
     check("Identity", [("x", x)])

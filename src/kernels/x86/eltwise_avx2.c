@@ -9,6 +9,7 @@
 #include "kernels/x86/vmath_avx2.h"
 
 #include <math.h>
+#include <string.h>
 
 typedef struct uconst {
     __m256 alpha, beta;
@@ -448,4 +449,36 @@ void nnf_transpose_avx2(const float *x, size_t ldx, float *y, size_t ldy, size_t
     for (size_t c = 0; c < cols; c++)
         for (size_t k = r8; k < rows; k++)
             y[c * ldy + k] = x[k * ldx + c];
+}
+
+/* F16C's conversions round to nearest even and keep NaN payloads (a
+ * float's top mantissa bits, quieted), as nnf_f32_to_f16 and nnf_f16_to_f32
+ * do; the tails go through the same instructions on a padded vector. */
+void nnf_ew_to_f16_avx2(const float *x, uint16_t *y, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(void *)(y + i),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+    if (i < n) {
+        float in[8] = {0};
+        uint16_t out[8];
+        memcpy(in, x + i, (n - i) * sizeof(float));
+        _mm_storeu_si128((__m128i *)(void *)out,
+                         _mm256_cvtps_ph(_mm256_loadu_ps(in), _MM_FROUND_TO_NEAREST_INT));
+        memcpy(y + i, out, (n - i) * sizeof(uint16_t));
+    }
+}
+
+void nnf_ew_from_f16_avx2(const uint16_t *x, float *y, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i,
+                         _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(x + i))));
+    if (i < n) {
+        uint16_t in[8] = {0};
+        float out[8];
+        memcpy(in, x + i, (n - i) * sizeof(uint16_t));
+        _mm256_storeu_ps(out, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)in)));
+        memcpy(y + i, out, (n - i) * sizeof(float));
+    }
 }
