@@ -313,7 +313,7 @@ nnf_status nnf_top_k_ref(NNF_KERNEL_ARGS) {
     for (size_t o = 0; o < outer; o++)
         for (size_t i = 0; i < inner; i++) {
             int64_t held = 0;
-            const float *row = (const float *)x->data + o * (size_t)d * inner + i;
+            const float *row = f32 ? (const float *)x->data + o * (size_t)d * inner + i : NULL;
             float worst = 0.0f; /* float32 input: items[k - 1]'s key, once k are held */
             for (int64_t j = 0; j < d; j++) {
                 size_t at = (o * (size_t)d + (size_t)j) * inner + i;
