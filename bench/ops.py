@@ -85,6 +85,8 @@ def cases():
         case("cumsum_rows", "CumSum", [("x", [64, 128, 128])], [64, 128, 128], [const("ax", i64(2))]),
         case("trilu_causal", "Trilu", [("x", [12, 512, 512])], [12, 512, 512], upper=0),
         case("argmax_rows", "ArgMax", [("x", [512, 1000])], [512, 1], out_type=TensorProto.INT64, axis=1),
+        case("argmax_channels", "ArgMax", [("x", [1, 21, 256, 256])], [1, 1, 256, 256],
+             out_type=TensorProto.INT64, axis=1),
         case("topk_rows", "TopK", [("x", [512, 1000])], [512, 5], [const("k", i64([5]))], n_out=2),
         case("resize_bilinear_2x", "Resize", [("x", [1, 64, 64, 64])], [1, 64, 128, 128],
              [const("roi", np.zeros(0, np.float32)), const("sc", np.array([1, 1, 2, 2], np.float32))],

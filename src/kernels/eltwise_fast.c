@@ -238,6 +238,28 @@ static void from_f16_scalar(const uint16_t *x, float *y, size_t n) {
         y[i] = nnf_f16_to_f32(x[i]);
 }
 
+/* The reference's loop (kernels/ref/reduce.c), on a strided line. */
+static int64_t arg_line(const float *x, size_t n, size_t ld, int is_max, int last) {
+    int64_t best = 0;
+    for (size_t k = 1; k < n; k++) {
+        float a = x[k * ld], b = x[(size_t)best * ld];
+        int better = is_max ? (a > b) : (a < b);
+        if (better || (last && a == b))
+            best = (int64_t)k;
+    }
+    return best;
+}
+
+static int64_t arg_row_scalar(const float *x, size_t n, int is_max, int last) {
+    return arg_line(x, n, 1, is_max, last);
+}
+
+static void arg_cols_scalar(const float *x, size_t n, size_t ld, size_t cols, int is_max, int last,
+                            int64_t *y) {
+    for (size_t j = 0; j < cols; j++)
+        y[j] = arg_line(x + j, n, ld, is_max, last);
+}
+
 static const nnf_ew_kernels k_scalar = {
     .isa = NNF_ISA_SCALAR,
     .suffix = "scalar",
@@ -254,6 +276,8 @@ static const nnf_ew_kernels k_scalar = {
     .transpose = transpose_scalar,
     .to_f16 = to_f16_scalar,
     .from_f16 = from_f16_scalar,
+    .arg_row = arg_row_scalar,
+    .arg_cols = arg_cols_scalar,
 };
 
 static const nnf_ew_kernels k_avx2 = {
@@ -272,6 +296,8 @@ static const nnf_ew_kernels k_avx2 = {
     .transpose = nnf_transpose_avx2,
     .to_f16 = nnf_ew_to_f16_avx2,
     .from_f16 = nnf_ew_from_f16_avx2,
+    .arg_row = nnf_ew_arg_row_avx2,
+    .arg_cols = nnf_ew_arg_cols_avx2,
 };
 
 /* AVX-512 rows where 16 lanes pay; the rest (short rows, pools, transposes)
@@ -292,6 +318,8 @@ static const nnf_ew_kernels k_avx512 = {
     .transpose = nnf_transpose_avx2,
     .to_f16 = nnf_ew_to_f16_avx2,
     .from_f16 = nnf_ew_from_f16_avx2,
+    .arg_row = nnf_ew_arg_row_avx2,
+    .arg_cols = nnf_ew_arg_cols_avx2,
 };
 
 const nnf_ew_kernels *nnf_ew_kernels_for(nnf_isa isa) {

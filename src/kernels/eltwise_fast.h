@@ -121,6 +121,14 @@ typedef struct nnf_ew_kernels {
      * ones need F16C (nnf_cpu.f16c) */
     void (*to_f16)(const float *x, uint16_t *y, size_t n);
     void (*from_f16)(const uint16_t *x, float *y, size_t n);
+    /* ArgMax (is_max) / ArgMin of n > 0 values, with the reference's rules:
+     * a value wins by comparing strictly better than the best so far (NaN
+     * never does; a NaN at index 0 keeps index 0), or equal with last
+     * (select_last_index). arg_row: one contiguous row. arg_cols: `cols`
+     * positions side by side, value k of position j at x[k * ld + j]. */
+    int64_t (*arg_row)(const float *x, size_t n, int is_max, int last);
+    void (*arg_cols)(const float *x, size_t n, size_t ld, size_t cols, int is_max, int last,
+                     int64_t *y);
 } nnf_ew_kernels;
 
 /* The table of a tier (clamped to what the machine has). */
@@ -143,6 +151,9 @@ float nnf_ew_min_avx2(const float *x, size_t n);
 void nnf_pool_span_scalar(const nnf_pool_span *s, const float *x, float *y, size_t n);
 void nnf_pool_span_avx2(const nnf_pool_span *s, const float *x, float *y, size_t n);
 void nnf_transpose_avx2(const float *x, size_t ldx, float *y, size_t ldy, size_t rows, size_t cols);
+int64_t nnf_ew_arg_row_avx2(const float *x, size_t n, int is_max, int last);
+void nnf_ew_arg_cols_avx2(const float *x, size_t n, size_t ld, size_t cols, int is_max, int last,
+                          int64_t *y);
 void nnf_ew_to_f16_avx2(const float *x, uint16_t *y, size_t n);
 void nnf_ew_from_f16_avx2(const uint16_t *x, float *y, size_t n);
 
@@ -217,6 +228,7 @@ nnf_status nnf_plan_softmax(NNF_PLAN_ARGS);
 nnf_status nnf_plan_reduce(NNF_PLAN_ARGS);
 nnf_status nnf_plan_transpose(NNF_PLAN_ARGS);
 nnf_status nnf_plan_cast(NNF_PLAN_ARGS);
+nnf_status nnf_plan_argminmax(NNF_PLAN_ARGS);
 nnf_status nnf_plan_concat(NNF_PLAN_ARGS);
 nnf_status nnf_plan_slice(NNF_PLAN_ARGS);
 nnf_status nnf_plan_slice_assign(NNF_PLAN_ARGS);

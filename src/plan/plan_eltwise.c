@@ -698,6 +698,73 @@ nnf_status nnf_plan_cast(NNF_PLAN_ARGS) {
     return NNF_OK;
 }
 
+/* ---- ArgMax / ArgMin ------------------------------------------------------------------ */
+
+typedef struct arg_job {
+    const ew_state *s;
+    const nnf_argminmax_params *p;
+    const float *x;
+    int64_t *y;
+    size_t n, inner, blocks; /* blocks: of ARG_COLS positions an outer index (inner > 1) */
+} arg_job;
+
+/* Positions of the axis' neighbours handled by one item: 64 (eight vectors). */
+#define ARG_COLS 64
+
+static void arg_range(void *ctx, size_t first, size_t count) {
+    const arg_job *j = ctx;
+    const nnf_ew_kernels *k = j->s->k;
+    for (size_t it = first; it < first + count; it++) {
+        if (j->inner == 1) {
+            j->y[it] = k->arg_row(j->x + it * j->n, j->n, j->p->is_max, j->p->select_last_index);
+            continue;
+        }
+        size_t o = it / j->blocks, c0 = it % j->blocks * ARG_COLS;
+        size_t cols = j->inner - c0 < ARG_COLS ? j->inner - c0 : ARG_COLS;
+        k->arg_cols(j->x + o * j->n * j->inner + c0, j->n, j->inner, cols, j->p->is_max,
+                    j->p->select_last_index, j->y + o * j->inner + c0);
+    }
+}
+
+static nnf_status argminmax_run(NNF_KERNEL_ARGS) {
+    const ew_state *s = ctx->state;
+    const nnf_argminmax_params *p = node->params;
+    const nnf_buf *x = in[0];
+    int axis;
+    NNF_CHECK(nnf_norm_axis(node, p->axis, x->rank, &axis));
+    size_t outer = 1, inner = 1, n = (size_t)x->dims[axis];
+    for (int i = 0; i < x->rank; i++) {
+        if (i < axis)
+            outer *= (size_t)x->dims[i];
+        else if (i > axis)
+            inner *= (size_t)x->dims[i];
+    }
+    /* the vector kernel counts positions in 32-bit lanes */
+    if (x->dtype != NNF_DTYPE_FLOAT32 || n == 0 || n > INT32_MAX || !out[0]->numel)
+        return run_reference(node, in, out, ctx);
+    arg_job j = {s, p, x->data, out[0]->data, n, inner, (inner + ARG_COLS - 1) / ARG_COLS};
+    size_t items = inner == 1 ? outer : outer * j.blocks;
+    size_t per = inner == 1 ? n : n * ARG_COLS;
+    nnf_ew_parallel_ranges(ctx->pool, items, per >= GRAIN_FLOATS ? 1 : GRAIN_FLOATS / per,
+                           arg_range, &j);
+    return NNF_OK;
+}
+
+/* float32 ArgMax / ArgMin along any axis (symbolic shapes too: the run's
+ * extents split the work); other dtypes keep the reference kernel. */
+nnf_status nnf_plan_argminmax(NNF_PLAN_ARGS) {
+    if (!node->params || !f32_present(&in[0]) || in[0].shape.rank < 1)
+        return NNF_OK;
+    nnf_status st;
+    ew_state *s = state_new(node, &st);
+    if (!s)
+        return st;
+    const nnf_argminmax_params *p = node->params;
+    snprintf(s->name, sizeof s->name, "f32_%s_%s", p->is_max ? "argmax" : "argmin", s->k->suffix);
+    plan_set(plan, s, argminmax_run);
+    return NNF_OK;
+}
+
 /* ---- Concat ------------------------------------------------------------------------- */
 
 typedef struct concat_job {

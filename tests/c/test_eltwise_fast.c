@@ -1529,6 +1529,70 @@ done:
     free(bits);
 }
 
+/* The reference's ArgMax/ArgMin loop on a strided line. */
+static int64_t arg_ref(const float *x, size_t n, size_t ld, int is_max, int last) {
+    int64_t best = 0;
+    for (size_t k = 1; k < n; k++) {
+        float a = x[k * ld], b = x[(size_t)best * ld];
+        if ((is_max ? a > b : a < b) || (last && a == b))
+            best = (int64_t)k;
+    }
+    return best;
+}
+
+/* The tier's ArgMax/ArgMin rows and side-by-side columns against the
+ * reference loop: lengths 1 to 40 and 1000, few distinct values (ties), NaN
+ * (at index 0 too), -0 beside +0, infinities, rows of only NaN or -inf. */
+static void test_arg(nnf_isa isa) {
+    const char *t = nnf_isa_name(isa);
+    const nnf_ew_kernels *k = nnf_ew_kernels_for(isa);
+    enum { MAXN = 1000, COLS = 19 };
+    float *x = malloc(MAXN * COLS * sizeof *x);
+    CHECK(x != NULL);
+    if (!x)
+        return;
+    uint64_t state = 99;
+    size_t bad = 0, runs = 0;
+    for (int variant = 0; variant < 6; variant++)
+        for (size_t n = 1; n <= MAXN; n = n < 40 ? n + 1 : MAXN + 1) {
+            size_t len = n;
+            for (size_t i = 0; i < len * COLS; i++) {
+                state = state * 6364136223846793005ull + 1442695040888963407ull;
+                int r = (int)(state >> 59); /* 0..31 */
+                float v = (float)(r % 7) - 3.0f;
+                if (variant == 1 && r == 0)
+                    v = NAN;
+                if (variant == 2 && r < 4)
+                    v = r & 1 ? -0.0f : 0.0f;
+                if (variant == 3)
+                    v = r < 3 ? INFINITY : r < 6 ? -INFINITY : v;
+                if (variant == 4)
+                    v = NAN;
+                if (variant == 5)
+                    v = r < 16 ? -INFINITY : NAN;
+                x[i] = v;
+            }
+            if (variant == 1)
+                x[0] = NAN; /* index 0 NaN on the first row / column */
+            for (int is_max = 0; is_max < 2; is_max++)
+                for (int last = 0; last < 2; last++) {
+                    for (size_t c = 0; c < COLS; c++) {
+                        const float *row = x + c * len;
+                        bad += k->arg_row(row, len, is_max, last) !=
+                               arg_ref(row, len, 1, is_max, last);
+                    }
+                    int64_t y[COLS];
+                    k->arg_cols(x, len, COLS, COLS, is_max, last, y);
+                    for (size_t c = 0; c < COLS; c++)
+                        bad += y[c] != arg_ref(x + c, len, COLS, is_max, last);
+                    runs += 2 * COLS;
+                }
+        }
+    CHECK_MSG(bad == 0, "%s ArgMax/ArgMin: %zu of %zu lines differ from the reference", t, bad,
+              runs);
+    free(x);
+}
+
 int main(void) {
     const nnf_cpu *cpu = nnf_cpu_get();
     if (nnf_threadpool_create(2, &g_pool) != NNF_OK)
@@ -1549,6 +1613,7 @@ int main(void) {
         test_resize(isa);
         test_slice(isa);
         test_cast_f16(isa);
+        test_arg(isa);
     }
     if (cpu->max_isa < NNF_ISA_AVX512)
         printf("AVX-512 tier not available on this CPU: its kernels are compiled, not run\n");

@@ -322,6 +322,33 @@ def test_argminmax(op, axis, keepdims, last):
     assert_same(*run_both(op, [("x", x)], attrs, opset=13))
 
 
+@pytest.mark.parametrize("op", ["ArgMax", "ArgMin"])
+@pytest.mark.parametrize("last", [0, 1])
+def test_argminmax_plan(op, last, tmp_path):
+    """float32 runs on the tier's kernel: rows (the last axis) and positions side by side (an
+    inner axis: a segmentation map's channels), at lengths past the vectors and their tails, on
+    1 and 2 threads and with symbolic extents, against ORT on rows with many ties."""
+    import os
+    from conftest import profile_nodes
+    for shape, axis in (((37, 1000), 1), ((2, 21, 13, 11), 1), ((3, 70, 9), 1), ((5, 9), 0)):
+        x = np.round(rand(*shape) * 3)
+        attrs = {"axis": axis, "keepdims": 1, "select_last_index": last}
+        model = make_model(op, [("x", x)], attrs, opset=13)
+        want = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+        for threads in (1, 2):
+            got = nnfuse.Session(nnfuse.Model(model), threads=threads).run({"x": x})["y"]
+            np.testing.assert_array_equal(got, want, err_msg=f"{shape} axis {axis}")
+        m = onnx.load_from_string(model)  # the same with symbolic extents
+        for i, d in enumerate(m.graph.input[0].type.tensor_type.shape.dim):
+            d.dim_param = f"d{i}"
+        np.testing.assert_array_equal(nnfuse.run_model(m.SerializeToString(), {"x": x})["y"], want)
+    path = tmp_path / "arg.onnx"
+    path.write_bytes(model)
+    kernel = next(e["args"]["kernel"] for e in profile_nodes(path, "--iterations", 1))
+    tier = "scalar" if os.environ.get("NNF_ISA", "").strip().lower() == "scalar" else "avx2"
+    assert kernel == f"f32_{op.lower()}_{tier}", kernel
+
+
 # --- in place ------------------------------------------------------------------
 
 def chain_model(op, attrs, shapes, opset, swap=False):

@@ -482,3 +482,71 @@ void nnf_ew_from_f16_avx2(const uint16_t *x, float *y, size_t n) {
         memcpy(y + i, out, (n - i) * sizeof(float));
     }
 }
+
+/* ArgMax / ArgMin over a contiguous row: the extreme of the row's non-NaN
+ * values first (maxps / minps with the running value second keep it when
+ * the row's value is NaN), then the first (or, with last, the final) index
+ * holding it; a NaN at index 0 keeps index 0, as the reference's strict
+ * comparisons do, and so does a row with no other candidate. Values that
+ * compare equal (-0 and +0) tie, as there. */
+int64_t nnf_ew_arg_row_avx2(const float *x, size_t n, int is_max, int last) {
+    if (isnan(x[0]))
+        return 0;
+    __m256 m = _mm256_set1_ps(x[0]);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps(x + i);
+        m = is_max ? _mm256_max_ps(v, m) : _mm256_min_ps(v, m);
+    }
+    float e[8];
+    _mm256_storeu_ps(e, m);
+    float best = e[0];
+    for (int l = 1; l < 8; l++)
+        best = is_max ? (e[l] > best ? e[l] : best) : (e[l] < best ? e[l] : best);
+    for (; i < n; i++)
+        best = is_max ? (x[i] > best ? x[i] : best) : (x[i] < best ? x[i] : best);
+    if (last) {
+        for (size_t k = n; k-- > 0;)
+            if (x[k] == best)
+                return (int64_t)k;
+    } else {
+        for (size_t k = 0; k < n; k++)
+            if (x[k] == best)
+                return (int64_t)k;
+    }
+    return 0;
+}
+
+/* Eight positions a vector: each lane is the reference's loop on its own
+ * line (strictly better, or equal with last; NaN compares false). */
+void nnf_ew_arg_cols_avx2(const float *x, size_t n, size_t ld, size_t cols, int is_max, int last,
+                          int64_t *y) {
+    size_t j = 0;
+    for (; j + 8 <= cols; j += 8) {
+        __m256 b = _mm256_loadu_ps(x + j);
+        __m256i idx = _mm256_setzero_si256();
+        for (size_t k = 1; k < n; k++) {
+            __m256 a = _mm256_loadu_ps(x + k * ld + j);
+            __m256 win = is_max ? _mm256_cmp_ps(a, b, _CMP_GT_OQ) : _mm256_cmp_ps(a, b, _CMP_LT_OQ);
+            if (last)
+                win = _mm256_or_ps(win, _mm256_cmp_ps(a, b, _CMP_EQ_OQ));
+            b = _mm256_blendv_ps(b, a, win);
+            idx = _mm256_castps_si256(_mm256_blendv_ps(
+                _mm256_castsi256_ps(idx), _mm256_castsi256_ps(_mm256_set1_epi32((int)k)), win));
+        }
+        int32_t r[8];
+        _mm256_storeu_si256((__m256i *)(void *)r, idx);
+        for (int l = 0; l < 8; l++)
+            y[j + (size_t)l] = r[l];
+    }
+    for (; j < cols; j++) {
+        int64_t best = 0;
+        for (size_t k = 1; k < n; k++) {
+            float a = x[k * ld + j], bb = x[(size_t)best * ld + j];
+            int better = is_max ? (a > bb) : (a < bb);
+            if (better || (last && a == bb))
+                best = (int64_t)k;
+        }
+        y[j] = best;
+    }
+}
