@@ -11,6 +11,9 @@ NNF_BIN = os.environ.get("NNF_BIN", str(ROOT / "build" / "nnfuse"))
 # a model keeps NCHW, so tests of the plan's structure (blocked ops, fused nodes, buffers shared
 # through a reorder) check their results but not that structure.
 BLOCKED = os.environ.get("NNF_ISA", "").strip().lower() != "scalar"
+# The suffixes a planned element-wise kernel's name may end in: the tier in force (the machine's
+# widest vector tier unless NNF_ISA names another).
+TIER_SUFFIXES = ("scalar",) if not BLOCKED else ("avx2", "avx512")
 
 
 def model_of(graph, opset=17, *domains):
