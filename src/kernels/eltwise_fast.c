@@ -5,6 +5,7 @@
 #include "kernels/eltwise_fast.h"
 
 #include "kernels/ref/activation.h"
+#include "ops/reduce.h"
 #include "ops/tensor_common.h"
 
 #include <math.h>
@@ -125,6 +126,36 @@ static void softmax_scalar(const float *x, float *y, size_t rows, size_t n, int 
         softmax_row_scalar(x + r * n, y + r * n, n, log);
 }
 
+/* softmax_row_scalar's formulas on a line ld apart (exported for the vector
+ * tiers' tail positions) */
+void nnf_ew_softmax_line_scalar(const float *x, float *y, size_t n, size_t ld, int log) {
+    float m = -INFINITY;
+    for (size_t i = 0; i < n; i++)
+        m = x[i * ld] > m ? x[i * ld] : m;
+    double s = 0.0;
+    if (log) {
+        for (size_t i = 0; i < n; i++)
+            s += expf(x[i * ld] - m);
+        float lse = (float)logf((float)s);
+        for (size_t i = 0; i < n; i++)
+            y[i * ld] = x[i * ld] - m - lse;
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        y[i * ld] = expf(x[i * ld] - m);
+        s += y[i * ld];
+    }
+    float inv = (float)(1.0 / s);
+    for (size_t i = 0; i < n; i++)
+        y[i * ld] *= inv;
+}
+
+static void softmax_cols_scalar(const float *x, float *y, size_t n, size_t ld, size_t cols,
+                                int log) {
+    for (size_t j = 0; j < cols; j++)
+        nnf_ew_softmax_line_scalar(x + j, y + j, n, ld, log);
+}
+
 /* The reference's statistics (ref/norm.c): the mean and 1 / sqrt(var + eps)
  * in double, two passes. */
 static double moments(const float *x, size_t n, float eps, double *inv) {
@@ -191,6 +222,32 @@ static float min_scalar(const float *x, size_t n) {
         m = x[i] < m ? x[i] : m;
     }
     return m;
+}
+
+/* One position's reduction along a line ld apart (nnf_reduce_kind: sum,
+ * mean, max, min): the row kernels' rules (exported for the vector tiers'
+ * tail positions). */
+float nnf_ew_reduce_line_scalar(const float *x, size_t n, size_t ld, int kind) {
+    if (kind == NNF_REDUCE_SUM || kind == NNF_REDUCE_MEAN) {
+        double s = 0.0;
+        for (size_t i = 0; i < n; i++)
+            s += x[i * ld];
+        return (float)(kind == NNF_REDUCE_MEAN ? s / (double)n : s);
+    }
+    float m = kind == NNF_REDUCE_MAX ? -INFINITY : INFINITY;
+    for (size_t i = 0; i < n; i++) {
+        float v = x[i * ld];
+        if (v != v)
+            return v;
+        m = kind == NNF_REDUCE_MAX ? (v > m ? v : m) : (v < m ? v : m);
+    }
+    return m;
+}
+
+static void reduce_cols_scalar(const float *x, size_t n, size_t ld, size_t cols, int kind,
+                               float *y) {
+    for (size_t j = 0; j < cols; j++)
+        y[j] = nnf_ew_reduce_line_scalar(x + j, n, ld, kind);
 }
 
 void nnf_pool_span_scalar(const nnf_pool_span *s, const float *x, float *y, size_t n) {
@@ -267,9 +324,11 @@ static const nnf_ew_kernels k_scalar = {
     .binary = binary_scalar,
     .affine = affine_scalar,
     .softmax = softmax_scalar,
+    .softmax_cols = softmax_cols_scalar,
     .layernorm = layernorm_scalar,
     .groupnorm = groupnorm_scalar,
     .sum = sum_scalar,
+    .reduce_cols = reduce_cols_scalar,
     .max = max_scalar,
     .min = min_scalar,
     .pool_span = nnf_pool_span_scalar,
@@ -287,9 +346,11 @@ static const nnf_ew_kernels k_avx2 = {
     .binary = nnf_ew_binary_avx2,
     .affine = nnf_ew_affine_avx2,
     .softmax = nnf_ew_softmax_avx2,
+    .softmax_cols = nnf_ew_softmax_cols_avx2,
     .layernorm = nnf_ew_layernorm_avx2,
     .groupnorm = nnf_ew_groupnorm_avx2,
     .sum = nnf_ew_sum_avx2,
+    .reduce_cols = nnf_ew_reduce_cols_avx2,
     .max = nnf_ew_max_avx2,
     .min = nnf_ew_min_avx2,
     .pool_span = nnf_pool_span_avx2,
@@ -309,9 +370,11 @@ static const nnf_ew_kernels k_avx512 = {
     .binary = nnf_ew_binary_avx512,
     .affine = nnf_ew_affine_avx512,
     .softmax = nnf_ew_softmax_avx512,
+    .softmax_cols = nnf_ew_softmax_cols_avx2,
     .layernorm = nnf_ew_layernorm_avx2,
     .groupnorm = nnf_ew_groupnorm_avx2,
     .sum = nnf_ew_sum_avx512,
+    .reduce_cols = nnf_ew_reduce_cols_avx2,
     .max = nnf_ew_max_avx2,
     .min = nnf_ew_min_avx2,
     .pool_span = nnf_pool_span_avx2,

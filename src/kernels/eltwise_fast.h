@@ -97,6 +97,9 @@ typedef struct nnf_ew_kernels {
     void (*affine)(const float *x, float *y, size_t n, float a, float b);
     /* rows of n > 0 values, one after another; log selects LogSoftmax */
     void (*softmax)(const float *x, float *y, size_t rows, size_t n, int log);
+    /* the same along an inner axis: `cols` positions side by side, value k
+     * of position j at x[k * ld + j] (and y[k * ld + j]) */
+    void (*softmax_cols)(const float *x, float *y, size_t n, size_t ld, size_t cols, int log);
     /* one row of n > 0 values: y = (x - mean) / sqrt(var + eps) * scale + bias
      * (bias may be NULL); mean/inv_std receive the statistics when non-NULL */
     void (*layernorm)(const float *x, float *y, size_t n, const float *scale, const float *bias,
@@ -109,6 +112,10 @@ typedef struct nnf_ew_kernels {
                       const float *bias, size_t step, float eps);
     /* sum in float blocks of 256 carried in double */
     double (*sum)(const float *x, size_t n);
+    /* ReduceSum / Mean / Max / Min (kind: nnf_reduce_kind) along an inner
+     * axis: `cols` positions side by side, value k of position j at
+     * x[k * ld + j], into y[j]; sums in double, the first NaN wins Max/Min */
+    void (*reduce_cols)(const float *x, size_t n, size_t ld, size_t cols, int kind, float *y);
     /* max of n > 0 values; nan_wins = 0 skips NaNs (GlobalMaxPool), 1 returns
      * NaN when any is NaN (ReduceMax) */
     float (*max)(const float *x, size_t n, int nan_wins);
@@ -140,6 +147,10 @@ void nnf_ew_binary_avx2(nnf_ew_binop op, nnf_ew_mode mode, const float *a, const
                         size_t n);
 void nnf_ew_affine_avx2(const float *x, float *y, size_t n, float a, float b);
 void nnf_ew_softmax_avx2(const float *x, float *y, size_t rows, size_t n, int log);
+void nnf_ew_softmax_cols_avx2(const float *x, float *y, size_t n, size_t ld, size_t cols, int log);
+void nnf_ew_softmax_line_scalar(const float *x, float *y, size_t n, size_t ld, int log);
+void nnf_ew_reduce_cols_avx2(const float *x, size_t n, size_t ld, size_t cols, int kind, float *y);
+float nnf_ew_reduce_line_scalar(const float *x, size_t n, size_t ld, int kind);
 void nnf_ew_groupnorm_avx2(const float *x, float *y, size_t segs, size_t len, const float *scale,
                            const float *bias, size_t step, float eps);
 void nnf_ew_layernorm_avx2(const float *x, float *y, size_t n, const float *scale,

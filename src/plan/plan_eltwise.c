@@ -26,6 +26,7 @@ typedef struct ew_state {
     nnf_ew_bcast bc;
     int kind;       /* softmax: log; reduce: nnf_reduce_kind */
     size_t rows, n; /* softmax / reduce: rows of n */
+    size_t inner;   /* softmax along an inner axis: n values inner apart (1: rows) */
     /* planned with shapes unknown at load (symbolic dims): the broadcast
      * pattern, or softmax's rows, come from the run's shapes */
     bool symbolic;
@@ -315,34 +316,57 @@ static size_t row_grain(size_t n) {
     return n >= GRAIN_FLOATS ? 1 : GRAIN_FLOATS / n;
 }
 
-/* The length of a softmax row over shape sh at axis (rank known), or 0 when
- * the fast kernel does not cover it (opset 13+: later axes of extent > 1). */
-static size_t softmax_row(const nnf_shape *sh, int axis, int coerce_2d) {
-    size_t n = 1;
-    for (int i = axis; i < sh->rank; i++) {
-        if (i > axis && !coerce_2d && sh->dims[i] != 1)
-            return 0;
-        n *= (size_t)sh->dims[i];
+/* Positions along an inner axis handled by one item (eight vectors). */
+#define SOFTMAX_COLS 64
+
+/* Along an inner axis: items of SOFTMAX_COLS positions of one outer index
+ * (s->rows outer indices, s->n values apart by s->inner). */
+static void softmax_cols(void *p, size_t first, size_t count) {
+    const rows_job *j = p;
+    const ew_state *s = j->s;
+    size_t blocks = (s->inner + SOFTMAX_COLS - 1) / SOFTMAX_COLS;
+    for (size_t it = first; it < first + count; it++) {
+        size_t o = it / blocks, c0 = it % blocks * SOFTMAX_COLS;
+        size_t cols = s->inner - c0 < SOFTMAX_COLS ? s->inner - c0 : SOFTMAX_COLS;
+        size_t off = o * s->n * s->inner + c0;
+        s->k->softmax_cols(j->x + off, j->y + off, s->n, s->inner, cols, s->kind);
     }
-    return n;
+}
+
+/* The split of a softmax over shape sh at axis (rank known): rows of *n
+ * (*inner 1: the axis and any later ones of extent 1, or every later axis
+ * where opset < 13 flattens them), else *n values *inner apart (an inner
+ * axis, opset 13+); *outer the rest. */
+static void softmax_split(const nnf_shape *sh, int axis, int coerce_2d, size_t *outer, size_t *n,
+                          size_t *inner) {
+    *outer = *inner = 1;
+    *n = (size_t)sh->dims[axis];
+    for (int i = 0; i < axis; i++)
+        *outer *= (size_t)sh->dims[i];
+    for (int i = axis + 1; i < sh->rank; i++)
+        *(coerce_2d ? n : inner) *= (size_t)sh->dims[i];
 }
 
 static nnf_status softmax_run(NNF_KERNEL_ARGS) {
     const ew_state *s = ctx->state;
     NNF_CHECK(check_same_numel(node, s, in[0], out[0]));
     ew_state at = *s;
-    if (s->symbolic) { /* rows from the run's shape */
+    if (s->symbolic) { /* the split from the run's shape */
         nnf_shape x = shape_of(in[0]);
-        at.n = x.rank > s->axis ? softmax_row(&x, s->axis, s->coerce_2d) : 0;
-        if (!at.n)
+        if (x.rank <= s->axis || !in[0]->numel)
             return run_reference(node, in, out, ctx);
-        at.rows = in[0]->numel / at.n;
+        softmax_split(&x, s->axis, s->coerce_2d, &at.rows, &at.n, &at.inner);
     }
-    if (at.rows * at.n != out[0]->numel)
-        return nnf_node_error(node, NNF_ERR_SHAPE, "%s: %zu elements, planned %zu rows of %zu",
-                              s->name, out[0]->numel, at.rows, at.n);
+    if (at.rows * at.n * at.inner != out[0]->numel)
+        return nnf_node_error(node, NNF_ERR_SHAPE, "%s: %zu elements, planned %zu x %zu x %zu",
+                              s->name, out[0]->numel, at.rows, at.n, at.inner);
     rows_job j = {&at, in[0]->data, out[0]->data};
-    nnf_ew_parallel_ranges(ctx->pool, at.rows, row_grain(at.n), softmax_rows, &j);
+    if (at.inner == 1) {
+        nnf_ew_parallel_ranges(ctx->pool, at.rows, row_grain(at.n), softmax_rows, &j);
+    } else {
+        size_t items = at.rows * ((at.inner + SOFTMAX_COLS - 1) / SOFTMAX_COLS);
+        nnf_ew_parallel_ranges(ctx->pool, items, row_grain(at.n * SOFTMAX_COLS), softmax_cols, &j);
+    }
     return NNF_OK;
 }
 
@@ -360,10 +384,6 @@ nnf_status nnf_plan_softmax(NNF_PLAN_ARGS) {
     if (p->axis < -sh->rank || p->axis >= sh->rank)
         return NNF_OK; /* the reference kernel reports it */
     axis = (int)(p->axis < 0 ? p->axis + sh->rank : p->axis);
-    /* opset 13+: only the last axis (later axes of extent 1) is a row */
-    size_t n = symbolic ? 0 : softmax_row(sh, axis, p->coerce_2d);
-    if (!symbolic && !n)
-        return NNF_OK;
     ew_state *s = state_new(node, &st);
     if (!s)
         return st;
@@ -371,13 +391,17 @@ nnf_status nnf_plan_softmax(NNF_PLAN_ARGS) {
     s->symbolic = symbolic;
     s->axis = axis;
     s->coerce_2d = p->coerce_2d;
-    s->n = n;
-    s->rows = symbolic ? 0 : (size_t)nnf_shape_numel(sh) / n;
-    snprintf(s->name, sizeof s->name, "f32_%s_lastaxis_%s", s->kind ? "logsoftmax" : "softmax",
+    if (!symbolic)
+        softmax_split(sh, axis, p->coerce_2d, &s->rows, &s->n, &s->inner);
+    snprintf(s->name, sizeof s->name, "f32_%s_%s_%s", s->kind ? "logsoftmax" : "softmax",
+             symbolic        ? "axis"
+             : s->inner == 1 ? "lastaxis"
+                             : "inneraxis",
              s->k->suffix);
     plan_set(plan, s, softmax_run);
-    /* per row: x read for the max (and sum), then y[i] written from x[i]
-     * (not where a symbolic plan may hand the run to the reference kernel) */
+    /* per row (or position): x read for the max (and sum), then y[i] written
+     * from x[i] (not where a symbolic plan may hand the run to the reference
+     * kernel) */
     plan->in_place_inputs = symbolic ? 0u : 1u;
     return NNF_OK;
 }
@@ -398,13 +422,31 @@ static void reduce_rows(void *p, size_t first, size_t count) {
     }
 }
 
+/* Along inner axes: items of SOFTMAX_COLS positions of one outer index. */
+static void reduce_cols(void *p, size_t first, size_t count) {
+    const rows_job *j = p;
+    const ew_state *s = j->s;
+    size_t blocks = (s->inner + SOFTMAX_COLS - 1) / SOFTMAX_COLS;
+    for (size_t it = first; it < first + count; it++) {
+        size_t o = it / blocks, c0 = it % blocks * SOFTMAX_COLS;
+        size_t cols = s->inner - c0 < SOFTMAX_COLS ? s->inner - c0 : SOFTMAX_COLS;
+        s->k->reduce_cols(j->x + o * s->n * s->inner + c0, s->n, s->inner, cols, s->kind,
+                          j->y + o * s->inner + c0);
+    }
+}
+
 static nnf_status reduce_run(NNF_KERNEL_ARGS) {
     const ew_state *s = ctx->state;
-    if (in[0]->dtype != NNF_DTYPE_FLOAT32 || in[0]->numel != s->rows * s->n ||
-        out[0]->numel != s->rows)
+    if (in[0]->dtype != NNF_DTYPE_FLOAT32 || in[0]->numel != s->rows * s->n * s->inner ||
+        out[0]->numel != s->rows * s->inner)
         return nnf_node_error(node, NNF_ERR_SHAPE, "%s: shapes do not match the plan", s->name);
     rows_job j = {s, in[0]->data, out[0]->data};
-    nnf_ew_parallel_ranges(ctx->pool, s->rows, row_grain(s->n), reduce_rows, &j);
+    if (s->inner == 1) {
+        nnf_ew_parallel_ranges(ctx->pool, s->rows, row_grain(s->n), reduce_rows, &j);
+    } else {
+        size_t items = s->rows * ((s->inner + SOFTMAX_COLS - 1) / SOFTMAX_COLS);
+        nnf_ew_parallel_ranges(ctx->pool, items, row_grain(s->n * SOFTMAX_COLS), reduce_cols, &j);
+    }
     return NNF_OK;
 }
 
@@ -432,17 +474,20 @@ nnf_status nnf_plan_reduce(NNF_PLAN_ARGS) {
         nnf_error_clear(); /* the reference kernel reports it when the node runs */
         return NNF_OK;
     }
-    /* the reduced axes (ignoring extent 1) must be a trailing block */
-    size_t n = 1;
+    /* the reduced axes (ignoring extent 1) must be one block: trailing (rows
+     * of n) or followed by kept axes (n values `inner` apart) */
+    size_t n = 1, inner = 1;
     int seen = 0;
     for (int i = 0; i < sh->rank; i++) {
         if (sh->dims[i] == 1)
             continue;
         if (mask[i]) {
+            if (inner > 1)
+                return NNF_OK; /* a second block */
             seen = 1;
             n *= (size_t)sh->dims[i];
         } else if (seen) {
-            return NNF_OK;
+            inner *= (size_t)sh->dims[i];
         }
     }
     ew_state *s = state_new(node, &st);
@@ -451,8 +496,10 @@ nnf_status nnf_plan_reduce(NNF_PLAN_ARGS) {
     static const char *names[] = {"sum", "mean", "max", "min"};
     s->kind = (int)p->kind;
     s->n = n;
-    s->rows = (size_t)nnf_shape_numel(sh) / n;
-    snprintf(s->name, sizeof s->name, "f32_reduce_%s_lastaxes_%s", names[p->kind], s->k->suffix);
+    s->inner = inner;
+    s->rows = (size_t)nnf_shape_numel(sh) / (n * inner);
+    snprintf(s->name, sizeof s->name, "f32_reduce_%s_%s_%s", names[p->kind],
+             inner == 1 ? "lastaxes" : "inneraxes", s->k->suffix);
     plan_set(plan, s, reduce_run);
     return NNF_OK;
 }

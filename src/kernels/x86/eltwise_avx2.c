@@ -7,6 +7,7 @@
 #include "kernels/vmath.h"
 #include "kernels/x86/transpose_avx2.h"
 #include "kernels/x86/vmath_avx2.h"
+#include "ops/reduce.h"
 
 #include <math.h>
 #include <string.h>
@@ -431,6 +432,81 @@ static void softmax_row(const float *x, float *y, size_t n, int log) {
 void nnf_ew_softmax_avx2(const float *x, float *y, size_t rows, size_t n, int log) {
     for (size_t r = 0; r < rows; r++)
         softmax_row(x + r * n, y + r * n, n, log);
+}
+
+/* Along an inner axis, eight positions a vector: the max over the axis
+ * (maxps passes over NaNs, as the row kernel's max does), the exponentials
+ * stored and summed (Softmax) or summed (LogSoftmax), then the scaling or
+ * (x - max) - log(sum); the tail positions take the scalar formulas. */
+void nnf_ew_softmax_cols_avx2(const float *x, float *y, size_t n, size_t ld, size_t cols, int log) {
+    size_t j = 0;
+    for (; j + 8 <= cols; j += 8) {
+        __m256 m = _mm256_set1_ps(-INFINITY);
+        for (size_t k = 0; k < n; k++)
+            m = _mm256_max_ps(_mm256_loadu_ps(x + k * ld + j), m);
+        __m256 s = _mm256_setzero_ps();
+        for (size_t k = 0; k < n; k++) {
+            __m256 e = exp8_nonpos(_mm256_sub_ps(_mm256_loadu_ps(x + k * ld + j), m));
+            if (!log)
+                _mm256_storeu_ps(y + k * ld + j, e);
+            s = _mm256_add_ps(s, e);
+        }
+        if (!log) {
+            const __m256 inv = _mm256_div_ps(_mm256_set1_ps(1.0f), s);
+            for (size_t k = 0; k < n; k++)
+                _mm256_storeu_ps(y + k * ld + j,
+                                 _mm256_mul_ps(_mm256_loadu_ps(y + k * ld + j), inv));
+            continue;
+        }
+        float sums[8];
+        _mm256_storeu_ps(sums, s);
+        for (int l = 0; l < 8; l++)
+            sums[l] = logf(sums[l]);
+        const __m256 ls = _mm256_loadu_ps(sums);
+        for (size_t k = 0; k < n; k++)
+            _mm256_storeu_ps(y + k * ld + j,
+                             _mm256_sub_ps(_mm256_sub_ps(_mm256_loadu_ps(x + k * ld + j), m), ls));
+    }
+    for (; j < cols; j++)
+        nnf_ew_softmax_line_scalar(x + j, y + j, n, ld, log);
+}
+
+/* Reductions along an inner axis, eight positions a vector: sums in two
+ * vectors of doubles (as the row kernels carry them), Max / Min taking a
+ * value that compares better or is the first NaN; the tail positions take
+ * the scalar rules. */
+void nnf_ew_reduce_cols_avx2(const float *x, size_t n, size_t ld, size_t cols, int kind, float *y) {
+    size_t j = 0;
+    for (; j + 8 <= cols; j += 8) {
+        if (kind == NNF_REDUCE_SUM || kind == NNF_REDUCE_MEAN) {
+            __m256d lo = _mm256_setzero_pd(), hi = lo;
+            for (size_t k = 0; k < n; k++) {
+                __m256 v = _mm256_loadu_ps(x + k * ld + j);
+                lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
+                hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
+            }
+            if (kind == NNF_REDUCE_MEAN) {
+                const __m256d inv = _mm256_set1_pd((double)n);
+                lo = _mm256_div_pd(lo, inv);
+                hi = _mm256_div_pd(hi, inv);
+            }
+            _mm256_storeu_ps(y + j, _mm256_set_m128(_mm256_cvtpd_ps(hi), _mm256_cvtpd_ps(lo)));
+            continue;
+        }
+        int is_max = kind == NNF_REDUCE_MAX;
+        __m256 m = _mm256_loadu_ps(x + j);
+        for (size_t k = 1; k < n; k++) {
+            __m256 v = _mm256_loadu_ps(x + k * ld + j);
+            __m256 better =
+                is_max ? _mm256_cmp_ps(v, m, _CMP_GT_OQ) : _mm256_cmp_ps(v, m, _CMP_LT_OQ);
+            __m256 first_nan = _mm256_andnot_ps(_mm256_cmp_ps(m, m, _CMP_UNORD_Q),
+                                                _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+            m = _mm256_blendv_ps(m, v, _mm256_or_ps(better, first_nan));
+        }
+        _mm256_storeu_ps(y + j, m);
+    }
+    for (; j < cols; j++)
+        y[j] = nnf_ew_reduce_line_scalar(x + j, n, ld, kind);
 }
 
 /* ---- transpose ------------------------------------------------------------------------ */
