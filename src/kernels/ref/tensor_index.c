@@ -62,16 +62,29 @@ nnf_status nnf_gather_elements_ref(NNF_KERNEL_ARGS) {
     size_t es = nnf_dtype_size(x->dtype);
     const uint8_t *src = x->data;
     uint8_t *dst = out[0]->data;
-    int64_t d = x->dims[axis];
-    for (size_t i = 0; i < idx->numel; i++) {
-        int64_t v = nnf_read_index(idx->dtype, idx->data, (int64_t)i), k;
-        if (!norm_index(v, d, &k))
-            return bad_index(node, v, d);
-        int64_t off = 0;
-        for (int a = 0; a < r; a++)
-            off += (a == axis ? k : pos[a]) * xs[a];
-        memcpy(dst + i * es, src + (size_t)off * es, es);
-        for (int a = r - 1; a >= 0 && ++pos[a] == idx->dims[a]; a--)
+    int64_t d = x->dims[axis], inner = idx->dims[r - 1];
+    if (!idx->numel)
+        return NNF_OK;
+    /* a row of the indices' last axis at a time: the other axes' offset
+     * once per row */
+    const int64_t *i64 = idx->dtype == NNF_DTYPE_INT64 ? idx->data : NULL;
+    for (size_t i = 0; i < idx->numel; i += (size_t)inner) {
+        int64_t base = 0;
+        for (int a = 0; a < r - 1; a++)
+            base += a == axis ? 0 : pos[a] * xs[a];
+        for (int64_t j = 0; j < inner; j++) {
+            int64_t v = i64 ? i64[i + (size_t)j]
+                            : nnf_read_index(idx->dtype, idx->data, (int64_t)i + j),
+                    k;
+            if (!norm_index(v, d, &k))
+                return bad_index(node, v, d);
+            size_t off = (size_t)(base + k * xs[axis] + (axis == r - 1 ? 0 : j));
+            if (es == 4)
+                memcpy(dst + (i + (size_t)j) * 4, src + off * 4, 4);
+            else
+                memcpy(dst + (i + (size_t)j) * es, src + off * es, es);
+        }
+        for (int a = r - 2; a >= 0 && ++pos[a] == idx->dims[a]; a--)
             pos[a] = 0;
     }
     return NNF_OK;
