@@ -239,6 +239,7 @@ nnf_status nnf_plan_softmax(NNF_PLAN_ARGS);
 nnf_status nnf_plan_reduce(NNF_PLAN_ARGS);
 nnf_status nnf_plan_transpose(NNF_PLAN_ARGS);
 nnf_status nnf_plan_cast(NNF_PLAN_ARGS);
+nnf_status nnf_plan_split(NNF_PLAN_ARGS);
 nnf_status nnf_plan_argminmax(NNF_PLAN_ARGS);
 nnf_status nnf_plan_concat(NNF_PLAN_ARGS);
 nnf_status nnf_plan_slice(NNF_PLAN_ARGS);

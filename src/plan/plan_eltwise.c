@@ -929,6 +929,76 @@ nnf_status nnf_plan_concat(NNF_PLAN_ARGS) {
     return NNF_OK;
 }
 
+/* ---- Split ------------------------------------------------------------------------ */
+
+/* The input as rows of xrow bytes, output i taking bytes [off[i], off[i+1])
+ * of each; a job copies the pieces of the input's bytes [first, end). */
+typedef struct split_job {
+    nnf_buf *const *out;
+    int n;
+    const char *x;
+    size_t xrow;
+    const size_t *off;
+} split_job;
+
+static void split_range(void *p, size_t first, size_t count) {
+    const split_job *j = p;
+    size_t end = first + count;
+    for (size_t o = first / j->xrow; o * j->xrow < end; o++)
+        for (int i = 0; i < j->n; i++) {
+            size_t a = o * j->xrow + j->off[i], b = o * j->xrow + j->off[i + 1];
+            a = a > first ? a : first;
+            b = b < end ? b : end;
+            if (a < b && j->out[i])
+                memcpy((char *)j->out[i]->data + o * (j->off[i + 1] - j->off[i]) +
+                           (a - o * j->xrow - j->off[i]),
+                       j->x + a, b - a);
+        }
+}
+
+static nnf_status split_run(NNF_KERNEL_ARGS) {
+    const nnf_split_params *p = node->params;
+    const nnf_buf *x = in[0];
+    int axis;
+    NNF_CHECK(nnf_norm_axis(node, p->axis, x->rank, &axis));
+    size_t es = nnf_dtype_size(x->dtype), outer = 1, inner = 1, stack[17], *off = stack;
+    for (int i = 0; i < axis; i++)
+        outer *= (size_t)x->dims[i];
+    for (int i = axis + 1; i < x->rank; i++)
+        inner *= (size_t)x->dims[i];
+    if (node->n_outputs + 1 > 17 && !(off = nnf_calloc((size_t)node->n_outputs + 1, sizeof *off)))
+        return nnf_node_error(node, NNF_ERR_OUT_OF_MEMORY, "out of memory");
+    nnf_status st = NNF_OK;
+    size_t xrow = (size_t)x->dims[axis] * inner * es;
+    off[0] = 0;
+    for (int i = 0; i < node->n_outputs; i++) {
+        const nnf_buf *y = nnf_kout(node, out, i);
+        off[i + 1] = off[i] + (y ? (size_t)y->dims[axis] * inner * es : 0);
+        if (off[i + 1] > xrow) {
+            st = nnf_node_error(node, NNF_ERR_INTERNAL, "outputs exceed the input");
+            goto fail;
+        }
+    }
+    split_job j = {out, node->n_outputs, x->data, xrow, off};
+    if (xrow && outer)
+        nnf_ew_parallel_ranges(ctx->pool, outer * xrow, GRAIN_BYTES, split_range, &j);
+fail:
+    if (off != stack)
+        nnf_free(off);
+    return st;
+}
+
+/* Split copies pieces of rows, in parallel over the input's bytes (the run's
+ * extents: symbolic shapes too). */
+nnf_status nnf_plan_split(NNF_PLAN_ARGS) {
+    (void)out;
+    if (!node->params || !in[0].present || in[0].shape.rank < 1 || !nnf_dtype_size(in[0].dtype))
+        return NNF_OK;
+    plan->name = "split_memcpy";
+    plan->run = split_run;
+    return NNF_OK;
+}
+
 /* ---- SliceAssign (ops/slice_assign.c) ----------------------------------------------- */
 
 static nnf_status slice_assign_run(NNF_KERNEL_ARGS) {

@@ -102,6 +102,25 @@ def test_concat_split_dtypes(dtype):
           n_outputs=3, attrs={"axis": 1}, consts={"s"})
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.int8, np.float64], ids=lambda d: np.dtype(d).name)
+def test_split_plan_in_parallel(dtype, tmp_path):
+    """Split copies pieces of rows in parallel over the input's bytes (ranges that cut rows and
+    outputs anywhere, an empty output among them), on 2 threads, known and symbolic extents."""
+    x = rand((3, 257, 301), dtype)
+    for axis, parts in ((1, [100, 0, 157]), (2, [1, 150, 150]), (0, [2, 1]), (-1, [301])):
+        ins = [("x", x), ("s", np.array(parts, np.int64))]
+        want = np.split(x, np.cumsum(parts)[:-1], axis=axis)
+        for dyn in (None, {"x": ["a", "b", "c"]}):
+            model = make_model("Split", ins, n_outputs=len(parts), attrs={"axis": axis}, consts={"s"},
+                               dyn_shapes=dyn)
+            got = nnfuse.Session(nnfuse.Model(model), threads=2).run({"x": x})
+            for i, w in enumerate(want):
+                assert np.array_equal(got[f"y{i}"], w), (axis, parts, i)
+    path = tmp_path / "split.onnx"
+    path.write_bytes(make_model("Split", ins, n_outputs=1, attrs={"axis": -1}, consts={"s"}))
+    assert next(e["args"]["kernel"] for e in profile_nodes(path, "--iterations", 1)) == "split_memcpy"
+
+
 def test_split_num_outputs_uneven():
     check("Split", [("x", rand((3, 7)))], n_outputs=3, attrs={"axis": 1, "num_outputs": 3})
 
