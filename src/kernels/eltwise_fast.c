@@ -295,8 +295,9 @@ static void from_f16_scalar(const uint16_t *x, float *y, size_t n) {
         y[i] = nnf_f16_to_f32(x[i]);
 }
 
-/* The reference's loop (kernels/ref/reduce.c), on a strided line. */
-static int64_t arg_line(const float *x, size_t n, size_t ld, int is_max, int last) {
+/* The reference's loop (kernels/ref/reduce.c), on a strided line (exported
+ * for the vector tiers' tail positions). */
+int64_t nnf_ew_arg_line_scalar(const float *x, size_t n, size_t ld, int is_max, int last) {
     int64_t best = 0;
     for (size_t k = 1; k < n; k++) {
         float a = x[k * ld], b = x[(size_t)best * ld];
@@ -308,13 +309,13 @@ static int64_t arg_line(const float *x, size_t n, size_t ld, int is_max, int las
 }
 
 static int64_t arg_row_scalar(const float *x, size_t n, int is_max, int last) {
-    return arg_line(x, n, 1, is_max, last);
+    return nnf_ew_arg_line_scalar(x, n, 1, is_max, last);
 }
 
 static void arg_cols_scalar(const float *x, size_t n, size_t ld, size_t cols, int is_max, int last,
                             int64_t *y) {
     for (size_t j = 0; j < cols; j++)
-        y[j] = arg_line(x + j, n, ld, is_max, last);
+        y[j] = nnf_ew_arg_line_scalar(x + j, n, ld, is_max, last);
 }
 
 static const nnf_ew_kernels k_scalar = {

@@ -151,6 +151,7 @@ void nnf_ew_softmax_cols_avx2(const float *x, float *y, size_t n, size_t ld, siz
 void nnf_ew_softmax_line_scalar(const float *x, float *y, size_t n, size_t ld, int log);
 void nnf_ew_reduce_cols_avx2(const float *x, size_t n, size_t ld, size_t cols, int kind, float *y);
 float nnf_ew_reduce_line_scalar(const float *x, size_t n, size_t ld, int kind);
+int64_t nnf_ew_arg_line_scalar(const float *x, size_t n, size_t ld, int is_max, int last);
 void nnf_ew_groupnorm_avx2(const float *x, float *y, size_t segs, size_t len, const float *scale,
                            const float *bias, size_t step, float eps);
 void nnf_ew_layernorm_avx2(const float *x, float *y, size_t n, const float *scale,

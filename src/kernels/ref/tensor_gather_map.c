@@ -92,10 +92,6 @@ static void copy_strided(uint8_t *o, const uint8_t *s, int64_t len, int64_t step
             memcpy(o + (size_t)done * es, o, (size_t)n * es);
             done += n;
         }
-    } else if (es == 4) {
-        uint32_t *d = (uint32_t *)(void *)o;
-        for (int64_t i = 0; i < len; i++)
-            memcpy(d + i, s + i * step * 4, 4);
     } else {
         for (int64_t i = 0; i < len; i++)
             nnf_copy_elem(o + (size_t)i * es, s + i * step * (int64_t)es, es);

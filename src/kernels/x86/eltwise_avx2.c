@@ -594,7 +594,8 @@ int64_t nnf_ew_arg_row_avx2(const float *x, size_t n, int is_max, int last) {
 }
 
 /* Eight positions a vector: each lane is the reference's loop on its own
- * line (strictly better, or equal with last; NaN compares false). */
+ * line (strictly better, or equal with last; NaN compares false); the tail
+ * positions run that loop. */
 void nnf_ew_arg_cols_avx2(const float *x, size_t n, size_t ld, size_t cols, int is_max, int last,
                           int64_t *y) {
     size_t j = 0;
@@ -615,14 +616,6 @@ void nnf_ew_arg_cols_avx2(const float *x, size_t n, size_t ld, size_t cols, int 
         for (int l = 0; l < 8; l++)
             y[j + (size_t)l] = r[l];
     }
-    for (; j < cols; j++) {
-        int64_t best = 0;
-        for (size_t k = 1; k < n; k++) {
-            float a = x[k * ld + j], bb = x[(size_t)best * ld + j];
-            int better = is_max ? (a > bb) : (a < bb);
-            if (better || (last && a == bb))
-                best = (int64_t)k;
-        }
-        y[j] = best;
-    }
+    for (; j < cols; j++)
+        y[j] = nnf_ew_arg_line_scalar(x + j, n, ld, is_max, last);
 }
