@@ -295,6 +295,57 @@ def test_topk_nan_ranks_largest(dtype, largest):
             np.testing.assert_array_equal(got["y0"][r], x[r][order])
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.uint8], ids=lambda d: np.dtype(d).name)
+def test_gather_elements_rows_in_parallel(dtype, tmp_path):
+    """GatherElements' rows split over 2 threads, on every axis, indices shorter than the data
+    off the axis, negative ones, int32 and int64, known and symbolic extents; an index out of
+    range is reported as the reference kernel reports it (the first one), not by a thread."""
+    x = rand((5, 301, 67), dtype)
+    for axis, ishape in ((0, (7, 300, 67)), (1, (5, 400, 60)), (2, (4, 301, 9)), (-1, (5, 299, 1))):
+        d = x.shape[axis]
+        idx = RNG.integers(-d, d, ishape)
+        part = x[tuple(slice(0, n) if a != axis % 3 else slice(None) for a, n in enumerate(ishape))]
+        want = np.take_along_axis(part, np.where(idx < 0, idx + d, idx), axis)
+        for itype in (np.int64, np.int32):
+            for dyn in (None, {"x": ["a", "b", "c"], "i": ["p", "q", "r"]}):
+                model = make_model("GatherElements", [("x", x), ("i", idx.astype(itype))],
+                                   attrs={"axis": axis}, dyn_shapes=dyn)
+                got = nnfuse.Session(nnfuse.Model(model), threads=2).run({"x": x, "i": idx.astype(itype)})
+                assert np.array_equal(got["y0"], want), (axis, itype, dyn)
+    idx = RNG.integers(0, 67, (5, 301, 20))
+    idx[3, 7, 2], idx[4, 0, 1] = 67, -68
+    model = make_model("GatherElements", [("x", x), ("i", idx)], attrs={"axis": 2})
+    with pytest.raises(nnfuse.NnfError, match="GatherElements.*index 67 is out of range for extent 67"):
+        nnfuse.Session(nnfuse.Model(model), threads=2).run({"x": x, "i": idx})
+    path = tmp_path / "ge.onnx"
+    path.write_bytes(make_model("GatherElements", [("x", x), ("i", idx % 67)], attrs={"axis": 2}))
+    assert next(e["args"]["kernel"] for e in profile_nodes(path, "--iterations", 1)) == "gather_elements_rows"
+
+
+@pytest.mark.parametrize("k", [1, 5, 256, 300])
+def test_topk_rows_in_parallel(k, tmp_path):
+    """TopK's rows split over 2 threads, along the last axis and an inner one, largest and
+    smallest, with ties (ranked by the lower index), known and symbolic extents."""
+    x = RNG.integers(-200, 200, (3, 40, 700)).astype(np.float32)
+    idx = np.arange(700)
+    for axis, data in ((-1, x), (1, np.ascontiguousarray(x.transpose(0, 2, 1)))):
+        for largest in (1, 0):
+            for dyn in (None, {"x": ["a", "b", "c"]}):
+                model = make_model("TopK", [("x", data), ("k", np.array([k], np.int64))], n_outputs=2,
+                                   attrs={"axis": axis, "largest": largest}, consts={"k"}, dyn_shapes=dyn)
+                got = nnfuse.Session(nnfuse.Model(model), threads=2).run({"x": data})
+                rows = np.moveaxis(data, axis, -1).reshape(-1, 700)
+                order = np.stack([np.lexsort((idx, -r if largest else r))[:k] for r in rows])
+                shape = np.moveaxis(data, axis, -1).shape[:-1] + (k,)
+                assert np.array_equal(np.moveaxis(got["y1"], axis, -1), order.reshape(shape)), (axis, largest)
+                assert np.array_equal(np.moveaxis(got["y0"], axis, -1),
+                                      np.take_along_axis(rows, order, 1).reshape(shape))
+    path = tmp_path / "topk.onnx"
+    path.write_bytes(make_model("TopK", [("x", x), ("k", np.array([k], np.int64))], n_outputs=2,
+                                consts={"k"}))
+    assert next(e["args"]["kernel"] for e in profile_nodes(path, "--iterations", 1)) == "top_k_rows"
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64, np.bool_], ids=lambda d: np.dtype(d).name)
 def test_trilu_rows(dtype):
     """Each row kept and zeroed as two pieces, diagonals k from below the matrix to past it."""

@@ -33,4 +33,19 @@ void nnf_gather_map_run(const nnf_gather_map *m, void *dst, const void *src, siz
 double nnf_load_f64(nnf_dtype t, const void *p, size_t i);
 void nnf_store_f64(nnf_dtype t, void *p, size_t i, double v);
 
+/* Row ranges of the indexing kernels (tensor_index.c), so that a plan can run
+ * them in parallel; the reference kernels run every row. A row is one line of
+ * the operator's axis: GatherElements' rows are the indices' last axis, TopK's
+ * the lines along its axis (outer * inner of them). The row functions write
+ * no messages: the caller reports the out-of-range index in *bad (against
+ * x's extent on the axis) or TopK's allocation failure (k over 256 only). */
+nnf_status nnf_index_error(const nnf_node *node, int64_t v, int64_t d);
+nnf_status nnf_gather_elements_check(const nnf_node *node, const nnf_buf *x, const nnf_buf *idx,
+                                     int *axis);
+bool nnf_gather_elements_rows(const nnf_buf *x, const nnf_buf *idx, nnf_buf *y, int axis,
+                              size_t first, size_t count, int64_t *bad);
+nnf_status nnf_top_k_check(const nnf_node *node, const nnf_buf *x, const nnf_buf *vals, int *axis);
+bool nnf_top_k_rows(const nnf_buf *x, nnf_buf *vals, nnf_buf *inds, int axis, bool largest,
+                    size_t first, size_t count);
+
 #endif
