@@ -3,6 +3,7 @@
  * the reference formulas (activation.h) so the scalar tier is exact for the
  * element-wise ops; -O2 vectorises the simple loops for SSE2. */
 #include "kernels/eltwise_fast.h"
+#include "kernels/stream.h"
 
 #include "kernels/ref/activation.h"
 #include "ops/reduce.h"
@@ -530,21 +531,50 @@ void nnf_ew_parallel_ranges(nnf_threadpool *pool, size_t n, size_t grain, nnf_ew
  * more than the hand-off, small enough that two cores share a 1 MB tensor. */
 #define EW_GRAIN 16384
 
+/* A driver's work on items [first, first + count), written to y (the
+ * output's element `first`). */
+typedef void (*ew_block_fn)(const void *job, size_t first, size_t count, float *y);
+
+/* blk over [first, first + count) of the output `out`: straight into it, or
+ * for a streamed output (kernels/stream.h) a block at a time into a buffer
+ * in L1, copied out with streaming stores. */
+static void ew_blocks(ew_block_fn blk, const void *job, float *out, bool stream, size_t first,
+                      size_t count) {
+    if (!stream) {
+        blk(job, first, count, out + first);
+        return;
+    }
+    _Alignas(64) float buf[NNF_STREAM_BLOCK];
+    for (size_t done = 0; done < count;) {
+        size_t c = count - done < NNF_STREAM_BLOCK ? count - done : NNF_STREAM_BLOCK;
+        blk(job, first + done, c, buf);
+        nnf_stream_copy(out + first + done, buf, c * sizeof(float));
+        done += c;
+    }
+    nnf_stream_fence();
+}
+
 typedef struct unary_job {
     const nnf_ew_kernels *k;
     const nnf_ew_unary *u;
     const float *x;
     float *y;
+    bool stream;
 } unary_job;
+
+static void unary_block(const void *p, size_t first, size_t count, float *y) {
+    const unary_job *j = p;
+    j->k->unary(j->u, j->x + first, y, count);
+}
 
 static void unary_range(void *p, size_t first, size_t count) {
     const unary_job *j = p;
-    j->k->unary(j->u, j->x + first, j->y + first, count);
+    ew_blocks(unary_block, j, j->y, j->stream, first, count);
 }
 
 void nnf_ew_unary_run(const nnf_ew_kernels *k, const nnf_ew_unary *u, const float *x, float *y,
                       size_t n, nnf_threadpool *pool) {
-    unary_job j = {k, u, x, y};
+    unary_job j = {k, u, x, y, y != x && nnf_stream_output(n * sizeof *y)};
     nnf_ew_parallel_ranges(pool, n, EW_GRAIN, unary_range, &j);
 }
 
@@ -554,16 +584,17 @@ typedef struct binary_job {
     const nnf_ew_bcast *bc;
     const float *a, *b;
     float *y;
+    bool stream;
 } binary_job;
 
-static void binary_range(void *p, size_t first, size_t count) {
+static void binary_block(const void *p, size_t first, size_t count, float *out) {
     const binary_job *j = p;
     const nnf_ew_bcast *bc = j->bc;
-    size_t end = first + count;
+    size_t start = first, end = first + count;
     while (first < end) {
         size_t row = first / bc->inner, col = first % bc->inner;
         size_t len = bc->inner - col < end - first ? bc->inner - col : end - first;
-        float *y = j->y + first;
+        float *y = out + (first - start);
         const float *small = bc->small_is_a ? j->a : j->b;
         const float *big = (bc->small_is_a ? j->b : j->a) + first;
         switch (bc->kind) {
@@ -591,11 +622,17 @@ static void binary_range(void *p, size_t first, size_t count) {
     }
 }
 
+static void binary_range(void *p, size_t first, size_t count) {
+    const binary_job *j = p;
+    ew_blocks(binary_block, j, j->y, j->stream, first, count);
+}
+
 void nnf_ew_binary_run(const nnf_ew_kernels *k, nnf_ew_binop op, const nnf_ew_bcast *bc,
                        const float *a, const float *b, float *y, nnf_threadpool *pool) {
     if (bc->kind == NNF_EWBC_NONE || bc->inner == 0)
         return;
-    binary_job j = {k, op, bc, a, b, y};
+    binary_job j = {
+        k, op, bc, a, b, y, y != a && y != b && nnf_stream_output(bc->numel * sizeof *y)};
     nnf_ew_parallel_ranges(pool, bc->numel, EW_GRAIN, binary_range, &j);
 }
 
@@ -604,18 +641,24 @@ typedef struct affine_job {
     const float *x, *a, *b;
     float *y;
     size_t inner, c;
+    bool stream;
 } affine_job;
 
-static void affine_range(void *p, size_t first, size_t count) {
+static void affine_block(const void *p, size_t first, size_t count, float *out) {
     const affine_job *j = p;
-    size_t end = first + count;
+    size_t start = first, end = first + count;
     while (first < end) {
         size_t row = first / j->inner, col = first % j->inner;
         size_t len = j->inner - col < end - first ? j->inner - col : end - first;
         size_t c = row % j->c;
-        j->k->affine(j->x + first, j->y + first, len, j->a[c], j->b[c]);
+        j->k->affine(j->x + first, out + (first - start), len, j->a[c], j->b[c]);
         first += len;
     }
+}
+
+static void affine_range(void *p, size_t first, size_t count) {
+    const affine_job *j = p;
+    ew_blocks(affine_block, j, j->y, j->stream, first, count);
 }
 
 void nnf_ew_affine_run(const nnf_ew_kernels *k, const float *x, float *y, size_t numel,
@@ -623,7 +666,7 @@ void nnf_ew_affine_run(const nnf_ew_kernels *k, const float *x, float *y, size_t
                        nnf_threadpool *pool) {
     if (inner == 0 || c == 0)
         return;
-    affine_job j = {k, x, a, b, y, inner, c};
+    affine_job j = {k, x, a, b, y, inner, c, y != x && nnf_stream_output(numel * sizeof *y)};
     nnf_ew_parallel_ranges(pool, numel, EW_GRAIN, affine_range, &j);
 }
 

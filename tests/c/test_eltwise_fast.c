@@ -24,6 +24,7 @@
 #include "fast_op_harness.h"
 #include "kernels/eltwise_fast.h"
 #include "kernels/resize_fast.h"
+#include "kernels/stream.h"
 #include "ops/tensor_common.h"
 
 #include "check.h"
@@ -1651,6 +1652,27 @@ static void test_arg(nnf_isa isa) {
     free(x);
 }
 
+/* nnf_stream_copy against memcpy at every alignment of dst and src within
+ * 16 bytes and lengths around the 16- and 64-byte steps; the bytes around
+ * the copy untouched. */
+static void test_stream_copy(void) {
+    uint8_t src[320], dst[320], want[320];
+    for (size_t i = 0; i < sizeof src; i++)
+        src[i] = (uint8_t)(i * 37 + 11);
+    static const size_t lens[] = {0, 1, 15, 16, 17, 63, 64, 65, 127, 128, 200, 255};
+    for (size_t d = 0; d < 16; d++)
+        for (size_t s = 0; s < 16; s += 5)
+            for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++) {
+                memset(dst, 0xA5, sizeof dst);
+                memset(want, 0xA5, sizeof want);
+                memcpy(want + d, src + s, lens[l]);
+                nnf_stream_copy(dst + d, src + s, lens[l]);
+                nnf_stream_fence();
+                CHECK_MSG(!memcmp(dst, want, sizeof dst), "stream copy dst+%zu src+%zu len %zu", d,
+                          s, lens[l]);
+            }
+}
+
 int main(void) {
     const nnf_cpu *cpu = nnf_cpu_get();
     if (nnf_threadpool_create(2, &g_pool) != NNF_OK)
@@ -1673,6 +1695,17 @@ int main(void) {
         test_cast_f16(isa);
         test_arg(isa);
     }
+    /* again with every output streamed (kernels/stream.h): the drivers'
+     * blocks through the L1 buffer, at every size and tier, in place too */
+    test_stream_copy();
+    nnf_stream_force(1);
+    for (int t = NNF_ISA_SCALAR; t <= (int)cpu->max_isa; t++) {
+        nnf_isa isa = nnf_cpu_force_isa((nnf_isa)t);
+        printf("tier %s, outputs streamed\n", nnf_isa_name(isa));
+        test_unary(isa);
+        test_binary(isa);
+    }
+    nnf_stream_force(0);
     if (cpu->max_isa < NNF_ISA_AVX512)
         printf("AVX-512 tier not available on this CPU: its kernels are compiled, not run\n");
     /* every planned unary and binary kernel also ran with its output over
