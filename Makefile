@@ -33,11 +33,14 @@ test: deps venv
 	$(PY) -m pytest -q tests/py
 	if grep -qw avx512f /proc/cpuinfo; then NNF_ISA=avx2 $(PY) -m pytest -q tests/py; fi
 	NNF_ISA=scalar $(PY) -m pytest -q tests/py
+	NNF_STREAM_BYTES=64 $(PY) -m pytest -q tests/py/test_ops_tensor.py tests/py/test_ops_nn.py tests/py/test_ops_elementwise.py
 	@$(MAKE) --no-print-directory test-avx512
 
 # The Python suite runs on every tier the CPU has: the default (the widest),
 # then where the CPU has AVX-512 the AVX2 tier, and the portable scalar tier
-# everywhere (the C tests force every tier themselves). The AVX-512 tier's tests where the CPU has only AVX2: the
+# everywhere (the C tests force every tier themselves). The operator tests run
+# once more with every output of 64 bytes and up written by streaming stores
+# (kernels/stream.h; by default only outputs the size of the last-level cache). The AVX-512 tier's tests where the CPU has only AVX2: the
 # *_avx512.c files built on SIMDe's AVX2 versions of the intrinsics, the tier
 # reported as present, then the C tests (every tier up to AVX-512) and the
 # Python suite (models against ONNX Runtime) on that build.

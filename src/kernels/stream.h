@@ -15,7 +15,9 @@
 #define NNF_STREAM_BLOCK 1024
 
 /* Whether an output of `bytes` is written with streaming stores: at least
- * the last-level cache (nnf_cpu_get()->l3), or the size a test forced. */
+ * the last-level cache (nnf_cpu_get()->l3), or NNF_STREAM_BYTES when that is
+ * set (tests run every output through the streamed paths with a small one),
+ * or the size a test forced. */
 bool nnf_stream_output(size_t bytes);
 /* Tests: outputs of at least min_bytes stream (0: the cache size again);
  * returns the previous setting. */
@@ -25,6 +27,8 @@ size_t nnf_stream_force(size_t min_bytes);
  * are weakly ordered: call nnf_stream_fence before the data is handed to
  * another thread (the end of a parallel range). */
 void nnf_stream_copy(void *dst, const void *src, size_t bytes);
+/* memset(dst, 0, bytes) in the same way. */
+void nnf_stream_zero(void *dst, size_t bytes);
 void nnf_stream_fence(void);
 
 #endif

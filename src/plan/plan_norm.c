@@ -5,8 +5,10 @@
  * channels normalised together, a group per task). Other forms keep the
  * reference kernel. */
 #include "kernels/eltwise_fast.h"
+#include "kernels/stream.h"
 
 #include "base/alloc.h"
+#include "base/cpu.h"
 #include "ops/norm.h"
 
 #include <math.h>
@@ -204,6 +206,7 @@ typedef struct gn_job {
     const gn_state *s;
     const float *x, *scale, *bias;
     float *y;
+    bool stream;
 } gn_job;
 
 static void gn_group(void *p, size_t i) {
@@ -212,8 +215,17 @@ static void gn_group(void *p, size_t i) {
     size_t cpg = s->c / s->groups, g = i % s->groups, len = cpg * s->plane;
     /* per channel: the group's first channel's pair; per group: the group's */
     size_t first = s->step ? g * cpg : g;
-    s->k->groupnorm(j->x + i * len, j->y + i * len, cpg, s->plane, j->scale + first,
-                    j->bias + first, s->step, s->eps);
+    float *y = j->y + i * len, *buf = NULL;
+    /* a streamed output (kernels/stream.h): the group normalized into a
+     * buffer in L2 and copied out (written directly when it does not fit) */
+    if (j->stream && len * sizeof *y <= nnf_cpu_get()->l2 / 2)
+        buf = nnf_thread_scratch(NNF_SCRATCH_STREAM, len);
+    s->k->groupnorm(j->x + i * len, buf ? buf : y, cpg, s->plane, j->scale + first, j->bias + first,
+                    s->step, s->eps);
+    if (buf) {
+        nnf_stream_copy(y, buf, len * sizeof *y);
+        nnf_stream_fence();
+    }
 }
 
 static nnf_status gn_run(NNF_KERNEL_ARGS) {
@@ -224,7 +236,12 @@ static nnf_status gn_run(NNF_KERNEL_ARGS) {
         out[0]->numel != x->numel || in[1]->dtype != NNF_DTYPE_FLOAT32 ||
         in[2]->dtype != NNF_DTYPE_FLOAT32 || in[1]->numel != pairs || in[2]->numel != pairs)
         return nnf_node_error(node, NNF_ERR_SHAPE, "%s: shapes do not match the plan", s->name);
-    gn_job j = {s, x->data, in[1]->data, in[2]->data, out[0]->data};
+    gn_job j = {s,
+                x->data,
+                in[1]->data,
+                in[2]->data,
+                out[0]->data,
+                out[0]->data != x->data && nnf_stream_output(x->numel * sizeof(float))};
     nnf_parallel_for(ctx->pool, s->n * s->groups, gn_group, &j);
     return NNF_OK;
 }

@@ -234,6 +234,15 @@ def test_data_movement_row_pieces(dtype):
               attrs={"mode": "reflect"}, consts={"p"})
         check("Pad", [("x", rand((2, 3, 5), dtype)), ("p", np.array([1, 0, 17, 0, 2, 3], np.int64))],
               attrs={"mode": "edge"}, consts={"p"})
+    # rows of whole cache lines, 512 bytes: they go out by streaming stores when the output does
+    # (NNF_STREAM_BYTES in `make test`), repeated slices then built again rather than copied
+    w = 512 // np.dtype(dtype).itemsize
+    check("Tile", [("x", rand((3, 2, w // 2), dtype)), ("r", np.array([1, 3, 2], np.int64))], consts={"r"})
+    check("Expand", [("x", rand((2, 1, w), dtype)), ("s", np.array([2, 5, w], np.int64))], consts={"s"})
+    check("Expand", [("x", rand((4, 1), dtype)), ("s", np.array([3, 4, w], np.int64))], consts={"s"})
+    if dtype != np.bool_:
+        check("Pad", [("x", rand((2, 3, w - 8), dtype)), ("p", np.array([0, 1, 3, 0, 2, 5], np.int64))],
+              consts={"p"})
 
 
 def test_squeeze_unsqueeze_flatten_reshape():
@@ -352,6 +361,11 @@ def test_trilu_rows(dtype):
     x = rand((2, 5, 7), dtype)
     for upper in (0, 1):
         for k in (-9, -5, -1, 0, 2, 6, 7, 12):
+            check("Trilu", [("x", x), ("k", np.array(k, np.int64))], attrs={"upper": upper}, consts={"k"})
+    # rows of whole cache lines: streamed when the output is (NNF_STREAM_BYTES in `make test`)
+    x = rand((2, 9, 512 // np.dtype(dtype).itemsize), dtype)
+    for upper in (0, 1):
+        for k in (-3, 0, 5, 100):
             check("Trilu", [("x", x), ("k", np.array(k, np.int64))], attrs={"upper": upper}, consts={"k"})
 
 

@@ -1,6 +1,8 @@
 /* The index-map gather engine shared by the data-movement reference kernels. */
 #include "kernels/ref/tensor_ref.h"
 
+#include "kernels/stream.h"
+
 nnf_status nnf_gather_map_alloc(const nnf_node *node, int rank, const int64_t *odims,
                                  nnf_gather_map *m) {
     memset(m, 0, sizeof *m);
@@ -111,9 +113,15 @@ typedef struct gm_run {
     row_seg seg[ROW_SEGS];
     int nseg;
     bool segmented;
+    bool stream; /* rows built in L1 and copied out by streaming stores */
 } gm_run;
 
-static void gm_row(const gm_run *g, int64_t base, uint8_t *o) {
+/* Rows of whole cache lines, 256 bytes up to this many, go out by streaming
+ * stores when the output is that large (kernels/stream.h); a part line
+ * written that way costs more than the read it saves. */
+#define GM_STREAM_ROW 8192
+
+static void gm_row_into(const gm_run *g, int64_t base, uint8_t *o) {
     const nnf_gather_map *m = g->m;
     int r = m->rank;
     size_t es = g->es;
@@ -136,10 +144,22 @@ static void gm_row(const gm_run *g, int64_t base, uint8_t *o) {
     }
 }
 
+static void gm_row(const gm_run *g, int64_t base, uint8_t *o) {
+    if (!g->stream) {
+        gm_row_into(g, base, o);
+        return;
+    }
+    _Alignas(64) uint8_t buf[GM_STREAM_ROW];
+    gm_row_into(g, base, buf);
+    nnf_stream_copy(o, buf, g->slice[g->m->rank - 2]);
+}
+
 /* The output block of axes k.. at o, its source at element base. Slices
  * that read what the slice before them read (a broadcast axis, a Pad's
  * edge) or what the slice one period back read (a Tile's repeat) are copies
- * of those slices' output, made in as few copies as do not overlap. */
+ * of those slices' output, made in as few copies as do not overlap; when
+ * the rows stream, whose lines are then not in the cache, they are built
+ * again. */
 static void gm_block(const gm_run *g, int k, int64_t base, uint8_t *o) {
     const nnf_gather_map *m = g->m;
     if (k == m->rank - 1) {
@@ -154,7 +174,7 @@ static void gm_block(const gm_run *g, int k, int64_t base, uint8_t *o) {
         int64_t v = map[i], run = 1;
         if (v < 0) {
             copy_strided(to, g->fill, (int64_t)(bytes / g->es), 0, g->es);
-        } else if (i > 0 && map[i - 1] == v) {
+        } else if (!g->stream && i > 0 && map[i - 1] == v) {
             /* the slice before, repeated: doubling copies of it */
             while (i + run < n && map[i + run] == v)
                 run++;
@@ -166,7 +186,7 @@ static void gm_block(const gm_run *g, int k, int64_t base, uint8_t *o) {
                 left -= c;
                 have += c;
             }
-        } else if (p && i >= p && map[i - p] == v) {
+        } else if (!g->stream && p && i >= p && map[i - p] == v) {
             /* a period back: copies of at most a period each */
             while (i + run < n && map[i + run] >= 0 && map[i + run - p] == map[i + run])
                 run++;
@@ -204,5 +224,10 @@ void nnf_gather_map_run(const nnf_gather_map *m, void *dst, const void *src, siz
             if (m->map[k][i] == m->map[k][0] && m->map[k][0] >= 0)
                 g.period[k] = i;
     }
+    size_t row = g.slice[r - 1] * (size_t)m->odims[r - 1];
+    g.stream =
+        r >= 2 && row % 64 == 0 && row >= 256 && row <= GM_STREAM_ROW && nnf_stream_output(bytes);
     gm_block(&g, 0, 0, dst);
+    if (g.stream)
+        nnf_stream_fence();
 }

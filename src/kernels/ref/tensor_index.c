@@ -3,6 +3,8 @@
  * one is range-checked (NNF_ERR_INVALID_ARGUMENT), never trusted. */
 #include "kernels/ref/tensor_ref.h"
 
+#include "kernels/stream.h"
+
 #include <math.h>
 #include <stdlib.h>
 
@@ -450,22 +452,31 @@ nnf_status nnf_trilu_ref(NNF_KERNEL_ARGS) {
     uint8_t *dst = y->data;
     /* row i keeps columns [i + k, cols) (upper) or [0, i + k + 1) (lower)
      * and zeroes the rest (zero is all-zero bytes in every dtype) */
+    /* a large output's rows (whole cache lines of up to 8 KiB) are built in
+     * L1 and copied out by streaming stores (kernels/stream.h) */
+    size_t all = (size_t)cols * es;
+    bool stream = dst != src && all % 64 == 0 && all <= 8192 && nnf_stream_output(y->numel * es);
+    _Alignas(64) uint8_t buf[8192];
     for (size_t b = 0; b < n; b++)
         for (int64_t i = 0; i < rows; i++) {
             int64_t edge = p->upper ? i + k : i + k + 1;
             edge = edge < 0 ? 0 : edge > cols ? cols : edge;
-            size_t row = (b * mat + (size_t)(i * cols)) * es, cut = (size_t)edge * es,
-                   all = (size_t)cols * es;
+            size_t row = (b * mat + (size_t)(i * cols)) * es, cut = (size_t)edge * es;
+            uint8_t *o = stream ? buf : dst + row;
             if (p->upper) {
-                memset(dst + row, 0, cut);
-                if (all > cut && dst != src)
-                    memcpy(dst + row + cut, src + row + cut, all - cut);
+                memset(o, 0, cut);
+                if (all > cut && o != src + row)
+                    memcpy(o + cut, src + row + cut, all - cut);
             } else {
-                if (cut && dst != src)
-                    memcpy(dst + row, src + row, cut);
-                memset(dst + row + cut, 0, all - cut);
+                if (cut && o != src + row)
+                    memcpy(o, src + row, cut);
+                memset(o + cut, 0, all - cut);
             }
+            if (stream)
+                nnf_stream_copy(dst + row, buf, all);
         }
+    if (stream)
+        nnf_stream_fence();
     return NNF_OK;
 }
 
