@@ -49,6 +49,7 @@ static void unary_scalar(const nnf_ew_unary *u, const float *x, float *y, size_t
     case NNF_EWU_SOFTSIGN: MAP1(nnf_f32_softsign(v));
     case NNF_EWU_SQUARE: MAP1(v * v);
     case NNF_EWU_POW_HALF: MAP1(pow_half(v));
+    case NNF_EWU_POW_INT: MAP1(powf(v, a));
     case NNF_EWU_COUNT: break;
     }
 }

@@ -48,8 +48,14 @@ typedef enum nnf_ew_unop {
     NNF_EWU_SOFTSIGN,
     NNF_EWU_SQUARE,   /* Pow(x, 2) */
     NNF_EWU_POW_HALF, /* Pow(x, 0.5): sqrt, but powf's +0 for -0 and +inf for -inf */
+    NNF_EWU_POW_INT,  /* Pow(x, alpha), alpha an integer of NNF_EW_POW_INT_MAX or less in size */
     NNF_EWU_COUNT
 } nnf_ew_unop;
+
+/* The largest |exponent| of NNF_EWU_POW_INT: the SIMD tiers multiply in
+ * double (at most 8 products), rounded to float once: within an ulp of
+ * powf. */
+#define NNF_EW_POW_INT_MAX 16
 
 typedef struct nnf_ew_unary {
     nnf_ew_unop op;

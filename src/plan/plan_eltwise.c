@@ -12,6 +12,7 @@
 #include "ops/reduce.h"
 #include "ops/tensor_common.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -78,9 +79,10 @@ static int f32_known(const nnf_tinfo *t) {
 
 static const char *unop_name(nnf_ew_unop op) {
     static const char *names[NNF_EWU_COUNT] = {
-        "relu",       "leaky_relu", "clip",         "sigmoid",    "tanh",     "exp",    "erf",
-        "gelu_erf",   "gelu_tanh",  "hard_sigmoid", "hard_swish", "sqrt",     "neg",    "abs",
-        "reciprocal", "floor",      "ceil",         "round",      "softsign", "square", "pow_half"};
+        "relu",     "leaky_relu", "clip",       "sigmoid",      "tanh",       "exp",
+        "erf",      "gelu_erf",   "gelu_tanh",  "hard_sigmoid", "hard_swish", "sqrt",
+        "neg",      "abs",        "reciprocal", "floor",        "ceil",       "round",
+        "softsign", "square",     "pow_half",   "pow_int"};
     return op < NNF_EWU_COUNT ? names[op] : "?";
 }
 
@@ -203,8 +205,10 @@ static nnf_status pow_run(NNF_KERNEL_ARGS) {
     return NNF_OK;
 }
 
-/* Pow with a constant scalar exponent of 2 or 0.5 is a unary op. */
-static int pow_unary(const nnf_tinfo *a, const nnf_tinfo *b, const nnf_tinfo *y, nnf_ew_unop *op) {
+/* Pow with a constant scalar exponent of 2, 0.5 or another integer (GELU's
+ * tanh form exports x^3) is a unary op. */
+static int pow_unary(const nnf_tinfo *a, const nnf_tinfo *b, const nnf_tinfo *y, nnf_ew_unop *op,
+                     float *n) {
     if (!b->present || !b->data || !nnf_shape_known(&b->shape) || nnf_shape_numel(&b->shape) != 1)
         return 0;
     /* Y is A's shape: known equal, or (symbolic dims) an exponent of no
@@ -224,8 +228,11 @@ static int pow_unary(const nnf_tinfo *a, const nnf_tinfo *b, const nnf_tinfo *y,
         *op = NNF_EWU_SQUARE;
     else if (e == 0.5)
         *op = NNF_EWU_POW_HALF;
+    else if (e == floor(e) && e != 0.0 && e != 1.0 && fabs(e) <= NNF_EW_POW_INT_MAX)
+        *op = NNF_EWU_POW_INT;
     else
         return 0;
+    *n = (float)e;
     return 1;
 }
 
@@ -243,13 +250,17 @@ nnf_status nnf_plan_binary(NNF_PLAN_ARGS) {
         return NNF_OK;
     if (p->op == NNF_BIN_POW) {
         nnf_ew_unop op;
-        if (!pow_unary(&in[0], &in[1], &out[0], &op))
+        float e;
+        if (!pow_unary(&in[0], &in[1], &out[0], &op, &e))
             return NNF_OK;
         ew_state *s = state_new(node, &st);
         if (!s)
             return st;
-        s->u = (nnf_ew_unary){op, 0.0f, 0.0f};
-        snprintf(s->name, sizeof s->name, "f32_pow_%s_%s", op == NNF_EWU_SQUARE ? "2" : "half",
+        s->u = (nnf_ew_unary){op, e, 0.0f};
+        snprintf(s->name, sizeof s->name, "f32_pow_%s_%s",
+                 op == NNF_EWU_SQUARE     ? "2"
+                 : op == NNF_EWU_POW_HALF ? "half"
+                                          : "int",
                  s->k->suffix);
         plan_set(plan, s, pow_run);
         plan->in_place_inputs = 1u;

@@ -10,7 +10,8 @@
  *                  Sqrt, Reciprocal, Floor, Ceil, Round, Softsign, the binary
  *                  ops, Max/Min reductions, Transpose, Concat, Slice
  *   Pow 2 / 0.5    1 ulp (rel 1.2e-7): x*x and sqrt are correctly rounded,
- *                  libm's powf within an ulp
+ *                  libm's powf within an ulp; other integer exponents (up to
+ *                  16 in size) the same: products in double rounded once
  *   Sigmoid        abs 2e-7     Tanh abs 4e-7     Erf abs 4e-7
  *   Exp            rel 3e-7 (abs 1e-37 for results in the denormal range)
  *   Gelu           abs 5e-7 * (1 + |x|)
@@ -247,12 +248,36 @@ static void test_binary(nnf_isa isa) {
         f_free(&r);
         free(x);
     }
-    float xs[4] = {1, 2, 3, 4};
+    /* other integer exponents up to NNF_EW_POW_INT_MAX in size (float or
+     * int64): products in double rounded once, within an ulp of powf */
+    static const float eints[] = {3, -1, -2, 4, 7, -5, 16, -16};
+    for (size_t ei = 0; ei < sizeof eints / sizeof eints[0]; ei++)
+        for (size_t si = 0; si < N_SIZES; si++) {
+            size_t n = sizes[si];
+            int64_t d[1] = {(int64_t)n}, ie = (int64_t)eints[ei];
+            float *x = f_rand_buf(n, -10, 10);
+            f_specials(x, n, 4, 0);
+            f_in in[2] = {f32_in(x, 1, d, 0), f32_in(&eints[ei], 0, NULL, 1)};
+            if (si % 2)
+                in[1] = (f_in){.dtype = NNF_DTYPE_INT64, .rank = 0, .data = &ie, .constant = 1};
+            f_res r = f_run("Pow", 15, NULL, 0, in, 2, 1, NULL, NULL);
+            CHECK_MSG(r.planned && f_err(&r, 0, 0, 1.2e-7, "Pow int") <= 1, "%s Pow %g n=%zu", t,
+                      (double)eints[ei], n);
+            f_free(&r);
+            free(x);
+        }
+    /* exponents that stay on the reference: 17, 2.5, 1, 0 */
+    float xs[4] = {1, 2, 3, 4}, e17 = 17.0f, e25 = 2.5f, e1 = 1.0f, e0 = 0.0f;
     int64_t d4[1] = {4};
     f_in in3[2] = {f32_in(xs, 1, d4, 0), f32_in(&e3, 0, NULL, 1)};
-    f_res r = f_run("Pow", 15, NULL, 0, in3, 2, 1, NULL, NULL);
-    CHECK(r.status == NNF_OK && !r.planned);
-    f_free(&r);
+    f_res r;
+    const float *stay[] = {&e17, &e25, &e1, &e0};
+    for (size_t k = 0; k < 4; k++) {
+        in3[1].data = stay[k];
+        r = f_run("Pow", 15, NULL, 0, in3, 2, 1, NULL, NULL);
+        CHECK_MSG(r.status == NNF_OK && !r.planned, "Pow %g planned", (double)*stay[k]);
+        f_free(&r);
+    }
     in3[1].data = &e2;
     in3[1].constant = 0; /* exponent known only at run time */
     r = f_run("Pow", 15, NULL, 0, in3, 2, 1, NULL, NULL);
@@ -1180,7 +1205,7 @@ static void soak_binary(size_t cap) {
     free(b);
 }
 
-/* Pow by a constant 2 or 0.5 (float, or int64 2) of rank 0..2, or by 3 or a
+/* Pow by a constant 2, 0.5 or 3 (float, or int64 2) of rank 0..2, or by a
  * run-time exponent (the reference). */
 static void soak_pow(size_t cap) {
     int rank = (int)uniform(1, 6);

@@ -121,6 +121,26 @@ static inline __m256 u_pow_half(__m256 v, const uconst *c) {
     return _mm256_blendv_ps(s, _mm256_set1_ps(INFINITY), ninf);
 }
 
+/* powf(x, n) for an integer n (0 < |n| <= NNF_EW_POW_INT_MAX, in alpha):
+ * x^|n| by squaring in double, 1 / it for n < 0, rounded to float once
+ * (each product's relative error 2^-53, far under a float's ulp; the
+ * specials follow: NaN stays, 0^-n is +-inf with x's sign for odd n). */
+static inline __m256d pow_int4(__m256d x, int m, bool neg) {
+    __m256d r = _mm256_set1_pd(1.0);
+    for (; m; m >>= 1) {
+        if (m & 1)
+            r = _mm256_mul_pd(r, x);
+        x = _mm256_mul_pd(x, x);
+    }
+    return neg ? _mm256_div_pd(_mm256_set1_pd(1.0), r) : r;
+}
+static inline __m256 u_pow_int(__m256 v, const uconst *c) {
+    int n = (int)_mm256_cvtss_f32(c->alpha), m = n < 0 ? -n : n;
+    __m256d lo = pow_int4(_mm256_cvtps_pd(_mm256_castps256_ps128(v)), m, n < 0);
+    __m256d hi = pow_int4(_mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)), m, n < 0);
+    return _mm256_set_m128(_mm256_cvtpd_ps(hi), _mm256_cvtpd_ps(lo));
+}
+
 #define UN_LOOP(F)                                                                                 \
     do {                                                                                           \
         size_t i = 0;                                                                              \
@@ -164,6 +184,7 @@ void nnf_ew_unary_avx2(const nnf_ew_unary *u, const float *x, float *y, size_t n
     case NNF_EWU_SOFTSIGN: UN_LOOP(u_softsign);
     case NNF_EWU_SQUARE: UN_LOOP(u_square);
     case NNF_EWU_POW_HALF: UN_LOOP(u_pow_half);
+    case NNF_EWU_POW_INT: UN_LOOP(u_pow_int);
     case NNF_EWU_COUNT: break;
     }
 }
