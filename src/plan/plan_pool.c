@@ -248,14 +248,16 @@ static nnf_status plan_pool2d(const nnf_node *node, const nnf_tinfo *in, const n
                               nnf_kernel_plan *plan, int is_max) {
     const nnf_conv_params *p = node->params;
     const nnf_shape *xs = &in[0].shape, *ys = &out[0].shape;
-    if (!p || p->spatial != 2 || in[0].dtype != NNF_DTYPE_FLOAT32 || !nnf_shape_known(xs) ||
-        !nnf_shape_known(ys) || xs->rank != 4 || ys->rank != 4 || nnf_shape_numel(xs) <= 0 ||
-        nnf_shape_numel(ys) <= 0)
+    /* 1-D pools run as 2-D ones of one row: [N, C, W] is [N, C, 1, W] */
+    int sp = p ? p->spatial : 0;
+    if (!p || (sp != 1 && sp != 2) || in[0].dtype != NNF_DTYPE_FLOAT32 || !nnf_shape_known(xs) ||
+        !nnf_shape_known(ys) || xs->rank != sp + 2 || ys->rank != sp + 2 ||
+        nnf_shape_numel(xs) <= 0 || nnf_shape_numel(ys) <= 0)
         return NNF_OK;
     for (int k = 1; k < node->n_outputs; k++)
         if (out[k].present)
             return NNF_OK; /* MaxPool's Indices */
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < sp; i++)
         if (p->kernel[i] < 1 || p->strides[i] < 1 || p->dilations[i] < 1)
             return NNF_OK;
     int64_t pb[NNF_MAX_SPATIAL], pe[NNF_MAX_SPATIAL];
@@ -269,27 +271,27 @@ static nnf_status plan_pool2d(const nnf_node *node, const nnf_tinfo *in, const n
     *s = (pool_state){.k = nnf_ew_kernels_for(nnf_cpu_isa()),
                       .is_max = is_max,
                       .include_pad = p->count_include_pad,
-                      .h = xs->dims[2],
-                      .w = xs->dims[3],
-                      .oh = ys->dims[2],
-                      .ow = ys->dims[3],
-                      .kh = p->kernel[0],
-                      .kw = p->kernel[1],
-                      .sh = p->strides[0],
-                      .sw = p->strides[1],
-                      .dh = p->dilations[0],
-                      .dw = p->dilations[1],
-                      .pt = pb[0],
-                      .pl = pb[1],
-                      .pb = pe[0],
-                      .pr = pe[1],
+                      .h = sp == 2 ? xs->dims[2] : 1,
+                      .w = xs->dims[sp + 1],
+                      .oh = sp == 2 ? ys->dims[2] : 1,
+                      .ow = ys->dims[sp + 1],
+                      .kh = sp == 2 ? p->kernel[0] : 1,
+                      .kw = p->kernel[sp - 1],
+                      .sh = sp == 2 ? p->strides[0] : 1,
+                      .sw = p->strides[sp - 1],
+                      .dh = sp == 2 ? p->dilations[0] : 1,
+                      .dw = p->dilations[sp - 1],
+                      .pt = sp == 2 ? pb[0] : 0,
+                      .pl = pb[sp - 1],
+                      .pb = sp == 2 ? pe[0] : 0,
+                      .pr = pe[sp - 1],
                       .planes = (size_t)(xs->dims[0] * xs->dims[1])};
     if (sep_fits(s))
         sep_setup(s);
     const char *sv = s->sep                                      ? "_sep"
                      : s->sw <= 2 && s->k->isa != NNF_ISA_SCALAR ? (s->sw == 1 ? "_s1" : "_s2")
                                                                  : "";
-    snprintf(s->name, sizeof s->name, "f32_%s2d%s_%s", is_max ? "maxpool" : "avgpool", sv,
+    snprintf(s->name, sizeof s->name, "f32_%s%dd%s_%s", is_max ? "maxpool" : "avgpool", sp, sv,
              s->k->isa == NNF_ISA_AVX512 ? "avx2" : s->k->suffix);
     plan->name = s->name;
     plan->run = pool_run;

@@ -184,24 +184,29 @@ typedef struct pool_case {
     const char *auto_pad;
 } pool_case;
 
+/* h 0: a 1-D pool over [n, c, w] with the cases' W kernel, stride,
+ * dilation and pads (l, r) */
 static int run_pool(nnf_isa isa, const pool_case *pc, int is_max, float *worst_out) {
-    int64_t dims[4] = {pc->n, pc->c, pc->h, pc->w};
-    size_t n = numel_of(4, dims);
+    int sp = pc->h ? 2 : 1;
+    int64_t dims[4] = {pc->n, pc->c, pc->h ? pc->h : pc->w, pc->w};
+    int64_t k1[1] = {pc->k[1]}, s1[1] = {pc->s[1]}, d1[1] = {pc->d[1]},
+            p1[2] = {pc->pads[1], pc->pads[3]};
+    size_t n = numel_of(sp + 2, dims);
     float *x = f_rand_buf(n, -10, 10);
     f_specials(x, n, 17, 5);
     nnf_attr at[7];
     int na = 0;
-    at[na++] = f_ints("kernel_shape", pc->k, 2);
-    at[na++] = f_ints("strides", pc->s, 2);
-    at[na++] = f_ints("pads", pc->pads, 4);
+    at[na++] = f_ints("kernel_shape", sp == 2 ? pc->k : k1, sp);
+    at[na++] = f_ints("strides", sp == 2 ? pc->s : s1, sp);
+    at[na++] = f_ints("pads", sp == 2 ? pc->pads : p1, 2 * sp);
     at[na++] = f_int("ceil_mode", pc->ceil);
     if (pc->auto_pad)
         at[na++] = f_str("auto_pad", pc->auto_pad);
     if (is_max)
-        at[na++] = f_ints("dilations", pc->d, 2);
+        at[na++] = f_ints("dilations", sp == 2 ? pc->d : d1, sp);
     else
         at[na++] = f_int("count_include_pad", pc->include_pad);
-    f_in in = f32_in(x, 4, dims, 0);
+    f_in in = f32_in(x, sp + 2, dims, 0);
     f_res r = f_run(is_max ? "MaxPool" : "AveragePool", is_max ? 12 : 19, at, na, &in, 1, 1,
                     is_max ? nnf_plan_maxpool : nnf_plan_avgpool, n > 20000 ? g_pool : NULL);
     int ok = r.planned && strstr(r.name, isa == NNF_ISA_SCALAR ? "scalar" : "avx2") &&
@@ -246,7 +251,7 @@ static void test_pools(nnf_isa isa) {
         {1, 2, 33, 9, {3, 3}, {2, 1}, {1, 1}, {1, 1, 1, 1}, 0, 0, NULL},
         {1, 2, 13, 8, {2, 3}, {3, 1}, {1, 1}, {1, 2, 0, 1}, 1, 0, NULL},
         {1, 1, 9, 700, {5, 5}, {1, 1}, {1, 1}, {2, 2, 2, 2}, 0, 0, NULL},
-        {1, 64, 40, 40, {5, 5}, {1, 1}, {1, 1}, {2, 2, 2, 2}, 0, 0, NULL}, /* threaded */
+        {1, 64, 40, 40, {5, 5}, {1, 1}, {1, 1}, {2, 2, 2, 2}, 0, 0, NULL},  /* threaded */
         {2, 5, 130, 130, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}, 0, 0, NULL}, /* strips, threaded */
         {1, 1, 6, 1500, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}, 0, 0, NULL},
         {1, 2, 16, 17, {1, 9}, {1, 1}, {1, 1}, {0, 4, 0, 4}, 0, 0, NULL},
@@ -258,6 +263,14 @@ static void test_pools(nnf_isa isa) {
         {1, 2, 9, 47, {5, 4}, {1, 2}, {1, 1}, {2, 3, 2, 0}, 0, 0, NULL},
         {1, 1, 5, 900, {3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}, 0, 0, NULL},
         {1, 1, 5, 2100, {3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}, 0, 0, NULL},
+        /* 1-D (h 0): rows of one, strides 1-3, dilation, pads, ceil, a
+         * wide threaded one */
+        {1, 2, 0, 1, {1, 3}, {1, 1}, {1, 1}, {0, 1, 0, 1}, 0, 1, NULL},
+        {2, 3, 0, 17, {1, 3}, {1, 2}, {1, 1}, {0, 1, 0, 1}, 0, 0, NULL},
+        {1, 3, 0, 61, {1, 5}, {1, 1}, {1, 2}, {0, 2, 0, 3}, 1, 0, NULL},
+        {1, 2, 0, 127, {1, 4}, {1, 3}, {1, 1}, {0, 0, 0, 0}, 1, 1, NULL},
+        {1, 2, 0, 31, {1, 3}, {1, 1}, {1, 1}, {0, 0, 0, 0}, 0, 0, "SAME_UPPER"},
+        {1, 16, 0, 4099, {1, 3}, {1, 2}, {1, 1}, {0, 1, 0, 1}, 0, 0, NULL},
     };
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++)
         for (int is_max = 0; is_max < 2; is_max++) {
@@ -276,10 +289,10 @@ static void test_pools(nnf_isa isa) {
     f_res r = f_run("MaxPool", 12, &at, 1, &in, 1, 2, nnf_plan_maxpool, NULL);
     CHECK(r.status == NNF_OK && !r.planned);
     f_free(&r);
-    /* 1-D and 3-D pools too */
-    int64_t d3[3] = {1, 2, 9}, k1[1] = {3};
-    at = f_ints("kernel_shape", k1, 1);
-    in = f32_in(x, 3, d3, 0);
+    /* 3-D pools too */
+    int64_t d5[5] = {1, 1, 2, 3, 3}, k3[3] = {2, 2, 2};
+    at = f_ints("kernel_shape", k3, 3);
+    in = f32_in(x, 5, d5, 0);
     r = f_run("MaxPool", 12, &at, 1, &in, 1, 1, nnf_plan_maxpool, NULL);
     CHECK(r.status == NNF_OK && !r.planned);
     f_free(&r);
