@@ -1,7 +1,9 @@
-/* Depthwise convolution (group == C == OC, 3x3 or 5x5, stride 1 or 2): the
- * kernel choice, the weight copy and the driver that spreads planes over the
- * thread pool. The kernels are nnf_dw_plane_* (one plane) and
- * nnf_dw_c8_avx2 (8 planes, channel-interleaved). */
+/* Depthwise convolution (group == C == OC): the kernel choice, the weight
+ * copy and the driver that spreads planes over the thread pool. The kernels
+ * are nnf_dw_plane_* (one plane; 3x3 or 5x5 at stride 1 or 2 on AVX2),
+ * nnf_dw_c8_avx2 (8 planes, channel-interleaved, the same shapes) and
+ * nnf_dw_any_avx2 and the scalar plane kernel (any window: 1-D convs,
+ * 7x7, dilations, strides past 2). */
 #include "kernels/conv_fast.h"
 
 #include "base/alloc.h"
@@ -21,9 +23,16 @@
  * clearly: 192@28 0.13-0.20 / 0.24, 144@56 0.38 / 0.73, 96 112->56 s2
  * 0.39-0.65 / 0.76-0.90 (measured right after the 1x1 conv that writes
  * the input). */
+bool nnf_dw_specialised(const nnf_conv2d_shape *s) {
+    return s->kh == s->kw && (s->kh == 3 || s->kh == 5) && s->sh == s->sw &&
+           (s->sh == 1 || s->sh == 2) && s->dh == 1 && s->dw == 1 && s->pt < s->kh && s->pl < s->kw;
+}
+
 nnf_dw_kernel nnf_dw_select(const nnf_conv2d_shape *s, nnf_isa isa) {
     if (isa < NNF_ISA_AVX2)
         return NNF_DW_PLANE_SCALAR;
+    if (!nnf_dw_specialised(s))
+        return NNF_DW_ANY_AVX2;
     size_t wp = (s->ow - 1) * s->sw + s->kw;
     if ((s->ow <= 8 || (s->ow <= 16 && s->sw == 1)) && wp <= NNF_DW_C8_MAX / s->kh)
         return NNF_DW_C8_AVX2;
@@ -35,6 +44,7 @@ const char *nnf_dw_kernel_name(nnf_dw_kernel kern) {
     case NNF_DW_PLANE_SCALAR: return "scalar";
     case NNF_DW_PLANE_AVX2: return "r4_avx2";
     case NNF_DW_C8_AVX2: return "c8_avx2";
+    case NNF_DW_ANY_AVX2: return "any_avx2";
     }
     return "?";
 }
@@ -56,36 +66,38 @@ nnf_status nnf_conv_dw_prepare(nnf_conv_kernel *k, const float *w) {
     return NNF_OK;
 }
 
-/* Output o of a row reads input columns o s - pl + j; rows likewise. The
- * inside outputs (window within the plane) skip the bounds checks. Each
- * sum is formed row i, then tap j, like the AVX2 kernels. */
+/* Output (oh, o) reads input rows oh sh - pt + i dh and columns
+ * o sw - pl + j dw. The inside outputs (window within the plane) skip the
+ * bounds checks. Each sum is formed row i, then tap j, like the AVX2
+ * kernels. */
 void nnf_dw_plane_scalar(const nnf_conv2d_shape *s, const float *x, const float *w, float *y,
                          const nnf_tile_ep *t) {
-    const size_t k = s->kh, st = s->sh;
+    const size_t kh = s->kh, kw = s->kw;
     const ptrdiff_t h = (ptrdiff_t)s->h, wi = (ptrdiff_t)s->w;
+    const ptrdiff_t spanh = (ptrdiff_t)((kh - 1) * s->dh), spanw = (ptrdiff_t)((kw - 1) * s->dw);
     for (size_t oh = 0; oh < s->oh; oh++) {
-        ptrdiff_t ih0 = (ptrdiff_t)(oh * st) - (ptrdiff_t)s->pt;
-        int rows_in = ih0 >= 0 && ih0 + (ptrdiff_t)k <= h;
+        ptrdiff_t ih0 = (ptrdiff_t)(oh * s->sh) - (ptrdiff_t)s->pt;
+        int rows_in = ih0 >= 0 && ih0 + spanh < h;
         nnf_tile_ep tr = *t;
         if (tr.residual)
             tr.residual += oh * s->ow;
         for (size_t o = 0; o < s->ow; o++) {
-            ptrdiff_t iw0 = (ptrdiff_t)(o * st) - (ptrdiff_t)s->pl;
+            ptrdiff_t iw0 = (ptrdiff_t)(o * s->sw) - (ptrdiff_t)s->pl;
             float acc = 0.0f;
-            if (rows_in && iw0 >= 0 && iw0 + (ptrdiff_t)k <= wi) {
+            if (rows_in && iw0 >= 0 && iw0 + spanw < wi) {
                 const float *xp = x + (size_t)ih0 * s->w + (size_t)iw0;
-                for (size_t i = 0; i < k; i++)
-                    for (size_t j = 0; j < k; j++)
-                        acc += w[i * k + j] * xp[i * s->w + j];
+                for (size_t i = 0; i < kh; i++)
+                    for (size_t j = 0; j < kw; j++)
+                        acc += w[i * kw + j] * xp[i * s->dh * s->w + j * s->dw];
             } else {
-                for (size_t i = 0; i < k; i++) {
-                    ptrdiff_t ih = ih0 + (ptrdiff_t)i;
+                for (size_t i = 0; i < kh; i++) {
+                    ptrdiff_t ih = ih0 + (ptrdiff_t)(i * s->dh);
                     if (ih < 0 || ih >= h)
                         continue;
-                    for (size_t j = 0; j < k; j++) {
-                        ptrdiff_t iw = iw0 + (ptrdiff_t)j;
+                    for (size_t j = 0; j < kw; j++) {
+                        ptrdiff_t iw = iw0 + (ptrdiff_t)(j * s->dw);
                         if (iw >= 0 && iw < wi)
-                            acc += w[i * k + j] * x[(size_t)ih * s->w + (size_t)iw];
+                            acc += w[i * kw + j] * x[(size_t)ih * s->w + (size_t)iw];
                     }
                 }
             }
@@ -113,6 +125,8 @@ static void dw_plane_task(void *ctx, size_t plane) {
     const float *x = j->x + plane * s->h * s->w;
     if (j->k->dw_kern == NNF_DW_PLANE_AVX2)
         nnf_dw_plane_avx2(s, x, w, j->y + plane * ohw, &t);
+    else if (j->k->dw_kern == NNF_DW_ANY_AVX2)
+        nnf_dw_any_avx2(s, x, w, j->y + plane * ohw, &t);
     else
         nnf_dw_plane_scalar(s, x, w, j->y + plane * ohw, &t);
 }

@@ -34,10 +34,8 @@ bool nnf_conv_algo_fits(const nnf_conv2d_shape *s, nnf_conv_algo algo, nnf_isa i
     case NNF_CONV_ALGO_GEMM_1X1: /* the input is the GEMM operand as it lies */
         return s->kh == 1 && s->kw == 1 && s->sh == 1 && s->sw == 1 && s->pt == 0 && s->pl == 0 &&
                s->oh == s->h && s->ow == s->w;
-    case NNF_CONV_ALGO_DEPTHWISE: /* the plane kernels: square 3x3 / 5x5, stride 1 or 2 */
-        return s->group == s->c && s->oc == s->c && s->kh == s->kw && (s->kh == 3 || s->kh == 5) &&
-               s->sh == s->sw && (s->sh == 1 || s->sh == 2) && s->dh == 1 && s->dw == 1 &&
-               s->pt < s->kh && s->pl < s->kw;
+    case NNF_CONV_ALGO_DEPTHWISE: /* the plane kernels (conv_dw.c): any window */
+        return s->group == s->c && s->oc == s->c;
     case NNF_CONV_ALGO_WINOGRAD: /* AVX2 transforms around 8-column GEMM panels */
         return isa >= NNF_ISA_AVX2 && nnf_gemm_cfg_for(isa)->nr % 8 == 0 && s->group == 1 &&
                s->kh == 3 && s->kw == 3 && s->sh == 1 && s->sw == 1 && s->dh == 1 && s->dw == 1 &&

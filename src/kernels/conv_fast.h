@@ -118,14 +118,15 @@ nnf_status nnf_conv_strided_run(const nnf_conv_kernel *k, const float *x, float 
 /* d0[i] = src[2 i], d1[i] = src[2 i + 1] for i < n (AVX2). */
 void nnf_split_row2_avx2(const float *src, size_t n, float *d0, float *d1);
 
-/* ---- depthwise (conv_dw.c, x86/dwconv_avx2.c) ----
+/* ---- depthwise (conv_dw.c, x86/dwconv_avx2.c), group == C == OC ----
  * The kernels take one plane (or 8) of one image; t->ep is the epilogue,
  * t->bias the channel's bias (or NULL), t->residual the channel's residual
  * plane (or NULL). */
 typedef enum nnf_dw_kernel {
-    NNF_DW_PLANE_SCALAR, /* one plane, portable C */
+    NNF_DW_PLANE_SCALAR, /* one plane, portable C, any kernel, stride and dilation */
     NNF_DW_PLANE_AVX2,   /* one plane, 8 outputs of a row per vector, 4 rows per pass */
     NNF_DW_C8_AVX2,      /* 8 planes, 8 channels per vector (narrow planes) */
+    NNF_DW_ANY_AVX2,     /* one plane, any kernel, stride and dilation (1-D convs too) */
 } nnf_dw_kernel;
 
 /* Pure selection among the depthwise kernels for a DEPTHWISE shape. */
@@ -139,11 +140,18 @@ nnf_status nnf_conv_dw_prepare(nnf_conv_kernel *k, const float *w);
 nnf_status nnf_conv_dw_run(const nnf_conv_kernel *k, const float *x, float *y,
                            const nnf_epilogue *ep, nnf_threadpool *pool);
 
-/* Depthwise 3x3/5x5 stride 1/2 on one whole plane (x, y at the plane). */
+/* Depthwise on one whole plane (x, y at the plane): the scalar kernel and
+ * nnf_dw_any_avx2 take any kernel, stride, dilation and padding;
+ * nnf_dw_plane_avx2 square 3x3/5x5 at stride 1/2 (nnf_dw_specialised). */
 void nnf_dw_plane_scalar(const nnf_conv2d_shape *s, const float *x, const float *w, float *y,
                          const nnf_tile_ep *t);
 void nnf_dw_plane_avx2(const nnf_conv2d_shape *s, const float *x, const float *w, float *y,
                        const nnf_tile_ep *t);
+void nnf_dw_any_avx2(const nnf_conv2d_shape *s, const float *x, const float *w, float *y,
+                     const nnf_tile_ep *t);
+/* The shapes the square kernels take: 3x3/5x5, one stride of 1 or 2, no
+ * dilation, padding under the kernel. */
+bool nnf_dw_specialised(const nnf_conv2d_shape *s);
 
 /* Depthwise 3x3/5x5 stride 1/2, 8 channels per vector: nc (<= 8) planes
  * from channel c0 of one image (x, y and res, if not NULL, at the first

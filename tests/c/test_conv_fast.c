@@ -357,8 +357,8 @@ static void test_depthwise_kernels(nnf_isa isa) {
                          silu = {NNF_ACT_SILU, 0, 0}, none = {NNF_ACT_NONE, 0, 0};
     const nnf_activation *acts[4] = {&relu6, &relu, &silu, &none};
     const char *t = nnf_isa_name(isa);
-    int kerns[3] = {NNF_DW_PLANE_SCALAR, NNF_DW_PLANE_AVX2, NNF_DW_C8_AVX2};
-    int nk = isa >= NNF_ISA_AVX2 ? 3 : 1;
+    int kerns[4] = {NNF_DW_PLANE_SCALAR, NNF_DW_PLANE_AVX2, NNF_DW_C8_AVX2, NNF_DW_ANY_AVX2};
+    int nk = isa >= NNF_ISA_AVX2 ? 4 : 1;
     /* MobileNetV2: channels, input size, stride */
     size_t mb[][3] = {{32, 112, 1}, {96, 112, 2}, {144, 56, 1}, {144, 56, 2}, {192, 28, 1},
                       {192, 28, 2}, {384, 14, 1}, {576, 14, 1}, {576, 14, 2}, {960, 7, 1}};
@@ -392,6 +392,33 @@ static void test_depthwise_kernels(nnf_isa isa) {
                                   "%s dw kernel %d c=%zu %zux%zu k%zu s%zu p%zu ow=%zu", t, kerns[ki], c, h, w, k,
                                   st, p, s.ow);
                     }
+    }
+    /* any window (the scalar kernel and nnf_dw_any_avx2): 1-D rows (a
+     * Conformer's k31, a causal k4, a strided k10), 7x7, 3x5 dilated 2,
+     * stride 3, asymmetric padding past the kernel, output widths around
+     * the 8-lane vectors, all four epilogue forms */
+    static const size_t anys[][12] = {
+        /* c, h, w, kh, kw, s, d, pt, pl, pb, pr, n */
+        {7, 1, 61, 1, 31, 1, 1, 0, 15, 0, 15, 1}, {3, 1, 40, 1, 4, 1, 1, 0, 3, 0, 0, 2},
+        {5, 1, 163, 1, 10, 5, 1, 0, 0, 0, 0, 1},  {4, 13, 17, 7, 7, 1, 1, 3, 3, 3, 3, 1},
+        {3, 11, 23, 3, 5, 1, 2, 2, 4, 1, 3, 2},   {2, 19, 29, 3, 3, 3, 1, 1, 1, 1, 1, 1},
+        {3, 6, 9, 5, 5, 1, 1, 6, 7, 6, 7, 1},     {5, 1, 1, 1, 3, 1, 1, 0, 1, 0, 1, 1},
+        {2, 4, 8, 2, 2, 2, 1, 0, 0, 0, 0, 1},     {9, 1, 16, 1, 9, 1, 1, 0, 4, 0, 4, 1},
+    };
+    int akerns[2] = {NNF_DW_PLANE_SCALAR, NNF_DW_ANY_AVX2};
+    for (int ki = 0; ki < (isa >= NNF_ISA_AVX2 ? 2 : 1); ki++) {
+        force_dw = akerns[ki];
+        for (size_t i = 0; i < sizeof anys / sizeof anys[0]; i++) {
+            const size_t *a = anys[i];
+            nnf_conv2d_shape s = shape(a[11], a[0], a[1], a[2], a[0], a[0], a[3], a[4], a[5], a[6],
+                                       a[7], a[8], a[9], a[10]);
+            s.kh = a[3];
+            s.sh = a[1] == 1 ? 1 : a[5]; /* 1-D: one row, whatever the W stride */
+            s.oh = out_dim(a[1], a[3], s.sh, a[6], a[7], a[9]);
+            CHECK_MSG(run_conv(&s, isa, acts[i % 4], (int)(i & 1), (int)(i % 3), NULL,
+                               NNF_CONV_ALGO_DEPTHWISE) == 0,
+                      "%s dw any kernel %d case %zu", t, akerns[ki], i);
+        }
     }
     force_dw = -1;
     /* selection is pure and picks what the tier has */
@@ -752,7 +779,14 @@ int main(void) {
     CHECK(nnf_conv_select(&s, NNF_ISA_AVX2) == NNF_CONV_ALGO_IM2COL);
     s = shape(1, 32, 112, 112, 32, 32, 3, 3, 2, 1, 1, 1, 1, 1); /* depthwise s2 stays */
     CHECK(nnf_conv_select(&s, NNF_ISA_AVX2) == NNF_CONV_ALGO_DEPTHWISE);
-    s = shape(1, 32, 56, 56, 32, 32, 7, 7, 1, 1, 3, 3, 3, 3);
+    s = shape(1, 32, 56, 56, 32, 32, 7, 7, 1, 1, 3, 3, 3, 3); /* any window: the generic kernel */
+    CHECK(nnf_conv_select(&s, NNF_ISA_AVX2) == NNF_CONV_ALGO_DEPTHWISE);
+    CHECK(nnf_dw_select(&s, NNF_ISA_AVX2) == NNF_DW_ANY_AVX2);
+    CHECK(nnf_dw_select(&s, NNF_ISA_SCALAR) == NNF_DW_PLANE_SCALAR);
+    s = shape(1, 512, 1, 1024, 512, 512, 1, 31, 1, 1, 0, 15, 0, 15); /* a Conformer's 1-D */
+    CHECK(nnf_conv_select(&s, NNF_ISA_AVX2) == NNF_CONV_ALGO_DEPTHWISE);
+    CHECK(nnf_dw_select(&s, NNF_ISA_AVX2) == NNF_DW_ANY_AVX2);
+    s = shape(1, 32, 56, 56, 32, 16, 7, 7, 1, 1, 3, 3, 3, 3); /* groups of two: not depthwise */
     CHECK(nnf_conv_select(&s, NNF_ISA_AVX2) == NNF_CONV_ALGO_IM2COL);
     /* an algorithm given a shape it does not compute is refused, not run out
      * of bounds (the soak below forces every algorithm on every shape) */
@@ -761,17 +795,65 @@ int main(void) {
             nnf_conv2d_shape s;
             nnf_conv_algo algo;
         } misfits[] = {
-            {{.n = 1, .c = 8, .h = 9, .w = 9, .oc = 8, .group = 8, .kh = 4, .kw = 3, .sh = 1, .sw = 1,
-              .dh = 1, .dw = 1, .oh = 6, .ow = 7},
+            {{.n = 1,
+              .c = 8,
+              .h = 9,
+              .w = 9,
+              .oc = 8,
+              .group = 4,
+              .kh = 4,
+              .kw = 3,
+              .sh = 1,
+              .sw = 1,
+              .dh = 1,
+              .dw = 1,
+              .oh = 6,
+              .ow = 7},
              NNF_CONV_ALGO_DEPTHWISE},
-            {{.n = 1, .c = 8, .h = 9, .w = 9, .oc = 8, .group = 1, .kh = 3, .kw = 3, .sh = 1, .sw = 1,
-              .dh = 1, .dw = 1, .oh = 7, .ow = 7},
+            {{.n = 1,
+              .c = 8,
+              .h = 9,
+              .w = 9,
+              .oc = 8,
+              .group = 1,
+              .kh = 3,
+              .kw = 3,
+              .sh = 1,
+              .sw = 1,
+              .dh = 1,
+              .dw = 1,
+              .oh = 7,
+              .ow = 7},
              NNF_CONV_ALGO_GEMM_1X1},
-            {{.n = 1, .c = 8, .h = 9, .w = 9, .oc = 8, .group = 1, .kh = 3, .kw = 3, .sh = 2, .sw = 2,
-              .dh = 1, .dw = 1, .oh = 4, .ow = 4},
+            {{.n = 1,
+              .c = 8,
+              .h = 9,
+              .w = 9,
+              .oc = 8,
+              .group = 1,
+              .kh = 3,
+              .kw = 3,
+              .sh = 2,
+              .sw = 2,
+              .dh = 1,
+              .dw = 1,
+              .oh = 4,
+              .ow = 4},
              NNF_CONV_ALGO_WINOGRAD},
-            {{.n = 1, .c = 8, .h = 9, .w = 9, .oc = 8, .group = 1, .kh = 3, .kw = 3, .sh = 1, .sw = 1,
-              .dh = 1, .dw = 1, .oh = 7, .ow = 7},
+            {{.n = 1,
+              .c = 8,
+              .h = 9,
+              .w = 9,
+              .oc = 8,
+              .group = 1,
+              .kh = 3,
+              .kw = 3,
+              .sh = 1,
+              .sw = 1,
+              .dh = 1,
+              .dw = 1,
+              .oh = 7,
+              .ow = 7},
              NNF_CONV_ALGO_NONE},
         };
         float wm[8 * 8 * 12] = {0};

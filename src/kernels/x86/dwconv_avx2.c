@@ -1,16 +1,20 @@
-/* Depthwise 3x3/5x5, stride 1/2, on NCHW planes (AVX2):
+/* Depthwise on NCHW planes (AVX2):
  *
- *   nnf_dw_plane_avx2  one channel plane, vectorised along the output row,
- *                      several output rows per pass (see dw_plane);
- *   nnf_dw_c8_avx2     up to 8 planes at once, vectorised across channels
- *                      (narrow planes, see dw_c8).
+ *   nnf_dw_plane_avx2  3x3/5x5, stride 1/2: one channel plane, vectorised
+ *                      along the output row, several output rows per pass
+ *                      (see dw_plane);
+ *   nnf_dw_c8_avx2     the same shapes, up to 8 planes at once, vectorised
+ *                      across channels (narrow planes, see dw_c8);
+ *   nnf_dw_any_avx2    any window, one plane a row at a time.
  *
  * Both apply the epilogue in registers. Used for the AVX-512 tier as well
  * (the kernels are load-bound, not FMA-bound). */
+#include "base/alloc.h"
 #include "kernels/conv_fast.h"
 #include "kernels/x86/ep_fast_avx2.h"
 #include "kernels/x86/transpose_avx2.h"
 
+#include <math.h>
 #include <string.h>
 
 /* ---- plane kernel --------------------------------------------------------- */
@@ -206,6 +210,123 @@ void nnf_dw_plane_avx2(const nnf_conv2d_shape *s, const float *x, const float *w
         dw_plane(s, 5, 1, x, w, y, t);
     else
         dw_plane(s, 5, 2, x, w, y, t);
+}
+
+/* ---- any window ------------------------------------------------------------- */
+
+/* One kernel row's taps at stride 1 over a whole output row: yr[o] (+)=
+ * sum_j wr[j] xp[o + j dw], xp a zero-padded input row readable up to
+ * ow rounded up to 8, plus the window's span. Four vectors side by side
+ * (one FMA's latency would otherwise bound a long row of taps); the last
+ * part vector masked. */
+static void dw_any_row_s1(const float *xp, const float *wr, size_t kw, size_t dw, size_t ow,
+                          float *yr, bool first) {
+    size_t o = 0;
+    for (; o + 32 <= ow; o += 32) {
+        const float *xo = xp + o;
+        float *yp = yr + o;
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        if (!first) {
+            a0 = _mm256_loadu_ps(yp);
+            a1 = _mm256_loadu_ps(yp + 8);
+            a2 = _mm256_loadu_ps(yp + 16);
+            a3 = _mm256_loadu_ps(yp + 24);
+        }
+        for (size_t j = 0; j < kw; j++, xo += dw) {
+            __m256 wj = _mm256_broadcast_ss(wr + j);
+            a0 = _mm256_fmadd_ps(wj, _mm256_loadu_ps(xo), a0);
+            a1 = _mm256_fmadd_ps(wj, _mm256_loadu_ps(xo + 8), a1);
+            a2 = _mm256_fmadd_ps(wj, _mm256_loadu_ps(xo + 16), a2);
+            a3 = _mm256_fmadd_ps(wj, _mm256_loadu_ps(xo + 24), a3);
+        }
+        _mm256_storeu_ps(yp, a0);
+        _mm256_storeu_ps(yp + 8, a1);
+        _mm256_storeu_ps(yp + 16, a2);
+        _mm256_storeu_ps(yp + 24, a3);
+    }
+    for (; o < ow; o += 8) {
+        __m256i m = nnf_mask8(ow - o < 8 ? ow - o : 8);
+        const float *xo = xp + o;
+        __m256 acc = first ? _mm256_setzero_ps() : _mm256_maskload_ps(yr + o, m);
+        for (size_t j = 0; j < kw; j++, xo += dw)
+            acc = _mm256_fmadd_ps(_mm256_broadcast_ss(wr + j), _mm256_loadu_ps(xo), acc);
+        _mm256_maskstore_ps(yr + o, m, acc);
+    }
+}
+
+/* Any kernel, stride, dilation and padding, one plane: each output row is
+ * summed into y a kernel row at a time (row i, then tap j, as the other
+ * kernels), then the epilogue over the row. At stride 1 each input row is
+ * copied between zeros into per-thread scratch, so every output is a
+ * vector lane; otherwise the outputs whose taps all fall inside the row go
+ * without bounds checks. A 1-D conv is one row. */
+void nnf_dw_any_avx2(const nnf_conv2d_shape *s, const float *x, const float *w, float *y,
+                     const nnf_tile_ep *t) {
+    const size_t kh = s->kh, kw = s->kw, ow = s->ow, sw = s->sw, dw = s->dw;
+    const ptrdiff_t W = (ptrdiff_t)s->w, pl = (ptrdiff_t)s->pl;
+    const ptrdiff_t span = (ptrdiff_t)((kw - 1) * dw);
+    /* outputs [lo, hi) have every tap inside: o sw >= pl, o sw - pl + span < W */
+    size_t lo = (size_t)((pl + (ptrdiff_t)sw - 1) / (ptrdiff_t)sw), hi = 0;
+    if (W - 1 - span + pl >= 0)
+        hi = (size_t)((W - 1 - span + pl) / (ptrdiff_t)sw) + 1;
+    hi = hi < ow ? hi : ow;
+    lo = lo < hi ? lo : hi;
+    /* the padded row: output o's taps read pad[o + j dw], pad[q] = x[q - pl] */
+    size_t padn = (ow + 7) / 8 * 8 + (size_t)span;
+    float *pad = sw == 1 ? nnf_thread_scratch(NNF_SCRATCH_CONV_IN, padn) : NULL;
+    for (size_t oh = 0; oh < s->oh; oh++) {
+        float *yr = y + oh * ow;
+        bool first = true;
+        for (size_t i = 0; i < kh; i++) {
+            ptrdiff_t ih = (ptrdiff_t)(oh * s->sh + i * s->dh) - (ptrdiff_t)s->pt;
+            if (ih < 0 || ih >= (ptrdiff_t)s->h)
+                continue;
+            const float *xr = x + (size_t)ih * s->w, *wr = w + i * kw;
+            if (pad) {
+                /* pad[q] for q in [0, padn): zeros, the row's [q0, q1), zeros */
+                ptrdiff_t q0 = pl < (ptrdiff_t)padn ? pl : (ptrdiff_t)padn;
+                ptrdiff_t q1 = pl + W < (ptrdiff_t)padn ? pl + W : (ptrdiff_t)padn;
+                memset(pad, 0, (size_t)q0 * sizeof *pad);
+                if (q1 > q0)
+                    memcpy(pad + q0, xr, (size_t)(q1 - q0) * sizeof *pad);
+                else
+                    q1 = q0;
+                memset(pad + q1, 0, (padn - (size_t)q1) * sizeof *pad);
+                dw_any_row_s1(pad, wr, kw, dw, ow, yr, first);
+                first = false;
+                continue;
+            }
+            for (size_t o = 0; o < ow; o++) {
+                ptrdiff_t iw0 = (ptrdiff_t)(o * sw) - pl;
+                float acc = first ? 0.0f : yr[o];
+                if (o >= lo && o < hi) {
+                    for (size_t j = 0; j < kw; j++)
+                        acc = fmaf(wr[j], xr[iw0 + (ptrdiff_t)(j * dw)], acc);
+                } else {
+                    for (size_t j = 0; j < kw; j++) {
+                        ptrdiff_t iw = iw0 + (ptrdiff_t)(j * dw);
+                        if (iw >= 0 && iw < W)
+                            acc = fmaf(wr[j], xr[iw], acc);
+                    }
+                }
+                yr[o] = acc;
+            }
+            first = false;
+        }
+        if (first)
+            memset(yr, 0, ow * sizeof *yr);
+        nnf_tile_ep tr = *t;
+        if (tr.residual)
+            tr.residual += oh * ow;
+        size_t o = 0;
+        for (; o + 8 <= ow; o += 8)
+            _mm256_storeu_ps(
+                yr + o, nnf_ep8(_mm256_loadu_ps(yr + o), &tr, 0, o, 1, _mm256_setzero_si256()));
+        if (o < ow) {
+            __m256i m = nnf_mask8(ow - o);
+            _mm256_maskstore_ps(yr + o, m, nnf_ep8(_mm256_maskload_ps(yr + o, m), &tr, 0, o, 0, m));
+        }
+    }
 }
 
 /* ---- channel-interleaved kernel ------------------------------------------- */
