@@ -226,14 +226,14 @@ void nnf_im2col_pack_scalar(const void *vctx, size_t n0, size_t nc, size_t k0, s
     for (size_t kk = 0; kk < kc; kk++) {
         size_t k = k0 + kk, ic = k / taps, tap = k % taps;
         size_t kh = tap / s->kw, kw = tap % s->kw;
-        const float *xc = c->x + ic * s->h * s->w;
+        const float *xc = c->planes ? c->planes[ic] : c->x + ic * s->h * s->w;
         float *drow = dst + kk * r;
         size_t oh = n0 / s->ow, ow = n0 % s->ow, pos = 0;
         while (pos < nc) {
             size_t run = s->ow - ow < nc - pos ? s->ow - ow : nc - pos;
             ptrdiff_t ih = (ptrdiff_t)(oh * s->sh + kh * s->dh) - (ptrdiff_t)s->pt;
-            bool row_ok = ih >= 0 && ih < (ptrdiff_t)s->h;
-            const float *xr = xc + (row_ok ? (size_t)ih * s->w : 0);
+            bool row_ok = xc && ih >= 0 && ih < (ptrdiff_t)s->h;
+            const float *xr = row_ok ? xc + (size_t)ih * s->w : NULL;
             ptrdiff_t iw0 = (ptrdiff_t)(ow * s->sw + kw * s->dw) - (ptrdiff_t)s->pl;
             for (size_t q = 0; q < run;) {
                 size_t p = pos + q;

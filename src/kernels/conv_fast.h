@@ -73,15 +73,7 @@ typedef struct nnf_conv_kernel {
 static inline nnf_epilogue nnf_conv_group_epilogue(const nnf_epilogue *ep,
                                                    const nnf_conv2d_shape *s, size_t b,
                                                    size_t g) {
-    size_t ocg = s->oc / s->group, ohw = s->oh * s->ow;
-    nnf_epilogue e = *ep;
-    if (e.bias)
-        e.bias += g * ocg;
-    if (e.residual) {
-        e.residual += (b * s->oc + g * ocg) * ohw;
-        e.ld_residual = ohw;
-    }
-    return e;
+    return nnf_epilogue_at_group(ep, s->oc, s->oc / s->group, s->oh * s->ow, b, g);
 }
 
 /* Prepare a kernel for algo (from nnf_conv_select) with the weights w
@@ -102,6 +94,9 @@ nnf_status nnf_conv_kernel_run(const nnf_conv_kernel *k, const float *x, float *
 typedef struct nnf_im2col_ctx {
     const float *x; /* the group's first input channel of one image */
     const nnf_conv2d_shape *s;
+    /* optional: channel ic's plane is planes[ic] (NULL: all zeros) instead
+     * of x + ic h w; a 3-D conv's (channel, depth tap) pairs (conv3d.c) */
+    const float *const *planes;
 } nnf_im2col_ctx;
 void nnf_im2col_pack_scalar(const void *ctx, size_t n0, size_t nc, size_t k0, size_t kc, size_t r,
                             float *dst);

@@ -38,6 +38,21 @@ static inline nnf_epilogue nnf_epilogue_default(void) {
     return e;
 }
 
+/* The epilogue of image b's group g of a conv with oc output channels, ocg
+ * a group, plane output values a channel: the group's biases and its
+ * residual block, a row a channel. */
+static inline nnf_epilogue nnf_epilogue_at_group(const nnf_epilogue *ep, size_t oc, size_t ocg,
+                                                 size_t plane, size_t b, size_t g) {
+    nnf_epilogue e = *ep;
+    if (e.bias)
+        e.bias += g * ocg;
+    if (e.residual) {
+        e.residual += (b * oc + g * ocg) * plane;
+        e.ld_residual = plane;
+    }
+    return e;
+}
+
 /* Nothing to apply: alpha 1, no bias, activation or residual. Drivers pass
  * NULL to the tiles instead (a plain GEMM 256^3 spent 6 % of its time
  * applying this one per row on AVX-512). */

@@ -1,19 +1,22 @@
 /* Plans for Conv and ConvTranspose on NCHW. Conv: 1-D/2-D float32 with
  * constant weights goes to kernels/conv_fast (1x1 GEMM, implicit-im2col
- * GEMM, Winograd F(4x4,3x3), depthwise). ConvTranspose: 1-D/2-D float32
- * with constant weights goes to kernels/conv_transpose (GEMM + col2im).
- * Everything else (3-D, non-constant weights, residuals that broadcast)
- * keeps the reference kernel. */
+ * GEMM, Winograd F(4x4,3x3), depthwise), 3-D to kernels/conv3d (an
+ * implicit-im2col GEMM). ConvTranspose: 1-D/2-D float32 with constant
+ * weights goes to kernels/conv_transpose (GEMM + col2im). Everything else
+ * (3-D ConvTranspose, non-constant weights, residuals that broadcast) keeps
+ * the reference kernel. */
 #include "plan/kernels.h"
 
 #include "base/alloc.h"
+#include "kernels/conv3d.h"
 #include "kernels/conv_transpose.h"
 #include "ops/conv.h"
 
-/* A Conv's kernel (k) or a ConvTranspose's (t). */
+/* A Conv's kernel (k, or v for 3-D) or a ConvTranspose's (t). */
 typedef struct conv_state {
     nnf_conv_kernel *k;
     nnf_convt_kernel *t;
+    nnf_conv3d_kernel *v;
     int has_bias;
 } conv_state;
 
@@ -23,6 +26,7 @@ static void conv_state_free(void *p) {
         return;
     nnf_conv_kernel_destroy(s->k);
     nnf_convt_kernel_destroy(s->t);
+    nnf_conv3d_kernel_destroy(s->v);
     nnf_free(s);
 }
 
@@ -45,6 +49,21 @@ nnf_status nnf_conv_run_epilogue(const nnf_node *node, nnf_buf *const *in, int h
         e->residual_after_act = cp->residual_after_act;
     }
     return NNF_OK;
+}
+
+static nnf_status conv3d_run(NNF_KERNEL_ARGS) {
+    const conv_state *s = ctx->state;
+    const nnf_conv3d_shape *sh = &s->v->s;
+    const nnf_buf *x = in[0], *y = out[0];
+    size_t xn = sh->n * sh->c * sh->d * sh->h * sh->w,
+           yn = sh->n * sh->oc * sh->od * sh->oh * sh->ow;
+    if (x->numel != xn || y->numel != yn || x->dims[0] != (int64_t)sh->n)
+        return nnf_node_error(node, NNF_ERR_SHAPE,
+                              "%s: input or output shape differs from the plan", s->v->name);
+    nnf_epilogue e;
+    NNF_CHECK(nnf_conv_run_epilogue(node, in, s->has_bias, node->params, sh->oc, yn, &e));
+    nnf_status st = nnf_conv3d_kernel_run(s->v, x->data, y->data, &e, ctx->pool);
+    return st == NNF_OK ? st : nnf_error_prefix(st, "node %s (%s)", node->name, node->op_type);
 }
 
 static nnf_status conv_run(NNF_KERNEL_ARGS) {
@@ -87,7 +106,7 @@ static nnf_conv2d_shape shape_2d(int sp, const int64_t *xd, const int64_t *wd, c
         .oh = h ? (size_t)yd[2] : 1, .ow = (size_t)yd[1 + sp]};
 }
 
-/* Float32 input, constant weight and output of known shapes, 1-D or 2-D
+/* Float32 input, constant weight and output of known shapes, 1-D to 3-D
  * (ranks agreeing with the attributes): the spatial rank, else 0. */
 static int plannable(const nnf_node *node, const nnf_tinfo *in, const nnf_tinfo *out) {
     const nnf_conv_params *p = node->params;
@@ -96,10 +115,54 @@ static int plannable(const nnf_node *node, const nnf_tinfo *in, const nnf_tinfo 
         !nnf_shape_known(&x->shape) || !nnf_shape_known(&w->shape) || !nnf_shape_known(&y->shape))
         return 0;
     int sp = x->shape.rank - 2;
-    if ((sp != 1 && sp != 2) || w->shape.rank != x->shape.rank || y->shape.rank != x->shape.rank ||
+    if (sp < 1 || sp > 3 || w->shape.rank != x->shape.rank || y->shape.rank != x->shape.rank ||
         (p->spatial && p->spatial != sp))
         return 0;
     return sp;
+}
+
+/* A 3-D conv (p with its kernel from the weight, pb the start pads). */
+static nnf_status plan_conv3d(const nnf_node *node, const nnf_tinfo *in, const nnf_tinfo *out,
+                              nnf_kernel_plan *plan, const nnf_conv_params *p, const int64_t *pb) {
+    const int64_t *xd = in[0].shape.dims, *wd = in[1].shape.dims, *yd = out[0].shape.dims;
+    nnf_conv3d_shape s = {.n = (size_t)xd[0],
+                          .c = (size_t)xd[1],
+                          .d = (size_t)xd[2],
+                          .h = (size_t)xd[3],
+                          .w = (size_t)xd[4],
+                          .oc = (size_t)wd[0],
+                          .group = (size_t)p->group,
+                          .kd = (size_t)wd[2],
+                          .kh = (size_t)wd[3],
+                          .kw = (size_t)wd[4],
+                          .sd = (size_t)p->strides[0],
+                          .sh = (size_t)p->strides[1],
+                          .sw = (size_t)p->strides[2],
+                          .dd = (size_t)p->dilations[0],
+                          .dh = (size_t)p->dilations[1],
+                          .dw = (size_t)p->dilations[2],
+                          .pf = (size_t)pb[0],
+                          .pt = (size_t)pb[1],
+                          .pl = (size_t)pb[2],
+                          .od = (size_t)yd[2],
+                          .oh = (size_t)yd[3],
+                          .ow = (size_t)yd[4]};
+    if (!nnf_conv3d_fits(&s))
+        return NNF_OK;
+    conv_state *st = state_new(node, in);
+    if (!st)
+        return nnf_node_error(node, NNF_ERR_OUT_OF_MEMORY, "out of memory for a conv plan");
+    nnf_status rc = nnf_conv3d_kernel_create(&s, nnf_cpu_isa(), in[1].data, &st->v);
+    if (rc != NNF_OK) {
+        conv_state_free(st);
+        return nnf_error_prefix(rc, "node %s (%s)", node->name, node->op_type);
+    }
+    plan->name = st->v->name;
+    plan->run = conv3d_run;
+    plan->state = st;
+    plan->free_state = conv_state_free;
+    plan->packed_inputs = 1u << 1; /* W is packed; run reads only the state */
+    return NNF_OK;
 }
 
 nnf_status nnf_plan_conv(NNF_PLAN_ARGS) {
@@ -114,7 +177,6 @@ nnf_status nnf_plan_conv(NNF_PLAN_ARGS) {
     int64_t pb[NNF_MAX_SPATIAL], pe[NNF_MAX_SPATIAL];
     NNF_CHECK(nnf_conv_resolve_pads(p, x->shape.dims + 2, pb, pe));
     const int64_t *xd = x->shape.dims, *wd = w->shape.dims, *yd = y->shape.dims;
-    nnf_conv2d_shape s = shape_2d(sp, xd, wd, yd, (size_t)wd[0], p, pb);
     if (wd[1] * p->group != xd[1] || yd[1] != wd[0] || yd[0] != xd[0])
         return NNF_OK;
     if (p->residual_input >= 0) {
@@ -123,6 +185,9 @@ nnf_status nnf_plan_conv(NNF_PLAN_ARGS) {
             nnf_shape_numel(&r->shape) != nnf_shape_numel(&y->shape))
             return NNF_OK;
     }
+    if (sp == 3)
+        return plan_conv3d(node, in, out, plan, p, pb);
+    nnf_conv2d_shape s = shape_2d(sp, xd, wd, yd, (size_t)wd[0], p, pb);
     nnf_isa isa = nnf_cpu_isa();
     nnf_conv_algo algo = nnf_conv_select(&s, isa);
     if (algo == NNF_CONV_ALGO_NONE)
@@ -149,7 +214,7 @@ nnf_status nnf_plan_conv_transpose(NNF_PLAN_ARGS) {
     const nnf_conv_params *p = node->params;
     const nnf_tinfo *x = &in[0], *w = &in[1], *y = &out[0];
     int sp = plannable(node, in, out);
-    if (!sp || p->residual_input >= 0)
+    if (!sp || sp == 3 || p->residual_input >= 0)
         return NNF_OK;
     nnf_conv_params lp = nnf_conv_effective(p, x->shape.rank, w->shape.dims);
     p = &lp;

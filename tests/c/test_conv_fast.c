@@ -4,6 +4,7 @@
  * K * 2^-22 * sum|w x| with K = IC/group * KH * KW, plus the epilogue's. */
 #include "base/cpu.h"
 #include "base/threadpool.h"
+#include "kernels/conv3d.h"
 #include "kernels/conv_fast.h"
 #include "plan/kernels.h"
 
@@ -432,6 +433,126 @@ static void test_depthwise_kernels(nnf_isa isa) {
     CHECK(nnf_dw_select(&m, NNF_ISA_AVX2) == NNF_DW_C8_AVX2);
     m = shape(1, 192, 28, 28, 192, 192, 3, 3, 2, 1, 1, 1, 1, 1);
     CHECK(nnf_dw_select(&m, NNF_ISA_AVX2) == NNF_DW_PLANE_AVX2);
+}
+
+/* 3-D convs (conv3d.h) against a double oracle: depth taps in the padding
+ * (whole planes of zeros), strides and dilations per axis, groups, batch 2,
+ * output planes around the 8-lane groups, bias + activation, a residual
+ * before or after it, 1 and 2 threads. Tolerance as run_conv's. */
+static int run_conv3d(const nnf_conv3d_shape *s, nnf_isa isa, const nnf_activation *act,
+                      int use_res, nnf_threadpool *pool) {
+    size_t icg = s->c / s->group, ocg = s->oc / s->group, taps = s->kd * s->kh * s->kw;
+    size_t xn = s->n * s->c * s->d * s->h * s->w, yn = s->n * s->oc * s->od * s->oh * s->ow;
+    float *x = check_rand_buf(xn), *w = check_rand_buf(s->oc * icg * taps),
+          *b = check_rand_buf(s->oc);
+    float *r = check_rand_buf(yn), *y = malloc(yn * sizeof(float));
+    nnf_conv3d_kernel *k = NULL;
+    int bad = 0;
+    if (nnf_conv3d_kernel_create(s, isa, w, &k) != NNF_OK)
+        return 1;
+    nnf_epilogue ep = conv_ep(act, b, 1, r, use_res);
+    if (nnf_conv3d_kernel_run(k, x, y, &ep, pool) != NNF_OK)
+        bad++;
+    size_t yi = 0;
+    for (size_t bi = 0; bi < s->n; bi++)
+        for (size_t o = 0; o < s->oc; o++)
+            for (size_t od = 0; od < s->od; od++)
+                for (size_t oh = 0; oh < s->oh; oh++)
+                    for (size_t ow = 0; ow < s->ow && bad < 3; ow++, yi++) {
+                        size_t g = o / ocg;
+                        double acc = 0, mag = 0;
+                        for (size_t ic = 0; ic < icg; ic++)
+                            for (size_t t = 0; t < taps; t++) {
+                                size_t kd = t / (s->kh * s->kw), kh = t / s->kw % s->kh,
+                                       kw = t % s->kw;
+                                ptrdiff_t id =
+                                    (ptrdiff_t)(od * s->sd + kd * s->dd) - (ptrdiff_t)s->pf;
+                                ptrdiff_t ih =
+                                    (ptrdiff_t)(oh * s->sh + kh * s->dh) - (ptrdiff_t)s->pt;
+                                ptrdiff_t iw =
+                                    (ptrdiff_t)(ow * s->sw + kw * s->dw) - (ptrdiff_t)s->pl;
+                                if (id < 0 || ih < 0 || iw < 0 || id >= (ptrdiff_t)s->d ||
+                                    ih >= (ptrdiff_t)s->h || iw >= (ptrdiff_t)s->w)
+                                    continue;
+                                double xv =
+                                    x[(((bi * s->c + g * icg + ic) * s->d + (size_t)id) * s->h +
+                                       (size_t)ih) *
+                                          s->w +
+                                      (size_t)iw];
+                                double wv = w[(o * icg + ic) * taps + t];
+                                acc += xv * wv;
+                                mag += fabs(xv * wv);
+                            }
+                        double extra = fabs(b[o]);
+                        acc += b[o];
+                        if (use_res == 1)
+                            acc += r[yi], extra += fabs(r[yi]);
+                        double want = act ? (double)nnf_act_apply(act, (float)acc) : acc;
+                        if (use_res == 2)
+                            want += r[yi], extra += fabs(r[yi]);
+                        double tol = (double)(icg * taps) * ldexp(1.0, -22) * mag;
+                        tol += ldexp(1.0, -20) * (extra + fabs(want));
+                        tol = 1.2 * tol + 4e-7 * (1.0 + fabs(acc));
+                        if (!(fabs(y[yi] - want) <= tol)) {
+                            fprintf(stderr, "%s: y[%zu] = %.9g want %.9g (tol %.3g)\n", k->name, yi,
+                                    y[yi], want, tol);
+                            bad++;
+                        }
+                    }
+    nnf_conv3d_kernel_destroy(k);
+    free(x);
+    free(w);
+    free(b);
+    free(r);
+    free(y);
+    return bad;
+}
+
+static void test_conv3d(nnf_isa isa) {
+    nnf_threadpool *pool = NULL;
+    CHECK(nnf_threadpool_create(2, &pool) == NNF_OK);
+    const nnf_activation relu = {NNF_ACT_RELU, 0, 0}, silu = {NNF_ACT_SILU, 0, 0};
+    static const size_t cs[][19] = {
+        /* n, c, d, h, w, oc, group, kd, kh, kw, sd, sh, sw, dd, dh, dw, pf, pt, pl (pads
+         * at the end: the same as at the start) */
+        {1, 3, 5, 6, 7, 4, 1, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},
+        {2, 4, 7, 9, 13, 6, 2, 2, 3, 2, 2, 1, 2, 1, 2, 1, 0, 2, 1},
+        {1, 2, 4, 5, 17, 3, 1, 3, 1, 5, 1, 2, 1, 2, 1, 1, 2, 0, 2},
+        {1, 5, 3, 1, 1, 7, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0},
+        {1, 8, 6, 8, 8, 16, 4, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},
+        {1, 2, 2, 3, 3, 2, 1, 3, 3, 3, 3, 1, 1, 1, 1, 1, 2, 1, 1},
+    };
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        const size_t *a = cs[i];
+        nnf_conv3d_shape s = {.n = a[0],
+                              .c = a[1],
+                              .d = a[2],
+                              .h = a[3],
+                              .w = a[4],
+                              .oc = a[5],
+                              .group = a[6],
+                              .kd = a[7],
+                              .kh = a[8],
+                              .kw = a[9],
+                              .sd = a[10],
+                              .sh = a[11],
+                              .sw = a[12],
+                              .dd = a[13],
+                              .dh = a[14],
+                              .dw = a[15],
+                              .pf = a[16],
+                              .pt = a[17],
+                              .pl = a[18]};
+        s.od = out_dim(s.d, s.kd, s.sd, s.dd, s.pf, s.pf);
+        s.oh = out_dim(s.h, s.kh, s.sh, s.dh, s.pt, s.pt);
+        s.ow = out_dim(s.w, s.kw, s.sw, s.dw, s.pl, s.pl);
+        CHECK_MSG(run_conv3d(&s, isa, i % 2 ? &silu : &relu, (int)(i % 3), i % 2 ? pool : NULL) ==
+                      0,
+                  "%s conv3d case %zu", nnf_isa_name(isa), i);
+    }
+    nnf_conv3d_shape none = {.n = 1, .c = 4, .d = 2, .h = 2, .w = 2, .oc = 4, .group = 3};
+    CHECK(!nnf_conv3d_fits(&none));
+    nnf_threadpool_destroy(pool);
 }
 
 /* The AVX2 im2col packer only moves values: it must match the scalar packer
@@ -874,6 +995,7 @@ int main(void) {
         printf("tier %s\n", nnf_isa_name((nnf_isa)t));
         test_tier((nnf_isa)t);
         test_depthwise_kernels((nnf_isa)t);
+        test_conv3d((nnf_isa)t);
         test_strided((nnf_isa)t);
         test_plan();
     }

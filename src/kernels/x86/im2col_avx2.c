@@ -61,18 +61,23 @@ void nnf_im2col_pack_avx2(const void *vctx, size_t n0, size_t nc, size_t k0, siz
         }
         for (size_t kk = 0; kk < kc; kk++) {
             size_t k = k0 + kk, tap = k % taps;
-            const float *xc = c->x + (k / taps) * plane;
+            const float *xc = c->planes ? c->planes[k / taps] : c->x + (k / taps) * plane;
             int32_t dh = (int32_t)((tap / s->kw) * s->dh) - (int32_t)s->pt;
             int32_t dw = (int32_t)((tap % s->kw) * s->dw) - (int32_t)s->pl;
             float *drow = dst + kk * r;
             /* the next k's run (another plane, or another row of this one)
              * starts cold: fetch it a few k ahead, a line per 16 lanes */
+            if (!xc) { /* a plane of zeros (conv3d.c's depth padding) */
+                for (size_t g = 0; g < gn; g++)
+                    _mm256_storeu_ps(drow + gi[g].off, _mm256_setzero_ps());
+                continue;
+            }
             if (kk + 4 < kc) {
                 size_t kp = k + 4, tp = kp % taps;
-                const float *xp = c->x + (kp / taps) * plane;
+                const float *xp = c->planes ? c->planes[kp / taps] : c->x + (kp / taps) * plane;
                 int32_t ph = (int32_t)((tp / s->kw) * s->dh) - (int32_t)s->pt;
                 int32_t pw = (int32_t)((tp % s->kw) * s->dw) - (int32_t)s->pl;
-                for (size_t g = 0; g < gn; g += 2) {
+                for (size_t g = 0; g < gn && xp; g += 2) {
                     int32_t ih = gi[g].ih + ph, iw = gi[g].iw + pw;
                     if (ih >= 0 && ih < h && iw >= 0 && iw < w)
                         _mm_prefetch((const char *)(xp + (size_t)ih * s->w + (size_t)iw),
