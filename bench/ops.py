@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Operators outside the GEMM and conv cases of bench/kernels.py, side by side with ONNX Runtime:
 one single-op model per case (Einsum, Expand, Tile, Where, Pad, GatherND, the normalizations,
-DepthToSpace, Resize), the same file for both engines. nnfuse runs it through its whole engine
+DepthToSpace, Resize, 1-D and 3-D convs and pools, Pow, OneHot...), the same file for both engines. nnfuse runs it through its whole engine
 (bench_kernels --model: import, passes, plans), ORT in this process (kernels.time_model); the two
 alternate case by case, --rounds times, and "paired" is the median over rounds of that round's
 ORT median / nnfuse median. Timing as in bench/kernels.py: thread CPU time on one thread, wall
@@ -45,6 +45,10 @@ def case(name, op, inputs, out_shape, inits=(), order=None, n_out=1, out_type=F,
     model.ir_version = 8
     feed = {n: RNG.uniform(-1, 1, s).astype(np.float32) for n, s in inputs}
     return name, model.SerializeToString(), feed
+
+
+def weight(*shape):
+    return const("w", RNG.uniform(-0.1, 0.1, shape).astype(np.float32))
 
 
 def cases():
@@ -104,6 +108,23 @@ def cases():
         case("resize_bilinear_2x", "Resize", [("x", [1, 64, 64, 64])], [1, 64, 128, 128],
              [const("roi", np.zeros(0, np.float32)), const("sc", np.array([1, 1, 2, 2], np.float32))],
              mode="linear"),
+        case("conv1d_dw_k31", "Conv", [("x", [1, 512, 1024])], [1, 512, 1024], [weight(512, 1, 31)],
+             pads=[15, 15], group=512),
+        case("conv1d_s5_k10", "Conv", [("x", [1, 1, 16000])], [1, 512, 3199], [weight(512, 1, 10)], strides=[5]),
+        case("conv3d_3x3x3", "Conv", [("x", [1, 32, 8, 32, 32])], [1, 32, 8, 32, 32], [weight(32, 32, 3, 3, 3)],
+             pads=[1, 1, 1, 1, 1, 1]),
+        case("maxpool1d", "MaxPool", [("x", [1, 64, 8192])], [1, 64, 4096], kernel_shape=[3], strides=[2],
+             pads=[1, 1]),
+        case("avgpool1d", "AveragePool", [("x", [1, 64, 8192])], [1, 64, 4096], kernel_shape=[3], strides=[2],
+             pads=[1, 1]),
+        case("pow3", "Pow", [("x", [64, 128, 128])], [64, 128, 128], [const("e", np.float32(3.0))]),
+        case("softmax_512", "Softmax", [("x", [1, 12, 512, 512])], [1, 12, 512, 512], axis=-1),
+        case("onehot", "OneHot", [], [4096, 1000], [const("i", RNG.integers(0, 1000, 4096).astype(np.int64)),
+                                                     const("d", i64(1000)), const("v", np.array([0, 1], np.float32))]),
+        case("lpnorm", "LpNormalization", [("x", [4096, 768])], [4096, 768], axis=-1, p=2),
+        case("hardmax", "Hardmax", [("x", [512, 1000])], [512, 1000]),
+        case("sum3", "Sum", [("a", [64, 128, 128]), ("b", [64, 128, 128]), ("c", [64, 128, 128])], [64, 128, 128]),
+        case("reducesumsquare", "ReduceSumSquare", [("x", [4096, 768])], [4096, 1], axes=[1]),
     ]
 
 

@@ -369,6 +369,19 @@ def test_trilu_rows(dtype):
             check("Trilu", [("x", x), ("k", np.array(k, np.int64))], attrs={"upper": upper}, consts={"k"})
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.int8, np.float64, np.uint16],
+                         ids=lambda d: np.dtype(d).name)
+def test_fills(dtype):
+    """OneHot's and ConstantOfShape's fills: memset where the value's bytes are all one (zeros,
+    an int8), 16-byte stores of the pattern where the element size divides 16, with odd counts."""
+    for off, on in ((0, 1), (3, -2), (-1, 0)) if dtype in (np.float32, np.int64) else ():
+        check("OneHot", [("i", np.array([[1, -1, 9], [0, 3, 2]], np.int64)), ("d", np.array(7, np.int64)),
+                         ("v", np.array([off, on], dtype))], attrs={"axis": -1}, consts={"d"})
+    for v in (0, 3, 1):
+        check("ConstantOfShape", [("s", np.array([3, 5, 7], np.int64))],
+              attrs={"value": numpy_helper.from_array(np.array([v], dtype))})
+
+
 def test_onehot_nonzero_topk_cumsum():
     check("OneHot", [("i", np.array([[1, -1], [9, 0]], np.int64)), ("d", np.array(4, np.float32)),
                      ("v", np.array([-1, 5], np.float32))], attrs={"axis": 1}, consts={"d"})

@@ -112,10 +112,7 @@ nnf_status nnf_constant_ref(NNF_KERNEL_ARGS) {
 
 nnf_status nnf_constant_of_shape_ref(NNF_KERNEL_ARGS) {
     const nnf_constant_params *p = node->params;
-    size_t es = p->nbytes;
-    uint8_t *o = out[0]->data;
-    for (size_t i = 0; i < out[0]->numel; i++)
-        memcpy(o + i * es, p->data, es);
+    nnf_fill_elems(out[0]->data, p->data, out[0]->numel, p->nbytes);
     return NNF_OK;
 }
 

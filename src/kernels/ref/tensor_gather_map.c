@@ -71,29 +71,42 @@ static bool row_segments(const int64_t *imap, int64_t inner, int64_t istr, row_s
     return true;
 }
 
-/* len elements from src at a step of `step` elements (0: one repeated). */
-static void copy_strided(uint8_t *o, const uint8_t *s, int64_t len, int64_t step, size_t es) {
-    if (step == 1) {
-        memcpy(o, s, (size_t)len * es);
-    } else if (step == 0 && len * (int64_t)es >= 16 && 16 % es == 0) {
+void nnf_fill_elems(void *dst, const void *elem, size_t n, size_t es) {
+    uint8_t *o = dst;
+    const uint8_t *s = elem;
+    size_t same = 1;
+    while (same < es && s[same] == s[0])
+        same++;
+    if (same == es) {
+        memset(o, s[0], n * es); /* zeros, and any element of one repeated byte */
+    } else if (n * es >= 16 && 16 % es == 0) {
         /* a 16-byte pattern of the element, written in whole stores (a
          * constant-size copy the compiler makes one store) */
         uint8_t pat[16];
         for (size_t b = 0; b < 16; b += es)
             memcpy(pat + b, s, es);
-        size_t bytes = (size_t)len * es, b = 0;
+        size_t bytes = n * es, b = 0;
         for (; b + 16 <= bytes; b += 16)
             memcpy(o + b, pat, 16);
         for (; b < bytes; b += es)
             memcpy(o + b, pat, es);
-    } else if (step == 0 && len > 1) {
+    } else if (n) {
         /* the element, then doubling copies of what is written */
         memcpy(o, s, es);
-        for (int64_t done = 1; done < len;) {
-            int64_t n = done < len - done ? done : len - done;
-            memcpy(o + (size_t)done * es, o, (size_t)n * es);
-            done += n;
+        for (size_t done = 1; done < n;) {
+            size_t c = done < n - done ? done : n - done;
+            memcpy(o + done * es, o, c * es);
+            done += c;
         }
+    }
+}
+
+/* len elements from src at a step of `step` elements (0: one repeated). */
+static void copy_strided(uint8_t *o, const uint8_t *s, int64_t len, int64_t step, size_t es) {
+    if (step == 1) {
+        memcpy(o, s, (size_t)len * es);
+    } else if (step == 0 && len > 1) {
+        nnf_fill_elems(o, s, (size_t)len, es);
     } else {
         for (int64_t i = 0; i < len; i++)
             nnf_copy_elem(o + (size_t)i * es, s + i * step * (int64_t)es, es);

@@ -255,8 +255,7 @@ nnf_status nnf_one_hot_ref(NNF_KERNEL_ARGS) {
         inner *= (size_t)y->dims[i];
     const uint8_t *off = vals->data, *on = off + es;
     uint8_t *dst = y->data;
-    for (size_t i = 0; i < y->numel; i++)
-        nnf_copy_elem(dst + i * es, off, es);
+    nnf_fill_elems(dst, off, y->numel, es);
     for (size_t o = 0; o < outer; o++)
         for (size_t i = 0; i < inner; i++) {
             double v = nnf_load_f64(idx->dtype, idx->data, o * inner + i);

@@ -28,6 +28,10 @@ void nnf_gather_map_free(nnf_gather_map *m);
 void nnf_gather_map_run(const nnf_gather_map *m, void *dst, const void *src, size_t esize,
                         const void *fill);
 
+/* n copies of the es-byte element at elem (memset where its bytes are all
+ * one value, 16-byte stores where es divides 16). */
+void nnf_fill_elems(void *dst, const void *elem, size_t n, size_t es);
+
 /* Element i of a numeric tensor as double / int64, and a double stored into
  * element i with C conversion rules (integers truncate; used for fill values). */
 double nnf_load_f64(nnf_dtype t, const void *p, size_t i);
