@@ -15,10 +15,7 @@ bool nnf_conv3d_fits(const nnf_conv3d_shape *s) {
 void nnf_conv3d_kernel_destroy(nnf_conv3d_kernel *k) {
     if (!k)
         return;
-    if (k->packed_w)
-        for (size_t g = 0; g < k->s.group; g++)
-            nnf_gemm_packed_destroy(k->packed_w[g]);
-    nnf_free(k->packed_w);
+    nnf_gemm_packed_destroy_all(k->packed_w, k->s.group);
     nnf_free(k);
 }
 

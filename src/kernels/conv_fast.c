@@ -87,10 +87,7 @@ const char *nnf_conv_algo_name(nnf_conv_algo algo) {
 void nnf_conv_kernel_destroy(nnf_conv_kernel *k) {
     if (!k)
         return;
-    if (k->packed_w)
-        for (size_t g = 0; g < k->n_packed; g++)
-            nnf_gemm_packed_destroy(k->packed_w[g]);
-    nnf_free(k->packed_w);
+    nnf_gemm_packed_destroy_all(k->packed_w, k->n_packed);
     nnf_free_aligned(k->dw_w);
     nnf_free(k->tap_off);
     nnf_free(k);

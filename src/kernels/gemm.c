@@ -363,6 +363,13 @@ void nnf_gemm_packed_destroy(nnf_gemm_packed *p) {
     nnf_free(p);
 }
 
+void nnf_gemm_packed_destroy_all(nnf_gemm_packed **p, size_t n) {
+    if (p)
+        for (size_t i = 0; i < n; i++)
+            nnf_gemm_packed_destroy(p[i]);
+    nnf_free(p);
+}
+
 size_t nnf_gemm_packed_bytes(const nnf_gemm_packed *p) {
     return p ? p->mn_pad * p->k * sizeof(float) : 0;
 }

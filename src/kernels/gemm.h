@@ -155,6 +155,8 @@ nnf_status nnf_gemm_pack_b(const nnf_gemm_cfg *cfg, size_t k, size_t n, const vo
 nnf_status nnf_gemm_pack_a(const nnf_gemm_cfg *cfg, size_t m, size_t k, const float *a, size_t lda,
                            int trans_a, nnf_gemm_packed **out);
 void nnf_gemm_packed_destroy(nnf_gemm_packed *p);
+/* Destroys p[0 .. n) (NULL entries skipped) and frees the array p. */
+void nnf_gemm_packed_destroy_all(nnf_gemm_packed **p, size_t n);
 /* Packs src's rows (side A) / columns (side B) [0, mnc) as p's [mn0, mn0 +
  * mnc), every K block: a producer that fills an operand made by
  * nnf_gemm_packed_create_n a slice at a time (mn0 a multiple of p->r). */

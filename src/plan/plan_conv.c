@@ -90,6 +90,22 @@ static conv_state *state_new(const nnf_node *node, const nnf_tinfo *in) {
     return st;
 }
 
+/* Hands st to the plan once its kernel is made (rc NNF_OK), else frees it
+ * and reports rc against the node. */
+static nnf_status plan_take(const nnf_node *node, nnf_kernel_plan *plan, conv_state *st,
+                            nnf_status rc, nnf_kernel_fn run) {
+    if (rc != NNF_OK) {
+        conv_state_free(st);
+        return nnf_error_prefix(rc, "node %s (%s)", node->name, node->op_type);
+    }
+    plan->name = st->k ? st->k->name : st->t ? st->t->name : st->v->name;
+    plan->run = run;
+    plan->state = st;
+    plan->free_state = conv_state_free;
+    plan->packed_inputs = 1u << 1; /* every kernel copies or packs W; run reads only the state */
+    return NNF_OK;
+}
+
 /* The 2-D shape of a 1-D (as H = 1) or 2-D conv or transposed conv: input
  * extents xd, kernel from the weight's trailing dims wd, output yd, oc
  * output channels, strides and dilations of p, start pads pb. */
@@ -152,17 +168,8 @@ static nnf_status plan_conv3d(const nnf_node *node, const nnf_tinfo *in, const n
     conv_state *st = state_new(node, in);
     if (!st)
         return nnf_node_error(node, NNF_ERR_OUT_OF_MEMORY, "out of memory for a conv plan");
-    nnf_status rc = nnf_conv3d_kernel_create(&s, nnf_cpu_isa(), in[1].data, &st->v);
-    if (rc != NNF_OK) {
-        conv_state_free(st);
-        return nnf_error_prefix(rc, "node %s (%s)", node->name, node->op_type);
-    }
-    plan->name = st->v->name;
-    plan->run = conv3d_run;
-    plan->state = st;
-    plan->free_state = conv_state_free;
-    plan->packed_inputs = 1u << 1; /* W is packed; run reads only the state */
-    return NNF_OK;
+    return plan_take(node, plan, st,
+                     nnf_conv3d_kernel_create(&s, nnf_cpu_isa(), in[1].data, &st->v), conv3d_run);
 }
 
 nnf_status nnf_plan_conv(NNF_PLAN_ARGS) {
@@ -195,17 +202,8 @@ nnf_status nnf_plan_conv(NNF_PLAN_ARGS) {
     conv_state *st = state_new(node, in);
     if (!st)
         return nnf_node_error(node, NNF_ERR_OUT_OF_MEMORY, "out of memory for a conv plan");
-    nnf_status rc = nnf_conv_kernel_create(&s, algo, isa, w->data, &st->k);
-    if (rc != NNF_OK) {
-        conv_state_free(st);
-        return nnf_error_prefix(rc, "node %s (%s)", node->name, node->op_type);
-    }
-    plan->name = st->k->name;
-    plan->run = conv_run;
-    plan->state = st;
-    plan->free_state = conv_state_free;
-    plan->packed_inputs = 1u << 1; /* every algorithm copies or packs W; run reads only the state */
-    return NNF_OK;
+    return plan_take(node, plan, st, nnf_conv_kernel_create(&s, algo, isa, w->data, &st->k),
+                     conv_run);
 }
 
 /* ---- ConvTranspose -------------------------------------------------------- */
@@ -232,15 +230,6 @@ nnf_status nnf_plan_conv_transpose(NNF_PLAN_ARGS) {
     if (!st)
         return nnf_node_error(node, NNF_ERR_OUT_OF_MEMORY,
                               "out of memory for a ConvTranspose plan");
-    nnf_status rc = nnf_convt_kernel_create(&s, nnf_cpu_isa(), w->data, &st->t);
-    if (rc != NNF_OK) {
-        conv_state_free(st);
-        return nnf_error_prefix(rc, "node %s (%s)", node->name, node->op_type);
-    }
-    plan->name = st->t->name;
-    plan->run = conv_run;
-    plan->state = st;
-    plan->free_state = conv_state_free;
-    plan->packed_inputs = 1u << 1; /* W is packed; run reads only the state */
-    return NNF_OK;
+    return plan_take(node, plan, st, nnf_convt_kernel_create(&s, nnf_cpu_isa(), w->data, &st->t),
+                     conv_run);
 }
