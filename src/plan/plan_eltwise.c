@@ -236,10 +236,58 @@ static int pow_unary(const nnf_tinfo *a, const nnf_tinfo *b, const nnf_tinfo *y,
     return 1;
 }
 
+/* Sum / Max / Min of three or more inputs: folded through the binary driver
+ * as the reference folds them, y = x0 op x1, then y = y op xk. */
+static nnf_status fold_run(NNF_KERNEL_ARGS) {
+    const ew_state *s = ctx->state;
+    for (int k = 0; k < node->n_inputs; k++)
+        if (!in[k] || in[k]->dtype != NNF_DTYPE_FLOAT32 || in[k]->numel != s->bc.numel ||
+            out[0]->numel != s->bc.numel)
+            return nnf_node_error(node, NNF_ERR_SHAPE, "%s: operands do not match the plan",
+                                  s->name);
+    nnf_ew_binary_run(s->k, s->op, &s->bc, in[0]->data, in[1]->data, out[0]->data, ctx->pool);
+    for (int k = 2; k < node->n_inputs; k++)
+        nnf_ew_binary_run(s->k, s->op, &s->bc, out[0]->data, in[k]->data, out[0]->data, ctx->pool);
+    return NNF_OK;
+}
+
+/* Variadic Sum / Max / Min of float32 inputs all of the output's known shape. */
+static nnf_status plan_fold(const nnf_node *node, const nnf_tinfo *in, const nnf_tinfo *out,
+                            nnf_kernel_plan *plan, nnf_ew_binop op, const char *name) {
+    nnf_status st;
+    for (int k = 0; k < node->n_inputs; k++)
+        if (!f32_known(&in[k]) || !nnf_shape_known(&out[0].shape) ||
+            nnf_shape_numel(&in[k].shape) != nnf_shape_numel(&out[0].shape))
+            return NNF_OK;
+    nnf_ew_bcast bc = nnf_ew_bcast_classify(&out[0].shape, &out[0].shape, &out[0].shape);
+    if (bc.kind != NNF_EWBC_SAME)
+        return NNF_OK;
+    ew_state *s = state_new(node, &st);
+    if (!s)
+        return st;
+    s->op = op;
+    s->bc = bc;
+    snprintf(s->name, sizeof s->name, "f32_%s%d_fold_%s", name, node->n_inputs, s->k->suffix);
+    plan_set(plan, s, fold_run);
+    /* the first pass reads x0 and x1 at the output's index before writing
+     * it; the later ones read the output and xk (k >= 2 must not alias) */
+    plan->in_place_inputs = 3u;
+    return NNF_OK;
+}
+
 nnf_status nnf_plan_binary(NNF_PLAN_ARGS) {
     const nnf_binary_params *p = node->params;
     nnf_status st;
     static const char *names[NNF_EWB_COUNT] = {"add", "sub", "mul", "div", "max", "min", "prelu"};
+    if (p && node->n_inputs > 2 && !p->mean && out[0].dtype == NNF_DTYPE_FLOAT32 &&
+        (p->op == NNF_BIN_ADD || p->op == NNF_BIN_MAX || p->op == NNF_BIN_MIN))
+        return plan_fold(node, in, out, plan,
+                         p->op == NNF_BIN_ADD   ? NNF_EWB_ADD
+                         : p->op == NNF_BIN_MAX ? NNF_EWB_MAX
+                                                : NNF_EWB_MIN,
+                         p->op == NNF_BIN_ADD   ? "sum"
+                         : p->op == NNF_BIN_MAX ? "max"
+                                                : "min");
     if (!p || node->n_inputs != 2 || p->mean || (p->legacy && p->legacy_broadcast) ||
         !f32_present(&in[0]) || !in[1].present || out[0].dtype != NNF_DTYPE_FLOAT32)
         return NNF_OK;

@@ -283,15 +283,41 @@ static void test_binary(nnf_isa isa) {
     r = f_run("Pow", 15, NULL, 0, in3, 2, 1, NULL, NULL);
     CHECK(r.status == NNF_OK && !r.planned);
     f_free(&r);
-    /* variadic Sum of three and Mean stay on the reference; Sum of two is Add */
+    /* variadic Sum / Max / Min of three to five inputs of one shape fold
+     * through the binary driver, bit for bit the reference's pairwise fold
+     * (NaN and infinities mixed in); Sum of two is Add; Mean and a
+     * broadcast input stay on the reference */
+    static const char *folds[] = {"Sum", "Max", "Min"};
+    for (size_t si = 0; si < N_SIZES; si++)
+        for (int nv = 3; nv <= 5; nv++) {
+            size_t n = sizes[si];
+            int64_t d[1] = {(int64_t)n};
+            float *vx[5];
+            f_in vin[5];
+            for (int k = 0; k < nv; k++) {
+                vx[k] = f_rand_buf(n, -10, 10);
+                f_specials(vx[k], n, 5 + (size_t)k, (size_t)k);
+                vin[k] = f32_in(vx[k], 1, d, 0);
+            }
+            for (int f = 0; f < 3; f++) {
+                r = f_run(folds[f], 13, NULL, 0, vin, nv, 1, NULL, NULL);
+                CHECK_MSG(r.planned && f_same_bytes(&r, 0), "%s %s of %d, n=%zu", t, folds[f], nv,
+                          n);
+                f_free(&r);
+            }
+            for (int k = 0; k < nv; k++)
+                free(vx[k]);
+        }
     f_in v3[3] = {f32_in(xs, 1, d4, 0), f32_in(xs, 1, d4, 0), f32_in(xs, 1, d4, 0)};
-    r = f_run("Sum", 13, NULL, 0, v3, 3, 1, NULL, NULL);
-    CHECK(r.status == NNF_OK && !r.planned);
-    f_free(&r);
     r = f_run("Sum", 13, NULL, 0, v3, 2, 1, NULL, NULL);
     CHECK(r.planned && f_same_bytes(&r, 0));
     f_free(&r);
-    r = f_run("Mean", 13, NULL, 0, v3, 2, 1, NULL, NULL);
+    r = f_run("Mean", 13, NULL, 0, v3, 3, 1, NULL, NULL);
+    CHECK(r.status == NNF_OK && !r.planned);
+    f_free(&r);
+    int64_t d1[1] = {1};
+    v3[2] = f32_in(xs, 1, d1, 0); /* broadcast */
+    r = f_run("Sum", 13, NULL, 0, v3, 3, 1, NULL, NULL);
     CHECK(r.status == NNF_OK && !r.planned);
     f_free(&r);
 }
