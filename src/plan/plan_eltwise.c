@@ -25,7 +25,7 @@ typedef struct ew_state {
     nnf_ew_unary u;  /* unary ops, Clip, Pow with a constant exponent */
     nnf_ew_binop op; /* binary ops */
     nnf_ew_bcast bc;
-    int kind;       /* softmax: log; reduce: nnf_reduce_kind */
+    int kind;       /* softmax: 0, 1 log, 2 hardmax; reduce: nnf_reduce_kind */
     size_t rows, n; /* softmax / reduce: rows of n */
     size_t inner;   /* softmax along an inner axis: n values inner apart (1: rows) */
     /* planned with shapes unknown at load (symbolic dims): the broadcast
@@ -365,9 +365,33 @@ typedef struct rows_job {
     float *y;
 } rows_job;
 
+/* Hardmax's row: 1 at the first maximum, 0 elsewhere. The reference scans
+ * from -inf (NaN never wins), as the ArgMax kernel does from x[0], except
+ * that a NaN x[0] keeps ArgMax's index 0: such a row is scanned here. */
+static void hardmax_row(const nnf_ew_kernels *k, const float *x, float *y, size_t n) {
+    int64_t arg = 0;
+    if (x[0] == x[0]) {
+        arg = k->arg_row(x, n, 1, 0);
+    } else {
+        float mx = -INFINITY;
+        for (size_t i = 0; i < n; i++)
+            if (x[i] > mx) {
+                mx = x[i];
+                arg = (int64_t)i;
+            }
+    }
+    memset(y, 0, n * sizeof *y);
+    y[arg] = 1.0f;
+}
+
 static void softmax_rows(void *p, size_t first, size_t count) {
     const rows_job *j = p;
     size_t n = j->s->n;
+    if (j->s->kind == 2) {
+        for (size_t r = first; r < first + count; r++)
+            hardmax_row(j->s->k, j->x + r * n, j->y + r * n, n);
+        return;
+    }
     j->s->k->softmax(j->x + first * n, j->y + first * n, count, n, j->s->kind);
 }
 
@@ -433,7 +457,7 @@ nnf_status nnf_plan_softmax(NNF_PLAN_ARGS) {
     const nnf_softmax_params *p = node->params;
     nnf_status st;
     /* symbolic dims: the rank must be known (it places the axis) */
-    if (!p || p->kind == NNF_HARDMAX || !f32_present(&in[0]) || in[0].shape.rank < 1)
+    if (!p || !f32_present(&in[0]) || in[0].shape.rank < 1)
         return NNF_OK;
     const nnf_shape *sh = &in[0].shape;
     bool symbolic = !nnf_shape_known(sh);
@@ -446,13 +470,20 @@ nnf_status nnf_plan_softmax(NNF_PLAN_ARGS) {
     ew_state *s = state_new(node, &st);
     if (!s)
         return st;
-    s->kind = p->kind == NNF_LOG_SOFTMAX;
+    s->kind = p->kind == NNF_HARDMAX ? 2 : p->kind == NNF_LOG_SOFTMAX;
     s->symbolic = symbolic;
     s->axis = axis;
     s->coerce_2d = p->coerce_2d;
     if (!symbolic)
         softmax_split(sh, axis, p->coerce_2d, &s->rows, &s->n, &s->inner);
-    snprintf(s->name, sizeof s->name, "f32_%s_%s_%s", s->kind ? "logsoftmax" : "softmax",
+    if (s->kind == 2 && (symbolic || s->inner != 1)) { /* Hardmax: rows of known shapes only */
+        state_free(s);
+        return NNF_OK;
+    }
+    snprintf(s->name, sizeof s->name, "f32_%s_%s_%s",
+             s->kind == 2 ? "hardmax"
+             : s->kind    ? "logsoftmax"
+                          : "softmax",
              symbolic        ? "axis"
              : s->inner == 1 ? "lastaxis"
                              : "inneraxis",

@@ -436,11 +436,30 @@ static void test_softmax(nnf_isa isa) {
         f_free(&r);
         free(x);
     }
-    /* Hardmax stays on the reference */
-    float x[4] = {1, 3, 2, 0};
-    int64_t d[1] = {4};
-    f_in in = f32_in(x, 1, d, 0);
-    f_res r = f_run("Hardmax", 13, NULL, 0, &in, 1, 1, NULL, NULL);
+    /* Hardmax along the last axis: the ArgMax row kernel's first maximum,
+     * bit for bit the reference (ties, NaN and infinities mixed in, rows
+     * starting with NaN, a row of NaNs); along an inner axis the reference */
+    for (size_t si = 0; si < N_SIZES; si++) {
+        size_t n = sizes[si] > 2000 ? 2000 : sizes[si];
+        int64_t d[2] = {3, (int64_t)n};
+        float *x = f_rand_buf(3 * n, -4, 4);
+        for (size_t i = 0; i < 3 * n; i++)
+            x[i] = roundf(x[i]); /* ties: the first maximum wins */
+        f_specials(x, 3 * n, 11, si % 5);
+        x[n] = NAN; /* row 1 starts with NaN */
+        for (size_t i = 2 * n; i < 3 * n; i += 2)
+            x[i] = NAN;
+        f_in in = f32_in(x, 2, d, 0);
+        f_res r = f_run("Hardmax", 13, NULL, 0, &in, 1, 1, NULL, NULL);
+        CHECK_MSG(r.planned && f_same_bytes(&r, 0), "%s Hardmax n=%zu", t, n);
+        f_free(&r);
+        free(x);
+    }
+    float x[6] = {1, 3, 2, 0, 5, 4};
+    int64_t d[2] = {3, 2};
+    nnf_attr ax0 = f_int("axis", 0);
+    f_in in = f32_in(x, 2, d, 0);
+    f_res r = f_run("Hardmax", 13, &ax0, 1, &in, 1, 1, NULL, NULL);
     CHECK(r.status == NNF_OK && !r.planned);
     f_free(&r);
 }
