@@ -902,15 +902,20 @@ nnf_status nnf_plan_argminmax(NNF_PLAN_ARGS) {
     return NNF_OK;
 }
 
-/* ---- Concat ------------------------------------------------------------------------- */
+/* ---- Concat and Split ----------------------------------------------------------------- */
 
-typedef struct concat_job {
-    const nnf_node *node;
-    nnf_buf *const *in;
-    char *y;
-    size_t yrow;       /* bytes of one output row (outer index) */
-    const size_t *off; /* n_inputs + 1 byte offsets of each input inside a row */
-} concat_job;
+/* Concat and Split move pieces of rows: the whole tensor (Concat's output,
+ * Split's input) as rows of wrow bytes, one per outer index, part i taking
+ * bytes [off[i], off[i + 1]) of each. A job copies the whole tensor's bytes
+ * [first, end) from the parts (Concat) or to them (Split, `scatter`). */
+typedef struct pieces_job {
+    char *whole;
+    size_t wrow;
+    nnf_buf *const *parts; /* width 0 (off[i] == off[i + 1]) where absent */
+    const size_t *off;     /* n + 1 byte offsets of each part inside a row */
+    int n;
+    bool scatter;
+} pieces_job;
 
 /* memcpy of a constant size compiles to moves: YOLO's heads concatenate
  * runs of 2 floats */
@@ -924,39 +929,42 @@ static inline void copy_run(char *d, const char *s, size_t n) {
     }
 }
 
-/* Output bytes [first, end) that lie in one row o: piece by piece. */
-static void concat_part(const concat_job *j, size_t first, size_t end) {
+/* n bytes between the whole tensor at w and part i's row o at offset at. */
+static inline void piece(const pieces_job *j, char *w, int i, size_t o, size_t at, size_t n) {
+    char *p = (char *)j->parts[i]->data + o * (j->off[i + 1] - j->off[i]) + at;
+    if (j->scatter)
+        copy_run(p, w, n);
+    else
+        copy_run(w, p, n);
+}
+
+/* Whole-tensor bytes [first, end) that lie in one row o: piece by piece. */
+static void pieces_part(const pieces_job *j, size_t first, size_t end) {
     while (first < end) {
-        size_t o = first / j->yrow, w = first % j->yrow;
+        size_t o = first / j->wrow, w = first % j->wrow;
         int i = 0;
-        while (w >= j->off[i + 1]) /* empty inputs have off[i] == off[i + 1] */
+        while (w >= j->off[i + 1]) /* empty parts have off[i] == off[i + 1] */
             i++;
-        size_t xrow = j->off[i + 1] - j->off[i];
         size_t len = j->off[i + 1] - w < end - first ? j->off[i + 1] - w : end - first;
-        memcpy(j->y + first, (const char *)j->in[i]->data + o * xrow + (w - j->off[i]), len);
+        piece(j, j->whole + first, i, o, w - j->off[i], len);
         first += len;
     }
 }
 
-static void concat_range(void *p, size_t first, size_t count) {
-    const concat_job *j = p;
-    size_t end = first + count, yrow = j->yrow;
-    size_t r0 = (first + yrow - 1) / yrow, r1 = end / yrow; /* whole rows [r0, r1) */
+static void pieces_range(void *p, size_t first, size_t count) {
+    const pieces_job *j = p;
+    size_t end = first + count, wrow = j->wrow;
+    size_t r0 = (first + wrow - 1) / wrow, r1 = end / wrow; /* whole rows [r0, r1) */
     if (r0 >= r1) {
-        concat_part(j, first, end);
+        pieces_part(j, first, end);
         return;
     }
-    concat_part(j, first, r0 * yrow);
-    int n = j->node->n_inputs;
-    for (size_t o = r0; o < r1; o++) {
-        char *y = j->y + o * yrow;
-        for (int i = 0; i < n; i++) {
-            size_t xrow = j->off[i + 1] - j->off[i];
-            if (xrow)
-                copy_run(y + j->off[i], (const char *)j->in[i]->data + o * xrow, xrow);
-        }
-    }
-    concat_part(j, r1 * yrow, end);
+    pieces_part(j, first, r0 * wrow);
+    for (size_t o = r0; o < r1; o++)
+        for (int i = 0; i < j->n; i++)
+            if (j->off[i + 1] > j->off[i])
+                piece(j, j->whole + o * wrow + j->off[i], i, o, 0, j->off[i + 1] - j->off[i]);
+    pieces_part(j, r1 * wrow, end);
 }
 
 typedef struct concat_state {
@@ -989,9 +997,9 @@ static nnf_status concat_run(NNF_KERNEL_ARGS) {
         st = nnf_node_error(node, NNF_ERR_SHAPE, "%s: inputs do not fill the output", s->name);
         goto fail;
     }
-    concat_job j = {node, in, y->data, yrow, off};
+    pieces_job j = {y->data, yrow, in, off, node->n_inputs, false};
     if (yrow)
-        nnf_ew_parallel_ranges(ctx->pool, outer * yrow, GRAIN_BYTES, concat_range, &j);
+        nnf_ew_parallel_ranges(ctx->pool, outer * yrow, GRAIN_BYTES, pieces_range, &j);
 fail:
     if (off != stack)
         nnf_free(off);
@@ -1021,31 +1029,6 @@ nnf_status nnf_plan_concat(NNF_PLAN_ARGS) {
 
 /* ---- Split ------------------------------------------------------------------------ */
 
-/* The input as rows of xrow bytes, output i taking bytes [off[i], off[i+1])
- * of each; a job copies the pieces of the input's bytes [first, end). */
-typedef struct split_job {
-    nnf_buf *const *out;
-    int n;
-    const char *x;
-    size_t xrow;
-    const size_t *off;
-} split_job;
-
-static void split_range(void *p, size_t first, size_t count) {
-    const split_job *j = p;
-    size_t end = first + count;
-    for (size_t o = first / j->xrow; o * j->xrow < end; o++)
-        for (int i = 0; i < j->n; i++) {
-            size_t a = o * j->xrow + j->off[i], b = o * j->xrow + j->off[i + 1];
-            a = a > first ? a : first;
-            b = b < end ? b : end;
-            if (a < b && j->out[i])
-                memcpy((char *)j->out[i]->data + o * (j->off[i + 1] - j->off[i]) +
-                           (a - o * j->xrow - j->off[i]),
-                       j->x + a, b - a);
-        }
-}
-
 static nnf_status split_run(NNF_KERNEL_ARGS) {
     const nnf_split_params *p = node->params;
     const nnf_buf *x = in[0];
@@ -1069,9 +1052,9 @@ static nnf_status split_run(NNF_KERNEL_ARGS) {
             goto fail;
         }
     }
-    split_job j = {out, node->n_outputs, x->data, xrow, off};
+    pieces_job j = {x->data, xrow, out, off, node->n_outputs, true};
     if (xrow && outer)
-        nnf_ew_parallel_ranges(ctx->pool, outer * xrow, GRAIN_BYTES, split_range, &j);
+        nnf_ew_parallel_ranges(ctx->pool, outer * xrow, GRAIN_BYTES, pieces_range, &j);
 fail:
     if (off != stack)
         nnf_free(off);
