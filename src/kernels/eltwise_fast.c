@@ -199,10 +199,26 @@ static void groupnorm_scalar(const float *x, float *y, size_t segs, size_t len, 
     }
 }
 
-static double sum_scalar(const float *x, size_t n) {
+/* The reference's sums (in double) along a line ld apart; with ld 1 the
+ * scalar tier's row sum and the float tiers' fallback. */
+static double sum_line(const float *x, size_t n, size_t ld, nnf_ew_sum_of of) {
     double s = 0.0;
-    for (size_t i = 0; i < n; i++)
-        s += x[i];
+    for (size_t i = 0; i < n; i++) {
+        float v = x[i * ld];
+        s += of == NNF_SUM_X ? v : of == NNF_SUM_ABS ? fabs(v) : (double)v * v;
+    }
+    return s;
+}
+
+static double sum_scalar(const float *x, size_t n, nnf_ew_sum_of of) {
+    return sum_line(x, n, 1, of);
+}
+
+double nnf_ew_row_sum(const nnf_ew_kernels *k, const float *x, size_t n, nnf_ew_sum_of of) {
+    double s = k->sum(x, n, of);
+    if (of != NNF_SUM_X && k->sum != sum_scalar &&
+        (s > 1e37 || (of == NNF_SUM_SQUARE && s < 1e-30)))
+        return sum_scalar(x, n, of);
     return s;
 }
 
@@ -226,16 +242,12 @@ static float min_scalar(const float *x, size_t n) {
     return m;
 }
 
-/* One position's reduction along a line ld apart (nnf_reduce_kind: sum,
- * mean, max, min): the row kernels' rules (exported for the vector tiers'
- * tail positions). */
+/* One position's reduction along a line ld apart (nnf_reduce_kind: the
+ * sum-like kinds, max, min): the row kernels' rules (exported for the vector
+ * tiers' tail positions). */
 float nnf_ew_reduce_line_scalar(const float *x, size_t n, size_t ld, int kind) {
-    if (kind == NNF_REDUCE_SUM || kind == NNF_REDUCE_MEAN) {
-        double s = 0.0;
-        for (size_t i = 0; i < n; i++)
-            s += x[i * ld];
-        return (float)(kind == NNF_REDUCE_MEAN ? s / (double)n : s);
-    }
+    if (nnf_reduce_is_sum(kind))
+        return nnf_reduce_finish(kind, sum_line(x, n, ld, nnf_reduce_sum_of(kind)), n);
     float m = kind == NNF_REDUCE_MAX ? -INFINITY : INFINITY;
     for (size_t i = 0; i < n; i++) {
         float v = x[i * ld];

@@ -23,8 +23,13 @@
 #include "base/cpu.h"
 #include "base/threadpool.h"
 #include "ops/op.h"
+#include "ops/reduce.h"
 
+#include <math.h>
 #include <stddef.h>
+
+/* What a row sum adds up (the kernel table's sum): x, |x| or x * x. */
+typedef enum nnf_ew_sum_of { NNF_SUM_X = 0, NNF_SUM_ABS, NNF_SUM_SQUARE } nnf_ew_sum_of;
 
 typedef enum nnf_ew_unop {
     NNF_EWU_RELU = 0,
@@ -116,11 +121,13 @@ typedef struct nnf_ew_kernels {
      * (step 1: per channel, 0: one pair for the group) */
     void (*groupnorm)(const float *x, float *y, size_t segs, size_t len, const float *scale,
                       const float *bias, size_t step, float eps);
-    /* sum in float blocks of 256 carried in double */
-    double (*sum)(const float *x, size_t n);
-    /* ReduceSum / Mean / Max / Min (kind: nnf_reduce_kind) along an inner
-     * axis: `cols` positions side by side, value k of position j at
-     * x[k * ld + j], into y[j]; sums in double, the first NaN wins Max/Min */
+    /* sum of x, |x| or x * x in float blocks of 256 carried in double (the
+     * |x| and x * x sums go through nnf_ew_row_sum, which guards their range) */
+    double (*sum)(const float *x, size_t n, nnf_ew_sum_of of);
+    /* ReduceSum / Mean / Max / Min / L1 / L2 / SumSquare / LogSum (kind:
+     * nnf_reduce_kind) along an inner axis: `cols` positions side by side,
+     * value k of position j at x[k * ld + j], into y[j]; sums in double, the
+     * first NaN wins Max/Min */
     void (*reduce_cols)(const float *x, size_t n, size_t ld, size_t cols, int kind, float *y);
     /* max of n > 0 values; nan_wins = 0 skips NaNs (GlobalMaxPool), 1 returns
      * NaN when any is NaN (ReduceMax) */
@@ -147,6 +154,34 @@ typedef struct nnf_ew_kernels {
 /* The table of a tier (clamped to what the machine has). */
 const nnf_ew_kernels *nnf_ew_kernels_for(nnf_isa isa);
 
+/* k->sum(x, n, of), with the |x| and x * x sums that float blocks may have
+ * spoiled (overflowed past 1e37, or below 1e-30 where squares lose their
+ * digits to underflow) summed again in double, as the reference sums them. */
+double nnf_ew_row_sum(const nnf_ew_kernels *k, const float *x, size_t n, nnf_ew_sum_of of);
+
+/* The sum-like reductions (Sum, Mean, L1, L2, SumSquare, LogSum): what they
+ * add up, and their result from that sum of n values, as the reference
+ * finishes it (in double, rounded once). */
+static inline int nnf_reduce_is_sum(int kind) {
+    return kind != NNF_REDUCE_MAX && kind != NNF_REDUCE_MIN && kind != NNF_REDUCE_PROD &&
+           kind != NNF_REDUCE_LOG_SUM_EXP;
+}
+
+static inline nnf_ew_sum_of nnf_reduce_sum_of(int kind) {
+    return kind == NNF_REDUCE_L1                                    ? NNF_SUM_ABS
+           : kind == NNF_REDUCE_L2 || kind == NNF_REDUCE_SUM_SQUARE ? NNF_SUM_SQUARE
+                                                                    : NNF_SUM_X;
+}
+
+static inline float nnf_reduce_finish(int kind, double s, size_t n) {
+    switch (kind) {
+    case NNF_REDUCE_MEAN: return (float)(s / (double)n);
+    case NNF_REDUCE_L2: return (float)sqrt(s);
+    case NNF_REDUCE_LOG_SUM: return (float)log(s);
+    default: return (float)s;
+    }
+}
+
 /* The tier kernels (scalar ones in eltwise_fast.c). */
 void nnf_ew_unary_avx2(const nnf_ew_unary *u, const float *x, float *y, size_t n);
 void nnf_ew_binary_avx2(nnf_ew_binop op, nnf_ew_mode mode, const float *a, const float *b, float *y,
@@ -162,7 +197,7 @@ void nnf_ew_groupnorm_avx2(const float *x, float *y, size_t segs, size_t len, co
                            const float *bias, size_t step, float eps);
 void nnf_ew_layernorm_avx2(const float *x, float *y, size_t n, const float *scale,
                            const float *bias, float eps, float *mean, float *inv_std);
-double nnf_ew_sum_avx2(const float *x, size_t n);
+double nnf_ew_sum_avx2(const float *x, size_t n, nnf_ew_sum_of of);
 float nnf_ew_max_avx2(const float *x, size_t n, int nan_wins);
 float nnf_ew_min_avx2(const float *x, size_t n);
 /* The portable span (also the AVX2 span's fallback for strides other than 1 and 2). */
@@ -196,7 +231,7 @@ void nnf_ew_binary_avx512(nnf_ew_binop op, nnf_ew_mode mode, const float *a, con
                           float *y, size_t n);
 void nnf_ew_affine_avx512(const float *x, float *y, size_t n, float a, float b);
 void nnf_ew_softmax_avx512(const float *x, float *y, size_t rows, size_t n, int log);
-double nnf_ew_sum_avx512(const float *x, size_t n);
+double nnf_ew_sum_avx512(const float *x, size_t n, nnf_ew_sum_of of);
 
 /* ---- broadcast patterns of a binary op ------------------------------------ */
 
@@ -252,6 +287,7 @@ nnf_status nnf_plan_concat(NNF_PLAN_ARGS);
 nnf_status nnf_plan_slice(NNF_PLAN_ARGS);
 nnf_status nnf_plan_slice_assign(NNF_PLAN_ARGS);
 nnf_status nnf_plan_layernorm(NNF_PLAN_ARGS);
+nnf_status nnf_plan_lpnorm(NNF_PLAN_ARGS);
 nnf_status nnf_plan_instancenorm(NNF_PLAN_ARGS);
 nnf_status nnf_plan_groupnorm(NNF_PLAN_ARGS);
 nnf_status nnf_plan_batchnorm(NNF_PLAN_ARGS);

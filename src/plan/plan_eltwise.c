@@ -504,10 +504,11 @@ static void reduce_rows(void *p, size_t first, size_t count) {
     for (size_t r = first; r < first + count; r++) {
         const float *x = j->x + r * s->n;
         switch (s->kind) {
-        case NNF_REDUCE_SUM: j->y[r] = (float)s->k->sum(x, s->n); break;
-        case NNF_REDUCE_MEAN: j->y[r] = (float)(s->k->sum(x, s->n) / (double)s->n); break;
         case NNF_REDUCE_MAX: j->y[r] = s->k->max(x, s->n, 1); break;
-        default: j->y[r] = s->k->min(x, s->n); break;
+        case NNF_REDUCE_MIN: j->y[r] = s->k->min(x, s->n); break;
+        default:
+            j->y[r] = nnf_reduce_finish(
+                s->kind, nnf_ew_row_sum(s->k, x, s->n, nnf_reduce_sum_of(s->kind)), s->n);
         }
     }
 }
@@ -544,7 +545,7 @@ nnf_status nnf_plan_reduce(NNF_PLAN_ARGS) {
     const nnf_reduce_params *p = node->params;
     nnf_status st;
     if (!p || !f32_known(&in[0]) || out[0].dtype != NNF_DTYPE_FLOAT32 ||
-        (p->kind != NNF_REDUCE_SUM && p->kind != NNF_REDUCE_MEAN && p->kind != NNF_REDUCE_MAX &&
+        (!nnf_reduce_is_sum((int)p->kind) && p->kind != NNF_REDUCE_MAX &&
          p->kind != NNF_REDUCE_MIN))
         return NNF_OK;
     const nnf_shape *sh = &in[0].shape;
@@ -583,7 +584,11 @@ nnf_status nnf_plan_reduce(NNF_PLAN_ARGS) {
     ew_state *s = state_new(node, &st);
     if (!s)
         return st;
-    static const char *names[] = {"sum", "mean", "max", "min"};
+    static const char *names[] = {
+        [NNF_REDUCE_SUM] = "sum",        [NNF_REDUCE_MEAN] = "mean",
+        [NNF_REDUCE_MAX] = "max",        [NNF_REDUCE_MIN] = "min",
+        [NNF_REDUCE_L1] = "l1",          [NNF_REDUCE_L2] = "l2",
+        [NNF_REDUCE_LOG_SUM] = "logsum", [NNF_REDUCE_SUM_SQUARE] = "sumsquare"};
     s->kind = (int)p->kind;
     s->n = n;
     s->inner = inner;

@@ -1,8 +1,9 @@
 /* Plans for LayerNormalization (normalised axes trailing, dense scale/bias),
  * inference BatchNormalization (constant statistics folded at plan time
  * into one scale and shift per channel, as the reference computes them, so
- * both give the same floats) and Instance/GroupNormalization (each group's
- * channels normalised together, a group per task). Other forms keep the
+ * both give the same floats), Instance/GroupNormalization (each group's
+ * channels normalised together, a group per task) and LpNormalization
+ * (rows, or positions of an inner axis side by side). Other forms keep the
  * reference kernel. */
 #include "kernels/eltwise_fast.h"
 #include "kernels/stream.h"
@@ -285,4 +286,126 @@ nnf_status nnf_plan_groupnorm(NNF_PLAN_ARGS) {
     const nnf_norm_params *p = node->params;
     return p ? plan_group(node, in, out, plan, p->num_groups, p->per_channel ? 1 : 0, "groupnorm")
              : NNF_OK;
+}
+
+/* ---- LpNormalization ------------------------------------------------------------------ */
+
+#define LP_COLS 64 /* positions of an inner axis normalised side by side */
+
+typedef struct lp_state {
+    const nnf_ew_kernels *k;
+    size_t outer, n, inner; /* lines of n values inner apart (1: rows) */
+    int p;
+    char name[48];
+} lp_state;
+
+typedef struct lp_job {
+    const lp_state *s;
+    const float *x;
+    float *y;
+} lp_job;
+
+/* A norm whose float reciprocal x is scaled by; 0 where it would lose
+ * digits (below 1e-30, a zero norm included: the line takes the reference's
+ * division). A NaN or infinite norm scales by NaN or 0, as dividing does. */
+static float lp_scale(double norm) {
+    return norm >= 1e-30 || norm != norm ? (float)(1.0 / norm) : 0.0f;
+}
+
+/* Rows along the last axis: the tier's |x| or x * x sum, then x times the
+ * norm's reciprocal (within an ulp of the reference's x / norm). */
+static void lp_rows(void *p, size_t first, size_t count) {
+    const lp_job *j = p;
+    const lp_state *s = j->s;
+    for (size_t r = first; r < first + count; r++) {
+        const float *x = j->x + r * s->n;
+        float *y = j->y + r * s->n;
+        double sum = nnf_ew_row_sum(s->k, x, s->n, s->p == 1 ? NNF_SUM_ABS : NNF_SUM_SQUARE);
+        float a = lp_scale(s->p == 1 ? sum : sqrt(sum));
+        if (a == 0.0f)
+            nnf_lpnorm_line(x, y, s->n, 1, s->p);
+        else
+            s->k->binary(NNF_EWB_MUL, NNF_EW_VS, x, &a, y, s->n);
+    }
+}
+
+/* Along an inner axis: items of LP_COLS positions of one outer index, their
+ * norms from the tier's column reduction, each line of positions scaled. */
+static void lp_cols(void *p, size_t first, size_t count) {
+    const lp_job *j = p;
+    const lp_state *s = j->s;
+    size_t blocks = (s->inner + LP_COLS - 1) / LP_COLS;
+    float a[LP_COLS];
+    for (size_t it = first; it < first + count; it++) {
+        size_t o = it / blocks, c0 = it % blocks * LP_COLS;
+        size_t cols = s->inner - c0 < LP_COLS ? s->inner - c0 : LP_COLS;
+        const float *x = j->x + o * s->n * s->inner + c0;
+        float *y = j->y + o * s->n * s->inner + c0;
+        s->k->reduce_cols(x, s->n, s->inner, cols, s->p == 1 ? NNF_REDUCE_L1 : NNF_REDUCE_L2, a);
+        int tiny = 0;
+        for (size_t c = 0; c < cols; c++) {
+            a[c] = lp_scale(a[c]);
+            tiny |= a[c] == 0.0f;
+        }
+        if (!tiny) {
+            for (size_t k = 0; k < s->n; k++)
+                s->k->binary(NNF_EWB_MUL, NNF_EW_VV, x + k * s->inner, a, y + k * s->inner, cols);
+            continue;
+        }
+        /* line by line (y may be x) */
+        for (size_t c = 0; c < cols; c++) {
+            if (a[c] == 0.0f)
+                nnf_lpnorm_line(x + c, y + c, s->n, s->inner, s->p);
+            else
+                for (size_t k = 0; k < s->n; k++)
+                    y[k * s->inner + c] = x[k * s->inner + c] * a[c];
+        }
+    }
+}
+
+static nnf_status lp_run(NNF_KERNEL_ARGS) {
+    const lp_state *s = ctx->state;
+    size_t numel = s->outer * s->n * s->inner;
+    if (in[0]->dtype != NNF_DTYPE_FLOAT32 || in[0]->numel != numel || out[0]->numel != numel)
+        return nnf_node_error(node, NNF_ERR_SHAPE, "%s: shapes do not match the plan", s->name);
+    lp_job j = {s, in[0]->data, out[0]->data};
+    if (s->inner == 1) {
+        nnf_ew_parallel_ranges(ctx->pool, s->outer, s->n >= GRAIN_FLOATS ? 1 : GRAIN_FLOATS / s->n,
+                               lp_rows, &j);
+    } else {
+        size_t items = s->outer * ((s->inner + LP_COLS - 1) / LP_COLS);
+        size_t per = s->n * LP_COLS;
+        nnf_ew_parallel_ranges(ctx->pool, items, per >= GRAIN_FLOATS ? 1 : GRAIN_FLOATS / per,
+                               lp_cols, &j);
+    }
+    return NNF_OK;
+}
+
+nnf_status nnf_plan_lpnorm(NNF_PLAN_ARGS) {
+    const nnf_norm_params *p = node->params;
+    const nnf_shape *sh = &in[0].shape;
+    (void)out;
+    if (!p || in[0].dtype != NNF_DTYPE_FLOAT32 || !nnf_shape_known(sh) || sh->rank < 1 ||
+        nnf_shape_numel(sh) <= 0 || p->axis < -sh->rank || p->axis >= sh->rank ||
+        (p->p != 1 && p->p != 2))
+        return NNF_OK;
+    int axis = (int)(p->axis < 0 ? p->axis + sh->rank : p->axis);
+    lp_state *s = nnf_calloc(1, sizeof *s);
+    if (!s)
+        return nnf_node_error(node, NNF_ERR_OUT_OF_MEMORY, "out of memory for a kernel plan");
+    s->k = nnf_ew_kernels_for(nnf_cpu_isa());
+    s->p = p->p;
+    s->n = (size_t)sh->dims[axis];
+    s->inner = 1;
+    for (int i = axis + 1; i < sh->rank; i++)
+        s->inner *= (size_t)sh->dims[i];
+    s->outer = (size_t)nnf_shape_numel(sh) / (s->n * s->inner);
+    snprintf(s->name, sizeof s->name, "f32_lpnorm%d_%s_%s", s->p,
+             s->inner == 1 ? "lastaxis" : "inneraxis", s->k->suffix);
+    plan->name = s->name;
+    plan->run = lp_run;
+    plan->state = s;
+    plan->free_state = state_free;
+    plan->in_place_inputs = 1u; /* a line is read whole (its norm) before it is written */
+    return NNF_OK;
 }

@@ -329,7 +329,7 @@ static void gp_planes(void *p, size_t first, size_t count) {
     for (size_t i = first; i < first + count; i++) {
         const float *x = j->x + i * s->plane;
         j->y[i] = s->is_max ? s->k->max(x, s->plane, 0)
-                            : (float)(s->k->sum(x, s->plane) / (double)s->plane);
+                            : (float)(s->k->sum(x, s->plane, NNF_SUM_X) / (double)s->plane);
     }
 }
 

@@ -466,69 +466,116 @@ static void test_softmax(nnf_isa isa) {
 
 /* ---- reductions ------------------------------------------------------------------------ */
 
+/* A reduction's tolerance against the reference's double sums, for n
+ * values of magnitude below 1: Sum and Mean (values of both signs) an
+ * absolute 1e-6 a value; L1, L2, SumSquare and LogSum (sums of positive
+ * terms, each float block of 256 summed at most 13 additions deep) 1.5e-6
+ * relative (LogSum: absolute); Max and Min exact. */
+static double reduce_abs_tol(int kind, size_t n) {
+    return kind == NNF_REDUCE_SUM || kind == NNF_REDUCE_MEAN ? 1e-6 * (double)n
+           : kind == NNF_REDUCE_LOG_SUM                      ? 1.5e-6
+                                                             : 0;
+}
+
+static double reduce_rel_tol(int kind) {
+    return kind == NNF_REDUCE_L1 || kind == NNF_REDUCE_L2 || kind == NNF_REDUCE_SUM_SQUARE ? 1.5e-6
+                                                                                           : 0;
+}
+
+static const struct {
+    const char *op;
+    int kind;
+} reduce_ops[] = {{"ReduceSum", NNF_REDUCE_SUM},
+                  {"ReduceMean", NNF_REDUCE_MEAN},
+                  {"ReduceMax", NNF_REDUCE_MAX},
+                  {"ReduceMin", NNF_REDUCE_MIN},
+                  {"ReduceL1", NNF_REDUCE_L1},
+                  {"ReduceL2", NNF_REDUCE_L2},
+                  {"ReduceSumSquare", NNF_REDUCE_SUM_SQUARE},
+                  {"ReduceLogSum", NNF_REDUCE_LOG_SUM}};
+
+/* Values for a reduction test: in [-1, 1] ([0.1, 1] for LogSum, whose
+ * log would magnify a cancelling sum's error); Max / Min get NaN and
+ * infinities at `nan_at`, `inf_at`, `ninf_at`; the sums of |x| and x * x
+ * get a line of values near 1e-25 (squares that underflow in float) and
+ * one near 1e20 (squares that overflow), each `line` values `ld` apart
+ * from `tiny_at` / `huge_at`. */
+static float *reduce_input(int kind, size_t numel, size_t nan_at, size_t inf_at, size_t ninf_at,
+                           size_t tiny_at, size_t huge_at, size_t line, size_t ld) {
+    float *x = f_rand_buf(numel, kind == NNF_REDUCE_LOG_SUM ? 0.1f : -1.0f, 1.0f);
+    if (kind == NNF_REDUCE_MAX || kind == NNF_REDUCE_MIN) {
+        x[nan_at] = NAN;
+        x[inf_at] = INFINITY;
+        x[ninf_at] = -INFINITY;
+    } else if (reduce_rel_tol(kind) > 0) {
+        for (size_t k = 0; k < line; k++) {
+            x[tiny_at + k * ld] *= 1e-25f;
+            x[huge_at + k * ld] *= 1e20f;
+        }
+    }
+    return x;
+}
+
 static void test_reduce(nnf_isa isa) {
     const char *t = nnf_isa_name(isa);
-    const char *ops[] = {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin"};
-    for (size_t oi = 0; oi < 4; oi++) {
-        int sum_like = oi < 2;
+    for (size_t oi = 0; oi < sizeof reduce_ops / sizeof reduce_ops[0]; oi++) {
+        const char *op = reduce_ops[oi].op;
+        int kind = reduce_ops[oi].kind;
+        double rel = reduce_rel_tol(kind);
         for (size_t si = 0; si < N_SIZES; si++) {
             size_t n = sizes[si];
             int64_t d[3] = {2, 3, (int64_t)n};
-            float *x = f_rand_buf(6 * n, -1, 1);
-            if (!sum_like) {
-                x[n / 2] = NAN; /* row 0: a NaN wins Max and Min */
-                x[n + n / 3] = INFINITY;
-                x[2 * n] = -INFINITY;
-            }
+            /* rows 0 (NaN), 1 (+inf), 2 (-inf) for Max / Min; row 1 tiny, 4 huge for the others */
+            float *x = reduce_input(kind, 6 * n, n / 2, n + n / 3, 2 * n, n, 4 * n, n, 1);
             int64_t axes[1] = {-1};
             nnf_attr at[2] = {f_ints("axes", axes, 1), f_int("keepdims", (int64_t)(si & 1))};
             f_in in = f32_in(x, 3, d, 0);
-            f_res r = f_run(ops[oi], 11, at, 2, &in, 1, 1, NULL, NULL);
-            double tol = sum_like ? 1e-6 * (double)n : 0;
-            CHECK_MSG(r.planned && strstr(r.name, t) && f_err(&r, 0, tol, 0, ops[oi]) <= 1,
-                      "%s %s n=%zu", t, ops[oi], n);
+            f_res r = f_run(op, 11, at, 2, &in, 1, 1, NULL, NULL);
+            CHECK_MSG(r.planned && strstr(r.name, t) &&
+                          f_err(&r, 0, reduce_abs_tol(kind, n), rel, op) <= 1,
+                      "%s %s n=%zu", t, op, n);
             f_free(&r);
             free(x);
         }
         /* opset 18: axes [2,3] from a constant input over NCHW (a global pool) */
         int64_t d[4] = {2, 16, 7, 7}, axes[2] = {2, 3};
-        float *x = f_rand_buf(2 * 16 * 49, -1, 1);
+        float *x = f_rand_buf(2 * 16 * 49, kind == NNF_REDUCE_LOG_SUM ? 0.1f : -1.0f, 1);
         f_in in[2] = {
             f32_in(x, 4, d, 0),
             {.dtype = NNF_DTYPE_INT64, .rank = 1, .dims = {2}, .data = axes, .constant = 1}};
-        f_res r = f_run(ops[oi], 18, NULL, 0, in, 2, 1, NULL, g_pool);
-        CHECK_MSG(r.planned && f_err(&r, 0, sum_like ? 5e-5 : 0, 0, ops[oi]) <= 1,
-                  "%s %s axes [2,3]", t, ops[oi]);
+        f_res r = f_run(op, 18, NULL, 0, in, 2, 1, NULL, g_pool);
+        CHECK_MSG(r.planned && f_err(&r, 0, reduce_abs_tol(kind, 49), rel, op) <= 1,
+                  "%s %s axes [2,3]", t, op);
         f_free(&r);
         /* a middle axis: positions side by side */
         axes[0] = 1;
         in[1].dims[0] = 1;
-        r = f_run(ops[oi], 18, NULL, 0, in, 2, 1, NULL, NULL);
+        r = f_run(op, 18, NULL, 0, in, 2, 1, NULL, NULL);
         CHECK_MSG(r.planned && strstr(r.name, "inneraxes") &&
-                      f_err(&r, 0, sum_like ? 5e-5 : 0, 0, ops[oi]) <= 1,
-                  "%s %s axes [1]", t, ops[oi]);
+                      f_err(&r, 0, reduce_abs_tol(kind, 16), rel, op) <= 1,
+                  "%s %s axes [1]", t, op);
         f_free(&r);
-        /* ... at lengths with vector tails, NaN and infinities on some lines,
-         * threaded; two reduced blocks keep the reference */
+        /* ... at lengths with vector tails, NaN and infinities (or tiny and
+         * huge lines) at some positions, threaded; two reduced blocks keep
+         * the reference */
         for (size_t si = 0; si < N_SIZES; si++) {
             size_t n = sizes[si];
             if (n > 300)
                 continue;
             for (size_t inner = 7; inner <= 130; inner += 41) {
                 int64_t dm[3] = {2, (int64_t)n, (int64_t)inner}, ax1[1] = {1};
-                float *xm = f_rand_buf(2 * n * inner, -1, 1);
-                if (!sum_like) {
-                    xm[3] = NAN;                   /* image 0, position 3, value 0 */
+                /* image 0: NaN at position 3, value 0, +inf at position 6
+                 * halfway; image 1: -inf at position 2; tiny line at image
+                 * 0 position 5, huge at image 1 position 1 */
+                float *xm = reduce_input(kind, 2 * n * inner, 3, (n / 2) * inner + 6, n * inner + 2,
+                                         5, n * inner + 1, n, inner);
+                if (kind == NNF_REDUCE_MAX || kind == NNF_REDUCE_MIN)
                     xm[(n - 1) * inner + 5] = NAN; /* the last value of position 5 */
-                    xm[(n / 2) * inner + 6] = INFINITY;
-                    xm[n * inner + 2] = -INFINITY;
-                }
                 nnf_attr am[2] = {f_ints("axes", ax1, 1), f_int("keepdims", (int64_t)(si & 1))};
                 f_in im = f32_in(xm, 3, dm, 0);
-                r = f_run(ops[oi], 11, am, 2, &im, 1, 1, NULL, si % 2 ? g_pool : NULL);
-                CHECK_MSG(r.planned &&
-                              f_err(&r, 0, sum_like ? 1e-6 * (double)n : 0, 0, ops[oi]) <= 1,
-                          "%s %s [2,%zu,%zu] axis 1", t, ops[oi], n, inner);
+                r = f_run(op, 11, am, 2, &im, 1, 1, NULL, si % 2 ? g_pool : NULL);
+                CHECK_MSG(r.planned && f_err(&r, 0, reduce_abs_tol(kind, n), rel, op) <= 1,
+                          "%s %s [2,%zu,%zu] axis 1", t, op, n, inner);
                 f_free(&r);
                 free(xm);
             }
@@ -537,17 +584,28 @@ static void test_reduce(nnf_isa isa) {
         float *x5 = f_rand_buf(120, -1, 1);
         nnf_attr a5[1] = {f_ints("axes", two, 2)};
         f_in i5 = f32_in(x5, 4, d5, 0);
-        r = f_run(ops[oi], 11, a5, 1, &i5, 1, 1, NULL, NULL);
+        r = f_run(op, 11, a5, 1, &i5, 1, 1, NULL, NULL);
         CHECK(r.status == NNF_OK && !r.planned);
         f_free(&r);
         free(x5);
         axes[0] = -1;
         in[1].constant = 0;
-        r = f_run(ops[oi], 18, NULL, 0, in, 2, 1, NULL, NULL);
+        r = f_run(op, 18, NULL, 0, in, 2, 1, NULL, NULL);
         CHECK(r.status == NNF_OK && !r.planned);
         f_free(&r);
         free(x);
     }
+    /* ReduceProd and ReduceLogSumExp keep the reference */
+    float x[6] = {1, 2, 3, 4, 5, 6};
+    int64_t d[2] = {2, 3}, axes[1] = {-1};
+    nnf_attr at[1] = {f_ints("axes", axes, 1)};
+    f_in in = f32_in(x, 2, d, 0);
+    f_res r = f_run("ReduceProd", 11, at, 1, &in, 1, 1, NULL, NULL);
+    CHECK(r.status == NNF_OK && !r.planned);
+    f_free(&r);
+    r = f_run("ReduceLogSumExp", 11, at, 1, &in, 1, 1, NULL, NULL);
+    CHECK(r.status == NNF_OK && !r.planned);
+    f_free(&r);
 }
 
 /* ---- Transpose / Concat ------------------------------------------------------------------ */
@@ -1306,15 +1364,16 @@ static void soak_softmax(size_t cap) {
     free(x);
 }
 
-/* Reduce{Sum,Mean,Max,Min} opsets 11, 13, 18: axes as an attribute or a
+/* Reduce{Sum,Mean,Max,Min,L1,L2,SumSquare,LogSum} opsets 11, 13, 18: axes as an attribute or a
  * constant input (negative, any order), a trailing block or any subset, none
  * (all, or nothing with noop_with_empty_axes), keepdims on and off. */
 static void soak_reduce(size_t cap) {
-    static const char *ops[] = {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin"};
     static const int opsets[] = {11, 13, 18};
-    size_t oi = uniform(0, 3);
+    size_t oi = uniform(0, sizeof reduce_ops / sizeof reduce_ops[0] - 1);
+    const char *op = reduce_ops[oi].op;
+    int kind = reduce_ops[oi].kind;
     int opset = opsets[uniform(0, 2)], rank = (int)uniform(1, 6);
-    int axes_input = opset >= (oi == 0 ? 13 : 18);
+    int axes_input = opset >= (kind == NNF_REDUCE_SUM ? 13 : 18);
     int64_t d[6], axes[6];
     soak_shape(rank, d, cap);
     int na = 0;
@@ -1338,8 +1397,10 @@ static void soak_reduce(size_t cap) {
         }
     }
     size_t n = numel_of(rank, d);
-    int sum_like = oi < 2;
-    float *x = sum_like ? f_rand_buf(n, -1, 1) : soak_floats(n, -1, 1);
+    int sum_like = kind == NNF_REDUCE_SUM || kind == NNF_REDUCE_MEAN;
+    float *x = kind == NNF_REDUCE_MAX || kind == NNF_REDUCE_MIN
+                   ? soak_floats(n, -1, 1)
+                   : f_rand_buf(n, kind == NNF_REDUCE_LOG_SUM ? 0.1f : -1.0f, 1);
     if (sum_like && check_unit() < 0.4) {
         size_t every = uniform(2, 200); /* a draw a statement: seeds replay anywhere */
         f_specials(x, n, every, uniform(0, 5));
@@ -1359,13 +1420,15 @@ static void soak_reduce(size_t cap) {
             (f_in){.dtype = NNF_DTYPE_INT64, .rank = 1, .dims = {na}, .data = axes, .constant = 1};
         n_in = 2;
     }
-    snprintf(soak_what, sizeof soak_what, " %s-%d keepdims %s%s axes%s", ops[oi], opset,
+    snprintf(soak_what, sizeof soak_what, " %s-%d keepdims %s%s axes%s", op, opset,
              n_at && at[0].name[0] == 'k' ? (keep ? "1" : "0") : "default",
              noop ? " noop_with_empty_axes" : "", axes_input ? " (input)" : "");
     what_dims("", na, axes);
     what_dims("x", rank, d);
-    soak_tol tol = {sum_like ? 1e-6 : 0, 0, 0, .row_sum = sum_like, .mean = oi == 1};
-    soak_run(ops[oi], opset, at, n_at, in, n_in, NULL, &tol);
+    /* Sum / Mean: 1e-6 a value summed; the others as test_reduce */
+    soak_tol tol = {sum_like ? 1e-6 : reduce_abs_tol(kind, 1), reduce_rel_tol(kind), 0,
+                    .row_sum = sum_like, .mean = kind == NNF_REDUCE_MEAN};
+    soak_run(op, opset, at, n_at, in, n_in, NULL, &tol);
     free(x);
 }
 

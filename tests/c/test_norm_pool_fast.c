@@ -1,4 +1,4 @@
-/* The optimised LayerNormalization, BatchNormalization, 2-D Max/AveragePool
+/* The optimised LayerNormalization, BatchNormalization, LpNormalization, 2-D Max/AveragePool
  * and global pool kernels against the reference kernels, through the op
  * table's init/infer and the plan functions, on every ISA tier present.
  *
@@ -9,6 +9,7 @@
  *     where IEEE 754 leaves the choice: same_value())
  *   GlobalAveragePool: rel 1e-6 (float blocks of 256 carried in double vs
  *     the reference's double sum)
+ *   LpNormalization: rel 1e-6 (test_lpnorm)
  *   LayerNormalization: abs 2e-6 * (1 + |y|) on SIMD tiers (float statistics
  *     with the mean applied as a hi/lo pair), exact on the scalar tier;
  *     Mean output abs 1e-7 * max|x| (3e-7 here), InvStdDev rel 1e-6.
@@ -140,6 +141,55 @@ static void test_groupnorm(nnf_isa isa) {
         free(x);
         free(sc);
         free(b);
+    }
+}
+
+/* ---- LpNormalization --------------------------------------------------------------- */
+
+/* Rows and positions along an inner axis, p 1 and 2, at lengths with vector
+ * tails, on 1 and 2 threads; lines of zeros, of values near 1e-25 (squares
+ * that underflow in float), near 1e20 (squares that overflow) and near 1e-39
+ * (a norm whose reciprocal overflows), with a NaN and with an infinity. rel 1e-6: the float-block
+ * sum (1.5e-6, halved by the square root for p 2) and the reciprocal's and product's roundings
+ * against the reference's x / norm in double. */
+static void test_lpnorm(nnf_isa isa) {
+    const char *t = nnf_isa_name(isa);
+    static const struct {
+        int64_t d[3];
+        int axis;
+    } cases[] = {{{6, 1, 1}, 1},     {{6, 2, 1}, 1},    {{6, 7, 1}, 1},   {{6, 13, 1}, 1},
+                 {{6, 31, 1}, 1},    {{6, 127, 1}, 1},  {{6, 768, 1}, 1}, {{6, 1000, 1}, 1},
+                 {{3, 40000, 1}, 1}, {{6, 1, 7}, 1},    {{6, 5, 64}, 1},  {{2, 33, 65}, 1},
+                 {{6, 17, 130}, 1},  {{1, 61, 200}, 1}, {{7, 3, 5}, 0}};
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        const int64_t *d = cases[ci].d;
+        size_t n = numel_of(3, d);
+        for (int p = 1; p <= 2; p++) {
+            float *x = f_rand_buf(n, -2, 2);
+            /* line k: values at x[first + k * ld], line_len of them */
+            size_t ld = cases[ci].axis == 1 ? (size_t)d[2] : (size_t)(d[1] * d[2]),
+                   len = (size_t)d[cases[ci].axis], outer = n / (len * ld);
+            for (size_t l = 0; l < outer * ld && l < 6; l++) {
+                size_t first = l / ld * len * ld + l % ld;
+                static const float scale[6] = {0.0f, 1e-25f, 1e20f, 1, 1, 1e-39f};
+                for (size_t k = 0; k < len; k++)
+                    x[first + k * ld] *= scale[l];
+                if (l == 3)
+                    x[first + len / 2 * ld] = NAN;
+                if (l == 4)
+                    x[first + len / 3 * ld] = INFINITY;
+            }
+            nnf_attr at[2] = {f_int("axis", cases[ci].axis), f_int("p", p)};
+            f_in in = f32_in(x, 3, d, 0);
+            f_res r = f_run("LpNormalization", 1, at, 2, &in, 1, 1, NULL, ci % 2 ? g_pool : NULL);
+            CHECK_MSG(
+                r.planned && strstr(r.name, t) &&
+                    strstr(r.name, d[2] == 1 && cases[ci].axis == 1 ? "lastaxis" : "inneraxis") &&
+                    f_err(&r, 0, 1e-30, 1e-6, "LpNormalization") <= 1,
+                "%s LpNormalization p %d case %zu (%s)", t, p, ci, r.name);
+            f_free(&r);
+            free(x);
+        }
     }
 }
 
@@ -919,6 +969,7 @@ int main(void) {
         test_layernorm(isa);
         test_batchnorm(isa);
         test_groupnorm(isa);
+        test_lpnorm(isa);
         test_pools(isa);
         test_global_pools(isa);
         test_soak_regressions(isa);

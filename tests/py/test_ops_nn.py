@@ -207,6 +207,22 @@ def test_lpnorm(p, axis):
     check(build("LpNormalization", {"X": x}, {}, ["X"], dict(p=p, axis=axis)), {"X": x})
 
 
+@pytest.mark.parametrize("p", [1, 2])
+@pytest.mark.parametrize("shape,axis", [((9, 1000), -1), ((2, 37, 70), 1)])
+def test_lpnorm_lines(p, shape, axis):
+    """The plan's rows and inner-axis positions, with a zero line, a NaN line (all NaN, as ORT
+    gives) and a line with an infinity. (Lines whose float squares underflow or overflow are
+    test_norm_pool_fast's: ORT's float sums lose them.)"""
+    x = rand(*shape)
+    lines = np.moveaxis(x, axis, -1).reshape(-1, shape[axis])  # a copy: write back below
+    lines[0] = 0
+    lines[1, 5] = np.nan
+    lines[2, 3] = np.inf
+    moved = np.moveaxis(x, axis, -1).shape
+    x = np.ascontiguousarray(np.moveaxis(lines.reshape(moved), -1, axis))
+    check(build("LpNormalization", {"X": x}, {}, ["X"], dict(p=p, axis=axis)), {"X": x})
+
+
 # ---- Gemm / MatMul ----------------------------------------------------------------
 
 @pytest.mark.parametrize("ta,tb", [(0, 0), (0, 1), (1, 0), (1, 1)])

@@ -255,21 +255,25 @@ typedef struct lp_job {
     int p;
 } lp_job;
 
+void nnf_lpnorm_line(const float *x, float *y, size_t n, size_t ld, int p) {
+    double s = 0.0;
+    for (size_t k = 0; k < n; k++) {
+        double v = x[k * ld];
+        s += p == 1 ? fabs(v) : v * v;
+    }
+    double norm = p == 1 ? s : sqrt(s);
+    /* a zero vector stays zero rather than becoming NaN; a NaN norm (a NaN
+     * in the line) gives NaNs (onnxruntime) */
+    for (size_t k = 0; k < n; k++)
+        y[k * ld] = norm != 0.0 ? (float)(x[k * ld] / norm) : 0.0f;
+}
+
 static void lp_outer(void *ctx, size_t o) {
     const lp_job *j = ctx;
     const float *x = j->x + o * j->axis_len * j->inner;
     float *y = j->y + o * j->axis_len * j->inner;
-    for (size_t i = 0; i < j->inner; i++) {
-        double s = 0.0;
-        for (size_t k = 0; k < j->axis_len; k++) {
-            double v = x[k * j->inner + i];
-            s += j->p == 1 ? fabs(v) : v * v;
-        }
-        double norm = j->p == 1 ? s : sqrt(s);
-        /* a zero vector stays zero rather than becoming NaN (onnxruntime) */
-        for (size_t k = 0; k < j->axis_len; k++)
-            y[k * j->inner + i] = norm > 0.0 ? (float)(x[k * j->inner + i] / norm) : 0.0f;
-    }
+    for (size_t i = 0; i < j->inner; i++)
+        nnf_lpnorm_line(x + i, y + i, j->axis_len, j->inner, j->p);
 }
 
 nnf_status nnf_lpnorm_ref(NNF_KERNEL_ARGS) {

@@ -295,27 +295,43 @@ static inline float hmin8(__m256 v) {
 
 /* Blocks of 256 summed in four float vectors, blocks carried in double: the
  * float error stays that of a 32-term sum whatever n is. */
-double nnf_ew_sum_avx2(const float *x, size_t n) {
+/* x, |x| or x * x of a vector (of a constant once inlined). */
+static inline __m256 sum_term(__m256 v, nnf_ew_sum_of of) {
+    if (of == NNF_SUM_ABS)
+        return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v);
+    return of == NNF_SUM_SQUARE ? _mm256_mul_ps(v, v) : v;
+}
+
+static inline __attribute__((always_inline)) double sum_of(const float *x, size_t n,
+                                                           nnf_ew_sum_of of) {
     double total = 0.0;
     size_t i = 0;
     while (i < n) {
         size_t end = n - i > 256 ? i + 256 : n;
         __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
         for (; i + 32 <= end; i += 32) {
-            s0 = _mm256_add_ps(s0, _mm256_loadu_ps(x + i));
-            s1 = _mm256_add_ps(s1, _mm256_loadu_ps(x + i + 8));
-            s2 = _mm256_add_ps(s2, _mm256_loadu_ps(x + i + 16));
-            s3 = _mm256_add_ps(s3, _mm256_loadu_ps(x + i + 24));
+            s0 = _mm256_add_ps(s0, sum_term(_mm256_loadu_ps(x + i), of));
+            s1 = _mm256_add_ps(s1, sum_term(_mm256_loadu_ps(x + i + 8), of));
+            s2 = _mm256_add_ps(s2, sum_term(_mm256_loadu_ps(x + i + 16), of));
+            s3 = _mm256_add_ps(s3, sum_term(_mm256_loadu_ps(x + i + 24), of));
         }
         for (; i + 8 <= end; i += 8)
-            s0 = _mm256_add_ps(s0, _mm256_loadu_ps(x + i));
+            s0 = _mm256_add_ps(s0, sum_term(_mm256_loadu_ps(x + i), of));
         if (i < end) {
-            s1 = _mm256_add_ps(s1, _mm256_maskload_ps(x + i, nnf_mask8(end - i)));
+            s1 = _mm256_add_ps(s1, sum_term(_mm256_maskload_ps(x + i, nnf_mask8(end - i)), of));
             i = end;
         }
         total += (double)hsum8(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
     }
     return total;
+}
+
+double nnf_ew_sum_avx2(const float *x, size_t n, nnf_ew_sum_of of) {
+    switch (of) {
+    case NNF_SUM_ABS: return sum_of(x, n, NNF_SUM_ABS);
+    case NNF_SUM_SQUARE: return sum_of(x, n, NNF_SUM_SQUARE);
+    default: return sum_of(x, n, NNF_SUM_X);
+    }
 }
 
 float nnf_ew_max_avx2(const float *x, size_t n, int nan_wins) {
@@ -492,26 +508,36 @@ void nnf_ew_softmax_cols_avx2(const float *x, float *y, size_t n, size_t ld, siz
         nnf_ew_softmax_line_scalar(x + j, y + j, n, ld, log);
 }
 
-/* Reductions along an inner axis, eight positions a vector: sums in two
- * vectors of doubles (as the row kernels carry them), Max / Min taking a
- * value that compares better or is the first NaN; the tail positions take
- * the scalar rules. */
+/* Reductions along an inner axis, eight positions a vector: sums (of x,
+ * |x| or x * x) in two vectors of doubles, as the reference carries them,
+ * Max / Min taking a value that compares better or is the first NaN; the
+ * tail positions take the scalar rules. */
 void nnf_ew_reduce_cols_avx2(const float *x, size_t n, size_t ld, size_t cols, int kind, float *y) {
     size_t j = 0;
     for (; j + 8 <= cols; j += 8) {
-        if (kind == NNF_REDUCE_SUM || kind == NNF_REDUCE_MEAN) {
+        if (nnf_reduce_is_sum(kind)) {
+            nnf_ew_sum_of of = nnf_reduce_sum_of(kind);
+            const __m256d sign = _mm256_set1_pd(-0.0);
             __m256d lo = _mm256_setzero_pd(), hi = lo;
             for (size_t k = 0; k < n; k++) {
                 __m256 v = _mm256_loadu_ps(x + k * ld + j);
-                lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
-                hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
+                __m256d a = _mm256_cvtps_pd(_mm256_castps256_ps128(v));
+                __m256d b = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
+                if (of == NNF_SUM_ABS) {
+                    a = _mm256_andnot_pd(sign, a);
+                    b = _mm256_andnot_pd(sign, b);
+                } else if (of == NNF_SUM_SQUARE) {
+                    a = _mm256_mul_pd(a, a);
+                    b = _mm256_mul_pd(b, b);
+                }
+                lo = _mm256_add_pd(lo, a);
+                hi = _mm256_add_pd(hi, b);
             }
-            if (kind == NNF_REDUCE_MEAN) {
-                const __m256d inv = _mm256_set1_pd((double)n);
-                lo = _mm256_div_pd(lo, inv);
-                hi = _mm256_div_pd(hi, inv);
-            }
-            _mm256_storeu_ps(y + j, _mm256_set_m128(_mm256_cvtpd_ps(hi), _mm256_cvtpd_ps(lo)));
+            double s[8];
+            _mm256_storeu_pd(s, lo);
+            _mm256_storeu_pd(s + 4, hi);
+            for (int l = 0; l < 8; l++)
+                y[j + l] = nnf_reduce_finish(kind, s[l], n);
             continue;
         }
         int is_max = kind == NNF_REDUCE_MAX;

@@ -126,22 +126,38 @@ void nnf_ew_affine_avx512(const float *x, float *y, size_t n, float a, float b) 
     }
 }
 
-double nnf_ew_sum_avx512(const float *x, size_t n) {
+static inline __m512 sum_term(__m512 v, nnf_ew_sum_of of) {
+    if (of == NNF_SUM_ABS)
+        return _mm512_abs_ps(v);
+    return of == NNF_SUM_SQUARE ? _mm512_mul_ps(v, v) : v;
+}
+
+static inline __attribute__((always_inline)) double sum_of(const float *x, size_t n,
+                                                           nnf_ew_sum_of of) {
     double total = 0.0;
     size_t i = 0;
     while (i < n) {
         size_t end = n - i > 256 ? i + 256 : n;
         __m512 s0 = _mm512_setzero_ps(), s1 = s0;
         for (; i + 32 <= end; i += 32) {
-            s0 = _mm512_add_ps(s0, _mm512_loadu_ps(x + i));
-            s1 = _mm512_add_ps(s1, _mm512_loadu_ps(x + i + 16));
+            s0 = _mm512_add_ps(s0, sum_term(_mm512_loadu_ps(x + i), of));
+            s1 = _mm512_add_ps(s1, sum_term(_mm512_loadu_ps(x + i + 16), of));
         }
         for (; i < end; i += 16)
-            s0 = _mm512_add_ps(s0, _mm512_maskz_loadu_ps(nnf_mask16(end - i), x + i));
+            s0 = _mm512_add_ps(s0, sum_term(_mm512_maskz_loadu_ps(nnf_mask16(end - i), x + i), of));
         i = end;
         total += (double)_mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
     }
     return total;
+}
+
+/* x, |x| or x * x in float blocks of 256 (as the AVX2 tier sums them). */
+double nnf_ew_sum_avx512(const float *x, size_t n, nnf_ew_sum_of of) {
+    switch (of) {
+    case NNF_SUM_ABS: return sum_of(x, n, NNF_SUM_ABS);
+    case NNF_SUM_SQUARE: return sum_of(x, n, NNF_SUM_SQUARE);
+    default: return sum_of(x, n, NNF_SUM_X);
+    }
 }
 
 /* R rows of n (R a constant): max, exp(x - max) stored and summed, scale
