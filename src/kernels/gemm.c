@@ -399,7 +399,7 @@ typedef struct gemm_job {
 } gemm_job;
 
 static const float *packed_panels(const nnf_gemm_packed *p, size_t mn0, size_t pc, size_t kcb) {
-    return p->data + pc * p->mn_pad + mn0 * kcb;
+    return (p->blocks ? p->blocks[pc / p->kc] : p->data + pc * p->mn_pad) + mn0 * kcb;
 }
 
 /* Fetch the next A micropanel into L1 a slice per microkernel call, so the
@@ -1026,8 +1026,8 @@ nnf_status nnf_gemm_run(const nnf_gemm_cfg *cfg, size_t m, size_t n, size_t k,
                          m, n, k);
     if (too_small_to_split(fmas(m, n, k), pool))
         pool = NULL;
-    int gemv =
-        m == 1 && k > 0 && cfg->gemv_block && cfg->nr <= 64 && b->packed && !a->packed && !a->pack;
+    int gemv = m == 1 && k > 0 && cfg->gemv_block && cfg->nr <= 64 && b->packed &&
+               !b->packed->blocks && !a->packed && !a->pack;
     nnf_epilogue plain = nnf_epilogue_default();
     if (!ep)
         ep = &plain;

@@ -106,6 +106,11 @@ typedef struct nnf_gemm_packed {
     size_t kc, r;  /* the cfg's kc and mr/nr baked into the layout */
     size_t mn_pad; /* mn rounded up to r */
     float *data;   /* k * mn_pad floats, 64-byte aligned */
+    /* if set, the operand's K blocks lie apart: block pc / kc's panels (mn_pad
+     * x its depth floats, as they would be at data + pc * mn_pad) start at
+     * blocks[pc / kc]; a view over blocks packed separately (conv3d.c's
+     * input planes), read by nnf_gemm_run as side B of an M > 1 product */
+    float *const *blocks;
     int owns_data; /* data is this operand's block (else another's: create_n) */
     /* data came packed (a compiled .nnf file's block, base/packs.h): its
      * producer writes nothing */

@@ -439,8 +439,10 @@ static void test_depthwise_kernels(nnf_isa isa) {
  * (whole planes of zeros), strides and dilations per axis, groups, batch 2,
  * output planes around the 8-lane groups, bias + activation, a residual
  * before or after it, 1 and 2 threads. Tolerance as run_conv's. */
+/* small_blocks: PLANES tasks of 3 register panels of columns (any L2 then
+ * cuts the output into several blocks, the last partial) */
 static int run_conv3d(const nnf_conv3d_shape *s, nnf_isa isa, const nnf_activation *act,
-                      int use_res, nnf_threadpool *pool) {
+                      int use_res, nnf_threadpool *pool, bool small_blocks) {
     size_t icg = s->c / s->group, ocg = s->oc / s->group, taps = s->kd * s->kh * s->kw;
     size_t xn = s->n * s->c * s->d * s->h * s->w, yn = s->n * s->oc * s->od * s->oh * s->ow;
     float *x = check_rand_buf(xn), *w = check_rand_buf(s->oc * icg * taps),
@@ -450,6 +452,14 @@ static int run_conv3d(const nnf_conv3d_shape *s, nnf_isa isa, const nnf_activati
     int bad = 0;
     if (nnf_conv3d_kernel_create(s, isa, w, &k) != NNF_OK)
         return 1;
+    /* PLANES where each input plane's im2col rows come in whole K blocks */
+    bool planes = s->dd == 1 && icg * s->kh * s->kw % 8 == 0;
+    if (k->by_planes != planes || !strstr(k->name, planes ? "planes" : "im2col")) {
+        fprintf(stderr, "%s: the wrong form\n", k->name);
+        bad++;
+    }
+    if (planes && small_blocks)
+        k->block_cols = 3 * k->cfg->nr;
     nnf_epilogue ep = conv_ep(act, b, 1, r, use_res);
     if (nnf_conv3d_kernel_run(k, x, y, &ep, pool) != NNF_OK)
         bad++;
@@ -521,6 +531,13 @@ static void test_conv3d(nnf_isa isa) {
         {1, 5, 3, 1, 1, 7, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0},
         {1, 8, 6, 8, 8, 16, 4, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},
         {1, 2, 2, 3, 3, 2, 1, 3, 3, 3, 3, 1, 1, 1, 1, 1, 2, 1, 1},
+        /* PLANES: ICg KH KW a multiple of 8; two column blocks (the second
+         * partial), depth stride 2, KD 2 with a 1x1 window (one K block of
+         * 8 rows), a plane of 576 rows in K blocks of 288 with 7 rows of M */
+        {1, 8, 4, 20, 20, 16, 1, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},
+        {2, 16, 5, 7, 9, 8, 2, 3, 3, 3, 2, 1, 2, 1, 1, 1, 1, 1, 0},
+        {1, 8, 5, 6, 6, 5, 1, 2, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0},
+        {1, 64, 4, 5, 6, 7, 1, 3, 3, 3, 1, 1, 1, 1, 2, 1, 1, 2, 1},
     };
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
         const size_t *a = cs[i];
@@ -546,9 +563,10 @@ static void test_conv3d(nnf_isa isa) {
         s.od = out_dim(s.d, s.kd, s.sd, s.dd, s.pf, s.pf);
         s.oh = out_dim(s.h, s.kh, s.sh, s.dh, s.pt, s.pt);
         s.ow = out_dim(s.w, s.kw, s.sw, s.dw, s.pl, s.pl);
-        CHECK_MSG(run_conv3d(&s, isa, i % 2 ? &silu : &relu, (int)(i % 3), i % 2 ? pool : NULL) ==
-                      0,
-                  "%s conv3d case %zu", nnf_isa_name(isa), i);
+        for (int small = 0; small < 2; small++)
+            CHECK_MSG(run_conv3d(&s, isa, i % 2 ? &silu : &relu, (int)(i % 3), i % 2 ? pool : NULL,
+                                 small) == 0,
+                      "%s conv3d case %zu%s", nnf_isa_name(isa), i, small ? " small blocks" : "");
     }
     nnf_conv3d_shape none = {.n = 1, .c = 4, .d = 2, .h = 2, .w = 2, .oc = 4, .group = 3};
     CHECK(!nnf_conv3d_fits(&none));

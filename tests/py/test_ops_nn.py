@@ -62,6 +62,8 @@ CONV_CASES = [
     ((1, 3, 10, 11), (4, 3, 3, 3), dict(auto_pad="VALID", strides=[3, 2]), True),
     ((3, 2, 19), (4, 2, 4), dict(strides=[2], dilations=[3], pads=[2, 1]), True),
     ((1, 2, 5, 6, 7), (3, 2, 2, 3, 2), dict(strides=[1, 2, 2], pads=[1, 0, 1, 0, 1, 1]), True),
+    # 3-D in the PLANES form (8 channels x 3 x 3 im2col rows a plane)
+    ((2, 8, 5, 9, 11), (6, 8, 3, 3, 3), dict(pads=[1, 1, 1, 1, 1, 1]), True),
     ((1, 8, 12, 12), (16, 2, 3, 3), dict(group=4, pads=[1, 1, 1, 1], dilations=[2, 2]), True),
 ]
 
