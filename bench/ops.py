@@ -125,6 +125,10 @@ def cases():
         case("hardmax", "Hardmax", [("x", [512, 1000])], [512, 1000]),
         case("sum3", "Sum", [("a", [64, 128, 128]), ("b", [64, 128, 128]), ("c", [64, 128, 128])], [64, 128, 128]),
         case("reducesumsquare", "ReduceSumSquare", [("x", [4096, 768])], [4096, 1], axes=[1]),
+        case("maxpool3d", "MaxPool", [("x", [1, 32, 16, 64, 64])], [1, 32, 8, 32, 32], kernel_shape=[2, 2, 2],
+             strides=[2, 2, 2]),
+        case("avgpool3d", "AveragePool", [("x", [1, 32, 16, 64, 64])], [1, 32, 8, 32, 32], kernel_shape=[2, 2, 2],
+             strides=[2, 2, 2]),
     ]
 
 

@@ -85,12 +85,14 @@ typedef enum nnf_ew_mode {
     NNF_EW_SV,     /* a[0] op b[i] */
 } nnf_ew_mode;
 
-/* One span of output columns of a 2-D pool whose windows lie inside the
- * input along W: y[o] for o in [0, n) reduces the taps
- * x[kh * row_step + o * stride + kw * dw], kh in [0, nh), kw in [0, kw),
- * visited kh-major like the reference kernel (so sums match it bit for bit). */
+/* One span of output columns of a 2-D or 3-D pool whose windows lie
+ * inside the input along W: y[o] for o in [0, n) reduces the taps
+ * x[kd * plane_step + kh * row_step + o * stride + kw * dw], kd in [0, nd),
+ * kh in [0, nh), kw in [0, kw), visited kd-major, then kh, like the
+ * reference kernel (so sums match it bit for bit). A 2-D pool has nd 1. */
 typedef struct nnf_pool_span {
     int is_max;
+    size_t nd, plane_step;
     size_t nh, row_step;
     size_t kw, dw, stride;
     float divisor; /* AveragePool: y = sum / divisor; 0 gives 0 */

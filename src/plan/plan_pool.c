@@ -1,9 +1,10 @@
-/* Plans for 2-D MaxPool/AveragePool (NCHW, any kernel, stride, dilation,
- * padding, ceil_mode; MaxPool without the Indices output) and for
- * GlobalAveragePool/GlobalMaxPool. Each output row splits into border
- * columns, whose windows cross the padding and are computed one by one as
- * the reference does, and an interior span that the tier's pool_span
- * kernel vectorises. Results equal the reference's bit for bit. */
+/* Plans for 1-D, 2-D and 3-D MaxPool/AveragePool (NCW / NCHW / NCDHW, any
+ * kernel, stride, dilation, padding, ceil_mode; MaxPool without the Indices
+ * output) and for GlobalAveragePool/GlobalMaxPool. A 1-D pool is a 2-D one
+ * of one row, a 2-D pool a 3-D one of depth 1. Each output row splits into
+ * border columns, whose windows cross the padding and are computed one by
+ * one as the reference does, and an interior span that the tier's
+ * pool_span kernel vectorises. Results equal the reference's bit for bit. */
 #include "kernels/eltwise_fast.h"
 
 #include "base/alloc.h"
@@ -19,6 +20,7 @@ typedef struct pool_state {
     const nnf_ew_kernels *k;
     int is_max, include_pad;
     int64_t h, w, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
+    int64_t d, od, kd, sd, dd, pf, pk; /* depth (1 below 3-D); pf, pk: front and back pads */
     size_t planes;
     /* separable stride-1 MaxPool: output rows per strip, strips per plane */
     int sep;
@@ -48,30 +50,37 @@ static int64_t padded_taps(int64_t start, int64_t k, int64_t d, int64_t in, int6
     return hi - lo;
 }
 
+/* The taps of one output depth: [d0, d1), and what count_include_pad counts. */
+typedef struct depth_taps {
+    int64_t z0, d0, d1, count;
+} depth_taps;
+
 /* One output whose window crosses the W padding: the reference's loop. */
-static float border(const pool_state *s, const float *plane, int64_t y0, int64_t h0, int64_t h1,
-                    int64_t count_h, int64_t ow) {
+static float border(const pool_state *s, const float *plane, const depth_taps *dt, int64_t y0,
+                    int64_t h0, int64_t h1, int64_t count_h, int64_t ow) {
     int64_t x0 = ow * s->sw - s->pl, w0, w1;
     taps(x0, s->kw, s->dw, s->w, &w0, &w1);
     float acc = s->is_max ? -INFINITY : 0.0f;
     int first = 1;
-    for (int64_t i = h0; i < h1; i++) {
-        const float *row = plane + (y0 + i * s->dh) * s->w;
-        for (int64_t k = w0; k < w1; k++) {
-            float v = row[x0 + k * s->dw];
-            if (s->is_max) {
-                if (v > acc || first)
-                    acc = v;
-                first = 0;
-            } else {
-                acc += v;
+    for (int64_t z = dt->d0; z < dt->d1; z++)
+        for (int64_t i = h0; i < h1; i++) {
+            const float *row = plane + ((dt->z0 + z * s->dd) * s->h + y0 + i * s->dh) * s->w;
+            for (int64_t k = w0; k < w1; k++) {
+                float v = row[x0 + k * s->dw];
+                if (s->is_max) {
+                    if (v > acc || first)
+                        acc = v;
+                    first = 0;
+                } else {
+                    acc += v;
+                }
             }
         }
-    }
     if (s->is_max)
         return acc;
-    int64_t count = s->include_pad ? count_h * padded_taps(x0, s->kw, s->dw, s->w, s->pl, s->pr)
-                                   : (h1 - h0) * (w1 - w0);
+    int64_t count = s->include_pad
+                        ? dt->count * count_h * padded_taps(x0, s->kw, s->dw, s->w, s->pl, s->pr)
+                        : (dt->d1 - dt->d0) * (h1 - h0) * (w1 - w0);
     return count > 0 ? acc / (float)count : 0.0f;
 }
 
@@ -82,33 +91,44 @@ typedef struct pool_job {
     int64_t lo, hi; /* interior output columns */
 } pool_job;
 
+/* Output rows (plane, output depth, output row). */
 static void pool_rows(void *p, size_t first, size_t count) {
     const pool_job *j = p;
     const pool_state *s = j->s;
+    size_t rows_plane = (size_t)(s->od * s->oh);
     for (size_t r = first; r < first + count; r++) {
-        size_t plane = r / (size_t)s->oh;
-        int64_t oh = (int64_t)(r % (size_t)s->oh);
-        const float *xp = j->x + plane * (size_t)(s->h * s->w);
+        size_t plane = r / rows_plane;
+        int64_t od = (int64_t)(r % rows_plane) / s->oh, oh = (int64_t)(r % rows_plane) % s->oh;
+        const float *xp = j->x + plane * (size_t)(s->d * s->h * s->w);
         float *y = j->y + r * (size_t)s->ow;
+        depth_taps dt = {.z0 = od * s->sd - s->pf};
+        taps(dt.z0, s->kd, s->dd, s->d, &dt.d0, &dt.d1);
+        dt.count =
+            s->include_pad ? padded_taps(dt.z0, s->kd, s->dd, s->d, s->pf, s->pk) : dt.d1 - dt.d0;
         int64_t y0 = oh * s->sh - s->pt, h0, h1;
         taps(y0, s->kh, s->dh, s->h, &h0, &h1);
         int64_t count_h =
             s->include_pad ? padded_taps(y0, s->kh, s->dh, s->h, s->pt, s->pb) : h1 - h0;
         for (int64_t ow = 0; ow < j->lo; ow++)
-            y[ow] = border(s, xp, y0, h0, h1, count_h, ow);
+            y[ow] = border(s, xp, &dt, y0, h0, h1, count_h, ow);
         if (j->hi > j->lo) {
+            bool any = h1 > h0 && dt.d1 > dt.d0;
             nnf_pool_span sp = {.is_max = s->is_max,
-                                .nh = (size_t)(h1 - h0),
+                                .nd = any ? (size_t)(dt.d1 - dt.d0) : 0,
+                                .plane_step = (size_t)(s->dd * s->h * s->w),
+                                .nh = any ? (size_t)(h1 - h0) : 0,
                                 .row_step = (size_t)(s->dh * s->w),
                                 .kw = (size_t)s->kw,
                                 .dw = (size_t)s->dw,
                                 .stride = (size_t)s->sw,
-                                .divisor = (float)(count_h * s->kw)};
-            const float *x0 = xp + (h1 > h0 ? (y0 + h0 * s->dh) * s->w : 0) + j->lo * s->sw - s->pl;
+                                .divisor = (float)(dt.count * count_h * s->kw)};
+            const float *x0 =
+                xp + (any ? ((dt.z0 + dt.d0 * s->dd) * s->h + y0 + h0 * s->dh) * s->w : 0) +
+                j->lo * s->sw - s->pl;
             s->k->pool_span(&sp, x0, y + j->lo, (size_t)(j->hi - j->lo));
         }
         for (int64_t ow = j->hi; ow < s->ow; ow++)
-            y[ow] = border(s, xp, y0, h0, h1, count_h, ow);
+            y[ow] = border(s, xp, &dt, y0, h0, h1, count_h, ow);
     }
 }
 
@@ -212,8 +232,8 @@ static void sep_setup(pool_state *s) {
 static nnf_status pool_run(NNF_KERNEL_ARGS) {
     const pool_state *s = ctx->state;
     const nnf_buf *x = in[0], *y = out[0];
-    if (x->dtype != NNF_DTYPE_FLOAT32 || x->numel != s->planes * (size_t)(s->h * s->w) ||
-        y->numel != s->planes * (size_t)(s->oh * s->ow))
+    if (x->dtype != NNF_DTYPE_FLOAT32 || x->numel != s->planes * (size_t)(s->d * s->h * s->w) ||
+        y->numel != s->planes * (size_t)(s->od * s->oh * s->ow))
         return nnf_node_error(node, NNF_ERR_SHAPE, "%s: shapes do not match the plan", s->name);
     pool_job j = {s, x->data, y->data, 0, 0};
     if (s->sep) {
@@ -233,7 +253,8 @@ static nnf_status pool_run(NNF_KERNEL_ARGS) {
         j.hi = s->ow;
     if (j.hi < j.lo)
         j.hi = j.lo;
-    size_t rows = s->planes * (size_t)s->oh, per_row = (size_t)(s->ow * s->kh * s->kw);
+    size_t rows = s->planes * (size_t)(s->od * s->oh),
+           per_row = (size_t)(s->ow * s->kd * s->kh * s->kw);
     nnf_ew_parallel_ranges(ctx->pool, rows,
                            per_row >= GRAIN_FLOATS ? 1 : GRAIN_FLOATS / (per_row ? per_row : 1),
                            pool_rows, &j);
@@ -248,9 +269,10 @@ static nnf_status plan_pool2d(const nnf_node *node, const nnf_tinfo *in, const n
                               nnf_kernel_plan *plan, int is_max) {
     const nnf_conv_params *p = node->params;
     const nnf_shape *xs = &in[0].shape, *ys = &out[0].shape;
-    /* 1-D pools run as 2-D ones of one row: [N, C, W] is [N, C, 1, W] */
+    /* 1-D pools run as 2-D ones of one row ([N, C, W] is [N, C, 1, W]), 2-D
+     * ones as 3-D ones of depth 1 */
     int sp = p ? p->spatial : 0;
-    if (!p || (sp != 1 && sp != 2) || in[0].dtype != NNF_DTYPE_FLOAT32 || !nnf_shape_known(xs) ||
+    if (!p || sp < 1 || sp > 3 || in[0].dtype != NNF_DTYPE_FLOAT32 || !nnf_shape_known(xs) ||
         !nnf_shape_known(ys) || xs->rank != sp + 2 || ys->rank != sp + 2 ||
         nnf_shape_numel(xs) <= 0 || nnf_shape_numel(ys) <= 0)
         return NNF_OK;
@@ -268,25 +290,34 @@ static nnf_status plan_pool2d(const nnf_node *node, const nnf_tinfo *in, const n
     pool_state *s = nnf_calloc(1, sizeof *s);
     if (!s)
         return nnf_node_error(node, NNF_ERR_OUT_OF_MEMORY, "out of memory for a kernel plan");
+    /* axis a of 3 (0 depth, 1 H, 2 W) is spatial axis a - (3 - sp), if any */
+    int lead = 3 - sp, ad = 0 - lead, ah = 1 - lead, aw = 2 - lead;
     *s = (pool_state){.k = nnf_ew_kernels_for(nnf_cpu_isa()),
                       .is_max = is_max,
                       .include_pad = p->count_include_pad,
-                      .h = sp == 2 ? xs->dims[2] : 1,
-                      .w = xs->dims[sp + 1],
-                      .oh = sp == 2 ? ys->dims[2] : 1,
-                      .ow = ys->dims[sp + 1],
-                      .kh = sp == 2 ? p->kernel[0] : 1,
-                      .kw = p->kernel[sp - 1],
-                      .sh = sp == 2 ? p->strides[0] : 1,
-                      .sw = p->strides[sp - 1],
-                      .dh = sp == 2 ? p->dilations[0] : 1,
-                      .dw = p->dilations[sp - 1],
-                      .pt = sp == 2 ? pb[0] : 0,
-                      .pl = pb[sp - 1],
-                      .pb = sp == 2 ? pe[0] : 0,
-                      .pr = pe[sp - 1],
+                      .d = ad >= 0 ? xs->dims[2 + ad] : 1,
+                      .h = ah >= 0 ? xs->dims[2 + ah] : 1,
+                      .w = xs->dims[2 + aw],
+                      .od = ad >= 0 ? ys->dims[2 + ad] : 1,
+                      .oh = ah >= 0 ? ys->dims[2 + ah] : 1,
+                      .ow = ys->dims[2 + aw],
+                      .kd = ad >= 0 ? p->kernel[ad] : 1,
+                      .kh = ah >= 0 ? p->kernel[ah] : 1,
+                      .kw = p->kernel[aw],
+                      .sd = ad >= 0 ? p->strides[ad] : 1,
+                      .sh = ah >= 0 ? p->strides[ah] : 1,
+                      .sw = p->strides[aw],
+                      .dd = ad >= 0 ? p->dilations[ad] : 1,
+                      .dh = ah >= 0 ? p->dilations[ah] : 1,
+                      .dw = p->dilations[aw],
+                      .pf = ad >= 0 ? pb[ad] : 0,
+                      .pt = ah >= 0 ? pb[ah] : 0,
+                      .pl = pb[aw],
+                      .pk = ad >= 0 ? pe[ad] : 0,
+                      .pb = ah >= 0 ? pe[ah] : 0,
+                      .pr = pe[aw],
                       .planes = (size_t)(xs->dims[0] * xs->dims[1])};
-    if (sep_fits(s))
+    if (sp < 3 && sep_fits(s))
         sep_setup(s);
     const char *sv = s->sep                                      ? "_sep"
                      : s->sw <= 2 && s->k->isa != NNF_ISA_SCALAR ? (s->sw == 1 ? "_s1" : "_s2")

@@ -225,7 +225,7 @@ static void test_batchnorm(nnf_isa isa) {
     }
 }
 
-/* ---- 2-D pools ------------------------------------------------------------------------ */
+/* ---- 1-D, 2-D and 3-D pools ------------------------------------------------------------ */
 
 typedef struct pool_case {
     int64_t n, c, h, w;
@@ -267,6 +267,53 @@ static int run_pool(nnf_isa isa, const pool_case *pc, int is_max, float *worst_o
     f_free(&r);
     free(x);
     return ok;
+}
+
+/* 3-D pools (NCDHW): the depth's taps, pads, strides and dilation around
+ * the 2-D cases' W edges, against the reference bit for bit (NaN and
+ * infinities mixed in), on 1 and 2 threads; a 3D U-Net's 2x2x2 stride-2
+ * down-sampling. */
+static void test_pools3d(nnf_isa isa) {
+    const char *t = nnf_isa_name(isa);
+    static const struct {
+        int64_t dims[5], k[3], s[3], d[3], pads[6];
+        int ceil, include_pad;
+    } cs[] = {
+        {{1, 1, 1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {0, 0, 0, 0, 0, 0}, 0, 0},
+        {{1, 2, 4, 8, 8}, {2, 2, 2}, {2, 2, 2}, {1, 1, 1}, {0, 0, 0, 0, 0, 0}, 0, 0},
+        {{2, 3, 5, 7, 9}, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1, 1, 1, 1}, 0, 1},
+        {{1, 2, 7, 6, 17}, {3, 2, 3}, {2, 1, 2}, {1, 1, 1}, {1, 0, 1, 1, 1, 0}, 1, 0},
+        {{1, 2, 9, 5, 13}, {2, 3, 2}, {3, 2, 1}, {2, 1, 2}, {1, 1, 0, 0, 1, 1}, 0, 1},
+        {{1, 3, 6, 9, 40}, {3, 1, 5}, {1, 3, 1}, {1, 1, 1}, {2, 0, 2, 0, 0, 2}, 1, 1},
+        {{1, 16, 8, 32, 32}, {2, 2, 2}, {2, 2, 2}, {1, 1, 1}, {0, 0, 0, 0, 0, 0}, 0, 0},
+    };
+    for (size_t ci = 0; ci < sizeof cs / sizeof cs[0]; ci++)
+        for (int is_max = 0; is_max < 2; is_max++) {
+            int dil = cs[ci].d[0] > 1 || cs[ci].d[1] > 1 || cs[ci].d[2] > 1;
+            size_t n = numel_of(5, cs[ci].dims);
+            float *x = f_rand_buf(n, -10, 10);
+            f_specials(x, n, 17, 5);
+            nnf_attr at[6];
+            int na = 0;
+            at[na++] = f_ints("kernel_shape", cs[ci].k, 3);
+            at[na++] = f_ints("strides", cs[ci].s, 3);
+            at[na++] = f_ints("pads", cs[ci].pads, 6);
+            at[na++] = f_int("ceil_mode", cs[ci].ceil);
+            if (is_max || dil)
+                at[na++] = f_ints("dilations", cs[ci].d, 3);
+            if (!is_max)
+                at[na++] = f_int("count_include_pad", cs[ci].include_pad);
+            f_in in = f32_in(x, 5, cs[ci].dims, 0);
+            f_res r =
+                f_run(is_max ? "MaxPool" : "AveragePool", is_max || !dil ? 12 : 19, at, na, &in, 1,
+                      1, is_max ? nnf_plan_maxpool : nnf_plan_avgpool, ci % 2 ? g_pool : NULL);
+            CHECK_MSG(r.planned && strstr(r.name, "pool3d") &&
+                          strstr(r.name, isa == NNF_ISA_SCALAR ? "scalar" : "avx2") &&
+                          f_same_bytes(&r, 0),
+                      "%s 3-D %s case %zu (%s)", t, is_max ? "MaxPool" : "AveragePool", ci, r.name);
+            f_free(&r);
+            free(x);
+        }
 }
 
 static void test_pools(nnf_isa isa) {
@@ -339,13 +386,7 @@ static void test_pools(nnf_isa isa) {
     f_res r = f_run("MaxPool", 12, &at, 1, &in, 1, 2, nnf_plan_maxpool, NULL);
     CHECK(r.status == NNF_OK && !r.planned);
     f_free(&r);
-    /* 3-D pools too */
-    int64_t d5[5] = {1, 1, 2, 3, 3}, k3[3] = {2, 2, 2};
-    at = f_ints("kernel_shape", k3, 3);
-    in = f32_in(x, 5, d5, 0);
-    r = f_run("MaxPool", 12, &at, 1, &in, 1, 1, nnf_plan_maxpool, NULL);
-    CHECK(r.status == NNF_OK && !r.planned);
-    f_free(&r);
+    test_pools3d(isa);
 }
 
 static void test_global_pools(nnf_isa isa) {
@@ -817,30 +858,33 @@ static int64_t soak_pool_out(int64_t in, int64_t k, int64_t s, int64_t d, int64_
     return out;
 }
 
-/* 2-D MaxPool and AveragePool: kernels 1..7 per axis, strides 1..3,
- * dilation 1..2 (AveragePool's from opset 19), pads 0..3 below the kernel,
- * ceil_mode, count_include_pad, auto_pad, batch 1..2, channels to 73, maps
- * to 60 x 60, and wide rows around the separable MaxPool's row buffer
- * (NNF_POOL_SEP_ROW); 1-D pools keep the reference. */
+/* 1-D, 2-D and 3-D MaxPool and AveragePool: kernels 1..7 per axis,
+ * strides 1..3, dilation 1..2 (AveragePool's from opset 19), pads 0..3
+ * below the kernel, ceil_mode, count_include_pad, auto_pad, batch 1..2,
+ * channels to 73, maps to 60 x 60, and wide rows around the separable
+ * MaxPool's row buffer (NNF_POOL_SEP_ROW). */
 static void soak_pool(nnf_isa top) {
     for (;;) {
-        int is_max = check_unit() < 0.5, sp = check_unit() < 0.05 ? 1 : 2;
-        int64_t d4[4] = {1, 1, 1, 1};
-        d4[0] = (int64_t)uniform(1, 2);
-        d4[1] = (int64_t)soak_channels();
-        int64_t k[2], s[2], dl[2] = {1, 1}, pads[4] = {0, 0, 0, 0}, o[2];
-        int wide = sp == 2 && check_unit() < 0.08;
+        double u = check_unit();
+        int is_max = check_unit() < 0.5, sp = u < 0.05 ? 1 : u < 0.85 ? 2 : 3;
+        int64_t d5[5] = {1, 1, 1, 1, 1};
+        d5[0] = (int64_t)uniform(1, 2);
+        d5[1] = (int64_t)soak_channels();
+        int64_t k[3], s[3], dl[3] = {1, 1, 1}, pads[6] = {0, 0, 0, 0, 0, 0}, o[3];
+        int wide = sp == 2 && check_unit() < 0.08, any_dl = 0;
         for (int i = 0; i < sp; i++) {
-            d4[2 + i] = (int64_t)soak_extent();
+            d5[2 + i] = (int64_t)soak_extent();
             k[i] = i && check_unit() < 0.5 ? k[0] : (int64_t)uniform(1, 7);
             s[i] = i && check_unit() < 0.5 ? s[0] : (int64_t)uniform(1, 3);
             if (check_unit() < 0.2)
-                dl[i] = 2;
+                dl[i] = 2, any_dl = 1;
         }
+        if (sp == 3 && check_unit() < 0.5)
+            d5[2] = (int64_t)uniform(1, 9); /* a short depth */
         if (wide) {
-            d4[1] = (int64_t)uniform(1, 3);
-            d4[2] = (int64_t)uniform(1, 8);
-            d4[3] = (int64_t)uniform(500, 2200);
+            d5[1] = (int64_t)uniform(1, 3);
+            d5[2] = (int64_t)uniform(1, 8);
+            d5[3] = (int64_t)uniform(500, 2200);
         }
         for (int i = 0; i < 2 * sp; i++) {
             int64_t kk = k[i % sp], top_pad = kk - 1 < 3 ? kk - 1 : 3;
@@ -855,20 +899,20 @@ static void soak_pool(nnf_isa top) {
         int same = ap == 1 || ap == 2;
         if (ap >= 1)
             memset(pads, 0, sizeof pads);
-        int64_t p0[2], p1[2];
-        size_t out_n = (size_t)(d4[0] * d4[1]), in_n = out_n, taps = 1;
+        int64_t p0[3], p1[3];
+        size_t out_n = (size_t)(d5[0] * d5[1]), in_n = out_n, taps = 1;
         for (int i = 0; i < sp; i++) {
             p0[i] = pads[i];
             p1[i] = pads[sp + i];
-            o[i] = soak_pool_out(d4[2 + i], k[i], s[i], dl[i], p0[i], p1[i], ap > 0 ? 0 : ceil_mode,
+            o[i] = soak_pool_out(d5[2 + i], k[i], s[i], dl[i], p0[i], p1[i], ap > 0 ? 0 : ceil_mode,
                                  same);
             out_n *= (size_t)(o[i] > 0 ? o[i] : 0);
-            in_n *= (size_t)d4[2 + i];
+            in_n *= (size_t)d5[2 + i];
             taps *= (size_t)k[i];
         }
         if (out_n == 0 || out_n * taps > 300000 || in_n > 300000)
             continue;
-        int opset = is_max ? 12 : dl[0] > 1 || dl[sp - 1] > 1 ? 19 : check_unit() < 0.5 ? 11 : 19;
+        int opset = is_max ? 12 : any_dl ? 19 : check_unit() < 0.5 ? 11 : 19;
         nnf_attr at[8];
         int na = 0;
         at[na++] = f_ints("kernel_shape", k, sp);
@@ -879,16 +923,16 @@ static void soak_pool(nnf_isa top) {
         if (ap < 1) /* explicit pads go with NOTSET only */
             at[na++] = f_ints("pads", pads, 2 * sp);
         at[na++] = f_int("ceil_mode", ceil_mode);
-        if (dl[0] > 1 || dl[sp - 1] > 1 || check_unit() < 0.3)
+        if (any_dl || check_unit() < 0.3)
             at[na++] = f_ints("dilations", dl, sp);
         if (!is_max)
             at[na++] = f_int("count_include_pad", include_pad);
         int kind = (int)uniform(0, 3);
         float *x = soak_data(in_n, kind);
-        f_in in = f32_in(x, 2 + sp, d4, 0);
+        f_in in = f32_in(x, 2 + sp, d5, 0);
         const char *op = is_max ? "MaxPool" : "AveragePool";
         int len = snprintf(soak_desc, sizeof soak_desc, "%s opset %d x ", op, opset);
-        len += desc_dims(soak_desc + len, sizeof soak_desc - (size_t)len, 2 + sp, d4);
+        len += desc_dims(soak_desc + len, sizeof soak_desc - (size_t)len, 2 + sp, d5);
         len += snprintf(soak_desc + len, sizeof soak_desc - (size_t)len, " kernel ");
         len += desc_dims(soak_desc + len, sizeof soak_desc - (size_t)len, sp, k);
         len += snprintf(soak_desc + len, sizeof soak_desc - (size_t)len, " strides ");
@@ -901,8 +945,8 @@ static void soak_pool(nnf_isa top) {
                  " auto_pad %s ceil_mode %d count_include_pad %d data %s",
                  ap >= 0 ? autos[ap] : "(none)", ceil_mode, include_pad, data_names[kind]);
         out_tol exact[1] = {is_max ? EXACT_MAX : EXACT};
-        soak_case(op, opset, at, na, &in, 1, 1, is_max ? nnf_plan_maxpool : nnf_plan_avgpool,
-                  sp == 2, exact, exact, top);
+        soak_case(op, opset, at, na, &in, 1, 1, is_max ? nnf_plan_maxpool : nnf_plan_avgpool, 1,
+                  exact, exact, top);
         free(x);
         return;
     }

@@ -130,6 +130,10 @@ POOL_CASES = [
     ("AveragePool", (2, 2, 9, 8), dict(kernel_shape=[3, 2], pads=[1, 0, 2, 1])),
     ("AveragePool", (1, 2, 9, 8), dict(kernel_shape=[3, 3], auto_pad="SAME_LOWER", strides=[2, 2])),
     ("AveragePool", (1, 2, 13), dict(kernel_shape=[5], strides=[4], pads=[2, 2], count_include_pad=1)),
+    ("AveragePool", (1, 3, 6, 7, 19), dict(kernel_shape=[3, 2, 3], strides=[2, 1, 2], pads=[1, 0, 1, 1, 1, 1],
+                                           count_include_pad=1)),
+    ("AveragePool", (2, 4, 8, 16, 16), dict(kernel_shape=[2, 2, 2], strides=[2, 2, 2])),
+    ("MaxPool", (2, 4, 8, 16, 16), dict(kernel_shape=[2, 2, 2], strides=[2, 2, 2])),
     ("LpPool", (1, 3, 9, 10), dict(kernel_shape=[3, 2], strides=[2, 2], p=3)),
     ("LpPool", (1, 2, 8, 8), dict(kernel_shape=[2, 2], pads=[1, 1, 1, 1])),
 ]
