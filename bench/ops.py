@@ -127,6 +127,8 @@ def cases():
         case("reducesumsquare", "ReduceSumSquare", [("x", [4096, 768])], [4096, 1], axes=[1]),
         case("maxpool3d", "MaxPool", [("x", [1, 32, 16, 64, 64])], [1, 32, 8, 32, 32], kernel_shape=[2, 2, 2],
              strides=[2, 2, 2]),
+        case("convtranspose3d", "ConvTranspose", [("x", [1, 64, 8, 16, 16])], [1, 32, 16, 32, 32],
+             [weight(64, 32, 2, 2, 2)], strides=[2, 2, 2]),
         case("avgpool3d", "AveragePool", [("x", [1, 32, 16, 64, 64])], [1, 32, 8, 32, 32], kernel_shape=[2, 2, 2],
              strides=[2, 2, 2]),
     ]

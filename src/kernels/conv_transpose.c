@@ -32,14 +32,21 @@ bool nnf_convt_fits(const nnf_conv2d_shape *s) {
 void nnf_convt_kernel_destroy(nnf_convt_kernel *k) {
     if (!k)
         return;
-    nnf_gemm_packed_destroy_all(k->packed_w, k->s.group);
+    nnf_gemm_packed_destroy_all(k->packed_w, k->kd * k->s.group);
     nnf_free(k->kw_phase);
     nnf_free(k);
 }
 
 nnf_status nnf_convt_kernel_create(const nnf_conv2d_shape *s, nnf_isa isa, const float *w,
                                    nnf_convt_kernel **out) {
+    return nnf_convt_kernel_create_3d(s, 1, 1, isa, w, out);
+}
+
+nnf_status nnf_convt_kernel_create_3d(const nnf_conv2d_shape *s, size_t d, size_t kd, nnf_isa isa,
+                                      const float *w, nnf_convt_kernel **out) {
     *out = NULL;
+    if (!d || !kd)
+        return nnf_error(NNF_ERR_UNSUPPORTED, "transposed convolution: no depth");
     if (!nnf_convt_fits(s))
         return nnf_error(NNF_ERR_UNSUPPORTED,
                          "transposed convolution %zux%zu stride %zux%zu group %zu: not a shape the "
@@ -49,24 +56,45 @@ nnf_status nnf_convt_kernel_create(const nnf_conv2d_shape *s, nnf_isa isa, const
     if (!nnf_mul_size(s->kh, s->kw, &taps) || !nnf_mul_size(ocg, taps, &rows) ||
         !nnf_mul_size(rows, s->c, &cols))
         return nnf_error(NNF_ERR_INVALID_ARGUMENT, "transposed convolution weights are too large");
+    size_t slices;
+    if (!nnf_mul_size(kd, s->group, &slices) || !nnf_mul_size(cols, kd, &cols))
+        return nnf_error(NNF_ERR_INVALID_ARGUMENT, "transposed convolution weights are too large");
     nnf_convt_kernel *k = nnf_calloc(1, sizeof *k);
-    if (!k || !(k->packed_w = nnf_calloc(s->group, sizeof *k->packed_w))) {
+    if (!k || !(k->packed_w = nnf_calloc(slices, sizeof *k->packed_w))) {
         nnf_free(k);
         return nnf_error(NNF_ERR_OUT_OF_MEMORY,
                          "out of memory for a transposed convolution kernel");
     }
     k->s = *s;
+    k->d = d;
+    k->kd = kd;
     k->isa = isa > nnf_cpu_get()->max_isa ? nnf_cpu_get()->max_isa : isa;
     k->cfg = nnf_gemm_cfg_for(k->isa);
-    for (size_t g = 0; g < s->group; g++) {
-        /* group g's rows of W are ICg x (OCg kh kw): A transposed */
-        nnf_status st =
-            nnf_gemm_pack_a(k->cfg, rows, icg, w + g * icg * rows, rows, 1, &k->packed_w[g]);
-        if (st != NNF_OK) {
-            nnf_convt_kernel_destroy(k);
-            return st;
+    /* depth tap t's slice of W (C x OCg x KD x kh kw) as C x OCg kh kw */
+    float *slice = kd > 1 ? nnf_malloc(s->c * rows * sizeof(float)) : NULL;
+    if (kd > 1 && !slice) {
+        nnf_convt_kernel_destroy(k);
+        return nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory for transposed convolution weights");
+    }
+    for (size_t t = 0; t < kd; t++) {
+        const float *wt = w;
+        if (slice) {
+            for (size_t r = 0; r < s->c * ocg; r++)
+                memcpy(slice + r * taps, w + (r * kd + t) * taps, taps * sizeof(float));
+            wt = slice;
+        }
+        for (size_t g = 0; g < s->group; g++) {
+            /* group g's rows of W are ICg x (OCg kh kw): A transposed */
+            nnf_status st = nnf_gemm_pack_a(k->cfg, rows, icg, wt + g * icg * rows, rows, 1,
+                                            &k->packed_w[t * s->group + g]);
+            if (st != NNF_OK) {
+                nnf_free(slice);
+                nnf_convt_kernel_destroy(k);
+                return st;
+            }
         }
     }
+    nnf_free(slice);
     /* output column ox = iw sw + kw dw - pl: phase ox mod sw, at iw + shift */
     if (!(k->kw_phase = nnf_calloc(2 * s->kw, sizeof *k->kw_phase))) {
         nnf_convt_kernel_destroy(k);
@@ -99,7 +127,8 @@ nnf_status nnf_convt_kernel_create(const nnf_conv2d_shape *s, nnf_isa isa, const
         return nnf_error(NNF_ERR_INVALID_ARGUMENT, "transposed convolution rows are too large");
     }
     /* "f32_gemm_6x16_avx2" -> "f32_convtranspose_gemm_6x16_avx2" */
-    snprintf(k->name, sizeof k->name, "f32_convtranspose_%s", k->cfg->name + strlen("f32_"));
+    snprintf(k->name, sizeof k->name, "f32_convtranspose%s_%s", kd > 1 || d > 1 ? "3d" : "",
+             k->cfg->name + strlen("f32_"));
     *out = k;
     return NNF_OK;
 }
@@ -153,6 +182,7 @@ typedef struct convt_band {
     size_t ldc;
     ptrdiff_t base;
     float *y;          /* the group's first output plane of the image */
+    size_t ldy;        /* floats from one output channel's plane to the next */
     const float *bias; /* the group's first bias value, or NULL */
     const nnf_activation *act;
     const convt_prims *prims;
@@ -170,7 +200,7 @@ static void convt_row(const convt_band *b, size_t m, size_t oy, size_t t0, size_
     const nnf_conv2d_shape *s = &b->k->s;
     const convt_prims *f = b->prims;
     const size_t sw = s->sw, n = t1 - t0, n8 = (n + 7) & ~(size_t)7;
-    float *y = b->y + (m * s->oh + oy) * s->ow;
+    float *y = b->y + m * b->ldy + oy * s->ow;
     float bias = b->bias ? b->bias[m] : 0.0f;
     /* a phase's first tap that covers the whole chunk sets its sums (bias
      * + columns); otherwise the phase starts as the bias */
@@ -244,6 +274,50 @@ static void convt_rows(void *ctx, size_t m) {
             convt_row(b, m, oy, t0, t0 + tch < tn ? t0 + tch : tn, tch, ph);
 }
 
+/* One image's planes: x's channels ldx floats apart, y's ldy apart, the
+ * weights packed[g] per group. */
+static nnf_status run_planes(const nnf_convt_kernel *k, nnf_gemm_packed *const *packed,
+                             const float *x, size_t ldx, float *y, size_t ldy,
+                             const nnf_epilogue *ep, float *cols, nnf_threadpool *pool) {
+    const nnf_conv2d_shape *s = &k->s;
+    size_t icg = s->c / s->group, ocg = s->oc / s->group, rows = ocg * s->kh * s->kw;
+    size_t ldc = (k->halo + k->band_rows) * s->w;
+    nnf_activation none = {.kind = NNF_ACT_NONE};
+    for (size_t g = 0; g < s->group; g++) {
+        const float *xg = x + g * icg * ldx;
+        convt_band band = {.k = k,
+                           .cols = cols,
+                           .ldc = ldc,
+                           .y = y + g * ocg * ldy,
+                           .ldy = ldy,
+                           .bias = ep && ep->bias ? ep->bias + g * ocg : NULL,
+                           .act = ep ? &ep->act : &none,
+                           .prims = prims_for(k->isa)};
+        for (size_t ih0 = 0; ih0 < s->h; ih0 += k->band_rows) {
+            size_t ih1 = ih0 + k->band_rows < s->h ? ih0 + k->band_rows : s->h;
+            /* the columns of the last halo rows before ih0 move to the
+             * front; the band's go after them */
+            if (ih0 && k->halo)
+                for (size_t r = 0; r < rows; r++)
+                    memmove(cols + r * ldc, cols + r * ldc + k->band_rows * s->w,
+                            k->halo * s->w * sizeof(float));
+            band.base = (ptrdiff_t)ih0 - (ptrdiff_t)k->halo;
+            nnf_gemm_src a = nnf_gemm_src_packed(packed[g]);
+            nnf_gemm_src bsrc = nnf_gemm_src_matrix(xg + ih0 * s->w, ldx, 0);
+            NNF_CHECK(nnf_gemm_run(k->cfg, rows, (ih1 - ih0) * s->w, icg, &a, &bsrc,
+                                   cols + k->halo * s->w, ldc, NULL, pool));
+            /* output row oy takes input rows up to (oy + pt) / sh: the
+             * rows with oy + pt < ih1 sh are complete */
+            size_t done = ih1 == s->h ? s->oh : ih1 * s->sh > s->pt ? ih1 * s->sh - s->pt : 0;
+            band.oy0 = band.oy1;
+            band.oy1 = done < s->oh ? done : s->oh;
+            if (band.oy1 > band.oy0)
+                nnf_parallel_for(pool, ocg, convt_rows, &band);
+        }
+    }
+    return NNF_OK;
+}
+
 nnf_status nnf_convt_kernel_run(const nnf_convt_kernel *k, const float *x, float *y,
                                 const nnf_epilogue *ep, nnf_threadpool *pool) {
     const nnf_conv2d_shape *s = &k->s;
@@ -253,46 +327,19 @@ nnf_status nnf_convt_kernel_run(const nnf_convt_kernel *k, const float *x, float
                          "%s: the epilogue must be a per-channel bias and an "
                          "activation",
                          k->name);
-    size_t icg = s->c / s->group, ocg = s->oc / s->group, rows = ocg * s->kh * s->kw;
-    size_t hw = s->h * s->w, ohw = s->oh * s->ow, ldc = (k->halo + k->band_rows) * s->w;
     float *cols = nnf_thread_scratch(NNF_SCRATCH_CONV_COLS, k->cols_floats);
     if (!cols)
         return nnf_error(NNF_ERR_OUT_OF_MEMORY,
                          "%s: out of memory for the columns of %zu input rows", k->name,
                          k->band_rows);
-    nnf_activation none = {.kind = NNF_ACT_NONE};
-    for (size_t b = 0; b < s->n; b++) {
-        for (size_t g = 0; g < s->group; g++) {
-            const float *xg = x + (b * s->c + g * icg) * hw;
-            convt_band band = {.k = k,
-                               .cols = cols,
-                               .ldc = ldc,
-                               .y = y + (b * s->oc + g * ocg) * ohw,
-                               .bias = ep && ep->bias ? ep->bias + g * ocg : NULL,
-                               .act = ep ? &ep->act : &none,
-                               .prims = prims_for(k->isa)};
-            for (size_t ih0 = 0; ih0 < s->h; ih0 += k->band_rows) {
-                size_t ih1 = ih0 + k->band_rows < s->h ? ih0 + k->band_rows : s->h;
-                /* the columns of the last halo rows before ih0 move to the
-                 * front; the band's go after them */
-                if (ih0 && k->halo)
-                    for (size_t r = 0; r < rows; r++)
-                        memmove(cols + r * ldc, cols + r * ldc + k->band_rows * s->w,
-                                k->halo * s->w * sizeof(float));
-                band.base = (ptrdiff_t)ih0 - (ptrdiff_t)k->halo;
-                nnf_gemm_src a = nnf_gemm_src_packed(k->packed_w[g]);
-                nnf_gemm_src bsrc = nnf_gemm_src_matrix(xg + ih0 * s->w, hw, 0);
-                NNF_CHECK(nnf_gemm_run(k->cfg, rows, (ih1 - ih0) * s->w, icg, &a, &bsrc,
-                                       cols + k->halo * s->w, ldc, NULL, pool));
-                /* output row oy takes input rows up to (oy + pt) / sh: the
-                 * rows with oy + pt < ih1 sh are complete */
-                size_t done = ih1 == s->h ? s->oh : ih1 * s->sh > s->pt ? ih1 * s->sh - s->pt : 0;
-                band.oy0 = band.oy1;
-                band.oy1 = done < s->oh ? done : s->oh;
-                if (band.oy1 > band.oy0)
-                    nnf_parallel_for(pool, ocg, convt_rows, &band);
-            }
-        }
-    }
+    /* input plane id goes to output planes id kd .. id kd + kd - 1, one a
+     * depth tap (2-D: one of each) */
+    size_t hw = s->h * s->w, ohw = s->oh * s->ow, dhw = k->d * hw, odhw = k->d * k->kd * ohw;
+    for (size_t b = 0; b < s->n; b++)
+        for (size_t id = 0; id < k->d; id++)
+            for (size_t t = 0; t < k->kd; t++)
+                NNF_CHECK(run_planes(k, k->packed_w + t * s->group, x + b * s->c * dhw + id * hw,
+                                     dhw, y + b * s->oc * odhw + (id * k->kd + t) * ohw, odhw, ep,
+                                     cols, pool));
     return NNF_OK;
 }

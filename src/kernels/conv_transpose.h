@@ -30,7 +30,11 @@ typedef struct nnf_convt_kernel {
     nnf_conv2d_shape s;
     nnf_isa isa;
     const nnf_gemm_cfg *cfg;
-    nnf_gemm_packed **packed_w; /* per group: W_g^T, OCg kh kw x ICg */
+    /* 3-D (the depth's taps kd equal to its stride, no depth padding, no
+     * overlap): output plane id kd + t is the 2-D transposed conv of input
+     * plane id by depth tap t's slice of W. 2-D: d = kd = 1. */
+    size_t d, kd;
+    nnf_gemm_packed **packed_w; /* per depth tap and group: W_g^T, OCg kh kw x ICg */
     size_t band_rows;           /* input rows per GEMM */
     size_t halo;                /* earlier input rows an output row may also take */
     size_t cols_floats;         /* the columns: OCg kh kw x (halo + band_rows) w */
@@ -48,6 +52,11 @@ bool nnf_convt_fits(const nnf_conv2d_shape *s);
 /* Packs w (C x OC/group x KH x KW, borrowed for the call) for s on tier isa. */
 nnf_status nnf_convt_kernel_create(const nnf_conv2d_shape *s, nnf_isa isa, const float *w,
                                    nnf_convt_kernel **out);
+/* 3-D, NCDHW: input depth d, depth taps kd (= the depth stride); s the
+ * 2-D transposed conv of each depth plane (n, c, oc, group, the H and W
+ * window). w is C x OC/group x kd x KH x KW. */
+nnf_status nnf_convt_kernel_create_3d(const nnf_conv2d_shape *s, size_t d, size_t kd, nnf_isa isa,
+                                      const float *w, nnf_convt_kernel **out);
 void nnf_convt_kernel_destroy(nnf_convt_kernel *k);
 
 /* y = act(convtranspose(x) + bias): ep->bias (if any) holds OC values,

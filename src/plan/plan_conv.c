@@ -2,9 +2,10 @@
  * constant weights goes to kernels/conv_fast (1x1 GEMM, implicit-im2col
  * GEMM, Winograd F(4x4,3x3), depthwise), 3-D to kernels/conv3d (an
  * implicit-im2col GEMM). ConvTranspose: 1-D/2-D float32 with constant
- * weights goes to kernels/conv_transpose (GEMM + col2im). Everything else
- * (3-D ConvTranspose, non-constant weights, residuals that broadcast) keeps
- * the reference kernel. */
+ * weights goes to kernels/conv_transpose (GEMM + col2im), and so does 3-D
+ * where the depth's taps tile the output depth (a 3D U-Net's 2x2x2 stride
+ * 2). Everything else (other 3-D ConvTransposes, non-constant weights,
+ * residuals that broadcast) keeps the reference kernel. */
 #include "plan/kernels.h"
 
 #include "base/alloc.h"
@@ -70,7 +71,8 @@ static nnf_status conv_run(NNF_KERNEL_ARGS) {
     const conv_state *s = ctx->state;
     const nnf_conv2d_shape *sh = s->k ? &s->k->s : &s->t->s;
     const nnf_buf *x = in[0], *y = out[0];
-    size_t xn = sh->n * sh->c * sh->h * sh->w, yn = sh->n * sh->oc * sh->oh * sh->ow;
+    size_t d = s->t ? s->t->d : 1, od = s->t ? s->t->d * s->t->kd : 1;
+    size_t xn = sh->n * sh->c * d * sh->h * sh->w, yn = sh->n * sh->oc * od * sh->oh * sh->ow;
     if (x->numel != xn || y->numel != yn || x->dims[0] != (int64_t)sh->n)
         return nnf_node_error(node, NNF_ERR_SHAPE,
                               "%s: input or output shape differs from the plan",
@@ -212,7 +214,7 @@ nnf_status nnf_plan_conv_transpose(NNF_PLAN_ARGS) {
     const nnf_conv_params *p = node->params;
     const nnf_tinfo *x = &in[0], *w = &in[1], *y = &out[0];
     int sp = plannable(node, in, out);
-    if (!sp || sp == 3 || p->residual_input >= 0)
+    if (!sp || p->residual_input >= 0)
         return NNF_OK;
     nnf_conv_params lp = nnf_conv_effective(p, x->shape.rank, w->shape.dims);
     p = &lp;
@@ -222,14 +224,37 @@ nnf_status nnf_plan_conv_transpose(NNF_PLAN_ARGS) {
     for (int i = 0; i < sp; i++)
         if (o[i] != yd[2 + i] || pb[i] < 0)
             return NNF_OK;
+    /* 3-D: the depth's taps must tile it (kernel = stride, dilation 1, no
+     * padding or output padding: output depth D kd), each output plane one
+     * 2-D transposed conv of an input plane; the rest as 2-D */
+    size_t d = 1, kd = 1;
+    if (sp == 3) {
+        if (p->kernel[0] != p->strides[0] || p->dilations[0] != 1 || pb[0] != 0 ||
+            yd[2] != xd[2] * p->kernel[0])
+            return NNF_OK;
+        d = (size_t)xd[2];
+        kd = (size_t)p->kernel[0];
+    }
+    int lead = sp == 3;
+    nnf_conv_params hw = *p;
+    for (int i = 0; i + lead < sp; i++) {
+        hw.kernel[i] = p->kernel[i + lead];
+        hw.strides[i] = p->strides[i + lead];
+        hw.dilations[i] = p->dilations[i + lead];
+    }
+    int64_t xhw[2 + 2] = {xd[0], xd[1], xd[2 + lead], xd[sp + 1]},
+                    yhw[2 + 2] = {yd[0], yd[1], yd[2 + lead], yd[sp + 1]},
+                    whw[2 + 2] = {wd[0], wd[1], wd[2 + lead], wd[sp + 1]};
     /* W is C x OC/group x kernel */
-    nnf_conv2d_shape s = shape_2d(sp, xd, wd, yd, (size_t)(wd[1] * p->group), p, pb);
+    nnf_conv2d_shape s =
+        shape_2d(sp - lead, xhw, whw, yhw, (size_t)(wd[1] * p->group), &hw, pb + lead);
     if (wd[0] != xd[1] || yd[1] != (int64_t)s.oc || yd[0] != xd[0] || !nnf_convt_fits(&s))
         return NNF_OK;
     conv_state *st = state_new(node, in);
     if (!st)
         return nnf_node_error(node, NNF_ERR_OUT_OF_MEMORY,
                               "out of memory for a ConvTranspose plan");
-    return plan_take(node, plan, st, nnf_convt_kernel_create(&s, nnf_cpu_isa(), w->data, &st->t),
+    return plan_take(node, plan, st,
+                     nnf_convt_kernel_create_3d(&s, d, kd, nnf_cpu_isa(), w->data, &st->t),
                      conv_run);
 }

@@ -1,9 +1,9 @@
 /* The transposed-convolution kernel (GEMM + col2im) against a double-
  * precision oracle on every tier this machine has, at awkward sizes:
  * strides below, at and past the kernel, dilation, crops, output padding,
- * groups, batches, activations, bands of input rows with a halo; and the
- * same bits on 1 and 3 threads. Tolerance as in test_conv_fast.c, with
- * K = IC/group * KH * KW. */
+ * groups, batches, activations, bands of input rows with a halo, 3-D whose
+ * depth taps tile the depth; and the same bits on 1 and 3 threads. Tolerance as in
+ * test_conv_fast.c, with K = IC/group * KH * KW. */
 #include "base/cpu.h"
 #include "base/threadpool.h"
 #include "kernels/conv_transpose.h"
@@ -41,18 +41,21 @@ static nnf_conv2d_shape shape(size_t n, size_t c, size_t h, size_t w, size_t oc,
 }
 
 /* Runs s on tier isa with the pool, compares with the oracle; copies the
- * output to keep (when not NULL). 0 when everything is within tolerance. */
-static int run(const nnf_conv2d_shape *s, nnf_isa isa, const nnf_activation *act, int use_bias,
-               nnf_threadpool *pool, float *keep) {
-    size_t icg = s->c / s->group, ocg = s->oc / s->group, taps = s->kh * s->kw;
-    size_t xn = s->n * s->c * s->h * s->w, yn = s->n * s->oc * s->oh * s->ow;
+ * output to keep (when not NULL). 0 when everything is within tolerance.
+ * d > 1 or kd > 1: 3-D over an input depth d with kd depth taps (the depth
+ * stride; output depth d kd). */
+static int run(const nnf_conv2d_shape *s, size_t d, size_t kd, nnf_isa isa,
+               const nnf_activation *act, int use_bias, nnf_threadpool *pool, float *keep) {
+    size_t icg = s->c / s->group, ocg = s->oc / s->group, taps = kd * s->kh * s->kw;
+    size_t xn = s->n * s->c * d * s->h * s->w, yn = s->n * s->oc * d * kd * s->oh * s->ow;
+    size_t ohw = s->oh * s->ow, od = d * kd;
     check_rng = 0x9E3779B97F4A7C15ull; /* the same data for every tier and thread count */
     float *x = check_rand_buf(xn), *w = check_rand_buf(s->c * ocg * taps), *b = check_rand_buf(s->oc);
     float *y = malloc(yn * sizeof(float));
     double *acc = calloc(yn, sizeof(double)), *mag = calloc(yn, sizeof(double));
     nnf_convt_kernel *k = NULL;
     int bad = 0;
-    if (nnf_convt_kernel_create(s, isa, w, &k) != NNF_OK) {
+    if (nnf_convt_kernel_create_3d(s, d, kd, isa, w, &k) != NNF_OK) {
         fprintf(stderr, "create failed: %s\n", nnf_error_message());
         return 1;
     }
@@ -71,31 +74,40 @@ static int run(const nnf_conv2d_shape *s, nnf_isa isa, const nnf_activation *act
         for (size_t ci = 0; ci < s->c; ci++) {
             size_t g = ci / icg;
             for (size_t j = 0; j < ocg; j++)
-                for (size_t ih = 0; ih < s->h; ih++)
-                    for (size_t iw = 0; iw < s->w; iw++)
-                        for (size_t i = 0; i < s->kh; i++)
-                            for (size_t t = 0; t < s->kw; t++) {
-                                ptrdiff_t oy =
-                                    (ptrdiff_t)(ih * s->sh + i * s->dh) - (ptrdiff_t)s->pt;
-                                ptrdiff_t ox =
-                                    (ptrdiff_t)(iw * s->sw + t * s->dw) - (ptrdiff_t)s->pl;
-                                if (oy < 0 || ox < 0 || oy >= (ptrdiff_t)s->oh ||
-                                    ox >= (ptrdiff_t)s->ow)
-                                    continue;
-                                double p = (double)x[((bi * s->c + ci) * s->h + ih) * s->w + iw] *
-                                           w[((ci * ocg + j) * s->kh + i) * s->kw + t];
-                                size_t yi =
-                                    ((bi * s->oc + g * ocg + j) * s->oh + (size_t)oy) * s->ow +
-                                    (size_t)ox;
-                                acc[yi] += p;
-                                mag[yi] += fabs(p);
-                            }
+                for (size_t id = 0; id < d; id++)
+                    for (size_t ih = 0; ih < s->h; ih++)
+                        for (size_t iw = 0; iw < s->w; iw++)
+                            for (size_t z = 0; z < kd; z++)
+                                for (size_t i = 0; i < s->kh; i++)
+                                    for (size_t t = 0; t < s->kw; t++) {
+                                        ptrdiff_t oy =
+                                            (ptrdiff_t)(ih * s->sh + i * s->dh) - (ptrdiff_t)s->pt;
+                                        ptrdiff_t ox =
+                                            (ptrdiff_t)(iw * s->sw + t * s->dw) - (ptrdiff_t)s->pl;
+                                        if (oy < 0 || ox < 0 || oy >= (ptrdiff_t)s->oh ||
+                                            ox >= (ptrdiff_t)s->ow)
+                                            continue;
+                                        double p =
+                                            (double)
+                                                x[(((bi * s->c + ci) * d + id) * s->h + ih) * s->w +
+                                                  iw] *
+                                            w[(((ci * ocg + j) * kd + z) * s->kh + i) * s->kw + t];
+                                        size_t yi =
+                                            (((bi * s->oc + g * ocg + j) * od + id * kd + z) *
+                                                 s->oh +
+                                             (size_t)oy) *
+                                                s->ow +
+                                            (size_t)ox;
+                                        acc[yi] += p;
+                                        mag[yi] += fabs(p);
+                                    }
         }
     for (size_t yi = 0; yi < yn && bad < 3; yi++) {
-        size_t o = yi / (s->oh * s->ow) % s->oc;
+        size_t o = yi / (od * ohw) % s->oc;
         double sum = acc[yi] + (use_bias ? b[o] : 0.0), extra = use_bias ? fabs(b[o]) : 0.0;
         double want = act ? (double)nnf_act_apply(act, (float)sum) : sum;
-        double tol = (double)(icg * taps) * ldexp(1.0, -22) * mag[yi];
+        /* each output takes icg kh kw products (the depth's taps do not overlap) */
+        double tol = (double)(icg * s->kh * s->kw) * ldexp(1.0, -22) * mag[yi];
         tol += ldexp(1.0, -20) * (extra + fabs(want));
         tol = 1.2 * tol + 4e-7 * (1.0 + fabs(sum));
         if (!(fabs(y[yi] - want) <= tol)) {
@@ -138,8 +150,21 @@ int main(void) {
          * take 1 and 2 earlier rows */
         shape(1, 3, 11, 130, 256, 1, 4, 4, 2, 2, 1, 1, 1, 1, 0, 0),
         shape(1, 2, 9, 200, 300, 1, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0),
+        /* 3-D (the depth's taps tiling it: depth kernel = stride): a 3D
+         * U-Net's 2x2x2 s2, grouped 3 x 4x4 s2 p1 planes over a batch, a
+         * depth stride 1 with a 1x1 plane kernel */
+        shape(1, 8, 5, 6, 6, 1, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0),
+        shape(2, 6, 4, 5, 9, 3, 4, 4, 2, 2, 1, 1, 1, 1, 0, 0),
+        shape(1, 5, 3, 7, 4, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0),
     };
     const size_t ncases = sizeof cases / sizeof cases[0];
+    /* input depth and depth taps per case (1, 1: 2-D) */
+    size_t depth[sizeof cases / sizeof cases[0]][2];
+    for (size_t i = 0; i < ncases; i++)
+        depth[i][0] = depth[i][1] = 1;
+    depth[ncases - 3][0] = 3, depth[ncases - 3][1] = 2;
+    depth[ncases - 2][0] = 2, depth[ncases - 2][1] = 3;
+    depth[ncases - 1][0] = 4, depth[ncases - 1][1] = 1;
     /* a shape the kernel does not compute is refused */
     nnf_conv2d_shape bad = cases[0];
     bad.group = 3; /* does not divide 8 channels */
@@ -159,16 +184,18 @@ int main(void) {
         for (size_t i = 0; i < ncases; i++) {
             const nnf_conv2d_shape *s = &cases[i];
             const nnf_activation *act = i % 3 == 0 ? &relu : i % 3 == 1 ? &silu : NULL;
-            size_t yn = s->n * s->oc * s->oh * s->ow;
+            size_t d = depth[i][0], kd = depth[i][1];
+            size_t yn = s->n * s->oc * d * kd * s->oh * s->ow;
             float *one = malloc(yn * sizeof(float)), *three = malloc(yn * sizeof(float));
-            CHECK_MSG(run(s, isa, act, i % 2 == 0, NULL, one) == 0, "case %zu", i);
-            CHECK_MSG(run(s, isa, act, i % 2 == 0, pool, three) == 0, "case %zu, 3 threads", i);
+            CHECK_MSG(run(s, d, kd, isa, act, i % 2 == 0, NULL, one) == 0, "case %zu", i);
+            CHECK_MSG(run(s, d, kd, isa, act, i % 2 == 0, pool, three) == 0, "case %zu, 3 threads",
+                      i);
             CHECK_MSG(!memcmp(one, three, yn * sizeof(float)), "case %zu: 1 and 3 threads differ",
                       i);
             free(one);
             free(three);
         }
-        CHECK(run(&cases[2], isa, &lrelu, 1, pool, NULL) == 0);
+        CHECK(run(&cases[2], 1, 1, isa, &lrelu, 1, pool, NULL) == 0);
     }
     nnf_cpu_force_isa(cpu->max_isa);
     nnf_threadpool_destroy(pool);

@@ -88,6 +88,10 @@ CONVT_CASES = [
     ((1, 2, 3, 4), (2, 3, 2, 2), dict(strides=[2, 3], auto_pad="SAME_LOWER"), False),
     ((1, 3, 7), (3, 2, 4), dict(strides=[3], pads=[1, 2]), True),
     ((1, 2, 2, 3, 3), (2, 2, 2, 2, 2), dict(strides=[2, 1, 2]), True),
+    # 3-D whose depth taps tile the depth (planned): a 3D U-Net's 2x2x2 s2, a grouped 3 x 4x4 s2
+    # p1 over a batch
+    ((1, 8, 3, 5, 6), (8, 4, 2, 2, 2), dict(strides=[2, 2, 2]), True),
+    ((2, 6, 2, 4, 5), (6, 2, 3, 4, 4), dict(strides=[3, 2, 2], pads=[0, 1, 1, 0, 1, 1], group=3), True),
     # the planned GEMM + col2im kernel (constant W, 1-D and 2-D) at awkward sizes: U-Net's 2x2 s2,
     # DCGAN's 4x4 s2 p1, strides past the kernel (rows and columns no tap reaches), strides of 3
     # and 4 (the generic phase interleave), dilation, a 1x1 input, batch with groups
