@@ -271,16 +271,9 @@ void nnf_pool_span_scalar(const nnf_pool_span *s, const float *x, float *y, size
         int first = 1;
         for (size_t d = 0; d < s->nd; d++)
             for (size_t h = 0; h < s->nh; h++)
-                for (size_t k = 0; k < s->kw; k++) {
-                    float v = w[d * s->plane_step + h * s->row_step + k * s->dw];
-                    if (s->is_max) {
-                        if (v > acc || first)
-                            acc = v;
-                        first = 0;
-                    } else {
-                        acc += v;
-                    }
-                }
+                for (size_t k = 0; k < s->kw; k++)
+                    acc = nnf_pool_tap(s->is_max, acc,
+                                       w[d * s->plane_step + h * s->row_step + k * s->dw], &first);
         if (!s->is_max)
             acc = s->divisor > 0.0f ? acc / s->divisor : 0.0f;
         y[o] = acc;

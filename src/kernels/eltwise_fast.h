@@ -98,6 +98,18 @@ typedef struct nnf_pool_span {
     float divisor; /* AveragePool: y = sum / divisor; 0 gives 0 */
 } nnf_pool_span;
 
+/* One tap of a pool window as the reference takes it: MaxPool keeps the
+ * first tap, then one strictly greater (a NaN first tap stays, later NaNs
+ * are passed over); AveragePool adds. */
+static inline float nnf_pool_tap(int is_max, float acc, float v, int *first) {
+    if (!is_max)
+        return acc + v;
+    if (v > acc || *first)
+        acc = v;
+    *first = 0;
+    return acc;
+}
+
 /* The row kernels of one tier. Pointers are borrowed for the call; y may
  * alias x (same position) in unary, binary and affine. */
 typedef struct nnf_ew_kernels {

@@ -65,16 +65,8 @@ static float border(const pool_state *s, const float *plane, const depth_taps *d
     for (int64_t z = dt->d0; z < dt->d1; z++)
         for (int64_t i = h0; i < h1; i++) {
             const float *row = plane + ((dt->z0 + z * s->dd) * s->h + y0 + i * s->dh) * s->w;
-            for (int64_t k = w0; k < w1; k++) {
-                float v = row[x0 + k * s->dw];
-                if (s->is_max) {
-                    if (v > acc || first)
-                        acc = v;
-                    first = 0;
-                } else {
-                    acc += v;
-                }
-            }
+            for (int64_t k = w0; k < w1; k++)
+                acc = nnf_pool_tap(s->is_max, acc, row[x0 + k * s->dw], &first);
         }
     if (s->is_max)
         return acc;
