@@ -41,9 +41,9 @@ nnf_status nnf_conv3d_kernel_create(const nnf_conv3d_shape *s, nnf_isa isa, cons
     if (!nnf_conv3d_fits(s))
         return nnf_error(NNF_ERR_UNSUPPORTED,
                          "3-D convolution: not a shape the GEMM kernel computes");
-    size_t hw, plane_k, kdim, all;
+    size_t taps, plane_k, kdim, all;
     size_t icg = s->c / s->group, ocg = s->oc / s->group;
-    if (!nnf_mul_size(s->kh, s->kw, &hw) || !nnf_mul_size(icg, hw, &plane_k) ||
+    if (!nnf_mul_size(s->kh, s->kw, &taps) || !nnf_mul_size(icg, taps, &plane_k) ||
         !nnf_mul_size(plane_k, s->kd, &kdim) || !nnf_mul_size(kdim, s->oc, &all))
         return nnf_error(NNF_ERR_INVALID_ARGUMENT, "3-D convolution weights are too large");
     nnf_conv3d_kernel *k = nnf_calloc(1, sizeof *k);
@@ -94,8 +94,8 @@ nnf_status nnf_conv3d_kernel_create(const nnf_conv3d_shape *s, nnf_isa isa, cons
             for (size_t o = 0; o < ocg; o++)
                 for (size_t ic = 0; ic < icg; ic++)
                     for (size_t d = 0; d < s->kd; d++)
-                        memcpy(kd_major + (o * s->kd + d) * plane_k + ic * hw,
-                               wg + ((o * icg + ic) * s->kd + d) * hw, hw * sizeof(float));
+                        memcpy(kd_major + (o * s->kd + d) * plane_k + ic * taps,
+                               wg + ((o * icg + ic) * s->kd + d) * taps, taps * sizeof(float));
             wg = kd_major;
         }
         st = nnf_gemm_pack_a(k->cfg, ocg, kdim, wg, kdim, 0, &k->packed_w[g]);

@@ -230,7 +230,7 @@ nnf_status nnf_plan_conv_transpose(NNF_PLAN_ARGS) {
     size_t d = 1, kd = 1;
     if (sp == 3) {
         if (p->kernel[0] != p->strides[0] || p->dilations[0] != 1 || pb[0] != 0 ||
-            yd[2] != xd[2] * p->kernel[0])
+            p->kernel[0] < 1 || yd[2] % p->kernel[0] || yd[2] / p->kernel[0] != xd[2])
             return NNF_OK;
         d = (size_t)xd[2];
         kd = (size_t)p->kernel[0];
