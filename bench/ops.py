@@ -129,6 +129,9 @@ def cases():
              strides=[2, 2, 2]),
         case("convtranspose3d", "ConvTranspose", [("x", [1, 64, 8, 16, 16])], [1, 32, 16, 32, 32],
              [weight(64, 32, 2, 2, 2)], strides=[2, 2, 2]),
+        case("resize_trilinear_2x", "Resize", [("x", [1, 32, 8, 32, 32])], [1, 32, 16, 64, 64],
+             [const("roi", np.array([], np.float32)), const("scales", np.array([1, 1, 2, 2, 2], np.float32))],
+             order=["x", "roi", "scales"], mode="linear"),
         case("avgpool3d", "AveragePool", [("x", [1, 32, 16, 64, 64])], [1, 32, 8, 32, 32], kernel_shape=[2, 2, 2],
              strides=[2, 2, 2]),
     ]

@@ -85,6 +85,8 @@ static int axis_is_identity(const nnf_resize_params *p, int64_t in, int64_t out,
 }
 
 void nnf_resize_tables_free(nnf_resize_tables *t) {
+    nnf_free(t->didx);
+    nnf_free(t->dwt);
     nnf_free(t->hidx);
     nnf_free(t->widx);
     nnf_free(t->hw);
@@ -107,13 +109,44 @@ nnf_status nnf_resize_tables_build(const nnf_resize_params *p, int rank, const i
         if (in_dims[a] <= 0 || out_dims[a] <= 0 || in_dims[a] > INT32_MAX ||
             out_dims[a] > INT32_MAX)
             return NNF_OK;
+    /* the axis before the last two may be resized (linear only: a
+     * volume's depth); the ones before it must map to themselves */
+    int ad = rank - 3;
+    if (ad >= 0 &&
+        (p->mode != NNF_RESIZE_LINEAR ||
+         axis_is_identity(p, in_dims[ad], out_dims[ad], scales[ad], roi[ad], roi[rank + ad])))
+        ad = -1;
     for (int a = 0; a < rank - 2; a++) {
+        if (a == ad)
+            continue;
         if (!axis_is_identity(p, in_dims[a], out_dims[a], scales[a], roi[a], roi[rank + a]))
             return NNF_OK;
         planes *= in_dims[a];
     }
     int ah = rank - 2, aw = rank - 1;
     t->planes = planes;
+    t->id = t->od = t->td = 1;
+    if (ad >= 0) {
+        t->id = in_dims[ad];
+        t->od = out_dims[ad];
+        int64_t *didx = nnf_malloc((size_t)t->od * 2 * sizeof *didx);
+        t->didx = nnf_malloc((size_t)t->od * 2 * sizeof *t->didx);
+        t->dwt = nnf_malloc((size_t)t->od * 2 * sizeof *t->dwt);
+        float *dw = nnf_malloc((size_t)t->od * 2 * sizeof *dw);
+        if (!didx || !dw || !t->didx || !t->dwt) {
+            nnf_free(didx);
+            nnf_free(dw);
+            st = nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory for resize tables");
+            goto fail;
+        }
+        t->td = axis_taps(p, t->id, t->od, scales[ad], roi[ad], roi[rank + ad], didx, dw);
+        for (int64_t k = 0; k < t->od * t->td; k++) {
+            t->didx[k] = (int32_t)didx[k];
+            t->dwt[k] = dw[k];
+        }
+        nnf_free(didx);
+        nnf_free(dw);
+    }
     t->ih = in_dims[ah];
     t->iw = in_dims[aw];
     t->oh = out_dims[ah];
@@ -144,7 +177,7 @@ nnf_status nnf_resize_tables_build(const nnf_resize_params *p, int rank, const i
         ones = t->hw[k] == 1.0f;
     for (int64_t k = 0; ones && k < t->ow; k++)
         ones = t->ww[k] == 1.0f;
-    if (!ones) {
+    if (!ones || t->didx) { /* the depth runs only in the linear rows */
         t->kind = NNF_RSZ_LINEAR;
         goto done;
     }
@@ -206,50 +239,70 @@ static void linear_h(const nnf_resize_tables *t, const float *xr, size_t o0, siz
     }
 }
 
-static void linear_v_scalar(const float *h0, float a0, const float *h1, float a1, float *y,
-                            size_t n) {
+static void linear_v_scalar(const float *const *h, const float *a, int terms, float *y, size_t n) {
     for (size_t o = 0; o < n; o++) {
         float acc = 0.0f;
-        acc += a0 * h0[o];
-        if (h1)
-            acc += a1 * h1[o];
+        for (int k = 0; k < terms; k++)
+            acc += a[k] * h[k][o];
         y[o] = acc;
     }
 }
 
-/* Output rows [first, end) of a LINEAR table set. */
+/* Horizontal sums kept: a row's at most 4 taps (2 depths x 2 rows) and as
+ * many more that the next output rows read again. */
+#define RSZ_SLOTS 6
+
+/* Output rows [first, end) of a LINEAR table set: row r is output depth
+ * (r / oh) % od, row r % oh of plane r / (od oh). Its taps are every pair
+ * of a depth tap and a row tap, weighted by their product (the reference's
+ * wt, depth first), summed in that order. */
 static void linear_rows(const nnf_resize_tables *t, int simd, const float *x, float *y,
                         size_t first, size_t end) {
-    size_t oh = (size_t)t->oh, ow = (size_t)t->ow, plane_in = (size_t)(t->ih * t->iw);
-    _Alignas(32) float h[3][RSZ_CHUNK];
+    size_t oh = (size_t)t->oh, ow = (size_t)t->ow, od = (size_t)t->od,
+           plane_in = (size_t)(t->ih * t->iw);
+    _Alignas(32) float h[RSZ_SLOTS][RSZ_CHUNK];
     for (size_t o0 = 0; o0 < ow; o0 += RSZ_CHUNK) {
         size_t n = ow - o0 < RSZ_CHUNK ? ow - o0 : RSZ_CHUNK;
-        /* the input rows (plane * ih + row) whose horizontal sums h holds */
-        size_t held[3] = {SIZE_MAX, SIZE_MAX, SIZE_MAX}, next = 0;
+        /* the input rows ((plane id + depth) ih + row) whose sums h holds */
+        size_t held[RSZ_SLOTS], next = 0;
+        for (int k = 0; k < RSZ_SLOTS; k++)
+            held[k] = SIZE_MAX;
         for (size_t r = first; r < end; r++) {
-            size_t plane = r / oh, o = r % oh;
-            const float *hk[2] = {NULL, NULL};
-            float a[2] = {0.0f, 0.0f};
-            for (int k = 0; k < t->th; k++) {
-                size_t row = (size_t)t->hidx[o * (size_t)t->th + (size_t)k],
-                       key = plane * (size_t)t->ih + row;
-                int slot = held[0] == key ? 0 : held[1] == key ? 1 : held[2] == key ? 2 : -1;
-                if (slot < 0) { /* not the other tap's: three slots, filled in turn */
-                    slot = (int)next;
-                    if (k == 1 && hk[0] == h[slot])
-                        slot = (int)((next + 1) % 3);
-                    next = ((size_t)slot + 1) % 3;
-                    held[slot] = key;
-                    linear_h(t, x + plane * plane_in + row * (size_t)t->iw, o0, n, h[slot]);
+            size_t plane = r / (od * oh), zo = r / oh % od, o = r % oh;
+            const float *hk[4];
+            float a[4];
+            int terms = 0;
+            unsigned used = 0;
+            for (int dk = 0; dk < t->td; dk++) {
+                size_t dz = t->didx ? (size_t)t->didx[zo * (size_t)t->td + (size_t)dk] : 0;
+                float wd = t->didx ? t->dwt[zo * (size_t)t->td + (size_t)dk] : 1.0f;
+                for (int k = 0; k < t->th; k++) {
+                    size_t row = (size_t)t->hidx[o * (size_t)t->th + (size_t)k],
+                           key = (plane * (size_t)t->id + dz) * (size_t)t->ih + row;
+                    int slot = -1;
+                    for (int q = 0; q < RSZ_SLOTS && slot < 0; q++)
+                        if (held[q] == key)
+                            slot = q;
+                    if (slot < 0) { /* a slot this row's other taps do not hold, in turn */
+                        while (used >> next & 1u)
+                            next = (next + 1) % RSZ_SLOTS;
+                        slot = (int)next;
+                        next = (next + 1) % RSZ_SLOTS;
+                        held[slot] = key;
+                        linear_h(t,
+                                 x + (plane * (size_t)t->id + dz) * plane_in + row * (size_t)t->iw,
+                                 o0, n, h[slot]);
+                    }
+                    used |= 1u << slot;
+                    hk[terms] = h[slot];
+                    a[terms++] = wd * t->hw[o * (size_t)t->th + (size_t)k];
                 }
-                hk[k] = h[slot];
-                a[k] = t->hw[o * (size_t)t->th + (size_t)k];
             }
             float *yr = y + r * ow + o0;
             if (simd)
-                nnf_resize_blend_avx2(hk[0], a[0], hk[1], a[1], yr, n);
+                nnf_resize_blend_avx2(hk, a, terms, yr, n);
             else
-                linear_v_scalar(hk[0], a[0], hk[1], a[1], yr, n);
+                linear_v_scalar(hk, a, terms, yr, n);
         }
     }
 }

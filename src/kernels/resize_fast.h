@@ -1,9 +1,11 @@
 /* Fast Resize (float32, NCHW-like: any rank whose axes before the last two
  * are not resized) for the common cases: nearest with any scale through
  * precomputed index tables (integer factors duplicate each input element and
- * row without tables on AVX2), and linear along one or both of the last two
- * axes through precomputed taps and weights. Cubic, tf_crop_and_resize and
- * resizes of outer axes keep the reference kernel (src/kernels/ref/resize.c).
+ * row without tables on AVX2), and linear along any of the last three axes
+ * (a volume's trilinear resize) through precomputed taps and weights.
+ * Cubic, tf_crop_and_resize, nearest resizes of the third-to-last axis and
+ * resizes of axes before it keep the reference kernel
+ * (src/kernels/ref/resize.c).
  *
  * The tables are the reference's (same float coordinate arithmetic, the
  * same collapse of linear taps to one where every position has a single
@@ -37,7 +39,15 @@ typedef struct nnf_resize_tables {
     nnf_resize_kind kind;
     nnf_resize_cols cols; /* NEAREST */
     int dup;              /* COLS_DUP: the factor f */
-    int64_t planes;       /* product of the axes before the last two */
+    int64_t planes;       /* product of the axes before the last two (LINEAR with a depth:
+                           * before the last three) */
+    /* LINEAR: the axis before the last two (a volume's depth) resized:
+     * [od * td] input depths and weights; didx NULL: not resized (id = od =
+     * 1, td = 1, the axis in planes) */
+    int64_t id, od;
+    int td;
+    int32_t *didx;
+    float *dwt;
     int64_t ih, iw, oh, ow;
     int th, tw;           /* taps per output row / column (1 or 2) */
     int32_t *hidx, *widx; /* [oh * th] input rows, [ow * tw] input columns */
@@ -55,8 +65,8 @@ nnf_status nnf_resize_tables_build(const nnf_resize_params *p, int rank, const i
                                    nnf_resize_tables *t);
 void nnf_resize_tables_free(nnf_resize_tables *t);
 
-/* Output rows [first, first + count) of rows = planes * oh, of a NEAREST
- * or LINEAR table set; isa picks the row kernels. */
+/* Output rows [first, first + count) of rows = planes * od * oh, of a
+ * NEAREST or LINEAR table set; isa picks the row kernels. */
 void nnf_resize_rows(const nnf_resize_tables *t, nnf_isa isa, const float *x, float *y,
                      size_t first, size_t count);
 
@@ -64,10 +74,9 @@ void nnf_resize_rows(const nnf_resize_tables *t, nnf_isa isa, const float *x, fl
  * rows ystride apart. gather: y[o] = x[idx[o]], o < n. */
 void nnf_resize_dup2_avx2(const float *x, size_t n, float *y, size_t ystride, size_t nrows);
 void nnf_resize_gather_avx2(const float *x, const int32_t *idx, float *y, size_t n);
-/* y[o] = (0 + a0 h0[o]) + a1 h1[o] (h1 NULL: the first term only), as the
- * reference rounds each step (no fused multiply-add) */
-void nnf_resize_blend_avx2(const float *h0, float a0, const float *h1, float a1, float *y,
-                           size_t n);
+/* y[o] = (((0 + a[0] h[0][o]) + a[1] h[1][o]) + ...) over `terms` (1-4)
+ * rows, as the reference rounds each step (no fused multiply-add) */
+void nnf_resize_blend_avx2(const float *const *h, const float *a, int terms, float *y, size_t n);
 
 nnf_status nnf_plan_resize(NNF_PLAN_ARGS);
 

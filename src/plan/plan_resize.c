@@ -39,7 +39,7 @@ static nnf_status resize_fast_run(NNF_KERNEL_ARGS) {
         out[0]->numel != s->out_numel)
         return nnf_node_error(node, NNF_ERR_SHAPE, "%s: shapes do not match the plan", s->name);
     resize_job j = {s, in[0]->data, out[0]->data};
-    size_t rows = (size_t)(s->t.planes * s->t.oh), ow = (size_t)s->t.ow;
+    size_t rows = (size_t)(s->t.planes * s->t.od * s->t.oh), ow = (size_t)s->t.ow;
     nnf_ew_parallel_ranges(ctx->pool, rows, ow >= RESIZE_GRAIN ? 1 : RESIZE_GRAIN / ow,
                            resize_range, &j);
     return NNF_OK;
@@ -114,7 +114,7 @@ nnf_status nnf_plan_resize(NNF_PLAN_ARGS) {
     s->isa = nnf_cpu_isa() >= NNF_ISA_AVX2 ? NNF_ISA_AVX2 : NNF_ISA_SCALAR;
     s->in_numel = (size_t)nnf_shape_numel(xs);
     s->out_numel = (size_t)nnf_shape_numel(ys);
-    const char *how = s->t.kind == NNF_RSZ_LINEAR      ? "linear"
+    const char *how = s->t.kind == NNF_RSZ_LINEAR      ? (s->t.didx ? "trilinear" : "linear")
                       : s->t.cols == NNF_RSZ_COLS_COPY ? "nearest_rows"
                       : s->t.cols == NNF_RSZ_COLS_DUP && s->t.dup == 2 && s->isa != NNF_ISA_SCALAR
                           ? "nearest_2x"

@@ -756,6 +756,46 @@ static int run_resize(nnf_isa isa, const int64_t *dims, const float *scales, con
     return ok;
 }
 
+/* 3-D (NCDHW) Resize-13 by scales: linear runs the depth's taps in the
+ * plan (bit for bit the reference: every depth-row tap pair weighted by its
+ * product, summed in the reference's order), on 1 and 2 threads; nearest
+ * with a resized depth keeps the reference. */
+static void test_resize3d(nnf_isa isa) {
+    const char *t = nnf_isa_name(isa);
+    static const struct {
+        int64_t dims[5];
+        float scales[5];
+    } cs[] = {
+        {{1, 2, 3, 5, 6}, {1, 1, 2, 2, 2}},       {{1, 3, 4, 7, 5}, {1, 1, 0.5f, 2, 3}},
+        {{2, 2, 5, 4, 9}, {1, 1, 1.5f, 1, 0.5f}}, {{1, 1, 1, 3, 3}, {1, 1, 3, 2, 2}},
+        {{1, 4, 8, 16, 16}, {1, 1, 2, 2, 2}},
+    };
+    static const char *coords[] = {"half_pixel", "asymmetric", "align_corners",
+                                   "pytorch_half_pixel"};
+    int64_t five = 5;
+    for (size_t ci = 0; ci < sizeof cs / sizeof cs[0]; ci++)
+        for (size_t k = 0; k < 4; k++) {
+            size_t n = numel_of(5, cs[ci].dims);
+            float *x = f_rand_buf(n, -10, 10);
+            f_specials(x, n, 11, 4);
+            nnf_attr at[3] = {f_str("mode", "linear"),
+                              f_str("coordinate_transformation_mode", coords[k]),
+                              f_str("nearest_mode", "floor")};
+            f_in in[3] = {
+                f32_in(x, 5, cs[ci].dims, 0), {.absent = 1}, f32_in(cs[ci].scales, 1, &five, 1)};
+            f_res r = f_run("Resize", 13, at, 3, in, 3, 1, nnf_plan_resize, ci % 2 ? g_pool : NULL);
+            CHECK_MSG(r.planned && strstr(r.name, "trilinear") &&
+                          f_err(&r, 0, 0, 0, "resize3d") <= 1,
+                      "%s 3-D resize case %zu %s (%s)", t, ci, coords[k], r.name);
+            f_free(&r);
+            at[0] = f_str("mode", "nearest");
+            r = f_run("Resize", 13, at, 3, in, 3, 1, nnf_plan_resize, NULL);
+            CHECK_MSG(r.status == NNF_OK && !r.planned, "%s 3-D nearest resize case %zu", t, ci);
+            f_free(&r);
+            free(x);
+        }
+}
+
 static void test_resize(nnf_isa isa) {
     const char *t = nnf_isa_name(isa);
     static const int64_t ext[] = {1, 2, 7, 13, 33};
@@ -772,14 +812,16 @@ static void test_resize(nnf_isa isa) {
                     continue;
                 for (size_t ci = 0; ci < 6; ci++) {
                     /* tf_half_pixel_for_nn moves unscaled axes too (o + 0.5 rounds
-                     * up, or interpolates): the reference resizes the channels */
+                     * up, or interpolates): nearest resizes the channels on the
+                     * reference, linear as the third-to-last axis (a volume's
+                     * depth) */
                     int tf = ci == 5;
                     for (size_t ni = 0; ni < 4; ni++, runs++)
                         fails += !run_resize(isa, dims, scales, NULL, "nearest", rs_coords[ci],
                                              rs_nearest[ni], 1, !tf || ni == 0 || ni == 2);
                     runs++;
                     fails += !run_resize(isa, dims, scales, NULL, "linear", rs_coords[ci],
-                                         "round_prefer_floor", 1, !tf);
+                                         "round_prefer_floor", 1, 1);
                 }
             }
     CHECK_MSG(fails == 0, "%s resize: %d of %d cases differ", t, fails, runs);
@@ -1548,7 +1590,7 @@ static void soak_slice(size_t cap) {
     free(x);
 }
 
-/* Resize-13 of ranks 2..6 by constant scales or sizes of the last two axes
+/* Resize-13 of ranks 2..6 by constant scales or sizes of the last three axes
  * (now and then an outer axis or cubic: the reference), every coordinate
  * transform and nearest mode, and Resize-18 with axes = the last two. */
 static void soak_resize(size_t cap) {
@@ -1561,7 +1603,9 @@ static void soak_resize(size_t cap) {
     do {
         soak_shape(rank, d, cap / 4);
         for (int i = 0; i < rank; i++) {
-            int resized = i >= rank - 2 || check_unit() < 0.05;
+            /* the third-to-last axis often (a volume's depth: linear plans it) */
+            double u = check_unit();
+            int resized = i >= rank - 2 || u < (i == rank - 3 ? 0.3 : 0.05);
             scales[i] = resized ? sc[uniform(0, 9)] : 1;
             od[i] = (int64_t)floorf(scales[i] * (float)d[i]);
             if (by_sizes) {
@@ -1824,6 +1868,7 @@ int main(void) {
         test_transpose(isa);
         test_concat(isa);
         test_resize(isa);
+        test_resize3d(isa);
         test_slice(isa);
         test_cast_f16(isa);
         test_arg(isa);

@@ -287,6 +287,9 @@ RESIZE_CASES = [
     ((1, 1, 6, 8), None, [1, 1, 4, 5], dict(mode="cubic", cubic_coeff_a=-0.5, exclude_outside=1)),
     ((1, 1, 6, 8), [1, 1, 2, 2], None, dict(mode="cubic", coordinate_transformation_mode="asymmetric")),
     ((1, 2, 5, 7), [1, 1, 2, 2], None, dict(mode="linear", coordinate_transformation_mode="half_pixel_symmetric")),
+    # trilinear (planned: the depth's taps in the linear rows)
+    ((1, 3, 4, 6, 5), [1, 1, 2, 2, 2], None, dict(mode="linear")),
+    ((2, 2, 5, 7, 9), None, [2, 2, 3, 11, 4], dict(mode="linear", coordinate_transformation_mode="align_corners")),
 ]
 
 

@@ -30,21 +30,23 @@ void nnf_resize_gather_avx2(const float *x, const int32_t *idx, float *y, size_t
         y[o] = x[idx[o]];
 }
 
-void nnf_resize_blend_avx2(const float *h0, float a0, const float *h1, float a1, float *y,
-                           size_t n) {
-    const __m256 z = _mm256_setzero_ps(), va0 = _mm256_set1_ps(a0), va1 = _mm256_set1_ps(a1);
+void nnf_resize_blend_avx2(const float *const *h, const float *a, int terms, float *y, size_t n) {
+    const __m256 z = _mm256_setzero_ps();
+    __m256 va[4];
+    for (int k = 0; k < terms; k++)
+        va[k] = _mm256_set1_ps(a[k]);
     size_t o = 0;
     for (; o + 8 <= n; o += 8) {
-        __m256 acc = _mm256_add_ps(z, _mm256_mul_ps(va0, _mm256_loadu_ps(h0 + o)));
-        if (h1)
-            acc = _mm256_add_ps(acc, _mm256_mul_ps(va1, _mm256_loadu_ps(h1 + o)));
+        __m256 acc = _mm256_add_ps(z, _mm256_mul_ps(va[0], _mm256_loadu_ps(h[0] + o)));
+        for (int k = 1; k < terms; k++)
+            acc = _mm256_add_ps(acc, _mm256_mul_ps(va[k], _mm256_loadu_ps(h[k] + o)));
         _mm256_storeu_ps(y + o, acc);
     }
     for (; o < n; o++) { /* each product its own statement: never contracted into an FMA */
-        float p0 = a0 * h0[o], acc = 0.0f + p0;
-        if (h1) {
-            float p1 = a1 * h1[o];
-            acc += p1;
+        float acc = 0.0f;
+        for (int k = 0; k < terms; k++) {
+            float p = a[k] * h[k][o];
+            acc += p;
         }
         y[o] = acc;
     }
