@@ -466,9 +466,19 @@ static void softmax_row(const float *x, float *y, size_t n, int log) {
     }
 }
 
+/* Each row's first pass (the max) reads it from memory: a row's worth of
+ * lines is fetched at least two rows and 4 KiB ahead as the rows go. The
+ * hardware prefetcher left a 512-long softmax over 12 MiB waiting a fifth
+ * of its time in that pass (1 thread 5.5-6.1 -> 4.6 ms; one row ahead
+ * 4.6-5.0, four 4.7). */
 void nnf_ew_softmax_avx2(const float *x, float *y, size_t rows, size_t n, int log) {
-    for (size_t r = 0; r < rows; r++)
+    size_t ahead = 2 * n > 1024 ? 2 * n : 1024, total = rows * n;
+    for (size_t r = 0; r < rows; r++) {
+        size_t from = r * n + ahead, to = from + n < total ? from + n : total;
+        for (size_t i = from; i < to; i += 16)
+            _mm_prefetch((const char *)(x + i), _MM_HINT_T0);
         softmax_row(x + r * n, y + r * n, n, log);
+    }
 }
 
 /* Along an inner axis, eight positions a vector: the max over the axis

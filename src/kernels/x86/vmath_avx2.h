@@ -53,7 +53,7 @@ static inline __attribute__((always_inline)) void nnf_exp8_reduced_n(const __m25
     }
 }
 
-static inline __m256 nnf_exp8_reduced(__m256 x, __m256 k) {
+static inline __attribute__((always_inline)) __m256 nnf_exp8_reduced(__m256 x, __m256 k) {
     __m256 p;
     nnf_exp8_reduced_n(&x, &k, &p, 1);
     return p;
