@@ -94,6 +94,25 @@ void nnf_resize_tables_free(nnf_resize_tables *t) {
     memset(t, 0, sizeof *t);
 }
 
+/* Axis a's taps as the kernels' tables: *idx (int32) and *w, out * 2 each,
+ * allocated here; tmp_idx / tmp_w are axis_taps' scratch (out * 2). 0 when
+ * the tables cannot be allocated. */
+static int axis_table(const nnf_resize_params *p, int a, int rank, const int64_t *in_dims,
+                      const int64_t *out_dims, const float *scales, const float *roi,
+                      int64_t *tmp_idx, float *tmp_w, int32_t **idx, float **w, int *taps) {
+    int64_t out = out_dims[a];
+    *idx = nnf_malloc((size_t)out * 2 * sizeof **idx);
+    *w = nnf_malloc((size_t)out * 2 * sizeof **w);
+    if (!*idx || !*w)
+        return 0;
+    *taps = axis_taps(p, in_dims[a], out, scales[a], roi[a], roi[rank + a], tmp_idx, tmp_w);
+    for (int64_t k = 0; k < out * *taps; k++) {
+        (*idx)[k] = (int32_t)tmp_idx[k];
+        (*w)[k] = tmp_w[k];
+    }
+    return 1;
+}
+
 nnf_status nnf_resize_tables_build(const nnf_resize_params *p, int rank, const int64_t *in_dims,
                                    const int64_t *out_dims, const float *scales, const float *roi,
                                    nnf_resize_tables *t) {
@@ -126,51 +145,28 @@ nnf_status nnf_resize_tables_build(const nnf_resize_params *p, int rank, const i
     int ah = rank - 2, aw = rank - 1;
     t->planes = planes;
     t->id = t->od = t->td = 1;
-    if (ad >= 0) {
-        t->id = in_dims[ad];
-        t->od = out_dims[ad];
-        int64_t *didx = nnf_malloc((size_t)t->od * 2 * sizeof *didx);
-        t->didx = nnf_malloc((size_t)t->od * 2 * sizeof *t->didx);
-        t->dwt = nnf_malloc((size_t)t->od * 2 * sizeof *t->dwt);
-        float *dw = nnf_malloc((size_t)t->od * 2 * sizeof *dw);
-        if (!didx || !dw || !t->didx || !t->dwt) {
-            nnf_free(didx);
-            nnf_free(dw);
-            st = nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory for resize tables");
-            goto fail;
-        }
-        t->td = axis_taps(p, t->id, t->od, scales[ad], roi[ad], roi[rank + ad], didx, dw);
-        for (int64_t k = 0; k < t->od * t->td; k++) {
-            t->didx[k] = (int32_t)didx[k];
-            t->dwt[k] = dw[k];
-        }
-        nnf_free(didx);
-        nnf_free(dw);
-    }
     t->ih = in_dims[ah];
     t->iw = in_dims[aw];
     t->oh = out_dims[ah];
     t->ow = out_dims[aw];
+    if (ad >= 0) {
+        t->id = in_dims[ad];
+        t->od = out_dims[ad];
+    }
+    /* the axis_taps scratch, for the longest resized axis */
     int64_t longest = t->oh > t->ow ? t->oh : t->ow;
+    longest = ad >= 0 && t->od > longest ? t->od : longest;
     idx = nnf_malloc((size_t)longest * 2 * sizeof *idx);
     w = nnf_malloc((size_t)longest * 2 * sizeof *w);
-    t->hidx = nnf_malloc((size_t)t->oh * 2 * sizeof *t->hidx);
-    t->widx = nnf_malloc((size_t)t->ow * 2 * sizeof *t->widx);
-    t->hw = nnf_malloc((size_t)t->oh * 2 * sizeof *t->hw);
-    t->ww = nnf_malloc((size_t)t->ow * 2 * sizeof *t->ww);
-    if (!idx || !w || !t->hidx || !t->widx || !t->hw || !t->ww) {
+    if (!idx || !w ||
+        (ad >= 0 && !axis_table(p, ad, rank, in_dims, out_dims, scales, roi, idx, w, &t->didx,
+                                &t->dwt, &t->td)) ||
+        !axis_table(p, ah, rank, in_dims, out_dims, scales, roi, idx, w, &t->hidx, &t->hw,
+                    &t->th) ||
+        !axis_table(p, aw, rank, in_dims, out_dims, scales, roi, idx, w, &t->widx, &t->ww,
+                    &t->tw)) {
         st = nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory for resize tables");
         goto fail;
-    }
-    t->th = axis_taps(p, t->ih, t->oh, scales[ah], roi[ah], roi[rank + ah], idx, w);
-    for (int64_t k = 0; k < t->oh * t->th; k++) {
-        t->hidx[k] = (int32_t)idx[k];
-        t->hw[k] = w[k];
-    }
-    t->tw = axis_taps(p, t->iw, t->ow, scales[aw], roi[aw], roi[rank + aw], idx, w);
-    for (int64_t k = 0; k < t->ow * t->tw; k++) {
-        t->widx[k] = (int32_t)idx[k];
-        t->ww[k] = w[k];
     }
     int ones = t->th == 1 && t->tw == 1;
     for (int64_t k = 0; ones && k < t->oh; k++)

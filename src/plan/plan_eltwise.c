@@ -252,6 +252,20 @@ static nnf_status fold_run(NNF_KERNEL_ARGS) {
 }
 
 /* Variadic Sum / Max / Min of float32 inputs all of the output's known shape. */
+/* The row kernels' op for a binary operator; false for those without one. */
+static bool ew_binop_of(nnf_binop op, nnf_ew_binop *out) {
+    switch (op) {
+    case NNF_BIN_ADD: *out = NNF_EWB_ADD; return true;
+    case NNF_BIN_SUB: *out = NNF_EWB_SUB; return true;
+    case NNF_BIN_MUL: *out = NNF_EWB_MUL; return true;
+    case NNF_BIN_DIV: *out = NNF_EWB_DIV; return true;
+    case NNF_BIN_MAX: *out = NNF_EWB_MAX; return true;
+    case NNF_BIN_MIN: *out = NNF_EWB_MIN; return true;
+    case NNF_BIN_PRELU: *out = NNF_EWB_PRELU; return true;
+    default: return false;
+    }
+}
+
 static nnf_status plan_fold(const nnf_node *node, const nnf_tinfo *in, const nnf_tinfo *out,
                             nnf_kernel_plan *plan, nnf_ew_binop op, const char *name) {
     nnf_status st;
@@ -279,15 +293,11 @@ nnf_status nnf_plan_binary(NNF_PLAN_ARGS) {
     const nnf_binary_params *p = node->params;
     nnf_status st;
     static const char *names[NNF_EWB_COUNT] = {"add", "sub", "mul", "div", "max", "min", "prelu"};
-    if (p && node->n_inputs > 2 && !p->mean && out[0].dtype == NNF_DTYPE_FLOAT32 &&
-        (p->op == NNF_BIN_ADD || p->op == NNF_BIN_MAX || p->op == NNF_BIN_MIN))
-        return plan_fold(node, in, out, plan,
-                         p->op == NNF_BIN_ADD   ? NNF_EWB_ADD
-                         : p->op == NNF_BIN_MAX ? NNF_EWB_MAX
-                                                : NNF_EWB_MIN,
-                         p->op == NNF_BIN_ADD   ? "sum"
-                         : p->op == NNF_BIN_MAX ? "max"
-                                                : "min");
+    nnf_ew_binop op = NNF_EWB_ADD;
+    bool mapped = p && ew_binop_of(p->op, &op);
+    if (mapped && node->n_inputs > 2 && !p->mean && out[0].dtype == NNF_DTYPE_FLOAT32 &&
+        (op == NNF_EWB_ADD || op == NNF_EWB_MAX || op == NNF_EWB_MIN))
+        return plan_fold(node, in, out, plan, op, op == NNF_EWB_ADD ? "sum" : names[op]);
     if (!p || node->n_inputs != 2 || p->mean || (p->legacy && p->legacy_broadcast) ||
         !f32_present(&in[0]) || !in[1].present || out[0].dtype != NNF_DTYPE_FLOAT32)
         return NNF_OK;
@@ -297,35 +307,24 @@ nnf_status nnf_plan_binary(NNF_PLAN_ARGS) {
     if (!symbolic && !f32_known(&in[0]))
         return NNF_OK;
     if (p->op == NNF_BIN_POW) {
-        nnf_ew_unop op;
+        nnf_ew_unop uop;
         float e;
-        if (!pow_unary(&in[0], &in[1], &out[0], &op, &e))
+        if (!pow_unary(&in[0], &in[1], &out[0], &uop, &e))
             return NNF_OK;
         ew_state *s = state_new(node, &st);
         if (!s)
             return st;
-        s->u = (nnf_ew_unary){op, e, 0.0f};
+        s->u = (nnf_ew_unary){uop, e, 0.0f};
         snprintf(s->name, sizeof s->name, "f32_pow_%s_%s",
-                 op == NNF_EWU_SQUARE     ? "2"
-                 : op == NNF_EWU_POW_HALF ? "half"
-                                          : "int",
+                 uop == NNF_EWU_SQUARE     ? "2"
+                 : uop == NNF_EWU_POW_HALF ? "half"
+                                           : "int",
                  s->k->suffix);
         plan_set(plan, s, pow_run);
         plan->in_place_inputs = 1u;
         return NNF_OK;
     }
-    nnf_ew_binop op;
-    switch (p->op) {
-    case NNF_BIN_ADD: op = NNF_EWB_ADD; break;
-    case NNF_BIN_SUB: op = NNF_EWB_SUB; break;
-    case NNF_BIN_MUL: op = NNF_EWB_MUL; break;
-    case NNF_BIN_DIV: op = NNF_EWB_DIV; break;
-    case NNF_BIN_MAX: op = NNF_EWB_MAX; break;
-    case NNF_BIN_MIN: op = NNF_EWB_MIN; break;
-    case NNF_BIN_PRELU: op = NNF_EWB_PRELU; break;
-    default: return NNF_OK;
-    }
-    if (in[1].dtype != NNF_DTYPE_FLOAT32)
+    if (!mapped || in[1].dtype != NNF_DTYPE_FLOAT32)
         return NNF_OK;
     nnf_ew_bcast bc = {0};
     if (!symbolic) {
