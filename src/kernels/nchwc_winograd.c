@@ -106,22 +106,21 @@ const double nnf_wino_f2_at[2][4] = {{1, 1, 1, 0}, {0, 1, -1, -1}};
 /* F(2x2,3x3) where F(4x4,3x3) has at most 16 tiles (ResNet-50's 14x14: its
  * 9.4 MB of transformed weights a conv come from memory for 16 GEMM rows,
  * 0.69-0.77 ms in the model against 0.41-0.5 with them in cache) and the
- * 2x2 tiles are 25 or more (not 7x7 on Zen 5: its 16 matrices of 512 x
- * 512, 16.8 MB, streamed at ~18 GB/s, ran no faster than the direct
- * kernel). On Zen 4 (zmm_halves) the direct kernel's FMAs take twice the
- * cycles and the stream the same time, so 16 tiles do: ResNet-50's
- * 512-channel 3x3s at 7x7 2.45-2.48 -> 1.76-1.98 ms in the model (nnfuse
- * profile, builds alternating, 5 x 30 runs), the model 0.97 on 1 thread,
- * 0.99 on 2 (ab_builds). The AVX2 tier's FMAs are 8 wide everywhere: the
- * same rule (on Zen 4 with NNF_ISA=avx2: 2.49-2.51 -> 1.98-2.13 ms at 7x7,
- * 14x14 ~5 % faster than F(4x4); the model 0.96 / 0.98). */
+ * 2x2 tiles are 16 or more (ResNet-50's 512-channel 3x3s at 7x7: 16.8 MB
+ * of transformed weights against the direct kernel's 9.4 MB, both streamed
+ * from memory). On Zen 4 (zmm_halves) and on the AVX2 tier the direct
+ * kernel's FMAs are 8 wide: 2.45-2.48 -> 1.76-1.98 ms at 7x7 in the model
+ * (the model 0.97 on 1 thread, 0.99 on 2, ab_builds). On Zen 5 (full zmm
+ * FMAs, 2 MiB of L2, 32 MiB of L3; fifty-seventh round) 1.08 -> 0.66-0.68
+ * ms a layer, the model 0.974 on 1 thread and 0.986 on 2 (ab_builds, two
+ * processes each); on an AVX-512 Xeon 0.9935 (thirty-ninth round). The
+ * price is 15 MiB more of resident weights. */
 bool nnf_nchwc_wino_f2(const nnf_conv2d_shape *s, nnf_isa isa) {
     size_t t4 = ((s->oh + 3) / 4) * ((s->ow + 3) / 4), t2 = ((s->oh + 1) / 2) * ((s->ow + 1) / 2);
-    size_t min_t2 = isa < NNF_ISA_AVX512 || nnf_cpu_get()->zmm_halves ? 16 : 25;
     size_t max_t4 =
         half_fmas(isa) && !nnf_nchwc_wino_f4_heavy(s) ? WINO_MIN_TILES - 1 : WINO_MIN_TILES;
     return isa >= NNF_ISA_AVX2 && s->sh == 1 && s->sw == 1 && nnf_nchwc_wino_supported(s, isa) &&
-           t4 <= max_t4 && t2 >= min_t2 && s->c >= 64;
+           t4 <= max_t4 && t2 >= 16 && s->c >= 64;
 }
 
 /* F(4x4,3x3)'s 36 transformed weight matrices of more than 16 MiB (4x the
