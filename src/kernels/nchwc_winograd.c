@@ -111,7 +111,7 @@ const double nnf_wino_f2_at[2][4] = {{1, 1, 1, 0}, {0, 1, -1, -1}};
  * from memory). On Zen 4 (zmm_halves) and on the AVX2 tier the direct
  * kernel's FMAs are 8 wide: 2.45-2.48 -> 1.76-1.98 ms at 7x7 in the model
  * (the model 0.97 on 1 thread, 0.99 on 2, ab_builds). On Zen 5 (full zmm
- * FMAs, 2 MiB of L2, 32 MiB of L3; fifty-seventh round) 1.08 -> 0.66-0.68
+ * FMAs, 1 MiB of L2, 32 MiB of L3; fifty-seventh round) 1.08 -> 0.66-0.68
  * ms a layer, the model 0.974 on 1 thread and 0.986 on 2 (ab_builds, two
  * processes each); on an AVX-512 Xeon 0.9935 (thirty-ninth round). The
  * price is 15 MiB more of resident weights. */
