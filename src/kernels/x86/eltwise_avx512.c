@@ -167,8 +167,8 @@ double nnf_ew_sum_avx512(const float *x, size_t n, nnf_ew_sum_of of) {
  * reduction chains the next pass waits on. Each row sees the operations of
  * R = 1 in the same order, so the grouping changes no value. A NaN anywhere
  * gives a NaN row, an all -inf row NaN, as in the reference. */
-static inline __attribute__((always_inline)) void softmax_rows(const float *x, float *y, size_t n,
-                                                               int log, const int R) {
+static inline __attribute__((always_inline)) void
+softmax_rows(const float *x, float *y, size_t n, int log, const float *next, const int R) {
     const __m512 ninf = _mm512_set1_ps(-__builtin_inff());
     __m512 vm[8], s[8];
 #pragma GCC unroll 8
@@ -190,6 +190,8 @@ static inline __attribute__((always_inline)) void softmax_rows(const float *x, f
         __mmask16 k = nnf_mask16(n - i);
 #pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
+            if (next)
+                _mm_prefetch((const char *)(next + r * n + i), _MM_HINT_T0);
             __m512 e = nnf_exp16_upto88(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + r * n + i), vm[r]));
             e = _mm512_maskz_mov_ps(k, e);
             if (!log)
@@ -213,12 +215,15 @@ static inline __attribute__((always_inline)) void softmax_rows(const float *x, f
     }
 }
 
-/* Rows of up to 1024 in eights (their passes stay in L1), the rest one by one. */
+/* Rows of up to 1024 in eights (their passes stay in L1), the rest one by
+ * one. The exponential pass, the longest, fetches the next rows' lines as
+ * it goes (line for line, the same rows' worth): their max pass had waited
+ * on memory. */
 void nnf_ew_softmax_avx512(const float *x, float *y, size_t rows, size_t n, int log) {
     size_t r = 0;
     if (n <= 1024)
         for (; r + 8 <= rows; r += 8)
-            softmax_rows(x + r * n, y + r * n, n, log, 8);
+            softmax_rows(x + r * n, y + r * n, n, log, r + 16 <= rows ? x + (r + 8) * n : NULL, 8);
     for (; r < rows; r++)
-        softmax_rows(x + r * n, y + r * n, n, log, 1);
+        softmax_rows(x + r * n, y + r * n, n, log, r + 1 < rows ? x + (r + 1) * n : NULL, 1);
 }
