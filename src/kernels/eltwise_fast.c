@@ -326,6 +326,15 @@ static void arg_cols_scalar(const float *x, size_t n, size_t ld, size_t cols, in
         y[j] = nnf_ew_arg_line_scalar(x + j, n, ld, is_max, last);
 }
 
+/* a mask, not a branch: random conditions mispredict every other element */
+static void select32_scalar(const uint8_t *c, size_t cs, const uint32_t *a, size_t as,
+                            const uint32_t *b, size_t bs, uint32_t *y, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        uint32_t m = 0u - (uint32_t)(c[i * cs] != 0);
+        y[i] = (a[i * as] & m) | (b[i * bs] & ~m);
+    }
+}
+
 static const nnf_ew_kernels k_scalar = {
     .isa = NNF_ISA_SCALAR,
     .suffix = "scalar",
@@ -346,6 +355,7 @@ static const nnf_ew_kernels k_scalar = {
     .from_f16 = from_f16_scalar,
     .arg_row = arg_row_scalar,
     .arg_cols = arg_cols_scalar,
+    .select32 = select32_scalar,
 };
 
 static const nnf_ew_kernels k_avx2 = {
@@ -368,6 +378,7 @@ static const nnf_ew_kernels k_avx2 = {
     .from_f16 = nnf_ew_from_f16_avx2,
     .arg_row = nnf_ew_arg_row_avx2,
     .arg_cols = nnf_ew_arg_cols_avx2,
+    .select32 = nnf_ew_select32_avx2,
 };
 
 /* AVX-512 rows where 16 lanes pay; the rest (short rows, pools, transposes)
@@ -392,6 +403,7 @@ static const nnf_ew_kernels k_avx512 = {
     .from_f16 = nnf_ew_from_f16_avx2,
     .arg_row = nnf_ew_arg_row_avx2,
     .arg_cols = nnf_ew_arg_cols_avx2,
+    .select32 = nnf_ew_select32_avx2,
 };
 
 const nnf_ew_kernels *nnf_ew_kernels_for(nnf_isa isa) {

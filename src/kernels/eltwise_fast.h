@@ -163,6 +163,10 @@ typedef struct nnf_ew_kernels {
     int64_t (*arg_row)(const float *x, size_t n, int is_max, int last);
     void (*arg_cols)(const float *x, size_t n, size_t ld, size_t cols, int is_max, int last,
                      int64_t *y);
+    /* Where on 4-byte elements: y[i] = c[i * cs] ? a[i * as] : b[i * bs], the
+     * bits copied; strides 0 or 1 (a broadcast run's), any nonzero byte true */
+    void (*select32)(const uint8_t *c, size_t cs, const uint32_t *a, size_t as, const uint32_t *b,
+                     size_t bs, uint32_t *y, size_t n);
 } nnf_ew_kernels;
 
 /* The table of a tier (clamped to what the machine has). */
@@ -221,6 +225,8 @@ void nnf_transpose_avx2(const float *x, size_t ldx, float *y, size_t ldy, size_t
 int64_t nnf_ew_arg_row_avx2(const float *x, size_t n, int is_max, int last);
 void nnf_ew_arg_cols_avx2(const float *x, size_t n, size_t ld, size_t cols, int is_max, int last,
                           int64_t *y);
+void nnf_ew_select32_avx2(const uint8_t *c, size_t cs, const uint32_t *a, size_t as,
+                          const uint32_t *b, size_t bs, uint32_t *y, size_t n);
 void nnf_ew_to_f16_avx2(const float *x, uint16_t *y, size_t n);
 void nnf_ew_from_f16_avx2(const uint16_t *x, float *y, size_t n);
 
@@ -291,6 +297,7 @@ void nnf_ew_parallel_ranges(nnf_threadpool *pool, size_t n, size_t grain, nnf_ew
 nnf_status nnf_plan_unary(NNF_PLAN_ARGS);
 nnf_status nnf_plan_clip(NNF_PLAN_ARGS);
 nnf_status nnf_plan_binary(NNF_PLAN_ARGS);
+nnf_status nnf_plan_where(NNF_PLAN_ARGS);
 nnf_status nnf_plan_softmax(NNF_PLAN_ARGS);
 nnf_status nnf_plan_reduce(NNF_PLAN_ARGS);
 nnf_status nnf_plan_transpose(NNF_PLAN_ARGS);

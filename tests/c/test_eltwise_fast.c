@@ -1850,6 +1850,37 @@ static void test_stream_copy(void) {
             }
 }
 
+/* select32 (Where) against its definition at every length to 40 and 1000,
+ * every stride pattern (0 or 1 for the condition and both values), with
+ * condition bytes other than 0 and 1 and NaN payloads in the values; the
+ * element past the end untouched. */
+static void test_select(nnf_isa isa) {
+    const char *t = nnf_isa_name(isa);
+    const nnf_ew_kernels *k = nnf_ew_kernels_for(isa);
+    enum { MAXN = 1000 };
+    uint8_t c[MAXN];
+    uint32_t a[MAXN], b[MAXN], y[MAXN + 1];
+    uint64_t state = 7;
+    for (size_t i = 0; i < MAXN; i++) {
+        state = state * 6364136223846793005ull + 1442695040888963407ull;
+        c[i] = (uint8_t)(state >> 61 == 0 ? 0 : state >> 61 == 1 ? 1 : (state >> 40) & 0xff);
+        a[i] = (uint32_t)(state >> 20) | 0x7f800001u; /* NaN bits */
+        b[i] = (uint32_t)(state >> 8);
+    }
+    size_t bad = 0, runs = 0;
+    for (size_t n = 1; n <= MAXN; n = n < 40 ? n + 1 : n < MAXN ? MAXN : MAXN + 1)
+        for (int pat = 0; pat < 8; pat++) {
+            size_t cs = pat & 1, as = (pat >> 1) & 1, bs = (pat >> 2) & 1;
+            y[n] = 0xdeadbeefu;
+            k->select32(c, cs, a, as, b, bs, y, n);
+            for (size_t i = 0; i < n; i++)
+                bad += y[i] != (c[i * cs] ? a[i * as] : b[i * bs]);
+            bad += y[n] != 0xdeadbeefu;
+            runs++;
+        }
+    CHECK_MSG(bad == 0, "%s select32: %zu wrong elements over %zu runs", t, bad, runs);
+}
+
 int main(void) {
     const nnf_cpu *cpu = nnf_cpu_get();
     if (nnf_threadpool_create(2, &g_pool) != NNF_OK)
@@ -1872,6 +1903,7 @@ int main(void) {
         test_slice(isa);
         test_cast_f16(isa);
         test_arg(isa);
+        test_select(isa);
     }
     /* again with every output streamed (kernels/stream.h): the drivers'
      * blocks through the L1 buffer, at every size and tier, in place too */

@@ -157,6 +157,25 @@ def test_where_selects_bits(dtype):
     assert got.shape == want.shape and np.array_equal(got.view(bits), want.view(bits))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.int32], ids=lambda d: np.dtype(d).name)
+def test_where_mask_plan(dtype, tmp_path):
+    """An attention mask (a [1, 1, S, S] condition over [B, H, S, S] scores, a scalar fill) runs on
+    the tier's select (where32_<tier>) and gives ORT's values, bit for bit."""
+    import os
+    from conftest import profile_nodes
+    c = RNG.random((1, 1, 9, 9)) < 0.5
+    x = (rand(2, 3, 9, 9) * 50).astype(dtype)
+    fill = np.asarray(-1e4 if dtype == np.float32 else -7, dtype=dtype)
+    feeds = [("c", c), ("x", x), ("v", fill)]
+    got, want = run_both("Where", feeds, opset=16)
+    assert got.shape == want.shape and np.array_equal(got, want)
+    path = tmp_path / "where.onnx"
+    path.write_bytes(make_model("Where", feeds, None, 16, {"v": fill}))
+    kernel = next(e["args"]["kernel"] for e in profile_nodes(path, "--iterations", 1))
+    tier = os.environ.get("NNF_ISA", "").strip().lower()
+    assert kernel.startswith("where32_") and (tier not in ("scalar", "avx2") or kernel.endswith(tier)), kernel
+
+
 @pytest.mark.parametrize("op", ["Sum", "Mean", "Max", "Min"])
 def test_variadic(op):
     feeds = [("a", rand(2, 1, 4)), ("b", rand(3, 1)), ("c", rand()), ("d", rand(4))]

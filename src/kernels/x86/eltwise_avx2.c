@@ -676,3 +676,27 @@ void nnf_ew_arg_cols_avx2(const float *x, size_t n, size_t ld, size_t cols, int 
     for (; j < cols; j++)
         y[j] = nnf_ew_arg_line_scalar(x + j, n, ld, is_max, last);
 }
+
+/* Eight elements a step; the condition bytes widened to lane masks, the
+ * broadcast operands (stride 0) set once. */
+void nnf_ew_select32_avx2(const uint8_t *c, size_t cs, const uint32_t *a, size_t as,
+                          const uint32_t *b, size_t bs, uint32_t *y, size_t n) {
+    const __m256i zero = _mm256_setzero_si256();
+    const __m256i a0 = _mm256_set1_epi32((int)a[0]), b0 = _mm256_set1_epi32((int)b[0]);
+    const __m256i m0 = _mm256_set1_epi32(c[0] ? -1 : 0);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256i m = m0;
+        if (cs) {
+            __m256i cv = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(c + i)));
+            m = _mm256_andnot_si256(_mm256_cmpeq_epi32(cv, zero), _mm256_set1_epi32(-1));
+        }
+        __m256i va = as ? _mm256_loadu_si256((const __m256i *)(a + i)) : a0;
+        __m256i vb = bs ? _mm256_loadu_si256((const __m256i *)(b + i)) : b0;
+        _mm256_storeu_si256((__m256i *)(y + i), _mm256_blendv_epi8(vb, va, m));
+    }
+    for (; i < n; i++) {
+        uint32_t m = 0u - (uint32_t)(c[i * cs] != 0);
+        y[i] = (a[i * as] & m) | (b[i * bs] & ~m);
+    }
+}
