@@ -41,6 +41,11 @@ typedef struct nnf_convt_kernel {
     /* per kw: output column iw sw + kw dw - pl is in phase kw_phase (its
      * remainder mod sw) at index iw + kw_shift within the phase */
     ptrdiff_t *kw_phase, *kw_shift;
+    /* the taps tile the output: kernel = stride = 2 along the row, kernel =
+     * stride down the columns, no padding, dilation or crop (a decoder's
+     * 2x2 stride-2 upsampling): each output takes one column, written
+     * straight from the columns to the row (convt_rows) */
+    bool tiled2;
     char name[64]; /* "f32_convtranspose_gemm_6x16_avx2" */
 } nnf_convt_kernel;
 
@@ -72,5 +77,7 @@ void nnf_convt_add_avx2(float *restrict d, const float *restrict s, size_t n);
 void nnf_convt_add_exact_avx2(float *restrict d, const float *restrict s, size_t n);
 void nnf_convt_interleave2_avx2(float *restrict y, const float *restrict p0,
                                 const float *restrict p1, size_t n);
+void nnf_convt_interleave2_bias_avx2(float *restrict y, const float *restrict p0,
+                                     const float *restrict p1, float b, size_t n);
 
 #endif

@@ -175,6 +175,19 @@ int main(void) {
     bad = cases[0];
     bad.sw = 1000; /* a row's phases would not fit the kernel's buffer */
     CHECK(!nnf_convt_fits(&bad));
+    /* the U-Net's 2x2 s2 writes its rows straight from the columns (tiled2);
+     * DCGAN's overlapping 4x4 s2 p1 and a cropped 2x2 s2 take the phases */
+    const nnf_conv2d_shape tiled[3] = {cases[0], cases[2],
+                                       shape(1, 8, 7, 9, 6, 1, 2, 2, 2, 2, 1, 1, 0, 1, 0, 0)};
+    for (int i = 0; i < 3; i++) {
+        size_t wn = tiled[i].c * (tiled[i].oc / tiled[i].group) * tiled[i].kh * tiled[i].kw;
+        float *w = calloc(wn, sizeof(float));
+        nnf_convt_kernel *kt = NULL;
+        CHECK(w && nnf_convt_kernel_create(&tiled[i], NNF_ISA_AVX2, w, &kt) == NNF_OK);
+        CHECK_MSG(kt && kt->tiled2 == (i == 0), "shape %d: tiled2 %d", i, kt ? kt->tiled2 : -1);
+        nnf_convt_kernel_destroy(kt);
+        free(w);
+    }
     nnf_threadpool *pool = NULL;
     CHECK(nnf_threadpool_create(3, &pool) == NNF_OK);
     for (int t = NNF_ISA_SCALAR; t <= (int)cpu->max_isa; t++) {

@@ -50,3 +50,20 @@ void nnf_convt_interleave2_avx2(float *restrict y, const float *restrict p0,
         y[2 * t + 1] = p1[t];
     }
 }
+
+void nnf_convt_interleave2_bias_avx2(float *restrict y, const float *restrict p0,
+                                     const float *restrict p1, float b, size_t n) {
+    const __m256 vb = _mm256_set1_ps(b);
+    size_t t = 0;
+    for (; t + 8 <= n; t += 8) {
+        __m256 a = _mm256_add_ps(_mm256_loadu_ps(p0 + t), vb);
+        __m256 c = _mm256_add_ps(_mm256_loadu_ps(p1 + t), vb);
+        __m256 lo = _mm256_unpacklo_ps(a, c), hi = _mm256_unpackhi_ps(a, c);
+        _mm256_storeu_ps(y + 2 * t, _mm256_permute2f128_ps(lo, hi, 0x20));
+        _mm256_storeu_ps(y + 2 * t + 8, _mm256_permute2f128_ps(lo, hi, 0x31));
+    }
+    for (; t < n; t++) {
+        y[2 * t] = p0[t] + b;
+        y[2 * t + 1] = p1[t] + b;
+    }
+}
