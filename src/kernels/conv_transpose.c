@@ -9,11 +9,6 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Floats of an output row chunk split into its stride phases, and the
- * largest stride along a row (each phase a multiple of 8 floats). */
-#define CONVT_ROW_MAX 2048
-#define CONVT_SW_MAX (CONVT_ROW_MAX / 8)
-
 /* Floats of one band's columns (OCg kh kw x band pixels): 2 MiB, which the
  * gather reads back from L2 and L3 (256 and 128 KiB bands measured no
  * faster); a band is at least one input row. */
@@ -135,174 +130,44 @@ nnf_status nnf_convt_kernel_create_3d(const nnf_conv2d_shape *s, size_t d, size_
     return NNF_OK;
 }
 
-/* The row primitives. fill, set and add take n a multiple of 8 and may
- * read (s) past the run's end into the columns' slack; add_exact and
- * interleave2 touch exactly n. */
-static void fill_scalar(float *d, float v, size_t n) {
+/* The portable row primitives (conv_transpose_rows.h says what each does). */
+static inline void convt_fill(float *d, float v, size_t n) {
     for (size_t i = 0; i < n; i++)
         d[i] = v;
 }
 
-static void set_scalar(float *restrict d, const float *restrict s, float v, size_t n) {
+static inline void convt_set(float *restrict d, const float *restrict s, float v, size_t n) {
     for (size_t i = 0; i < n; i++)
         d[i] = s[i] + v;
 }
 
-static void add_scalar(float *restrict d, const float *restrict s, size_t n) {
+static inline void convt_add(float *restrict d, const float *restrict s, size_t n) {
     for (size_t i = 0; i < n; i++)
         d[i] += s[i];
 }
 
-static void interleave2_scalar(float *restrict y, const float *restrict p0,
-                               const float *restrict p1, size_t n) {
+static inline void convt_add_exact(float *restrict d, const float *restrict s, size_t n) {
+    convt_add(d, s, n);
+}
+
+static inline void convt_interleave2(float *restrict y, const float *restrict p0,
+                                     const float *restrict p1, size_t n) {
     for (size_t t = 0; t < n; t++) {
         y[2 * t] = p0[t];
         y[2 * t + 1] = p1[t];
     }
 }
 
-static void interleave2_bias_scalar(float *restrict y, const float *restrict p0,
-                                    const float *restrict p1, float b, size_t n) {
+static inline void convt_interleave2_bias(float *restrict y, const float *restrict p0,
+                                          const float *restrict p1, float b, size_t n) {
     for (size_t t = 0; t < n; t++) {
         y[2 * t] = p0[t] + b;
         y[2 * t + 1] = p1[t] + b;
     }
 }
 
-typedef struct convt_prims {
-    void (*fill)(float *d, float v, size_t n);
-    void (*set)(float *restrict d, const float *restrict s, float v, size_t n);
-    void (*add)(float *restrict d, const float *restrict s, size_t n);
-    void (*add_exact)(float *restrict d, const float *restrict s, size_t n);
-    void (*interleave2)(float *restrict y, const float *restrict p0, const float *restrict p1,
-                        size_t n);
-    /* y[2t] = p0[t] + b, y[2t + 1] = p1[t] + b, exactly n pairs */
-    void (*interleave2_bias)(float *restrict y, const float *restrict p0, const float *restrict p1,
-                             float b, size_t n);
-} convt_prims;
-
-static const convt_prims *prims_for(nnf_isa isa) {
-    static const convt_prims scalar = {fill_scalar, set_scalar,         add_scalar,
-                                       add_scalar,  interleave2_scalar, interleave2_bias_scalar};
-    static const convt_prims avx2 = {nnf_convt_fill_avx2,        nnf_convt_set_avx2,
-                                     nnf_convt_add_avx2,         nnf_convt_add_exact_avx2,
-                                     nnf_convt_interleave2_avx2, nnf_convt_interleave2_bias_avx2};
-    return isa >= NNF_ISA_AVX2 ? &avx2 : &scalar;
-}
-
-typedef struct convt_band {
-    const nnf_convt_kernel *k;
-    const float *cols; /* (oc, kh, kw) rows of ldc floats; input row ih at (ih - base) w */
-    size_t ldc;
-    ptrdiff_t base;
-    float *y;          /* the group's first output plane of the image */
-    size_t ldy;        /* floats from one output channel's plane to the next */
-    const float *bias; /* the group's first bias value, or NULL */
-    const nnf_activation *act;
-    const convt_prims *prims;
-    size_t oy0, oy1; /* the output rows this band completes */
-} convt_band;
-
-/* Row oy of output channel m, outputs t0 s .. t1 s of each phase: output
- * ox = iw s + kw d - pad lies in phase r = ox mod s at t = ox div s, so
- * each tap adds a contiguous run of its columns to one phase's sums (ph,
- * tch floats per phase, a multiple of 8), which then go to the row
- * (interleaved where s > 1). Runs that reach the chunk's end are rounded up
- * to whole vectors into the phase's slack. */
-static void convt_row(const convt_band *b, size_t m, size_t oy, size_t t0, size_t t1, size_t tch,
-                      float *ph) {
-    const nnf_conv2d_shape *s = &b->k->s;
-    const convt_prims *f = b->prims;
-    const size_t sw = s->sw, n = t1 - t0, n8 = (n + 7) & ~(size_t)7;
-    float *y = b->y + m * b->ldy + oy * s->ow;
-    float bias = b->bias ? b->bias[m] : 0.0f;
-    /* a phase's first tap that covers the whole chunk sets its sums (bias
-     * + columns); otherwise the phase starts as the bias */
-    bool set[CONVT_SW_MAX];
-    for (size_t r = 0; r < sw; r++)
-        set[r] = false;
-    for (size_t kh = 0; kh < s->kh; kh++) {
-        ptrdiff_t num = (ptrdiff_t)(oy + s->pt) - (ptrdiff_t)(kh * s->dh);
-        if (num < 0 || num % (ptrdiff_t)s->sh || (size_t)num / s->sh >= s->h)
-            continue;
-        size_t ih = (size_t)num / s->sh;
-        const float *rowc = b->cols + (size_t)((ptrdiff_t)ih - b->base) * s->w;
-        for (size_t kw = 0; kw < s->kw; kw++) {
-            ptrdiff_t r = b->k->kw_phase[kw], e = b->k->kw_shift[kw]; /* t = iw + e */
-            ptrdiff_t lo = e > (ptrdiff_t)t0 ? e : (ptrdiff_t)t0;
-            ptrdiff_t hi =
-                (ptrdiff_t)s->w + e < (ptrdiff_t)t1 ? (ptrdiff_t)s->w + e : (ptrdiff_t)t1;
-            if (lo < 0)
-                lo = 0;
-            if (lo >= hi)
-                continue;
-            float *d = ph + (size_t)r * tch + (size_t)lo - t0;
-            const float *c = rowc + ((m * s->kh + kh) * s->kw + kw) * b->ldc + (size_t)(lo - e);
-            size_t len = (size_t)(hi - lo), to_end = n8 - ((size_t)lo - t0);
-            if (!set[r]) {
-                set[r] = true;
-                if ((size_t)lo == t0 && (size_t)hi == t1) {
-                    f->set(d, c, bias, n8);
-                    continue;
-                }
-                f->fill(ph + (size_t)r * tch, bias, n8);
-            }
-            if ((size_t)hi == t1 && to_end % 8 == 0)
-                f->add(d, c, to_end);
-            else
-                f->add_exact(d, c, len);
-        }
-    }
-    for (size_t r = 0; r < sw; r++)
-        if (!set[r])
-            f->fill(ph + r * tch, bias, n8);
-    if (b->act->kind != NNF_ACT_NONE)
-        for (size_t r = 0; r < sw; r++)
-            nnf_act_array(b->k->isa, b->act, ph + r * tch, ph + r * tch, n);
-    if (sw == 1) {
-        memcpy(y + t0, ph, n * sizeof(float));
-    } else if (sw == 2) {
-        /* phase 1 has one output fewer where the row's width is odd */
-        size_t pairs = (s->ow - 2 * t0) / 2 < n ? (s->ow - 2 * t0) / 2 : n;
-        f->interleave2(y + 2 * t0, ph, ph + tch, pairs);
-        if (pairs < n)
-            y[2 * (t0 + pairs)] = ph[pairs];
-    } else {
-        for (size_t r = 0; r < sw; r++)
-            for (size_t t = t0; t < t1 && t * sw + r < s->ow; t++)
-                y[t * sw + r] = ph[r * tch + t - t0];
-    }
-}
-
-/* Output channel m of the group: the rows the band completes, in chunks of
- * phases that fit CONVT_ROW_MAX floats; where the taps tile the output
- * (tiled2), each row straight from its two columns (the same sums: column
- * + bias, then the activation). The general row's phase bookkeeping took a
- * tenth of the U-Net's 512 -> 256 upsampling at 16x16 (8192 rows of 32). */
-static void convt_rows(void *ctx, size_t m) {
-    const convt_band *b = ctx;
-    const nnf_conv2d_shape *s = &b->k->s;
-    if (b->k->tiled2) {
-        float bias = b->bias ? b->bias[m] : 0.0f;
-        for (size_t oy = b->oy0; oy < b->oy1; oy++) {
-            size_t ih = oy / s->sh, kh = oy % s->sh;
-            const float *c =
-                b->cols + (size_t)((ptrdiff_t)ih - b->base) * s->w + (m * s->kh + kh) * 2 * b->ldc;
-            float *y = b->y + m * b->ldy + oy * s->ow;
-            b->prims->interleave2_bias(y, c, c + b->ldc, bias, s->w);
-            if (b->act->kind != NNF_ACT_NONE)
-                nnf_act_array(b->k->isa, b->act, y, y, s->ow);
-        }
-        return;
-    }
-    _Alignas(32) float ph[CONVT_ROW_MAX];
-    size_t tn = (s->ow + s->sw - 1) / s->sw, tch = CONVT_ROW_MAX / s->sw & ~(size_t)7;
-    if (tch > tn)
-        tch = (tn + 7) & ~(size_t)7;
-    for (size_t oy = b->oy0; oy < b->oy1; oy++)
-        for (size_t t0 = 0; t0 < tn; t0 += tch)
-            convt_row(b, m, oy, t0, t0 + tch < tn ? t0 + tch : tn, tch, ph);
-}
+#define NNF_CONVT_ROWS nnf_convt_rows_scalar
+#include "kernels/conv_transpose_rows.h"
 
 /* One image's planes: x's channels ldx floats apart, y's ldy apart, the
  * weights packed[g] per group. */
@@ -315,14 +180,15 @@ static nnf_status run_planes(const nnf_convt_kernel *k, nnf_gemm_packed *const *
     nnf_activation none = {.kind = NNF_ACT_NONE};
     for (size_t g = 0; g < s->group; g++) {
         const float *xg = x + g * icg * ldx;
-        convt_band band = {.k = k,
-                           .cols = cols,
-                           .ldc = ldc,
-                           .y = y + g * ocg * ldy,
-                           .ldy = ldy,
-                           .bias = ep && ep->bias ? ep->bias + g * ocg : NULL,
-                           .act = ep ? &ep->act : &none,
-                           .prims = prims_for(k->isa)};
+        nnf_convt_band band = {
+            .k = k,
+            .cols = cols,
+            .ldc = ldc,
+            .y = y + g * ocg * ldy,
+            .ldy = ldy,
+            .bias = ep && ep->bias ? ep->bias + g * ocg : NULL,
+            .act = ep ? &ep->act : &none,
+        };
         for (size_t ih0 = 0; ih0 < s->h; ih0 += k->band_rows) {
             size_t ih1 = ih0 + k->band_rows < s->h ? ih0 + k->band_rows : s->h;
             /* the columns of the last halo rows before ih0 move to the
@@ -342,7 +208,9 @@ static nnf_status run_planes(const nnf_convt_kernel *k, nnf_gemm_packed *const *
             band.oy0 = band.oy1;
             band.oy1 = done < s->oh ? done : s->oh;
             if (band.oy1 > band.oy0)
-                nnf_parallel_for(pool, ocg, convt_rows, &band);
+                nnf_parallel_for(
+                    pool, ocg, k->isa >= NNF_ISA_AVX2 ? nnf_convt_rows_avx2 : nnf_convt_rows_scalar,
+                    &band);
         }
     }
     return NNF_OK;

@@ -69,15 +69,28 @@ void nnf_convt_kernel_destroy(nnf_convt_kernel *k);
 nnf_status nnf_convt_kernel_run(const nnf_convt_kernel *k, const float *x, float *y,
                                 const nnf_epilogue *ep, nnf_threadpool *pool);
 
-/* The row primitives' AVX2 tier (x86/conv_transpose_avx2.c; conv_transpose.c
- * has the portable ones and says what each does). */
-void nnf_convt_fill_avx2(float *d, float v, size_t n);
-void nnf_convt_set_avx2(float *restrict d, const float *restrict s, float v, size_t n);
-void nnf_convt_add_avx2(float *restrict d, const float *restrict s, size_t n);
-void nnf_convt_add_exact_avx2(float *restrict d, const float *restrict s, size_t n);
-void nnf_convt_interleave2_avx2(float *restrict y, const float *restrict p0,
-                                const float *restrict p1, size_t n);
-void nnf_convt_interleave2_bias_avx2(float *restrict y, const float *restrict p0,
-                                     const float *restrict p1, float b, size_t n);
+/* Floats of an output row chunk split into its stride phases, and the
+ * largest stride along a row (each phase a multiple of 8 floats). */
+#define CONVT_ROW_MAX 2048
+#define CONVT_SW_MAX (CONVT_ROW_MAX / 8)
+
+/* A band of output rows for the col2im (conv_transpose_rows.h): the GEMM's
+ * columns of the band's input rows and where the rows go. */
+typedef struct nnf_convt_band {
+    const nnf_convt_kernel *k;
+    const float *cols; /* (oc, kh, kw) rows of ldc floats; input row ih at (ih - base) w */
+    size_t ldc;
+    ptrdiff_t base;
+    float *y;          /* the group's first output plane of the image */
+    size_t ldy;        /* floats from one output channel's plane to the next */
+    const float *bias; /* the group's first bias value, or NULL */
+    const nnf_activation *act;
+    size_t oy0, oy1; /* the output rows this band completes */
+} nnf_convt_band;
+
+/* Output channel m's rows of the band at ctx, per tier (the portable one in
+ * conv_transpose.c, AVX2's in x86/conv_transpose_avx2.c). */
+void nnf_convt_rows_scalar(void *ctx, size_t m);
+void nnf_convt_rows_avx2(void *ctx, size_t m);
 
 #endif
