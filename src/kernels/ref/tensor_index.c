@@ -338,6 +338,90 @@ nnf_status nnf_top_k_check(const nnf_node *node, const nnf_buf *x, const nnf_buf
     return NNF_OK;
 }
 
+/* The float32 selection of up to TOPK_SELECT: the best k so far kept in
+ * order as (float, index) pairs, the rules of topk_cmp in float (no long
+ * double on the x87 stack for each comparison), and a contiguous row
+ * skipped 16 values at a time while none ranks before the worst held
+ * (greater or NaN for largest, smaller for smallest). Writes the k indices
+ * in rank order. */
+typedef struct topk_f32 {
+    float key;
+    int64_t index;
+} topk_f32;
+
+static inline int topk_cmp_f32(float a, int64_t ai, const topk_f32 *b, int largest) {
+    bool an = isnan(a), bn = isnan(b->key);
+    if (an != bn)
+        return (an ? 1 : -1) * (largest ? -1 : 1);
+    if (!an && a != b->key)
+        return ((a < b->key) ? -1 : 1) * (largest ? -1 : 1);
+    return ai < b->index ? -1 : ai > b->index;
+}
+
+/* Whether any of 16 floats ranks before worst, four lanes a compare (GCC's
+ * and clang's vector types: SSE2 on any x86-64, NEON on Arm). */
+typedef float topk_v4f __attribute__((vector_size(16)));
+typedef int32_t topk_v4i __attribute__((vector_size(16)));
+
+static inline bool topk_block_hit(const float *x, float worst, int largest) {
+    topk_v4f w = {worst, worst, worst, worst};
+    topk_v4i hit = {0, 0, 0, 0};
+    for (int t = 0; t < 16; t += 4) {
+        topk_v4f v;
+        memcpy(&v, x + t, sizeof v);
+        if (largest)
+            hit |= ~(v <= w); /* greater, or NaN */
+        else
+            hit |= v < w;
+    }
+    return (hit[0] | hit[1] | hit[2] | hit[3]) != 0;
+}
+
+static void topk_row_f32(const float *x, size_t inner, int64_t d, int64_t k, int largest,
+                         int64_t *idx) {
+    topk_f32 it[TOPK_SELECT];
+    int64_t held = 0;
+    for (int64_t j = 0; j < d; j++) {
+        if (held == k) {
+            float worst = it[k - 1].key;
+            if (isnan(worst)) {
+                if (largest)
+                    break; /* k NaNs held: nothing ranks before them */
+                while (j < d && isnan(x[(size_t)j * inner]))
+                    j++;
+            } else {
+                while (inner == 1 && j + 16 <= d && !topk_block_hit(x + j, worst, largest))
+                    j += 16;
+                if (largest)
+                    while (j < d && x[(size_t)j * inner] <= worst)
+                        j++;
+                else
+                    while (j < d && !(x[(size_t)j * inner] < worst))
+                        j++;
+            }
+            if (j == d)
+                break;
+        }
+        float v = x[(size_t)j * inner];
+        if (held == k && topk_cmp_f32(v, j, &it[k - 1], largest) >= 0)
+            continue;
+        int64_t lo = 0, hi = held < k ? held : k - 1;
+        while (lo < hi) {
+            int64_t mid = (lo + hi) / 2;
+            if (topk_cmp_f32(v, j, &it[mid], largest) < 0)
+                hi = mid;
+            else
+                lo = mid + 1;
+        }
+        int64_t last = held < k ? held : k - 1;
+        memmove(&it[lo + 1], &it[lo], (size_t)(last - lo) * sizeof *it);
+        it[lo] = (topk_f32){v, j};
+        held += held < k;
+    }
+    for (int64_t t = 0; t < k; t++)
+        idx[t] = it[t].index;
+}
+
 bool nnf_top_k_rows(const nnf_buf *x, nnf_buf *vals, nnf_buf *inds, int axis, bool largest,
                     size_t first, size_t count) {
     int64_t d = x->dims[axis], k = vals->dims[axis];
@@ -360,6 +444,17 @@ bool nnf_top_k_rows(const nnf_buf *x, nnf_buf *vals, nnf_buf *inds, int axis, bo
         size_t o = row / inner, i = row % inner;
         int64_t held = 0;
         const float *xrow = f32 ? (const float *)x->data + o * (size_t)d * inner + i : NULL;
+        if (select && f32) {
+            int64_t idx[TOPK_SELECT];
+            topk_row_f32(xrow, inner, d, k, largest, idx);
+            for (int64_t j = 0; j < k; j++) {
+                size_t at = (o * (size_t)k + (size_t)j) * inner + i;
+                ((float *)vals->data)[at] = xrow[(size_t)idx[j] * inner];
+                if (inds)
+                    ((int64_t *)inds->data)[at] = idx[j];
+            }
+            continue;
+        }
         float worst = 0.0f; /* float32 input: items[k - 1]'s key, once k are held */
         for (int64_t j = 0; j < d; j++) {
             size_t at = (o * (size_t)d + (size_t)j) * inner + i;
