@@ -91,7 +91,23 @@ bool nnf_gather_elements_rows(const nnf_buf *x, const nnf_buf *idx, nnf_buf *y, 
         if (ahead)
             for (size_t l = 0; l < (size_t)d * es; l += 64)
                 __builtin_prefetch(src + (size_t)(base + 4 * xs[r - 2]) * es + l);
-        for (int64_t j = 0; j < inner; j++) {
+        if (axis == r - 1 && i64 && es == 4) {
+            /* 4-byte elements along the last axis through typed pointers:
+             * through the byte pointers every store may alias the strides
+             * and the shape, which were read again for each element */
+            const uint32_t *srow = (const uint32_t *)x->data + base;
+            uint32_t *drow = (uint32_t *)y->data + i;
+            const int64_t *irow = i64 + i;
+            for (int64_t j = 0; j < inner; j++) {
+                int64_t k;
+                if (!norm_index(irow[j], d, &k)) {
+                    *bad = irow[j];
+                    return false;
+                }
+                drow[j] = srow[k];
+            }
+        } else
+            for (int64_t j = 0; j < inner; j++) {
             int64_t v = i64 ? i64[i + (size_t)j]
                             : nnf_read_index(idx->dtype, idx->data, (int64_t)i + j),
                     k;
