@@ -319,14 +319,21 @@ typedef struct topk_item {
     int64_t index;
 } topk_item;
 
-static inline int topk_cmp(const topk_item *a, const topk_item *b, int largest) {
-    bool an = isnan(a->key), bn = isnan(b->key);
-    /* NaN sorts as the largest value, as numpy does */
+/* The ranking of a before b (-1), after (1): NaN sorts as the largest value,
+ * as numpy does, then the key, then the lower index; an, bn: NaN keys,
+ * less / differ: a's key below / not equal to b's. */
+static inline int topk_rank(bool an, bool bn, bool less, bool differ, int64_t ai, int64_t bi,
+                            int largest) {
     if (an != bn)
         return (an ? 1 : -1) * (largest ? -1 : 1);
-    if (!an && a->key != b->key)
-        return ((a->key < b->key) ? -1 : 1) * (largest ? -1 : 1);
-    return a->index < b->index ? -1 : a->index > b->index;
+    if (!an && differ)
+        return (less ? -1 : 1) * (largest ? -1 : 1);
+    return ai < bi ? -1 : ai > bi;
+}
+
+static inline int topk_cmp(const topk_item *a, const topk_item *b, int largest) {
+    return topk_rank(isnan(a->key), isnan(b->key), a->key < b->key, a->key != b->key, a->index,
+                     b->index, largest);
 }
 static int topk_cmp_largest(const void *a, const void *b) {
     return topk_cmp(a, b, 1);
@@ -366,12 +373,7 @@ typedef struct topk_f32 {
 } topk_f32;
 
 static inline int topk_cmp_f32(float a, int64_t ai, const topk_f32 *b, int largest) {
-    bool an = isnan(a), bn = isnan(b->key);
-    if (an != bn)
-        return (an ? 1 : -1) * (largest ? -1 : 1);
-    if (!an && a != b->key)
-        return ((a < b->key) ? -1 : 1) * (largest ? -1 : 1);
-    return ai < b->index ? -1 : ai > b->index;
+    return topk_rank(isnan(a), isnan(b->key), a < b->key, a != b->key, ai, b->index, largest);
 }
 
 /* Whether any of 16 floats ranks before worst, four lanes a compare (GCC's
@@ -399,6 +401,9 @@ static void topk_row_f32(const float *x, size_t inner, int64_t d, int64_t k, int
     int64_t held = 0;
     for (int64_t j = 0; j < d; j++) {
         if (held == k) {
+            /* most values rank after the worst held (NaN ranks as the
+             * largest; on an equal key j, past every held index, ranks
+             * after): skipped without a comparison each */
             float worst = it[k - 1].key;
             if (isnan(worst)) {
                 if (largest)
@@ -459,8 +464,8 @@ bool nnf_top_k_rows(const nnf_buf *x, nnf_buf *vals, nnf_buf *inds, int axis, bo
     for (size_t row = first; row < first + count; row++) {
         size_t o = row / inner, i = row % inner;
         int64_t held = 0;
-        const float *xrow = f32 ? (const float *)x->data + o * (size_t)d * inner + i : NULL;
         if (select && f32) {
+            const float *xrow = (const float *)x->data + o * (size_t)d * inner + i;
             int64_t idx[TOPK_SELECT];
             topk_row_f32(xrow, inner, d, k, largest, idx);
             for (int64_t j = 0; j < k; j++) {
@@ -471,31 +476,8 @@ bool nnf_top_k_rows(const nnf_buf *x, nnf_buf *vals, nnf_buf *inds, int axis, bo
             }
             continue;
         }
-        float worst = 0.0f; /* float32 input: items[k - 1]'s key, once k are held */
         for (int64_t j = 0; j < d; j++) {
             size_t at = (o * (size_t)d + (size_t)j) * inner + i;
-            if (select && f32 && held == k) {
-                /* most values rank after the worst held: decided in float
-                 * (NaN ranks as the largest; on equal keys j, past every
-                 * held index, ranks after) */
-                bool wn = isnan(worst);
-                if (largest && !wn) {
-                    while (j < d && !(xrow[(size_t)j * inner] > worst) &&
-                           !isnan(xrow[(size_t)j * inner]))
-                        j++;
-                } else if (!largest && !wn) {
-                    while (j < d && !(xrow[(size_t)j * inner] < worst))
-                        j++;
-                } else if (largest) {
-                    break; /* k NaNs held: nothing ranks before them */
-                } else {
-                    while (j < d && isnan(xrow[(size_t)j * inner]))
-                        j++;
-                }
-                if (j == d)
-                    break;
-                at = (o * (size_t)d + (size_t)j) * inner + i;
-            }
             topk_item it = {load_key(x->dtype, src, at), j};
             if (!select) {
                 items[held++] = it;
@@ -515,7 +497,6 @@ bool nnf_top_k_rows(const nnf_buf *x, nnf_buf *vals, nnf_buf *inds, int axis, bo
             memmove(&items[lo + 1], &items[lo], (size_t)(last - lo) * sizeof *items);
             items[lo] = it;
             held += held < k;
-            worst = (float)items[held - 1].key;
         }
         if (!select)
             qsort(items, (size_t)d, sizeof *items, cmp);
