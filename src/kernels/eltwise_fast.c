@@ -327,7 +327,7 @@ static void arg_cols_scalar(const float *x, size_t n, size_t ld, size_t cols, in
 }
 
 /* a mask, not a branch: random conditions mispredict every other element */
-static void select32_scalar(const uint8_t *c, size_t cs, const uint32_t *a, size_t as,
+void nnf_ew_select32_scalar(const uint8_t *c, size_t cs, const uint32_t *a, size_t as,
                             const uint32_t *b, size_t bs, uint32_t *y, size_t n) {
     for (size_t i = 0; i < n; i++) {
         uint32_t m = 0u - (uint32_t)(c[i * cs] != 0);
@@ -355,7 +355,7 @@ static const nnf_ew_kernels k_scalar = {
     .from_f16 = from_f16_scalar,
     .arg_row = arg_row_scalar,
     .arg_cols = arg_cols_scalar,
-    .select32 = select32_scalar,
+    .select32 = nnf_ew_select32_scalar,
 };
 
 static const nnf_ew_kernels k_avx2 = {

@@ -227,6 +227,9 @@ void nnf_ew_arg_cols_avx2(const float *x, size_t n, size_t ld, size_t cols, int 
                           int64_t *y);
 void nnf_ew_select32_avx2(const uint8_t *c, size_t cs, const uint32_t *a, size_t as,
                           const uint32_t *b, size_t bs, uint32_t *y, size_t n);
+/* the portable select32 (the AVX2 one's tail too) */
+void nnf_ew_select32_scalar(const uint8_t *c, size_t cs, const uint32_t *a, size_t as,
+                            const uint32_t *b, size_t bs, uint32_t *y, size_t n);
 void nnf_ew_to_f16_avx2(const float *x, uint16_t *y, size_t n);
 void nnf_ew_from_f16_avx2(const uint16_t *x, float *y, size_t n);
 

@@ -695,8 +695,6 @@ void nnf_ew_select32_avx2(const uint8_t *c, size_t cs, const uint32_t *a, size_t
         __m256i vb = bs ? _mm256_loadu_si256((const __m256i *)(b + i)) : b0;
         _mm256_storeu_si256((__m256i *)(y + i), _mm256_blendv_epi8(vb, va, m));
     }
-    for (; i < n; i++) {
-        uint32_t m = 0u - (uint32_t)(c[i * cs] != 0);
-        y[i] = (a[i * as] & m) | (b[i * bs] & ~m);
-    }
+    if (i < n)
+        nnf_ew_select32_scalar(c + i * cs, cs, a + i * as, as, b + i * bs, bs, y + i, n - i);
 }
