@@ -102,11 +102,19 @@ void nnf_fill_elems(void *dst, const void *elem, size_t n, size_t es) {
 }
 
 /* len elements from src at a step of `step` elements (0: one repeated). */
-static void copy_strided(uint8_t *o, const uint8_t *s, int64_t len, int64_t step, size_t es) {
-    if (step == 1) {
+static inline void copy_strided(uint8_t *o, const uint8_t *s, int64_t len, int64_t step,
+                                size_t es) {
+    if (len == 1) {
+        nnf_copy_elem(o, s, es); /* a Pad's one-wide border, a reflection's edge */
+    } else if (step == 1) {
         memcpy(o, s, (size_t)len * es);
-    } else if (step == 0 && len > 1) {
+    } else if (step == 0) {
         nnf_fill_elems(o, s, (size_t)len, es);
+    } else if (es == 4) {
+        /* the element size decided once, not per element (a reflection's
+         * runs go backwards) */
+        for (int64_t i = 0; i < len; i++)
+            memcpy(o + (size_t)i * 4, s + i * step * 4, 4);
     } else {
         for (int64_t i = 0; i < len; i++)
             nnf_copy_elem(o + (size_t)i * es, s + i * step * (int64_t)es, es);
