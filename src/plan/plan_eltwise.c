@@ -370,10 +370,8 @@ static nnf_status where_run(NNF_KERNEL_ARGS) {
         nnf_dtype_size(in[1]->dtype) != 4 || in[2]->dtype != in[1]->dtype ||
         out[0]->dtype != in[1]->dtype)
         return nnf_node_error(node, NNF_ERR_SHAPE, "%s: operands do not match the plan", s->name);
-    nnf_bcast_in ops[3];
-    for (int k = 0; k < 3; k++)
-        ops[k] =
-            (nnf_bcast_in){in[k]->data, nnf_dtype_size(in[k]->dtype), in[k]->rank, in[k]->dims};
+    nnf_bcast_in ops[3] = {nnf_bcast_operand(in[0]), nnf_bcast_operand(in[1]),
+                           nnf_bcast_operand(in[2])};
     nnf_ref_broadcast(out[0], 3, ops, where_row, s->k);
     return NNF_OK;
 }

@@ -354,10 +354,6 @@ nnf_bcast_row_fn nnf_ref_binary_row(const nnf_binary_params *p, nnf_dtype a, nnf
 
 /* ---- kernels ---------------------------------------------------------- */
 
-static nnf_bcast_in operand(const nnf_buf *b) {
-    return (nnf_bcast_in){b->data, nnf_dtype_size(b->dtype), b->rank, b->dims};
-}
-
 nnf_status nnf_binary_ref(NNF_KERNEL_ARGS) {
     const nnf_binary_params *p = node->params;
     int n = node->n_inputs;
@@ -375,7 +371,7 @@ nnf_status nnf_binary_ref(NNF_KERNEL_ARGS) {
     if (!row)
         return nnf_node_error(node, NNF_ERR_UNSUPPORTED, "no kernel for %s and %s inputs",
                               nnf_dtype_name(in[0]->dtype), nnf_dtype_name(in[1]->dtype));
-    nnf_bcast_in ops[2] = {operand(in[0]), operand(in[1])};
+    nnf_bcast_in ops[2] = {nnf_bcast_operand(in[0]), nnf_bcast_operand(in[1])};
     int64_t legacy_dims[NNF_MAX_RANK];
     if (p->legacy && p->legacy_broadcast && p->legacy_axis >= 0) {
         /* B spans A's dims [axis, axis + rank(B)): pad B with trailing 1s. */
@@ -393,7 +389,7 @@ nnf_status nnf_binary_ref(NNF_KERNEL_ARGS) {
         if (in[k]->dtype != o->dtype)
             return nnf_node_error(node, NNF_ERR_SHAPE, "input %d is %s, not %s", k,
                                   nnf_dtype_name(in[k]->dtype), nnf_dtype_name(o->dtype));
-        nnf_bcast_in acc[2] = {operand(o), operand(in[k])};
+        nnf_bcast_in acc[2] = {nnf_bcast_operand(o), nnf_bcast_operand(in[k])};
         nnf_ref_broadcast(o, 2, acc, row, p);
     }
     if (p->mean && o->dtype == NNF_DTYPE_FLOAT32) {
@@ -438,7 +434,8 @@ nnf_status nnf_where_ref(NNF_KERNEL_ARGS) {
         return nnf_node_error(node, NNF_ERR_UNSUPPORTED, "no kernel for %s",
                               nnf_dtype_name(out[0]->dtype));
     }
-    nnf_bcast_in ops[3] = {operand(in[0]), operand(in[1]), operand(in[2])};
+    nnf_bcast_in ops[3] = {nnf_bcast_operand(in[0]), nnf_bcast_operand(in[1]),
+                           nnf_bcast_operand(in[2])};
     nnf_ref_broadcast(out[0], 3, ops, row, NULL);
     return NNF_OK;
 }

@@ -24,6 +24,11 @@ typedef struct nnf_bcast_in {
     const int64_t *dims;
 } nnf_bcast_in;
 
+/* A tensor as an operand, its dims as they are. */
+static inline nnf_bcast_in nnf_bcast_operand(const nnf_buf *b) {
+    return (nnf_bcast_in){b->data, nnf_dtype_size(b->dtype), b->rank, b->dims};
+}
+
 /* Visit every element of out (dense, row-major) once, in runs as long as the
  * operands' broadcast patterns allow, calling row for each run. Handles rank 0
  * (one run of 1) and empty outputs (no call). The caller has checked that

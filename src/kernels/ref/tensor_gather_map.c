@@ -142,7 +142,7 @@ typedef struct gm_run {
  * written that way costs more than the read it saves. */
 #define GM_STREAM_ROW 8192
 
-static inline void gm_row_into(const gm_run *g, int64_t base, uint8_t *o) {
+static void gm_row_into(const gm_run *g, int64_t base, uint8_t *o) {
     const nnf_gather_map *m = g->m;
     int r = m->rank;
     size_t es = g->es;
@@ -165,7 +165,7 @@ static inline void gm_row_into(const gm_run *g, int64_t base, uint8_t *o) {
     }
 }
 
-static inline void gm_row(const gm_run *g, int64_t base, uint8_t *o) {
+static void gm_row(const gm_run *g, int64_t base, uint8_t *o) {
     if (!g->stream) {
         gm_row_into(g, base, o);
         return;
@@ -218,8 +218,6 @@ static void gm_block(const gm_run *g, int k, int64_t base, uint8_t *o) {
                 at += c;
                 left -= c;
             }
-        } else if (k + 2 == m->rank) {
-            gm_row(g, base + v * m->istride[k], to); /* rows: no call a row */
         } else {
             gm_block(g, k + 1, base + v * m->istride[k], to);
         }

@@ -366,15 +366,34 @@ nnf_status nnf_top_k_check(const nnf_node *node, const nnf_buf *x, const nnf_buf
  * double on the x87 stack for each comparison), and a contiguous row
  * skipped 16 values at a time while none ranks before the worst held
  * (greater or NaN for largest, smaller for smallest). Writes the k indices
- * in rank order. */
+ * in rank order to out[].index. */
 typedef struct topk_f32 {
     float key;
     int64_t index;
 } topk_f32;
 
-static inline int topk_cmp_f32(float a, int64_t ai, const topk_f32 *b, int largest) {
-    return topk_rank(isnan(a), isnan(b->key), a < b->key, a != b->key, ai, b->index, largest);
+static inline int topk_cmp_f32(const topk_f32 *a, const topk_f32 *b, int largest) {
+    return topk_rank(isnan(a->key), isnan(b->key), a->key < b->key, a->key != b->key, a->index,
+                     b->index, largest);
 }
+
+/* Item `it` into the held items[0..held) (at most k, in rank order) where
+ * it ranks, by binary search with cmp; the worst drops out when k are held.
+ * Written once for the long double and the float items. */
+#define TOPK_INSERT(items, held, k, it, cmp, largest)                                              \
+    do {                                                                                           \
+        int64_t last_ = (held) < (k) ? (held) : (k)-1, lo_ = 0, hi_ = last_;                       \
+        while (lo_ < hi_) {                                                                        \
+            int64_t mid_ = (lo_ + hi_) / 2;                                                        \
+            if (cmp(&(it), &(items)[mid_], largest) < 0)                                           \
+                hi_ = mid_;                                                                        \
+            else                                                                                   \
+                lo_ = mid_ + 1;                                                                    \
+        }                                                                                          \
+        memmove(&(items)[lo_ + 1], &(items)[lo_], (size_t)(last_ - lo_) * sizeof *(items));        \
+        (items)[lo_] = (it);                                                                       \
+        (held) += (held) < (k);                                                                    \
+    } while (0)
 
 /* Whether any of 16 floats ranks before worst, four lanes a compare (GCC's
  * and clang's vector types: SSE2 on any x86-64, NEON on Arm). */
@@ -396,7 +415,7 @@ static inline bool topk_block_hit(const float *x, float worst, int largest) {
 }
 
 static void topk_row_f32(const float *x, size_t inner, int64_t d, int64_t k, int largest,
-                         int64_t *idx) {
+                         topk_item *out) {
     topk_f32 it[TOPK_SELECT];
     int64_t held = 0;
     for (int64_t j = 0; j < d; j++) {
@@ -423,24 +442,13 @@ static void topk_row_f32(const float *x, size_t inner, int64_t d, int64_t k, int
             if (j == d)
                 break;
         }
-        float v = x[(size_t)j * inner];
-        if (held == k && topk_cmp_f32(v, j, &it[k - 1], largest) >= 0)
+        topk_f32 v = {x[(size_t)j * inner], j};
+        if (held == k && topk_cmp_f32(&v, &it[k - 1], largest) >= 0)
             continue;
-        int64_t lo = 0, hi = held < k ? held : k - 1;
-        while (lo < hi) {
-            int64_t mid = (lo + hi) / 2;
-            if (topk_cmp_f32(v, j, &it[mid], largest) < 0)
-                hi = mid;
-            else
-                lo = mid + 1;
-        }
-        int64_t last = held < k ? held : k - 1;
-        memmove(&it[lo + 1], &it[lo], (size_t)(last - lo) * sizeof *it);
-        it[lo] = (topk_f32){v, j};
-        held += held < k;
+        TOPK_INSERT(it, held, k, v, topk_cmp_f32, largest);
     }
     for (int64_t t = 0; t < k; t++)
-        idx[t] = it[t].index;
+        out[t].index = it[t].index;
 }
 
 bool nnf_top_k_rows(const nnf_buf *x, nnf_buf *vals, nnf_buf *inds, int axis, bool largest,
@@ -464,40 +472,21 @@ bool nnf_top_k_rows(const nnf_buf *x, nnf_buf *vals, nnf_buf *inds, int axis, bo
     for (size_t row = first; row < first + count; row++) {
         size_t o = row / inner, i = row % inner;
         int64_t held = 0;
-        if (select && f32) {
-            const float *xrow = (const float *)x->data + o * (size_t)d * inner + i;
-            int64_t idx[TOPK_SELECT];
-            topk_row_f32(xrow, inner, d, k, largest, idx);
-            for (int64_t j = 0; j < k; j++) {
-                size_t at = (o * (size_t)k + (size_t)j) * inner + i;
-                ((float *)vals->data)[at] = xrow[(size_t)idx[j] * inner];
-                if (inds)
-                    ((int64_t *)inds->data)[at] = idx[j];
+        if (select && f32)
+            topk_row_f32((const float *)x->data + o * (size_t)d * inner + i, inner, d, k, largest,
+                         items);
+        else
+            for (int64_t j = 0; j < d; j++) {
+                size_t at = (o * (size_t)d + (size_t)j) * inner + i;
+                topk_item it = {load_key(x->dtype, src, at), j};
+                if (!select) {
+                    items[held++] = it;
+                    continue;
+                }
+                if (held == k && topk_cmp(&it, &items[k - 1], largest) >= 0)
+                    continue;
+                TOPK_INSERT(items, held, k, it, topk_cmp, largest);
             }
-            continue;
-        }
-        for (int64_t j = 0; j < d; j++) {
-            size_t at = (o * (size_t)d + (size_t)j) * inner + i;
-            topk_item it = {load_key(x->dtype, src, at), j};
-            if (!select) {
-                items[held++] = it;
-                continue;
-            }
-            if (held == k && topk_cmp(&it, &items[k - 1], largest) >= 0)
-                continue;
-            int64_t lo = 0, hi = held < k ? held : k - 1;
-            while (lo < hi) {
-                int64_t mid = (lo + hi) / 2;
-                if (topk_cmp(&it, &items[mid], largest) < 0)
-                    hi = mid;
-                else
-                    lo = mid + 1;
-            }
-            int64_t last = held < k ? held : k - 1;
-            memmove(&items[lo + 1], &items[lo], (size_t)(last - lo) * sizeof *items);
-            items[lo] = it;
-            held += held < k;
-        }
         if (!select)
             qsort(items, (size_t)d, sizeof *items, cmp);
         for (int64_t j = 0; j < k; j++) {
