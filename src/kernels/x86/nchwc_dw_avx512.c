@@ -111,12 +111,30 @@ static inline void outside(ptrdiff_t col0, size_t P, size_t SW, ptrdiff_t w, ptr
     *r = end > w ? end - w : 0;
 }
 
+/* The pair's taps, bias, clamp and real lanes (nc2 of the second block),
+ * loaded where the rows run (not built by the caller and copied through
+ * the stack); a full pair's bias without a mask. */
+static inline __attribute__((always_inline)) dw2_regs regs_of(const nnf_nchwc_dw_tile *t,
+                                                              size_t nc2) {
+    nnf_ep_fast f = nnf_ep_fast_init(t->ep);
+    dw2_regs k;
+    k.keep = (__mmask16)(((1u << t->nc) - 1u) | (((1u << nc2) - 1u) << 8));
+    k.lo = _mm512_broadcast_f32x8(f.lo);
+    k.hi = _mm512_broadcast_f32x8(f.hi);
+    k.bias = !t->bias || !f.bias ? _mm512_setzero_ps()
+             : k.keep == 0xffff  ? _mm512_loadu_ps(t->bias)
+                                 : _mm512_maskz_loadu_ps(k.keep, t->bias);
+    for (int i = 0; i < 9; i++)
+        k.w[i] = nnf_load_pair(t->w + (size_t)i * B, 9 * B, 1);
+    return k;
+}
+
 #define ROWS(SW)                                                                                   \
-    static __attribute__((noinline)) void rows_##SW(const nnf_nchwc_dw_tile *t,                    \
-                                                    const dw2_regs *kr, size_t xplane,             \
-                                                    size_t yplane, size_t oh0, size_t noh) {       \
+    static __attribute__((noinline)) void rows_##SW(const nnf_nchwc_dw_tile *t, size_t nc2,        \
+                                                    size_t xplane, size_t yplane, size_t oh0,      \
+                                                    size_t noh) {                                  \
         const nnf_conv2d_shape *s = t->s;                                                          \
-        const dw2_regs k = *kr;                                                                    \
+        const dw2_regs k = regs_of(t, nc2);                                                        \
         const ptrdiff_t w = (ptrdiff_t)s->w, pl = (ptrdiff_t)s->pl;                                \
         const size_t ow = s->ow;                                                                   \
         for (size_t oh = oh0; oh < oh0 + noh; oh++) {                                              \
@@ -189,16 +207,8 @@ ROWS(2)
 
 void nnf_nchwc_dw_rows2_avx512(const nnf_nchwc_dw_tile *t, size_t xplane, size_t yplane, size_t nc2,
                                size_t oh0, size_t noh) {
-    nnf_ep_fast f = nnf_ep_fast_init(t->ep);
-    dw2_regs k;
-    k.keep = (__mmask16)(((1u << t->nc) - 1u) | (((1u << nc2) - 1u) << 8));
-    k.lo = _mm512_broadcast_f32x8(f.lo);
-    k.hi = _mm512_broadcast_f32x8(f.hi);
-    k.bias = t->bias && f.bias ? _mm512_maskz_loadu_ps(k.keep, t->bias) : _mm512_setzero_ps();
-    for (int i = 0; i < 9; i++)
-        k.w[i] = nnf_load_pair(t->w + (size_t)i * B, 9 * B, 1);
     if (t->s->sw == 1)
-        rows_1(t, &k, xplane, yplane, oh0, noh);
+        rows_1(t, nc2, xplane, yplane, oh0, noh);
     else
-        rows_2(t, &k, xplane, yplane, oh0, noh);
+        rows_2(t, nc2, xplane, yplane, oh0, noh);
 }
