@@ -40,11 +40,12 @@ typedef struct dw2_regs {
 
 /* P pixels from y: input column q of the tile (x + q pixels) feeds pixel p
  * through tap j when q = p SW + j; the first L and last R of its (P - 1) SW
- * + 3 columns are outside the row (skipped); rows [r0, r1) of the window
- * inside. */
+ * + 3 columns are outside the row (skipped), or with ANY those outside [0,
+ * w) found at run time; rows [r0, r1) of the window inside. */
 static inline __attribute__((always_inline)) void
-tile(const dw2_regs *k, const float *const *xr, size_t r0, size_t r1, ptrdiff_t col0, size_t xplane,
-     float *y, size_t yplane, const size_t SW, const size_t P, const size_t L, const size_t R) {
+dw2_tile(const dw2_regs *k, const float *const *xr, size_t r0, size_t r1, ptrdiff_t col0,
+         ptrdiff_t w, size_t xplane, float *y, size_t yplane, const size_t SW, const size_t P,
+         const size_t L, const size_t R, const int ANY) {
     __m512 acc[TP];
 #pragma GCC unroll 8
     for (size_t p = 0; p < P; p++)
@@ -56,6 +57,8 @@ tile(const dw2_regs *k, const float *const *xr, size_t r0, size_t r1, ptrdiff_t 
         const float *xp = xr[i] + col0 * (ptrdiff_t)B;
 #pragma GCC unroll 32
         for (size_t q = L; q < (P - 1) * SW + 3 - R; q++) {
+            if (ANY && (col0 + (ptrdiff_t)q < 0 || col0 + (ptrdiff_t)q >= w))
+                continue;
             __m512 xv = nnf_load_pair(xp + q * B, xplane, 1);
 #pragma GCC unroll 3
             for (size_t j = 0; j < 3; j++)
@@ -70,36 +73,18 @@ tile(const dw2_regs *k, const float *const *xr, size_t r0, size_t r1, ptrdiff_t 
     }
 }
 
-/* The generic tile: any P <= TP, the columns outside [0, w) found at run
- * time (rows too short for the constant-clip tiles, pads past 1). */
+/* The constant-clip tile, and the generic one (any P <= TP: rows too short
+ * for the constant-clip tiles, pads past 1). */
+static inline __attribute__((always_inline)) void
+tile(const dw2_regs *k, const float *const *xr, size_t r0, size_t r1, ptrdiff_t col0, size_t xplane,
+     float *y, size_t yplane, const size_t SW, const size_t P, const size_t L, const size_t R) {
+    dw2_tile(k, xr, r0, r1, col0, 0, xplane, y, yplane, SW, P, L, R, 0);
+}
+
 static inline __attribute__((always_inline)) void
 tile_any(const dw2_regs *k, const float *const *xr, size_t r0, size_t r1, ptrdiff_t col0,
          ptrdiff_t w, size_t xplane, float *y, size_t yplane, const size_t SW, const size_t P) {
-    __m512 acc[TP];
-#pragma GCC unroll 8
-    for (size_t p = 0; p < P; p++)
-        acc[p] = _mm512_setzero_ps();
-#pragma GCC unroll 3
-    for (size_t i = 0; i < 3; i++) {
-        if (i < r0 || i >= r1)
-            continue;
-        const float *xp = xr[i] + col0 * (ptrdiff_t)B;
-#pragma GCC unroll 32
-        for (size_t q = 0; q < (P - 1) * SW + 3; q++) {
-            if (col0 + (ptrdiff_t)q < 0 || col0 + (ptrdiff_t)q >= w)
-                continue;
-            __m512 xv = nnf_load_pair(xp + q * B, xplane, 1);
-#pragma GCC unroll 3
-            for (size_t j = 0; j < 3; j++)
-                if (q >= j && (q - j) % SW == 0 && (q - j) / SW < P)
-                    acc[(q - j) / SW] = _mm512_fmadd_ps(xv, k->w[i * 3 + j], acc[(q - j) / SW]);
-        }
-    }
-#pragma GCC unroll 8
-    for (size_t p = 0; p < P; p++) {
-        __m512 v = _mm512_max_ps(k->lo, _mm512_add_ps(acc[p], k->bias));
-        nnf_store_pair(y + p * B, yplane, 1, _mm512_maskz_min_ps(k->keep, k->hi, v));
-    }
+    dw2_tile(k, xr, r0, r1, col0, w, xplane, y, yplane, SW, P, 0, 0, 1);
 }
 
 /* Columns of the tile of P pixels at output column o outside the row on
