@@ -585,6 +585,7 @@ void nnf_nchwc_conv_span_avx2(const nnf_nchwc_conv_job *j, size_t b, size_t ocb0
                 oh = end;
             } else {
                 nnf_nchwc_wfetch_upto(&wf, oh + 1 - oh0);
+                nnf_nchwc_fetch_next_rows(j, a.x, a.u0, a.u1, oh, oh1);
                 row(j, &a, &ec, ocb0, nob, oh, ow0, ow1);
                 oh++;
             }

@@ -628,24 +628,7 @@ void nnf_nchwc_conv_span_avx512(const nnf_nchwc_conv_job *j, size_t b, size_t oc
         a.wf = &wf;
         for (size_t oh = oh0; oh < oh1; oh++) {
             nnf_nchwc_wfetch_upto(&wf, oh + 1 - oh0);
-            if (j->lanes == 1 && oh + 1 < oh1) {
-                /* an NCHW input (a model's first conv): the next output
-                 * row's new input rows, every channel. The image comes
-                 * cold, and MobileNetV2's 3 -> 32 stride-2 stem (27 FMAs
-                 * an output) waited on it: 0.152 -> 0.125 ms in the model,
-                 * which ran 0.981 / 0.980 on 1 / 2 threads (ab_builds,
-                 * 6 / 4 processes); ResNet-50's 7x7 and YOLOv5s's 6x6
-                 * stems, with more work a row, even */
-                ptrdiff_t r_lo = (ptrdiff_t)(oh * s->sh) - (ptrdiff_t)s->pt + (ptrdiff_t)s->kh;
-                for (size_t u = 0; u < a.nu; u++)
-                    for (ptrdiff_t r = r_lo; r < r_lo + (ptrdiff_t)s->sh; r++) {
-                        if (r < 0 || r >= (ptrdiff_t)j->h)
-                            continue;
-                        const char *rp = (const char *)(a.x + u * j->x_unit + (size_t)r * j->x_row);
-                        for (size_t bo = 0; bo < j->x_row * sizeof(float); bo += 64)
-                            _mm_prefetch(rp + bo, _MM_HINT_T0);
-                    }
-            }
+            nnf_nchwc_fetch_next_rows(j, a.x, 0, a.nu, oh, oh1);
             nnf_nchwc_taps(oh, s->sh, s->pt, s->dh, s->kh, j->h, &a.kh0, &a.kh1);
             a.ih = (ptrdiff_t)(oh * s->sh) - (ptrdiff_t)s->pt;
             /* rebuilt when the K block or the row's clipping changes */
