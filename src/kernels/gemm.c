@@ -402,15 +402,6 @@ static const float *packed_panels(const nnf_gemm_packed *p, size_t mn0, size_t p
     return (p->blocks ? p->blocks[pc / p->kc] : p->data + pc * p->mn_pad) + mn0 * kcb;
 }
 
-/* Fetch the next A micropanel into L1 a slice per microkernel call, so the
- * first call on it does not wait for L3 on every broadcast. */
-static inline void prefetch_slice(const float *next, size_t bytes, size_t call, size_t calls) {
-    size_t lines = (bytes + 63) / 64, per = (lines + calls - 1) / calls;
-    const char *p = (const char *)next + call * per * 64;
-    for (size_t l = 0; l < per && (call * per + l) < lines; l++)
-        __builtin_prefetch(p + l * 64, 0, 3);
-}
-
 /* A is read in place (cfg->ukernel_direct) only when a task's columns of B
  * are at most this many panels: packing costs a copy of A per K block
  * whatever N is, and each packed panel then serves every B panel, so it
@@ -463,17 +454,6 @@ static bool direct_fits_l1(size_t ld, size_t kc, size_t mr) {
 static inline const float *a_in_place(const gemm_job *j, size_t ir, size_t mm, size_t split,
                                       size_t row, size_t pc) {
     return j->direct && mm == j->cfg->mr && ir < split ? j->a->data + row * j->a->ld + pc : NULL;
-}
-
-/* The same for the next panel's rows of an A read in place (row stride ld
- * floats, kc of each from a). */
-static inline void prefetch_rows_slice(const float *a, size_t ld, size_t rows, size_t kc,
-                                       size_t call, size_t calls) {
-    size_t lpr = (kc * sizeof(float) + 63) / 64 + 1, lines = rows * lpr;
-    size_t per = (lines + calls - 1) / calls,
-           l1 = (call + 1) * per < lines ? (call + 1) * per : lines;
-    for (size_t l = call * per; l < l1; l++)
-        __builtin_prefetch((const char *)(a + l / lpr * ld) + l % lpr * 64, 0, 3);
 }
 
 /* Prefetch (into L2) the strided rows of B that the next block will pack,
@@ -750,18 +730,13 @@ static void gemm_task(void *ctx, size_t i0, size_t j0, size_t mi, size_t nj) {
                     const float *rrow =
                         t.ep && ep->residual ? ep->residual + row * ep->ld_residual + jc : NULL;
                     const float *arow = a_in_place(j, ir, mm, split, row, pc);
-                    /* the next panel: read in place, or packed */
-                    size_t nir = ir + mm;
-                    int next_direct = direct && nir + mr <= split && nir < mcb;
-                    int more = nir < mcb && !next_direct;
-                    for (size_t jr = 0, call = 0; jr < ncb; jr += nr, call++) {
+                    /* No fetch of the next A panel: GCC 12 had deleted the
+                     * __builtin_prefetch loops that fetched it a slice per
+                     * call (base/prefetch.h), and restored they cost
+                     * BERT-base 1.078x and ResNet-50 1.011x its time
+                     * (ab_builds, 1 thread): the panel is in L2 already. */
+                    for (size_t jr = 0; jr < ncb; jr += nr) {
                         size_t nn = ncb - jr < nr ? ncb - jr : nr;
-                        if (more)
-                            prefetch_slice(apanel + mr * kcb, mr * kcb * sizeof(float), call,
-                                           calls);
-                        else if (next_direct)
-                            prefetch_rows_slice(j->a->data + (row + mm) * j->a->ld + pc, j->a->ld,
-                                                mr, kcb, call, calls);
                         if (t.ep) {
                             if (ep->bias_kind == NNF_BIAS_PER_COL)
                                 t.bias = ep->bias + jc + jr;

@@ -20,6 +20,7 @@
 #define NNF_KERNELS_NCHWC_H
 
 #include "base/cpu.h"
+#include "base/prefetch.h"
 #include "base/status.h"
 #include "base/threadpool.h"
 #include "kernels/conv_fast.h"
@@ -258,14 +259,7 @@ static inline void nnf_nchwc_fetch_next_rows(const nnf_nchwc_conv_job *j, const 
                 continue;
             const char *p = (const char *)(x + u * j->x_unit + (size_t)r * j->x_row);
             for (size_t o = 0; o < j->x_row * sizeof(float); o += 64)
-#if defined(__x86_64__)
-                /* as an asm statement: GCC 12 deleted this loop written
-                 * with __builtin_prefetch once inlined into the AVX-512
-                 * span (found in its objdump) */
-                __asm__ volatile("prefetcht0 %0" : : "m"(p[o]));
-#else
-                __builtin_prefetch(p + o, 0, 3);
-#endif
+                nnf_prefetch_l1(p + o); /* not __builtin_prefetch: base/prefetch.h */
         }
 }
 
