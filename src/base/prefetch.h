@@ -3,9 +3,8 @@
  * inline helper holding it was inlined into a large caller, leaving no
  * instruction (-fno-tree-dce kept them): the NCHW-input rows fetch of the
  * AVX-512 conv span (kernels/nchwc.h, which now uses these), and the
- * GEMM's A-panel fetches, which had been dead in every build since they
- * were written (restored, they cost BERT-base 1.078x its time: gemm.c no
- * longer has them). An asm statement is never deleted. Check a new
+ * GEMM's A-panel fetches, dead in the build that found this (restored,
+ * they cost BERT-base 1.078x its time: gemm.c no longer has them). An asm statement is never deleted. Check a new
  * prefetch loop with objdump. */
 #ifndef NNF_BASE_PREFETCH_H
 #define NNF_BASE_PREFETCH_H
