@@ -106,20 +106,21 @@ bool nnf_gather_elements_rows(const nnf_buf *x, const nnf_buf *idx, nnf_buf *y, 
                 }
                 drow[j] = srow[k];
             }
-        } else
+        } else {
             for (int64_t j = 0; j < inner; j++) {
-            int64_t v = i64 ? i64[i + (size_t)j]
-                            : nnf_read_index(idx->dtype, idx->data, (int64_t)i + j),
-                    k;
-            if (!norm_index(v, d, &k)) {
-                *bad = v;
-                return false;
+                int64_t v = i64 ? i64[i + (size_t)j]
+                                : nnf_read_index(idx->dtype, idx->data, (int64_t)i + j),
+                        k;
+                if (!norm_index(v, d, &k)) {
+                    *bad = v;
+                    return false;
+                }
+                size_t off = (size_t)(base + k * xs[axis] + (axis == r - 1 ? 0 : j));
+                if (es == 4)
+                    memcpy(dst + (i + (size_t)j) * 4, src + off * 4, 4);
+                else
+                    memcpy(dst + (i + (size_t)j) * es, src + off * es, es);
             }
-            size_t off = (size_t)(base + k * xs[axis] + (axis == r - 1 ? 0 : j));
-            if (es == 4)
-                memcpy(dst + (i + (size_t)j) * 4, src + off * 4, 4);
-            else
-                memcpy(dst + (i + (size_t)j) * es, src + off * es, es);
         }
         for (int a = r - 2; a >= 0 && ++pos[a] == idx->dims[a]; a--)
             pos[a] = 0;
