@@ -37,9 +37,17 @@ nnf_status nnf_file_map(const char *path, nnf_mapping **out) {
             return nnf_error(NNF_ERR_IO, "%s: cannot map: %s", path, strerror(e));
         }
     }
-    close(fd);
+    m->fd = fd;
     *out = m;
     return NNF_OK;
+}
+
+void nnf_mappings_close_files(nnf_mapping *m) {
+    for (; m; m = m->next)
+        if (m->fd >= 0) {
+            close(m->fd);
+            m->fd = -1;
+        }
 }
 
 void nnf_mappings_free(nnf_mapping *m) {
@@ -47,6 +55,8 @@ void nnf_mappings_free(nnf_mapping *m) {
         nnf_mapping *n = m->next;
         if (m->addr)
             munmap(m->addr, m->size);
+        if (m->fd >= 0)
+            close(m->fd);
         nnf_free((void *)m->path);
         nnf_free(m);
         m = n;

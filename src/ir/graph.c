@@ -4,11 +4,12 @@
 #include "base/file.h"
 #include "base/log.h"
 
+#include <errno.h>
 #include <inttypes.h>
-#include <sys/mman.h>
-#include <unistd.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 typedef struct name_index {
     int *slots; /* value id + 1; 0 = empty */
@@ -187,16 +188,46 @@ bool nnf_graph_drop_value_pages(const nnf_graph *g, int v) {
     return val->data && release_mapped_pages(root_of((nnf_graph *)g), val->data, val->nbytes);
 }
 
-void nnf_value_scale_rows(const nnf_value *val, float *dst) {
+/* The nbytes at data, inside one of g's file mappings, read from the file
+ * into dst. False where data is in none with its file open, or a read
+ * fails (dst then unspecified). Read through the mapping, the copy faulted
+ * each 64 KiB of it in (fault-around) and the pages went back after it
+ * (release_mapped_pages): 102 MB took 21-26 ms that way, 13-17 with pread. */
+static bool read_from_file(const nnf_graph *g, const void *data, size_t nbytes, void *dst) {
+    const char *d = data;
+    const nnf_mapping *lists[2] = {g->mappings, g->borrowed_mappings};
+    for (int l = 0; l < 2; l++)
+        for (const nnf_mapping *m = lists[l]; m; m = m->next) {
+            const char *base = m->addr;
+            if (m->fd < 0 || !base || d < base || d + nbytes > base + m->size)
+                continue;
+            size_t done = 0;
+            while (done < nbytes) {
+                ssize_t r = pread(m->fd, (char *)dst + done, nbytes - done,
+                                  (off_t)(d - base) + (off_t)done);
+                if (r < 0 && errno == EINTR)
+                    continue;
+                if (r <= 0)
+                    return false;
+                done += (size_t)r;
+            }
+            return true;
+        }
+    return false;
+}
+
+void nnf_value_scale_rows(const nnf_graph *g, const nnf_value *val, float *dst) {
     size_t n = val->nbytes / sizeof(float);
     size_t rows = val->shape.rank > 0 && val->shape.dims[0] > 0 ? (size_t)val->shape.dims[0] : 1;
     size_t per = n / rows;
     const unsigned char *src = val->data;
+    bool read = read_from_file(&root_of((nnf_graph *)g)->g, val->data, n * sizeof(float), dst);
     for (size_t r = 0; r < rows; r++) {
         /* a row is copied (any alignment) and scaled while in L1; four at
          * a time, which the compiler turns into one vector multiply */
         float s = val->row_scale[r], *d = dst + r * per;
-        memcpy(d, src + r * per * sizeof(float), per * sizeof(float));
+        if (!read)
+            memcpy(d, src + r * per * sizeof(float), per * sizeof(float));
         size_t i = 0;
         for (; i + 4 <= per; i += 4) {
             d[i] *= s;

@@ -162,6 +162,7 @@ typedef struct nnf_mapping {
     const char *path;
     void *addr;
     size_t size;
+    int fd; /* the file, open while mapped (copies read it with pread), or -1 */
 } nnf_mapping;
 
 struct nnf_graph {
@@ -213,8 +214,9 @@ void *nnf_graph_take_value_block(nnf_graph *g, int v);
 
 /* dst = value val's data with its pending row scale applied (val->row_scale
  * set; the data read byte-wise, as it may be misaligned): nbytes of aligned
- * floats. Touches no graph state. */
-void nnf_value_scale_rows(const nnf_value *val, float *dst);
+ * floats. Data in a file mapping of g is read from the file (pread), not
+ * through the mapping. Touches no graph state. */
+void nnf_value_scale_rows(const nnf_graph *g, const nnf_value *val, float *dst);
 /* Value v's data becomes block (from nnf_graph_block_alloc), an ordinary
  * aligned copy: the old data and the row scale's block are released. */
 void nnf_graph_set_value_block(nnf_graph *g, int v, void *block);

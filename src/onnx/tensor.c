@@ -267,6 +267,10 @@ static nnf_status check_location(const char *loc) {
     return NNF_OK;
 }
 
+/* External data files kept open while the model loads (their weights are
+ * read with pread where a copy is made); past these, through the mapping. */
+#define MAX_OPEN_EXTERNAL 16
+
 static nnf_status map_external(nnf_onnx_ctx *cx, const char *loc, nnf_mapping **out) {
     NNF_CHECK(check_location(loc));
     const char *dir = cx->base_dir && cx->base_dir[0] ? cx->base_dir : NULL;
@@ -281,15 +285,21 @@ static nnf_status map_external(nnf_onnx_ctx *cx, const char *loc, nnf_mapping **
     else
         snprintf(path, total, "%s", loc);
     nnf_status st = NNF_OK;
-    for (nnf_mapping *m = cx->root->mappings; m; m = m->next)
+    int open_files = 0;
+    for (nnf_mapping *m = cx->root->mappings; m; m = m->next) {
         if (!strcmp(m->path, path)) {
             *out = m;
             goto done;
         }
+        open_files += m->fd >= 0;
+    }
     nnf_mapping *m = NULL;
     st = nnf_file_map(path, &m);
     if (st != NNF_OK)
         goto done;
+    /* a file a tensor (ONNX allows it) would keep a descriptor each */
+    if (open_files >= MAX_OPEN_EXTERNAL)
+        nnf_mappings_close_files(m);
     m->next = cx->root->mappings;
     cx->root->mappings = m;
     *out = m;

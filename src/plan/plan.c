@@ -67,7 +67,7 @@ static nnf_status apply_row_scales(plan_job *j, const nnf_node *n) {
                              "node '%s' (%s): out of memory folding the BatchNormalization "
                              "scale into '%s' (%zu bytes)",
                              n->name, n->op_type, val->name, val->nbytes);
-        nnf_value_scale_rows(val, block);
+        nnf_value_scale_rows(g, val, block);
         pthread_mutex_lock(&j->mu);
         nnf_graph_set_value_block(g, v, block);
         pthread_mutex_unlock(&j->mu);

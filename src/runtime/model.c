@@ -291,6 +291,7 @@ static nnf_status load_model(const void *data, size_t size, const char *source,
         nnf_error_prefix(st, "%s", source);
         goto fail;
     }
+    nnf_mappings_close_files(m->graph->mappings); /* planned: nothing reads them any more */
     NNF_LOG_INFO("loaded %s: %d nodes, %d values", source, m->graph->n_nodes, m->graph->n_values);
     m->packs = NULL;
     *out = m;

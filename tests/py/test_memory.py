@@ -302,3 +302,23 @@ def test_conv_weights_folded_from_the_file(tmp_path, pad):
             for name, w in zip(("y1", "y2", "y3", "y4"), want):
                 np.testing.assert_allclose(out[name], w, rtol=1e-4, atol=1e-4, err_msg=f"{name} {kw} pad {pad}")
     assert path.read_bytes() == data
+
+
+@pytest.mark.parametrize("pad", [0, 1, 3])
+def test_folded_weights_read_from_the_file_then_closed(tmp_path, pad):
+    """A folded BatchNormalization's weights loaded from a path are read from the file (pread),
+    from a buffer through memory: the same bits either way, at one and two threads; and the loaded
+    model holds no file descriptor (the load closes its files once it has planned)."""
+    data = conv_weights_model(pad)
+    path = tmp_path / "c.onnx"
+    path.write_bytes(data)
+    fds = len(os.listdir("/proc/self/fd"))
+    for threads in (1, 2):
+        model = nnfuse.Model(str(path), threads=threads)
+        assert len(os.listdir("/proc/self/fd")) == fds
+        from_file = nnfuse.Session(model, threads=threads).run({"x": X})
+        from_buffer = nnfuse.Session(data, threads=threads).run({"x": X})
+        for name in ("y1", "y2", "y3", "y4"):
+            np.testing.assert_array_equal(from_file[name], from_buffer[name], err_msg=f"{name} {threads}")
+        del model
+    assert len(os.listdir("/proc/self/fd")) == fds
