@@ -313,7 +313,8 @@ nnf_status nnf_graph_align_value(nnf_graph *g, int v) {
                          "out of memory aligning initializer '%.200s' (%zu bytes)", val->name,
                          val->nbytes);
     NNF_LOG_TRACE("initializer '%s' copied aligned (%zu bytes)", val->name, val->nbytes);
-    memcpy(copy, val->data, val->nbytes);
+    if (!read_from_file(&root_of(g)->g, val->data, val->nbytes, copy))
+        memcpy(copy, val->data, val->nbytes);
     release_mapped_pages(root_of(g), val->data, val->nbytes);
     val->data = copy;
     val->misaligned = false;
