@@ -507,6 +507,18 @@ void nnf_nchwc_pool(const nnf_nchwc_pool_shape *s, const float *x, float *y, nnf
 void nnf_nchwc_global_pool(const float *x, float *y, size_t n, size_t c, size_t hw, int is_max, nnf_isa isa,
                            nnf_threadpool *pool);
 
+/* ---- Add / Sub / Mul with a per-channel operand (nchwc_binary.c) ----
+ * y = x op v, or v op x when v_first (Sub), for op NNF_EWB_ADD, _SUB or
+ * _MUL (nnf_ew_binop): x and y blocked [n][cb][hw][8], v blocked too, one
+ * [cb][8] vector per image (v_per_image) or one for all images: the
+ * [N or 1, C, 1, 1] operand of a squeeze-and-excitation scale or a
+ * per-channel shift. Both operands' padding lanes are zero, and 0 op 0 is
+ * 0, so y's are too. Each value is the one IEEE operation the reference
+ * does. */
+void nnf_nchwc_channel_binary(int op, const float *x, const float *v, float *y, size_t n, size_t cb,
+                              size_t hw, int v_per_image, int v_first, nnf_isa isa,
+                              nnf_threadpool *pool);
+
 /* ---- nearest Resize (nchwc_resize.c) ----
  * y[b][cb][i][j][:] = x[b][cb][rows[i]][cols[j]][:] for i < oh, j < ow;
  * rows[] / cols[] are the source indices the Resize plan computed (each in

@@ -334,3 +334,16 @@ nnf_status nnf_nchwc_global_avgpool_ref(NNF_KERNEL_ARGS) {
 nnf_status nnf_nchwc_global_maxpool_ref(NNF_KERNEL_ARGS) {
     return global_ref(node, in, out, ctx, nnf_global_maxpool_ref);
 }
+
+/* Add / Sub / Mul with a per-channel operand: both operands and the output
+ * at their padded channel counts (zero op zero is zero in the padding
+ * lanes), through the ONNX op's reference kernel, whose broadcasting takes
+ * the [N or 1, C8, 1, 1] operand. */
+nnf_status nnf_nchwc_binary_ref(NNF_KERNEL_ARGS) {
+    if (!in[0] || !in[1] || in[0]->rank != 4 || in[1]->rank != 4 || out[0]->rank != 4)
+        return nnf_node_error(node, NNF_ERR_SHAPE, "a blocked %s takes 4-D operands",
+                              node->op_type);
+    int idx[3] = {0, 1, -1};
+    int64_t ch[2] = {in[0]->dims[1], in[1]->dims[1]};
+    return wrap_ref(node, in, out, ctx, nnf_binary_ref, idx, ch, out[0]->dims[1], 0);
+}

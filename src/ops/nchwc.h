@@ -26,7 +26,14 @@
  *                        optional); X and output blocked
  *   MaxPool, AveragePool blocked in and out
  *   GlobalAveragePool, GlobalMaxPool   blocked in, [N,channels,1,1] out
+ *                        (channels rounded up to 8: the output blocked, the
+ *                        same bytes)
  *   Resize               nearest Resize of H and W, blocked in and out
+ *   Add, Sub, Mul        one operand blocked [N,C8,H,W], the other blocked
+ *                        [N or 1,C8,1,1] (per channel: a squeeze-and-
+ *                        excitation scale), output blocked; the node keeps
+ *                        the ONNX op's params (same-shape ones stay ONNX
+ *                        ops on blocked values: layout-blind)
  *
  * Their reference kernels reorder to NCHW, run the NCHW op's reference
  * kernel and reorder back, so the oracle stays the ONNX op's. */

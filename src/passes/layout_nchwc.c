@@ -16,9 +16,12 @@
  *                   blocked kernel for the shape (nnf_nchwc_conv_shape),
  *                   and not a shape the NCHW Winograd kernel takes
  *   MaxPool/AveragePool (one output), GlobalAveragePool/GlobalMaxPool
- *                   (their output is plain), nearest Resize of H and W,
+ *                   (their output plain, or blocked for blocked readers),
+ *                   nearest Resize of H and W,
  *                   when the input is blocked
- *   Add/Sub/Mul     two inputs of one 4-D shape, one of them blocked
+ *   Add/Sub/Mul     two inputs of one 4-D shape, one of them blocked; or
+ *                   a blocked one and a per-channel [N or 1, C, 1, 1] one
+ *                   (a squeeze-and-excitation scale), as the blocked op
  *   Relu/LeakyRelu  blocked input (f(0) = 0 keeps the padding lanes zero)
  *   Concat          on channels, every input a whole number of blocks
  * Runs on AVX2 and above, where the blocked kernels are the fast ones. */
@@ -27,6 +30,7 @@
 #include "base/cpu.h"
 #include "base/log.h"
 #include "kernels/nchwc.h"
+#include "ops/elementwise.h"
 #include "ops/nchwc.h"
 #include "ops/op.h"
 #include "ops/resize.h"
@@ -340,6 +344,27 @@ static bool const_nearest_hw_resize(const layout *L, const nnf_node *n) {
     return x->dims[0] == y->dims[0] && x->dims[1] == y->dims[1];
 }
 
+/* Binary node n's per-channel operand (0 or 1): the other is blocked and
+ * of the output's shape [N, C, H, W] (H x W > 1), this one [N or 1, C, 1,
+ * 1]; -1 when not so, or under the legacy (opset < 7) broadcast rules. */
+static int per_channel_operand(const layout *L, const nnf_node *n) {
+    const nnf_binary_params *p = n->params;
+    int y = n->outputs[0];
+    if (!p || p->legacy || !plain_4d_f32(L, n->inputs[0]) || !plain_4d_f32(L, n->inputs[1]) ||
+        !plain_4d_f32(L, y))
+        return -1;
+    const int64_t *yd = shape_of(L, y)->dims;
+    for (int k = 0; k < 2; k++) {
+        const int64_t *xd = shape_of(L, n->inputs[1 - k])->dims,
+                      *vd = shape_of(L, n->inputs[k])->dims;
+        if (blocked(L, n->inputs[1 - k]) && !memcmp(xd, yd, 4 * sizeof(int64_t)) &&
+            yd[2] * yd[3] > 1 && (vd[0] == 1 || vd[0] == yd[0]) && vd[1] == yd[1] && vd[2] == 1 &&
+            vd[3] == 1)
+            return k;
+    }
+    return -1;
+}
+
 static nnf_status try_other(layout *L, int id, bool *done) {
     nnf_graph *g = L->g;
     const nnf_node *n = &g->nodes[id];
@@ -361,6 +386,13 @@ static nnf_status try_other(layout *L, int id, bool *done) {
             return oom("pool attributes");
         p->channels = c;
         NNF_CHECK(use_blocked(L, id, 0));
+        /* [N, C, 1, 1] blocked is [N, C8, 1, 1] plain: the padded channel
+         * count makes the pool's output blocked where a reader can take it
+         * so (a squeeze-and-excitation conv), saving a reorder */
+        if (!no_blocked_readers(L, y)) {
+            p->channels = nnf_nchwc_round(c);
+            NNF_CHECK(move_output(L, id, c));
+        }
         retype(L, id, is_op(n, "GlobalAveragePool") ? "GlobalAveragePool" : "GlobalMaxPool", p);
     } else if (is_op(n, "Resize") && const_nearest_hw_resize(L, n)) {
         NNF_CHECK(use_blocked(L, id, 0));
@@ -374,6 +406,14 @@ static nnf_status try_other(layout *L, int id, bool *done) {
         NNF_CHECK(use_blocked(L, id, 1));
         NNF_CHECK(move_output(L, id, c));
         L->count++;
+    } else if ((is_op(n, "Add") || is_op(n, "Sub") || is_op(n, "Mul")) && n->n_inputs == 2 &&
+               per_channel_operand(L, n) >= 0) {
+        /* the vector reordered in is a few KiB; the NCHW op instead needs
+         * the whole tensor reordered out and its result back in */
+        NNF_CHECK(use_blocked(L, id, 0));
+        NNF_CHECK(use_blocked(L, id, 1));
+        NNF_CHECK(move_output(L, id, c));
+        retype(L, id, n->op_type, n->params);
     } else if ((is_op(n, "Relu") || is_op(n, "LeakyRelu")) && n->n_inputs == 1) {
         NNF_CHECK(use_blocked(L, id, 0));
         NNF_CHECK(move_output(L, id, c));

@@ -6,6 +6,7 @@
 #include "plan/kernels.h"
 
 #include "base/alloc.h"
+#include "kernels/eltwise_fast.h"
 #include "kernels/nchwc.h"
 #include "kernels/resize_fast.h"
 #include "ops/conv.h"
@@ -420,4 +421,60 @@ nnf_status nnf_plan_nchwc_resize(NNF_PLAN_ARGS) {
     s->isa = blocked_isa();
     snprintf(s->name, sizeof s->name, "f32_resize_nearest_nchwc8_%s", nnf_isa_name(s->isa));
     return bind(plan, s->name, resize_run, s, resize_state_free);
+}
+
+/* ---- Add / Sub / Mul with a per-channel operand ------------------------ */
+
+typedef struct channel_state {
+    int op, v_input, v_per_image;
+    size_t n, cb, hw, numel[3]; /* x, v, y as planned */
+    nnf_isa isa;
+    char name[48];
+} channel_state;
+
+static nnf_status channel_run(NNF_KERNEL_ARGS) {
+    const channel_state *s = ctx->state;
+    const nnf_buf *x = in[1 - s->v_input], *v = in[s->v_input];
+    if (x->numel != s->numel[0] || v->numel != s->numel[1] || out[0]->numel != s->numel[2])
+        return nnf_node_error(node, NNF_ERR_SHAPE, "%s: shapes differ from the plan", s->name);
+    nnf_nchwc_channel_binary(s->op, x->data, v->data, out[0]->data, s->n, s->cb, s->hw,
+                             s->v_per_image, s->v_input == 0, s->isa, ctx->pool);
+    return NNF_OK;
+}
+
+nnf_status nnf_plan_nchwc_binary(NNF_PLAN_ARGS) {
+    const nnf_tinfo *y = &out[0];
+    if (!known_f32(&in[0], 4) || !known_f32(&in[1], 4) || !known_f32(y, 4))
+        return NNF_OK;
+    const int64_t *yd = y->shape.dims;
+    /* x: the operand of the output's shape; v: [N or 1, C8, 1, 1] (not both) */
+    int v_input = -1;
+    for (int k = 0; k < 2; k++) {
+        const int64_t *xd = in[1 - k].shape.dims, *vd = in[k].shape.dims;
+        if (!memcmp(xd, yd, 4 * sizeof(int64_t)) && (vd[0] == 1 || vd[0] == yd[0]) &&
+            vd[1] == yd[1] && vd[2] == 1 && vd[3] == 1 && yd[2] * yd[3] > 1)
+            v_input = k;
+    }
+    int op = !strcmp(node->op_type, "Add")   ? NNF_EWB_ADD
+             : !strcmp(node->op_type, "Sub") ? NNF_EWB_SUB
+             : !strcmp(node->op_type, "Mul") ? NNF_EWB_MUL
+                                             : -1;
+    if (v_input < 0 || op < 0 || yd[1] % NNF_NCHWC_B)
+        return NNF_OK;
+    channel_state *s = nnf_calloc(1, sizeof *s);
+    if (!s)
+        return plan_oom(node);
+    s->op = op;
+    s->v_input = v_input;
+    s->n = (size_t)yd[0];
+    s->cb = (size_t)yd[1] / NNF_NCHWC_B;
+    s->hw = (size_t)(yd[2] * yd[3]);
+    s->v_per_image = in[v_input].shape.dims[0] == yd[0] && yd[0] > 1;
+    s->numel[0] = (size_t)nnf_shape_numel(&in[1 - v_input].shape);
+    s->numel[1] = (size_t)nnf_shape_numel(&in[v_input].shape);
+    s->numel[2] = (size_t)nnf_shape_numel(&y->shape);
+    s->isa = blocked_isa();
+    snprintf(s->name, sizeof s->name, "f32_%s_per_channel_nchwc8_%s", node->op_type,
+             nnf_isa_name(s->isa));
+    return bind(plan, s->name, channel_run, s, nnf_free);
 }

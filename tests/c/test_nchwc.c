@@ -563,6 +563,58 @@ static void test_resize(nnf_isa isa) {
         }
 }
 
+/* ---- Add / Sub / Mul with a per-channel operand ---- */
+
+/* One op (0 add, 1 sub, 2 mul, as nnf_ew_binop) against the plain loop, bit
+ * for bit: NaN and infinities in both operands, the padding lanes zero, 1,
+ * 2 and (in the soak) 3 threads the same. */
+static void check_channel(size_t n, size_t c, size_t hw, int op, int per_image, int v_first,
+                          nnf_isa isa) {
+    size_t cb = nnf_nchwc_blocks(c), bn = n * cb * 8 * hw, vn = per_image ? n : 1;
+    float *x = check_rand_buf(n * c * hw), *v = check_rand_buf(vn * c);
+    float *xb = nan_buf(bn), *vb = nan_buf(vn * cb * 8);
+    float *y1 = out_buf(bn, FILL1), *y2 = out_buf(bn, FILL2),
+          *y3 = pool3 ? out_buf(bn, FILL3) : NULL;
+    x[n * c * hw / 2] = NAN;
+    x[0] = INFINITY;
+    v[vn * c - 1] = -INFINITY;
+    nnf_nchwc_from_nchw(x, xb, n, c, hw, NNF_ISA_SCALAR, NULL);
+    nnf_nchwc_from_nchw(v, vb, vn, c, 1, NNF_ISA_SCALAR, NULL);
+    nnf_nchwc_channel_binary(op, xb, vb, y1, n, cb, hw, per_image, v_first, isa, NULL);
+    nnf_nchwc_channel_binary(op, xb, vb, y2, n, cb, hw, per_image, v_first, isa, pool2);
+    if (pool3)
+        nnf_nchwc_channel_binary(op, xb, vb, y3, n, cb, hw, per_image, v_first, isa, pool3);
+    const char *why = outputs_differ(y1, y2, y3, bn);
+    CHECK_MSG(!why, "channel op %d %s n %zu c %zu hw %zu: %s", op, nnf_isa_name(isa), n, c, hw,
+              why);
+    int bad = 0;
+    for (size_t b = 0; b < n; b++)
+        for (size_t k = 0; k < cb * 8; k++)
+            for (size_t p = 0; p < hw; p++) {
+                float got = y1[blk_at(b, k, p, cb, hw)];
+                if (k >= c) {
+                    bad += !bits_zero(got);
+                    continue;
+                }
+                float a = x[(b * c + k) * hw + p], e = v[(per_image ? b : 0) * c + k];
+                float want = op == 2 ? a * e : op == 0 ? a + e : v_first ? e - a : a - e;
+                bad += isnan(want) ? !isnan(got) : memcmp(&got, &want, sizeof got) != 0;
+            }
+    CHECK_MSG(bad == 0, "channel op %d %s n %zu c %zu hw %zu per_image %d v_first %d: %d wrong", op,
+              nnf_isa_name(isa), n, c, hw, per_image, v_first, bad);
+    free(x), free(v), free(xb), free(vb), free(y1), free(y2), free(y3);
+}
+
+static void test_channel(nnf_isa isa) {
+    /* 1 and 3 pixels (no 4-pixel group), primes, a run of 2048 +- 1 */
+    static const size_t cs[] = {1, 8, 13, 17}, hws[] = {1, 3, 49, 61, 2047, 2049};
+    for (size_t ci = 0; ci < 4; ci++)
+        for (size_t hi = 0; hi < 6; hi++)
+            for (int op = 0; op < 3; op++)
+                check_channel(hi % 2 ? 2 : 1, cs[ci], hws[hi], op, (int)(ci + hi) % 2,
+                              op == 1 && ci % 2, isa);
+}
+
 /* ---- the soak ---- */
 
 /* Uniform in [lo, hi]. */
@@ -692,6 +744,19 @@ static void soak_pool(nnf_isa top) {
     }
 }
 
+static void soak_channel(nnf_isa top) {
+    for (;;) {
+        size_t n = 1 + (size_t)(check_unit() < 0.3), c = soak_channels();
+        size_t hw = check_unit() < 0.5 ? soak_extent() : soak_extent() * soak_extent();
+        if ((double)(n * c * hw) > SOAK_WORK)
+            continue;
+        int op = (int)uniform(0, 2), per_image = check_unit() < 0.5, v_first = check_unit() < 0.5;
+        for (int t = NNF_ISA_SCALAR; t <= (int)top; t++)
+            check_channel(n, c, hw, op, per_image, v_first, (nnf_isa)t);
+        return;
+    }
+}
+
 static void soak_global(nnf_isa top) {
     for (;;) {
         size_t n = 1 + (size_t)(check_unit() < 0.3), c = soak_channels();
@@ -734,13 +799,11 @@ static void soak_reorder(nnf_isa top) {
 }
 
 /* NNF_TEST_SOAK=N runs N more random cases of each family (depthwise, pool,
- * global pool, resize, reorder) from NNF_TEST_SEED (default 1) on every tier,
- * on 1, 2 and 3 threads: channels to 300, maps to 60 x 60, kernels 1..7 on
- * each axis (and 63..66 rows), strides 1..3 and dilation 1..2 per axis,
- * asymmetric padding 0..3, batch 1..2, every activation with bias, residual
- * and the general epilogue, ceil_mode and count_include_pad, NaN inputs.
- * Off by default (CI runs the fixed cases); for long runs after a kernel
- * change:
+ * global pool, resize, reorder, per-channel Add / Sub / Mul) from NNF_TEST_SEED (default 1) on
+ * every tier, on 1, 2 and 3 threads: channels to 300, maps to 60 x 60, kernels 1..7 on each axis
+ * (and 63..66 rows), strides 1..3 and dilation 1..2 per axis, asymmetric padding 0..3, batch 1..2,
+ * every activation with bias, residual and the general epilogue, ceil_mode and count_include_pad,
+ * NaN inputs. Off by default (CI runs the fixed cases); for long runs after a kernel change:
  *   NNF_TEST_SOAK=2000 NNF_TEST_SEED=7 build/test_nchwc */
 static void soak(nnf_isa top) {
     long count = check_soak_begin();
@@ -757,6 +820,8 @@ static void soak(nnf_isa top) {
         soak_resize(top);
     for (long i = 0; i < count; i++)
         soak_reorder(top);
+    for (long i = 0; i < count; i++)
+        soak_channel(top);
     nnf_threadpool_destroy(pool3);
     pool3 = NULL;
     check_soak_end(count, "random cases");
@@ -798,6 +863,7 @@ int main(void) {
         test_pool(isa);
         test_global(isa);
         test_resize(isa);
+        test_channel(isa);
     }
     /* the AVX-512 tier's depthwise conv (two blocks per zmm where it can;
      * the other kernels here are the AVX2 ones on that tier) */

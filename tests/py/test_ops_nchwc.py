@@ -212,9 +212,30 @@ def case_plain_out():
         {"nchwc.Conv", "nchwc.ReorderInput"}, 1
 
 
+def case_squeeze_excite():
+    """EfficientNet's / MobileNetV3's squeeze-and-excitation on a batch of 2 and 20 channels
+    (padding lanes): GlobalAveragePool writes blocked for the reduce conv, the expand conv's
+    Sigmoid gives a [2, 20, 1, 1] scale, and Mul, Sub and Add with per-channel operands (the scale
+    first, a constant [1, 20, 1, 1] shared by the batch first and second) run blocked, no reorder
+    around them; the pool's value is also a graph output (one ReorderOutput). Reorders: the input,
+    the two constants, the pool's output."""
+    a = conv("a", "x", 16, 20, act="silu")
+    r = conv("r", "g", 20, 6, k=1, pad=0, act="relu")
+    e = conv("e", r[2], 6, 20, k=1, pad=0)
+    nodes = [helper.make_node("GlobalAveragePool", [a[2]], ["g"]),
+             helper.make_node("Sigmoid", [e[2]], ["s"]),
+             helper.make_node("Mul", ["s", a[2]], ["m"]),
+             helper.make_node("Sub", ["c1", "m"], ["d"]),
+             helper.make_node("Add", ["d", "c2"], ["t"])]
+    f = conv("f", "t", 20, 5, k=1, pad=0)
+    inits = [w("c1", (1, 20, 1, 1)), w("c2", (1, 20, 1, 1))]
+    return build([a, r, e, f], nodes, inits, [f[2], "g"], (2, 16, 9, 7)), \
+        {"nchwc.Conv", "nchwc.GlobalAveragePool", "nchwc.Mul", "nchwc.Sub", "nchwc.Add"}, 4
+
+
 CASES = {f.__name__[5:]: f for f in (case_stem_chain, case_residual_add, case_concat_resize, case_mixed_readers,
                                       case_winograd, case_winograd_s2, case_winograd_f2, case_winograd_f2_heavy,
-                                      case_bottleneck_silu,
+                                      case_bottleneck_silu, case_squeeze_excite,
                                       case_grouped, case_plain_out)}
 
 

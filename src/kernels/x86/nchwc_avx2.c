@@ -8,6 +8,8 @@
  * never leaks into them. */
 #include "kernels/x86/nchwc_avx2.h"
 
+#include "kernels/eltwise_fast.h"
+
 #include "kernels/x86/ep_fast_avx2.h"
 #include "kernels/x86/transpose_avx2.h"
 #include "kernels/x86/vmath_avx2.h"
@@ -751,6 +753,36 @@ void nnf_nchwc_global_block_avx2(const float *x, size_t hw, int is_max, size_t n
     }
     memcpy(y, out, nc * sizeof(float));
 }
+
+/* ---- a binary op with a per-channel operand ---- */
+
+#define CHANNEL_ROWS(EXPR)                                                                         \
+    do {                                                                                           \
+        size_t p = 0;                                                                              \
+        for (; p + 4 <= np; p += 4)                                                                \
+            for (size_t u = 0; u < 4; u++) {                                                       \
+                __m256 a = _mm256_loadu_ps(x + (p + u) * B);                                       \
+                _mm256_storeu_ps(y + (p + u) * B, EXPR);                                           \
+            }                                                                                      \
+        for (; p < np; p++) {                                                                      \
+            __m256 a = _mm256_loadu_ps(x + p * B);                                                 \
+            _mm256_storeu_ps(y + p * B, EXPR);                                                     \
+        }                                                                                          \
+    } while (0)
+
+void nnf_nchwc_channel_rows_avx2(int op, const float *x, const float *v, float *y, size_t np,
+                                 int v_first) {
+    const __m256 c = _mm256_loadu_ps(v);
+    if (op == NNF_EWB_MUL)
+        CHANNEL_ROWS(_mm256_mul_ps(a, c));
+    else if (op == NNF_EWB_ADD)
+        CHANNEL_ROWS(_mm256_add_ps(a, c));
+    else if (v_first)
+        CHANNEL_ROWS(_mm256_sub_ps(c, a));
+    else
+        CHANNEL_ROWS(_mm256_sub_ps(a, c));
+}
+#undef CHANNEL_ROWS
 
 /* ---- nearest resize ---- */
 

@@ -41,6 +41,11 @@ void nnf_nchwc_pool_rows_avx2(const nnf_nchwc_pool_shape *s, const float *x, flo
 /* One block's hw pixels reduced to its nc channel values at y. */
 void nnf_nchwc_global_block_avx2(const float *x, size_t hw, int is_max, size_t nc, float *y);
 
+/* np pixels of one block: y = x op v (v op x when v_first), v the block's
+ * 8 lanes (nnf_nchwc_channel_binary). */
+void nnf_nchwc_channel_rows_avx2(int op, const float *x, const float *v, float *y, size_t np,
+                                 int v_first);
+
 /* Output rows [oh0, oh0 + noh) of one (image, block) plane. */
 void nnf_nchwc_resize_rows_avx2(const float *x, float *y, size_t iw, size_t ow, const int32_t *rows,
                                 const int32_t *cols, size_t oh0, size_t noh);
