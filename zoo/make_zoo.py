@@ -7,9 +7,10 @@ mix PyTorch's exporter emits, random but realistically scaled weights.
 
 Models: resnet50, mobilenetv2, yolov5s, bert-base, albert-base (ALBERT: factorised
 embeddings, one set of layer weights every layer reads), unet (segmentation: an
-encoder, and a decoder that up-samples by ConvTranspose) and their test-sized
+encoder, and a decoder that up-samples by ConvTranspose), efficientnet-b0 (MBConv
+blocks with squeeze-and-excitation, SiLU, 5x5 depthwise convs) and their test-sized
 variants resnet_tiny, mobilenetv2_tiny, yolov5s_tiny, bert_tiny, albert_tiny,
-unet_tiny (--small selects only those). Everything is built with onnx.helper and numpy at opset
+unet_tiny, efficientnet_tiny (--small selects only those). Everything is built with onnx.helper and numpy at opset
 17 from fixed seeds: two runs on one machine write identical files (the BN
 statistics go through onnxruntime, so another CPU may change their last bits).
 
@@ -223,6 +224,47 @@ def build_mobilenetv2(b: Builder, size, settings, first, last, classes):
     y = b.node("Reshape", [y, b.const([-1, last] if b.batch == 1 else [0, last], np.int64,
                                       "flat_shape")], "/flatten")
     y = b.linear_gemm(y, last, classes, "/classifier/1")
+    b.add_output(y, "output", TensorProto.FLOAT, [b.batch, classes])
+
+
+# --------------------------------------------------------------------------
+# EfficientNet-B0 (torchvision): MBConv blocks with squeeze-and-excitation
+# --------------------------------------------------------------------------
+def build_efficientnet(b: Builder, size, stem, settings, head, classes):
+    """settings: (expand ratio, kernel, stride, out channels, layers) per stage."""
+
+    def silu(x, scope):
+        return b.node("Mul", [x, b.node("Sigmoid", [x], scope)], scope)
+
+    def cbs(x, cin, cout, k, s, g, scope, act=True):
+        y = b.bn(b.conv(x, cin, cout, k, s, g=g, scope=f"{scope}/0"), cout, f"{scope}/1")
+        return silu(y, scope) if act else y
+
+    x = b.add_input("input", TensorProto.FLOAT, [b.batch, 3, size, size])
+    y = cbs(x, 3, stem, 3, 2, 1, "/features/0/0")
+    cin = stem
+    for si, (t, k, s, c, n) in enumerate(settings):
+        for i in range(n):
+            stride = s if i == 0 else 1
+            hid, sc, j = cin * t, f"/features/{si + 1}/{i}/block", 0
+            h = y
+            if t != 1:
+                h = cbs(h, cin, hid, 1, 1, 1, f"{sc}/{j}")
+                j += 1
+            h = cbs(h, hid, hid, k, stride, hid, f"{sc}/{j}")
+            # squeeze-and-excitation: a quarter of the block's input channels
+            sq = max(1, cin // 4)
+            g = b.node("GlobalAveragePool", [h], f"{sc}/{j + 1}/avgpool")
+            g = silu(b.conv(g, hid, sq, 1, bias=True, scope=f"{sc}/{j + 1}/fc1"), f"{sc}/{j + 1}")
+            g = b.conv(g, sq, hid, 1, bias=True, scope=f"{sc}/{j + 1}/fc2")
+            h = b.node("Mul", [b.node("Sigmoid", [g], f"{sc}/{j + 1}/scale"), h], f"{sc}/{j + 1}")
+            h = cbs(h, hid, c, 1, 1, 1, f"{sc}/{j + 2}", act=False)
+            y = b.node("Add", [h, y], f"/features/{si + 1}/{i}") if (stride == 1 and cin == c) else h
+            cin = c
+    y = cbs(y, cin, head, 1, 1, 1, f"/features/{len(settings) + 1}")
+    y = b.node("GlobalAveragePool", [y], "/avgpool")
+    y = b.node("Flatten", [y], "/Flatten", axis=1)
+    y = b.linear_gemm(y, head, classes, "/classifier/1")
     b.add_output(y, "output", TensorProto.FLOAT, [b.batch, classes])
 
 
@@ -499,6 +541,9 @@ def build_bert(b: Builder, seq, hidden, layers, heads, ffn, vocab, max_pos,
 MOBILENET_SETTINGS = [[1, 16, 1, 1], [6, 24, 2, 2], [6, 32, 3, 2], [6, 64, 4, 2],
                       [6, 96, 3, 1], [6, 160, 3, 2], [6, 320, 1, 1]]
 MOBILENET_TINY = [[1, 8, 1, 1], [6, 8, 2, 2], [6, 16, 2, 2], [6, 24, 1, 1]]
+EFFICIENTNET_B0 = [(1, 3, 1, 16, 1), (6, 3, 2, 24, 2), (6, 5, 2, 40, 2), (6, 3, 2, 80, 3),
+                   (6, 5, 1, 112, 3), (6, 5, 2, 192, 4), (6, 3, 1, 320, 1)]
+EFFICIENTNET_TINY = [(1, 3, 1, 8, 1), (6, 5, 2, 12, 2), (6, 3, 2, 20, 1)]
 
 
 @dataclass
@@ -528,6 +573,8 @@ SPECS = [
     Spec("albert-base", 13, _bert(128, 768, 12, 12, 3072, 30000, 512, embed=128, shared=True),
          "bert", False),
     Spec("unet", 16, lambda b, a: build_unet(b, 256, [32, 64, 128, 256, 512], 2), "image", False),
+    Spec("efficientnet-b0", 17, lambda b, a: build_efficientnet(b, 224, 32, EFFICIENTNET_B0, 1280,
+                                                                1000), "image", False),
     Spec("resnet_tiny", 150, lambda b, a: build_resnet(b, 64, [8, 16, 32, 64], [2, 2, 1, 1], 10),
          "image", True),
     Spec("mobilenetv2_tiny", 102, lambda b, a: build_mobilenetv2(b, 64, MOBILENET_TINY, 8, 64,
@@ -537,6 +584,8 @@ SPECS = [
     Spec("albert_tiny", 113, _bert(16, 64, 3, 4, 256, 512, 64, embed=32, shared=True), "bert",
          True),
     Spec("unet_tiny", 116, lambda b, a: build_unet(b, 32, [8, 16, 32], 2), "image", True),
+    Spec("efficientnet_tiny", 117, lambda b, a: build_efficientnet(b, 64, 8, EFFICIENTNET_TINY, 32,
+                                                                   10), "image", True),
 ]
 
 
