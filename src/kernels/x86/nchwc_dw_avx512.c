@@ -1,7 +1,9 @@
 /* The blocked depthwise conv on the AVX-512 tier: two channel blocks per
  * zmm (nchwc_dw.c pairs them), for 3x3 kernels without dilation at stride 1
- * or 2 with the epilogue in registers (bias, ReLU, Clip, none: MobileNet's),
- * the AVX2 kernel (x86/nchwc_avx2.c) for the rest.
+ * or 2 with the epilogue in registers (bias, ReLU, Clip, none: MobileNet's;
+ * bias and SiLU: EfficientNet's, a tile's pixels side by side through
+ * nnf_silu16, the AVX2 tier's nnf_silu8_fast bit for bit), the AVX2 kernel
+ * (x86/nchwc_avx2.c) for the rest.
  *
  * The values are the AVX2 kernel's bit for bit, lane by lane: each output
  * starts from zero and adds its taps with FMAs in (row, column) order,
@@ -29,6 +31,7 @@
 #include "kernels/x86/ep_fast_avx2.h"
 #include "kernels/x86/nchwc_avx2.h"
 #include "kernels/x86/nchwc_pair_avx512.h"
+#include "kernels/x86/vmath_avx512.h"
 
 #define B NNF_NCHWC_B
 #define TP 8 /* pixels a tile */
@@ -45,7 +48,7 @@ typedef struct dw2_regs {
 static inline __attribute__((always_inline)) void
 dw2_tile(const dw2_regs *k, const float *const *xr, size_t r0, size_t r1, ptrdiff_t col0,
          ptrdiff_t w, size_t xplane, float *y, size_t yplane, const size_t SW, const size_t P,
-         const size_t L, const size_t R, const int ANY) {
+         const size_t L, const size_t R, const int ANY, const int SILU) {
     __m512 acc[TP];
 #pragma GCC unroll 8
     for (size_t p = 0; p < P; p++)
@@ -66,6 +69,15 @@ dw2_tile(const dw2_regs *k, const float *const *xr, size_t r0, size_t r1, ptrdif
                     acc[(q - j) / SW] = _mm512_fmadd_ps(xv, k->w[i * 3 + j], acc[(q - j) / SW]);
         }
     }
+    if (SILU) {
+#pragma GCC unroll 8
+        for (size_t p = 0; p < P; p++)
+            acc[p] = nnf_silu16(_mm512_add_ps(acc[p], k->bias));
+#pragma GCC unroll 8
+        for (size_t p = 0; p < P; p++)
+            nnf_store_pair(y + p * B, yplane, 1, _mm512_maskz_mov_ps(k->keep, acc[p]));
+        return;
+    }
 #pragma GCC unroll 8
     for (size_t p = 0; p < P; p++) {
         __m512 v = _mm512_max_ps(k->lo, _mm512_add_ps(acc[p], k->bias));
@@ -75,17 +87,10 @@ dw2_tile(const dw2_regs *k, const float *const *xr, size_t r0, size_t r1, ptrdif
 
 /* The constant-clip tile, and the generic one (any P <= TP: rows too short
  * for the constant-clip tiles, pads past 1). */
-static inline __attribute__((always_inline)) void
-tile(const dw2_regs *k, const float *const *xr, size_t r0, size_t r1, ptrdiff_t col0, size_t xplane,
-     float *y, size_t yplane, const size_t SW, const size_t P, const size_t L, const size_t R) {
-    dw2_tile(k, xr, r0, r1, col0, 0, xplane, y, yplane, SW, P, L, R, 0);
-}
-
-static inline __attribute__((always_inline)) void
-tile_any(const dw2_regs *k, const float *const *xr, size_t r0, size_t r1, ptrdiff_t col0,
-         ptrdiff_t w, size_t xplane, float *y, size_t yplane, const size_t SW, const size_t P) {
-    dw2_tile(k, xr, r0, r1, col0, w, xplane, y, yplane, SW, P, 0, 0, 1);
-}
+#define tile(k, xr, r0, r1, col0, xplane, y, yplane, SW, P, L, R)                                  \
+    dw2_tile(k, xr, r0, r1, col0, 0, xplane, y, yplane, SW, P, L, R, 0, SILU)
+#define tile_any(k, xr, r0, r1, col0, w, xplane, y, yplane, SW, P)                                 \
+    dw2_tile(k, xr, r0, r1, col0, w, xplane, y, yplane, SW, P, 0, 0, 1, SILU)
 
 /* Columns of the tile of P pixels at output column o outside the row on
  * the left and on the right. */
@@ -106,18 +111,19 @@ static inline __attribute__((always_inline)) dw2_regs regs_of(const nnf_nchwc_dw
     k.keep = (__mmask16)(((1u << t->nc) - 1u) | (((1u << nc2) - 1u) << 8));
     k.lo = _mm512_broadcast_f32x8(f.lo);
     k.hi = _mm512_broadcast_f32x8(f.hi);
-    k.bias = !t->bias || !f.bias ? _mm512_setzero_ps()
-             : k.keep == 0xffff  ? _mm512_loadu_ps(t->bias)
-                                 : _mm512_maskz_loadu_ps(k.keep, t->bias);
+    k.bias = !t->bias || t->ep->bias_kind == NNF_BIAS_NONE ? _mm512_setzero_ps()
+             : k.keep == 0xffff                            ? _mm512_loadu_ps(t->bias)
+                                                           : _mm512_maskz_loadu_ps(k.keep, t->bias);
     for (int i = 0; i < 9; i++)
         k.w[i] = nnf_load_pair(t->w + (size_t)i * B, 9 * B, 1);
     return k;
 }
 
-#define ROWS(SW)                                                                                   \
-    static __attribute__((noinline)) void rows_##SW(const nnf_nchwc_dw_tile *t, size_t nc2,        \
-                                                    size_t xplane, size_t yplane, size_t oh0,      \
-                                                    size_t noh) {                                  \
+#define ROWS(SW, SILU_V, NAME)                                                                     \
+    static __attribute__((noinline)) void NAME(const nnf_nchwc_dw_tile *t, size_t nc2,             \
+                                               size_t xplane, size_t yplane, size_t oh0,           \
+                                               size_t noh) {                                       \
+        const int SILU = SILU_V; /* read by tile() and tile_any() */                               \
         const nnf_conv2d_shape *s = t->s;                                                          \
         const dw2_regs k = regs_of(t, nc2);                                                        \
         const ptrdiff_t w = (ptrdiff_t)s->w, pl = (ptrdiff_t)s->pl;                                \
@@ -186,14 +192,19 @@ static inline __attribute__((always_inline)) dw2_regs regs_of(const nnf_nchwc_dw
             }                                                                                      \
         }                                                                                          \
     }
-ROWS(1)
-ROWS(2)
+ROWS(1, 0, rows_1)
+ROWS(2, 0, rows_2)
+ROWS(1, 1, rows_1_silu)
+ROWS(2, 1, rows_2_silu)
 #undef ROWS
+#undef tile
+#undef tile_any
 
 void nnf_nchwc_dw_rows2_avx512(const nnf_nchwc_dw_tile *t, size_t xplane, size_t yplane, size_t nc2,
                                size_t oh0, size_t noh) {
+    int silu = t->ep->act.kind == NNF_ACT_SILU;
     if (t->s->sw == 1)
-        rows_1(t, nc2, xplane, yplane, oh0, noh);
+        (silu ? rows_1_silu : rows_1)(t, nc2, xplane, yplane, oh0, noh);
     else
-        rows_2(t, nc2, xplane, yplane, oh0, noh);
+        (silu ? rows_2_silu : rows_2)(t, nc2, xplane, yplane, oh0, noh);
 }
