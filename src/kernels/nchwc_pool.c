@@ -122,7 +122,9 @@ static void global_task(void *ctx, size_t it) {
     size_t nc = g->c - c0 < NNF_NCHWC_B ? g->c - c0 : NNF_NCHWC_B;
     const float *x = g->x + it * g->hw * NNF_NCHWC_B;
     float *y = g->y + b * g->c + c0;
-    if (g->isa >= NNF_ISA_AVX2)
+    if (g->isa >= NNF_ISA_AVX512)
+        nnf_nchwc_global_block_avx512(x, g->hw, g->is_max, nc, y);
+    else if (g->isa >= NNF_ISA_AVX2)
         nnf_nchwc_global_block_avx2(x, g->hw, g->is_max, nc, y);
     else
         global_block_scalar(x, g->hw, g->is_max, nc, y);

@@ -373,7 +373,7 @@ nnf_status nnf_plan_nchwc_global_pool(NNF_PLAN_ARGS) {
                                   .h = (size_t)x->shape.dims[2], .w = (size_t)x->shape.dims[3], .is_max = is_max};
     s->x_numel = (size_t)nnf_shape_numel(&x->shape);
     s->y_numel = (size_t)nnf_shape_numel(&y->shape);
-    s->isa = blocked_isa();
+    s->isa = is_max ? blocked_isa() : nnf_cpu_isa(); /* the average has an AVX-512 form */
     snprintf(s->name, sizeof s->name, "f32_global_%spool_nchwc8_%s", is_max ? "max" : "avg", nnf_isa_name(s->isa));
     return bind(plan, s->name, global_pool_run, s, nnf_free);
 }

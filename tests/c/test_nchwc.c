@@ -865,11 +865,13 @@ int main(void) {
         test_resize(isa);
         test_channel(isa);
     }
-    /* the AVX-512 tier's depthwise conv (two blocks per zmm where it can;
-     * the other kernels here are the AVX2 ones on that tier) */
+    /* the AVX-512 tier's depthwise conv (two blocks per zmm where it can)
+     * and global average pool (the other kernels here are the AVX2 ones on
+     * that tier) */
     if (cpu->max_isa >= NNF_ISA_AVX512) {
-        printf("tier avx512: depthwise\n");
+        printf("tier avx512: depthwise, global average pool\n");
         test_dw(NNF_ISA_AVX512);
+        test_global(NNF_ISA_AVX512);
     }
     soak(cpu->max_isa < NNF_ISA_AVX2 ? cpu->max_isa : NNF_ISA_AVX2);
     printf("depthwise: worst |error| / tolerance %.3g\n", worst_dw);

@@ -38,8 +38,10 @@ void nnf_nchwc_dw_rows2_avx512(const nnf_nchwc_dw_tile *t, size_t xplane, size_t
 /* Pool output rows [oh0, oh0 + noh) of one (image, block) plane. */
 void nnf_nchwc_pool_rows_avx2(const nnf_nchwc_pool_shape *s, const float *x, float *y, size_t nc, size_t oh0,
                               size_t noh);
-/* One block's hw pixels reduced to its nc channel values at y. */
+/* One block's hw pixels reduced to its nc channel values at y (the
+ * AVX-512 tier's average: x86/nchwc_pool_avx512.c). */
 void nnf_nchwc_global_block_avx2(const float *x, size_t hw, int is_max, size_t nc, float *y);
+void nnf_nchwc_global_block_avx512(const float *x, size_t hw, int is_max, size_t nc, float *y);
 
 /* np pixels of one block: y = x op v (v op x when v_first), v the block's
  * 8 lanes (nnf_nchwc_channel_binary). */
