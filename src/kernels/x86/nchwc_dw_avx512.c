@@ -37,36 +37,43 @@
 #define TP 8 /* pixels a tile */
 
 typedef struct dw2_regs {
-    __m512 w[9], bias, lo, hi;
+    __m512 w[9], bias, lo, hi; /* w: a 3x3's taps (a 5x5's are loaded a window row at a time) */
+    const float *w5;           /* a 5x5's taps, the second block's 25 * 8 floats on */
     __mmask16 keep;
 } dw2_regs;
 
-/* P pixels from y: input column q of the tile (x + q pixels) feeds pixel p
- * through tap j when q = p SW + j; the first L and last R of its (P - 1) SW
- * + 3 columns are outside the row (skipped), or with ANY those outside [0,
- * w) found at run time; rows [r0, r1) of the window inside. */
+/* P pixels from y of a K x K window (3 or 5): input column q of the tile
+ * (x + q pixels) feeds pixel p through tap j when q = p SW + j; the first L
+ * and last R of its (P - 1) SW + K columns are outside the row (skipped),
+ * or with ANY those outside [0, w) found at run time; rows [r0, r1) of the
+ * window inside. A 5x5's 25 tap pairs do not fit in the registers beside
+ * the 8 sums: each window row's 5 come from L1 as the row starts. */
 static inline __attribute__((always_inline)) void
 dw2_tile(const dw2_regs *k, const float *const *xr, size_t r0, size_t r1, ptrdiff_t col0,
          ptrdiff_t w, size_t xplane, float *y, size_t yplane, const size_t SW, const size_t P,
-         const size_t L, const size_t R, const int ANY, const int SILU) {
+         const size_t L, const size_t R, const int ANY, const int SILU, const size_t K) {
     __m512 acc[TP];
 #pragma GCC unroll 8
     for (size_t p = 0; p < P; p++)
         acc[p] = _mm512_setzero_ps();
-#pragma GCC unroll 3
-    for (size_t i = 0; i < 3; i++) {
+#pragma GCC unroll 5
+    for (size_t i = 0; i < K; i++) {
         if (i < r0 || i >= r1)
             continue;
+        __m512 wr[5];
+#pragma GCC unroll 5
+        for (size_t j = 0; j < K; j++)
+            wr[j] = K == 3 ? k->w[i * 3 + j] : nnf_load_pair(k->w5 + (i * 5 + j) * B, 25 * B, 1);
         const float *xp = xr[i] + col0 * (ptrdiff_t)B;
-#pragma GCC unroll 32
-        for (size_t q = L; q < (P - 1) * SW + 3 - R; q++) {
+#pragma GCC unroll 40
+        for (size_t q = L; q < (P - 1) * SW + K - R; q++) {
             if (ANY && (col0 + (ptrdiff_t)q < 0 || col0 + (ptrdiff_t)q >= w))
                 continue;
             __m512 xv = nnf_load_pair(xp + q * B, xplane, 1);
-#pragma GCC unroll 3
-            for (size_t j = 0; j < 3; j++)
+#pragma GCC unroll 5
+            for (size_t j = 0; j < K; j++)
                 if (q >= j && (q - j) % SW == 0 && (q - j) / SW < P)
-                    acc[(q - j) / SW] = _mm512_fmadd_ps(xv, k->w[i * 3 + j], acc[(q - j) / SW]);
+                    acc[(q - j) / SW] = _mm512_fmadd_ps(xv, wr[j], acc[(q - j) / SW]);
         }
     }
     if (SILU) {
@@ -88,16 +95,16 @@ dw2_tile(const dw2_regs *k, const float *const *xr, size_t r0, size_t r1, ptrdif
 /* The constant-clip tile, and the generic one (any P <= TP: rows too short
  * for the constant-clip tiles, pads past 1). */
 #define tile(k, xr, r0, r1, col0, xplane, y, yplane, SW, P, L, R)                                  \
-    dw2_tile(k, xr, r0, r1, col0, 0, xplane, y, yplane, SW, P, L, R, 0, SILU)
+    dw2_tile(k, xr, r0, r1, col0, 0, xplane, y, yplane, SW, P, L, R, 0, SILU, K)
 #define tile_any(k, xr, r0, r1, col0, w, xplane, y, yplane, SW, P)                                 \
-    dw2_tile(k, xr, r0, r1, col0, w, xplane, y, yplane, SW, P, 0, 0, 1, SILU)
+    dw2_tile(k, xr, r0, r1, col0, w, xplane, y, yplane, SW, P, 0, 0, 1, SILU, K)
 
 /* Columns of the tile of P pixels at output column o outside the row on
  * the left and on the right. */
-static inline void outside(ptrdiff_t col0, size_t P, size_t SW, ptrdiff_t w, ptrdiff_t *l,
+static inline void outside(ptrdiff_t col0, size_t P, size_t SW, size_t K, ptrdiff_t w, ptrdiff_t *l,
                            ptrdiff_t *r) {
     *l = col0 < 0 ? -col0 : 0;
-    ptrdiff_t end = col0 + (ptrdiff_t)((P - 1) * SW + 3);
+    ptrdiff_t end = col0 + (ptrdiff_t)((P - 1) * SW + K);
     *r = end > w ? end - w : 0;
 }
 
@@ -114,16 +121,19 @@ static inline __attribute__((always_inline)) dw2_regs regs_of(const nnf_nchwc_dw
     k.bias = !t->bias || t->ep->bias_kind == NNF_BIAS_NONE ? _mm512_setzero_ps()
              : k.keep == 0xffff                            ? _mm512_loadu_ps(t->bias)
                                                            : _mm512_maskz_loadu_ps(k.keep, t->bias);
-    for (int i = 0; i < 9; i++)
-        k.w[i] = nnf_load_pair(t->w + (size_t)i * B, 9 * B, 1);
+    k.w5 = t->w;
+    if (t->s->kh == 3)
+        for (int i = 0; i < 9; i++)
+            k.w[i] = nnf_load_pair(t->w + (size_t)i * B, 9 * B, 1);
     return k;
 }
 
-#define ROWS(SW, SILU_V, NAME)                                                                     \
+#define ROWS(SW, SILU_V, K_V, NAME)                                                                \
     static __attribute__((noinline)) void NAME(const nnf_nchwc_dw_tile *t, size_t nc2,             \
                                                size_t xplane, size_t yplane, size_t oh0,           \
                                                size_t noh) {                                       \
         const int SILU = SILU_V; /* read by tile() and tile_any() */                               \
+        const size_t K = K_V;                                                                      \
         const nnf_conv2d_shape *s = t->s;                                                          \
         const dw2_regs k = regs_of(t, nc2);                                                        \
         const ptrdiff_t w = (ptrdiff_t)s->w, pl = (ptrdiff_t)s->pl;                                \
@@ -131,8 +141,8 @@ static inline __attribute__((always_inline)) dw2_regs regs_of(const nnf_nchwc_dw
         for (size_t oh = oh0; oh < oh0 + noh; oh++) {                                              \
             ptrdiff_t ih0 = (ptrdiff_t)(oh * s->sh) - (ptrdiff_t)s->pt;                            \
             size_t r0, r1;                                                                         \
-            nnf_nchwc_window_taps(ih0, 3, 1, s->h, &r0, &r1);                                      \
-            const float *xr[3] = {NULL, NULL, NULL};                                               \
+            nnf_nchwc_window_taps(ih0, K, 1, s->h, &r0, &r1);                                      \
+            const float *xr[5] = {NULL, NULL, NULL, NULL, NULL};                                   \
             for (size_t i = r0; i < r1; i++)                                                       \
                 xr[i] = t->x + ((size_t)(ih0 + (ptrdiff_t)i) - t->x_row0) * s->w * B;              \
             float *y = t->y + oh * ow * B;                                                         \
@@ -140,9 +150,11 @@ static inline __attribute__((always_inline)) dw2_regs regs_of(const nnf_nchwc_dw
             ptrdiff_t l, r;                                                                        \
             if (ow >= TP) {                                                                        \
                 /* first tile: L = pl (0 or 1) */                                                  \
-                outside(-pl, TP, SW, w, &l, &r);                                                   \
+                outside(-pl, TP, SW, K, w, &l, &r);                                                \
                 if (r == 0 && l == 1)                                                              \
                     tile(&k, xr, r0, r1, -pl, xplane, y, yplane, SW, TP, 1, 0);                    \
+                else if (K == 5 && r == 0 && l == 2)                                               \
+                    tile(&k, xr, r0, r1, -pl, xplane, y, yplane, SW, TP, 2, 0);                    \
                 else if (r == 0 && l == 0)                                                         \
                     tile(&k, xr, r0, r1, -pl, xplane, y, yplane, SW, TP, 0, 0);                    \
                 else                                                                               \
@@ -151,7 +163,7 @@ static inline __attribute__((always_inline)) dw2_regs regs_of(const nnf_nchwc_dw
                     ptrdiff_t col0 = (ptrdiff_t)(o * SW) - pl;                                     \
                     if (o + TP >= ow)                                                              \
                         break;                                                                     \
-                    outside(col0, TP, SW, w, &l, &r);                                              \
+                    outside(col0, TP, SW, K, w, &l, &r);                                           \
                     if (r)                                                                         \
                         break;                                                                     \
                     tile(&k, xr, r0, r1, col0, xplane, y + o * B, yplane, SW, TP, 0, 0);           \
@@ -160,13 +172,15 @@ static inline __attribute__((always_inline)) dw2_regs regs_of(const nnf_nchwc_dw
                 for (; o < ow; o += TP) {                                                          \
                     size_t at = o + TP <= ow ? o : ow - TP;                                        \
                     ptrdiff_t col0 = (ptrdiff_t)(at * SW) - pl;                                    \
-                    outside(col0, TP, SW, w, &l, &r);                                              \
+                    outside(col0, TP, SW, K, w, &l, &r);                                           \
                     if (l == 0 && r == 0)                                                          \
                         tile(&k, xr, r0, r1, col0, xplane, y + at * B, yplane, SW, TP, 0, 0);      \
                     else if (l == 0 && r == 1)                                                     \
                         tile(&k, xr, r0, r1, col0, xplane, y + at * B, yplane, SW, TP, 0, 1);      \
                     else if (l == 0 && r == 2)                                                     \
                         tile(&k, xr, r0, r1, col0, xplane, y + at * B, yplane, SW, TP, 0, 2);      \
+                    else if (K == 5 && l == 0 && r == 3)                                           \
+                        tile(&k, xr, r0, r1, col0, xplane, y + at * B, yplane, SW, TP, 0, 3);      \
                     else                                                                           \
                         tile_any(&k, xr, r0, r1, col0, w, xplane, y + at * B, yplane, SW, TP);     \
                 }                                                                                  \
@@ -174,8 +188,10 @@ static inline __attribute__((always_inline)) dw2_regs regs_of(const nnf_nchwc_dw
             }                                                                                      \
             switch (ow) {                                                                          \
             case 7: /* MobileNetV2's last maps */                                                  \
-                outside(-pl, 7, SW, w, &l, &r);                                                    \
-                if (l == 1 && r == 1)                                                              \
+                outside(-pl, 7, SW, K, w, &l, &r);                                                 \
+                if (K == 5 && l == 2 && r == 2) /* EfficientNet's 5x5s at 7x7 */                   \
+                    tile(&k, xr, r0, r1, -pl, xplane, y, yplane, SW, 7, 2, 2);                     \
+                else if (l == 1 && r == 1)                                                         \
                     tile(&k, xr, r0, r1, -pl, xplane, y, yplane, SW, 7, 1, 1);                     \
                 else if (l == 1 && r == 0)                                                         \
                     tile(&k, xr, r0, r1, -pl, xplane, y, yplane, SW, 7, 1, 0);                     \
@@ -192,10 +208,14 @@ static inline __attribute__((always_inline)) dw2_regs regs_of(const nnf_nchwc_dw
             }                                                                                      \
         }                                                                                          \
     }
-ROWS(1, 0, rows_1)
-ROWS(2, 0, rows_2)
-ROWS(1, 1, rows_1_silu)
-ROWS(2, 1, rows_2_silu)
+ROWS(1, 0, 3, rows_1)
+ROWS(2, 0, 3, rows_2)
+ROWS(1, 1, 3, rows_1_silu)
+ROWS(2, 1, 3, rows_2_silu)
+ROWS(1, 0, 5, rows5_1)
+ROWS(2, 0, 5, rows5_2)
+ROWS(1, 1, 5, rows5_1_silu)
+ROWS(2, 1, 5, rows5_2_silu)
 #undef ROWS
 #undef tile
 #undef tile_any
@@ -203,7 +223,11 @@ ROWS(2, 1, rows_2_silu)
 void nnf_nchwc_dw_rows2_avx512(const nnf_nchwc_dw_tile *t, size_t xplane, size_t yplane, size_t nc2,
                                size_t oh0, size_t noh) {
     int silu = t->ep->act.kind == NNF_ACT_SILU;
-    if (t->s->sw == 1)
+    if (t->s->kh == 5 && t->s->sw == 1)
+        (silu ? rows5_1_silu : rows5_1)(t, nc2, xplane, yplane, oh0, noh);
+    else if (t->s->kh == 5)
+        (silu ? rows5_2_silu : rows5_2)(t, nc2, xplane, yplane, oh0, noh);
+    else if (t->s->sw == 1)
         (silu ? rows_1_silu : rows_1)(t, nc2, xplane, yplane, oh0, noh);
     else
         (silu ? rows_2_silu : rows_2)(t, nc2, xplane, yplane, oh0, noh);
