@@ -335,6 +335,17 @@ nnf_status nnf_nchwc_global_maxpool_ref(NNF_KERNEL_ARGS) {
     return global_ref(node, in, out, ctx, nnf_global_maxpool_ref);
 }
 
+int nnf_nchwc_channel_operand(const int64_t *a, const int64_t *b, const int64_t *y) {
+    const int64_t *in[2] = {a, b};
+    for (int k = 0; k < 2; k++) {
+        const int64_t *x = in[1 - k], *v = in[k];
+        if (!memcmp(x, y, 4 * sizeof(int64_t)) && y[2] * y[3] > 1 && (v[0] == 1 || v[0] == y[0]) &&
+            v[1] == y[1] && v[2] == 1 && v[3] == 1)
+            return k;
+    }
+    return -1;
+}
+
 /* Add / Sub / Mul with a per-channel operand: both operands and the output
  * at their padded channel counts (zero op zero is zero in the padding
  * lanes), through the ONNX op's reference kernel, whose broadcasting takes

@@ -60,6 +60,12 @@ typedef struct nnf_nchwc_params {
     nnf_conv_params dw; /* ConvPwDw: the depthwise conv (conv is the pointwise one) */
 } nnf_nchwc_params;
 
+/* Which operand of a binary op (a: input 0, b: input 1, y: its output, all
+ * 4-D extents) is a per-channel vector: the other shaped like y, H x W > 1,
+ * this one [N or 1, C, 1, 1]; 0 or 1, else -1. The layout pass asks on
+ * logical extents, the blocked op's plan on padded ones. */
+int nnf_nchwc_channel_operand(const int64_t *a, const int64_t *b, const int64_t *y);
+
 struct nnf_node;
 /* The two Conv nodes a ConvPwDw node stands for (inputs X, W, B and
  * (pointwise output), W_dw, B_dw), their params in p1, p2. */

@@ -353,16 +353,9 @@ static int per_channel_operand(const layout *L, const nnf_node *n) {
     if (!p || p->legacy || !plain_4d_f32(L, n->inputs[0]) || !plain_4d_f32(L, n->inputs[1]) ||
         !plain_4d_f32(L, y))
         return -1;
-    const int64_t *yd = shape_of(L, y)->dims;
-    for (int k = 0; k < 2; k++) {
-        const int64_t *xd = shape_of(L, n->inputs[1 - k])->dims,
-                      *vd = shape_of(L, n->inputs[k])->dims;
-        if (blocked(L, n->inputs[1 - k]) && !memcmp(xd, yd, 4 * sizeof(int64_t)) &&
-            yd[2] * yd[3] > 1 && (vd[0] == 1 || vd[0] == yd[0]) && vd[1] == yd[1] && vd[2] == 1 &&
-            vd[3] == 1)
-            return k;
-    }
-    return -1;
+    int k = nnf_nchwc_channel_operand(shape_of(L, n->inputs[0])->dims,
+                                      shape_of(L, n->inputs[1])->dims, shape_of(L, y)->dims);
+    return k >= 0 && blocked(L, n->inputs[1 - k]) ? k : -1;
 }
 
 static nnf_status try_other(layout *L, int id, bool *done) {

@@ -447,14 +447,7 @@ nnf_status nnf_plan_nchwc_binary(NNF_PLAN_ARGS) {
     if (!known_f32(&in[0], 4) || !known_f32(&in[1], 4) || !known_f32(y, 4))
         return NNF_OK;
     const int64_t *yd = y->shape.dims;
-    /* x: the operand of the output's shape; v: [N or 1, C8, 1, 1] (not both) */
-    int v_input = -1;
-    for (int k = 0; k < 2; k++) {
-        const int64_t *xd = in[1 - k].shape.dims, *vd = in[k].shape.dims;
-        if (!memcmp(xd, yd, 4 * sizeof(int64_t)) && (vd[0] == 1 || vd[0] == yd[0]) &&
-            vd[1] == yd[1] && vd[2] == 1 && vd[3] == 1 && yd[2] * yd[3] > 1)
-            v_input = k;
-    }
+    int v_input = nnf_nchwc_channel_operand(in[0].shape.dims, in[1].shape.dims, yd);
     int op = !strcmp(node->op_type, "Add")   ? NNF_EWB_ADD
              : !strcmp(node->op_type, "Sub") ? NNF_EWB_SUB
              : !strcmp(node->op_type, "Mul") ? NNF_EWB_MUL
