@@ -16,7 +16,7 @@ $PY - <<'PY'
 import sys
 sys.path.insert(0, "zoo")
 import zoocheck
-zoocheck.ensure_zoo("build/zoo/tiny", ["resnet_tiny", "mobilenetv2_tiny", "yolov5s_tiny", "bert_tiny"])
+zoocheck.ensure_zoo("build/zoo/tiny", zoocheck.TINY)  # every small zoo model
 PY
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 total=0
