@@ -171,7 +171,8 @@ bool nnf_nchwc_dw_pair_ok(const nnf_nchwc_dw *k, const nnf_epilogue *ep, const f
     return k->isa >= NNF_ISA_AVX512 && !res && (s->kh == 3 || s->kh == 5) && s->kw == s->kh &&
            s->dh == 1 && s->dw == 1 && (s->sw == 1 || s->sw == 2) &&
            (nnf_epilogue_clamp_only(ep) ||
-            (ep && ep->alpha == 1.0f && !ep->residual && ep->act.kind == NNF_ACT_SILU));
+            (ep && ep->alpha == 1.0f && !ep->residual &&
+             (ep->act.kind == NNF_ACT_SILU || ep->act.kind == NNF_ACT_HARD_SWISH)));
 }
 
 /* Blocks blk and blk + 1 with their residuals (NULL: none; the second a

@@ -148,8 +148,8 @@ static size_t around_blocks(size_t blocks) {
  * buffer holds a few of them, every kernel extent the depthwise rows
  * specialise and some they do not, strides 1-3, dilation 2, padding 0-3. */
 static void soak(void) {
-    static const nnf_act_kind acts[] = {NNF_ACT_NONE, NNF_ACT_RELU, NNF_ACT_CLIP, NNF_ACT_SILU,
-                                        NNF_ACT_SIGMOID};
+    static const nnf_act_kind acts[] = {NNF_ACT_NONE, NNF_ACT_RELU,    NNF_ACT_CLIP,
+                                        NNF_ACT_SILU, NNF_ACT_SIGMOID, NNF_ACT_HARD_SWISH};
     static const size_t ks[] = {1, 3, 3, 5, 5, 7};
     long cases = check_soak_begin();
     for (long i = 0; i < cases;) {
@@ -162,8 +162,8 @@ static void soak(void) {
         q.s = uniform(1, 3);
         q.d = check_unit() < 0.2 ? 2 : 1;
         q.p = uniform(0, 3);
-        q.act_pw = acts[uniform(0, 4)];
-        q.act_dw = acts[uniform(0, 4)];
+        q.act_pw = acts[uniform(0, 5)];
+        q.act_dw = acts[uniform(0, 5)];
         q.bias = check_unit() < 0.7;
         q.nonfinite = check_unit() < 0.1;
         size_t span = (q.k - 1) * q.d + 1;
@@ -220,13 +220,16 @@ int main(void) {
         {1, 16, 14, 14, 48, 5, 1, 1, 2, NNF_ACT_SILU, NNF_ACT_SILU, 1, 0},
         {1, 24, 7, 7, 40, 5, 1, 1, 2, NNF_ACT_SILU, NNF_ACT_SILU, 1, 1},
         {1, 8, 15, 27, 24, 5, 2, 1, 2, NNF_ACT_SILU, NNF_ACT_CLIP, 1, 0},
+        /* MobileNetV3's HardSwish after the depthwise conv (3x3 and 5x5) */
+        {1, 16, 13, 29, 40, 3, 2, 1, 1, NNF_ACT_HARD_SWISH, NNF_ACT_HARD_SWISH, 1, 1},
+        {1, 24, 14, 14, 72, 5, 1, 1, 2, NNF_ACT_RELU, NNF_ACT_HARD_SWISH, 1, 0},
     };
     for (int t = NNF_ISA_SCALAR; t <= (int)nnf_cpu_get()->max_isa; t++)
         for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
             run_case(&cases[i], (nnf_isa)t);
     soak();
     printf("two-block depthwise rows: %d cases\n", pair_checks);
-    CHECK(nnf_cpu_get()->max_isa < NNF_ISA_AVX512 || pair_checks >= 12);
+    CHECK(nnf_cpu_get()->max_isa < NNF_ISA_AVX512 || pair_checks >= 14);
     nnf_threadpool_destroy(pools[1]);
     nnf_threadpool_destroy(pools[2]);
     TEST_MAIN_END();

@@ -2,7 +2,8 @@
  * zmm (nchwc_dw.c pairs them), for 3x3 kernels without dilation at stride 1
  * or 2 with the epilogue in registers (bias, ReLU, Clip, none: MobileNet's;
  * bias and SiLU: EfficientNet's, a tile's pixels side by side through
- * nnf_silu16, the AVX2 tier's nnf_silu8_fast bit for bit), the AVX2 kernel
+ * nnf_silu16, the AVX2 tier's nnf_silu8_fast bit for bit; bias and
+ * HardSwish: MobileNetV3's, nnf_act8's operations), the AVX2 kernel
  * (x86/nchwc_avx2.c) for the rest.
  *
  * The values are the AVX2 kernel's bit for bit, lane by lane: each output
@@ -76,10 +77,13 @@ dw2_tile(const dw2_regs *k, const float *const *xr, size_t r0, size_t r1, ptrdif
                     acc[(q - j) / SW] = _mm512_fmadd_ps(xv, wr[j], acc[(q - j) / SW]);
         }
     }
-    if (SILU) {
+    if (SILU) { /* SILU 1: SiLU; 2: HardSwish */
 #pragma GCC unroll 8
-        for (size_t p = 0; p < P; p++)
-            acc[p] = nnf_silu16(_mm512_add_ps(acc[p], k->bias));
+        for (size_t p = 0; p < P; p++) {
+            __m512 v = _mm512_add_ps(acc[p], k->bias);
+            acc[p] = SILU == 1 ? nnf_silu16(v)
+                               : _mm512_mul_ps(v, nnf_hard_sigmoid16(v, 1.0f / 6.0f, 0.5f));
+        }
 #pragma GCC unroll 8
         for (size_t p = 0; p < P; p++)
             nnf_store_pair(y + p * B, yplane, 1, _mm512_maskz_mov_ps(k->keep, acc[p]));
@@ -216,19 +220,22 @@ ROWS(1, 0, 5, rows5_1)
 ROWS(2, 0, 5, rows5_2)
 ROWS(1, 1, 5, rows5_1_silu)
 ROWS(2, 1, 5, rows5_2_silu)
+ROWS(1, 2, 3, rows_1_hswish)
+ROWS(2, 2, 3, rows_2_hswish)
+ROWS(1, 2, 5, rows5_1_hswish)
+ROWS(2, 2, 5, rows5_2_hswish)
 #undef ROWS
 #undef tile
 #undef tile_any
 
 void nnf_nchwc_dw_rows2_avx512(const nnf_nchwc_dw_tile *t, size_t xplane, size_t yplane, size_t nc2,
                                size_t oh0, size_t noh) {
-    int silu = t->ep->act.kind == NNF_ACT_SILU;
-    if (t->s->kh == 5 && t->s->sw == 1)
-        (silu ? rows5_1_silu : rows5_1)(t, nc2, xplane, yplane, oh0, noh);
-    else if (t->s->kh == 5)
-        (silu ? rows5_2_silu : rows5_2)(t, nc2, xplane, yplane, oh0, noh);
-    else if (t->s->sw == 1)
-        (silu ? rows_1_silu : rows_1)(t, nc2, xplane, yplane, oh0, noh);
-    else
-        (silu ? rows_2_silu : rows_2)(t, nc2, xplane, yplane, oh0, noh);
+    typedef void (*rows_fn)(const nnf_nchwc_dw_tile *, size_t, size_t, size_t, size_t, size_t);
+    /* [5x5][stride 2][epilogue: clamp, SiLU, HardSwish] */
+    static const rows_fn fns[2][2][3] = {
+        {{rows_1, rows_1_silu, rows_1_hswish}, {rows_2, rows_2_silu, rows_2_hswish}},
+        {{rows5_1, rows5_1_silu, rows5_1_hswish}, {rows5_2, rows5_2_silu, rows5_2_hswish}}};
+    nnf_act_kind act = t->ep->act.kind;
+    int e = act == NNF_ACT_SILU ? 1 : act == NNF_ACT_HARD_SWISH ? 2 : 0;
+    fns[t->s->kh == 5][t->s->sw == 2][e](t, nc2, xplane, yplane, oh0, noh);
 }
