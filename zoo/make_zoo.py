@@ -8,9 +8,10 @@ mix PyTorch's exporter emits, random but realistically scaled weights.
 Models: resnet50, mobilenetv2, yolov5s, bert-base, albert-base (ALBERT: factorised
 embeddings, one set of layer weights every layer reads), unet (segmentation: an
 encoder, and a decoder that up-samples by ConvTranspose), efficientnet-b0 (MBConv
-blocks with squeeze-and-excitation, SiLU, 5x5 depthwise convs) and their test-sized
-variants resnet_tiny, mobilenetv2_tiny, yolov5s_tiny, bert_tiny, albert_tiny,
-unet_tiny, efficientnet_tiny (--small selects only those). Everything is built with onnx.helper and numpy at opset
+blocks with squeeze-and-excitation, SiLU, 5x5 depthwise convs), mobilenetv3-large
+(HardSwish, squeeze-and-excitation with HardSigmoid) and their test-sized variants
+resnet_tiny, mobilenetv2_tiny, yolov5s_tiny, bert_tiny, albert_tiny, unet_tiny,
+efficientnet_tiny, mobilenetv3_tiny (--small selects only those). Everything is built with onnx.helper and numpy at opset
 17 from fixed seeds: two runs on one machine write identical files (the BN
 statistics go through onnxruntime, so another CPU may change their last bits).
 
@@ -265,6 +266,54 @@ def build_efficientnet(b: Builder, size, stem, settings, head, classes):
     y = b.node("GlobalAveragePool", [y], "/avgpool")
     y = b.node("Flatten", [y], "/Flatten", axis=1)
     y = b.linear_gemm(y, head, classes, "/classifier/1")
+    b.add_output(y, "output", TensorProto.FLOAT, [b.batch, classes])
+
+
+# --------------------------------------------------------------------------
+# MobileNetV3-Large (torchvision): HardSwish, and squeeze-and-excitation with HardSigmoid
+# --------------------------------------------------------------------------
+def _divisible8(v):
+    """torchvision's _make_divisible(v, 8)."""
+    n = max(8, int(v + 4) // 8 * 8)
+    return n + 8 if n < 0.9 * v else n
+
+
+def build_mobilenetv3(b: Builder, size, stem, settings, last, hidden, classes):
+    """settings: (kernel, expanded channels, out channels, SE, "RE" or "HS", stride) per block."""
+
+    def act(x, a, scope):
+        return b.node("Relu", [x], scope) if a == "RE" else b.node("HardSwish", [x], scope)
+
+    def cba(x, cin, cout, k, s, g, scope, a):
+        y = b.bn(b.conv(x, cin, cout, k, s, g=g, scope=f"{scope}/0"), cout, f"{scope}/1")
+        return act(y, a, scope) if a else y
+
+    x = b.add_input("input", TensorProto.FLOAT, [b.batch, 3, size, size])
+    y = cba(x, 3, stem, 3, 2, 1, "/features/0", "HS")
+    cin = stem
+    for i, (k, e, c, se, a, s) in enumerate(settings):
+        sc, j, h = f"/features/{i + 1}/block", 0, y
+        if e != cin:
+            h = cba(h, cin, e, 1, 1, 1, f"{sc}/{j}", a)
+            j += 1
+        h = cba(h, e, e, k, s, e, f"{sc}/{j}", a)
+        j += 1
+        if se:
+            sq = _divisible8(e // 4)
+            g = b.node("GlobalAveragePool", [h], f"{sc}/{j}/avgpool")
+            g = b.node("Relu", [b.conv(g, e, sq, 1, bias=True, scope=f"{sc}/{j}/fc1")], f"{sc}/{j}")
+            g = b.conv(g, sq, e, 1, bias=True, scope=f"{sc}/{j}/fc2")
+            g = b.node("HardSigmoid", [g], f"{sc}/{j}", alpha=1.0 / 6, beta=0.5)
+            h = b.node("Mul", [g, h], f"{sc}/{j}")
+            j += 1
+        h = cba(h, e, c, 1, 1, 1, f"{sc}/{j}", None)
+        y = b.node("Add", [h, y], f"/features/{i + 1}") if (s == 1 and cin == c) else h
+        cin = c
+    y = cba(y, cin, last, 1, 1, 1, f"/features/{len(settings) + 1}", "HS")
+    y = b.node("GlobalAveragePool", [y], "/avgpool")
+    y = b.node("Flatten", [y], "/Flatten", axis=1)
+    y = b.node("HardSwish", [b.linear_gemm(y, last, hidden, "/classifier/0")], "/classifier/1")
+    y = b.linear_gemm(y, hidden, classes, "/classifier/3")
     b.add_output(y, "output", TensorProto.FLOAT, [b.batch, classes])
 
 
@@ -544,6 +593,12 @@ MOBILENET_TINY = [[1, 8, 1, 1], [6, 8, 2, 2], [6, 16, 2, 2], [6, 24, 1, 1]]
 EFFICIENTNET_B0 = [(1, 3, 1, 16, 1), (6, 3, 2, 24, 2), (6, 5, 2, 40, 2), (6, 3, 2, 80, 3),
                    (6, 5, 1, 112, 3), (6, 5, 2, 192, 4), (6, 3, 1, 320, 1)]
 EFFICIENTNET_TINY = [(1, 3, 1, 8, 1), (6, 5, 2, 12, 2), (6, 3, 2, 20, 1)]
+MOBILENETV3_LARGE = [(3, 16, 16, 0, "RE", 1), (3, 64, 24, 0, "RE", 2), (3, 72, 24, 0, "RE", 1),
+                     (5, 72, 40, 1, "RE", 2), (5, 120, 40, 1, "RE", 1), (5, 120, 40, 1, "RE", 1),
+                     (3, 240, 80, 0, "HS", 2), (3, 200, 80, 0, "HS", 1), (3, 184, 80, 0, "HS", 1),
+                     (3, 184, 80, 0, "HS", 1), (3, 480, 112, 1, "HS", 1), (3, 672, 112, 1, "HS", 1),
+                     (5, 672, 160, 1, "HS", 2), (5, 960, 160, 1, "HS", 1), (5, 960, 160, 1, "HS", 1)]
+MOBILENETV3_TINY = [(3, 8, 8, 1, "RE", 2), (5, 24, 12, 1, "HS", 2), (3, 36, 12, 0, "HS", 1)]
 
 
 @dataclass
@@ -575,6 +630,8 @@ SPECS = [
     Spec("unet", 16, lambda b, a: build_unet(b, 256, [32, 64, 128, 256, 512], 2), "image", False),
     Spec("efficientnet-b0", 17, lambda b, a: build_efficientnet(b, 224, 32, EFFICIENTNET_B0, 1280,
                                                                 1000), "image", False),
+    Spec("mobilenetv3-large", 18, lambda b, a: build_mobilenetv3(b, 224, 16, MOBILENETV3_LARGE, 960,
+                                                                 1280, 1000), "image", False),
     Spec("resnet_tiny", 150, lambda b, a: build_resnet(b, 64, [8, 16, 32, 64], [2, 2, 1, 1], 10),
          "image", True),
     Spec("mobilenetv2_tiny", 102, lambda b, a: build_mobilenetv2(b, 64, MOBILENET_TINY, 8, 64,
@@ -586,6 +643,8 @@ SPECS = [
     Spec("unet_tiny", 116, lambda b, a: build_unet(b, 32, [8, 16, 32], 2), "image", True),
     Spec("efficientnet_tiny", 117, lambda b, a: build_efficientnet(b, 64, 8, EFFICIENTNET_TINY, 32,
                                                                    10), "image", True),
+    Spec("mobilenetv3_tiny", 118, lambda b, a: build_mobilenetv3(b, 64, 8, MOBILENETV3_TINY, 48, 64,
+                                                                 10), "image", True),
 ]
 
 
