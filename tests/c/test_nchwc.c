@@ -744,31 +744,31 @@ static void soak_pool(nnf_isa top) {
     }
 }
 
+/* Images, channels and pixels of a random plane-wise case within the
+ * soak's work (drawn again until it fits). */
+static void soak_planes(size_t *n, size_t *c, size_t *hw) {
+    do {
+        *n = 1 + (size_t)(check_unit() < 0.3);
+        *c = soak_channels();
+        *hw = check_unit() < 0.5 ? soak_extent() : soak_extent() * soak_extent();
+    } while ((double)(*n * *c * *hw) > SOAK_WORK);
+}
+
 static void soak_channel(nnf_isa top) {
-    for (;;) {
-        size_t n = 1 + (size_t)(check_unit() < 0.3), c = soak_channels();
-        size_t hw = check_unit() < 0.5 ? soak_extent() : soak_extent() * soak_extent();
-        if ((double)(n * c * hw) > SOAK_WORK)
-            continue;
-        int op = (int)uniform(0, 2), per_image = check_unit() < 0.5, v_first = check_unit() < 0.5;
-        for (int t = NNF_ISA_SCALAR; t <= (int)top; t++)
-            check_channel(n, c, hw, op, per_image, v_first, (nnf_isa)t);
-        return;
-    }
+    size_t n, c, hw;
+    soak_planes(&n, &c, &hw);
+    int op = (int)uniform(0, 2), per_image = check_unit() < 0.5, v_first = check_unit() < 0.5;
+    for (int t = NNF_ISA_SCALAR; t <= (int)top; t++)
+        check_channel(n, c, hw, op, per_image, v_first, (nnf_isa)t);
 }
 
 static void soak_global(nnf_isa top) {
-    for (;;) {
-        size_t n = 1 + (size_t)(check_unit() < 0.3), c = soak_channels();
-        size_t hw = check_unit() < 0.5 ? soak_extent() : soak_extent() * soak_extent();
-        if ((double)(n * c * hw) > SOAK_WORK)
-            continue;
-        int is_max = check_unit() < 0.5;
-        size_t nan_at = check_unit() < 0.3 ? uniform(0, n * c * hw - 1) : SIZE_MAX;
-        for (int t = NNF_ISA_SCALAR; t <= (int)top; t++)
-            check_global(n, c, hw, is_max, nan_at, (nnf_isa)t);
-        return;
-    }
+    size_t n, c, hw;
+    soak_planes(&n, &c, &hw);
+    int is_max = check_unit() < 0.5;
+    size_t nan_at = check_unit() < 0.3 ? uniform(0, n * c * hw - 1) : SIZE_MAX;
+    for (int t = NNF_ISA_SCALAR; t <= (int)top; t++)
+        check_global(n, c, hw, is_max, nan_at, (nnf_isa)t);
 }
 
 /* Tables of 2x upsampling, or of any indices in range. */

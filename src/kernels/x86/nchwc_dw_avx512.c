@@ -52,7 +52,7 @@ typedef struct dw2_regs {
 static inline __attribute__((always_inline)) void
 dw2_tile(const dw2_regs *k, const float *const *xr, size_t r0, size_t r1, ptrdiff_t col0,
          ptrdiff_t w, size_t xplane, float *y, size_t yplane, const size_t SW, const size_t P,
-         const size_t L, const size_t R, const int ANY, const int SILU, const size_t K) {
+         const size_t L, const size_t R, const int ANY, const int ACT, const size_t K) {
     __m512 acc[TP];
 #pragma GCC unroll 8
     for (size_t p = 0; p < P; p++)
@@ -77,12 +77,12 @@ dw2_tile(const dw2_regs *k, const float *const *xr, size_t r0, size_t r1, ptrdif
                     acc[(q - j) / SW] = _mm512_fmadd_ps(xv, wr[j], acc[(q - j) / SW]);
         }
     }
-    if (SILU) { /* SILU 1: SiLU; 2: HardSwish */
+    if (ACT) { /* 1: SiLU; 2: HardSwish (0: the clamp below) */
 #pragma GCC unroll 8
         for (size_t p = 0; p < P; p++) {
             __m512 v = _mm512_add_ps(acc[p], k->bias);
-            acc[p] = SILU == 1 ? nnf_silu16(v)
-                               : _mm512_mul_ps(v, nnf_hard_sigmoid16(v, 1.0f / 6.0f, 0.5f));
+            acc[p] = ACT == 1 ? nnf_silu16(v)
+                              : _mm512_mul_ps(v, nnf_hard_sigmoid16(v, 1.0f / 6.0f, 0.5f));
         }
 #pragma GCC unroll 8
         for (size_t p = 0; p < P; p++)
@@ -99,9 +99,9 @@ dw2_tile(const dw2_regs *k, const float *const *xr, size_t r0, size_t r1, ptrdif
 /* The constant-clip tile, and the generic one (any P <= TP: rows too short
  * for the constant-clip tiles, pads past 1). */
 #define tile(k, xr, r0, r1, col0, xplane, y, yplane, SW, P, L, R)                                  \
-    dw2_tile(k, xr, r0, r1, col0, 0, xplane, y, yplane, SW, P, L, R, 0, SILU, K)
+    dw2_tile(k, xr, r0, r1, col0, 0, xplane, y, yplane, SW, P, L, R, 0, ACT, K)
 #define tile_any(k, xr, r0, r1, col0, w, xplane, y, yplane, SW, P)                                 \
-    dw2_tile(k, xr, r0, r1, col0, w, xplane, y, yplane, SW, P, 0, 0, 1, SILU, K)
+    dw2_tile(k, xr, r0, r1, col0, w, xplane, y, yplane, SW, P, 0, 0, 1, ACT, K)
 
 /* Columns of the tile of P pixels at output column o outside the row on
  * the left and on the right. */
@@ -132,11 +132,11 @@ static inline __attribute__((always_inline)) dw2_regs regs_of(const nnf_nchwc_dw
     return k;
 }
 
-#define ROWS(SW, SILU_V, K_V, NAME)                                                                \
+#define ROWS(SW, ACT_V, K_V, NAME)                                                                 \
     static __attribute__((noinline)) void NAME(const nnf_nchwc_dw_tile *t, size_t nc2,             \
                                                size_t xplane, size_t yplane, size_t oh0,           \
                                                size_t noh) {                                       \
-        const int SILU = SILU_V; /* read by tile() and tile_any() */                               \
+        const int ACT = ACT_V; /* read by tile() and tile_any() */                                 \
         const size_t K = K_V;                                                                      \
         const nnf_conv2d_shape *s = t->s;                                                          \
         const dw2_regs k = regs_of(t, nc2);                                                        \
