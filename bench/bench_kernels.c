@@ -91,6 +91,11 @@ static const bcase cases[] = {
     {"mbv2_dw3x3_576_14", 'c', .c = 576, .h = 14, .w = 14, .oc = 576, .g = 576, .kh = 3, .s = 1, .p = 1, .act = NNF_ACT_CLIP},
     {"mbv2_dw3x3s2_576_14", 'c', .c = 576, .h = 14, .w = 14, .oc = 576, .g = 576, .kh = 3, .s = 2, .p = 1, .act = NNF_ACT_CLIP},
     {"mbv2_dw3x3_960_7", 'c', .c = 960, .h = 7, .w = 7, .oc = 960, .g = 960, .kh = 3, .s = 1, .p = 1, .act = NNF_ACT_CLIP},
+    /* ConvNeXt-T's 7x7 depthwise convs (a bias, no activation) */
+    {"convnext_dw7x7_96_56", 'c', .c = 96, .h = 56, .w = 56, .oc = 96, .g = 96, .kh = 7, .s = 1, .p = 3},
+    {"convnext_dw7x7_192_28", 'c', .c = 192, .h = 28, .w = 28, .oc = 192, .g = 192, .kh = 7, .s = 1, .p = 3},
+    {"convnext_dw7x7_384_14", 'c', .c = 384, .h = 14, .w = 14, .oc = 384, .g = 384, .kh = 7, .s = 1, .p = 3},
+    {"convnext_dw7x7_768_7", 'c', .c = 768, .h = 7, .w = 7, .oc = 768, .g = 768, .kh = 7, .s = 1, .p = 3},
     {"mbv2_pw_960_320_7", 'c', .c = 960, .h = 7, .w = 7, .oc = 320, .g = 1, .kh = 1, .s = 1},
     {"mbv2_pw_320_1280_7", 'c', .c = 320, .h = 7, .w = 7, .oc = 1280, .g = 1, .kh = 1, .s = 1, .act = NNF_ACT_CLIP},
     {"yolo_stem_6x6s2", 'c', .c = 3, .h = 640, .w = 640, .oc = 32, .g = 1, .kh = 6, .s = 2, .p = 2, .act = NNF_ACT_SILU},

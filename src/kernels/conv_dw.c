@@ -24,16 +24,26 @@
  * 0.39-0.65 / 0.76-0.90 (measured right after the 1x1 conv that writes
  * the input). */
 bool nnf_dw_specialised(const nnf_conv2d_shape *s) {
-    return s->kh == s->kw && (s->kh == 3 || s->kh == 5) && s->sh == s->sw &&
+    return s->kh == s->kw && (s->kh == 3 || s->kh == 5 || s->kh == 7) && s->sh == s->sw &&
            (s->sh == 1 || s->sh == 2) && s->dh == 1 && s->dw == 1 && s->pt < s->kh && s->pl < s->kw;
 }
 
+/* On the AVX-512 tier the plane kernel's 16-lane form (x86/dwconv_avx512.c)
+ * takes every 7x7, whose 49 FMAs an output make it FMA-bound (single-op,
+ * 1 thread, ms against the 8-lane plane / c8 kernels: ConvNeXt-T's 96@56
+ * 0.20 / 0.43, 192@28 0.11 / 0.26, 384@14 0.068 / 0.13 (c8), 768@7 0.060 /
+ * 0.093 (c8)), and the stride-1 3x3/5x5 more than 8 wide (384@14 0.036
+ * against c8's 0.048, 576@14 0.053 / 0.071; even with the 8-lane plane
+ * kernel from 28 wide). Stride 2 and 8-wide rows stay on the AVX2 kernels
+ * (576 14 -> 7 0.059 against c8's 0.036, 192 28 -> 14 0.041 / 0.034). */
 nnf_dw_kernel nnf_dw_select(const nnf_conv2d_shape *s, nnf_isa isa) {
     if (isa < NNF_ISA_AVX2)
         return NNF_DW_PLANE_SCALAR;
     if (!nnf_dw_specialised(s))
         return NNF_DW_ANY_AVX2;
     size_t wp = (s->ow - 1) * s->sw + s->kw;
+    if (isa >= NNF_ISA_AVX512 && (s->kh == 7 || (s->sw == 1 && s->ow > 8)))
+        return NNF_DW_PLANE_AVX512;
     if ((s->ow <= 8 || (s->ow <= 16 && s->sw == 1)) && wp <= NNF_DW_C8_MAX / s->kh)
         return NNF_DW_C8_AVX2;
     return NNF_DW_PLANE_AVX2;
@@ -45,6 +55,7 @@ const char *nnf_dw_kernel_name(nnf_dw_kernel kern) {
     case NNF_DW_PLANE_AVX2: return "r4_avx2";
     case NNF_DW_C8_AVX2: return "c8_avx2";
     case NNF_DW_ANY_AVX2: return "any_avx2";
+    case NNF_DW_PLANE_AVX512: return "r4_avx512";
     }
     return "?";
 }
@@ -123,7 +134,9 @@ static void dw_plane_task(void *ctx, size_t plane) {
                      .bias = j->ep->bias ? j->ep->bias + ch : NULL,
                      .residual = j->ep->residual ? j->ep->residual + plane * ohw : NULL};
     const float *x = j->x + plane * s->h * s->w;
-    if (j->k->dw_kern == NNF_DW_PLANE_AVX2)
+    if (j->k->dw_kern == NNF_DW_PLANE_AVX512)
+        nnf_dw_plane_avx512(s, x, w, j->y + plane * ohw, &t);
+    else if (j->k->dw_kern == NNF_DW_PLANE_AVX2)
         nnf_dw_plane_avx2(s, x, w, j->y + plane * ohw, &t);
     else if (j->k->dw_kern == NNF_DW_ANY_AVX2)
         nnf_dw_any_avx2(s, x, w, j->y + plane * ohw, &t);

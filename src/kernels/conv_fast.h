@@ -122,10 +122,16 @@ typedef enum nnf_dw_kernel {
     NNF_DW_PLANE_AVX2,   /* one plane, 8 outputs of a row per vector, 4 rows per pass */
     NNF_DW_C8_AVX2,      /* 8 planes, 8 channels per vector (narrow planes) */
     NNF_DW_ANY_AVX2,     /* one plane, any kernel, stride and dilation (1-D convs too) */
+    NNF_DW_PLANE_AVX512, /* NNF_DW_PLANE_AVX2 with 16 outputs of a row per vector, same bits */
 } nnf_dw_kernel;
 
 /* Pure selection among the depthwise kernels for a DEPTHWISE shape. */
 nnf_dw_kernel nnf_dw_select(const nnf_conv2d_shape *s, nnf_isa isa);
+/* The row kernels (8 or 16 outputs of a row per vector), which stream each
+ * plane once. */
+static inline bool nnf_dw_is_plane(nnf_dw_kernel k) {
+    return k == NNF_DW_PLANE_AVX2 || k == NNF_DW_PLANE_AVX512;
+}
 const char *nnf_dw_kernel_name(nnf_dw_kernel kern);
 
 /* Copies the C x k*k weights, picks and names the kernel (the DEPTHWISE
@@ -137,18 +143,20 @@ nnf_status nnf_conv_dw_run(const nnf_conv_kernel *k, const float *x, float *y,
 
 /* Depthwise on one whole plane (x, y at the plane): the scalar kernel and
  * nnf_dw_any_avx2 take any kernel, stride, dilation and padding;
- * nnf_dw_plane_avx2 square 3x3/5x5 at stride 1/2 (nnf_dw_specialised). */
+ * nnf_dw_plane_avx2 square 3x3/5x5/7x7 at stride 1/2 (nnf_dw_specialised). */
 void nnf_dw_plane_scalar(const nnf_conv2d_shape *s, const float *x, const float *w, float *y,
                          const nnf_tile_ep *t);
 void nnf_dw_plane_avx2(const nnf_conv2d_shape *s, const float *x, const float *w, float *y,
                        const nnf_tile_ep *t);
+void nnf_dw_plane_avx512(const nnf_conv2d_shape *s, const float *x, const float *w, float *y,
+                         const nnf_tile_ep *t);
 void nnf_dw_any_avx2(const nnf_conv2d_shape *s, const float *x, const float *w, float *y,
                      const nnf_tile_ep *t);
-/* The shapes the square kernels take: 3x3/5x5, one stride of 1 or 2, no
+/* The shapes the square kernels take: 3x3/5x5/7x7, one stride of 1 or 2, no
  * dilation, padding under the kernel. */
 bool nnf_dw_specialised(const nnf_conv2d_shape *s);
 
-/* Depthwise 3x3/5x5 stride 1/2, 8 channels per vector: nc (<= 8) planes
+/* Depthwise 3x3/5x5/7x7 stride 1/2, 8 channels per vector: nc (<= 8) planes
  * from channel c0 of one image (x, y and res, if not NULL, at the first
  * plane; w is the whole C x k*k weight copy), whole planes with the
  * epilogue. Rows are interleaved a tile at a time into a stack buffer of

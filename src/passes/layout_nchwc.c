@@ -291,7 +291,7 @@ static nnf_status try_conv(layout *L, int id, bool *done) {
          * against 0.033, 128 5x5 20 -> 10 0.014 against 0.035). */
         bool dw_rows =
             !blocked(L, x) && nnf_conv_select(&s, nnf_cpu_isa()) == NNF_CONV_ALGO_DEPTHWISE &&
-            nnf_dw_select(&s, nnf_cpu_isa()) == NNF_DW_PLANE_AVX2 && !nnf_nchwc_dw_small_rows(&s);
+            nnf_dw_is_plane(nnf_dw_select(&s, nnf_cpu_isa())) && !nnf_nchwc_dw_small_rows(&s);
         /* Those rows between plain tensors, no residual: the blocked kernel
          * reorders each pair of blocks' planes in and out itself, in a
          * buffer in L2 (nnf_nchwc_dw_run_plain), instead of two reorders

@@ -349,25 +349,32 @@ static void test_tier(nnf_isa isa) {
 
 /* Every depthwise kernel the tier has, forced, against the oracle: every
  * MobileNetV2 depthwise shape (narrowed to a few channels where the plane
- * count does not matter), output widths 1, 2, 7, 31, 33, 57 and the
- * 128-column strip edge, strides 1/2, pads 0/1 (and asymmetric), 3x3 and
- * 5x5, channels 1 and 13, fused Clip (ReLU6) and ReLU, a residual, SiLU
- * (the generic epilogue), batch 2. */
+ * count does not matter), ConvNeXt's 7x7s, output widths 1, 2, 7, 31, 33,
+ * 57 and the 128-column strip edge, strides 1/2, pads 0/1 (and
+ * asymmetric; 3 for the 7x7s), 3x3, 5x5 and 7x7, channels 1 and 13, fused
+ * Clip (ReLU6) and ReLU, a residual, SiLU (the generic epilogue), batch
+ * 2. */
 static void test_depthwise_kernels(nnf_isa isa) {
     const nnf_activation relu = {NNF_ACT_RELU, 0, 0}, relu6 = {NNF_ACT_CLIP, 0, 6},
                          silu = {NNF_ACT_SILU, 0, 0}, none = {NNF_ACT_NONE, 0, 0};
     const nnf_activation *acts[4] = {&relu6, &relu, &silu, &none};
     const char *t = nnf_isa_name(isa);
-    int kerns[4] = {NNF_DW_PLANE_SCALAR, NNF_DW_PLANE_AVX2, NNF_DW_C8_AVX2, NNF_DW_ANY_AVX2};
-    int nk = isa >= NNF_ISA_AVX2 ? 4 : 1;
-    /* MobileNetV2: channels, input size, stride */
-    size_t mb[][3] = {{32, 112, 1}, {96, 112, 2}, {144, 56, 1}, {144, 56, 2}, {192, 28, 1},
-                      {192, 28, 2}, {384, 14, 1}, {576, 14, 1}, {576, 14, 2}, {960, 7, 1}};
+    int kerns[5] = {NNF_DW_PLANE_SCALAR, NNF_DW_PLANE_AVX2, NNF_DW_C8_AVX2, NNF_DW_ANY_AVX2,
+                    NNF_DW_PLANE_AVX512};
+    int nk = isa >= NNF_ISA_AVX512 ? 5 : isa >= NNF_ISA_AVX2 ? 4 : 1;
+    /* MobileNetV2 (3x3) and ConvNeXt-T (7x7): channels, input size, stride, kernel */
+    size_t mb[][4] = {{32, 112, 1, 3}, {96, 112, 2, 3}, {144, 56, 1, 3}, {144, 56, 2, 3},
+                      {192, 28, 1, 3}, {192, 28, 2, 3}, {384, 14, 1, 3}, {576, 14, 1, 3},
+                      {576, 14, 2, 3}, {960, 7, 1, 3},  {96, 56, 1, 7},  {192, 28, 1, 7},
+                      {384, 14, 1, 7}, {768, 7, 1, 7}};
     for (int ki = 0; ki < nk; ki++) {
         force_dw = kerns[ki];
         for (size_t i = 0; i < sizeof mb / sizeof mb[0]; i++) {
-            size_t c = mb[i][1] >= 56 ? 5 : mb[i][0];
-            nnf_conv2d_shape s = shape(1, c, mb[i][1], mb[i][1], c, c, 3, 3, mb[i][2], 1, 1, 1, 1, 1);
+            size_t c = mb[i][1] >= 56 ? 5 : mb[i][0], k = mb[i][3], p = k / 2;
+            nnf_conv2d_shape s =
+                shape(1, c, mb[i][1], mb[i][1], c, c, k, k, mb[i][2], 1, p, p, p, p);
+            if (kerns[ki] == NNF_DW_C8_AVX2 && ((s.ow - 1) * s.sw + k) * k > NNF_DW_C8_MAX)
+                continue;
             if (kerns[ki] == NNF_DW_C8_AVX2 && s.ow > 32)
                 continue; /* its stack buffer holds rows up to 32 outputs wide (stride 2) */
             CHECK_MSG(run_conv(&s, isa, &relu6, 1, (int)(i % 3 == 2), NULL, NNF_CONV_ALGO_DEPTHWISE) == 0,
@@ -376,9 +383,9 @@ static void test_depthwise_kernels(nnf_isa isa) {
         size_t ows[] = {1, 2, 7, 31, 33, 57, 128, 129};
         size_t chs[] = {1, 13};
         for (size_t wi = 0; wi < sizeof ows / sizeof ows[0]; wi++)
-            for (size_t k = 3; k <= 5; k += 2)
+            for (size_t k = 3; k <= 7; k += 2)
                 for (size_t st = 1; st <= 2; st++)
-                    for (size_t p = 0; p <= 1; p++) {
+                    for (size_t p = 0; p <= (k == 7 ? 3 : 1); p += (k == 7 ? 3 : 1)) {
                         /* input width giving ows[wi] outputs: (w + 2p - k) / st + 1 */
                         size_t w = (ows[wi] - 1) * st + k - 2 * p + (wi & 1 ? st - 1 : 0);
                         size_t h = (wi * 3 + k + st + p) % 9 + k, c = chs[(wi + k + p) % 2];
@@ -433,6 +440,15 @@ static void test_depthwise_kernels(nnf_isa isa) {
     CHECK(nnf_dw_select(&m, NNF_ISA_AVX2) == NNF_DW_C8_AVX2);
     m = shape(1, 192, 28, 28, 192, 192, 3, 3, 2, 1, 1, 1, 1, 1);
     CHECK(nnf_dw_select(&m, NNF_ISA_AVX2) == NNF_DW_PLANE_AVX2);
+    CHECK(nnf_dw_select(&m, NNF_ISA_AVX512) == NNF_DW_PLANE_AVX2);
+    /* AVX-512: the 16-lane rows for every 7x7 and stride-1 rows past 8 */
+    m = shape(1, 768, 7, 7, 768, 768, 7, 7, 1, 1, 3, 3, 3, 3);
+    CHECK(nnf_dw_select(&m, NNF_ISA_AVX512) == NNF_DW_PLANE_AVX512);
+    CHECK(nnf_dw_select(&m, NNF_ISA_AVX2) == NNF_DW_C8_AVX2);
+    m = shape(1, 384, 14, 14, 384, 384, 3, 3, 1, 1, 1, 1, 1, 1);
+    CHECK(nnf_dw_select(&m, NNF_ISA_AVX512) == NNF_DW_PLANE_AVX512);
+    m = shape(1, 960, 7, 7, 960, 960, 3, 3, 1, 1, 1, 1, 1, 1);
+    CHECK(nnf_dw_select(&m, NNF_ISA_AVX512) == NNF_DW_C8_AVX2);
 }
 
 /* 3-D convs (conv3d.h) against a double oracle: depth taps in the padding
@@ -918,9 +934,13 @@ int main(void) {
     CHECK(nnf_conv_select(&s, NNF_ISA_AVX2) == NNF_CONV_ALGO_IM2COL);
     s = shape(1, 32, 112, 112, 32, 32, 3, 3, 2, 1, 1, 1, 1, 1); /* depthwise s2 stays */
     CHECK(nnf_conv_select(&s, NNF_ISA_AVX2) == NNF_CONV_ALGO_DEPTHWISE);
-    s = shape(1, 32, 56, 56, 32, 32, 7, 7, 1, 1, 3, 3, 3, 3); /* any window: the generic kernel */
+    s = shape(1, 32, 56, 56, 32, 32, 7, 7, 1, 1, 3, 3, 3, 3); /* 7x7: the row kernels */
     CHECK(nnf_conv_select(&s, NNF_ISA_AVX2) == NNF_CONV_ALGO_DEPTHWISE);
+    CHECK(nnf_dw_select(&s, NNF_ISA_AVX2) == NNF_DW_PLANE_AVX2);
+    CHECK(nnf_dw_select(&s, NNF_ISA_AVX512) == NNF_DW_PLANE_AVX512);
+    s = shape(1, 32, 56, 56, 32, 32, 7, 7, 1, 2, 6, 6, 6, 6); /* dilated: the generic kernel */
     CHECK(nnf_dw_select(&s, NNF_ISA_AVX2) == NNF_DW_ANY_AVX2);
+    CHECK(nnf_dw_select(&s, NNF_ISA_AVX512) == NNF_DW_ANY_AVX2);
     CHECK(nnf_dw_select(&s, NNF_ISA_SCALAR) == NNF_DW_PLANE_SCALAR);
     s = shape(1, 512, 1, 1024, 512, 512, 1, 31, 1, 1, 0, 15, 0, 15); /* a Conformer's 1-D */
     CHECK(nnf_conv_select(&s, NNF_ISA_AVX2) == NNF_CONV_ALGO_DEPTHWISE);

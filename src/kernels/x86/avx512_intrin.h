@@ -96,6 +96,17 @@ static inline __m512d nnf_emu_cvtps_pd(__m256 a) {
     _mm256_storeu_pd(v + 4, _mm256_cvtps_pd(_mm256_extractf128_ps(a, 1)));
     return _mm512_loadu_pd(v);
 }
+/* valignd: lanes imm.. of the 32-lane concatenation a:b (b the low half) */
+static inline __m512i nnf_emu_alignr_epi32(__m512i a, __m512i b, int imm) {
+    int32_t v[32], r[16];
+    _mm512_storeu_si512(v, b);
+    _mm512_storeu_si512(v + 16, a);
+    for (int i = 0; i < 16; i++)
+        r[i] = v[i + (imm & 15)];
+    return _mm512_loadu_si512(r);
+}
+#undef _mm512_alignr_epi32
+#define _mm512_alignr_epi32 nnf_emu_alignr_epi32
 #undef _mm512_scalef_ps
 #define _mm512_scalef_ps nnf_emu_scalef_ps
 #undef _mm512_cvtpd_ps

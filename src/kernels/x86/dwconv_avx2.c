@@ -1,6 +1,6 @@
 /* Depthwise on NCHW planes (AVX2):
  *
- *   nnf_dw_plane_avx2  3x3/5x5, stride 1/2: one channel plane, vectorised
+ *   nnf_dw_plane_avx2  3x3/5x5/7x7, stride 1/2: one channel plane, vectorised
  *                      along the output row, several output rows per pass
  *                      (see dw_plane);
  *   nnf_dw_c8_avx2     the same shapes, up to 8 planes at once, vectorised
@@ -8,7 +8,8 @@
  *   nnf_dw_any_avx2    any window, one plane a row at a time.
  *
  * Both apply the epilogue in registers. Used for the AVX-512 tier as well
- * (the kernels are load-bound, not FMA-bound). */
+ * (the 3x3s are load-bound, not FMA-bound), except where the plane kernel's
+ * 16-lane form wins (dwconv_avx512.c, nnf_dw_select). */
 #include "base/alloc.h"
 #include "kernels/conv_fast.h"
 #include "kernels/x86/ep_fast_avx2.h"
@@ -17,114 +18,31 @@
 #include <math.h>
 #include <string.h>
 
-/* ---- plane kernel --------------------------------------------------------- */
+/* ---- plane kernel (its driver: dwconv_plane.h) ------------------------------ */
 
-/* Output columns per strip: a strip's prepared rows (DW_ROWS of them) fit in
- * 12 KB of stack, so they stay in L1 next to the input being streamed. */
-#define DW_CW 128
-/* Floats per prepared-row half: the strip rounded up to 8, the taps' reach
- * past it (k / 2 for stride 2, k - 1 for stride 1, both < 8) and the
- * fill's last 8-wide store, which may start up to 7 floats late. */
-#define DW_HALF (DW_CW + 16)
-#define DW_ROW (2 * DW_HALF)
-/* Output rows per pass, and the input rows a pass reads: (R - 1) s + k. */
-#define DW_R 4
-#define DW_ROWS ((DW_R - 1) * 2 + 5)
-
-static _Alignas(32) const float dw_zero_row[DW_ROW];
-
-/* Eight input columns from c on (c >= 0), zeros past the row's end w. */
-static inline __attribute__((always_inline)) __m256 dw_load_part(const float *xr, ptrdiff_t w,
-                                                                 ptrdiff_t c) {
-    if (c + 8 <= w)
-        return _mm256_loadu_ps(xr + c);
-    if (c < w)
-        return _mm256_maskload_ps(xr + c, nnf_mask8((size_t)(w - c)));
-    return _mm256_setzero_ps();
-}
-
-/* Stride 1: d[i] = xr[c0 + i] for i < n (rounded up to 8), zeros outside
- * the row [0, w): the left/right padding, no bounds checks in the taps. */
-static inline __attribute__((always_inline)) void dw_prep_s1(const float *xr, ptrdiff_t w,
-                                                             ptrdiff_t c0, size_t n, float *d) {
-    size_t i = 0;
-    for (; i < n && c0 + (ptrdiff_t)i < 0; i++)
-        d[i] = 0.0f;
-    for (; i < n; i += 8)
-        _mm256_storeu_ps(d + i, dw_load_part(xr, w, c0 + (ptrdiff_t)i));
-}
-
-/* Stride 2: the padded row split once into its even (d) and odd (d +
- * DW_HALF) columns, d[i] = xr[c0 + 2i], d[DW_HALF + i] = xr[c0 + 2i + 1]
- * for i < n, so every tap of 8 stride-2 outputs is one contiguous load
- * instead of two loads and two shuffles per tap. */
-static inline __attribute__((always_inline)) void dw_prep_s2(const float *xr, ptrdiff_t w,
-                                                             ptrdiff_t c0, size_t n, float *d) {
-    float *od = d + DW_HALF;
-    size_t i = 0;
-    for (; i < n && c0 + 2 * (ptrdiff_t)i < 0; i++) {
-        ptrdiff_t c = c0 + 2 * (ptrdiff_t)i + 1;
-        d[i] = 0.0f;
-        od[i] = c >= 0 && c < w ? xr[c] : 0.0f;
-    }
-    for (; i < n; i += 8) {
-        ptrdiff_t c = c0 + 2 * (ptrdiff_t)i;
-        __m256 lo = dw_load_part(xr, w, c), hi = dw_load_part(xr, w, c + 8);
-        /* lo0 lo2 hi0 hi2 | lo4 lo6 hi4 hi6 -> lo0 lo2 lo4 lo6 hi0 hi2 hi4 hi6 */
-        __m256 e = _mm256_shuffle_ps(lo, hi, 0x88), o = _mm256_shuffle_ps(lo, hi, 0xdd);
-        _mm256_storeu_ps(d + i, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), 0xd8)));
-        _mm256_storeu_ps(od + i, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), 0xd8)));
-    }
-}
-
-/* What a pass needs besides its rows: where its outputs go and the
- * epilogue. y and res are at output (oh0, o0) of the plane. */
-typedef struct dw_pass {
-    float *y;
-    const float *res;
-    size_t ldy, o0, cw;
-    const nnf_tile_ep *t;
-    nnf_ep_fast f;
-    __m256 bias;
-} dw_pass;
-
-static inline __attribute__((always_inline)) void dw_store(const dw_pass *p, size_t r, size_t o,
-                                                           __m256 v) {
-    size_t left = p->cw - o;
-    int full = left >= 8;
-    __m256i m = nnf_mask8(full ? 8 : left);
-    float *y = p->y + r * p->ldy + o;
-    if (p->f.clamp_only) {
-        v = nnf_ep_fast8(&p->f, v, p->bias, p->res ? p->res + r * p->ldy + o : NULL, full, m);
-    } else {
-        nnf_tile_ep t = *p->t;
-        t.residual = p->res ? p->res + r * p->ldy - p->o0 : NULL;
-        v = nnf_ep8(v, &t, 0, p->o0 + o, full, m);
-    }
-    if (full)
-        _mm256_storeu_ps(y, v);
-    else
-        _mm256_maskstore_ps(y, m, v);
-}
+#define DW_VL 8
+#define DW_PASS dw_pass_rows8
+#include "kernels/x86/dwconv_plane.h"
 
 /* R output rows of the strip from the (R - 1) s + k prepared rows rp, 8
  * columns at a time: each input vector is loaded once and feeds every
  * output row whose window holds its row (up to k / s of them), so the
  * loads per output fall from k*k to about k*k/R * (1 + (k - s)/(R s)).
  * Each output row's sum is formed in the same order (row i, then tap j). */
-static inline __attribute__((always_inline)) void dw_pass_rows(const float *const *rp,
-                                                               const __m256 *wv, const size_t k,
-                                                               const size_t st, const size_t R,
-                                                               const dw_pass *p) {
+static inline __attribute__((always_inline)) void dw_pass_rows8(const float *const *rp,
+                                                                const void *wts, const size_t k,
+                                                                const size_t st, const size_t R,
+                                                                const dw_pass *p) {
+    const __m256 *wv = wts;
     const size_t rows = (R - 1) * st + k;
     for (size_t o = 0; o < p->cw; o += 8) {
         __m256 acc[DW_R];
 #pragma GCC unroll 4
         for (size_t r = 0; r < R; r++)
             acc[r] = _mm256_setzero_ps();
-#pragma GCC unroll 11
+#pragma GCC unroll 13
         for (size_t ir = 0; ir < rows; ir++)
-#pragma GCC unroll 5
+#pragma GCC unroll 7
             for (size_t j = 0; j < k; j++) {
                 const float *q = st == 1 ? rp[ir] + o + j : rp[ir] + (j & 1) * DW_HALF + o + j / 2;
                 __m256 v = _mm256_loadu_ps(q);
@@ -139,77 +57,34 @@ static inline __attribute__((always_inline)) void dw_pass_rows(const float *cons
     }
 }
 
-/* One channel plane: column strips of up to DW_CW outputs; per strip, passes
- * of DW_R output rows. The input rows a pass reads are prepared once each
- * into a ring of DW_ROWS rows (zero-padded; split into even/odd columns for
- * stride 2) and shared by the next pass's overlap, so the borders cost no
- * padded copy of the plane and no per-output bounds checks. Rows in the
- * vertical padding point at a zero row. */
-static inline __attribute__((always_inline)) void dw_plane(const nnf_conv2d_shape *s,
-                                                           const size_t k, const size_t st,
-                                                           const float *x, const float *w,
-                                                           float *y, const nnf_tile_ep *t) {
-    _Alignas(32) float ring[DW_ROWS * DW_ROW];
-    const size_t nring = (DW_R - 1) * st + k;
-    __m256 wv[25];
-#pragma GCC unroll 25
+/* The weights broadcast once per plane (past the registers they spill: each
+ * is an FMA's memory operand). */
+static inline __attribute__((always_inline)) void dw_plane8(const nnf_conv2d_shape *s,
+                                                            const size_t k, const size_t st,
+                                                            const float *x, const float *w,
+                                                            float *y, const nnf_tile_ep *t) {
+    __m256 wv[49];
+#pragma GCC unroll 49
     for (size_t i = 0; i < k * k; i++)
         wv[i] = _mm256_broadcast_ss(w + i);
-    dw_pass p = {.ldy = s->ow, .t = t, .f = nnf_ep_fast_init(t->ep)};
-    p.bias = t->bias ? _mm256_set1_ps(t->bias[0]) : _mm256_setzero_ps();
-    for (size_t o0 = 0; o0 < s->ow; o0 += DW_CW) {
-        size_t cw = s->ow - o0 < DW_CW ? s->ow - o0 : DW_CW, cw8 = (cw + 7) / 8 * 8;
-        /* prepared columns: stride 1 reads cw8 + k - 1, stride 2 reads
-         * cw8 + k / 2 per half (rounded up to 8 by the fill) */
-        size_t n = st == 1 ? cw8 + k - 1 : cw8 + k / 2;
-        ptrdiff_t c0 = (ptrdiff_t)(o0 * st) - (ptrdiff_t)s->pl;
-        size_t next = 0; /* padded rows below this are in the ring */
-        p.o0 = o0;
-        p.cw = cw;
-        for (size_t oh0 = 0; oh0 < s->oh; oh0 += DW_R) {
-            size_t R = s->oh - oh0 < DW_R ? s->oh - oh0 : DW_R, rows = (R - 1) * st + k;
-            const float *rp[DW_ROWS];
-            for (size_t i = 0; i < rows; i++) {
-                size_t pr = oh0 * st + i;
-                ptrdiff_t ih = (ptrdiff_t)pr - (ptrdiff_t)s->pt;
-                if (ih < 0 || ih >= (ptrdiff_t)s->h) {
-                    rp[i] = dw_zero_row;
-                    continue;
-                }
-                float *d = ring + (pr % nring) * DW_ROW;
-                if (pr >= next) {
-                    const float *xr = x + (size_t)ih * s->w;
-                    if (st == 1)
-                        dw_prep_s1(xr, (ptrdiff_t)s->w, c0, n, d);
-                    else
-                        dw_prep_s2(xr, (ptrdiff_t)s->w, c0, n, d);
-                }
-                rp[i] = d;
-            }
-            next = oh0 * st + rows;
-            p.y = y + oh0 * s->ow + o0;
-            p.res = t->residual ? t->residual + oh0 * s->ow + o0 : NULL;
-            switch (R) {
-            case 4: dw_pass_rows(rp, wv, k, st, 4, &p); break;
-            case 3: dw_pass_rows(rp, wv, k, st, 3, &p); break;
-            case 2: dw_pass_rows(rp, wv, k, st, 2, &p); break;
-            default: dw_pass_rows(rp, wv, k, st, 1, &p); break;
-            }
-        }
-    }
+    dw_plane(s, k, st, x, wv, y, t);
 }
 
 void nnf_dw_plane_avx2(const nnf_conv2d_shape *s, const float *x, const float *w, float *y,
                        const nnf_tile_ep *t) {
     /* constant k and s let the compiler unroll the taps */
     if (s->kh == 3 && s->sh == 1)
-        dw_plane(s, 3, 1, x, w, y, t);
+        dw_plane8(s, 3, 1, x, w, y, t);
     else if (s->kh == 3)
-        dw_plane(s, 3, 2, x, w, y, t);
+        dw_plane8(s, 3, 2, x, w, y, t);
+    else if (s->kh == 5 && s->sh == 1)
+        dw_plane8(s, 5, 1, x, w, y, t);
+    else if (s->kh == 5)
+        dw_plane8(s, 5, 2, x, w, y, t);
     else if (s->sh == 1)
-        dw_plane(s, 5, 1, x, w, y, t);
+        dw_plane8(s, 7, 1, x, w, y, t);
     else
-        dw_plane(s, 5, 2, x, w, y, t);
+        dw_plane8(s, 7, 2, x, w, y, t);
 }
 
 /* ---- any window ------------------------------------------------------------- */
@@ -424,8 +299,8 @@ dw_c8(const nnf_conv2d_shape *s, const size_t k, const size_t st, const float *w
     const size_t tile = (NNF_DW_C8_MAX / wp - k) / st + 1;
     _Alignas(32) float buf[(NNF_DW_C8_MAX + 8) * 8];
     _Alignas(32) float tmp[8], ob[64];
-    __m256 wv[25];
-#pragma GCC unroll 25
+    __m256 wv[49];
+#pragma GCC unroll 49
     for (size_t t = 0; t < k * k; t++) {
         for (size_t c = 0; c < 8; c++)
             tmp[c] = c < nc ? w[(c0 + c) * k * k + t] : 0.0f;
@@ -448,9 +323,9 @@ dw_c8(const nnf_conv2d_shape *s, const size_t k, const size_t st, const float *w
                 const float *p = buf + (oh * st * wp + ow * st) * 8;
                 __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
                 __m256 b0 = _mm256_setzero_ps(), b1 = _mm256_setzero_ps();
-#pragma GCC unroll 5
-                for (size_t i = 0; i < k; i++)
 #pragma GCC unroll 7
+                for (size_t i = 0; i < k; i++)
+#pragma GCC unroll 9
                     for (size_t j = 0; j < k + st; j++) {
                         __m256 v = _mm256_load_ps(p + (i * wp + j) * 8);
                         if (j < k) {
@@ -483,9 +358,9 @@ dw_c8(const nnf_conv2d_shape *s, const size_t k, const size_t st, const float *w
                 const float *p = buf + (oh * st * wp + ow * st) * 8;
                 __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
                 /* unrolled so the taps' weights stay in registers */
-#pragma GCC unroll 5
+#pragma GCC unroll 7
                 for (size_t i = 0; i < k; i++)
-#pragma GCC unroll 5
+#pragma GCC unroll 7
                     for (size_t j = 0; j < k; j++) {
                         __m256 v = _mm256_load_ps(p + (i * wp + j) * 8);
                         if (j & 1)
@@ -509,8 +384,12 @@ void nnf_dw_c8_avx2(const nnf_conv2d_shape *s, const float *w, const float *x, f
         dw_c8(s, 3, 1, w, x, y, c0, nc, ep, res);
     else if (s->kh == 3)
         dw_c8(s, 3, 2, w, x, y, c0, nc, ep, res);
-    else if (s->sh == 1)
+    else if (s->kh == 5 && s->sh == 1)
         dw_c8(s, 5, 1, w, x, y, c0, nc, ep, res);
-    else
+    else if (s->kh == 5)
         dw_c8(s, 5, 2, w, x, y, c0, nc, ep, res);
+    else if (s->sh == 1)
+        dw_c8(s, 7, 1, w, x, y, c0, nc, ep, res);
+    else
+        dw_c8(s, 7, 2, w, x, y, c0, nc, ep, res);
 }
