@@ -9,9 +9,10 @@ Models: resnet50, mobilenetv2, yolov5s, bert-base, albert-base (ALBERT: factoris
 embeddings, one set of layer weights every layer reads), unet (segmentation: an
 encoder, and a decoder that up-samples by ConvTranspose), efficientnet-b0 (MBConv
 blocks with squeeze-and-excitation, SiLU, 5x5 depthwise convs), mobilenetv3-large
-(HardSwish, squeeze-and-excitation with HardSigmoid) and their test-sized variants
+(HardSwish, squeeze-and-excitation with HardSigmoid), convnext-tiny (7x7 depthwise
+convs, LayerNorm and MLPs between permutes, layer scale) and their test-sized variants
 resnet_tiny, mobilenetv2_tiny, yolov5s_tiny, bert_tiny, albert_tiny, unet_tiny,
-efficientnet_tiny, mobilenetv3_tiny (--small selects only those). Everything is built with onnx.helper and numpy at opset
+efficientnet_tiny, mobilenetv3_tiny, convnext_tiny (--small selects only those). Everything is built with onnx.helper and numpy at opset
 17 from fixed seeds: two runs on one machine write identical files (the BN
 statistics go through onnxruntime, so another CPU may change their last bits).
 
@@ -314,6 +315,59 @@ def build_mobilenetv3(b: Builder, size, stem, settings, last, hidden, classes):
     y = b.node("Flatten", [y], "/Flatten", axis=1)
     y = b.node("HardSwish", [b.linear_gemm(y, last, hidden, "/classifier/0")], "/classifier/1")
     y = b.linear_gemm(y, hidden, classes, "/classifier/3")
+    b.add_output(y, "output", TensorProto.FLOAT, [b.batch, classes])
+
+
+# --------------------------------------------------------------------------
+# ConvNeXt (torchvision): 7x7 depthwise, channels-last LayerNorm and MLP between two permutes,
+# exact GELU, layer scale
+# --------------------------------------------------------------------------
+def build_convnext(b: Builder, size, dims, depths, classes):
+    def layer_norm(x, c, scope):
+        g = b.init(f"{scope}.weight", b.rng.uniform(0.8, 1.2, c).astype(np.float32))
+        bb = b.init(f"{scope}.bias", b.normal((c,), 0.05))
+        return b.node("LayerNormalization", [x, g, bb], scope, axis=-1, epsilon=1e-6)
+
+    def norm2d(x, c, scope):
+        """LayerNorm2d: the channels of each pixel normalised, between two permutes."""
+        y = layer_norm(b.node("Transpose", [x], scope, perm=[0, 2, 3, 1]), c, scope)
+        return b.node("Transpose", [y], scope, perm=[0, 3, 1, 2])
+
+    def linear(x, cin, cout, scope):
+        # nn.Linear on a 4-D input exports as MatMul with the transposed weight + Add
+        w = b.init(f"{scope}.weight_T", b.torch_uniform((cin, cout), cin) * math.sqrt(3.0))
+        return b.node("Add", [b.node("MatMul", [x, w], scope),
+                              b.init(f"{scope}.bias", b.torch_uniform((cout,), cin))], scope)
+
+    def gelu(x, scope):
+        g = b.node("Erf", [b.node("Div", [x, b.const(1.4142135381698608, name="sqrt2")], scope)],
+                   scope)
+        g = b.node("Add", [g, b.const(1.0, name="one")], scope)
+        return b.node("Mul", [b.node("Mul", [x, g], scope), b.const(0.5, name="half")], scope)
+
+    x = b.add_input("input", TensorProto.FLOAT, [b.batch, 3, size, size])
+    y = b.conv(x, 3, dims[0], 4, 4, p=0, bias=True, scope="/features/0/0")
+    y = norm2d(y, dims[0], "/features/0/1")
+    for si, (c, n) in enumerate(zip(dims, depths)):
+        if si > 0:
+            sc = f"/features/{2 * si}"
+            y = norm2d(y, dims[si - 1], f"{sc}/0")
+            y = b.conv(y, dims[si - 1], c, 2, 2, p=0, bias=True, scope=f"{sc}/1")
+        for i in range(n):
+            sc = f"/features/{2 * si + 1}/{i}/block"
+            h = b.conv(y, c, c, 7, 1, p=3, g=c, bias=True, scope=f"{sc}/0")
+            h = b.node("Transpose", [h], f"{sc}/1", perm=[0, 2, 3, 1])
+            h = layer_norm(h, c, f"{sc}/2")
+            h = gelu(linear(h, c, 4 * c, f"{sc}/3"), f"{sc}/4")
+            h = linear(h, 4 * c, c, f"{sc}/5")
+            h = b.node("Transpose", [h], f"{sc}/6", perm=[0, 3, 1, 2])
+            # layer scale: trained values, not the 1e-6 of a fresh model
+            ls = b.init(f"{sc}.layer_scale", b.rng.uniform(0.1, 0.5, (c, 1, 1)).astype(np.float32))
+            y = b.node("Add", [b.node("Mul", [ls, h], sc), y], f"/features/{2 * si + 1}/{i}")
+    y = b.node("GlobalAveragePool", [y], "/avgpool")
+    y = norm2d(y, dims[-1], "/classifier/0")
+    y = b.node("Flatten", [y], "/classifier/1", axis=1)
+    y = b.linear_gemm(y, dims[-1], classes, "/classifier/2")
     b.add_output(y, "output", TensorProto.FLOAT, [b.batch, classes])
 
 
@@ -632,6 +686,8 @@ SPECS = [
                                                                 1000), "image", False),
     Spec("mobilenetv3-large", 18, lambda b, a: build_mobilenetv3(b, 224, 16, MOBILENETV3_LARGE, 960,
                                                                  1280, 1000), "image", False),
+    Spec("convnext-tiny", 19, lambda b, a: build_convnext(b, 224, [96, 192, 384, 768], [3, 3, 9, 3],
+                                                          1000), "image", False),
     Spec("resnet_tiny", 150, lambda b, a: build_resnet(b, 64, [8, 16, 32, 64], [2, 2, 1, 1], 10),
          "image", True),
     Spec("mobilenetv2_tiny", 102, lambda b, a: build_mobilenetv2(b, 64, MOBILENET_TINY, 8, 64,
@@ -643,6 +699,8 @@ SPECS = [
     Spec("unet_tiny", 116, lambda b, a: build_unet(b, 32, [8, 16, 32], 2), "image", True),
     Spec("efficientnet_tiny", 117, lambda b, a: build_efficientnet(b, 64, 8, EFFICIENTNET_TINY, 32,
                                                                    10), "image", True),
+    Spec("convnext_tiny", 119, lambda b, a: build_convnext(b, 64, [8, 16, 24, 32], [1, 1, 2, 1],
+                                                           10), "image", True),
     Spec("mobilenetv3_tiny", 118, lambda b, a: build_mobilenetv3(b, 64, 8, MOBILENETV3_TINY, 48, 64,
                                                                  10), "image", True),
 ]
