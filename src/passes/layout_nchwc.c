@@ -358,6 +358,23 @@ static int per_channel_operand(const layout *L, const nnf_node *n) {
     return k >= 0 && blocked(L, n->inputs[1 - k]) ? k : -1;
 }
 
+/* A same-shape binary node whose blocked inputs have their plain form
+ * already (a plain reader earlier in the order reordered them out) and
+ * whose other input is plain only: blocked it would reorder that input in
+ * and, for its plain readers, its result out; plain it needs neither.
+ * ConvNeXt's residual Add after each stage's first (blocked) conv: two
+ * reorders a block, the whole residual stream of stages 2-4. */
+static bool plain_is_cheaper(const layout *L, const nnf_node *n) {
+    bool plain_only = false;
+    for (int k = 0; k < 2; k++) {
+        int v = n->inputs[k];
+        if (blocked(L, v) && L->moved[v])
+            return false;
+        plain_only |= !blocked(L, v);
+    }
+    return plain_only;
+}
+
 static nnf_status try_other(layout *L, int id, bool *done) {
     nnf_graph *g = L->g;
     const nnf_node *n = &g->nodes[id];
@@ -395,6 +412,8 @@ static nnf_status try_other(layout *L, int id, bool *done) {
                plain_4d_f32(L, n->inputs[0]) && plain_4d_f32(L, n->inputs[1]) &&
                !memcmp(shape_of(L, n->inputs[0])->dims, shape_of(L, n->inputs[1])->dims, 4 * sizeof(int64_t)) &&
                !memcmp(shape_of(L, x)->dims, shape_of(L, y)->dims, 4 * sizeof(int64_t))) {
+        if (plain_is_cheaper(L, n))
+            return NNF_OK;
         NNF_CHECK(use_blocked(L, id, 0));
         NNF_CHECK(use_blocked(L, id, 1));
         NNF_CHECK(move_output(L, id, c));

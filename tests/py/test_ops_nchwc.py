@@ -233,9 +233,23 @@ def case_squeeze_excite():
         {"nchwc.Conv", "nchwc.GlobalAveragePool", "nchwc.Mul", "nchwc.Sub", "nchwc.Add"}, 4
 
 
+def case_residual_stream_plain():
+    """ConvNeXt's stage start: a blocked 2x2 stride-2 conv whose output starts the residual stream,
+    read by a 7x7 depthwise conv that stays NCHW (the row kernel, its reader plain) and by the
+    block's residual Add, whose other input comes from plain ops (Neg standing in for the MLP
+    between permutes). The conv's output is reordered out once for the depthwise conv, so the Adds
+    run plain: blocked, each would reorder the branch in and its result out. One reorder."""
+    d = conv("d", "x", 16, 24, k=2, stride=2, pad=0)
+    a = conv("a", d[2], 24, 24, k=7, pad=3, group=24)
+    b = conv("b", "y1", 24, 24, k=7, pad=3, group=24)
+    nodes = [helper.make_node("Neg", [a[2]], ["n1"]), helper.make_node("Add", ["n1", d[2]], ["y1"]),
+             helper.make_node("Neg", [b[2]], ["n2"]), helper.make_node("Add", ["n2", "y1"], ["y"])]
+    return build([d, a, b], nodes, [], ["y"], (1, 16, 28, 28)), {"nchwc.Conv"}, 1
+
+
 CASES = {f.__name__[5:]: f for f in (case_stem_chain, case_residual_add, case_concat_resize, case_mixed_readers,
                                       case_winograd, case_winograd_s2, case_winograd_f2, case_winograd_f2_heavy,
-                                      case_bottleneck_silu, case_squeeze_excite,
+                                      case_bottleneck_silu, case_squeeze_excite, case_residual_stream_plain,
                                       case_grouped, case_plain_out)}
 
 
