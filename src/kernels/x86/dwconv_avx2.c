@@ -72,19 +72,7 @@ static inline __attribute__((always_inline)) void dw_plane8(const nnf_conv2d_sha
 
 void nnf_dw_plane_avx2(const nnf_conv2d_shape *s, const float *x, const float *w, float *y,
                        const nnf_tile_ep *t) {
-    /* constant k and s let the compiler unroll the taps */
-    if (s->kh == 3 && s->sh == 1)
-        dw_plane8(s, 3, 1, x, w, y, t);
-    else if (s->kh == 3)
-        dw_plane8(s, 3, 2, x, w, y, t);
-    else if (s->kh == 5 && s->sh == 1)
-        dw_plane8(s, 5, 1, x, w, y, t);
-    else if (s->kh == 5)
-        dw_plane8(s, 5, 2, x, w, y, t);
-    else if (s->sh == 1)
-        dw_plane8(s, 7, 1, x, w, y, t);
-    else
-        dw_plane8(s, 7, 2, x, w, y, t);
+    DW_SPECIALISE(dw_plane8, s, x, w, y, t);
 }
 
 /* ---- any window ------------------------------------------------------------- */
@@ -380,16 +368,5 @@ dw_c8(const nnf_conv2d_shape *s, const size_t k, const size_t st, const float *w
 
 void nnf_dw_c8_avx2(const nnf_conv2d_shape *s, const float *w, const float *x, float *y, size_t c0,
                     size_t nc, const nnf_epilogue *ep, const float *res) {
-    if (s->kh == 3 && s->sh == 1)
-        dw_c8(s, 3, 1, w, x, y, c0, nc, ep, res);
-    else if (s->kh == 3)
-        dw_c8(s, 3, 2, w, x, y, c0, nc, ep, res);
-    else if (s->kh == 5 && s->sh == 1)
-        dw_c8(s, 5, 1, w, x, y, c0, nc, ep, res);
-    else if (s->kh == 5)
-        dw_c8(s, 5, 2, w, x, y, c0, nc, ep, res);
-    else if (s->sh == 1)
-        dw_c8(s, 7, 1, w, x, y, c0, nc, ep, res);
-    else
-        dw_c8(s, 7, 2, w, x, y, c0, nc, ep, res);
+    DW_SPECIALISE(dw_c8, s, w, x, y, c0, nc, ep, res);
 }

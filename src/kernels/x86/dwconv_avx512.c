@@ -144,17 +144,5 @@ static inline __attribute__((always_inline)) void dw_pass_rows16(const float *co
 
 void nnf_dw_plane_avx512(const nnf_conv2d_shape *s, const float *x, const float *w, float *y,
                          const nnf_tile_ep *t) {
-    /* constant k and s let the compiler unroll the taps */
-    if (s->kh == 3 && s->sh == 1)
-        dw_plane(s, 3, 1, x, w, y, t);
-    else if (s->kh == 3)
-        dw_plane(s, 3, 2, x, w, y, t);
-    else if (s->kh == 5 && s->sh == 1)
-        dw_plane(s, 5, 1, x, w, y, t);
-    else if (s->kh == 5)
-        dw_plane(s, 5, 2, x, w, y, t);
-    else if (s->sh == 1)
-        dw_plane(s, 7, 1, x, w, y, t);
-    else
-        dw_plane(s, 7, 2, x, w, y, t);
+    DW_SPECIALISE(dw_plane, s, x, w, y, t);
 }

@@ -41,6 +41,18 @@ static _Alignas(64) const float dw_zero_row[DW_ROW];
 #define DW_PREP_S1 dw_prep_s1
 #endif
 
+/* f(s, k, stride, ...) with the kernel size and stride as constants, so the
+ * taps unroll: 3x3, 5x5 or 7x7 at stride 1 or 2 (nnf_dw_specialised). */
+#define DW_SPECIALISE(f, s, ...)                                                                   \
+    do {                                                                                           \
+        if ((s)->kh == 3)                                                                          \
+            (s)->sh == 1 ? f(s, 3, 1, __VA_ARGS__) : f(s, 3, 2, __VA_ARGS__);                      \
+        else if ((s)->kh == 5)                                                                     \
+            (s)->sh == 1 ? f(s, 5, 1, __VA_ARGS__) : f(s, 5, 2, __VA_ARGS__);                      \
+        else                                                                                       \
+            (s)->sh == 1 ? f(s, 7, 1, __VA_ARGS__) : f(s, 7, 2, __VA_ARGS__);                      \
+    } while (0)
+
 /* Eight input columns from c on (c >= 0), zeros past the row's end w. */
 static inline __attribute__((always_inline)) __m256 dw_load_part(const float *xr, ptrdiff_t w,
                                                                  ptrdiff_t c) {
