@@ -15,7 +15,8 @@
 #include <string.h>
 
 /* Output columns per strip: a strip's prepared rows (DW_ROWS of them) fit in
- * 15 KB of stack, so they stay in L1 next to the input being streamed. */
+ * 17 KB of stack (27 KB for the 16-lane form's 8-row passes), so they stay
+ * in L1 next to the input being streamed. */
 #define DW_CW 128
 /* Floats per prepared-row half: the strip rounded up to DW_VL, what the
  * taps read past it (k / 2 for stride 2, k - 1 for stride 1, both < 8 up to
