@@ -22,7 +22,7 @@ bool nnf_nchwc_dw_supported(const nnf_conv2d_shape *s) {
 }
 
 bool nnf_nchwc_dw_small_rows(const nnf_conv2d_shape *s) {
-    return s->ow >= 1 && s->ow <= 16 && s->dw == 1 && (s->kw == 3 || s->kw == 5) &&
+    return s->ow >= 1 && s->ow <= 16 && s->dw == 1 && (s->kw == 3 || s->kw == 5 || s->kw == 7) &&
            s->kh == s->kw && s->pl == s->kw / 2 && (s->sw == 1 || s->sw == 2);
 }
 
@@ -168,8 +168,8 @@ void nnf_nchwc_dw_rows(const nnf_nchwc_dw *k, const float *x, size_t x_row0, siz
 
 bool nnf_nchwc_dw_pair_ok(const nnf_nchwc_dw *k, const nnf_epilogue *ep, const float *res) {
     const nnf_conv2d_shape *s = &k->s;
-    return k->isa >= NNF_ISA_AVX512 && !res && (s->kh == 3 || s->kh == 5) && s->kw == s->kh &&
-           s->dh == 1 && s->dw == 1 && (s->sw == 1 || s->sw == 2) &&
+    return k->isa >= NNF_ISA_AVX512 && !res && (s->kh == 3 || s->kh == 5 || s->kh == 7) &&
+           s->kw == s->kh && s->dh == 1 && s->dw == 1 && (s->sw == 1 || s->sw == 2) &&
            (nnf_epilogue_clamp_only(ep) ||
             (ep && ep->alpha == 1.0f && !ep->residual &&
              (ep->act.kind == NNF_ACT_SILU || ep->act.kind == NNF_ACT_HARD_SWISH)));

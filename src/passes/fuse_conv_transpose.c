@@ -16,11 +16,15 @@
 
 #include <string.h>
 
+/* The dense kernel's plain output only: a depthwise conv between NCHW
+ * tensors (nnf_nchwc_dw_run_plain) writes NCHW planes and no other layout,
+ * and given a channel-last output it ran the reference kernel (ConvNeXt's
+ * 7x7s before a Transpose to NHWC, 12x slower). */
 static bool plain_conv(const nnf_node *n, int v) {
     const nnf_nchwc_params *p = n ? n->params : NULL;
     return p && !n->dead && !strcmp(n->domain, "nnfuse.nchwc") && !strcmp(n->op_type, "Conv") &&
            n->n_outputs == 1 && n->outputs[0] == v && p->out_plain && !p->out_group &&
-           p->conv.residual_input < 0;
+           p->conv.residual_input < 0 && p->conv.group == 1;
 }
 
 static bool perm_is(const nnf_node *t, int rank, const int *want) {

@@ -318,19 +318,19 @@ static void test_dw(nnf_isa isa) {
     run_dw(&mb, isa);
     mb.s = 2;
     run_dw(&mb, isa);
-    /* the late layers' small maps, rows mostly border: 7 and 14 wide, 3x3
-     * and 5x5, with a residual */
+    /* the late layers' small maps, rows mostly border: 7 and 14 wide, 3x3,
+     * 5x5 and 7x7 (ConvNeXt's), with a residual */
     for (size_t hw = 7; hw <= 14; hw += 7)
-        for (size_t k = 3; k <= 5; k += 2) {
+        for (size_t k = 3; k <= 7; k += 2) {
             dw_case q = {.c = 20, .h = hw, .w = hw, .k_h = k, .k_w = k, .s = 1, .d = 1, .pt = k / 2,
                          .pl = k / 2, .pb = k / 2, .pr = k / 2, .act = {NNF_ACT_CLIP, 0.0f, 6.0f},
                          .bias = 1, .res = 1};
             run_dw(&q, isa);
         }
-    /* rows of 1-16 pixels, tiles with their borders (dw_row_small): 3x3
-     * and 5x5 at "same" left padding, strides 1 and 2, both input widths
-     * that give the row at stride 2, right padding short or long */
-    for (size_t k = 3; k <= 5; k += 2)
+    /* rows of 1-16 pixels, tiles with their borders (dw_row_small): 3x3,
+     * 5x5 and 7x7 at "same" left padding, strides 1 and 2, both input
+     * widths that give the row at stride 2, right padding short or long */
+    for (size_t k = 3; k <= 7; k += 2)
         for (size_t st = 1; st <= 2; st++)
             for (size_t ow = 1; ow <= 17; ow++)
                 for (size_t wv = 0; wv < st; wv++) {

@@ -337,6 +337,28 @@ def test_isolated_depthwise(shape, stride, blocked, tmp_path):
 
 
 @needs_blocked
+@pytest.mark.parametrize("k", [3, 7])
+def test_depthwise_before_nhwc_transpose(k, tmp_path):
+    """ConvNeXt's block start: a depthwise conv (3x3, and the 7x7 of ConvNeXt) on a plain 14x14 map
+    whose only reader is a Transpose to NHWC runs the blocked kernel between NCHW tensors and keeps
+    the Transpose: that kernel writes NCHW planes only, and fused with the Transpose (the dense
+    conv's channel-last output) the node fell to the reference kernel. ONNX Runtime's results."""
+    a = conv("a", "n", 24, 24, k=k, pad=k // 2, group=24)
+    nodes = [helper.make_node("Neg", ["x"], ["n"]), helper.make_node("Transpose", [a[2]], ["y"], perm=[0, 2, 3, 1])]
+    data = build([a], nodes, [], ["y"], (1, 24, 14, 14))
+    path = tmp_path / "dw_nhwc.onnx"
+    path.write_bytes(data)
+    x = RNG.standard_normal((1, 24, 14, 14)).astype(np.float32)
+    names, ref = ort_outputs(data, x)
+    for threads in (1, 2):
+        assert_close(nnfuse.run_model(data, {"x": x}, threads=threads)["y"], ref["y"], f"{k}x{k}, {threads} thread(s)")
+    ops = profiled_ops(path)
+    assert not any(kern == "ref" for _, kern in ops), ops
+    assert any(o == "nchwc.Conv" and kern.endswith("+nchw_out") for o, kern in ops), ops
+    assert any(o == "Transpose" for o, _ in ops), ops
+
+
+@needs_blocked
 @pytest.mark.parametrize("cin, stride, group, reorders", [(24, 2, 1, 0), (32, 2, 1, 0), (40, 2, 1, 1),
                                                           (24, 1, 1, 1), (32, 2, 4, 1)])
 def test_plain_input_read_directly(cin, stride, group, reorders, tmp_path):

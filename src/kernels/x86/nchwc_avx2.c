@@ -313,7 +313,7 @@ dw_tile_small(const dw_ctx *c, const float *const *xr, size_t r0, size_t r1, siz
     for (size_t i = r0; i < r1; i++) {
         const float *xp = xr[i], *wp = c->t->w + i * KW * B;
         __asm__("" : "+r"(xp)); /* displacements from xp (see dw_interior) */
-        __m256 wv[5];
+        __m256 wv[7];
 #pragma GCC unroll 8
         for (size_t j = 0; j < KW; j++)
             wv[j] = _mm256_loadu_ps(wp + j * B);
@@ -436,7 +436,7 @@ static inline __attribute__((always_inline)) void
 dw_rows_small(const nnf_nchwc_dw_tile *t, size_t oh0, size_t noh, size_t KW, size_t SW) {
     const nnf_conv2d_shape *s = t->s;
     const dw_ctx ctx = dw_ctx_of(t), *c = &ctx;
-    const float *xr[5];
+    const float *xr[7];
     for (size_t oh = oh0; oh < oh0 + noh; oh++) {
         size_t r0, r1;
         dw_window(t, oh, KW, xr, &r0, &r1);
@@ -448,7 +448,7 @@ dw_rows_small(const nnf_nchwc_dw_tile *t, size_t oh0, size_t noh, size_t KW, siz
     }
 }
 
-/* dw_rows_small's forms: 3x3 and 5x5, stride 1 and 2. */
+/* dw_rows_small's forms: 3x3, 5x5 and 7x7, stride 1 and 2. */
 #define DW_SMALL(KW, SW)                                                                           \
     static __attribute__((noinline)) void dw_small_##KW##_##SW(const nnf_nchwc_dw_tile *t,        \
                                                                size_t oh0, size_t noh) {           \
@@ -458,6 +458,8 @@ DW_SMALL(3, 1)
 DW_SMALL(3, 2)
 DW_SMALL(5, 1)
 DW_SMALL(5, 2)
+DW_SMALL(7, 1)
+DW_SMALL(7, 2)
 #undef DW_SMALL
 
 /* The small-row form for this shape (nnf_nchwc_dw_small_rows), or NULL. */
@@ -467,7 +469,9 @@ static dw_small_fn dw_small_select(const nnf_conv2d_shape *s) {
         return NULL;
     if (s->kw == 3)
         return s->sw == 1 ? dw_small_3_1 : dw_small_3_2;
-    return s->sw == 1 ? dw_small_5_1 : dw_small_5_2;
+    if (s->kw == 5)
+        return s->sw == 1 ? dw_small_5_1 : dw_small_5_2;
+    return s->sw == 1 ? dw_small_7_1 : dw_small_7_2;
 }
 
 void nnf_nchwc_dw_rows_avx2(const nnf_nchwc_dw_tile *t, size_t oh0, size_t noh) {

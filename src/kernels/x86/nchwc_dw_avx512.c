@@ -38,17 +38,18 @@
 #define TP 8 /* pixels a tile */
 
 typedef struct dw2_regs {
-    __m512 w[9], bias, lo, hi; /* w: a 3x3's taps (a 5x5's are loaded a window row at a time) */
-    const float *w5;           /* a 5x5's taps, the second block's 25 * 8 floats on */
+    __m512 w[9], bias, lo, hi; /* w: a 3x3's taps (a 5x5's or 7x7's: a window row at a time) */
+    const float *wk;           /* the taps, the second block's K * K * 8 floats on */
     __mmask16 keep;
 } dw2_regs;
 
-/* P pixels from y of a K x K window (3 or 5): input column q of the tile
+/* P pixels from y of a K x K window (3, 5 or 7): input column q of the tile
  * (x + q pixels) feeds pixel p through tap j when q = p SW + j; the first L
  * and last R of its (P - 1) SW + K columns are outside the row (skipped),
  * or with ANY those outside [0, w) found at run time; rows [r0, r1) of the
- * window inside. A 5x5's 25 tap pairs do not fit in the registers beside
- * the 8 sums: each window row's 5 come from L1 as the row starts. */
+ * window inside. A 5x5's 25 tap pairs (a 7x7's 49) do not fit in the
+ * registers beside the 8 sums: each window row's K come from L1 as the row
+ * starts. */
 static inline __attribute__((always_inline)) void
 dw2_tile(const dw2_regs *k, const float *const *xr, size_t r0, size_t r1, ptrdiff_t col0,
          ptrdiff_t w, size_t xplane, float *y, size_t yplane, const size_t SW, const size_t P,
@@ -57,21 +58,21 @@ dw2_tile(const dw2_regs *k, const float *const *xr, size_t r0, size_t r1, ptrdif
 #pragma GCC unroll 8
     for (size_t p = 0; p < P; p++)
         acc[p] = _mm512_setzero_ps();
-#pragma GCC unroll 5
+#pragma GCC unroll 7
     for (size_t i = 0; i < K; i++) {
         if (i < r0 || i >= r1)
             continue;
-        __m512 wr[5];
-#pragma GCC unroll 5
+        __m512 wr[7];
+#pragma GCC unroll 7
         for (size_t j = 0; j < K; j++)
-            wr[j] = K == 3 ? k->w[i * 3 + j] : nnf_load_pair(k->w5 + (i * 5 + j) * B, 25 * B, 1);
+            wr[j] = K == 3 ? k->w[i * 3 + j] : nnf_load_pair(k->wk + (i * K + j) * B, K * K * B, 1);
         const float *xp = xr[i] + col0 * (ptrdiff_t)B;
 #pragma GCC unroll 40
         for (size_t q = L; q < (P - 1) * SW + K - R; q++) {
             if (ANY && (col0 + (ptrdiff_t)q < 0 || col0 + (ptrdiff_t)q >= w))
                 continue;
             __m512 xv = nnf_load_pair(xp + q * B, xplane, 1);
-#pragma GCC unroll 5
+#pragma GCC unroll 7
             for (size_t j = 0; j < K; j++)
                 if (q >= j && (q - j) % SW == 0 && (q - j) / SW < P)
                     acc[(q - j) / SW] = _mm512_fmadd_ps(xv, wr[j], acc[(q - j) / SW]);
@@ -125,7 +126,7 @@ static inline __attribute__((always_inline)) dw2_regs regs_of(const nnf_nchwc_dw
     k.bias = !t->bias || t->ep->bias_kind == NNF_BIAS_NONE ? _mm512_setzero_ps()
              : k.keep == 0xffff                            ? _mm512_loadu_ps(t->bias)
                                                            : _mm512_maskz_loadu_ps(k.keep, t->bias);
-    k.w5 = t->w;
+    k.wk = t->w;
     if (t->s->kh == 3)
         for (int i = 0; i < 9; i++)
             k.w[i] = nnf_load_pair(t->w + (size_t)i * B, 9 * B, 1);
@@ -146,7 +147,7 @@ static inline __attribute__((always_inline)) dw2_regs regs_of(const nnf_nchwc_dw
             ptrdiff_t ih0 = (ptrdiff_t)(oh * s->sh) - (ptrdiff_t)s->pt;                            \
             size_t r0, r1;                                                                         \
             nnf_nchwc_window_taps(ih0, K, 1, s->h, &r0, &r1);                                      \
-            const float *xr[5] = {NULL, NULL, NULL, NULL, NULL};                                   \
+            const float *xr[7] = {NULL};                                                           \
             for (size_t i = r0; i < r1; i++)                                                       \
                 xr[i] = t->x + ((size_t)(ih0 + (ptrdiff_t)i) - t->x_row0) * s->w * B;              \
             float *y = t->y + oh * ow * B;                                                         \
@@ -157,8 +158,10 @@ static inline __attribute__((always_inline)) dw2_regs regs_of(const nnf_nchwc_dw
                 outside(-pl, TP, SW, K, w, &l, &r);                                                \
                 if (r == 0 && l == 1)                                                              \
                     tile(&k, xr, r0, r1, -pl, xplane, y, yplane, SW, TP, 1, 0);                    \
-                else if (K == 5 && r == 0 && l == 2)                                               \
+                else if (K >= 5 && r == 0 && l == 2)                                               \
                     tile(&k, xr, r0, r1, -pl, xplane, y, yplane, SW, TP, 2, 0);                    \
+                else if (K == 7 && r == 0 && l == 3)                                               \
+                    tile(&k, xr, r0, r1, -pl, xplane, y, yplane, SW, TP, 3, 0);                    \
                 else if (r == 0 && l == 0)                                                         \
                     tile(&k, xr, r0, r1, -pl, xplane, y, yplane, SW, TP, 0, 0);                    \
                 else                                                                               \
@@ -183,8 +186,10 @@ static inline __attribute__((always_inline)) dw2_regs regs_of(const nnf_nchwc_dw
                         tile(&k, xr, r0, r1, col0, xplane, y + at * B, yplane, SW, TP, 0, 1);      \
                     else if (l == 0 && r == 2)                                                     \
                         tile(&k, xr, r0, r1, col0, xplane, y + at * B, yplane, SW, TP, 0, 2);      \
-                    else if (K == 5 && l == 0 && r == 3)                                           \
+                    else if (K >= 5 && l == 0 && r == 3)                                           \
                         tile(&k, xr, r0, r1, col0, xplane, y + at * B, yplane, SW, TP, 0, 3);      \
+                    else if (K == 7 && l == 0 && r == 4)                                           \
+                        tile(&k, xr, r0, r1, col0, xplane, y + at * B, yplane, SW, TP, 0, 4);      \
                     else                                                                           \
                         tile_any(&k, xr, r0, r1, col0, w, xplane, y + at * B, yplane, SW, TP);     \
                 }                                                                                  \
@@ -195,6 +200,8 @@ static inline __attribute__((always_inline)) dw2_regs regs_of(const nnf_nchwc_dw
                 outside(-pl, 7, SW, K, w, &l, &r);                                                 \
                 if (K == 5 && l == 2 && r == 2) /* EfficientNet's 5x5s at 7x7 */                   \
                     tile(&k, xr, r0, r1, -pl, xplane, y, yplane, SW, 7, 2, 2);                     \
+                else if (K == 7 && l == 3 && r == 3) /* ConvNeXt's 7x7s at 7x7 */                  \
+                    tile(&k, xr, r0, r1, -pl, xplane, y, yplane, SW, 7, 3, 3);                     \
                 else if (l == 1 && r == 1)                                                         \
                     tile(&k, xr, r0, r1, -pl, xplane, y, yplane, SW, 7, 1, 1);                     \
                 else if (l == 1 && r == 0)                                                         \
@@ -224,6 +231,12 @@ ROWS(1, 2, 3, rows_1_hswish)
 ROWS(2, 2, 3, rows_2_hswish)
 ROWS(1, 2, 5, rows5_1_hswish)
 ROWS(2, 2, 5, rows5_2_hswish)
+ROWS(1, 0, 7, rows7_1)
+ROWS(2, 0, 7, rows7_2)
+ROWS(1, 1, 7, rows7_1_silu)
+ROWS(2, 1, 7, rows7_2_silu)
+ROWS(1, 2, 7, rows7_1_hswish)
+ROWS(2, 2, 7, rows7_2_hswish)
 #undef ROWS
 #undef tile
 #undef tile_any
@@ -231,11 +244,12 @@ ROWS(2, 2, 5, rows5_2_hswish)
 void nnf_nchwc_dw_rows2_avx512(const nnf_nchwc_dw_tile *t, size_t xplane, size_t yplane, size_t nc2,
                                size_t oh0, size_t noh) {
     typedef void (*rows_fn)(const nnf_nchwc_dw_tile *, size_t, size_t, size_t, size_t, size_t);
-    /* [5x5][stride 2][epilogue: clamp, SiLU, HardSwish] */
-    static const rows_fn fns[2][2][3] = {
+    /* [3x3, 5x5, 7x7][stride 2][epilogue: clamp, SiLU, HardSwish] */
+    static const rows_fn fns[3][2][3] = {
         {{rows_1, rows_1_silu, rows_1_hswish}, {rows_2, rows_2_silu, rows_2_hswish}},
-        {{rows5_1, rows5_1_silu, rows5_1_hswish}, {rows5_2, rows5_2_silu, rows5_2_hswish}}};
+        {{rows5_1, rows5_1_silu, rows5_1_hswish}, {rows5_2, rows5_2_silu, rows5_2_hswish}},
+        {{rows7_1, rows7_1_silu, rows7_1_hswish}, {rows7_2, rows7_2_silu, rows7_2_hswish}}};
     nnf_act_kind act = t->ep->act.kind;
     int e = act == NNF_ACT_SILU ? 1 : act == NNF_ACT_HARD_SWISH ? 2 : 0;
-    fns[t->s->kh == 5][t->s->sw == 2][e](t, nc2, xplane, yplane, oh0, noh);
+    fns[t->s->kh / 2 - 1][t->s->sw == 2][e](t, nc2, xplane, yplane, oh0, noh);
 }
