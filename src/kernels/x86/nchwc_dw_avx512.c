@@ -1,6 +1,6 @@
 /* The blocked depthwise conv on the AVX-512 tier: two channel blocks per
- * zmm (nchwc_dw.c pairs them), for 3x3 kernels without dilation at stride 1
- * or 2 with the epilogue in registers (bias, ReLU, Clip, none: MobileNet's;
+ * zmm (nchwc_dw.c pairs them), for 3x3, 5x5 and 7x7 kernels without
+ * dilation at stride 1 or 2 with the epilogue in registers (bias, ReLU, Clip, none: MobileNet's;
  * bias and SiLU: EfficientNet's, a tile's pixels side by side through
  * nnf_silu16, the AVX2 tier's nnf_silu8_fast bit for bit; bias and
  * HardSwish: MobileNetV3's, nnf_act8's operations), the AVX2 kernel
