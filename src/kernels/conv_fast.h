@@ -122,7 +122,7 @@ typedef enum nnf_dw_kernel {
     NNF_DW_PLANE_AVX2,   /* one plane, 8 outputs of a row per vector, 4 rows per pass */
     NNF_DW_C8_AVX2,      /* 8 planes, 8 channels per vector (narrow planes) */
     NNF_DW_ANY_AVX2,     /* one plane, any kernel, stride and dilation (1-D convs too) */
-    NNF_DW_PLANE_AVX512, /* NNF_DW_PLANE_AVX2 with 16 outputs of a row per vector, same bits */
+    NNF_DW_PLANE_AVX512, /* the same with 16 outputs a vector and 8 rows a pass (own last bits) */
 } nnf_dw_kernel;
 
 /* Pure selection among the depthwise kernels for a DEPTHWISE shape. */

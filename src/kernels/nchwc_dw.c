@@ -168,8 +168,11 @@ void nnf_nchwc_dw_rows(const nnf_nchwc_dw *k, const float *x, size_t x_row0, siz
 
 bool nnf_nchwc_dw_pair_ok(const nnf_nchwc_dw *k, const nnf_epilogue *ep, const float *res) {
     const nnf_conv2d_shape *s = &k->s;
-    return k->isa >= NNF_ISA_AVX512 && !res && (s->kh == 3 || s->kh == 5 || s->kh == 7) &&
-           s->kw == s->kh && s->dh == 1 && s->dw == 1 && (s->sw == 1 || s->sw == 2) &&
+    if (k->isa < NNF_ISA_AVX512 || res || s->kw != s->kh || s->dh != 1 || s->dw != 1)
+        return false;
+    if (s->kh == 7) /* one 7x7 form: stride 1, a clamp (x86/nchwc_dw_avx512.c) */
+        return s->sh == 1 && s->sw == 1 && nnf_epilogue_clamp_only(ep);
+    return (s->kh == 3 || s->kh == 5) && (s->sw == 1 || s->sw == 2) &&
            (nnf_epilogue_clamp_only(ep) ||
             (ep && ep->alpha == 1.0f && !ep->residual &&
              (ep->act.kind == NNF_ACT_SILU || ep->act.kind == NNF_ACT_HARD_SWISH)));

@@ -1,6 +1,7 @@
 /* The blocked depthwise conv on the AVX-512 tier: two channel blocks per
- * zmm (nchwc_dw.c pairs them), for 3x3, 5x5 and 7x7 kernels without
- * dilation at stride 1 or 2 with the epilogue in registers (bias, ReLU, Clip, none: MobileNet's;
+ * zmm (nchwc_dw.c pairs them), for 3x3 and 5x5 kernels without dilation
+ * at stride 1 or 2 (and 7x7 at stride 1 with a clamp) with the epilogue in
+ * registers (bias, ReLU, Clip, none: MobileNet's;
  * bias and SiLU: EfficientNet's, a tile's pixels side by side through
  * nnf_silu16, the AVX2 tier's nnf_silu8_fast bit for bit; bias and
  * HardSwish: MobileNetV3's, nnf_act8's operations), the AVX2 kernel
@@ -188,8 +189,6 @@ static inline __attribute__((always_inline)) dw2_regs regs_of(const nnf_nchwc_dw
                         tile(&k, xr, r0, r1, col0, xplane, y + at * B, yplane, SW, TP, 0, 2);      \
                     else if (K >= 5 && l == 0 && r == 3)                                           \
                         tile(&k, xr, r0, r1, col0, xplane, y + at * B, yplane, SW, TP, 0, 3);      \
-                    else if (K == 7 && l == 0 && r == 4)                                           \
-                        tile(&k, xr, r0, r1, col0, xplane, y + at * B, yplane, SW, TP, 0, 4);      \
                     else                                                                           \
                         tile_any(&k, xr, r0, r1, col0, w, xplane, y + at * B, yplane, SW, TP);     \
                 }                                                                                  \
@@ -231,12 +230,11 @@ ROWS(1, 2, 3, rows_1_hswish)
 ROWS(2, 2, 3, rows_2_hswish)
 ROWS(1, 2, 5, rows5_1_hswish)
 ROWS(2, 2, 5, rows5_2_hswish)
+/* 7x7 at stride 1 with a clamp only (ConvNeXt's, bias and no activation):
+ * each of these functions is a few thousand FMAs unrolled, and the other
+ * five 7x7 forms took the file's compile from about one minute to five
+ * (far more under SIMDe); they run on the AVX2 kernel, the same bits */
 ROWS(1, 0, 7, rows7_1)
-ROWS(2, 0, 7, rows7_2)
-ROWS(1, 1, 7, rows7_1_silu)
-ROWS(2, 1, 7, rows7_2_silu)
-ROWS(1, 2, 7, rows7_1_hswish)
-ROWS(2, 2, 7, rows7_2_hswish)
 #undef ROWS
 #undef tile
 #undef tile_any
@@ -244,12 +242,15 @@ ROWS(2, 2, 7, rows7_2_hswish)
 void nnf_nchwc_dw_rows2_avx512(const nnf_nchwc_dw_tile *t, size_t xplane, size_t yplane, size_t nc2,
                                size_t oh0, size_t noh) {
     typedef void (*rows_fn)(const nnf_nchwc_dw_tile *, size_t, size_t, size_t, size_t, size_t);
-    /* [3x3, 5x5, 7x7][stride 2][epilogue: clamp, SiLU, HardSwish] */
-    static const rows_fn fns[3][2][3] = {
+    /* [5x5][stride 2][epilogue: clamp, SiLU, HardSwish]; 7x7 one form
+     * (nnf_nchwc_dw_pair_ok) */
+    static const rows_fn fns[2][2][3] = {
         {{rows_1, rows_1_silu, rows_1_hswish}, {rows_2, rows_2_silu, rows_2_hswish}},
-        {{rows5_1, rows5_1_silu, rows5_1_hswish}, {rows5_2, rows5_2_silu, rows5_2_hswish}},
-        {{rows7_1, rows7_1_silu, rows7_1_hswish}, {rows7_2, rows7_2_silu, rows7_2_hswish}}};
+        {{rows5_1, rows5_1_silu, rows5_1_hswish}, {rows5_2, rows5_2_silu, rows5_2_hswish}}};
     nnf_act_kind act = t->ep->act.kind;
     int e = act == NNF_ACT_SILU ? 1 : act == NNF_ACT_HARD_SWISH ? 2 : 0;
-    fns[t->s->kh / 2 - 1][t->s->sw == 2][e](t, nc2, xplane, yplane, oh0, noh);
+    if (t->s->kh == 7)
+        rows7_1(t, nc2, xplane, yplane, oh0, noh);
+    else
+        fns[t->s->kh == 5][t->s->sw == 2][e](t, nc2, xplane, yplane, oh0, noh);
 }
