@@ -16,15 +16,16 @@
 
 #include <string.h>
 
-/* The dense kernel's plain output only: a depthwise conv between NCHW
- * tensors (nnf_nchwc_dw_run_plain) writes NCHW planes and no other layout,
- * and given a channel-last output it ran the reference kernel (ConvNeXt's
- * 7x7s before a Transpose to NHWC, 12x slower). */
-static bool plain_conv(const nnf_node *n, int v) {
+/* The dense kernel's plain output only (nnf_nchwc_plain_out_ok: group 1 or
+ * groups of whole blocks): a depthwise conv between NCHW tensors
+ * (nnf_nchwc_dw_run_plain) writes NCHW planes and no other layout, and
+ * given a channel-last output it ran the reference kernel (ConvNeXt's 7x7s
+ * before a Transpose to NHWC, 12x slower). oc: the conv's output channels. */
+static bool plain_conv(const nnf_node *n, int v, int64_t oc) {
     const nnf_nchwc_params *p = n ? n->params : NULL;
     return p && !n->dead && !strcmp(n->domain, "nnfuse.nchwc") && !strcmp(n->op_type, "Conv") &&
            n->n_outputs == 1 && n->outputs[0] == v && p->out_plain && !p->out_group &&
-           p->conv.residual_input < 0 && p->conv.group == 1;
+           p->conv.residual_input < 0 && !(p->conv.group > 1 && p->conv.group == oc);
 }
 
 static bool perm_is(const nnf_node *t, int rank, const int *want) {
@@ -56,7 +57,7 @@ nnf_status nnf_pass_fuse_conv_transpose(nnf_pass_ctx *ctx) {
             r = NULL;
         }
         const nnf_shape *cs = &g->values[u].shape, *rs = &g->values[v].shape;
-        if (!plain_conv(conv, u) || cs->rank != 4 || !nnf_shape_known(cs))
+        if (cs->rank != 4 || !nnf_shape_known(cs) || !plain_conv(conv, u, cs->dims[1]))
             continue;
         int64_t group;
         if (!r) {

@@ -223,9 +223,11 @@ int main(void) {
         /* MobileNetV3's HardSwish after the depthwise conv (3x3 and 5x5) */
         {1, 16, 13, 29, 40, 3, 2, 1, 1, NNF_ACT_HARD_SWISH, NNF_ACT_HARD_SWISH, 1, 1},
         {1, 24, 14, 14, 72, 5, 1, 1, 2, NNF_ACT_RELU, NNF_ACT_HARD_SWISH, 1, 0},
-        /* 7x7s (ConvNeXt's, bias only; AVX-512 pairs too): 14x14 (a first tile
-         * skipping three columns, a last one three), a 7x7 map (one tile of 7
-         * with three padding columns each side), stride 2, a wide row, NaN */
+        /* 7x7s: ConvNeXt's (stride 1, a bias and clamp: the AVX-512 pairs'
+         * one 7x7 form) at 14x14 (a first tile skipping three columns, a last
+         * one three) and a 7x7 map (one tile of 7 with three padding columns
+         * each side, NaN); stride 2 and SiLU on a wide row (the AVX2 kernel
+         * on every tier) */
         {1, 16, 14, 14, 48, 7, 1, 1, 3, NNF_ACT_NONE, NNF_ACT_NONE, 1, 0},
         {1, 24, 7, 7, 40, 7, 1, 1, 3, NNF_ACT_RELU, NNF_ACT_NONE, 1, 1},
         {1, 8, 15, 27, 24, 7, 2, 1, 3, NNF_ACT_SILU, NNF_ACT_CLIP, 1, 0},
