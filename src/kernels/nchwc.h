@@ -309,14 +309,17 @@ void nnf_nchwc_dw_destroy(nnf_nchwc_dw *k);
 /* Same epilogue contract as nnf_nchwc_conv_run. */
 nnf_status nnf_nchwc_dw_run(const nnf_nchwc_dw *k, const float *x, float *y, const nnf_epilogue *ep,
                             nnf_threadpool *pool);
-/* Shapes nnf_nchwc_dw_run_plain takes: rows nnf_nchwc_dw_small_rows runs
- * as whole tiles, a pair of blocks' input and output planes within a
- * quarter of L2. */
+/* Shapes nnf_nchwc_dw_run_plain takes: a band of one output row of a pair
+ * of blocks, with the input rows it reads, within a quarter of L2. */
 bool nnf_nchwc_dw_plain_ok(const nnf_conv2d_shape *s);
-/* The conv between NCHW tensors x and y, no residual: per pair of blocks,
- * its input planes reordered into a per-thread buffer, the blocked rows run
- * over them into a second one and reordered out to y. The values are those
- * of nnf_nchwc_dw_run between the two reorders, bit for bit. */
+/* Shapes nnf_nchwc_dw_run_plain runs faster on tier isa than the NCHW row
+ * kernels (conv_dw.c) between the same tensors. */
+bool nnf_nchwc_dw_plain_wins(const nnf_conv2d_shape *s, nnf_isa isa);
+/* The conv between NCHW tensors x and y, no residual: per pair of blocks
+ * and band of output rows, the input rows it reads reordered into a
+ * per-thread buffer, the blocked rows run over them into a second one and
+ * reordered out to y. The values are those of nnf_nchwc_dw_run between the
+ * two reorders, bit for bit. */
 nnf_status nnf_nchwc_dw_run_plain(const nnf_nchwc_dw *k, const float *x, float *y,
                                   const nnf_epilogue *ep, nnf_threadpool *pool);
 /* Output rows [oh0, oh0 + noh) of block blk of one image on the calling

@@ -101,7 +101,7 @@ static void dw_rows_scalar(const nnf_nchwc_dw_tile *t, size_t oh0, size_t noh) {
                         acc[l] += wp[l] * xp[l];
                 }
             }
-            size_t o = (oh * s->ow + ow) * B;
+            size_t o = ((oh - t->y_row0) * s->ow + ow) * B;
             for (size_t l = 0; l < B; l++) {
                 if (l >= t->nc) {
                     t->y[o + l] = 0.0f;
@@ -130,10 +130,11 @@ typedef struct dw_job {
     size_t cb;
 } dw_job;
 
-/* Block blk's tile: its residual (if any) at res. */
+/* Block blk's tile: its residual (if any) at res, y and res holding output
+ * rows from y_row0 on. */
 static nnf_nchwc_dw_tile tile_of(const nnf_nchwc_dw *k, const float *x, size_t x_row0,
-                                 size_t x_row1, size_t blk, float *y, const float *res,
-                                 const nnf_epilogue *ep) {
+                                 size_t x_row1, size_t blk, float *y, size_t y_row0,
+                                 const float *res, const nnf_epilogue *ep) {
     const nnf_conv2d_shape *s = &k->s;
     size_t c0 = blk * NNF_NCHWC_B;
     nnf_nchwc_dw_tile t = {
@@ -147,14 +148,15 @@ static nnf_nchwc_dw_tile tile_of(const nnf_nchwc_dw *k, const float *x, size_t x
         .nc = s->c - c0 < NNF_NCHWC_B ? s->c - c0 : NNF_NCHWC_B,
         .x_row0 = x_row0,
         .x_row1 = x_row1,
+        .y_row0 = y_row0,
     };
     return t;
 }
 
 static void block_rows(const nnf_nchwc_dw *k, const float *x, size_t x_row0, size_t x_row1,
-                       size_t blk, float *y, const float *res, const nnf_epilogue *ep, size_t oh0,
-                       size_t noh) {
-    nnf_nchwc_dw_tile t = tile_of(k, x, x_row0, x_row1, blk, y, res, ep);
+                       size_t blk, float *y, size_t y_row0, const float *res,
+                       const nnf_epilogue *ep, size_t oh0, size_t noh) {
+    nnf_nchwc_dw_tile t = tile_of(k, x, x_row0, x_row1, blk, y, y_row0, res, ep);
     if (k->isa >= NNF_ISA_AVX2)
         nnf_nchwc_dw_rows_avx2(&t, oh0, noh);
     else
@@ -163,7 +165,7 @@ static void block_rows(const nnf_nchwc_dw *k, const float *x, size_t x_row0, siz
 
 void nnf_nchwc_dw_rows(const nnf_nchwc_dw *k, const float *x, size_t x_row0, size_t x_row1,
                        size_t blk, float *y, const nnf_epilogue *ep, size_t oh0, size_t noh) {
-    block_rows(k, x, x_row0, x_row1, blk, y, NULL, ep, oh0, noh);
+    block_rows(k, x, x_row0, x_row1, blk, y, 0, NULL, ep, oh0, noh);
 }
 
 bool nnf_nchwc_dw_pair_ok(const nnf_nchwc_dw *k, const nnf_epilogue *ep, const float *res) {
@@ -181,23 +183,23 @@ bool nnf_nchwc_dw_pair_ok(const nnf_nchwc_dw *k, const nnf_epilogue *ep, const f
 /* Blocks blk and blk + 1 with their residuals (NULL: none; the second a
  * plane further too). */
 static void pair_rows(const nnf_nchwc_dw *k, const float *x, size_t xplane, size_t x_row0,
-                      size_t x_row1, size_t blk, float *y, size_t yplane, const float *res,
-                      const nnf_epilogue *ep, size_t oh0, size_t noh) {
+                      size_t x_row1, size_t blk, float *y, size_t yplane, size_t y_row0,
+                      const float *res, const nnf_epilogue *ep, size_t oh0, size_t noh) {
     if (!nnf_nchwc_dw_pair_ok(k, ep, res)) {
-        block_rows(k, x, x_row0, x_row1, blk, y, res, ep, oh0, noh);
-        block_rows(k, x + xplane, x_row0, x_row1, blk + 1, y + yplane, res ? res + yplane : NULL,
-                   ep, oh0, noh);
+        block_rows(k, x, x_row0, x_row1, blk, y, y_row0, res, ep, oh0, noh);
+        block_rows(k, x + xplane, x_row0, x_row1, blk + 1, y + yplane, y_row0,
+                   res ? res + yplane : NULL, ep, oh0, noh);
         return;
     }
-    nnf_nchwc_dw_tile t = tile_of(k, x, x_row0, x_row1, blk, y, NULL, ep),
-                      t2 = tile_of(k, x, x_row0, x_row1, blk + 1, y, NULL, ep);
+    nnf_nchwc_dw_tile t = tile_of(k, x, x_row0, x_row1, blk, y, y_row0, NULL, ep),
+                      t2 = tile_of(k, x, x_row0, x_row1, blk + 1, y, y_row0, NULL, ep);
     nnf_nchwc_dw_rows2_avx512(&t, xplane, yplane, t2.nc, oh0, noh);
 }
 
 void nnf_nchwc_dw_rows2(const nnf_nchwc_dw *k, const float *x, size_t xplane, size_t x_row0,
                         size_t x_row1, size_t blk, float *y, size_t yplane, const nnf_epilogue *ep,
                         size_t oh0, size_t noh) {
-    pair_rows(k, x, xplane, x_row0, x_row1, blk, y, yplane, NULL, ep, oh0, noh);
+    pair_rows(k, x, xplane, x_row0, x_row1, blk, y, yplane, 0, NULL, ep, oh0, noh);
 }
 
 /* i: image * pairs + pair of blocks (the last one alone when cb is odd);
@@ -212,10 +214,10 @@ static void dw_task(void *ctx, size_t i, size_t j, size_t ni, size_t nj) {
         const float *res = d->ep->residual ? d->ep->residual + p * out_plane : NULL;
         if (blk + 1 < d->cb)
             pair_rows(d->k, d->x + p * in_plane, in_plane, 0, s->h, blk, d->y + p * out_plane,
-                      out_plane, res, d->ep, j, nj);
+                      out_plane, 0, res, d->ep, j, nj);
         else
-            block_rows(d->k, d->x + p * in_plane, 0, s->h, blk, d->y + p * out_plane, res, d->ep, j,
-                       nj);
+            block_rows(d->k, d->x + p * in_plane, 0, s->h, blk, d->y + p * out_plane, 0, res, d->ep,
+                       j, nj);
     }
 }
 
@@ -260,17 +262,72 @@ nnf_status nnf_nchwc_dw_run(const nnf_nchwc_dw *k, const float *x, float *y, con
     return NNF_OK;
 }
 
-/* A pair of blocks' input and output planes, floats (nnf_nchwc_dw_plain_ok
- * bounds them). */
-static size_t plain_floats(const nnf_conv2d_shape *s) {
-    return 2 * (s->h * s->w + s->oh * s->ow) * NNF_NCHWC_B;
+/* Between NCHW tensors, the work is bands of output rows of a pair of
+ * blocks: the input rows a band reads are reordered into a per-thread
+ * buffer, the blocked rows run over them into a second one, which is
+ * reordered out. Both stay in L2: the tensors are read and written once,
+ * as by the row kernels on NCHW planes (conv_dw.c), which spend whole
+ * vectors and a setup on each row of one channel. */
+
+/* Input rows a band of noh output rows reads at most. plain_ok bounds the
+ * extents, so nothing here wraps. */
+static size_t band_in_rows(const nnf_conv2d_shape *s, size_t noh) {
+    size_t r = (noh - 1) * s->sh + (s->kh - 1) * s->dh + 1;
+    return r < s->h ? r : s->h;
+}
+
+/* A pair's two buffers for bands of noh output rows, floats. */
+static size_t band_floats(const nnf_conv2d_shape *s, size_t noh) {
+    return 2 * (band_in_rows(s, noh) * s->w + noh * s->ow) * NNF_NCHWC_B;
+}
+
+static size_t band_budget(void) {
+    return nnf_cpu_get()->l2 / 4 / sizeof(float);
 }
 
 bool nnf_nchwc_dw_plain_ok(const nnf_conv2d_shape *s) {
     size_t l2 = nnf_cpu_get()->l2;
-    /* the extents' product cannot wrap under the bound tested one by one */
-    return nnf_nchwc_dw_supported(s) && nnf_nchwc_dw_small_rows(s) && s->h <= l2 && s->w <= l2 &&
-           s->oh <= l2 && plain_floats(s) * sizeof(float) <= l2 / 4;
+    return nnf_nchwc_dw_supported(s) && s->h <= l2 && s->w <= l2 && s->oh <= l2 && s->ow <= l2 &&
+           s->sh <= l2 && s->kh <= l2 && s->dh <= l2 && band_floats(s, 1) <= band_budget();
+}
+
+bool nnf_nchwc_dw_plain_wins(const nnf_conv2d_shape *s, nnf_isa isa) {
+    if (!nnf_nchwc_dw_plain_ok(s))
+        return false;
+    /* Rows the blocked kernel runs as whole tiles win on both tiers. Wider
+     * ones, on AVX-512 (the pairs, 16 channels a zmm), against the 16-lane
+     * row kernel: single-op models, 1 / 2 threads, the new time over the
+     * row kernel's, 3x3 64 channels at 40 wide 0.71 / 0.67, 48 0.83 / 0.81,
+     * 72 0.89 / 0.72, 80 0.95 / 0.96, 100 0.92 / 0.95, 96 1.00 / 1.03, 112
+     * 1.03 / 1.02 (32 channels); 7x7 96 channels at 56 0.87 / 0.86, at 112
+     * 1.04 / 1.06; 5x5 128 at 56 0.87 / 0.84. The row kernel's rows cost
+     * whole vectors and a setup each, which a row of six or more full ones
+     * amortises. On AVX2 the 8-lane row kernel won but at 28 wide (3x3 144
+     * at 56 1.20, 28 0.89; 7x7 96 at 56 1.09). */
+    if (nnf_nchwc_dw_small_rows(s))
+        return true;
+    return isa >= NNF_ISA_AVX512 && (s->ow < 96 || s->ow % 16 != 0);
+}
+
+/* Output rows a band: as many as keep its buffers within the budget, fewer
+ * where that leaves under ~4 items a thread (rows_per_item's rule). */
+static size_t band_height(const nnf_conv2d_shape *s, size_t plane_items, int threads) {
+    size_t lo = 1, hi = s->oh; /* band_floats grows with the rows: the largest that fits */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo + 1) / 2;
+        if (band_floats(s, mid) <= band_budget())
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    size_t want = (size_t)threads * 4;
+    if (threads > 1 && plane_items < want) {
+        size_t bands = (want + plane_items - 1) / plane_items;
+        size_t rows = (s->oh + bands - 1) / bands;
+        if (rows < lo)
+            lo = rows;
+    }
+    return lo;
 }
 
 typedef struct dw_plain_job {
@@ -278,38 +335,51 @@ typedef struct dw_plain_job {
     const float *x;
     float *y;
     const nnf_epilogue *ep;
-    size_t cb, pairs;
+    size_t cb, pairs, rows, bands; /* rows: output rows a band, the last one fewer */
     atomic_int failed;
 } dw_plain_job;
 
-/* Item i: image i / pairs, blocks 2 (i % pairs) and the next (if any). */
+/* Item i: image i / bands / pairs, blocks 2 (i / bands % pairs) and the next
+ * (if any), band i % bands. */
 static void dw_plain_task(void *ctx, size_t i) {
     dw_plain_job *d = ctx;
     const nnf_nchwc_dw *k = d->k;
     const nnf_conv2d_shape *s = &k->s;
-    float *buf = nnf_thread_scratch(NNF_SCRATCH_CONV_IN, plain_floats(s));
+    float *buf = nnf_thread_scratch(NNF_SCRATCH_CONV_IN, band_floats(s, d->rows));
     if (!buf) {
         atomic_store(&d->failed, 1);
         return;
     }
-    size_t hw = s->h * s->w, ohw = s->oh * s->ow, xplane = hw * NNF_NCHWC_B,
-           yplane = ohw * NNF_NCHWC_B;
-    size_t b = i / d->pairs, blk = i % d->pairs * 2, nb = blk + 1 < d->cb ? 2 : 1;
+    size_t hw = s->h * s->w, ohw = s->oh * s->ow;
+    size_t xband = band_in_rows(s, d->rows) * s->w * NNF_NCHWC_B,
+           yband = d->rows * s->ow * NNF_NCHWC_B;
+    size_t band = i % d->bands, pair = i / d->bands % d->pairs, b = i / d->bands / d->pairs;
+    size_t blk = pair * 2, nb = blk + 1 < d->cb ? 2 : 1;
+    size_t oh0 = band * d->rows, noh = s->oh - oh0 < d->rows ? s->oh - oh0 : d->rows;
+    /* the input rows [r0, r1) the band's windows reach (none: all padding) */
+    ptrdiff_t top = (ptrdiff_t)(oh0 * s->sh) - (ptrdiff_t)s->pt;
+    ptrdiff_t end = top + (ptrdiff_t)((noh - 1) * s->sh + (s->kh - 1) * s->dh + 1);
+    size_t r0 = top < 0 ? 0 : (size_t)top,
+           r1 = end < (ptrdiff_t)s->h ? (size_t)(end < 0 ? 0 : end) : s->h;
+    if (r1 < r0)
+        r1 = r0;
     size_t c0 = blk * NNF_NCHWC_B, nc[2]; /* the pair's channels: c0 on, nc[o] in block o */
     for (size_t o = 0; o < nb; o++) {
         size_t first = c0 + o * NNF_NCHWC_B;
         nc[o] = s->c - first < NNF_NCHWC_B ? s->c - first : NNF_NCHWC_B;
     }
-    const float *x = d->x + (b * s->c + c0) * hw;
-    float *xb = buf, *yb = buf + 2 * xplane, *y = d->y + (b * s->c + c0) * ohw;
-    for (size_t o = 0; o < nb; o++)
-        nnf_nchwc_from_nchw_block(x + o * NNF_NCHWC_B * hw, hw, nc[o], hw, xb + o * xplane, k->isa);
+    const float *x = d->x + (b * s->c + c0) * hw + r0 * s->w;
+    float *xb = buf, *yb = buf + 2 * xband, *y = d->y + (b * s->c + c0) * ohw + oh0 * s->ow;
+    for (size_t o = 0; o < nb && r1 > r0; o++)
+        nnf_nchwc_from_nchw_block(x + o * NNF_NCHWC_B * hw, hw, nc[o], (r1 - r0) * s->w,
+                                  xb + o * xband, k->isa);
     if (nb == 2)
-        pair_rows(k, xb, xplane, 0, s->h, blk, yb, yplane, NULL, d->ep, 0, s->oh);
+        pair_rows(k, xb, xband, r0, r1, blk, yb, yband, oh0, NULL, d->ep, oh0, noh);
     else
-        block_rows(k, xb, 0, s->h, blk, yb, NULL, d->ep, 0, s->oh);
+        block_rows(k, xb, r0, r1, blk, yb, oh0, NULL, d->ep, oh0, noh);
     for (size_t o = 0; o < nb; o++)
-        nnf_nchwc_to_nchw_block(yb + o * yplane, ohw, nc[o], ohw, y + o * NNF_NCHWC_B * ohw, k->isa);
+        nnf_nchwc_to_nchw_block(yb + o * yband, ohw, nc[o], noh * s->ow, y + o * NNF_NCHWC_B * ohw,
+                                k->isa);
 }
 
 nnf_status nnf_nchwc_dw_run_plain(const nnf_nchwc_dw *k, const float *x, float *y,
@@ -324,14 +394,16 @@ nnf_status nnf_nchwc_dw_run_plain(const nnf_nchwc_dw *k, const float *x, float *
     nnf_epilogue none = nnf_epilogue_default();
     if (ep && ep->residual)
         return nnf_error(NNF_ERR_INVALID_ARGUMENT, "%s: no residual between NCHW tensors", k->name);
-    if (s->n == 0)
+    if (s->n == 0 || s->oh == 0 || s->ow == 0)
         return NNF_OK;
     dw_plain_job d = {.k = k, .x = x, .y = y, .ep = ep ? ep : &none, .cb = nnf_nchwc_blocks(s->c)};
     d.pairs = (d.cb + 1) / 2;
+    d.rows = band_height(s, s->n * d.pairs, nnf_threadpool_size(pool));
+    d.bands = (s->oh + d.rows - 1) / d.rows;
     atomic_init(&d.failed, 0);
-    nnf_parallel_for(pool, s->n * d.pairs, dw_plain_task, &d);
+    nnf_parallel_for(pool, s->n * d.pairs * d.bands, dw_plain_task, &d);
     if (atomic_load(&d.failed))
-        return nnf_error(NNF_ERR_OUT_OF_MEMORY, "%s: out of memory for %zu floats of plane buffer",
-                         k->name, plain_floats(s));
+        return nnf_error(NNF_ERR_OUT_OF_MEMORY, "%s: out of memory for %zu floats of band buffer",
+                         k->name, band_floats(s, d.rows));
     return NNF_OK;
 }

@@ -292,14 +292,17 @@ static nnf_status try_conv(layout *L, int id, bool *done) {
         bool dw_rows =
             !blocked(L, x) && nnf_conv_select(&s, nnf_cpu_isa()) == NNF_CONV_ALGO_DEPTHWISE &&
             nnf_dw_is_plane(nnf_dw_select(&s, nnf_cpu_isa())) && !nnf_nchwc_dw_small_rows(&s);
-        /* Those rows between plain tensors, no residual: the blocked kernel
-         * reorders each pair of blocks' planes in and out itself, in a
+        /* Between plain tensors, no residual, where it wins over the row
+         * kernel (nnf_nchwc_dw_plain_wins: the small rows, and on AVX-512
+         * rows under six full vectors): the blocked kernel reorders each
+         * pair of blocks' rows in and out itself, a band at a time in a
          * buffer in L2 (nnf_nchwc_dw_run_plain), instead of two reorders
          * of the whole tensors around it, each a job of its own (single-op
          * models, AVX-512, 2 threads: 192 channels 28 -> 14 0.032 -> 0.020
          * ms, ORT 0.031; 576 at 14 -> 7 0.028 -> 0.014; 1 thread 0.038
          * either way) */
-        if (!blocked(L, x) && cp->residual_input < 0 && nnf_nchwc_dw_plain_ok(&s)) {
+        if (!blocked(L, x) && cp->residual_input < 0 &&
+            nnf_nchwc_dw_plain_wins(&s, nnf_cpu_isa())) {
             in_blocked = false;
             out_plain = true;
         }
@@ -308,6 +311,20 @@ static nnf_status try_conv(layout *L, int id, bool *done) {
          * the weights (the U-Net's 512-channel 3x3 before its first
          * ConvTranspose: 38 against 17 MB; nnf_nchwc_wino_f4_heavy) */
         bool f2 = blocked(L, x) && nnf_nchwc_wino_f2(&s, nnf_cpu_isa());
+        /* A depthwise conv on a blocked input that the rule below leaves
+         * NCHW (no larger output than input, plain readers only) runs on
+         * the input's plain form as well, but between plain tensors where
+         * that wins: ConvNeXt's first block of stages 2-4, whose depthwise
+         * conv reads the blocked downsampling conv, which the residual Add
+         * reads plain as well (7x7, 192 channels at 28x28, 0.123 ms on the
+         * row kernel against 0.104). */
+        if (!out_plain && blocked(L, x) && cp->residual_input < 0 && only_plain_readers(L, y) &&
+            nnf_shape_numel(shape_of(L, y)) >= nnf_shape_numel(shape_of(L, x)) &&
+            nnf_nchwc_dw_plain_wins(&s, nnf_cpu_isa())) {
+            NNF_CHECK(plain_input(L, x));
+            in_blocked = false;
+            out_plain = true;
+        }
         if (!out_plain && (gemm_wins || dw_rows ||
                            (only_plain_readers(L, y) && !f2 &&
                             (!blocked(L, x) ||

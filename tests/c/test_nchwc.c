@@ -352,6 +352,26 @@ static void test_dw(nnf_isa isa) {
                      .pb = 1, .pr = 1, .act = {nan_acts[a], 0.0f, 6.0f}, .bias = 1, .nan = 1};
         run_dw(&q, isa);
     }
+    /* maps whose pairs of blocks run in several bands of rows between NCHW
+     * tensors (nnf_nchwc_dw_run_plain: a pair's input and output planes,
+     * 1 MB here, over a quarter of L2), the first band's windows all
+     * padding at stride 1 (pt 5) */
+    dw_case band = {.c = 17,
+                    .h = 97,
+                    .w = 83,
+                    .k_h = 3,
+                    .k_w = 3,
+                    .s = 1,
+                    .d = 1,
+                    .pt = 5,
+                    .pl = 1,
+                    .pb = 1,
+                    .pr = 1,
+                    .act = {NNF_ACT_CLIP, 0.0f, 6.0f},
+                    .bias = 1};
+    run_dw(&band, isa);
+    band.k_h = band.k_w = 7, band.s = 2, band.d = 2, band.pt = band.pl = band.pb = band.pr = 3;
+    run_dw(&band, isa);
     /* a kernel taller than the row-pointer table (65 rows) takes the per-pixel path */
     dw_case tall = {.c = 3, .h = 70, .w = 4, .k_h = 65, .k_w = 1, .s = 1, .d = 1, .pt = 2, .pl = 0, .pb = 0,
                     .pr = 0, .act = {NNF_ACT_RELU, 0, 0}, .bias = 1};

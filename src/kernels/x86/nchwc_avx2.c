@@ -440,8 +440,8 @@ dw_rows_small(const nnf_nchwc_dw_tile *t, size_t oh0, size_t noh, size_t KW, siz
     for (size_t oh = oh0; oh < oh0 + noh; oh++) {
         size_t r0, r1;
         dw_window(t, oh, KW, xr, &r0, &r1);
-        float *y = t->y + oh * s->ow * B;
-        const float *res = t->res ? t->res + oh * s->ow * B : NULL;
+        float *y = t->y + (oh - t->y_row0) * s->ow * B;
+        const float *res = t->res ? t->res + (oh - t->y_row0) * s->ow * B : NULL;
         dw_row_small(c, xr, r0, r1, y, res, KW, SW);
         if (!c->f.clamp_only)
             ep_row(c, y, res, s->ow);
@@ -490,8 +490,8 @@ void nnf_nchwc_dw_rows_avx2(const nnf_nchwc_dw_tile *t, size_t oh0, size_t noh) 
     for (size_t oh = oh0; oh < oh0 + noh; oh++) {
         size_t r0, r1;
         ptrdiff_t ih0 = dw_window(t, oh, s->kh, xr, &r0, &r1);
-        float *y = t->y + oh * s->ow * B;
-        const float *res = t->res ? t->res + oh * s->ow * B : NULL;
+        float *y = t->y + (oh - t->y_row0) * s->ow * B;
+        const float *res = t->res ? t->res + (oh - t->y_row0) * s->ow * B : NULL;
         if (!xr) {
             /* a kernel taller than 64 rows: one output row in pieces of 64 kernel rows would
              * change the summation order, so take the plain per-pixel path instead */

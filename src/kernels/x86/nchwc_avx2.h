@@ -26,6 +26,7 @@ typedef struct nnf_nchwc_dw_tile {
     const nnf_epilogue *ep;
     size_t nc;
     size_t x_row0, x_row1; /* x holds input rows [x_row0, x_row1) of the plane */
+    size_t y_row0;         /* y (and res) hold output rows from y_row0 on */
 } nnf_nchwc_dw_tile;
 /* Output rows [oh0, oh0 + noh). */
 void nnf_nchwc_dw_rows_avx2(const nnf_nchwc_dw_tile *t, size_t oh0, size_t noh);

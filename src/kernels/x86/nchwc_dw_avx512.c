@@ -151,7 +151,7 @@ static inline __attribute__((always_inline)) dw2_regs regs_of(const nnf_nchwc_dw
             const float *xr[7] = {NULL};                                                           \
             for (size_t i = r0; i < r1; i++)                                                       \
                 xr[i] = t->x + ((size_t)(ih0 + (ptrdiff_t)i) - t->x_row0) * s->w * B;              \
-            float *y = t->y + oh * ow * B;                                                         \
+            float *y = t->y + (oh - t->y_row0) * ow * B;                                           \
             size_t o = 0;                                                                          \
             ptrdiff_t l, r;                                                                        \
             if (ow >= TP) {                                                                        \
