@@ -56,61 +56,112 @@ static const bcase cases[] = {
     {"bert_ffn1_8x768x3072", 'g', .m = 8, .n = 3072, .k = 768},
     {"bert_ffn1_16x768x3072", 'g', .m = 16, .n = 3072, .k = 768},
     {"mbv2_fc_1x1280x1000", 'g', .m = 1, .n = 1000, .k = 1280},
-    {"r50_conv1_7x7s2", 'c', .c = 3, .h = 224, .w = 224, .oc = 64, .g = 1, .kh = 7, .s = 2, .p = 3, .act = NNF_ACT_RELU},
-    {"r50_l1_1x1_64_64", 'c', .c = 64, .h = 56, .w = 56, .oc = 64, .g = 1, .kh = 1, .s = 1, .act = NNF_ACT_RELU},
-    {"r50_l1_3x3_64_64", 'c', .c = 64, .h = 56, .w = 56, .oc = 64, .g = 1, .kh = 3, .s = 1, .p = 1, .act = NNF_ACT_RELU},
+    {"r50_conv1_7x7s2", 'c', .c = 3, .h = 224, .w = 224, .oc = 64, .g = 1, .kh = 7, .s = 2, .p = 3,
+     .act = NNF_ACT_RELU},
+    {"r50_l1_1x1_64_64", 'c', .c = 64, .h = 56, .w = 56, .oc = 64, .g = 1, .kh = 1, .s = 1,
+     .act = NNF_ACT_RELU},
+    {"r50_l1_3x3_64_64", 'c', .c = 64, .h = 56, .w = 56, .oc = 64, .g = 1, .kh = 3, .s = 1, .p = 1,
+     .act = NNF_ACT_RELU},
     {"r50_l1_1x1_64_256", 'c', .c = 64, .h = 56, .w = 56, .oc = 256, .g = 1, .kh = 1, .s = 1},
-    {"r50_l1_1x1_64_256_res", 'c', .c = 64, .h = 56, .w = 56, .oc = 256, .g = 1, .kh = 1, .s = 1, .act = NNF_ACT_RELU, .res = 1},
-    {"r50_l1_1x1_256_64", 'c', .c = 256, .h = 56, .w = 56, .oc = 64, .g = 1, .kh = 1, .s = 1, .act = NNF_ACT_RELU},
-    {"r50_l2_3x3s2_128", 'c', .c = 128, .h = 56, .w = 56, .oc = 128, .g = 1, .kh = 3, .s = 2, .p = 1, .act = NNF_ACT_RELU},
-    {"r50_l2_ds_1x1s2_256_512", 'c', .c = 256, .h = 56, .w = 56, .oc = 512, .g = 1, .kh = 1, .s = 2},
-    {"r50_l4_ds_1x1s2_1024_2048", 'c', .c = 1024, .h = 14, .w = 14, .oc = 2048, .g = 1, .kh = 1, .s = 2},
-    {"r50_l2_3x3_128", 'c', .c = 128, .h = 28, .w = 28, .oc = 128, .g = 1, .kh = 3, .s = 1, .p = 1, .act = NNF_ACT_RELU},
+    {"r50_l1_1x1_64_256_res", 'c', .c = 64, .h = 56, .w = 56, .oc = 256, .g = 1, .kh = 1, .s = 1,
+     .act = NNF_ACT_RELU, .res = 1},
+    {"r50_l1_1x1_256_64", 'c', .c = 256, .h = 56, .w = 56, .oc = 64, .g = 1, .kh = 1, .s = 1,
+     .act = NNF_ACT_RELU},
+    {"r50_l2_3x3s2_128", 'c', .c = 128, .h = 56, .w = 56, .oc = 128, .g = 1, .kh = 3, .s = 2,
+     .p = 1, .act = NNF_ACT_RELU},
+    {"r50_l2_ds_1x1s2_256_512", 'c', .c = 256, .h = 56, .w = 56, .oc = 512, .g = 1, .kh = 1,
+     .s = 2},
+    {"r50_l4_ds_1x1s2_1024_2048", 'c', .c = 1024, .h = 14, .w = 14, .oc = 2048, .g = 1, .kh = 1,
+     .s = 2},
+    {"r50_l2_3x3_128", 'c', .c = 128, .h = 28, .w = 28, .oc = 128, .g = 1, .kh = 3, .s = 1, .p = 1,
+     .act = NNF_ACT_RELU},
     {"r50_l2_1x1_128_512", 'c', .c = 128, .h = 28, .w = 28, .oc = 512, .g = 1, .kh = 1, .s = 1},
-    {"r50_l3_3x3s2_256", 'c', .c = 256, .h = 28, .w = 28, .oc = 256, .g = 1, .kh = 3, .s = 2, .p = 1, .act = NNF_ACT_RELU},
-    {"r50_l4_3x3s2_512", 'c', .c = 512, .h = 14, .w = 14, .oc = 512, .g = 1, .kh = 3, .s = 2, .p = 1, .act = NNF_ACT_RELU},
-    {"r50_l3_3x3_256", 'c', .c = 256, .h = 14, .w = 14, .oc = 256, .g = 1, .kh = 3, .s = 1, .p = 1, .act = NNF_ACT_RELU},
+    {"r50_l3_3x3s2_256", 'c', .c = 256, .h = 28, .w = 28, .oc = 256, .g = 1, .kh = 3, .s = 2,
+     .p = 1, .act = NNF_ACT_RELU},
+    {"r50_l4_3x3s2_512", 'c', .c = 512, .h = 14, .w = 14, .oc = 512, .g = 1, .kh = 3, .s = 2,
+     .p = 1, .act = NNF_ACT_RELU},
+    {"r50_l3_3x3_256", 'c', .c = 256, .h = 14, .w = 14, .oc = 256, .g = 1, .kh = 3, .s = 1, .p = 1,
+     .act = NNF_ACT_RELU},
     {"r50_l3_1x1_256_1024", 'c', .c = 256, .h = 14, .w = 14, .oc = 1024, .g = 1, .kh = 1, .s = 1},
-    {"r50_l3_1x1_1024_256", 'c', .c = 1024, .h = 14, .w = 14, .oc = 256, .g = 1, .kh = 1, .s = 1, .act = NNF_ACT_RELU},
-    {"r50_l4_3x3_512", 'c', .c = 512, .h = 7, .w = 7, .oc = 512, .g = 1, .kh = 3, .s = 1, .p = 1, .act = NNF_ACT_RELU},
+    {"r50_l3_1x1_1024_256", 'c', .c = 1024, .h = 14, .w = 14, .oc = 256, .g = 1, .kh = 1, .s = 1,
+     .act = NNF_ACT_RELU},
+    {"r50_l4_3x3_512", 'c', .c = 512, .h = 7, .w = 7, .oc = 512, .g = 1, .kh = 3, .s = 1, .p = 1,
+     .act = NNF_ACT_RELU},
     {"r50_l4_1x1_512_2048", 'c', .c = 512, .h = 7, .w = 7, .oc = 2048, .g = 1, .kh = 1, .s = 1},
-    {"mbv2_dw3x3_32_112", 'c', .c = 32, .h = 112, .w = 112, .oc = 32, .g = 32, .kh = 3, .s = 1, .p = 1, .act = NNF_ACT_CLIP},
+    {"mbv2_dw3x3_32_112", 'c', .c = 32, .h = 112, .w = 112, .oc = 32, .g = 32, .kh = 3, .s = 1,
+     .p = 1, .act = NNF_ACT_CLIP},
     {"mbv2_pw_32_16_112", 'c', .c = 32, .h = 112, .w = 112, .oc = 16, .g = 1, .kh = 1, .s = 1},
-    {"mbv2_dw3x3s2_96_112", 'c', .c = 96, .h = 112, .w = 112, .oc = 96, .g = 96, .kh = 3, .s = 2, .p = 1, .act = NNF_ACT_CLIP},
-    {"mbv2_dw3x3_144_56", 'c', .c = 144, .h = 56, .w = 56, .oc = 144, .g = 144, .kh = 3, .s = 1, .p = 1, .act = NNF_ACT_CLIP},
+    {"mbv2_dw3x3s2_96_112", 'c', .c = 96, .h = 112, .w = 112, .oc = 96, .g = 96, .kh = 3, .s = 2,
+     .p = 1, .act = NNF_ACT_CLIP},
+    {"mbv2_dw3x3_144_56", 'c', .c = 144, .h = 56, .w = 56, .oc = 144, .g = 144, .kh = 3, .s = 1,
+     .p = 1, .act = NNF_ACT_CLIP},
     {"mbv2_pw_144_24_56", 'c', .c = 144, .h = 56, .w = 56, .oc = 24, .g = 1, .kh = 1, .s = 1},
     {"mbv2_pw_960_160_7", 'c', .c = 960, .h = 7, .w = 7, .oc = 160, .g = 1, .kh = 1, .s = 1},
-    {"mbv2_stem_3x3s2_3_32", 'c', .c = 3, .h = 224, .w = 224, .oc = 32, .g = 1, .kh = 3, .s = 2, .p = 1, .act = NNF_ACT_CLIP},
-    {"mbv2_pw_16_96_112", 'c', .c = 16, .h = 112, .w = 112, .oc = 96, .g = 1, .kh = 1, .s = 1, .act = NNF_ACT_CLIP},
+    {"mbv2_stem_3x3s2_3_32", 'c', .c = 3, .h = 224, .w = 224, .oc = 32, .g = 1, .kh = 3, .s = 2,
+     .p = 1, .act = NNF_ACT_CLIP},
+    {"mbv2_pw_16_96_112", 'c', .c = 16, .h = 112, .w = 112, .oc = 96, .g = 1, .kh = 1, .s = 1,
+     .act = NNF_ACT_CLIP},
     {"mbv2_pw_96_24_56", 'c', .c = 96, .h = 56, .w = 56, .oc = 24, .g = 1, .kh = 1, .s = 1},
-    {"mbv2_pw_24_144_56", 'c', .c = 24, .h = 56, .w = 56, .oc = 144, .g = 1, .kh = 1, .s = 1, .act = NNF_ACT_CLIP},
-    {"mbv2_dw3x3s2_144_56", 'c', .c = 144, .h = 56, .w = 56, .oc = 144, .g = 144, .kh = 3, .s = 2, .p = 1, .act = NNF_ACT_CLIP},
-    {"mbv2_dw3x3_192_28", 'c', .c = 192, .h = 28, .w = 28, .oc = 192, .g = 192, .kh = 3, .s = 1, .p = 1, .act = NNF_ACT_CLIP},
-    {"mbv2_dw3x3s2_192_28", 'c', .c = 192, .h = 28, .w = 28, .oc = 192, .g = 192, .kh = 3, .s = 2, .p = 1, .act = NNF_ACT_CLIP},
-    {"mbv2_dw3x3_384_14", 'c', .c = 384, .h = 14, .w = 14, .oc = 384, .g = 384, .kh = 3, .s = 1, .p = 1, .act = NNF_ACT_CLIP},
-    {"mbv2_dw3x3_576_14", 'c', .c = 576, .h = 14, .w = 14, .oc = 576, .g = 576, .kh = 3, .s = 1, .p = 1, .act = NNF_ACT_CLIP},
-    {"mbv2_dw3x3s2_576_14", 'c', .c = 576, .h = 14, .w = 14, .oc = 576, .g = 576, .kh = 3, .s = 2, .p = 1, .act = NNF_ACT_CLIP},
-    {"mbv2_dw3x3_960_7", 'c', .c = 960, .h = 7, .w = 7, .oc = 960, .g = 960, .kh = 3, .s = 1, .p = 1, .act = NNF_ACT_CLIP},
+    {"mbv2_pw_24_144_56", 'c', .c = 24, .h = 56, .w = 56, .oc = 144, .g = 1, .kh = 1, .s = 1,
+     .act = NNF_ACT_CLIP},
+    {"mbv2_dw3x3s2_144_56", 'c', .c = 144, .h = 56, .w = 56, .oc = 144, .g = 144, .kh = 3, .s = 2,
+     .p = 1, .act = NNF_ACT_CLIP},
+    {"mbv2_dw3x3_192_28", 'c', .c = 192, .h = 28, .w = 28, .oc = 192, .g = 192, .kh = 3, .s = 1,
+     .p = 1, .act = NNF_ACT_CLIP},
+    {"mbv2_dw3x3s2_192_28", 'c', .c = 192, .h = 28, .w = 28, .oc = 192, .g = 192, .kh = 3, .s = 2,
+     .p = 1, .act = NNF_ACT_CLIP},
+    {"mbv2_dw3x3_384_14", 'c', .c = 384, .h = 14, .w = 14, .oc = 384, .g = 384, .kh = 3, .s = 1,
+     .p = 1, .act = NNF_ACT_CLIP},
+    {"mbv2_dw3x3_576_14", 'c', .c = 576, .h = 14, .w = 14, .oc = 576, .g = 576, .kh = 3, .s = 1,
+     .p = 1, .act = NNF_ACT_CLIP},
+    {"mbv2_dw3x3s2_576_14", 'c', .c = 576, .h = 14, .w = 14, .oc = 576, .g = 576, .kh = 3, .s = 2,
+     .p = 1, .act = NNF_ACT_CLIP},
+    {"mbv2_dw3x3_960_7", 'c', .c = 960, .h = 7, .w = 7, .oc = 960, .g = 960, .kh = 3, .s = 1,
+     .p = 1, .act = NNF_ACT_CLIP},
     /* ConvNeXt-T's 7x7 depthwise convs (a bias, no activation) */
-    {"convnext_dw7x7_96_56", 'c', .c = 96, .h = 56, .w = 56, .oc = 96, .g = 96, .kh = 7, .s = 1, .p = 3},
-    {"convnext_dw7x7_192_28", 'c', .c = 192, .h = 28, .w = 28, .oc = 192, .g = 192, .kh = 7, .s = 1, .p = 3},
-    {"convnext_dw7x7_384_14", 'c', .c = 384, .h = 14, .w = 14, .oc = 384, .g = 384, .kh = 7, .s = 1, .p = 3},
-    {"convnext_dw7x7_768_7", 'c', .c = 768, .h = 7, .w = 7, .oc = 768, .g = 768, .kh = 7, .s = 1, .p = 3},
+    {"convnext_dw7x7_96_56", 'c', .c = 96, .h = 56, .w = 56, .oc = 96, .g = 96, .kh = 7, .s = 1,
+     .p = 3},
+    {"convnext_dw7x7_192_28", 'c', .c = 192, .h = 28, .w = 28, .oc = 192, .g = 192, .kh = 7, .s = 1,
+     .p = 3},
+    {"convnext_dw7x7_384_14", 'c', .c = 384, .h = 14, .w = 14, .oc = 384, .g = 384, .kh = 7, .s = 1,
+     .p = 3},
+    {"convnext_dw7x7_768_7", 'c', .c = 768, .h = 7, .w = 7, .oc = 768, .g = 768, .kh = 7, .s = 1,
+     .p = 3},
+    /* ResNeXt-50 32x4d's grouped 3x3s: 4 channels a group (nchwc_gconv.c), then whole blocks */
+    {"resnext_g32_128_56", 'c', .c = 128, .h = 56, .w = 56, .oc = 128, .g = 32, .kh = 3, .s = 1,
+     .p = 1, .act = NNF_ACT_RELU},
+    {"resnext_g32_256_28", 'c', .c = 256, .h = 28, .w = 28, .oc = 256, .g = 32, .kh = 3, .s = 1,
+     .p = 1, .act = NNF_ACT_RELU},
+    {"resnext_g32_512_14", 'c', .c = 512, .h = 14, .w = 14, .oc = 512, .g = 32, .kh = 3, .s = 1,
+     .p = 1, .act = NNF_ACT_RELU},
     {"mbv2_pw_960_320_7", 'c', .c = 960, .h = 7, .w = 7, .oc = 320, .g = 1, .kh = 1, .s = 1},
-    {"mbv2_pw_320_1280_7", 'c', .c = 320, .h = 7, .w = 7, .oc = 1280, .g = 1, .kh = 1, .s = 1, .act = NNF_ACT_CLIP},
-    {"yolo_stem_6x6s2", 'c', .c = 3, .h = 640, .w = 640, .oc = 32, .g = 1, .kh = 6, .s = 2, .p = 2, .act = NNF_ACT_SILU},
-    {"yolo_3x3s2_32_64", 'c', .c = 32, .h = 320, .w = 320, .oc = 64, .g = 1, .kh = 3, .s = 2, .p = 1, .act = NNF_ACT_SILU},
-    {"yolo_1x1_64_32", 'c', .c = 64, .h = 160, .w = 160, .oc = 32, .g = 1, .kh = 1, .s = 1, .act = NNF_ACT_SILU},
-    {"yolo_3x3_32_32", 'c', .c = 32, .h = 160, .w = 160, .oc = 32, .g = 1, .kh = 3, .s = 1, .p = 1, .act = NNF_ACT_SILU},
-    {"yolo_3x3_64_64_80", 'c', .c = 64, .h = 80, .w = 80, .oc = 64, .g = 1, .kh = 3, .s = 1, .p = 1, .act = NNF_ACT_SILU},
-    {"yolo_3x3_128_128_40", 'c', .c = 128, .h = 40, .w = 40, .oc = 128, .g = 1, .kh = 3, .s = 1, .p = 1, .act = NNF_ACT_SILU},
-    {"yolo_3x3_256_256_20", 'c', .c = 256, .h = 20, .w = 20, .oc = 256, .g = 1, .kh = 3, .s = 1, .p = 1, .act = NNF_ACT_SILU},
-    {"r50_l3_3x3_256_res", 'c', .c = 256, .h = 14, .w = 14, .oc = 256, .g = 1, .kh = 3, .s = 1, .p = 1, .act = NNF_ACT_RELU, .res = 1},
-    {"yolo_3x3s2_256_512", 'c', .c = 256, .h = 40, .w = 40, .oc = 512, .g = 1, .kh = 3, .s = 2, .p = 1, .act = NNF_ACT_SILU},
+    {"mbv2_pw_320_1280_7", 'c', .c = 320, .h = 7, .w = 7, .oc = 1280, .g = 1, .kh = 1, .s = 1,
+     .act = NNF_ACT_CLIP},
+    {"yolo_stem_6x6s2", 'c', .c = 3, .h = 640, .w = 640, .oc = 32, .g = 1, .kh = 6, .s = 2, .p = 2,
+     .act = NNF_ACT_SILU},
+    {"yolo_3x3s2_32_64", 'c', .c = 32, .h = 320, .w = 320, .oc = 64, .g = 1, .kh = 3, .s = 2,
+     .p = 1, .act = NNF_ACT_SILU},
+    {"yolo_1x1_64_32", 'c', .c = 64, .h = 160, .w = 160, .oc = 32, .g = 1, .kh = 1, .s = 1,
+     .act = NNF_ACT_SILU},
+    {"yolo_3x3_32_32", 'c', .c = 32, .h = 160, .w = 160, .oc = 32, .g = 1, .kh = 3, .s = 1, .p = 1,
+     .act = NNF_ACT_SILU},
+    {"yolo_3x3_64_64_80", 'c', .c = 64, .h = 80, .w = 80, .oc = 64, .g = 1, .kh = 3, .s = 1, .p = 1,
+     .act = NNF_ACT_SILU},
+    {"yolo_3x3_128_128_40", 'c', .c = 128, .h = 40, .w = 40, .oc = 128, .g = 1, .kh = 3, .s = 1,
+     .p = 1, .act = NNF_ACT_SILU},
+    {"yolo_3x3_256_256_20", 'c', .c = 256, .h = 20, .w = 20, .oc = 256, .g = 1, .kh = 3, .s = 1,
+     .p = 1, .act = NNF_ACT_SILU},
+    {"r50_l3_3x3_256_res", 'c', .c = 256, .h = 14, .w = 14, .oc = 256, .g = 1, .kh = 3, .s = 1,
+     .p = 1, .act = NNF_ACT_RELU, .res = 1},
+    {"yolo_3x3s2_256_512", 'c', .c = 256, .h = 40, .w = 40, .oc = 512, .g = 1, .kh = 3, .s = 2,
+     .p = 1, .act = NNF_ACT_SILU},
     /* ConvTranspose: the U-Net's first and last up-sampling, a GAN generator's 4x4 s2 */
-    {"unet_up1_2x2s2_512_256_16", 't', .c = 512, .h = 16, .w = 16, .oc = 256, .g = 1, .kh = 2, .s = 2},
-    {"unet_up4_2x2s2_64_32_128", 't', .c = 64, .h = 128, .w = 128, .oc = 32, .g = 1, .kh = 2, .s = 2},
-    {"dcgan_4x4s2_256_128_16", 't', .c = 256, .h = 16, .w = 16, .oc = 128, .g = 1, .kh = 4, .s = 2, .p = 1, .act = NNF_ACT_RELU},
+    {"unet_up1_2x2s2_512_256_16", 't', .c = 512, .h = 16, .w = 16, .oc = 256, .g = 1, .kh = 2,
+     .s = 2},
+    {"unet_up4_2x2s2_64_32_128", 't', .c = 64, .h = 128, .w = 128, .oc = 32, .g = 1, .kh = 2,
+     .s = 2},
+    {"dcgan_4x4s2_256_128_16", 't', .c = 256, .h = 16, .w = 16, .oc = 128, .g = 1, .kh = 4, .s = 2,
+     .p = 1, .act = NNF_ACT_RELU},
 };
 
 /* With one thread all work runs on the caller, and its CPU time leaves out
@@ -173,6 +224,7 @@ typedef struct case_run {
     const nnf_nchwc_conv *nk;
     const nnf_nchwc_wino *wk;
     const nnf_nchwc_dw *dk;
+    const nnf_nchwc_gconv *gk;
     const nnf_convt_kernel *tk;
     const nnf_epilogue *ep;
     nnf_threadpool *pool;
@@ -189,6 +241,7 @@ static nnf_status run_case(void *ctx) {
     return c->ck   ? nnf_conv_kernel_run(c->ck, c->x, c->y, c->ep, c->pool)
            : c->nk ? nnf_nchwc_conv_run(c->nk, c->x, c->y, c->ep, c->pool)
            : c->wk ? nnf_nchwc_wino_run(c->wk, c->x, c->y, c->ep, c->pool)
+           : c->gk ? nnf_nchwc_gconv_run(c->gk, c->x, c->y, c->ep, c->pool)
                    : nnf_nchwc_dw_run(c->dk, c->x, c->y, c->ep, c->pool);
 }
 
@@ -328,6 +381,7 @@ int main(int argc, char **argv) {
         nnf_conv_kernel *ck = NULL;
         nnf_nchwc_conv *nk = NULL;
         nnf_nchwc_dw *dk = NULL;
+        nnf_nchwc_gconv *gk = NULL;
         nnf_nchwc_wino *wk = NULL;
         nnf_convt_kernel *tk = NULL;
         nnf_conv2d_shape s = {0};
@@ -360,8 +414,9 @@ int main(int argc, char **argv) {
             /* blocked: the kernel the blocked conv plan picks (plan_nchwc.c) */
             nnf_status cs =
                 b->kind == 't' ? nnf_convt_kernel_create(&s, isa, w, &tk)
-                : !nchwc      ? nnf_conv_kernel_create(&s, nnf_conv_select(&s, isa), isa, w, &ck)
-                : s.group > 1 ? nnf_nchwc_dw_create(&s, isa, w, &dk)
+                : !nchwc       ? nnf_conv_kernel_create(&s, nnf_conv_select(&s, isa), isa, w, &ck)
+                : nnf_nchwc_dw_supported(&s)    ? nnf_nchwc_dw_create(&s, isa, w, &dk)
+                : nnf_nchwc_gconv_supported(&s) ? nnf_nchwc_gconv_create(&s, isa, w, &gk)
                 : nnf_nchwc_wino_wins(&s, isa)
                     ? nnf_nchwc_wino_create(&s, isa, w, &wk)
                     : nnf_nchwc_conv_create(
@@ -382,9 +437,14 @@ int main(int argc, char **argv) {
                                    : 2.0 * (double)(s.oc * s.oh * s.ow) * (double)(s.c / s.group * s.kh * s.kw);
             bytes = 4.0 * (double)(s.c * s.h * s.w + (b->res ? 2 : 1) * s.oc * s.oh * s.ow +
                                    s.oc * (s.c / s.group) * s.kh * s.kw);
-            kname = tk ? tk->name : ck ? ck->name : nk ? nk->name : wk ? wk->name : dk->name;
+            kname = tk   ? tk->name
+                    : ck ? ck->name
+                    : nk ? nk->name
+                    : wk ? wk->name
+                    : gk ? gk->name
+                         : dk->name;
         }
-        case_run cr = {b, cfg, x, y, pb, ck, nk, wk, dk, tk, &ep, pool};
+        case_run cr = {b, cfg, x, y, pb, ck, nk, wk, dk, gk, tk, &ep, pool};
         double times[1000] = {0};
         int n = 0;
         if (!list && time_runs(run_case, &cr, cold, times, &n) != NNF_OK) {
@@ -414,6 +474,7 @@ int main(int argc, char **argv) {
         nnf_conv_kernel_destroy(ck);
         nnf_nchwc_conv_destroy(nk);
         nnf_nchwc_dw_destroy(dk);
+        nnf_nchwc_gconv_destroy(gk);
         nnf_nchwc_wino_destroy(wk);
         nnf_convt_kernel_destroy(tk);
         free(x);

@@ -10,9 +10,10 @@ embeddings, one set of layer weights every layer reads), unet (segmentation: an
 encoder, and a decoder that up-samples by ConvTranspose), efficientnet-b0 (MBConv
 blocks with squeeze-and-excitation, SiLU, 5x5 depthwise convs), mobilenetv3-large
 (HardSwish, squeeze-and-excitation with HardSigmoid), convnext-tiny (7x7 depthwise
-convs, LayerNorm and MLPs between permutes, layer scale) and their test-sized variants
+convs, LayerNorm and MLPs between permutes, layer scale), resnext50 (ResNeXt-50 32x4d:
+grouped 3x3 convs, 4 to 32 channels a group) and their test-sized variants
 resnet_tiny, mobilenetv2_tiny, yolov5s_tiny, bert_tiny, albert_tiny, unet_tiny,
-efficientnet_tiny, mobilenetv3_tiny, convnext_tiny (--small selects only those). Everything is built with onnx.helper and numpy at opset
+efficientnet_tiny, mobilenetv3_tiny, convnext_tiny, resnext_tiny (--small selects only those). Everything is built with onnx.helper and numpy at opset
 17 from fixed seeds: two runs on one machine write identical files (the BN
 statistics go through onnxruntime, so another CPU may change their last bits).
 
@@ -160,7 +161,9 @@ class Builder:
 # --------------------------------------------------------------------------
 # ResNet-50 (torchvision v1.5: stride on the 3x3 conv)
 # --------------------------------------------------------------------------
-def build_resnet(b: Builder, size, widths, blocks, classes):
+def build_resnet(b: Builder, size, widths, blocks, classes, groups=1, mid_mult=1):
+    """ResNet's bottleneck blocks; ResNeXt's with groups > 1: the 3x3 conv grouped, the
+    blocks' middle width mid_mult x theirs (torchvision's resnext50_32x4d: 32 groups, 2x)."""
     x = b.add_input("input", TensorProto.FLOAT, [b.batch, 3, size, size])
     y = b.conv(x, 3, widths[0], 7, 2, 3, scope="/conv1")
     y = b.bn(y, widths[0], "/bn1")
@@ -172,12 +175,12 @@ def build_resnet(b: Builder, size, widths, blocks, classes):
         for bi in range(n):
             s = 2 if (bi == 0 and li > 0) else 1
             sc = f"/layer{li + 1}/{bi}"
-            cout = w * 4
-            t = b.conv(y, cin, w, 1, scope=f"{sc}/conv1")
-            t = b.node("Relu", [b.bn(t, w, f"{sc}/bn1")], sc)
-            t = b.conv(t, w, w, 3, s, scope=f"{sc}/conv2")
-            t = b.node("Relu", [b.bn(t, w, f"{sc}/bn2")], sc)
-            t = b.conv(t, w, cout, 1, scope=f"{sc}/conv3")
+            cout, mid = w * 4, w * mid_mult
+            t = b.conv(y, cin, mid, 1, scope=f"{sc}/conv1")
+            t = b.node("Relu", [b.bn(t, mid, f"{sc}/bn1")], sc)
+            t = b.conv(t, mid, mid, 3, s, g=groups, scope=f"{sc}/conv2")
+            t = b.node("Relu", [b.bn(t, mid, f"{sc}/bn2")], sc)
+            t = b.conv(t, mid, cout, 1, scope=f"{sc}/conv3")
             t = b.bn(t, cout, f"{sc}/bn3", gamma=(0.2, 0.8))
             if bi == 0:
                 idn = b.conv(y, cin, cout, 1, s, scope=f"{sc}/downsample/0")
@@ -688,6 +691,8 @@ SPECS = [
                                                                  1280, 1000), "image", False),
     Spec("convnext-tiny", 19, lambda b, a: build_convnext(b, 224, [96, 192, 384, 768], [3, 3, 9, 3],
                                                           1000), "image", False),
+    Spec("resnext50", 20, lambda b, a: build_resnet(b, 224, [64, 128, 256, 512], [3, 4, 6, 3],
+                                                    1000, groups=32, mid_mult=2), "image", False),
     Spec("resnet_tiny", 150, lambda b, a: build_resnet(b, 64, [8, 16, 32, 64], [2, 2, 1, 1], 10),
          "image", True),
     Spec("mobilenetv2_tiny", 102, lambda b, a: build_mobilenetv2(b, 64, MOBILENET_TINY, 8, 64,
@@ -701,6 +706,8 @@ SPECS = [
                                                                    10), "image", True),
     Spec("convnext_tiny", 119, lambda b, a: build_convnext(b, 64, [8, 16, 24, 32], [1, 1, 2, 1],
                                                            10), "image", True),
+    Spec("resnext_tiny", 120, lambda b, a: build_resnet(b, 64, [8, 16, 32, 64], [2, 2, 1, 1], 10,
+                                                        groups=4, mid_mult=2), "image", True),
     Spec("mobilenetv3_tiny", 118, lambda b, a: build_mobilenetv3(b, 64, 8, MOBILENETV3_TINY, 48, 64,
                                                                  10), "image", True),
 ]

@@ -327,6 +327,11 @@ nnf_status nnf_nchwc_dw_run_plain(const nnf_nchwc_dw *k, const float *x, float *
  * row those output rows read), y is the block's output plane. */
 void nnf_nchwc_dw_rows(const nnf_nchwc_dw *k, const float *x, size_t x_row0, size_t x_row1,
                        size_t blk, float *y, const nnf_epilogue *ep, size_t oh0, size_t noh);
+/* The same with a residual (res: its rows, NULL for none; ep says how it
+ * is added), y and res holding output rows from y_row0 on. */
+void nnf_nchwc_dw_rows_res(const nnf_nchwc_dw *k, const float *x, size_t x_row0, size_t x_row1,
+                           size_t blk, float *y, size_t y_row0, const float *res,
+                           const nnf_epilogue *ep, size_t oh0, size_t noh);
 /* The same for blocks blk and blk + 1 (x + xplane, y + yplane): as one on
  * the AVX-512 tier where nnf_nchwc_dw_pair_ok, else one after the other. */
 void nnf_nchwc_dw_rows2(const nnf_nchwc_dw *k, const float *x, size_t xplane, size_t x_row0,
@@ -335,6 +340,31 @@ void nnf_nchwc_dw_rows2(const nnf_nchwc_dw *k, const float *x, size_t xplane, si
 /* The AVX-512 tier runs two blocks per zmm: 3x3, no dilation, stride 1 or
  * 2 across, the epilogue a bias and a clamp at most, no residual. */
 bool nnf_nchwc_dw_pair_ok(const nnf_nchwc_dw *k, const nnf_epilogue *ep, const float *res);
+
+/* Grouped convolution with 2 or 4 channels a group, as many in as out
+ * (ResNeXt-50 32x4d's first stage: 32 groups of 4), blocked in and out: a
+ * group never straddles a block, so output lane l of a block reads input
+ * lanes l - l % cpg to l - l % cpg + cpg - 1 of the same block. The conv is
+ * cpg depthwise convs: pass j reads the input with each lane's group's j-th
+ * lane spread over the group's lanes, and adds to the passes before it
+ * (their sum the residual of its epilogue, in L2), the last one with the
+ * conv's bias and activation. The NCHW path ran it as a GEMM per group of 4
+ * channels: 23 GFLOP/s. */
+typedef struct nnf_nchwc_gconv {
+    nnf_conv2d_shape s;
+    size_t cpg;          /* channels a group: 2 or 4 */
+    nnf_nchwc_dw *dw[4]; /* pass j: each output channel's weights for its group's j-th input */
+    char name[64];
+} nnf_nchwc_gconv;
+
+bool nnf_nchwc_gconv_supported(const nnf_conv2d_shape *s);
+nnf_status nnf_nchwc_gconv_create(const nnf_conv2d_shape *s, nnf_isa isa, const float *w,
+                                  nnf_nchwc_gconv **out);
+void nnf_nchwc_gconv_destroy(nnf_nchwc_gconv *k);
+/* Same epilogue contract as nnf_nchwc_conv_run, but a residual after the
+ * activation (NNF_ERR_UNSUPPORTED: the passes add theirs before it). */
+nnf_status nnf_nchwc_gconv_run(const nnf_nchwc_gconv *k, const float *x, float *y,
+                               const nnf_epilogue *ep, nnf_threadpool *pool);
 
 /* ---- pointwise -> depthwise, fused (nchwc_pw_dw.c) ----
  * A pointwise conv whose output only a depthwise conv reads (MobileNet's

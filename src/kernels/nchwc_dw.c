@@ -168,6 +168,12 @@ void nnf_nchwc_dw_rows(const nnf_nchwc_dw *k, const float *x, size_t x_row0, siz
     block_rows(k, x, x_row0, x_row1, blk, y, 0, NULL, ep, oh0, noh);
 }
 
+void nnf_nchwc_dw_rows_res(const nnf_nchwc_dw *k, const float *x, size_t x_row0, size_t x_row1,
+                           size_t blk, float *y, size_t y_row0, const float *res,
+                           const nnf_epilogue *ep, size_t oh0, size_t noh) {
+    block_rows(k, x, x_row0, x_row1, blk, y, y_row0, res, ep, oh0, noh);
+}
+
 bool nnf_nchwc_dw_pair_ok(const nnf_nchwc_dw *k, const nnf_epilogue *ep, const float *res) {
     const nnf_conv2d_shape *s = &k->s;
     if (k->isa < NNF_ISA_AVX512 || res || s->kw != s->kh || s->dh != 1 || s->dw != 1)

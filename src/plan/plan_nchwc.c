@@ -96,6 +96,7 @@ nnf_status nnf_plan_reorder_from_nchwc(NNF_PLAN_ARGS) {
 typedef struct conv_state {
     nnf_nchwc_conv *dense;
     nnf_nchwc_dw *dw;
+    nnf_nchwc_gconv *gconv;
     nnf_nchwc_wino *wino;
     const nnf_conv2d_shape *s;
     size_t x_numel, y_numel;
@@ -111,6 +112,7 @@ static void conv_state_free(void *p) {
         return;
     nnf_nchwc_conv_destroy(s->dense);
     nnf_nchwc_dw_destroy(s->dw);
+    nnf_nchwc_gconv_destroy(s->gconv);
     nnf_nchwc_wino_destroy(s->wino);
     nnf_free(s);
 }
@@ -124,6 +126,7 @@ static nnf_status conv_run(NNF_KERNEL_ARGS) {
     nnf_status st =
         s->out_group ? nnf_nchwc_conv_run_cl(s->dense, in[0]->data, out[0]->data, &e, s->out_group,
                                              ctx->pool)
+        : s->gconv   ? nnf_nchwc_gconv_run(s->gconv, in[0]->data, out[0]->data, &e, ctx->pool)
         : s->out_plain && s->dw
             ? nnf_nchwc_dw_run_plain(s->dw, in[0]->data, out[0]->data, &e, ctx->pool)
         : s->out_plain ? nnf_nchwc_conv_run_nchw(s->dense, in[0]->data, out[0]->data, &e, ctx->pool)
@@ -152,7 +155,7 @@ bool nnf_nchwc_conv_shape(const nnf_conv_params *cp, const int64_t *xd, const in
         .sh = (size_t)p.strides[0], .sw = (size_t)p.strides[1], .dh = (size_t)p.dilations[0],
         .dw = (size_t)p.dilations[1], .pt = (size_t)pb[0], .pl = (size_t)pb[1], .oh = (size_t)yd[2],
         .ow = (size_t)yd[3]};
-    return nnf_nchwc_conv_supported(s) || nnf_nchwc_dw_supported(s);
+    return nnf_nchwc_conv_supported(s) || nnf_nchwc_dw_supported(s) || nnf_nchwc_gconv_supported(s);
 }
 
 nnf_status nnf_plan_nchwc_conv(NNF_PLAN_ARGS) {
@@ -192,8 +195,13 @@ nnf_status nnf_plan_nchwc_conv(NNF_PLAN_ARGS) {
                         ? !p->in_blocked && !p->out_group && p->conv.residual_input < 0 &&
                               nnf_nchwc_dw_plain_ok(&s)
                         : nnf_nchwc_plain_out_ok(&s, p->in_blocked, isa);
+    /* the grouped conv of narrow groups: blocked in and out, a residual
+     * before the activation at most */
+    bool gconv = nnf_nchwc_gconv_supported(&s);
     if ((p->out_plain && !plain_ok) ||
-        (!p->in_blocked && !p->out_plain && nnf_nchwc_dw_supported(&s))) {
+        (!p->in_blocked && !p->out_plain && nnf_nchwc_dw_supported(&s)) ||
+        (gconv && (!p->in_blocked || p->out_plain ||
+                   (p->conv.residual_input >= 0 && p->conv.residual_after_act)))) {
         conv_state_free(st);
         return NNF_OK; /* the reference kernel runs it */
     }
@@ -201,6 +209,7 @@ nnf_status nnf_plan_nchwc_conv(NNF_PLAN_ARGS) {
     st->out_group = p->out_plain ? (size_t)p->out_group : 0;
     nnf_status rc =
         nnf_nchwc_dw_supported(&s) ? nnf_nchwc_dw_create(&s, isa, w->data, &st->dw)
+        : gconv                    ? nnf_nchwc_gconv_create(&s, isa, w->data, &st->gconv)
         : p->in_blocked && nnf_nchwc_wino_wins(&s, isa)
             ? nnf_nchwc_wino_create(&s, isa, w->data, &st->wino)
             : nnf_nchwc_conv_create(&s, p->in_blocked,
@@ -210,7 +219,10 @@ nnf_status nnf_plan_nchwc_conv(NNF_PLAN_ARGS) {
         conv_state_free(st);
         return nnf_error_prefix(rc, "node %s (%s)", node->name, node->op_type);
     }
-    st->s = st->dense ? &st->dense->s : st->wino ? &st->wino->s : &st->dw->s;
+    st->s = st->dense   ? &st->dense->s
+            : st->wino  ? &st->wino->s
+            : st->gconv ? &st->gconv->s
+                        : &st->dw->s;
     st->x_numel = (size_t)nnf_shape_numel(&x->shape);
     st->y_numel = (size_t)nnf_shape_numel(&y->shape);
     st->has_bias = node->n_inputs > 2 && in[2].present;
@@ -224,9 +236,10 @@ nnf_status nnf_plan_nchwc_conv(NNF_PLAN_ARGS) {
         nnf_nchwc_conv_one_pass(st->dense))
         plan->in_place_inputs = 1u << p->conv.residual_input;
     snprintf(st->name, sizeof st->name, "%s%s",
-             st->dense  ? st->dense->name
-             : st->wino ? st->wino->name
-                        : st->dw->name,
+             st->dense   ? st->dense->name
+             : st->wino  ? st->wino->name
+             : st->gconv ? st->gconv->name
+                         : st->dw->name,
              st->out_group   ? "+nhwc_out"
              : st->out_plain ? "+nchw_out"
                              : "");

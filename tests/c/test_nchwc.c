@@ -153,22 +153,37 @@ typedef struct dw_case {
     size_t n;               /* batch; 0: 2 */
     size_t s_w, d_w;        /* column stride and dilation; 0: as s and d */
     float alpha, res_scale; /* 0: 1, and the residual's scale as res_after says */
+    size_t cpg;             /* 2 or 4: the grouped conv of that many channels a group
+                             * (nchwc_gconv.c); 0: depthwise */
 } dw_case;
 
 static double worst_dw;
 
 static int run_dw(const dw_case *q, nnf_isa isa) {
-    nnf_conv2d_shape s = {.n = q->n ? q->n : 2, .c = q->c, .h = q->h, .w = q->w, .oc = q->c,
-                          .group = q->c, .kh = q->k_h, .kw = q->k_w, .sh = q->s,
-                          .sw = q->s_w ? q->s_w : q->s, .dh = q->d, .dw = q->d_w ? q->d_w : q->d,
-                          .pt = q->pt, .pl = q->pl};
+    size_t cpg = q->cpg ? q->cpg : 1;
+    int grouped = cpg > 1;
+    nnf_conv2d_shape s = {.n = q->n ? q->n : 2,
+                          .c = q->c,
+                          .h = q->h,
+                          .w = q->w,
+                          .oc = q->c,
+                          .group = q->c / cpg,
+                          .kh = q->k_h,
+                          .kw = q->k_w,
+                          .sh = q->s,
+                          .sw = q->s_w ? q->s_w : q->s,
+                          .dh = q->d,
+                          .dw = q->d_w ? q->d_w : q->d,
+                          .pt = q->pt,
+                          .pl = q->pl};
     s.oh = out_dim(q->h, q->k_h, s.sh, s.dh, q->pt, q->pb);
     s.ow = out_dim(q->w, q->k_w, s.sw, s.dw, q->pl, q->pr);
     if (!s.oh || !s.ow)
         return 0;
     size_t cb = nnf_nchwc_blocks(s.c), taps = s.kh * s.kw, ihw = s.h * s.w, ohw = s.oh * s.ow;
     size_t xn = s.n * s.c * ihw, yn = s.n * s.c * ohw, xbn = s.n * cb * 8 * ihw, ybn = s.n * cb * 8 * ohw;
-    float *x = check_rand_buf(xn), *w = check_rand_buf(s.c * taps), *bias = check_rand_buf(s.c);
+    float *x = check_rand_buf(xn), *w = check_rand_buf(s.c * cpg * taps),
+          *bias = check_rand_buf(s.c);
     float *r = check_rand_buf(yn), *xb = nan_buf(xbn), *rb = nan_buf(ybn),
           *y1 = out_buf(ybn, FILL1), *y2 = out_buf(ybn, FILL2),
           *y3 = pool3 ? out_buf(ybn, FILL3) : NULL;
@@ -194,22 +209,34 @@ static int run_dw(const dw_case *q, nnf_isa isa) {
             ep.residual_scale = q->res_scale;
     }
     nnf_nchwc_dw *k = NULL;
+    nnf_nchwc_gconv *gk = NULL;
     int bad = 0;
     const char *why = NULL;
-    CHECK(nnf_nchwc_dw_supported(&s));
-    CHECK(nnf_nchwc_dw_create(&s, isa, w, &k) == NNF_OK);
-    if (!k)
+    CHECK(grouped ? nnf_nchwc_gconv_supported(&s) : nnf_nchwc_dw_supported(&s));
+    CHECK((grouped ? nnf_nchwc_gconv_create(&s, isa, w, &gk)
+                   : nnf_nchwc_dw_create(&s, isa, w, &k)) == NNF_OK);
+    if (!k && !gk)
         goto done;
-    CHECK(nnf_nchwc_dw_run(k, xb, y1, &ep, NULL) == NNF_OK);
-    CHECK(nnf_nchwc_dw_run(k, xb, y2, &ep, pool2) == NNF_OK);
+#define RUN_DW(y, pool)                                                                            \
+    (grouped ? nnf_nchwc_gconv_run(gk, xb, y, &ep, pool) : nnf_nchwc_dw_run(k, xb, y, &ep, pool))
+    if (grouped && q->res && q->res_after) {
+        /* the passes add their sums before the activation */
+        CHECK(RUN_DW(y1, NULL) == NNF_ERR_UNSUPPORTED);
+        nnf_error_clear();
+        goto done;
+    }
+    CHECK(RUN_DW(y1, NULL) == NNF_OK);
+    CHECK(RUN_DW(y2, pool2) == NNF_OK);
     if (pool3)
-        CHECK(nnf_nchwc_dw_run(k, xb, y3, &ep, pool3) == NNF_OK);
+        CHECK(RUN_DW(y3, pool3) == NNF_OK);
+#undef RUN_DW
     why = outputs_differ(y1, y2, y3, ybn);
     CHECK_MSG(!why,
-              "dw %s n %zu c %zu h %zu w %zu %zux%zu s %zu,%zu d %zu,%zu pads %zu,%zu,%zu,%zu: %s",
-              nnf_isa_name(isa), s.n, s.c, s.h, s.w, s.kh, s.kw, s.sh, s.sw, s.dh, s.dw, q->pt,
+              "dw %s cpg %zu n %zu c %zu h %zu w %zu %zux%zu s %zu,%zu d %zu,%zu pads "
+              "%zu,%zu,%zu,%zu: %s",
+              nnf_isa_name(isa), cpg, s.n, s.c, s.h, s.w, s.kh, s.kw, s.sh, s.sw, s.dh, s.dw, q->pt,
               q->pl, q->pb, q->pr, why);
-    if (!q->res && nnf_nchwc_dw_plain_ok(&s)) {
+    if (!grouped && !q->res && nnf_nchwc_dw_plain_ok(&s)) {
         /* between NCHW tensors: the blocked run's values after its output
          * reorder, bit for bit, on 1, 2 and 3 threads, nothing written past
          * the output */
@@ -238,17 +265,20 @@ static int run_dw(const dw_case *q, nnf_isa isa) {
                         continue;
                     }
                     double acc = 0, mag = 0;
-                    for (size_t i = 0; i < s.kh; i++)
-                        for (size_t j = 0; j < s.kw; j++) {
-                            ptrdiff_t ih = (ptrdiff_t)(oh * s.sh + i * s.dh) - (ptrdiff_t)s.pt;
-                            ptrdiff_t iw = (ptrdiff_t)(ow * s.sw + j * s.dw) - (ptrdiff_t)s.pl;
-                            if (ih < 0 || iw < 0 || ih >= (ptrdiff_t)s.h || iw >= (ptrdiff_t)s.w)
-                                continue;
-                            double p = (double)w[c * taps + i * s.kw + j] *
-                                       x[(b * s.c + c) * ihw + (size_t)ih * s.w + (size_t)iw];
-                            acc += p;
-                            mag += fabs(p);
-                        }
+                    for (size_t g = 0; g < cpg; g++) /* output c reads input c - c % cpg + g */
+                        for (size_t i = 0; i < s.kh; i++)
+                            for (size_t j = 0; j < s.kw; j++) {
+                                ptrdiff_t ih = (ptrdiff_t)(oh * s.sh + i * s.dh) - (ptrdiff_t)s.pt;
+                                ptrdiff_t iw = (ptrdiff_t)(ow * s.sw + j * s.dw) - (ptrdiff_t)s.pl;
+                                if (ih < 0 || iw < 0 || ih >= (ptrdiff_t)s.h ||
+                                    iw >= (ptrdiff_t)s.w)
+                                    continue;
+                                double p = (double)w[(c * cpg + g) * taps + i * s.kw + j] *
+                                           x[(b * s.c + c - c % cpg + g) * ihw + (size_t)ih * s.w +
+                                             (size_t)iw];
+                                acc += p;
+                                mag += fabs(p);
+                            }
                     double pre = ep.alpha * acc + (q->bias ? bias[c] : 0.0);
                     double rv = ep.residual_scale * (double)r[(b * s.c + c) * ohw + oh * s.ow + ow];
                     if (q->res && !q->res_after)
@@ -258,7 +288,8 @@ static int run_dw(const dw_case *q, nnf_isa isa) {
                         want += rv;
                     /* alpha scales the sum's rounding error with it */
                     mag *= fabs(ep.alpha) > 1 ? fabs(ep.alpha) : 1;
-                    double tol = (double)taps * ldexp(1.0, -22) * (mag + 1.0) + 2e-6 * (1.0 + fabs(want));
+                    double tol = (double)(taps * cpg) * ldexp(1.0, -22) * (mag + 1.0) +
+                                 2e-6 * (1.0 + fabs(want));
                     int ok = isnan(want) ? isnan(got) : !isnan(got) && fabs(got - want) <= tol;
                     if (!isnan(want) && !isnan(got) && tol > 0 && fabs(got - want) / tol > worst_dw)
                         worst_dw = fabs(got - want) / tol;
@@ -266,15 +297,16 @@ static int run_dw(const dw_case *q, nnf_isa isa) {
                         fprintf(stderr, "  b %zu c %zu (%zu,%zu): %.9g want %.9g tol %g\n", b, c, oh, ow, got,
                                 want, tol);
                 }
-    CHECK_MSG(
-        bad == 0,
-        "dw %s n %zu c %zu h %zu w %zu %zux%zu s %zu,%zu d %zu,%zu pads %zu,%zu,%zu,%zu act %d "
-        "(%g, %g) bias %d res %d%s alpha %g res_scale %g nan %d",
-        nnf_isa_name(isa), s.n, s.c, s.h, s.w, s.kh, s.kw, s.sh, s.sw, s.dh, s.dw, q->pt, q->pl,
-        q->pb, q->pr, q->act.kind, q->act.alpha, q->act.beta, q->bias, q->res,
-        q->res_after ? " after" : "", ep.alpha, ep.residual_scale, q->nan);
+    CHECK_MSG(bad == 0,
+              "dw %s cpg %zu n %zu c %zu h %zu w %zu %zux%zu s %zu,%zu d %zu,%zu pads "
+              "%zu,%zu,%zu,%zu act %d "
+              "(%g, %g) bias %d res %d%s alpha %g res_scale %g nan %d",
+              nnf_isa_name(isa), cpg, s.n, s.c, s.h, s.w, s.kh, s.kw, s.sh, s.sw, s.dh, s.dw, q->pt,
+              q->pl, q->pb, q->pr, q->act.kind, q->act.alpha, q->act.beta, q->bias, q->res,
+              q->res_after ? " after" : "", ep.alpha, ep.residual_scale, q->nan);
 done:
     nnf_nchwc_dw_destroy(k);
+    nnf_nchwc_gconv_destroy(gk);
     free(x), free(w), free(bias), free(r), free(xb), free(rb), free(y1), free(y2), free(y3);
     return bad + (why != NULL);
 }
@@ -372,6 +404,54 @@ static void test_dw(nnf_isa isa) {
     run_dw(&band, isa);
     band.k_h = band.k_w = 7, band.s = 2, band.d = 2, band.pt = band.pl = band.pb = band.pr = 3;
     run_dw(&band, isa);
+    /* the grouped conv of 2 and 4 channels a group: channel counts with
+     * padding lanes (4, 12, 20) and without, kernels 1x1 to 5x5 and 1x3,
+     * strides, dilation, pads, every epilogue (a residual after the
+     * activation refused), on the dw grid; ResNeXt-50's first stage
+     * scaled down; and a map in several bands of rows */
+    static const size_t gcs[] = {4, 8, 12, 20, 36};
+    static const size_t gkers[][2] = {{3, 3}, {1, 1}, {5, 5}, {1, 3}};
+    n = 0;
+    for (size_t cpg = 2; cpg <= 4; cpg += 2)
+        for (size_t ci = 0; ci < sizeof gcs / sizeof gcs[0]; ci++)
+            for (size_t ki = 0; ki < 4 && gcs[ci] / cpg >= 2; ki++, n++) {
+                const size_t *pd = pads[n % 5];
+                dw_case q = {.c = gcs[ci],
+                             .h = 4 + n % 7,
+                             .w = 3 + n % 11,
+                             .k_h = gkers[ki][0],
+                             .k_w = gkers[ki][1],
+                             .s = 1 + n % 2,
+                             .d = n % 5 == 3 ? 2 : 1,
+                             .pt = pd[0],
+                             .pl = pd[1],
+                             .pb = pd[2],
+                             .pr = pd[3],
+                             .act = acts[n % N_ACTS],
+                             .bias = n % 4 != 3,
+                             .res = n % 3 == 1,
+                             .res_after = n % 6 == 4,
+                             .alpha = n % 7 == 5 ? 0.75f : 0.0f,
+                             .cpg = cpg};
+                run_dw(&q, isa);
+            }
+    dw_case rx = {.c = 32,
+                  .h = 28,
+                  .w = 28,
+                  .k_h = 3,
+                  .k_w = 3,
+                  .s = 1,
+                  .d = 1,
+                  .pt = 1,
+                  .pl = 1,
+                  .pb = 1,
+                  .pr = 1,
+                  .act = {NNF_ACT_RELU, 0, 0},
+                  .bias = 1,
+                  .cpg = 4};
+    run_dw(&rx, isa);
+    rx.h = 97, rx.w = 83, rx.c = 12, rx.cpg = 2, rx.pt = 5;
+    run_dw(&rx, isa);
     /* a kernel taller than the row-pointer table (65 rows) takes the per-pixel path */
     dw_case tall = {.c = 3, .h = 70, .w = 4, .k_h = 65, .k_w = 1, .s = 1, .d = 1, .pt = 2, .pl = 0, .pb = 0,
                     .pr = 0, .act = {NNF_ACT_RELU, 0, 0}, .bias = 1};

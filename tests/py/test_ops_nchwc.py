@@ -180,6 +180,17 @@ def case_grouped():
     return build([a, b, c, d, e], nodes, [], ["y"], (1, 24, 13, 17)), {"nchwc.Conv"}, 2
 
 
+def case_grouped_narrow():
+    """ResNeXt-50 32x4d's first stage: grouped 3x3 convs of 4 and 2 channels a group (groups that
+    share a block, nchwc_gconv.c) between 1x1s, the second with a residual Add fused: all blocked,
+    none through the NCHW grouped GEMM."""
+    a = conv("a", "x", 24, 40, k=1, pad=0, act="relu")
+    b = conv("b", a[2], 40, 40, group=10, act="relu")
+    c = conv("c", b[2], 40, 40, group=20)
+    nodes = [helper.make_node("Add", [c[2], a[2]], ["s"]), helper.make_node("Relu", ["s"], ["y"])]
+    return build([a, b, c], nodes, [], ["y"], (1, 24, 19, 23)), {"nchwc.Conv"}, 2
+
+
 def case_plain_out():
     """Convs at the edge of a region write plain tensors themselves (out_plain): NCHW for a 1x1
     to 255 channels and a Sigmoid read by a Reshape and for a stride-2 3x3 that is a graph output;
@@ -251,7 +262,7 @@ def case_residual_stream_plain():
 CASES = {f.__name__[5:]: f for f in (case_stem_chain, case_residual_add, case_concat_resize, case_mixed_readers,
                                       case_winograd, case_winograd_s2, case_winograd_f2, case_winograd_f2_heavy,
                                       case_bottleneck_silu, case_squeeze_excite, case_residual_stream_plain,
-                                      case_grouped, case_plain_out)}
+                                      case_grouped, case_grouped_narrow, case_plain_out)}
 
 
 def profiled_ops(path, env=None):
@@ -307,6 +318,8 @@ def test_blocked_models_match_ort(name, tmp_path):
     op_names = {o for o, _ in ops}
     assert expect_ops <= op_names, f"not blocked: {expect_ops - op_names} (ran {sorted(op_names)})"
     reorders = sum(o in ("nchwc.ReorderInput", "nchwc.ReorderOutput") for o, _ in ops)
+    if name == "grouped_narrow":
+        assert sum(k.startswith("f32_gconv") for _, k in ops) == 2, ops
     if name == "residual_stream_plain":
         assert sum(k.endswith("+nchw_out") for _, k in ops) == 2, ops
     if name == "plain_out":
@@ -426,9 +439,9 @@ def test_bottleneck_adds_fuse(tmp_path):
 
 @needs_blocked
 def test_grouped_convs(tmp_path):
-    """Groups of whole blocks run the blocked kernel; ResNeXt's 4-channel groups stay on the NCHW
-    grouped conv (a reorder on each side: the 1x1 to 16 channels after it reads its plain output
-    on the NCHW GEMM) and still match ONNX Runtime."""
+    """Groups of whole blocks run the blocked kernel; so do ResNeXt's 4-channel groups, on the
+    grouped kernel of narrow groups (nchwc_gconv.c): the chain stays blocked, its only reorder the
+    input's (it ran on the NCHW grouped GEMM with a reorder on each side). ONNX Runtime's results."""
     path = tmp_path / "grouped.onnx"
     path.write_bytes(case_grouped()[0])
     kernels = [k for o, k in profiled_ops(path) if o == "nchwc.Conv"]
@@ -439,8 +452,9 @@ def test_grouped_convs(tmp_path):
     data = build([a, b, c], [], [], [c[2]], (1, 16, 9, 9))
     path.write_bytes(data)
     ops = profiled_ops(path)
-    assert [o for o, _ in ops].count("Conv") == 2, ops
-    assert sum(o.startswith("nchwc.Reorder") for o, _ in ops) == 2, ops
+    assert [o for o, _ in ops].count("Conv") == 0, ops
+    assert sum(k.startswith("f32_gconv4_nchwc_3x3") for _, k in ops) == 1, ops
+    assert sum(o.startswith("nchwc.Reorder") for o, _ in ops) == 1, ops
     x = RNG.standard_normal((1, 16, 9, 9)).astype(np.float32)
     ref = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     got = nnfuse.run_model(data, {"x": x})[c[2]]

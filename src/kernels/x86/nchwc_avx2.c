@@ -143,6 +143,34 @@ static inline void prefetch_at(const float *base, size_t off) {
     _mm_prefetch((const char *)((uintptr_t)base + off * sizeof(float)), _MM_HINT_T0);
 }
 
+/* ---- lanes spread within groups (grouped conv) ---- */
+
+#define SPREAD(IMM)                                                                                \
+    do {                                                                                           \
+        size_t p = 0;                                                                              \
+        for (; p + 4 <= np; p += 4)                                                                \
+            for (size_t u = 0; u < 4; u++)                                                         \
+                _mm256_storeu_ps(y + (p + u) * B,                                                  \
+                                 _mm256_permute_ps(_mm256_loadu_ps(x + (p + u) * B), IMM));        \
+        for (; p < np; p++)                                                                        \
+            _mm256_storeu_ps(y + p * B, _mm256_permute_ps(_mm256_loadu_ps(x + p * B), IMM));       \
+    } while (0)
+
+void nnf_nchwc_lane_spread_avx2(const float *x, float *y, size_t np, size_t cpg, size_t j) {
+    /* vpermilps picks within each 128-bit half by a constant: groups of 4
+     * are the halves, groups of 2 their pairs */
+    switch (cpg * 4 + j) {
+    case 8: SPREAD(0xA0); return; /* 0 0 2 2 */
+    case 9: SPREAD(0xF5); return; /* 1 1 3 3 */
+    case 16: SPREAD(0x00); return;
+    case 17: SPREAD(0x55); return;
+    case 18: SPREAD(0xAA); return;
+    case 19: SPREAD(0xFF); return;
+    default: return;
+    }
+}
+#undef SPREAD
+
 /* ---- depthwise convolution ---- */
 
 typedef struct dw_ctx {

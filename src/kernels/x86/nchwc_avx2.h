@@ -36,6 +36,10 @@ void nnf_nchwc_dw_rows_avx2(const nnf_nchwc_dw_tile *t, size_t oh0, size_t noh);
 void nnf_nchwc_dw_rows2_avx512(const nnf_nchwc_dw_tile *t, size_t xplane, size_t yplane, size_t nc2,
                                size_t oh0, size_t noh);
 
+/* np pixels of one block, each lane l taking lane l - l % cpg + j of its
+ * pixel (cpg 2 or 4, j < cpg): a grouped conv's pass j (nchwc_gconv.c). */
+void nnf_nchwc_lane_spread_avx2(const float *x, float *y, size_t np, size_t cpg, size_t j);
+
 /* Pool output rows [oh0, oh0 + noh) of one (image, block) plane. */
 void nnf_nchwc_pool_rows_avx2(const nnf_nchwc_pool_shape *s, const float *x, float *y, size_t nc, size_t oh0,
                               size_t noh);

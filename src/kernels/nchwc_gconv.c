@@ -1,0 +1,209 @@
+/* Grouped convolution with 2 or 4 channels a group on NCHWc8, as cpg
+ * depthwise convs (kernels/nchwc.h, nnf_nchwc_gconv). Work items are
+ * (image, block) x a band of output rows; for each, pass j spreads lane j of
+ * every group over the group's lanes in the band's input rows (a buffer in
+ * L2) and runs the depthwise rows over them, the passes' sums carried in
+ * two more band buffers as the next pass's residual. Every pixel is
+ * computed the same way whatever the split, so threads never change
+ * results. */
+#include "kernels/nchwc.h"
+
+#include "base/alloc.h"
+#include "base/cpu.h"
+#include "kernels/x86/nchwc_avx2.h"
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+static size_t band_floats(const nnf_conv2d_shape *s, size_t noh);
+
+bool nnf_nchwc_gconv_supported(const nnf_conv2d_shape *s) {
+    if (!s || s->group < 2 || s->c != s->oc || s->c % s->group || s->kh == 0 || s->kw == 0 ||
+        s->sh == 0 || s->sw == 0 || s->dh == 0 || s->dw == 0 || s->c > SIZE_MAX / 16)
+        return false;
+    size_t cpg = s->c / s->group, l2 = nnf_cpu_get()->l2;
+    /* a band of one output row fits L2 (the extents' bounds keep its
+     * arithmetic from wrapping) */
+    return (cpg == 2 || cpg == 4) && s->h <= l2 && s->w <= l2 && s->oh <= l2 && s->ow <= l2 &&
+           s->sh <= l2 && s->kh <= l2 && s->dh <= l2 && band_floats(s, 1) <= l2 / sizeof(float);
+}
+
+nnf_status nnf_nchwc_gconv_create(const nnf_conv2d_shape *s, nnf_isa isa, const float *w,
+                                  nnf_nchwc_gconv **out) {
+    if (!out || !s || !w)
+        return nnf_error(NNF_ERR_INVALID_ARGUMENT,
+                         "NCHWc grouped conv: NULL shape, weights or result");
+    *out = NULL;
+    if (!nnf_nchwc_gconv_supported(s))
+        return nnf_error(
+            NNF_ERR_UNSUPPORTED,
+            "NCHWc grouped conv: group %zu, %zu -> %zu channels is not 2 or 4 channels a group",
+            s->group, s->c, s->oc);
+    size_t taps, floats;
+    if (!nnf_mul_size(s->kh, s->kw, &taps) || !nnf_mul_size(taps, s->c, &floats))
+        return nnf_error(NNF_ERR_INVALID_ARGUMENT,
+                         "NCHWc grouped conv: %zux%zu weights of %zu channels overflow", s->kh,
+                         s->kw, s->c);
+    nnf_nchwc_gconv *k = nnf_calloc(1, sizeof *k);
+    float *wj = nnf_malloc(floats * sizeof(float));
+    nnf_status st = NNF_OK;
+    if (!k || !wj) {
+        st = nnf_error(NNF_ERR_OUT_OF_MEMORY, "NCHWc grouped conv: out of memory for %zu weights",
+                       floats);
+        goto done;
+    }
+    k->s = *s;
+    k->cpg = s->c / s->group;
+    nnf_conv2d_shape ds = *s; /* each pass: a depthwise conv */
+    ds.group = s->c;
+    /* W is [oc][cpg][kh][kw]: pass j takes each output channel's j-th slice */
+    for (size_t j = 0; j < k->cpg && st == NNF_OK; j++) {
+        for (size_t o = 0; o < s->c; o++)
+            memcpy(wj + o * taps, w + (o * k->cpg + j) * taps, taps * sizeof(float));
+        st = nnf_nchwc_dw_create(&ds, isa, wj, &k->dw[j]);
+    }
+    if (st == NNF_OK)
+        snprintf(k->name, sizeof k->name, "f32_gconv%zu_nchwc_%zux%zu_s%zu_%s", k->cpg, s->kh,
+                 s->kw, s->sh, nnf_isa_name(k->dw[0]->isa));
+done:
+    nnf_free(wj);
+    if (st != NNF_OK) {
+        nnf_nchwc_gconv_destroy(k);
+        return st;
+    }
+    *out = k;
+    return NNF_OK;
+}
+
+void nnf_nchwc_gconv_destroy(nnf_nchwc_gconv *k) {
+    if (!k)
+        return;
+    for (size_t j = 0; j < 4; j++)
+        nnf_nchwc_dw_destroy(k->dw[j]);
+    nnf_free(k);
+}
+
+/* Input rows a band of noh output rows reads at most (nnf_nchwc_gconv_supported
+ * bounds the extents). */
+static size_t in_rows(const nnf_conv2d_shape *s, size_t noh) {
+    size_t r = (noh - 1) * s->sh + (s->kh - 1) * s->dh + 1;
+    return r < s->h ? r : s->h;
+}
+
+/* A band's buffers, floats: its spread input rows and two partial sums. */
+static size_t band_floats(const nnf_conv2d_shape *s, size_t noh) {
+    return (in_rows(s, noh) * s->w + 2 * noh * s->ow) * NNF_NCHWC_B;
+}
+
+/* Output rows a band: as many as keep its buffers within a quarter of L2
+ * (at least one), fewer where that leaves under ~4 items a thread. */
+static size_t band_rows(const nnf_conv2d_shape *s, size_t plane_items, int threads) {
+    size_t budget = nnf_cpu_get()->l2 / 4 / sizeof(float), lo = 1, hi = s->oh;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo + 1) / 2;
+        if (band_floats(s, mid) <= budget)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    size_t want = (size_t)threads * 4;
+    if (threads > 1 && plane_items < want) {
+        size_t bands = (want + plane_items - 1) / plane_items;
+        size_t rows = (s->oh + bands - 1) / bands;
+        lo = rows < lo ? rows : lo;
+    }
+    return lo;
+}
+
+typedef struct gconv_job {
+    const nnf_nchwc_gconv *k;
+    const float *x;
+    float *y;
+    const nnf_epilogue *ep;
+    size_t cb, rows, bands;
+    atomic_int failed;
+} gconv_job;
+
+static void spread(const nnf_nchwc_gconv *k, const float *x, float *y, size_t np, size_t j) {
+    if (k->dw[0]->isa >= NNF_ISA_AVX2) {
+        nnf_nchwc_lane_spread_avx2(x, y, np, k->cpg, j);
+        return;
+    }
+    for (size_t p = 0; p < np; p++)
+        for (size_t l = 0; l < NNF_NCHWC_B; l++)
+            y[p * NNF_NCHWC_B + l] = x[p * NNF_NCHWC_B + l - l % k->cpg + j];
+}
+
+/* Item i: image i / bands / cb, block i / bands % cb, band i % bands. */
+static void gconv_task(void *ctx, size_t i) {
+    gconv_job *d = ctx;
+    const nnf_nchwc_gconv *k = d->k;
+    const nnf_conv2d_shape *s = &k->s;
+    float *buf = nnf_thread_scratch(NNF_SCRATCH_CONV_IN, band_floats(s, d->rows));
+    if (!buf) {
+        atomic_store(&d->failed, 1);
+        return;
+    }
+    const size_t B = NNF_NCHWC_B;
+    size_t band = i % d->bands, blk = i / d->bands % d->cb, b = i / d->bands / d->cb;
+    size_t oh0 = band * d->rows, noh = s->oh - oh0 < d->rows ? s->oh - oh0 : d->rows;
+    size_t plane = b * d->cb + blk, hw = s->h * s->w, ohw = s->oh * s->ow;
+    /* the input rows [r0, r1) the band's windows reach (none: all padding) */
+    ptrdiff_t top = (ptrdiff_t)(oh0 * s->sh) - (ptrdiff_t)s->pt;
+    ptrdiff_t end = top + (ptrdiff_t)((noh - 1) * s->sh + (s->kh - 1) * s->dh + 1);
+    size_t r0 = top < 0 ? 0 : (size_t)top,
+           r1 = end < (ptrdiff_t)s->h ? (size_t)(end < 0 ? 0 : end) : s->h;
+    if (r1 < r0)
+        r1 = r0;
+    float *xs = buf, *acc[2] = {buf + in_rows(s, d->rows) * s->w * B, NULL};
+    acc[1] = acc[0] + d->rows * s->ow * B;
+    const float *x = d->x + (plane * hw + r0 * s->w) * B;
+    float *y = d->y + (plane * ohw + oh0 * s->ow) * B;
+    /* a residual of the conv's own goes into the first pass, the bias and
+     * the activation into the last */
+    const float *res = d->ep->residual ? d->ep->residual + (plane * ohw + oh0 * s->ow) * B : NULL;
+    for (size_t j = 0; j < k->cpg; j++) {
+        int last = j + 1 == k->cpg;
+        nnf_epilogue e = nnf_epilogue_default();
+        e.alpha = d->ep->alpha;
+        if (j == 0) {
+            e.residual = d->ep->residual;
+            e.residual_scale = d->ep->residual_scale;
+        } else {
+            e.residual = acc[(j - 1) % 2];
+            res = acc[(j - 1) % 2];
+        }
+        if (last) {
+            e.bias_kind = d->ep->bias_kind;
+            e.bias = d->ep->bias;
+            e.act = d->ep->act;
+        }
+        spread(k, x, xs, (r1 - r0) * s->w, j);
+        nnf_nchwc_dw_rows_res(k->dw[j], xs, r0, r1, blk, last ? y : acc[j % 2], oh0, res, &e, oh0,
+                              noh);
+    }
+}
+
+nnf_status nnf_nchwc_gconv_run(const nnf_nchwc_gconv *k, const float *x, float *y,
+                               const nnf_epilogue *ep, nnf_threadpool *pool) {
+    if (!k || !x || !y)
+        return nnf_error(NNF_ERR_INVALID_ARGUMENT, "NCHWc grouped conv: NULL argument");
+    const nnf_conv2d_shape *s = &k->s;
+    nnf_epilogue none = nnf_epilogue_default();
+    ep = ep ? ep : &none;
+    if (ep->residual && ep->residual_after_act)
+        return nnf_error(NNF_ERR_UNSUPPORTED, "%s: a residual after the activation", k->name);
+    if (s->n == 0 || s->oh == 0 || s->ow == 0)
+        return NNF_OK;
+    gconv_job d = {.k = k, .x = x, .y = y, .ep = ep, .cb = nnf_nchwc_blocks(s->c)};
+    d.rows = band_rows(s, s->n * d.cb, nnf_threadpool_size(pool));
+    d.bands = (s->oh + d.rows - 1) / d.rows;
+    atomic_init(&d.failed, 0);
+    nnf_parallel_for(pool, s->n * d.cb * d.bands, gconv_task, &d);
+    if (atomic_load(&d.failed))
+        return nnf_error(NNF_ERR_OUT_OF_MEMORY, "%s: out of memory for %zu floats of band buffers",
+                         k->name, band_floats(s, d.rows));
+    return NNF_OK;
+}
