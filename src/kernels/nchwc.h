@@ -337,8 +337,16 @@ void nnf_nchwc_dw_rows_res(const nnf_nchwc_dw *k, const float *x, size_t x_row0,
 void nnf_nchwc_dw_rows2(const nnf_nchwc_dw *k, const float *x, size_t xplane, size_t x_row0,
                         size_t x_row1, size_t blk, float *y, size_t yplane, const nnf_epilogue *ep,
                         size_t oh0, size_t noh);
-/* The AVX-512 tier runs two blocks per zmm: 3x3, no dilation, stride 1 or
- * 2 across, the epilogue a bias and a clamp at most, no residual. */
+/* The same with residuals (res, the second block's rplane further; NULL:
+ * none), y and res holding output rows from y_row0 on. */
+void nnf_nchwc_dw_rows2_res(const nnf_nchwc_dw *k, const float *x, size_t xplane, size_t x_row0,
+                            size_t x_row1, size_t blk, float *y, size_t yplane, size_t y_row0,
+                            const float *res, size_t rplane, const nnf_epilogue *ep, size_t oh0,
+                            size_t noh);
+/* The AVX-512 tier runs two blocks per zmm: 3x3 and 5x5 at stride 1 or 2
+ * across (7x7 at stride 1 with a clamp), no dilation, the epilogue a bias
+ * and a clamp, SiLU or HardSwish; a residual only in a 3x3 with a clamp,
+ * added before it, unscaled. */
 bool nnf_nchwc_dw_pair_ok(const nnf_nchwc_dw *k, const nnf_epilogue *ep, const float *res);
 
 /* Grouped convolution with 2 or 4 channels a group, as many in as out

@@ -176,8 +176,10 @@ void nnf_nchwc_dw_rows_res(const nnf_nchwc_dw *k, const float *x, size_t x_row0,
 
 bool nnf_nchwc_dw_pair_ok(const nnf_nchwc_dw *k, const nnf_epilogue *ep, const float *res) {
     const nnf_conv2d_shape *s = &k->s;
-    if (k->isa < NNF_ISA_AVX512 || res || s->kw != s->kh || s->dh != 1 || s->dw != 1)
+    if (k->isa < NNF_ISA_AVX512 || s->kw != s->kh || s->dh != 1 || s->dw != 1)
         return false;
+    if (res) /* one residual form: 3x3, a clamp, the residual before it, unscaled */
+        return s->kh == 3 && (s->sw == 1 || s->sw == 2) && nnf_epilogue_clamp_only(ep);
     if (s->kh == 7) /* one 7x7 form: stride 1, a clamp (x86/nchwc_dw_avx512.c) */
         return s->sh == 1 && s->sw == 1 && nnf_epilogue_clamp_only(ep);
     return (s->kh == 3 || s->kh == 5) && (s->sw == 1 || s->sw == 2) &&
@@ -186,26 +188,34 @@ bool nnf_nchwc_dw_pair_ok(const nnf_nchwc_dw *k, const nnf_epilogue *ep, const f
              (ep->act.kind == NNF_ACT_SILU || ep->act.kind == NNF_ACT_HARD_SWISH)));
 }
 
-/* Blocks blk and blk + 1 with their residuals (NULL: none; the second a
- * plane further too). */
+/* Blocks blk and blk + 1 with their residuals (NULL: none; the second
+ * rplane further). */
 static void pair_rows(const nnf_nchwc_dw *k, const float *x, size_t xplane, size_t x_row0,
                       size_t x_row1, size_t blk, float *y, size_t yplane, size_t y_row0,
-                      const float *res, const nnf_epilogue *ep, size_t oh0, size_t noh) {
+                      const float *res, size_t rplane, const nnf_epilogue *ep, size_t oh0,
+                      size_t noh) {
     if (!nnf_nchwc_dw_pair_ok(k, ep, res)) {
         block_rows(k, x, x_row0, x_row1, blk, y, y_row0, res, ep, oh0, noh);
         block_rows(k, x + xplane, x_row0, x_row1, blk + 1, y + yplane, y_row0,
-                   res ? res + yplane : NULL, ep, oh0, noh);
+                   res ? res + rplane : NULL, ep, oh0, noh);
         return;
     }
-    nnf_nchwc_dw_tile t = tile_of(k, x, x_row0, x_row1, blk, y, y_row0, NULL, ep),
+    nnf_nchwc_dw_tile t = tile_of(k, x, x_row0, x_row1, blk, y, y_row0, res, ep),
                       t2 = tile_of(k, x, x_row0, x_row1, blk + 1, y, y_row0, NULL, ep);
-    nnf_nchwc_dw_rows2_avx512(&t, xplane, yplane, t2.nc, oh0, noh);
+    nnf_nchwc_dw_rows2_avx512(&t, xplane, yplane, rplane, t2.nc, oh0, noh);
 }
 
 void nnf_nchwc_dw_rows2(const nnf_nchwc_dw *k, const float *x, size_t xplane, size_t x_row0,
                         size_t x_row1, size_t blk, float *y, size_t yplane, const nnf_epilogue *ep,
                         size_t oh0, size_t noh) {
-    pair_rows(k, x, xplane, x_row0, x_row1, blk, y, yplane, 0, NULL, ep, oh0, noh);
+    pair_rows(k, x, xplane, x_row0, x_row1, blk, y, yplane, 0, NULL, 0, ep, oh0, noh);
+}
+
+void nnf_nchwc_dw_rows2_res(const nnf_nchwc_dw *k, const float *x, size_t xplane, size_t x_row0,
+                            size_t x_row1, size_t blk, float *y, size_t yplane, size_t y_row0,
+                            const float *res, size_t rplane, const nnf_epilogue *ep, size_t oh0,
+                            size_t noh) {
+    pair_rows(k, x, xplane, x_row0, x_row1, blk, y, yplane, y_row0, res, rplane, ep, oh0, noh);
 }
 
 /* i: image * pairs + pair of blocks (the last one alone when cb is odd);
@@ -220,7 +230,7 @@ static void dw_task(void *ctx, size_t i, size_t j, size_t ni, size_t nj) {
         const float *res = d->ep->residual ? d->ep->residual + p * out_plane : NULL;
         if (blk + 1 < d->cb)
             pair_rows(d->k, d->x + p * in_plane, in_plane, 0, s->h, blk, d->y + p * out_plane,
-                      out_plane, 0, res, d->ep, j, nj);
+                      out_plane, 0, res, out_plane, d->ep, j, nj);
         else
             block_rows(d->k, d->x + p * in_plane, 0, s->h, blk, d->y + p * out_plane, 0, res, d->ep,
                        j, nj);
@@ -380,7 +390,7 @@ static void dw_plain_task(void *ctx, size_t i) {
         nnf_nchwc_from_nchw_block(x + o * NNF_NCHWC_B * hw, hw, nc[o], (r1 - r0) * s->w,
                                   xb + o * xband, k->isa);
     if (nb == 2)
-        pair_rows(k, xb, xband, r0, r1, blk, yb, yband, oh0, NULL, d->ep, oh0, noh);
+        pair_rows(k, xb, xband, r0, r1, blk, yb, yband, oh0, NULL, 0, d->ep, oh0, noh);
     else
         block_rows(k, xb, r0, r1, blk, yb, oh0, NULL, d->ep, oh0, noh);
     for (size_t o = 0; o < nb; o++)

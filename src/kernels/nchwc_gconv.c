@@ -1,11 +1,11 @@
 /* Grouped convolution with 2 or 4 channels a group on NCHWc8, as cpg
  * depthwise convs (kernels/nchwc.h, nnf_nchwc_gconv). Work items are
- * (image, block) x a band of output rows; for each, pass j spreads lane j of
- * every group over the group's lanes in the band's input rows (a buffer in
- * L2) and runs the depthwise rows over them, the passes' sums carried in
- * two more band buffers as the next pass's residual. Every pixel is
- * computed the same way whatever the split, so threads never change
- * results. */
+ * (image, pair of blocks) x a band of output rows; for each, pass j spreads
+ * lane j of every group over the group's lanes in the band's input rows (a
+ * buffer in L2) and runs the depthwise rows over them (on AVX-512 the pair
+ * as one, nnf_nchwc_dw_pair_ok), the passes' sums carried in two more band
+ * buffers as the next pass's residual. Every pixel is computed the same
+ * way whatever the split, so threads never change results. */
 #include "kernels/nchwc.h"
 
 #include "base/alloc.h"
@@ -92,9 +92,10 @@ static size_t in_rows(const nnf_conv2d_shape *s, size_t noh) {
     return r < s->h ? r : s->h;
 }
 
-/* A band's buffers, floats: its spread input rows and two partial sums. */
+/* A band's buffers for a pair of blocks, floats: its spread input rows and
+ * two partial sums. */
 static size_t band_floats(const nnf_conv2d_shape *s, size_t noh) {
-    return (in_rows(s, noh) * s->w + 2 * noh * s->ow) * NNF_NCHWC_B;
+    return 2 * (in_rows(s, noh) * s->w + 2 * noh * s->ow) * NNF_NCHWC_B;
 }
 
 /* Output rows a band: as many as keep its buffers within a quarter of L2
@@ -122,7 +123,7 @@ typedef struct gconv_job {
     const float *x;
     float *y;
     const nnf_epilogue *ep;
-    size_t cb, rows, bands;
+    size_t cb, pairs, rows, bands;
     atomic_int failed;
 } gconv_job;
 
@@ -136,7 +137,8 @@ static void spread(const nnf_nchwc_gconv *k, const float *x, float *y, size_t np
             y[p * NNF_NCHWC_B + l] = x[p * NNF_NCHWC_B + l - l % k->cpg + j];
 }
 
-/* Item i: image i / bands / cb, block i / bands % cb, band i % bands. */
+/* Item i: image i / bands / pairs, blocks 2 (i / bands % pairs) and the
+ * next (if any), band i % bands. */
 static void gconv_task(void *ctx, size_t i) {
     gconv_job *d = ctx;
     const nnf_nchwc_gconv *k = d->k;
@@ -147,7 +149,8 @@ static void gconv_task(void *ctx, size_t i) {
         return;
     }
     const size_t B = NNF_NCHWC_B;
-    size_t band = i % d->bands, blk = i / d->bands % d->cb, b = i / d->bands / d->cb;
+    size_t band = i % d->bands, blk = i / d->bands % d->pairs * 2, b = i / d->bands / d->pairs;
+    size_t nb = blk + 1 < d->cb ? 2 : 1;
     size_t oh0 = band * d->rows, noh = s->oh - oh0 < d->rows ? s->oh - oh0 : d->rows;
     size_t plane = b * d->cb + blk, hw = s->h * s->w, ohw = s->oh * s->ow;
     /* the input rows [r0, r1) the band's windows reach (none: all padding) */
@@ -157,13 +160,16 @@ static void gconv_task(void *ctx, size_t i) {
            r1 = end < (ptrdiff_t)s->h ? (size_t)(end < 0 ? 0 : end) : s->h;
     if (r1 < r0)
         r1 = r0;
-    float *xs = buf, *acc[2] = {buf + in_rows(s, d->rows) * s->w * B, NULL};
-    acc[1] = acc[0] + d->rows * s->ow * B;
+    /* a pair's planes: xband apart in the spread rows, yband in the sums,
+     * ohw * B in x, y and the residual */
+    size_t xband = in_rows(s, d->rows) * s->w * B, yband = d->rows * s->ow * B;
+    float *xs = buf, *acc[2] = {buf + 2 * xband, buf + 2 * xband + 2 * yband};
     const float *x = d->x + (plane * hw + r0 * s->w) * B;
     float *y = d->y + (plane * ohw + oh0 * s->ow) * B;
     /* a residual of the conv's own goes into the first pass, the bias and
      * the activation into the last */
     const float *res = d->ep->residual ? d->ep->residual + (plane * ohw + oh0 * s->ow) * B : NULL;
+    size_t rplane = ohw * B;
     for (size_t j = 0; j < k->cpg; j++) {
         int last = j + 1 == k->cpg;
         nnf_epilogue e = nnf_epilogue_default();
@@ -174,15 +180,22 @@ static void gconv_task(void *ctx, size_t i) {
         } else {
             e.residual = acc[(j - 1) % 2];
             res = acc[(j - 1) % 2];
+            rplane = yband;
         }
         if (last) {
             e.bias_kind = d->ep->bias_kind;
             e.bias = d->ep->bias;
             e.act = d->ep->act;
         }
-        spread(k, x, xs, (r1 - r0) * s->w, j);
-        nnf_nchwc_dw_rows_res(k->dw[j], xs, r0, r1, blk, last ? y : acc[j % 2], oh0, res, &e, oh0,
-                              noh);
+        for (size_t o = 0; o < nb; o++)
+            spread(k, x + o * hw * B, xs + o * xband, (r1 - r0) * s->w, j);
+        float *out = last ? y : acc[j % 2];
+        size_t oplane = last ? ohw * B : yband;
+        if (nb == 2)
+            nnf_nchwc_dw_rows2_res(k->dw[j], xs, xband, r0, r1, blk, out, oplane, oh0, res, rplane,
+                                   &e, oh0, noh);
+        else
+            nnf_nchwc_dw_rows_res(k->dw[j], xs, r0, r1, blk, out, oh0, res, &e, oh0, noh);
     }
 }
 
@@ -198,10 +211,11 @@ nnf_status nnf_nchwc_gconv_run(const nnf_nchwc_gconv *k, const float *x, float *
     if (s->n == 0 || s->oh == 0 || s->ow == 0)
         return NNF_OK;
     gconv_job d = {.k = k, .x = x, .y = y, .ep = ep, .cb = nnf_nchwc_blocks(s->c)};
-    d.rows = band_rows(s, s->n * d.cb, nnf_threadpool_size(pool));
+    d.pairs = (d.cb + 1) / 2;
+    d.rows = band_rows(s, s->n * d.pairs, nnf_threadpool_size(pool));
     d.bands = (s->oh + d.rows - 1) / d.rows;
     atomic_init(&d.failed, 0);
-    nnf_parallel_for(pool, s->n * d.cb * d.bands, gconv_task, &d);
+    nnf_parallel_for(pool, s->n * d.pairs * d.bands, gconv_task, &d);
     if (atomic_load(&d.failed))
         return nnf_error(NNF_ERR_OUT_OF_MEMORY, "%s: out of memory for %zu floats of band buffers",
                          k->name, band_floats(s, d.rows));

@@ -30,11 +30,12 @@ typedef struct nnf_nchwc_dw_tile {
 } nnf_nchwc_dw_tile;
 /* Output rows [oh0, oh0 + noh). */
 void nnf_nchwc_dw_rows_avx2(const nnf_nchwc_dw_tile *t, size_t oh0, size_t noh);
-/* The same for block t's and the next one's (x + xplane, y + yplane, w and
- * bias one block further, nc2 real lanes) at once, on the AVX-512 tier,
- * where nnf_nchwc_dw_pair_ok (x86/nchwc_dw_avx512.c): the same bits. */
-void nnf_nchwc_dw_rows2_avx512(const nnf_nchwc_dw_tile *t, size_t xplane, size_t yplane, size_t nc2,
-                               size_t oh0, size_t noh);
+/* The same for block t's and the next one's (x + xplane, y + yplane, its
+ * residual, if any, t->res + rplane, w and bias one block further, nc2 real
+ * lanes) at once, on the AVX-512 tier, where nnf_nchwc_dw_pair_ok
+ * (x86/nchwc_dw_avx512.c): the same bits. */
+void nnf_nchwc_dw_rows2_avx512(const nnf_nchwc_dw_tile *t, size_t xplane, size_t yplane,
+                               size_t rplane, size_t nc2, size_t oh0, size_t noh);
 
 /* np pixels of one block, each lane l taking lane l - l % cpg + j of its
  * pixel (cpg 2 or 4, j < cpg): a grouped conv's pass j (nchwc_gconv.c). */

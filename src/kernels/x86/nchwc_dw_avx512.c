@@ -4,12 +4,13 @@
  * registers (bias, ReLU, Clip, none: MobileNet's;
  * bias and SiLU: EfficientNet's, a tile's pixels side by side through
  * nnf_silu16, the AVX2 tier's nnf_silu8_fast bit for bit; bias and
- * HardSwish: MobileNetV3's, nnf_act8's operations), the AVX2 kernel
- * (x86/nchwc_avx2.c) for the rest.
+ * HardSwish: MobileNetV3's, nnf_act8's operations; a 3x3 with a clamp and
+ * a residual added before it: the passes of a grouped conv of narrow
+ * groups, nchwc_gconv.c), the AVX2 kernel (x86/nchwc_avx2.c) for the rest.
  *
  * The values are the AVX2 kernel's bit for bit, lane by lane: each output
  * starts from zero and adds its taps with FMAs in (row, column) order,
- * skipping those outside the input, then adds the bias, clamps and zeroes
+ * skipping those outside the input, then adds the bias (and the residual), clamps and zeroes
  * the padding lanes in the same order (a missing bias is +0 and a missing
  * clamp is (-inf, inf): a sum that starts from +0 is never -0, so adding
  * +0 changes no bit, and max/min keep a NaN). So a conv may run some
@@ -53,8 +54,9 @@ typedef struct dw2_regs {
  * starts. */
 static inline __attribute__((always_inline)) void
 dw2_tile(const dw2_regs *k, const float *const *xr, size_t r0, size_t r1, ptrdiff_t col0,
-         ptrdiff_t w, size_t xplane, float *y, size_t yplane, const size_t SW, const size_t P,
-         const size_t L, const size_t R, const int ANY, const int ACT, const size_t K) {
+         ptrdiff_t w, size_t xplane, float *y, size_t yplane, const float *res, size_t rplane,
+         const size_t SW, const size_t P, const size_t L, const size_t R, const int ANY,
+         const int ACT, const size_t K, const int RES) {
     __m512 acc[TP];
 #pragma GCC unroll 8
     for (size_t p = 0; p < P; p++)
@@ -93,7 +95,11 @@ dw2_tile(const dw2_regs *k, const float *const *xr, size_t r0, size_t r1, ptrdif
     }
 #pragma GCC unroll 8
     for (size_t p = 0; p < P; p++) {
-        __m512 v = _mm512_max_ps(k->lo, _mm512_add_ps(acc[p], k->bias));
+        /* the residual after the bias, as the AVX2 tier's nnf_ep_fast8 adds it */
+        __m512 v = _mm512_add_ps(acc[p], k->bias);
+        if (RES)
+            v = _mm512_add_ps(v, nnf_load_pair(res + p * B, rplane, 1));
+        v = _mm512_max_ps(k->lo, v);
         nnf_store_pair(y + p * B, yplane, 1, _mm512_maskz_min_ps(k->keep, k->hi, v));
     }
 }
@@ -101,9 +107,11 @@ dw2_tile(const dw2_regs *k, const float *const *xr, size_t r0, size_t r1, ptrdif
 /* The constant-clip tile, and the generic one (any P <= TP: rows too short
  * for the constant-clip tiles, pads past 1). */
 #define tile(k, xr, r0, r1, col0, xplane, y, yplane, SW, P, L, R)                                  \
-    dw2_tile(k, xr, r0, r1, col0, 0, xplane, y, yplane, SW, P, L, R, 0, ACT, K)
+    dw2_tile(k, xr, r0, r1, col0, 0, xplane, y, yplane, RES ? rr + ((y)-yr) : NULL, rplane, SW, P, \
+             L, R, 0, ACT, K, RES)
 #define tile_any(k, xr, r0, r1, col0, w, xplane, y, yplane, SW, P)                                 \
-    dw2_tile(k, xr, r0, r1, col0, w, xplane, y, yplane, SW, P, 0, 0, 1, ACT, K)
+    dw2_tile(k, xr, r0, r1, col0, w, xplane, y, yplane, RES ? rr + ((y)-yr) : NULL, rplane, SW, P, \
+             0, 0, 1, ACT, K, RES)
 
 /* Columns of the tile of P pixels at output column o outside the row on
  * the left and on the right. */
@@ -134,11 +142,11 @@ static inline __attribute__((always_inline)) dw2_regs regs_of(const nnf_nchwc_dw
     return k;
 }
 
-#define ROWS(SW, ACT_V, K_V, NAME)                                                                 \
+#define ROWS(SW, ACT_V, K_V, RES_V, NAME)                                                          \
     static __attribute__((noinline)) void NAME(const nnf_nchwc_dw_tile *t, size_t nc2,             \
-                                               size_t xplane, size_t yplane, size_t oh0,           \
-                                               size_t noh) {                                       \
-        const int ACT = ACT_V; /* read by tile() and tile_any() */                                 \
+                                               size_t xplane, size_t yplane, size_t rplane,        \
+                                               size_t oh0, size_t noh) {                           \
+        const int ACT = ACT_V, RES = RES_V; /* read by tile() and tile_any() */                    \
         const size_t K = K_V;                                                                      \
         const nnf_conv2d_shape *s = t->s;                                                          \
         const dw2_regs k = regs_of(t, nc2);                                                        \
@@ -151,7 +159,8 @@ static inline __attribute__((always_inline)) dw2_regs regs_of(const nnf_nchwc_dw
             const float *xr[7] = {NULL};                                                           \
             for (size_t i = r0; i < r1; i++)                                                       \
                 xr[i] = t->x + ((size_t)(ih0 + (ptrdiff_t)i) - t->x_row0) * s->w * B;              \
-            float *y = t->y + (oh - t->y_row0) * ow * B;                                           \
+            float *y = t->y + (oh - t->y_row0) * ow * B, *const yr = y;                            \
+            const float *rr = RES ? t->res + (oh - t->y_row0) * ow * B : NULL;                     \
             size_t o = 0;                                                                          \
             ptrdiff_t l, r;                                                                        \
             if (ow >= TP) {                                                                        \
@@ -218,30 +227,35 @@ static inline __attribute__((always_inline)) dw2_regs regs_of(const nnf_nchwc_dw
             }                                                                                      \
         }                                                                                          \
     }
-ROWS(1, 0, 3, rows_1)
-ROWS(2, 0, 3, rows_2)
-ROWS(1, 1, 3, rows_1_silu)
-ROWS(2, 1, 3, rows_2_silu)
-ROWS(1, 0, 5, rows5_1)
-ROWS(2, 0, 5, rows5_2)
-ROWS(1, 1, 5, rows5_1_silu)
-ROWS(2, 1, 5, rows5_2_silu)
-ROWS(1, 2, 3, rows_1_hswish)
-ROWS(2, 2, 3, rows_2_hswish)
-ROWS(1, 2, 5, rows5_1_hswish)
-ROWS(2, 2, 5, rows5_2_hswish)
+ROWS(1, 0, 3, 0, rows_1)
+ROWS(2, 0, 3, 0, rows_2)
+ROWS(1, 1, 3, 0, rows_1_silu)
+ROWS(2, 1, 3, 0, rows_2_silu)
+ROWS(1, 0, 5, 0, rows5_1)
+ROWS(2, 0, 5, 0, rows5_2)
+ROWS(1, 1, 5, 0, rows5_1_silu)
+ROWS(2, 1, 5, 0, rows5_2_silu)
+ROWS(1, 2, 3, 0, rows_1_hswish)
+ROWS(2, 2, 3, 0, rows_2_hswish)
+ROWS(1, 2, 5, 0, rows5_1_hswish)
+ROWS(2, 2, 5, 0, rows5_2_hswish)
+/* 3x3 with a clamp and a residual (before it, unscaled): the passes of a
+ * grouped conv of narrow groups (nchwc_gconv.c) */
+ROWS(1, 0, 3, 1, rows_1_res)
+ROWS(2, 0, 3, 1, rows_2_res)
 /* 7x7 at stride 1 with a clamp only (ConvNeXt's, bias and no activation):
  * each of these functions is a few thousand FMAs unrolled, and the other
  * five 7x7 forms took the file's compile from about one minute to five
  * (far more under SIMDe); they run on the AVX2 kernel, the same bits */
-ROWS(1, 0, 7, rows7_1)
+ROWS(1, 0, 7, 0, rows7_1)
 #undef ROWS
 #undef tile
 #undef tile_any
 
-void nnf_nchwc_dw_rows2_avx512(const nnf_nchwc_dw_tile *t, size_t xplane, size_t yplane, size_t nc2,
-                               size_t oh0, size_t noh) {
-    typedef void (*rows_fn)(const nnf_nchwc_dw_tile *, size_t, size_t, size_t, size_t, size_t);
+void nnf_nchwc_dw_rows2_avx512(const nnf_nchwc_dw_tile *t, size_t xplane, size_t yplane,
+                               size_t rplane, size_t nc2, size_t oh0, size_t noh) {
+    typedef void (*rows_fn)(const nnf_nchwc_dw_tile *, size_t, size_t, size_t, size_t, size_t,
+                            size_t);
     /* [5x5][stride 2][epilogue: clamp, SiLU, HardSwish]; 7x7 one form
      * (nnf_nchwc_dw_pair_ok) */
     static const rows_fn fns[2][2][3] = {
@@ -249,8 +263,10 @@ void nnf_nchwc_dw_rows2_avx512(const nnf_nchwc_dw_tile *t, size_t xplane, size_t
         {{rows5_1, rows5_1_silu, rows5_1_hswish}, {rows5_2, rows5_2_silu, rows5_2_hswish}}};
     nnf_act_kind act = t->ep->act.kind;
     int e = act == NNF_ACT_SILU ? 1 : act == NNF_ACT_HARD_SWISH ? 2 : 0;
-    if (t->s->kh == 7)
-        rows7_1(t, nc2, xplane, yplane, oh0, noh);
+    if (t->res)
+        (t->s->sw == 2 ? rows_2_res : rows_1_res)(t, nc2, xplane, yplane, rplane, oh0, noh);
+    else if (t->s->kh == 7)
+        rows7_1(t, nc2, xplane, yplane, rplane, oh0, noh);
     else
-        fns[t->s->kh == 5][t->s->sw == 2][e](t, nc2, xplane, yplane, oh0, noh);
+        fns[t->s->kh == 5][t->s->sw == 2][e](t, nc2, xplane, yplane, rplane, oh0, noh);
 }
