@@ -309,6 +309,20 @@ void nnf_nchwc_dw_destroy(nnf_nchwc_dw *k);
 /* Same epilogue contract as nnf_nchwc_conv_run. */
 nnf_status nnf_nchwc_dw_run(const nnf_nchwc_dw *k, const float *x, float *y, const nnf_epilogue *ep,
                             nnf_threadpool *pool);
+/* Bands of output rows of a pair of blocks, worked in L2 buffers
+ * (nnf_nchwc_dw_run_plain, nnf_nchwc_gconv_run): the input rows a band of
+ * noh output rows reads at most; the floats of the pair's buffers, its
+ * input rows and `outs` sets of output rows; whether the extents are
+ * bounded (nothing below wraps) and a one-row band fits a quarter of L2;
+ * the rows a band (the most that fit, fewer where that leaves under ~4
+ * items a thread of plane_items pairs); the input rows [r0, r1) the
+ * windows of output rows [oh0, oh0 + noh) reach (none: all padding). */
+size_t nnf_nchwc_band_in_rows(const nnf_conv2d_shape *s, size_t noh);
+size_t nnf_nchwc_band_floats(const nnf_conv2d_shape *s, size_t noh, size_t outs);
+bool nnf_nchwc_band_fits(const nnf_conv2d_shape *s, size_t outs);
+size_t nnf_nchwc_band_rows(const nnf_conv2d_shape *s, size_t outs, size_t plane_items, int threads);
+void nnf_nchwc_band_reach(const nnf_conv2d_shape *s, size_t oh0, size_t noh, size_t *r0,
+                          size_t *r1);
 /* Shapes nnf_nchwc_dw_run_plain takes: a band of one output row of a pair
  * of blocks, with the input rows it reads, within a quarter of L2. */
 bool nnf_nchwc_dw_plain_ok(const nnf_conv2d_shape *s);

@@ -285,26 +285,58 @@ nnf_status nnf_nchwc_dw_run(const nnf_nchwc_dw *k, const float *x, float *y, con
  * as by the row kernels on NCHW planes (conv_dw.c), which spend whole
  * vectors and a setup on each row of one channel. */
 
-/* Input rows a band of noh output rows reads at most. plain_ok bounds the
- * extents, so nothing here wraps. */
-static size_t band_in_rows(const nnf_conv2d_shape *s, size_t noh) {
+size_t nnf_nchwc_band_in_rows(const nnf_conv2d_shape *s, size_t noh) {
     size_t r = (noh - 1) * s->sh + (s->kh - 1) * s->dh + 1;
     return r < s->h ? r : s->h;
 }
 
-/* A pair's two buffers for bands of noh output rows, floats. */
-static size_t band_floats(const nnf_conv2d_shape *s, size_t noh) {
-    return 2 * (band_in_rows(s, noh) * s->w + noh * s->ow) * NNF_NCHWC_B;
+size_t nnf_nchwc_band_floats(const nnf_conv2d_shape *s, size_t noh, size_t outs) {
+    return 2 * (nnf_nchwc_band_in_rows(s, noh) * s->w + outs * noh * s->ow) * NNF_NCHWC_B;
 }
 
 static size_t band_budget(void) {
     return nnf_cpu_get()->l2 / 4 / sizeof(float);
 }
 
-bool nnf_nchwc_dw_plain_ok(const nnf_conv2d_shape *s) {
+bool nnf_nchwc_band_fits(const nnf_conv2d_shape *s, size_t outs) {
     size_t l2 = nnf_cpu_get()->l2;
-    return nnf_nchwc_dw_supported(s) && s->h <= l2 && s->w <= l2 && s->oh <= l2 && s->ow <= l2 &&
-           s->sh <= l2 && s->kh <= l2 && s->dh <= l2 && band_floats(s, 1) <= band_budget();
+    /* bounded extents keep the band arithmetic from wrapping */
+    return s->h <= l2 && s->w <= l2 && s->oh <= l2 && s->ow <= l2 && s->sh <= l2 && s->kh <= l2 &&
+           s->dh <= l2 && nnf_nchwc_band_floats(s, 1, outs) <= band_budget();
+}
+
+size_t nnf_nchwc_band_rows(const nnf_conv2d_shape *s, size_t outs, size_t plane_items,
+                           int threads) {
+    size_t lo = 1, hi = s->oh; /* the floats grow with the rows: the largest that fits */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo + 1) / 2;
+        if (nnf_nchwc_band_floats(s, mid, outs) <= band_budget())
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    size_t want = (size_t)threads * 4;
+    if (threads > 1 && plane_items < want) {
+        size_t bands = (want + plane_items - 1) / plane_items;
+        size_t rows = (s->oh + bands - 1) / bands;
+        if (rows < lo)
+            lo = rows;
+    }
+    return lo;
+}
+
+void nnf_nchwc_band_reach(const nnf_conv2d_shape *s, size_t oh0, size_t noh, size_t *r0,
+                          size_t *r1) {
+    ptrdiff_t top = (ptrdiff_t)(oh0 * s->sh) - (ptrdiff_t)s->pt;
+    ptrdiff_t end = top + (ptrdiff_t)((noh - 1) * s->sh + (s->kh - 1) * s->dh + 1);
+    *r0 = top < 0 ? 0 : (size_t)top;
+    *r1 = end < (ptrdiff_t)s->h ? (size_t)(end < 0 ? 0 : end) : s->h;
+    if (*r1 < *r0)
+        *r1 = *r0;
+}
+
+bool nnf_nchwc_dw_plain_ok(const nnf_conv2d_shape *s) {
+    return nnf_nchwc_dw_supported(s) && nnf_nchwc_band_fits(s, 1);
 }
 
 bool nnf_nchwc_dw_plain_wins(const nnf_conv2d_shape *s, nnf_isa isa) {
@@ -325,27 +357,6 @@ bool nnf_nchwc_dw_plain_wins(const nnf_conv2d_shape *s, nnf_isa isa) {
     return isa >= NNF_ISA_AVX512 && (s->ow < 96 || s->ow % 16 != 0);
 }
 
-/* Output rows a band: as many as keep its buffers within the budget, fewer
- * where that leaves under ~4 items a thread (rows_per_item's rule). */
-static size_t band_height(const nnf_conv2d_shape *s, size_t plane_items, int threads) {
-    size_t lo = 1, hi = s->oh; /* band_floats grows with the rows: the largest that fits */
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo + 1) / 2;
-        if (band_floats(s, mid) <= band_budget())
-            lo = mid;
-        else
-            hi = mid - 1;
-    }
-    size_t want = (size_t)threads * 4;
-    if (threads > 1 && plane_items < want) {
-        size_t bands = (want + plane_items - 1) / plane_items;
-        size_t rows = (s->oh + bands - 1) / bands;
-        if (rows < lo)
-            lo = rows;
-    }
-    return lo;
-}
-
 typedef struct dw_plain_job {
     const nnf_nchwc_dw *k;
     const float *x;
@@ -361,24 +372,19 @@ static void dw_plain_task(void *ctx, size_t i) {
     dw_plain_job *d = ctx;
     const nnf_nchwc_dw *k = d->k;
     const nnf_conv2d_shape *s = &k->s;
-    float *buf = nnf_thread_scratch(NNF_SCRATCH_CONV_IN, band_floats(s, d->rows));
+    float *buf = nnf_thread_scratch(NNF_SCRATCH_CONV_IN, nnf_nchwc_band_floats(s, d->rows, 1));
     if (!buf) {
         atomic_store(&d->failed, 1);
         return;
     }
     size_t hw = s->h * s->w, ohw = s->oh * s->ow;
-    size_t xband = band_in_rows(s, d->rows) * s->w * NNF_NCHWC_B,
+    size_t xband = nnf_nchwc_band_in_rows(s, d->rows) * s->w * NNF_NCHWC_B,
            yband = d->rows * s->ow * NNF_NCHWC_B;
     size_t band = i % d->bands, pair = i / d->bands % d->pairs, b = i / d->bands / d->pairs;
     size_t blk = pair * 2, nb = blk + 1 < d->cb ? 2 : 1;
     size_t oh0 = band * d->rows, noh = s->oh - oh0 < d->rows ? s->oh - oh0 : d->rows;
-    /* the input rows [r0, r1) the band's windows reach (none: all padding) */
-    ptrdiff_t top = (ptrdiff_t)(oh0 * s->sh) - (ptrdiff_t)s->pt;
-    ptrdiff_t end = top + (ptrdiff_t)((noh - 1) * s->sh + (s->kh - 1) * s->dh + 1);
-    size_t r0 = top < 0 ? 0 : (size_t)top,
-           r1 = end < (ptrdiff_t)s->h ? (size_t)(end < 0 ? 0 : end) : s->h;
-    if (r1 < r0)
-        r1 = r0;
+    size_t r0, r1; /* the input rows the band's windows reach (none: all padding) */
+    nnf_nchwc_band_reach(s, oh0, noh, &r0, &r1);
     size_t c0 = blk * NNF_NCHWC_B, nc[2]; /* the pair's channels: c0 on, nc[o] in block o */
     for (size_t o = 0; o < nb; o++) {
         size_t first = c0 + o * NNF_NCHWC_B;
@@ -414,12 +420,12 @@ nnf_status nnf_nchwc_dw_run_plain(const nnf_nchwc_dw *k, const float *x, float *
         return NNF_OK;
     dw_plain_job d = {.k = k, .x = x, .y = y, .ep = ep ? ep : &none, .cb = nnf_nchwc_blocks(s->c)};
     d.pairs = (d.cb + 1) / 2;
-    d.rows = band_height(s, s->n * d.pairs, nnf_threadpool_size(pool));
+    d.rows = nnf_nchwc_band_rows(s, 1, s->n * d.pairs, nnf_threadpool_size(pool));
     d.bands = (s->oh + d.rows - 1) / d.rows;
     atomic_init(&d.failed, 0);
     nnf_parallel_for(pool, s->n * d.pairs * d.bands, dw_plain_task, &d);
     if (atomic_load(&d.failed))
         return nnf_error(NNF_ERR_OUT_OF_MEMORY, "%s: out of memory for %zu floats of band buffer",
-                         k->name, band_floats(s, d.rows));
+                         k->name, nnf_nchwc_band_floats(s, d.rows, 1));
     return NNF_OK;
 }

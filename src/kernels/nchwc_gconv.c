@@ -9,7 +9,6 @@
 #include "kernels/nchwc.h"
 
 #include "base/alloc.h"
-#include "base/cpu.h"
 #include "kernels/x86/nchwc_avx2.h"
 
 #include <stdatomic.h>
@@ -17,17 +16,12 @@
 #include <stdio.h>
 #include <string.h>
 
-static size_t band_floats(const nnf_conv2d_shape *s, size_t noh);
-
 bool nnf_nchwc_gconv_supported(const nnf_conv2d_shape *s) {
     if (!s || s->group < 2 || s->c != s->oc || s->c % s->group || s->kh == 0 || s->kw == 0 ||
         s->sh == 0 || s->sw == 0 || s->dh == 0 || s->dw == 0 || s->c > SIZE_MAX / 16)
         return false;
-    size_t cpg = s->c / s->group, l2 = nnf_cpu_get()->l2;
-    /* a band of one output row fits L2 (the extents' bounds keep its
-     * arithmetic from wrapping) */
-    return (cpg == 2 || cpg == 4) && s->h <= l2 && s->w <= l2 && s->oh <= l2 && s->ow <= l2 &&
-           s->sh <= l2 && s->kh <= l2 && s->dh <= l2 && band_floats(s, 1) <= l2 / sizeof(float);
+    size_t cpg = s->c / s->group;
+    return (cpg == 2 || cpg == 4) && nnf_nchwc_band_fits(s, 2);
 }
 
 nnf_status nnf_nchwc_gconv_create(const nnf_conv2d_shape *s, nnf_isa isa, const float *w,
@@ -85,39 +79,6 @@ void nnf_nchwc_gconv_destroy(nnf_nchwc_gconv *k) {
     nnf_free(k);
 }
 
-/* Input rows a band of noh output rows reads at most (nnf_nchwc_gconv_supported
- * bounds the extents). */
-static size_t in_rows(const nnf_conv2d_shape *s, size_t noh) {
-    size_t r = (noh - 1) * s->sh + (s->kh - 1) * s->dh + 1;
-    return r < s->h ? r : s->h;
-}
-
-/* A band's buffers for a pair of blocks, floats: its spread input rows and
- * two partial sums. */
-static size_t band_floats(const nnf_conv2d_shape *s, size_t noh) {
-    return 2 * (in_rows(s, noh) * s->w + 2 * noh * s->ow) * NNF_NCHWC_B;
-}
-
-/* Output rows a band: as many as keep its buffers within a quarter of L2
- * (at least one), fewer where that leaves under ~4 items a thread. */
-static size_t band_rows(const nnf_conv2d_shape *s, size_t plane_items, int threads) {
-    size_t budget = nnf_cpu_get()->l2 / 4 / sizeof(float), lo = 1, hi = s->oh;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo + 1) / 2;
-        if (band_floats(s, mid) <= budget)
-            lo = mid;
-        else
-            hi = mid - 1;
-    }
-    size_t want = (size_t)threads * 4;
-    if (threads > 1 && plane_items < want) {
-        size_t bands = (want + plane_items - 1) / plane_items;
-        size_t rows = (s->oh + bands - 1) / bands;
-        lo = rows < lo ? rows : lo;
-    }
-    return lo;
-}
-
 typedef struct gconv_job {
     const nnf_nchwc_gconv *k;
     const float *x;
@@ -143,7 +104,8 @@ static void gconv_task(void *ctx, size_t i) {
     gconv_job *d = ctx;
     const nnf_nchwc_gconv *k = d->k;
     const nnf_conv2d_shape *s = &k->s;
-    float *buf = nnf_thread_scratch(NNF_SCRATCH_CONV_IN, band_floats(s, d->rows));
+    /* a pair's spread rows and two partial sums (outs 2) */
+    float *buf = nnf_thread_scratch(NNF_SCRATCH_CONV_IN, nnf_nchwc_band_floats(s, d->rows, 2));
     if (!buf) {
         atomic_store(&d->failed, 1);
         return;
@@ -153,16 +115,11 @@ static void gconv_task(void *ctx, size_t i) {
     size_t nb = blk + 1 < d->cb ? 2 : 1;
     size_t oh0 = band * d->rows, noh = s->oh - oh0 < d->rows ? s->oh - oh0 : d->rows;
     size_t plane = b * d->cb + blk, hw = s->h * s->w, ohw = s->oh * s->ow;
-    /* the input rows [r0, r1) the band's windows reach (none: all padding) */
-    ptrdiff_t top = (ptrdiff_t)(oh0 * s->sh) - (ptrdiff_t)s->pt;
-    ptrdiff_t end = top + (ptrdiff_t)((noh - 1) * s->sh + (s->kh - 1) * s->dh + 1);
-    size_t r0 = top < 0 ? 0 : (size_t)top,
-           r1 = end < (ptrdiff_t)s->h ? (size_t)(end < 0 ? 0 : end) : s->h;
-    if (r1 < r0)
-        r1 = r0;
+    size_t r0, r1; /* the input rows the band's windows reach (none: all padding) */
+    nnf_nchwc_band_reach(s, oh0, noh, &r0, &r1);
     /* a pair's planes: xband apart in the spread rows, yband in the sums,
      * ohw * B in x, y and the residual */
-    size_t xband = in_rows(s, d->rows) * s->w * B, yband = d->rows * s->ow * B;
+    size_t xband = nnf_nchwc_band_in_rows(s, d->rows) * s->w * B, yband = d->rows * s->ow * B;
     float *xs = buf, *acc[2] = {buf + 2 * xband, buf + 2 * xband + 2 * yband};
     const float *x = d->x + (plane * hw + r0 * s->w) * B;
     float *y = d->y + (plane * ohw + oh0 * s->ow) * B;
@@ -212,12 +169,12 @@ nnf_status nnf_nchwc_gconv_run(const nnf_nchwc_gconv *k, const float *x, float *
         return NNF_OK;
     gconv_job d = {.k = k, .x = x, .y = y, .ep = ep, .cb = nnf_nchwc_blocks(s->c)};
     d.pairs = (d.cb + 1) / 2;
-    d.rows = band_rows(s, s->n * d.pairs, nnf_threadpool_size(pool));
+    d.rows = nnf_nchwc_band_rows(s, 2, s->n * d.pairs, nnf_threadpool_size(pool));
     d.bands = (s->oh + d.rows - 1) / d.rows;
     atomic_init(&d.failed, 0);
     nnf_parallel_for(pool, s->n * d.pairs * d.bands, gconv_task, &d);
     if (atomic_load(&d.failed))
         return nnf_error(NNF_ERR_OUT_OF_MEMORY, "%s: out of memory for %zu floats of band buffers",
-                         k->name, band_floats(s, d.rows));
+                         k->name, nnf_nchwc_band_floats(s, d.rows, 2));
     return NNF_OK;
 }
