@@ -242,6 +242,11 @@ static nnf_status try_conv(layout *L, int id, bool *done) {
     nnf_conv2d_shape s;
     if (!nnf_nchwc_conv_shape(cp, shape_of(L, x)->dims, g->values[w].shape.dims, shape_of(L, y)->dims, &s))
         return NNF_OK;
+    /* the grouped conv of narrow groups adds a residual before its
+     * activation only (its passes carry their sums as one): with one after
+     * it, the conv stays NCHW */
+    if (nnf_nchwc_gconv_supported(&s) && cp->residual_input >= 0 && cp->residual_after_act)
+        return NNF_OK;
     /* Winograd F(4x4,3x3) does 4x fewer multiplies than any direct kernel:
      * where the blocked Winograd does not win (nnf_nchwc_wino_wins: maps of
      * fewer than 16 tiles) the NCHW one runs 1.5-2x faster than the

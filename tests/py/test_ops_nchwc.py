@@ -461,6 +461,23 @@ def test_grouped_convs(tmp_path):
     np.testing.assert_allclose(got, ref, rtol=0, atol=1e-4 * max(1.0, float(np.abs(ref).max())))
 
 
+def test_grouped_narrow_residual_after_activation(tmp_path):
+    """A grouped conv of 4-channel groups whose residual Add comes after its ReLU (fused as a
+    residual after the activation, which the blocked kernel's passes cannot add) stays NCHW rather
+    than falling to the reference kernel; ONNX Runtime's results on 1 and 2 threads."""
+    a = conv("a", "x", 24, 40, k=1, pad=0, act="relu")
+    b = conv("b", a[2], 40, 40, group=10, act="relu")
+    data = build([a, b], [helper.make_node("Add", [b[2], a[2]], ["y"])], [], ["y"], (1, 24, 19, 23))
+    path = tmp_path / "gres.onnx"
+    path.write_bytes(data)
+    x = RNG.standard_normal((1, 24, 19, 23)).astype(np.float32)
+    names, ref = ort_outputs(data, x)
+    for threads in (1, 2):
+        assert_close(nnfuse.run_model(data, {"x": x}, threads=threads)["y"], ref["y"], f"{threads} thread(s)")
+    ops = profiled_ops(path)
+    assert not any(kern == "ref" for _, kern in ops), ops
+
+
 def test_pass_can_be_disabled(tmp_path):
     data, _, _ = case_residual_add()
     path = tmp_path / "m.onnx"
