@@ -338,25 +338,18 @@ nnf_status nnf_nchwc_dw_run_plain(const nnf_nchwc_dw *k, const float *x, float *
                                   const nnf_epilogue *ep, nnf_threadpool *pool);
 /* Output rows [oh0, oh0 + noh) of block blk of one image on the calling
  * thread: x holds input rows [x_row0, x_row1) of the block's plane (every
- * row those output rows read), y is the block's output plane. */
+ * row those output rows read), y the block's output rows from y_row0 on,
+ * res (NULL: none; ep says how it is added) its residual's likewise. */
 void nnf_nchwc_dw_rows(const nnf_nchwc_dw *k, const float *x, size_t x_row0, size_t x_row1,
-                       size_t blk, float *y, const nnf_epilogue *ep, size_t oh0, size_t noh);
-/* The same with a residual (res: its rows, NULL for none; ep says how it
- * is added), y and res holding output rows from y_row0 on. */
-void nnf_nchwc_dw_rows_res(const nnf_nchwc_dw *k, const float *x, size_t x_row0, size_t x_row1,
-                           size_t blk, float *y, size_t y_row0, const float *res,
-                           const nnf_epilogue *ep, size_t oh0, size_t noh);
-/* The same for blocks blk and blk + 1 (x + xplane, y + yplane): as one on
- * the AVX-512 tier where nnf_nchwc_dw_pair_ok, else one after the other. */
+                       size_t blk, float *y, size_t y_row0, const float *res,
+                       const nnf_epilogue *ep, size_t oh0, size_t noh);
+/* The same for blocks blk and blk + 1 (x + xplane, y + yplane, res +
+ * rplane): as one on the AVX-512 tier where nnf_nchwc_dw_pair_ok, else one
+ * after the other. */
 void nnf_nchwc_dw_rows2(const nnf_nchwc_dw *k, const float *x, size_t xplane, size_t x_row0,
-                        size_t x_row1, size_t blk, float *y, size_t yplane, const nnf_epilogue *ep,
-                        size_t oh0, size_t noh);
-/* The same with residuals (res, the second block's rplane further; NULL:
- * none), y and res holding output rows from y_row0 on. */
-void nnf_nchwc_dw_rows2_res(const nnf_nchwc_dw *k, const float *x, size_t xplane, size_t x_row0,
-                            size_t x_row1, size_t blk, float *y, size_t yplane, size_t y_row0,
-                            const float *res, size_t rplane, const nnf_epilogue *ep, size_t oh0,
-                            size_t noh);
+                        size_t x_row1, size_t blk, float *y, size_t yplane, size_t y_row0,
+                        const float *res, size_t rplane, const nnf_epilogue *ep, size_t oh0,
+                        size_t noh);
 /* The AVX-512 tier runs two blocks per zmm: 3x3 and 5x5 at stride 1 or 2
  * across (7x7 at stride 1 with a clamp), no dilation, the epilogue a bias
  * and a clamp, SiLU or HardSwish; a residual only in a 3x3 with a clamp,
@@ -374,7 +367,6 @@ bool nnf_nchwc_dw_pair_ok(const nnf_nchwc_dw *k, const nnf_epilogue *ep, const f
  * channels: 23 GFLOP/s. */
 typedef struct nnf_nchwc_gconv {
     nnf_conv2d_shape s;
-    size_t cpg;          /* channels a group: 2 or 4 */
     nnf_nchwc_dw *dw[4]; /* pass j: each output channel's weights for its group's j-th input */
     char name[64];
 } nnf_nchwc_gconv;

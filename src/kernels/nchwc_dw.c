@@ -164,13 +164,8 @@ static void block_rows(const nnf_nchwc_dw *k, const float *x, size_t x_row0, siz
 }
 
 void nnf_nchwc_dw_rows(const nnf_nchwc_dw *k, const float *x, size_t x_row0, size_t x_row1,
-                       size_t blk, float *y, const nnf_epilogue *ep, size_t oh0, size_t noh) {
-    block_rows(k, x, x_row0, x_row1, blk, y, 0, NULL, ep, oh0, noh);
-}
-
-void nnf_nchwc_dw_rows_res(const nnf_nchwc_dw *k, const float *x, size_t x_row0, size_t x_row1,
-                           size_t blk, float *y, size_t y_row0, const float *res,
-                           const nnf_epilogue *ep, size_t oh0, size_t noh) {
+                       size_t blk, float *y, size_t y_row0, const float *res,
+                       const nnf_epilogue *ep, size_t oh0, size_t noh) {
     block_rows(k, x, x_row0, x_row1, blk, y, y_row0, res, ep, oh0, noh);
 }
 
@@ -206,15 +201,9 @@ static void pair_rows(const nnf_nchwc_dw *k, const float *x, size_t xplane, size
 }
 
 void nnf_nchwc_dw_rows2(const nnf_nchwc_dw *k, const float *x, size_t xplane, size_t x_row0,
-                        size_t x_row1, size_t blk, float *y, size_t yplane, const nnf_epilogue *ep,
-                        size_t oh0, size_t noh) {
-    pair_rows(k, x, xplane, x_row0, x_row1, blk, y, yplane, 0, NULL, 0, ep, oh0, noh);
-}
-
-void nnf_nchwc_dw_rows2_res(const nnf_nchwc_dw *k, const float *x, size_t xplane, size_t x_row0,
-                            size_t x_row1, size_t blk, float *y, size_t yplane, size_t y_row0,
-                            const float *res, size_t rplane, const nnf_epilogue *ep, size_t oh0,
-                            size_t noh) {
+                        size_t x_row1, size_t blk, float *y, size_t yplane, size_t y_row0,
+                        const float *res, size_t rplane, const nnf_epilogue *ep, size_t oh0,
+                        size_t noh) {
     pair_rows(k, x, xplane, x_row0, x_row1, blk, y, yplane, y_row0, res, rplane, ep, oh0, noh);
 }
 

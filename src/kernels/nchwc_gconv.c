@@ -24,6 +24,11 @@ bool nnf_nchwc_gconv_supported(const nnf_conv2d_shape *s) {
     return (cpg == 2 || cpg == 4) && nnf_nchwc_band_fits(s, 2);
 }
 
+/* Channels a group: 2 or 4. */
+static size_t cpg_of(const nnf_nchwc_gconv *k) {
+    return k->s.c / k->s.group;
+}
+
 nnf_status nnf_nchwc_gconv_create(const nnf_conv2d_shape *s, nnf_isa isa, const float *w,
                                   nnf_nchwc_gconv **out) {
     if (!out || !s || !w)
@@ -49,17 +54,16 @@ nnf_status nnf_nchwc_gconv_create(const nnf_conv2d_shape *s, nnf_isa isa, const 
         goto done;
     }
     k->s = *s;
-    k->cpg = s->c / s->group;
     nnf_conv2d_shape ds = *s; /* each pass: a depthwise conv */
     ds.group = s->c;
     /* W is [oc][cpg][kh][kw]: pass j takes each output channel's j-th slice */
-    for (size_t j = 0; j < k->cpg && st == NNF_OK; j++) {
+    for (size_t j = 0, cpg = cpg_of(k); j < cpg && st == NNF_OK; j++) {
         for (size_t o = 0; o < s->c; o++)
-            memcpy(wj + o * taps, w + (o * k->cpg + j) * taps, taps * sizeof(float));
+            memcpy(wj + o * taps, w + (o * cpg + j) * taps, taps * sizeof(float));
         st = nnf_nchwc_dw_create(&ds, isa, wj, &k->dw[j]);
     }
     if (st == NNF_OK)
-        snprintf(k->name, sizeof k->name, "f32_gconv%zu_nchwc_%zux%zu_s%zu_%s", k->cpg, s->kh,
+        snprintf(k->name, sizeof k->name, "f32_gconv%zu_nchwc_%zux%zu_s%zu_%s", cpg_of(k), s->kh,
                  s->kw, s->sh, nnf_isa_name(k->dw[0]->isa));
 done:
     nnf_free(wj);
@@ -90,12 +94,13 @@ typedef struct gconv_job {
 
 static void spread(const nnf_nchwc_gconv *k, const float *x, float *y, size_t np, size_t j) {
     if (k->dw[0]->isa >= NNF_ISA_AVX2) {
-        nnf_nchwc_lane_spread_avx2(x, y, np, k->cpg, j);
+        nnf_nchwc_lane_spread_avx2(x, y, np, cpg_of(k), j);
         return;
     }
+    size_t cpg = cpg_of(k);
     for (size_t p = 0; p < np; p++)
         for (size_t l = 0; l < NNF_NCHWC_B; l++)
-            y[p * NNF_NCHWC_B + l] = x[p * NNF_NCHWC_B + l - l % k->cpg + j];
+            y[p * NNF_NCHWC_B + l] = x[p * NNF_NCHWC_B + l - l % cpg + j];
 }
 
 /* Item i: image i / bands / pairs, blocks 2 (i / bands % pairs) and the
@@ -127,8 +132,8 @@ static void gconv_task(void *ctx, size_t i) {
      * the activation into the last */
     const float *res = d->ep->residual ? d->ep->residual + (plane * ohw + oh0 * s->ow) * B : NULL;
     size_t rplane = ohw * B;
-    for (size_t j = 0; j < k->cpg; j++) {
-        int last = j + 1 == k->cpg;
+    for (size_t j = 0, cpg = cpg_of(k); j < cpg; j++) {
+        int last = j + 1 == cpg;
         nnf_epilogue e = nnf_epilogue_default();
         e.alpha = d->ep->alpha;
         if (j == 0) {
@@ -149,10 +154,10 @@ static void gconv_task(void *ctx, size_t i) {
         float *out = last ? y : acc[j % 2];
         size_t oplane = last ? ohw * B : yband;
         if (nb == 2)
-            nnf_nchwc_dw_rows2_res(k->dw[j], xs, xband, r0, r1, blk, out, oplane, oh0, res, rplane,
-                                   &e, oh0, noh);
+            nnf_nchwc_dw_rows2(k->dw[j], xs, xband, r0, r1, blk, out, oplane, oh0, res, rplane, &e,
+                               oh0, noh);
         else
-            nnf_nchwc_dw_rows_res(k->dw[j], xs, r0, r1, blk, out, oh0, res, &e, oh0, noh);
+            nnf_nchwc_dw_rows(k->dw[j], xs, r0, r1, blk, out, oh0, res, &e, oh0, noh);
     }
 }
 

@@ -92,10 +92,11 @@ static void pw_dw_task(void *ctx, size_t i) {
         for (size_t o = 0; o < nob; o += 2) {
             float *y = j->y + (b * cb + ocb0 + o) * out_plane;
             if (o + 1 < nob)
-                nnf_nchwc_dw_rows2(j->dw, buf + o * blk, blk, lo, hi, ocb0 + o, y, out_plane,
-                                   j->ep_dw, a, e - a);
+                nnf_nchwc_dw_rows2(j->dw, buf + o * blk, blk, lo, hi, ocb0 + o, y, out_plane, 0,
+                                   NULL, 0, j->ep_dw, a, e - a);
             else
-                nnf_nchwc_dw_rows(j->dw, buf + o * blk, lo, hi, ocb0 + o, y, j->ep_dw, a, e - a);
+                nnf_nchwc_dw_rows(j->dw, buf + o * blk, lo, hi, ocb0 + o, y, 0, NULL, j->ep_dw, a,
+                                  e - a);
         }
     }
 }

@@ -384,31 +384,10 @@ static void test_dw(nnf_isa isa) {
                      .pb = 1, .pr = 1, .act = {nan_acts[a], 0.0f, 6.0f}, .bias = 1, .nan = 1};
         run_dw(&q, isa);
     }
-    /* maps whose pairs of blocks run in several bands of rows between NCHW
-     * tensors (nnf_nchwc_dw_run_plain: a pair's input and output planes,
-     * 1 MB here, over a quarter of L2), the first band's windows all
-     * padding at stride 1 (pt 5) */
-    dw_case band = {.c = 17,
-                    .h = 97,
-                    .w = 83,
-                    .k_h = 3,
-                    .k_w = 3,
-                    .s = 1,
-                    .d = 1,
-                    .pt = 5,
-                    .pl = 1,
-                    .pb = 1,
-                    .pr = 1,
-                    .act = {NNF_ACT_CLIP, 0.0f, 6.0f},
-                    .bias = 1};
-    run_dw(&band, isa);
-    band.k_h = band.k_w = 7, band.s = 2, band.d = 2, band.pt = band.pl = band.pb = band.pr = 3;
-    run_dw(&band, isa);
     /* the grouped conv of 2 and 4 channels a group: channel counts with
      * padding lanes (4, 12, 20) and without, kernels 1x1 to 5x5 and 1x3,
      * strides, dilation, pads, every epilogue (a residual after the
-     * activation refused), on the dw grid; ResNeXt-50's first stage
-     * scaled down; and a map in several bands of rows */
+     * activation refused), on the dw grid */
     static const size_t gcs[] = {4, 8, 12, 20, 36};
     static const size_t gkers[][2] = {{3, 3}, {1, 1}, {5, 5}, {1, 3}};
     n = 0;
@@ -435,23 +414,22 @@ static void test_dw(nnf_isa isa) {
                              .cpg = cpg};
                 run_dw(&q, isa);
             }
-    dw_case rx = {.c = 32,
-                  .h = 28,
-                  .w = 28,
-                  .k_h = 3,
-                  .k_w = 3,
-                  .s = 1,
-                  .d = 1,
-                  .pt = 1,
-                  .pl = 1,
-                  .pb = 1,
-                  .pr = 1,
-                  .act = {NNF_ACT_RELU, 0, 0},
-                  .bias = 1,
-                  .cpg = 4};
-    run_dw(&rx, isa);
-    rx.h = 97, rx.w = 83, rx.c = 12, rx.cpg = 2, rx.pt = 5;
-    run_dw(&rx, isa);
+    /* maps whose pairs of blocks run in several bands of rows (a pair's
+     * input and output planes, 1 MB here, over a quarter of L2: between
+     * NCHW tensors nnf_nchwc_dw_run_plain, grouped nnf_nchwc_gconv_run), the
+     * first band's windows all padding at stride 1 (pt 5); and ResNeXt-50's
+     * first stage scaled down */
+    const nnf_activation clip6 = {NNF_ACT_CLIP, 0.0f, 6.0f}, relu = {NNF_ACT_RELU, 0, 0};
+    /* clang-format off */
+    const dw_case wide[] = {
+        {.c = 17, .h = 97, .w = 83, .k_h = 3, .k_w = 3, .s = 1, .d = 1, .pt = 5, .pl = 1, .pb = 1, .pr = 1, .act = clip6, .bias = 1},
+        {.c = 17, .h = 97, .w = 83, .k_h = 7, .k_w = 7, .s = 2, .d = 2, .pt = 3, .pl = 3, .pb = 3, .pr = 3, .act = clip6, .bias = 1},
+        {.c = 12, .h = 97, .w = 83, .k_h = 3, .k_w = 3, .s = 1, .d = 1, .pt = 5, .pl = 1, .pb = 1, .pr = 1, .act = relu, .bias = 1, .cpg = 2},
+        {.c = 32, .h = 28, .w = 28, .k_h = 3, .k_w = 3, .s = 1, .d = 1, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .act = relu, .bias = 1, .cpg = 4},
+    };
+    /* clang-format on */
+    for (size_t i = 0; i < sizeof wide / sizeof wide[0]; i++)
+        run_dw(&wide[i], isa);
     /* a kernel taller than the row-pointer table (65 rows) takes the per-pixel path */
     dw_case tall = {.c = 3, .h = 70, .w = 4, .k_h = 65, .k_w = 1, .s = 1, .d = 1, .pt = 2, .pl = 0, .pb = 0,
                     .pr = 0, .act = {NNF_ACT_RELU, 0, 0}, .bias = 1};

@@ -283,18 +283,23 @@ def assert_close(got, ref, msg):
     np.testing.assert_allclose(got, ref, rtol=0, atol=1e-4 * max(1.0, float(np.abs(ref).max())), err_msg=msg)
 
 
-def lone_conv(node, shape, tmp_path, what):
-    """The model of conv `node` alone (input x of `shape`, its output the graph's): checks nnfuse
-    against ONNX Runtime on 1 and 2 threads and returns the profiled (op, kernel) list."""
-    data = build([node], [], [], [node[2]], shape)
-    path = tmp_path / "conv.onnx"
+def matches_ort(data, shape, tmp_path, what):
+    """Model bytes `data` (input x of `shape`): checks nnfuse's outputs against ONNX Runtime's on 1
+    and 2 threads and returns the profiled (op, kernel) list."""
+    path = tmp_path / "model.onnx"
     path.write_bytes(data)
     x = RNG.standard_normal(shape).astype(np.float32)
     names, ref = ort_outputs(data, x)
     for threads in (1, 2):
-        assert_close(nnfuse.run_model(data, {"x": x}, threads=threads)[names[0]], ref[names[0]],
-                     f"{what}, {threads} thread(s)")
+        got = nnfuse.run_model(data, {"x": x}, threads=threads)
+        for n in names:
+            assert_close(got[n], ref[n], f"{what}: {n}, {threads} thread(s)")
     return profiled_ops(path)
+
+
+def lone_conv(node, shape, tmp_path, what):
+    """The model of conv `node` alone (its output the graph's), through matches_ort."""
+    return matches_ort(build([node], [], [], [node[2]], shape), shape, tmp_path, what)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -372,14 +377,7 @@ def test_depthwise_before_nhwc_transpose(k, tmp_path):
     conv's channel-last output) the node fell to the reference kernel. ONNX Runtime's results."""
     a = conv("a", "n", 24, 24, k=k, pad=k // 2, group=24)
     nodes = [helper.make_node("Neg", ["x"], ["n"]), helper.make_node("Transpose", [a[2]], ["y"], perm=[0, 2, 3, 1])]
-    data = build([a], nodes, [], ["y"], (1, 24, 14, 14))
-    path = tmp_path / "dw_nhwc.onnx"
-    path.write_bytes(data)
-    x = RNG.standard_normal((1, 24, 14, 14)).astype(np.float32)
-    names, ref = ort_outputs(data, x)
-    for threads in (1, 2):
-        assert_close(nnfuse.run_model(data, {"x": x}, threads=threads)["y"], ref["y"], f"{k}x{k}, {threads} thread(s)")
-    ops = profiled_ops(path)
+    ops = matches_ort(build([a], nodes, [], ["y"], (1, 24, 14, 14)), (1, 24, 14, 14), tmp_path, f"{k}x{k}")
     assert not any(kern == "ref" for _, kern in ops), ops
     assert any(o == "nchwc.Conv" and kern.endswith("+nchw_out") for o, kern in ops), ops
     assert any(o == "Transpose" for o, _ in ops), ops
@@ -468,13 +466,7 @@ def test_grouped_narrow_residual_after_activation(tmp_path):
     a = conv("a", "x", 24, 40, k=1, pad=0, act="relu")
     b = conv("b", a[2], 40, 40, group=10, act="relu")
     data = build([a, b], [helper.make_node("Add", [b[2], a[2]], ["y"])], [], ["y"], (1, 24, 19, 23))
-    path = tmp_path / "gres.onnx"
-    path.write_bytes(data)
-    x = RNG.standard_normal((1, 24, 19, 23)).astype(np.float32)
-    names, ref = ort_outputs(data, x)
-    for threads in (1, 2):
-        assert_close(nnfuse.run_model(data, {"x": x}, threads=threads)["y"], ref["y"], f"{threads} thread(s)")
-    ops = profiled_ops(path)
+    ops = matches_ort(data, (1, 24, 19, 23), tmp_path, "residual after the ReLU")
     assert not any(kern == "ref" for _, kern in ops), ops
 
 

@@ -10,12 +10,13 @@
  *
  * The values are the AVX2 kernel's bit for bit, lane by lane: each output
  * starts from zero and adds its taps with FMAs in (row, column) order,
- * skipping those outside the input, then adds the bias (and the residual), clamps and zeroes
- * the padding lanes in the same order (a missing bias is +0 and a missing
- * clamp is (-inf, inf): a sum that starts from +0 is never -0, so adding
- * +0 changes no bit, and max/min keep a NaN). So a conv may run some
- * blocks here and some there (an odd last block, a pointwise tile group of
- * one block) and its fused and separate runs still agree.
+ * skipping those outside the input, then adds the bias (and the
+ * residual), clamps and zeroes the padding lanes in the same order (a
+ * missing bias is +0 and a missing clamp is (-inf, inf): a sum that starts
+ * from +0 is never -0, so adding +0 changes no bit, and max/min keep a
+ * NaN). So a conv may run some blocks here and some there (an odd last
+ * block, a pointwise tile group of one block) and its fused and separate
+ * runs still agree.
  *
  * A row goes in tiles of 8 pixels that load each input column of a window
  * row once for every (pixel, tap) it feeds. Which columns of a tile lie
