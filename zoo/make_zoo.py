@@ -375,6 +375,83 @@ def build_convnext(b: Builder, size, dims, depths, classes):
 
 
 # --------------------------------------------------------------------------
+# ViT-B/16 (torchvision vit_b_16: a 16x16/16 patch conv, a class token, pre-norm encoder
+# blocks whose attention is nn.MultiheadAttention as torch exports it)
+# --------------------------------------------------------------------------
+def build_vit(b: Builder, size, patch, hidden, layers, heads, mlp, classes):
+    dh = hidden // heads
+    seq = (size // patch) ** 2 + 1
+
+    def layer_norm(x, scope):
+        g = b.init(f"{scope}.weight", b.rng.uniform(0.8, 1.2, hidden).astype(np.float32))
+        bb = b.init(f"{scope}.bias", b.normal((hidden,), 0.05))
+        return b.node("LayerNormalization", [x, g, bb], scope, axis=-1, epsilon=1e-6)
+
+    def linear(x, cin, cout, scope):
+        # nn.Linear on a 3-D input exports as MatMul with the transposed weight + Add
+        w = b.init(f"{scope}.weight_T", b.normal((cin, cout), math.sqrt(2.0 / (cin + cout))))
+        return b.node("Add", [b.node("MatMul", [x, w], scope),
+                              b.init(f"{scope}.bias", b.normal((cout,), 0.02))], scope)
+
+    def shape(dims):
+        return b.const(dims, np.int64, "shape")
+
+    def attention(x, scope):
+        """F.multi_head_attention_forward (batch_first, need_weights=False): the packed
+        in-projection split as proj.unflatten(-1, (3, E)).unsqueeze(0).transpose(0, -2)
+        .squeeze(-2)[i], heads by view + transpose, scaled_dot_product_attention with the
+        scale split over q and k, the out-projection on [S * B, E] as a Gemm."""
+        q = b.node("Transpose", [x], scope, perm=[1, 0, 2])  # [S, B, E]
+        proj = linear(q, hidden, 3 * hidden, f"{scope}/in_proj")
+        proj = b.node("Reshape", [proj, shape([seq, -1, 3, hidden])], scope)
+        proj = b.node("Unsqueeze", [proj, b.const([0], np.int64, "axes")], scope)
+        proj = b.node("Transpose", [proj], scope, perm=[3, 1, 2, 0, 4])
+        proj = b.node("Squeeze", [proj, b.const([-2], np.int64, "axes")], scope)
+        qkv = []
+        for i in range(3):
+            t = b.node("Gather", [proj, b.const(i, np.int64, "gather_idx")], scope, axis=0)
+            t = b.node("Reshape", [t, shape([seq, -1, dh])], scope)
+            t = b.node("Transpose", [t], scope, perm=[1, 0, 2])  # [B * H, S, dh]
+            qkv.append(b.node("Reshape", [t, shape([-1, heads, seq, dh])], scope))
+        q, k, v = qkv
+        s = b.const(1.0 / math.sqrt(math.sqrt(dh)), name="sdpa_scale")
+        q = b.node("Mul", [q, s], scope)
+        k = b.node("Mul", [b.node("Transpose", [k], scope, perm=[0, 1, 3, 2]), s], scope)
+        p = b.node("Softmax", [b.node("MatMul", [q, k], scope)], scope, axis=-1)
+        o = b.node("MatMul", [p, v], scope)  # [B, H, S, dh]
+        o = b.node("Transpose", [o], scope, perm=[2, 0, 1, 3])
+        o = b.node("Reshape", [o, shape([-1, hidden])], scope)
+        o = b.linear_gemm(o, hidden, hidden, f"{scope}/out_proj", "xavier")
+        o = b.node("Reshape", [o, shape([seq, -1, hidden])], scope)
+        return b.node("Transpose", [o], scope, perm=[1, 0, 2])
+
+    x = b.add_input("input", TensorProto.FLOAT, [b.batch, 3, size, size])
+    y = b.conv(x, 3, hidden, patch, patch, p=0, bias=True, scope="/conv_proj")
+    y = b.node("Reshape", [y, shape([0, hidden, -1])], "")
+    y = b.node("Transpose", [y], "", perm=[0, 2, 1])
+    cls = b.init("class_token", b.normal((1, 1, hidden), 0.02))
+    n = b.shape_dim(y, 0, "")
+    cls = b.node("Expand", [cls, b.node("Concat", [n, b.const([1, 1], np.int64, "shape")], "",
+                                         axis=0)], "")
+    y = b.node("Concat", [cls, y], "", axis=1)
+    pos = b.init("encoder.pos_embedding", b.normal((1, seq, hidden), 0.02))
+    y = b.node("Add", [y, pos], "/encoder")
+    for li in range(layers):
+        sc = f"/encoder/layers/encoder_layer_{li}"
+        a = attention(layer_norm(y, f"{sc}/ln_1"), f"{sc}/self_attention")
+        y = b.node("Add", [a, y], sc)
+        h = linear(layer_norm(y, f"{sc}/ln_2"), hidden, mlp, f"{sc}/mlp/0")
+        g = b.node("Erf", [b.node("Div", [h, b.const(1.4142135381698608, name="sqrt2")], sc)], sc)
+        g = b.node("Add", [g, b.const(1.0, name="one")], sc)
+        h = b.node("Mul", [b.node("Mul", [h, g], sc), b.const(0.5, name="half")], sc)
+        y = b.node("Add", [y, linear(h, mlp, hidden, f"{sc}/mlp/3")], sc)
+    y = layer_norm(y, "/encoder/ln")
+    y = b.node("Gather", [y, b.const(0, np.int64, "first_token")], "", axis=1)
+    y = b.linear_gemm(y, hidden, classes, "/heads/head")
+    b.add_output(y, "output", TensorProto.FLOAT, [b.batch, classes])
+
+
+# --------------------------------------------------------------------------
 # U-Net (milesial/Pytorch-UNet, bilinear=False: up-sampling by ConvTranspose 2x2 s2)
 # --------------------------------------------------------------------------
 def build_unet(b: Builder, size, widths, classes):
@@ -693,6 +770,8 @@ SPECS = [
                                                           1000), "image", False),
     Spec("resnext50", 20, lambda b, a: build_resnet(b, 224, [64, 128, 256, 512], [3, 4, 6, 3],
                                                     1000, groups=32, mid_mult=2), "image", False),
+    Spec("vit-b16", 21, lambda b, a: build_vit(b, 224, 16, 768, 12, 12, 3072, 1000), "image",
+         False),
     Spec("resnet_tiny", 150, lambda b, a: build_resnet(b, 64, [8, 16, 32, 64], [2, 2, 1, 1], 10),
          "image", True),
     Spec("mobilenetv2_tiny", 102, lambda b, a: build_mobilenetv2(b, 64, MOBILENET_TINY, 8, 64,
@@ -708,6 +787,7 @@ SPECS = [
                                                            10), "image", True),
     Spec("resnext_tiny", 120, lambda b, a: build_resnet(b, 64, [8, 16, 32, 64], [2, 2, 1, 1], 10,
                                                         groups=4, mid_mult=2), "image", True),
+    Spec("vit_tiny", 121, lambda b, a: build_vit(b, 32, 8, 32, 2, 4, 64, 10), "image", True),
     Spec("mobilenetv3_tiny", 118, lambda b, a: build_mobilenetv3(b, 64, 8, MOBILENETV3_TINY, 48, 64,
                                                                  10), "image", True),
 ]

@@ -1,5 +1,7 @@
 #include "ops/op.h"
 
+#include "ops/tensor_common.h"
+
 #include <string.h>
 
 static const nnf_op_def op_table[] = {
@@ -62,6 +64,8 @@ bool nnf_is_view_op(const nnf_node *n) {
     static const char *const views[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"};
     if (n->domain[0])
         return false;
+    if (!strcmp(n->op_type, "Transpose"))
+        return n->params && ((const nnf_transpose_params *)n->params)->view;
     for (size_t i = 0; i < sizeof views / sizeof views[0]; i++)
         if (!strcmp(n->op_type, views[i]))
             return true;

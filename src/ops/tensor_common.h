@@ -39,6 +39,8 @@ typedef struct nnf_axes_params {
 typedef struct nnf_transpose_params {
     int n_perm; /* 0 = reverse the dimensions */
     int perm[NNF_MAX_RANK];
+    bool view; /* moves only axes of extent 1, so every element stays where it
+                * is: a view of its input (set by fold_transpose) */
 } nnf_transpose_params;
 
 typedef struct nnf_split_params {

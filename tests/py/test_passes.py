@@ -190,6 +190,18 @@ def case_matmul_transpose_stays():
     return nodes, [const("w", (5, 4))], 8
 
 
+def case_matmul_unit_axis_transposes():
+    """nn.MultiheadAttention's batch-first swap around its projections: Transposes that move only
+    the axis of extent 1 ([1, 3, 5, 9] -> [3, 5, 1, 9] and back) keep every element in place, so
+    they stay as views, not folds, and the MatMul reads a contiguous A (test_unit_axis_transpose_
+    is_a_view): the four nodes stay."""
+    nodes = [helper.make_node("Relu", ["x"], ["r"]),
+             helper.make_node("Transpose", ["r"], ["rt"], perm=[1, 2, 0, 3]),
+             helper.make_node("MatMul", ["rt", "w"], ["m"]),  # [3, 5, 1, 7]
+             helper.make_node("Transpose", ["m"], ["y"], perm=[2, 0, 1, 3])]  # [1, 3, 5, 7]
+    return nodes, [const("w", (9, 7))], 4
+
+
 def case_matmul_bcast_residual_packed_b():
     """A Linear layer plus a tensor computed at run time that broadcasts over its rows ([1, 3, 1, 7]
     against [1, 3, 5, 7]): the residual epilogue reads it per batch with rows 0 floats apart, so the
@@ -246,7 +258,7 @@ CASES = {f.__name__[5:]: f for f in (case_conv_bn_relu, case_convtranspose_bn_re
                                       case_matmul_bias_skip, case_matmul_attention_scale_mask,
                                       case_matmul_scalar_mul_left, case_matmul_div_not_power_of_two,
                                       case_matmul_bcast_residual_packed_b, case_matmul_heads_transposed,
-                                      case_matmul_transpose_stays)}
+                                      case_matmul_transpose_stays, case_matmul_unit_axis_transposes)}
 
 
 def live_nodes(path, level):
@@ -276,6 +288,21 @@ def test_fusion_matches_unfused_and_ort(name, tmp_path):
     np.testing.assert_allclose(oracle, ref, rtol=0, atol=tol)
     assert live_nodes(path, 2) == n_convs, "every BN/bias/activation/residual should fold into its producer"
     assert live_nodes(path, 0) == len(nodes)
+
+
+def test_unit_axis_transpose_is_a_view(tmp_path):
+    """The case above as it runs: the inner Transpose hands its input's buffer on ("view"), so the
+    MatMul reads one 15-row matrix, not a folded, permuted A of 15 one-row products (ViT-B/16's
+    in-projection: 197 of them, each reading all 7 MB of its weights). The graph output's
+    Transpose copies: the caller reads that buffer after the run."""
+    nodes, inits, _ = case_matmul_unit_axis_transposes()
+    path = tmp_path / "unit_axis.onnx"
+    path.write_bytes(model(nodes, inits, "y", (1, 3, 5, 9)))
+    ran = [(e["args"]["op_name"], e["args"]["kernel"])
+           for e in profile_nodes(path, "--iterations", 1, "--top", 0)]
+    assert [op for op, _ in ran] == ["Relu", "Transpose", "MatMul", "Transpose"], ran
+    assert ran[1][1] == "view" and ran[2][1].startswith("f32_gemm"), ran
+    assert ran[3][1].startswith("transpose_copy"), ran
 
 
 def test_fusion_skips_shared_conv_output(tmp_path):
