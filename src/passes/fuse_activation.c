@@ -1,14 +1,14 @@
 /* Conv / ConvTranspose / Gemm → activation becomes the producer's epilogue, applied while the
  * output tile is still in registers, also across ops that only move elements
- * (Reshape, Transpose...) in between. Sigmoid(x)·x (the exporters' SiLU) is
- * recognised as one activation: the conv output feeds both the Sigmoid and the
- * Mul, so the pattern is a small DAG, not a chain. The exporters' erf GELU
- * (Div, Erf, Add, Mul, Mul) is recognised the same way. */
+ * (Reshape, Transpose...) in between. The activations exporters write out as
+ * small DAGs of element-wise nodes (SiLU, the erf and tanh GELUs) are
+ * recognised by the function they compute (collect_chain, chain_activation). */
 #include "passes/pass.h"
 
 #include "ops/params.h"
 
 #include <float.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -63,88 +63,128 @@ static bool activation_of(const nnf_graph *g, const nnf_node *n, nnf_activation 
     return act->kind != NNF_ACT_NONE;
 }
 
-static nnf_status absorb(nnf_pass_ctx *ctx, nnf_node *prod, nnf_activation *slot, const nnf_activation *act,
-                         nnf_node *last, nnf_node *also_dead) {
-    *slot = *act;
-    if (also_dead)
-        NNF_CHECK(nnf_pass_merge_names(ctx, prod, also_dead));
-    NNF_CHECK(nnf_pass_merge_names(ctx, prod, last));
-    nnf_pass_take_output(ctx, prod, 0, last->outputs[0]);
-    last->dead = true;
-    if (also_dead)
-        also_dead->dead = true;
-    ctx->fusions++;
-    return NNF_OK;
+/* ---- activations the exporters write out element by element -------------
+ *
+ * SiLU as Mul(x, Sigmoid(x)), GELU as the Erf chain (x / sqrt2, Erf, + 1, * x,
+ * * 0.5) and the tanh GELU in torch's form (x * x * x, * 0.044715, + x, *
+ * sqrt(2/pi), Tanh, + 1, * x, * 0.5) or HF's gelu_new (Pow(x, 3) and x * 0.5
+ * first): the same functions in many association orders. A chain is found
+ * by its shape, not by its order: the element-wise nodes (unary, or binary
+ * with a scalar constant or another chain value) that a Mul reaches back
+ * through, down to the one value x that they read and no chain node makes.
+ * It is an activation when it gives that activation's value in double at 17
+ * points from -5 to 5 (within 2e-5, where the tanh and erf GELUs differ by
+ * up to 4.4e-4; a model's sqrt2 written as 1.4142 still counts, as it did).
+ * Every value inside has its readers inside, and x, read by the chain alone,
+ * comes from a producer with an epilogue, straight or through moves. */
+
+#define CHAIN_MAX 12
+
+typedef struct chain {
+    nnf_node *nodes[CHAIN_MAX]; /* nodes[0] the root */
+    int n, x;
+} chain;
+
+static bool chain_op(const nnf_node *n) {
+    static const char *const ops[] = {"Mul", "Add", "Sub", "Div", "Pow", "Tanh", "Erf", "Sigmoid"};
+    for (size_t k = 0; k < sizeof ops / sizeof *ops; k++)
+        if (nnf_pass_is_op(n, ops[k]))
+            return n->n_inputs == (k < 5 ? 2 : 1);
+    return false;
 }
 
-/* Mul(c, Sigmoid(c)) where c feeds only those two. */
-static nnf_status try_silu(nnf_pass_ctx *ctx, nnf_node *mul) {
-    if (!nnf_pass_is_op(mul, "Mul") || mul->n_inputs != 2)
-        return NNF_OK;
-    for (int side = 0; side < 2; side++) {
-        int c = mul->inputs[side], s = mul->inputs[1 - side];
-        nnf_node *sig = nnf_pass_producer(ctx, s);
-        nnf_node *prod = NULL;
-        if (!nnf_pass_is_op(sig, "Sigmoid") || sig->inputs[0] != c || ctx->uses[c] != 2 ||
-            ctx->uses[s] != 1)
-            continue;
-        nnf_activation *slot = epilogue_slot(ctx, c, &prod);
-        if (!slot)
-            continue;
-        nnf_activation silu = {NNF_ACT_SILU, 0, 0};
-        return absorb(ctx, prod, slot, &silu, mul, sig);
-    }
-    return NNF_OK;
-}
-
-/* The constant scalar operand of a binary node equal to want (±tol), and the
- * index of the other operand; -1 if none. */
-static int scalar_operand(const nnf_graph *g, const nnf_node *n, float want, float tol) {
-    if (n->n_inputs != 2)
-        return -1;
-    for (int k = 0; k < 2; k++) {
-        float v;
-        if (n->inputs[k] >= 0 && g->values[n->inputs[k]].data && scalar_const(g, n->inputs[k], &v) &&
-            v >= want - tol && v <= want + tol)
-            return 1 - k;
-    }
+static int chain_index(const chain *c, const nnf_node *n) {
+    for (int i = 0; i < c->n; i++)
+        if (c->nodes[i] == n)
+            return i;
     return -1;
 }
 
-/* The exporters' GELU: Mul(Mul(x, Add(Erf(Div(x, sqrt2)), 1)), 0.5), rooted at
- * the last Mul; every intermediate has one reader, x has exactly two. */
-static nnf_status try_gelu(nnf_pass_ctx *ctx, nnf_node *m2) {
-    nnf_graph *g = ctx->graph;
-    int k = scalar_operand(g, m2, 0.5f, 1e-6f);
-    nnf_node *m1 = k >= 0 ? nnf_pass_producer(ctx, m2->inputs[k]) : NULL;
-    if (!nnf_pass_is_op(m1, "Mul") || m1->n_inputs != 2 || ctx->uses[m1->outputs[0]] != 1)
-        return NNF_OK;
-    for (int side = 0; side < 2; side++) {
-        int x = m1->inputs[side];
-        nnf_node *add = nnf_pass_producer(ctx, m1->inputs[1 - side]);
-        if (!nnf_pass_is_op(add, "Add") || ctx->uses[add->outputs[0]] != 1)
-            continue;
-        int ka = scalar_operand(g, add, 1.0f, 1e-6f);
-        nnf_node *erf = ka >= 0 ? nnf_pass_producer(ctx, add->inputs[ka]) : NULL;
-        if (!nnf_pass_is_op(erf, "Erf") || ctx->uses[erf->outputs[0]] != 1)
-            continue;
-        nnf_node *div = nnf_pass_producer(ctx, erf->inputs[0]);
-        if (!nnf_pass_is_op(div, "Div") || ctx->uses[div->outputs[0]] != 1 || div->inputs[0] != x ||
-            scalar_operand(g, div, 1.41421356f, 1e-4f) != 0 || ctx->uses[x] != 2)
-            continue;
-        nnf_node *prod = NULL;
-        nnf_activation *slot = epilogue_slot(ctx, x, &prod);
-        if (!slot)
-            continue;
-        nnf_activation gelu = {NNF_ACT_GELU_ERF, 0, 0};
-        nnf_node *absorbed[] = {div, erf, add, m1};
-        for (int i = 0; i < 4; i++) {
-            NNF_CHECK(nnf_pass_merge_names(ctx, prod, absorbed[i]));
-            absorbed[i]->dead = true;
+/* The chain rooted at root, values below n0 only (ctx->uses covers those). */
+static bool collect_chain(nnf_pass_ctx *ctx, nnf_node *root, int n0, chain *c) {
+    const nnf_graph *g = ctx->graph;
+    c->n = 1;
+    c->nodes[0] = root;
+    c->x = -1;
+    for (int i = 0; i < c->n; i++)
+        for (int k = 0; k < c->nodes[i]->n_inputs; k++) {
+            int v = c->nodes[i]->inputs[k];
+            float f;
+            if (v < 0 || v >= n0 || g->values[v].dtype != NNF_DTYPE_FLOAT32)
+                return false;
+            if (nnf_pass_const_scalar(g, v, &f))
+                continue;
+            nnf_node *p = nnf_pass_producer(ctx, v);
+            if (p && chain_op(p) && p->outputs[0] == v && v != c->x) {
+                if (chain_index(c, p) < 0) {
+                    if (c->n == CHAIN_MAX)
+                        return false;
+                    c->nodes[c->n++] = p;
+                }
+            } else if (c->x < 0 || c->x == v) {
+                c->x = v;
+            } else {
+                return false; /* a second input from outside */
+            }
         }
-        return absorb(ctx, prod, slot, &gelu, m2, NULL);
+    if (c->x < 0 || c->n < 2 || root->outputs[0] < 0 || root->outputs[0] >= n0)
+        return false;
+    /* x's readers and every inner value's are chain nodes; shapes stay x's */
+    for (int i = 0; i <= c->n; i++) {
+        int v = i < c->n ? c->nodes[i]->outputs[0] : c->x, reads = 0;
+        if (!nnf_shape_same(&g->values[v].shape, &g->values[c->x].shape))
+            return false;
+        for (int j = 0; j < c->n; j++)
+            for (int k = 0; k < c->nodes[j]->n_inputs; k++)
+                reads += c->nodes[j]->inputs[k] == v;
+        if (i > 0 && ctx->uses[v] != reads)
+            return false;
     }
-    return NNF_OK;
+    return true;
+}
+
+static double chain_eval(nnf_pass_ctx *ctx, const chain *c, int v, double x) {
+    float f;
+    if (v == c->x)
+        return x;
+    if (nnf_pass_const_scalar(ctx->graph, v, &f))
+        return f;
+    const nnf_node *n = nnf_pass_producer(ctx, v);
+    double a = chain_eval(ctx, c, n->inputs[0], x);
+    double b = n->n_inputs > 1 ? chain_eval(ctx, c, n->inputs[1], x) : 0.0;
+    switch (n->op_type[0]) {
+    case 'M': return a * b;
+    case 'A': return a + b;
+    case 'S': return n->op_type[1] == 'u' ? a - b : 1.0 / (1.0 + exp(-a));
+    case 'D': return a / b;
+    case 'P': return pow(a, b);
+    case 'T': return tanh(a);
+    default: return erf(a);
+    }
+}
+
+static double act_value(nnf_act_kind k, double x) {
+    switch (k) {
+    case NNF_ACT_SILU: return x / (1.0 + exp(-x));
+    case NNF_ACT_GELU_ERF: return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
+    default: return 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+    }
+}
+
+/* The activation chain c computes, or NNF_ACT_NONE. */
+static nnf_act_kind chain_activation(nnf_pass_ctx *ctx, const chain *c) {
+    static const nnf_act_kind kinds[] = {NNF_ACT_SILU, NNF_ACT_GELU_ERF, NNF_ACT_GELU_TANH};
+    for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
+        bool same = true;
+        for (int i = 0; i <= 16 && same; i++) {
+            double x = -5.0 + 0.625 * i, want = act_value(kinds[k], x);
+            double got = chain_eval(ctx, c, c->nodes[0]->outputs[0], x);
+            same = fabs(got - want) <= 2e-5 * (fabs(want) > 1.0 ? fabs(want) : 1.0);
+        }
+        if (same)
+            return kinds[k];
+    }
+    return NNF_ACT_NONE;
 }
 
 /* Ops that only move elements (the activation commutes with them). */
@@ -158,29 +198,34 @@ static bool moves_only(const nnf_node *n) {
 
 #define MAX_MOVES 4
 
-/* act(move(...move(c))) where c comes from a producer with an epilogue and
- * every value on the way has one reader: the activation is applied to c
- * instead, in the producer's epilogue, and the moves carry its result (a
- * YOLO head's Conv → Reshape → Transpose → Sigmoid: the Sigmoid was a pass of
- * its own over the head's largest tensor). The values between the producer
- * and the last move now hold activated data, so each gets a new value named
- * "<old>:<act op>": a tool that meets the old name (compare, hooks) must not
- * mistake it for the tensor the original graph computed. n0: values that
- * existed when the pass started (ctx->uses covers only those). */
-static nnf_status try_through_moves(nnf_pass_ctx *ctx, nnf_node *act_node, const nnf_activation *act, int n0) {
+/* The activation act, which nodes[0..n) compute from x alone (nodes[0]
+ * gives the result; only they read x), moves into the epilogue of x's
+ * producer: straight, or across moves, act(move(...move(c))), where every
+ * value on the way has one reader: the activation is applied to c instead
+ * and the moves carry its result (a YOLO head's Conv → Reshape → Transpose
+ * → Sigmoid: the Sigmoid was a pass of its own over the head's largest
+ * tensor; GPT-2's Gemm → Reshape → tanh GELU). The values between the
+ * producer and the last move now hold activated data, so each gets a new
+ * value named "<old>:<what>": a tool that meets the old name (compare,
+ * hooks) must not mistake it for the tensor the original graph computed.
+ * n0: values that existed when the pass started (ctx->uses covers only
+ * those). */
+static nnf_status fuse(nnf_pass_ctx *ctx, int x, nnf_node **nodes, int n, const nnf_activation *act,
+                       const char *what, int n0) {
     nnf_graph *g = ctx->graph;
     nnf_node *moves[MAX_MOVES];
-    int n_moves = 0, v = act_node->inputs[0];
+    int n_moves = 0, v = x;
     nnf_node *m = nnf_pass_producer(ctx, v);
     while (m && moves_only(m) && n_moves < MAX_MOVES) {
-        if (v >= n0 || ctx->uses[v] != 1 || m->outputs[0] != v || m->n_inputs < 1)
+        if (v >= n0 || (n_moves && ctx->uses[v] != 1) || m->outputs[0] != v || m->n_inputs < 1)
             return NNF_OK;
         moves[n_moves++] = m;
         v = m->inputs[0];
         m = nnf_pass_producer(ctx, v);
     }
     nnf_node *prod = NULL;
-    nnf_activation *slot = n_moves && v < n0 && ctx->uses[v] == 1 ? epilogue_slot(ctx, v, &prod) : NULL;
+    nnf_activation *slot =
+        v < n0 && (!n_moves || ctx->uses[v] == 1) ? epilogue_slot(ctx, v, &prod) : NULL;
     if (!slot)
         return NNF_OK;
     /* moves[n_moves - 1] reads the producer's output: a fresh value for it
@@ -191,11 +236,11 @@ static nnf_status try_through_moves(nnf_pass_ctx *ctx, nnf_node *act_node, const
     for (int k = n_moves - 1; k >= 0; k--) {
         int old = k == n_moves - 1 ? v : moves[k + 1]->outputs[0];
         char name[512];
-        snprintf(name, sizeof name, "%.480s:%s", g->values[old].name, act_node->op_type);
+        snprintf(name, sizeof name, "%.480s:%s", g->values[old].name, what);
         if (nnf_graph_find_value(g, name) >= 0)
             return NNF_OK;
         if ((fresh[k] = nnf_graph_value(g, name)) < 0)
-            return nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory fusing '%s'", act_node->name);
+            return nnf_error(NNF_ERR_OUT_OF_MEMORY, "out of memory fusing '%s'", nodes[0]->name);
         g->values[fresh[k]].dtype = g->values[old].dtype;
         g->values[fresh[k]].shape = g->values[old].shape;
     }
@@ -203,10 +248,12 @@ static nnf_status try_through_moves(nnf_pass_ctx *ctx, nnf_node *act_node, const
         nnf_pass_take_output(ctx, k == n_moves - 1 ? prod : moves[k + 1], 0, fresh[k]);
         moves[k]->inputs[0] = fresh[k];
     }
-    nnf_pass_take_output(ctx, moves[0], 0, act_node->outputs[0]);
+    nnf_pass_take_output(ctx, n_moves ? moves[0] : prod, 0, nodes[0]->outputs[0]);
     *slot = *act;
-    NNF_CHECK(nnf_pass_merge_names(ctx, prod, act_node));
-    act_node->dead = true;
+    for (int i = n - 1; i >= 0; i--) {
+        NNF_CHECK(nnf_pass_merge_names(ctx, prod, nodes[i]));
+        nodes[i]->dead = true;
+    }
     ctx->fusions++;
     return NNF_OK;
 }
@@ -218,22 +265,18 @@ nnf_status nnf_pass_fuse_activation(nnf_pass_ctx *ctx) {
         nnf_node *n = &g->nodes[i];
         if (n->dead)
             continue;
-        if (nnf_pass_is_op(n, "Mul")) {
-            NNF_CHECK(try_silu(ctx, n));
-            if (!n->dead)
-                NNF_CHECK(try_gelu(ctx, n));
+        chain c;
+        if (nnf_pass_is_op(n, "Mul") && collect_chain(ctx, n, n0, &c)) {
+            nnf_activation act = {chain_activation(ctx, &c), 0, 0};
+            if (act.kind != NNF_ACT_NONE)
+                NNF_CHECK(fuse(ctx, c.x, c.nodes, c.n, &act,
+                               act.kind == NNF_ACT_SILU ? "Silu" : "Gelu", n0));
             continue;
         }
         nnf_activation act;
-        if (n->n_inputs < 1 || !activation_of(g, n, &act))
-            continue;
-        int v = n->inputs[0];
-        nnf_node *prod = NULL;
-        nnf_activation *slot = v >= 0 && ctx->uses[v] == 1 ? epilogue_slot(ctx, v, &prod) : NULL;
-        if (slot)
-            NNF_CHECK(absorb(ctx, prod, slot, &act, n, NULL));
-        else if (v >= 0)
-            NNF_CHECK(try_through_moves(ctx, n, &act, n0));
+        int v = n->n_inputs > 0 ? n->inputs[0] : -1;
+        if (v >= 0 && v < n0 && ctx->uses[v] == 1 && activation_of(g, n, &act))
+            NNF_CHECK(fuse(ctx, v, &n, 1, &act, n->op_type, n0));
     }
     return NNF_OK;
 }

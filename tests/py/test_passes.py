@@ -1,6 +1,7 @@
 """Graph passes: every fusion keeps results within tolerance of ONNX Runtime and of the
 unfused (-O0) run, and actually removes the nodes it claims to fuse."""
 import json
+import math
 import subprocess
 
 import numpy as np
@@ -100,6 +101,46 @@ def case_matmul_bias_gelu():
              helper.make_node("Add", ["e", "one"], ["a"]), helper.make_node("Mul", ["h", "a"], ["g"]),
              helper.make_node("Mul", ["g", "half"], ["y"])]
     return nodes, [w, b] + c, 1
+
+
+def scalars(**values):
+    return [numpy_helper.from_array(np.float32(v), n) for n, v in values.items()]
+
+
+def case_matmul_gelu_tanh_torch():
+    """nn.GELU(approximate="tanh") as torch exports it: x * x * x, * 0.044715, + x, * sqrt(2/pi),
+    Tanh, + 1, x *, * 0.5 (scalars on the left): the MatMul's epilogue, one node stays."""
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Mul", ["h", "h"], ["h2"]),
+             helper.make_node("Mul", ["h", "h2"], ["h3"]), helper.make_node("Mul", ["kappa", "h3"], ["k"]),
+             helper.make_node("Add", ["h", "k"], ["i"]), helper.make_node("Mul", ["beta", "i"], ["bi"]),
+             helper.make_node("Tanh", ["bi"], ["t"]), helper.make_node("Add", ["one", "t"], ["a"]),
+             helper.make_node("Mul", ["h", "a"], ["g"]), helper.make_node("Mul", ["half", "g"], ["y"])]
+    return nodes, [const("w", (9, 7))] + scalars(kappa=0.044715, beta=math.sqrt(2 / math.pi), one=1.0,
+                                                 half=0.5), 1
+
+
+def case_gemm_reshape_gelu_new():
+    """GPT-2's Conv1D (Reshape to 2-D, Gemm with its bias, Reshape back) and HF's gelu_new:
+    0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * Pow(x, 3)))), x read three times. The GELU
+    crosses the Reshape into the Gemm's epilogue: the Reshapes and the Gemm stay."""
+    i64 = lambda n, v: numpy_helper.from_array(np.array(v, np.int64), n)  # noqa: E731
+    nodes = [helper.make_node("Reshape", ["x", "rows"], ["x2"]), helper.make_node("Gemm", ["x2", "w", "b"], ["m"]),
+             helper.make_node("Reshape", ["m", "back"], ["h"]), helper.make_node("Mul", ["h", "half"], ["hh"]),
+             helper.make_node("Pow", ["h", "three"], ["p"]), helper.make_node("Mul", ["p", "kappa"], ["k"]),
+             helper.make_node("Add", ["h", "k"], ["i"]), helper.make_node("Mul", ["i", "beta"], ["bi"]),
+             helper.make_node("Tanh", ["bi"], ["t"]), helper.make_node("Add", ["t", "one"], ["a"]),
+             helper.make_node("Mul", ["hh", "a"], ["y"])]
+    inits = [const("w", (9, 7)), const("b", (7,)), i64("rows", [-1, 9]), i64("back", [1, 3, 5, 7])]
+    return nodes, inits + scalars(half=0.5, three=3.0, kappa=0.044715, beta=math.sqrt(2 / math.pi),
+                                  one=1.0), 3
+
+
+def case_matmul_gelu_near_miss():
+    """The tanh GELU with 0.5 where 0.044715 belongs computes another function: it stays nodes
+    (the MatMul, and the chain's eight)."""
+    nodes, inits, _ = case_matmul_gelu_tanh_torch()
+    inits = [t if t.name != "kappa" else numpy_helper.from_array(np.float32(0.5), "kappa") for t in inits]
+    return nodes, inits, len(nodes)
 
 
 def case_matmul_layernorm_chain():
@@ -258,7 +299,9 @@ CASES = {f.__name__[5:]: f for f in (case_conv_bn_relu, case_convtranspose_bn_re
                                       case_matmul_bias_skip, case_matmul_attention_scale_mask,
                                       case_matmul_scalar_mul_left, case_matmul_div_not_power_of_two,
                                       case_matmul_bcast_residual_packed_b, case_matmul_heads_transposed,
-                                      case_matmul_transpose_stays, case_matmul_unit_axis_transposes)}
+                                      case_matmul_transpose_stays, case_matmul_unit_axis_transposes,
+                                      case_matmul_gelu_tanh_torch, case_gemm_reshape_gelu_new,
+                                      case_matmul_gelu_near_miss)}
 
 
 def live_nodes(path, level):
@@ -272,7 +315,7 @@ def live_nodes(path, level):
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_fusion_matches_unfused_and_ort(name, tmp_path):
     nodes, inits, n_convs = CASES[name]()
-    shape = (1, 3, 5, 9) if "matmul" in name else (1, 4, 9, 9)
+    shape = (1, 3, 5, 9) if "matmul" in name or "gemm" in name else (1, 4, 9, 9)
     data = model(nodes, inits, "y", shape)
     path = tmp_path / f"{name}.onnx"
     path.write_bytes(data)
