@@ -11,9 +11,12 @@ encoder, and a decoder that up-samples by ConvTranspose), efficientnet-b0 (MBCon
 blocks with squeeze-and-excitation, SiLU, 5x5 depthwise convs), mobilenetv3-large
 (HardSwish, squeeze-and-excitation with HardSigmoid), convnext-tiny (7x7 depthwise
 convs, LayerNorm and MLPs between permutes, layer scale), resnext50 (ResNeXt-50 32x4d:
-grouped 3x3 convs, 4 to 32 channels a group) and their test-sized variants
+grouped 3x3 convs, 4 to 32 channels a group), vit-b16 (ViT-B/16: a patch conv and
+nn.MultiheadAttention as torch exports it), gpt2 (GPT-2 small with its tied LM head: Conv1D
+projections, a causal mask by Where, gelu_new) and their test-sized variants
 resnet_tiny, mobilenetv2_tiny, yolov5s_tiny, bert_tiny, albert_tiny, unet_tiny,
-efficientnet_tiny, mobilenetv3_tiny, convnext_tiny, resnext_tiny (--small selects only those). Everything is built with onnx.helper and numpy at opset
+efficientnet_tiny, mobilenetv3_tiny, convnext_tiny, resnext_tiny, vit_tiny, gpt2_tiny (--small
+selects only those). Everything is built with onnx.helper and numpy at opset
 17 from fixed seeds: two runs on one machine write identical files (the BN
 statistics go through onnxruntime, so another CPU may change their last bits).
 
@@ -452,6 +455,62 @@ def build_vit(b: Builder, size, patch, hidden, layers, heads, mlp, classes):
 
 
 # --------------------------------------------------------------------------
+# GPT-2 (HF transformers' GPT2LMHeadModel as its ONNX export writes it)
+# --------------------------------------------------------------------------
+def build_gpt2(b: Builder, seq, hidden, layers, heads, vocab, max_pos):
+    """HF's GPT2LMHeadModel: Conv1D projections (Reshape to 2-D, Gemm with the bias, Reshape
+    back), a causal mask sliced from a [1, 1, max_pos, max_pos] buffer and applied by Where,
+    gelu_new (the tanh GELU with Pow(x, 3)), pre-norm LayerNormalization, and the LM head tied to
+    the token embedding (MatMul with its Transpose)."""
+    dh = hidden // heads
+    ids = b.add_input("input_ids", TensorProto.INT64, [b.batch, seq])
+    wte = b.init("transformer.wte.weight", b.normal((vocab, hidden), 0.02))
+    wpe = b.init("transformer.wpe.weight", b.normal((max_pos, hidden), 0.01))
+    pos = b.const(np.arange(seq, dtype=np.int64)[None], np.int64, "pos")
+    h = b.node("Add", [b.node("Gather", [wte, ids], "", axis=0), b.node("Gather", [wpe, pos], "", axis=0)], "")
+    bias = b.const(np.tril(np.ones((1, 1, max_pos, max_pos), bool)), np.bool_, "attn_bias")
+    def ln(x, sc):
+        g = b.init(f"{sc}.weight", b.rng.uniform(0.8, 1.2, hidden).astype(np.float32))
+        bb = b.init(f"{sc}.bias", b.normal((hidden,), 0.05))
+        return b.node("LayerNormalization", [x, g, bb], sc, axis=-1, epsilon=1e-5)
+    def conv1d(x, cin, cout, sc):
+        w = b.init(f"{sc}.weight", b.normal((cin, cout), math.sqrt(2.0 / (cin + cout))))
+        bi = b.init(f"{sc}.bias", b.normal((cout,), 0.02))
+        x2 = b.node("Reshape", [x, b.const([-1, cin], np.int64, "shape")], sc)
+        y = b.node("Gemm", [x2, w, bi], sc, alpha=1.0, beta=1.0)
+        return b.node("Reshape", [y, b.const([-1, seq, cout], np.int64, "shape")], sc)
+    for li in range(layers):
+        sc = f"/transformer/h.{li}"
+        a = conv1d(ln(h, f"{sc}/ln_1"), hidden, 3 * hidden, f"{sc}/attn/c_attn")
+        q, k, v = b.node("Split", [a, b.const([hidden] * 3, np.int64, "split")], sc, n_out=3, axis=2)
+        def heads_(t, perm):
+            t = b.node("Reshape", [t, b.const([-1, seq, heads, dh], np.int64, "shape")], sc)
+            return b.node("Transpose", [t], sc, perm=perm)
+        q, k, v = heads_(q, [0, 2, 1, 3]), heads_(k, [0, 2, 3, 1]), heads_(v, [0, 2, 1, 3])
+        w = b.node("MatMul", [q, k], sc)
+        w = b.node("Div", [w, b.const(math.sqrt(dh), name="sqrt_dh")], sc)
+        m = b.node("Slice", [bias, b.const([0, 0], np.int64, "s"), b.const([seq, seq], np.int64, "e"),
+                             b.const([2, 3], np.int64, "ax")], sc)
+        w = b.node("Where", [m, w, b.const(-3.4e38, name="mask_value")], sc)
+        p = b.node("Softmax", [w], sc, axis=-1)
+        o = b.node("MatMul", [p, v], sc)
+        o = b.node("Transpose", [o], sc, perm=[0, 2, 1, 3])
+        o = b.node("Reshape", [o, b.const([-1, seq, hidden], np.int64, "shape")], sc)
+        o = conv1d(o, hidden, hidden, f"{sc}/attn/c_proj")
+        h = b.node("Add", [o, h], sc)
+        f = conv1d(ln(h, f"{sc}/ln_2"), hidden, 4 * hidden, f"{sc}/mlp/c_fc")
+        # gelu_new
+        c = b.node("Mul", [b.node("Pow", [f, b.const(3.0, name="three")], sc), b.const(0.044715, name="c")], sc)
+        t = b.node("Tanh", [b.node("Mul", [b.node("Add", [f, c], sc), b.const(math.sqrt(2 / math.pi), name="s2pi")], sc)], sc)
+        g = b.node("Mul", [b.node("Mul", [f, b.const(0.5, name="half")], sc), b.node("Add", [t, b.const(1.0, name="one")], sc)], sc)
+        h = b.node("Add", [conv1d(g, 4 * hidden, hidden, f"{sc}/mlp/c_proj"), h], sc)
+    h = ln(h, "/transformer/ln_f")
+    wt = b.node("Transpose", [wte], "/lm_head", perm=[1, 0])
+    h = b.node("MatMul", [h, wt], "/lm_head")
+    b.add_output(h, "logits", TensorProto.FLOAT, [b.batch, seq, vocab])
+
+
+# --------------------------------------------------------------------------
 # U-Net (milesial/Pytorch-UNet, bilinear=False: up-sampling by ConvTranspose 2x2 s2)
 # --------------------------------------------------------------------------
 def build_unet(b: Builder, size, widths, classes):
@@ -772,6 +831,7 @@ SPECS = [
                                                     1000, groups=32, mid_mult=2), "image", False),
     Spec("vit-b16", 21, lambda b, a: build_vit(b, 224, 16, 768, 12, 12, 3072, 1000), "image",
          False),
+    Spec("gpt2", 22, lambda b, a: build_gpt2(b, 128, 768, 12, 12, 50257, 1024), "bert", False),
     Spec("resnet_tiny", 150, lambda b, a: build_resnet(b, 64, [8, 16, 32, 64], [2, 2, 1, 1], 10),
          "image", True),
     Spec("mobilenetv2_tiny", 102, lambda b, a: build_mobilenetv2(b, 64, MOBILENET_TINY, 8, 64,
@@ -788,6 +848,7 @@ SPECS = [
     Spec("resnext_tiny", 120, lambda b, a: build_resnet(b, 64, [8, 16, 32, 64], [2, 2, 1, 1], 10,
                                                         groups=4, mid_mult=2), "image", True),
     Spec("vit_tiny", 121, lambda b, a: build_vit(b, 32, 8, 32, 2, 4, 64, 10), "image", True),
+    Spec("gpt2_tiny", 122, lambda b, a: build_gpt2(b, 16, 32, 2, 4, 512, 64), "bert", True),
     Spec("mobilenetv3_tiny", 118, lambda b, a: build_mobilenetv3(b, 64, 8, MOBILENETV3_TINY, 48, 64,
                                                                  10), "image", True),
 ]
@@ -803,8 +864,9 @@ def random_feeds(model: onnx.ModelProto, seed: int, batch: int = 1) -> dict:
         if vi.type.tensor_type.elem_type == TensorProto.FLOAT:
             feeds[vi.name] = rng.uniform(-1, 1, dims).astype(np.float32)
         elif vi.name == "input_ids":
-            vocab = next(i for i in model.graph.initializer
-                         if i.name == "embeddings.word_embeddings.weight").dims[0]
+            vocab = next(i for i in model.graph.initializer  # BERT's, GPT-2's
+                         if i.name in ("embeddings.word_embeddings.weight",
+                                       "transformer.wte.weight")).dims[0]
             feeds[vi.name] = rng.integers(0, vocab, dims, dtype=np.int64)
         elif vi.name == "attention_mask":
             m = np.ones(dims, np.int64)
