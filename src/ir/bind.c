@@ -138,11 +138,32 @@ static void merge_shape(nnf_shape *dst, const nnf_shape *inferred) {
  * nothing (zero in the table's cost column: it moves data, O(its bytes))
  * and whose outputs together are no larger than its inputs: BERT's position
  * embeddings gathered by constant positions ([512, 768] -> [1, 128, 768],
- * 0.1-0.4 ms a run), a weight transposed or sliced in the graph. A Tile or
+ * 0.1-0.4 ms a run), a weight transposed or sliced in the graph (but one
+ * transposed for a MatMul's B: read_as_matmul_b). A Tile or
  * Expand of a constant stays a node: it would grow the model; so does a
  * Reshape of a large constant (a view): folded, a copy of the weights would
  * stay in memory for the model's life, beside the mapped file's pages. */
-static bool foldable(const nnf_node *n, const nnf_tinfo *in, const nnf_tinfo *out) {
+/* A Transpose read only as the B of one MatMul: fold_transpose makes it the
+ * MatMul's transposed read, which the GEMM plan packs straight from the
+ * constant. Folded here, the transposed copy stayed in the graph's arena for
+ * the model's life beside the packed one (GPT-2's LM head, tied to the token
+ * embedding: 154 MB, and 200 ms of its load in the reference Transpose). */
+static bool read_as_matmul_b(const nnf_graph *g, const nnf_node *n) {
+    int v = n->n_outputs == 1 ? n->outputs[0] : -1, readers = 0;
+    if (strcmp(n->op_type, "Transpose") || n->domain[0] || v < 0 || g->values[v].is_output)
+        return false;
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int k = 0; !g->nodes[i].dead && k < g->nodes[i].n_inputs; k++)
+            if (g->nodes[i].inputs[k] == v) {
+                if (k != 1 || strcmp(g->nodes[i].op_type, "MatMul") || g->nodes[i].domain[0])
+                    return false;
+                readers++;
+            }
+    return readers == 1;
+}
+
+static bool foldable(const nnf_graph *g, const nnf_node *n, const nnf_tinfo *in,
+                     const nnf_tinfo *out) {
     double in_bytes = 0.0, out_bytes = 0.0;
     bool small = true;
     for (int k = 0; k < n->n_outputs; k++) {
@@ -155,7 +176,7 @@ static bool foldable(const nnf_node *n, const nnf_tinfo *in, const nnf_tinfo *ou
     }
     if (small)
         return true;
-    if (nnf_is_view_op(n) || n->op->cost(n, in, out) != 0.0)
+    if (nnf_is_view_op(n) || n->op->cost(n, in, out) != 0.0 || read_as_matmul_b(g, n))
         return false;
     for (int k = 0; k < n->n_inputs; k++)
         if (in[k].present)
@@ -180,7 +201,7 @@ static nnf_status fold_node(nnf_graph *g, nnf_node *n, const nnf_tinfo *in, nnf_
     nnf_buf *ip[16], *op[16];
     if (n->n_inputs > 16 || n->n_outputs > 16)
         return NNF_OK;
-    if (!foldable(n, in, out))
+    if (!foldable(g, n, in, out))
         return NNF_OK; /* stays a node */
     for (int k = 0; k < n->n_inputs; k++) {
         if (!in[k].present) {

@@ -278,6 +278,11 @@ static nnf_status plan_common(const nnf_node *node, const nnf_tinfo *in, const n
     nnf_status st = NNF_OK;
     if (!p || a->dtype != NNF_DTYPE_FLOAT32 || b->dtype != NNF_DTYPE_FLOAT32)
         return NNF_OK;
+    /* a constant 2-D B transposed as a whole (a tied LM head's Transpose of
+     * the token embedding, left to fold_transpose at load): packed from the
+     * constant, read transposed */
+    bool b_transposed =
+        (p->permuted & 2u) && in[1].data && in[1].shape.rank == 2 && p->perm[1][0] == 1 && !is_gemm;
     if (p->permuted) {
         /* folded Transposes: their views read in place at the run's strides,
          * never packed, never flattened */
@@ -285,7 +290,7 @@ static nnf_status plan_common(const nnf_node *node, const nnf_tinfo *in, const n
         lb.shape = nnf_matmul_operand_shape(p, 1, &in[1].shape);
         if (p->permuted & 1u)
             la.data = NULL;
-        if (p->permuted & 2u)
+        if ((p->permuted & 2u) && !b_transposed)
             lb.data = NULL;
     }
     /* Shapes not all known at load (symbolic dims, NNF_OP_SYM): M, K, N and
@@ -409,8 +414,9 @@ static nnf_status plan_common(const nnf_node *node, const nnf_tinfo *in, const n
     }
 planned_c:
     if (ch.prepack_b) {
-        st = nnf_gemm_pack_b(s->cfg, (size_t)k, (size_t)n, b->data,
-                             s->trans_b ? (size_t)k : (size_t)n, s->trans_b, &s->pb);
+        int tb = s->trans_b || b_transposed;
+        st = nnf_gemm_pack_b(s->cfg, (size_t)k, (size_t)n, b->data, tb ? (size_t)k : (size_t)n, tb,
+                             &s->pb);
         if (st != NNF_OK) {
             st = nnf_error_prefix(st, "node %s (%s): packing B", node->name, node->op_type);
             goto fail;

@@ -348,6 +348,31 @@ def test_unit_axis_transpose_is_a_view(tmp_path):
     assert ran[3][1].startswith("transpose_copy"), ran
 
 
+@pytest.mark.parametrize("level", [0, 2])
+def test_large_constant_transpose_is_packed_not_copied(tmp_path, level):
+    """A weight read through a Transpose as a MatMul's B (GPT-2's LM head tied to the token
+    embedding, [V, E] -> [E, V]) stays a node at load, too large to fold, so fold_transpose makes it
+    the MatMul's transposed read and the plan packs B straight from the constant: no Transpose
+    runs, and no transposed copy is made. At -O0 (no passes) it runs as the graph says."""
+    w = const("w", (8192, 9))  # past the load's small-constant fold (65536 elements)
+    nodes = [helper.make_node("Transpose", ["w"], ["wt"], perm=[1, 0]),
+             helper.make_node("MatMul", ["x", "wt"], ["y"])]
+    data = model(nodes, [w], "y", (1, 5, 9))
+    path = tmp_path / "tied_head.onnx"
+    path.write_bytes(data)
+    x = RNG.standard_normal((1, 5, 9)).astype(np.float32)
+    ref = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    got = nnfuse.run_model(data, {"x": x}, threads=1, opt_level=level)["y"]
+    np.testing.assert_allclose(got, ref, rtol=0, atol=1e-5 * max(1.0, float(np.abs(ref).max())))
+    ran = [e["args"] for e in profile_nodes(path, f"-O{level}", "--iterations", 1, "--top", 0)]
+    if level:  # the MatMul reads the weight itself, [8192, 9], and packs it
+        assert [a["op_name"] for a in ran] == ["MatMul"], ran
+        assert ran[0]["kernel"].endswith("_packed_b"), ran
+        assert ran[0]["input_type_shape"][1] == {"float": [8192, 9]}, ran
+    else:
+        assert [a["op_name"] for a in ran] == ["Transpose", "MatMul"], ran
+
+
 def test_fusion_skips_shared_conv_output(tmp_path):
     """A conv output read by two consumers must not absorb either of them."""
     n, i, y = conv_bn("a", "x", 4, 4)
