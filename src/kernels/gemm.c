@@ -107,6 +107,24 @@ size_t nnf_gemm_kc(const nnf_gemm_cfg *cfg, size_t k) {
     return kc < cfg->kc ? kc : cfg->kc;
 }
 
+/* The K block of a packed B of k x n: nnf_gemm_kc's, but a B larger than the
+ * last-level cache (a language model's head: GPT-2's 768 x 50257, 154 MB)
+ * streams from memory on every run, and so does its C (M x N: 25.7 MB for
+ * 128 tokens), which every K block after the first reads and writes again.
+ * There K goes in the fewest equal blocks whose A micropanel still fits L1
+ * (GPT-2's head: one block of 768, 43 KB of A against 48 KB of L1d; 42.0 ->
+ * 39.4 ms on 1 thread, bench_kernels --model; its FFN's 768 x 3072, in
+ * cache, ran the same either way). */
+static size_t kc_for_b(const nnf_gemm_cfg *cfg, size_t k, size_t n) {
+    const nnf_cpu *cpu = nnf_cpu_get();
+    size_t most = cpu->l1d / (cfg->mr * sizeof(float)) & ~(size_t)7, floats;
+    if (cfg->amx || k <= cfg->kc || most <= cfg->kc ||
+        (nnf_mul_size(k, n, &floats) && floats <= cpu->l3 / sizeof(float)))
+        return nnf_gemm_kc(cfg, k);
+    size_t blocks = (k + most - 1) / most;
+    return ((k + blocks - 1) / blocks + 7) & ~(size_t)7;
+}
+
 /* ---- packing ------------------------------------------------------------- */
 
 /* Element (mn, k) of a strided operand lies at base[k * ld + mn] ("k-major":
@@ -242,7 +260,7 @@ static nnf_status packed_make(const nnf_gemm_cfg *cfg, nnf_gemm_side side, size_
         p->side = side;
         p->mn = mn;
         p->k = k;
-        p->kc = nnf_gemm_kc(cfg, k);
+        p->kc = side == NNF_GEMM_B ? kc_for_b(cfg, k, mn) : nnf_gemm_kc(cfg, k);
         p->r = r;
         p->mn_pad = mn_pad;
         p->tail_from = mn;
@@ -999,7 +1017,7 @@ nnf_status nnf_gemm_run(const nnf_gemm_cfg *cfg, size_t m, size_t n, size_t k,
                         const nnf_epilogue *ep, nnf_threadpool *pool) {
     if (m == 0 || n == 0)
         return NNF_OK;
-    size_t kc = nnf_gemm_kc(cfg, k);
+    size_t kc = b->packed ? b->packed->kc : nnf_gemm_kc(cfg, k);
     if ((a->packed && (a->packed->kc != kc || a->packed->r != cfg->mr || a->packed->mn < m ||
                        a->packed->k != k || a->packed->side != NNF_GEMM_A)) ||
         (b->packed && (b->packed->kc != kc || b->packed->r != cfg->nr || b->packed->mn < n ||

@@ -94,7 +94,9 @@ const nnf_gemm_cfg *nnf_gemm_cfg_for(nnf_isa isa);
 const nnf_gemm_cfg *nnf_gemm_cfg_whole(nnf_isa isa);
 
 /* The K block used for a GEMM of depth k: at most cfg->kc, K cut into equal
- * blocks (multiples of 8). Packed operands bake it in. */
+ * blocks (multiples of 8). Packed operands bake it in, and a GEMM takes its
+ * packed B's (one larger than the last-level cache may have longer blocks:
+ * kc_for_b in gemm.c). */
 size_t nnf_gemm_kc(const nnf_gemm_cfg *cfg, size_t k);
 
 typedef enum nnf_gemm_side { NNF_GEMM_A = 0, NNF_GEMM_B = 1 } nnf_gemm_side;

@@ -1782,6 +1782,33 @@ static void test_amx_work(const nnf_gemm_cfg *cfg) {
 /* Every test of a tier's GEMM; with amx, the tests that compare the FMA
  * tiles' paths bit for bit (edge tiles, A read in place) are left out:
  * the AMX GEMM takes some of those shapes and not others. */
+/* A packed B larger than the last-level cache (a language model's head)
+ * takes the fewest K blocks whose A micropanel fits L1 (gemm.c kc_for_b):
+ * here one block of K = kc + 88, where every other B gets two. The products
+ * are still the oracle's, B read as stored and transposed, on the pool too. */
+static void test_b_past_llc(const nnf_gemm_cfg *cfg) {
+    const nnf_cpu *cpu = nnf_cpu_get();
+    size_t k = cfg->kc + 88, most = cpu->l1d / (cfg->mr * sizeof(float)) & ~(size_t)7;
+    size_t n = cpu->l3 / sizeof(float) / k + 17;
+    float *b = check_rand_buf(k * n);
+    nnf_gemm_packed *pb = NULL, *small = NULL;
+    CHECK(nnf_gemm_pack_b(cfg, k, n, b, n, 0, &pb) == NNF_OK);
+    CHECK(nnf_gemm_pack_b(cfg, k, 64, b, n, 0, &small) == NNF_OK);
+    CHECK_MSG(cfg->amx || k > most ? pb->kc == small->kc : pb->kc == k && small->kc < k,
+              "%s: K blocks of %zu (B past the LLC) and %zu", cfg->name, pb->kc, small->kc);
+    nnf_gemm_packed_destroy(pb);
+    nnf_gemm_packed_destroy(small);
+    free(b);
+    nnf_threadpool *pool = NULL;
+    CHECK(nnf_threadpool_create(2, &pool) == NNF_OK);
+    for (int tb = 0; tb < 2; tb++) {
+        gcase g = {.m = cfg->mr + 1, .n = n, .k = k, .tb = tb, .pack_b = 1};
+        CHECK(run_case(cfg, &g, NULL, "B past the LLC") == 0);
+        CHECK(run_case(cfg, &g, pool, "B past the LLC, threaded") == 0);
+    }
+    nnf_threadpool_destroy(pool);
+}
+
 static void tier_tests(const nnf_gemm_cfg *cfg, nnf_isa isa, bool amx) {
     test_blocking_and_packing(cfg);
     test_sizes(cfg);
@@ -1802,6 +1829,7 @@ static void tier_tests(const nnf_gemm_cfg *cfg, nnf_isa isa, bool amx) {
     test_batch(cfg);
     test_plans();
     test_shared_pack_b(cfg);
+    test_b_past_llc(cfg);
     nnf_threadpool *pp = NULL;
     CHECK(nnf_threadpool_create(isa == NNF_ISA_SCALAR ? 3 : 2, &pp) == NNF_OK);
     g_plan_pool = pp;
