@@ -137,6 +137,12 @@ class Builder:
         self.bns.append((x, mean, var))
         return y
 
+    def layer_norm(self, x, width, scope, eps):
+        """nn.LayerNorm over the last axis as opset 17 exports it: γ from [0.8, 1.2], β ~ N(0, 0.05)."""
+        g = self.init(f"{scope}.weight", self.rng.uniform(0.8, 1.2, width).astype(np.float32))
+        bb = self.init(f"{scope}.bias", self.normal((width,), 0.05))
+        return self.node("LayerNormalization", [x, g, bb], scope, axis=-1, epsilon=eps)
+
     def linear_gemm(self, x, cin, cout, scope="", init="torch"):
         if init == "torch":
             w = self.torch_uniform((cout, cin), cin)
@@ -330,9 +336,7 @@ def build_mobilenetv3(b: Builder, size, stem, settings, last, hidden, classes):
 # --------------------------------------------------------------------------
 def build_convnext(b: Builder, size, dims, depths, classes):
     def layer_norm(x, c, scope):
-        g = b.init(f"{scope}.weight", b.rng.uniform(0.8, 1.2, c).astype(np.float32))
-        bb = b.init(f"{scope}.bias", b.normal((c,), 0.05))
-        return b.node("LayerNormalization", [x, g, bb], scope, axis=-1, epsilon=1e-6)
+        return b.layer_norm(x, c, scope, 1e-6)
 
     def norm2d(x, c, scope):
         """LayerNorm2d: the channels of each pixel normalised, between two permutes."""
@@ -386,9 +390,7 @@ def build_vit(b: Builder, size, patch, hidden, layers, heads, mlp, classes):
     seq = (size // patch) ** 2 + 1
 
     def layer_norm(x, scope):
-        g = b.init(f"{scope}.weight", b.rng.uniform(0.8, 1.2, hidden).astype(np.float32))
-        bb = b.init(f"{scope}.bias", b.normal((hidden,), 0.05))
-        return b.node("LayerNormalization", [x, g, bb], scope, axis=-1, epsilon=1e-6)
+        return b.layer_norm(x, hidden, scope, 1e-6)
 
     def linear(x, cin, cout, scope):
         # nn.Linear on a 3-D input exports as MatMul with the transposed weight + Add
@@ -467,46 +469,51 @@ def build_gpt2(b: Builder, seq, hidden, layers, heads, vocab, max_pos):
     wte = b.init("transformer.wte.weight", b.normal((vocab, hidden), 0.02))
     wpe = b.init("transformer.wpe.weight", b.normal((max_pos, hidden), 0.01))
     pos = b.const(np.arange(seq, dtype=np.int64)[None], np.int64, "pos")
-    h = b.node("Add", [b.node("Gather", [wte, ids], "", axis=0), b.node("Gather", [wpe, pos], "", axis=0)], "")
+    h = b.node("Add", [b.node("Gather", [wte, ids], "", axis=0),
+                       b.node("Gather", [wpe, pos], "", axis=0)], "")
     bias = b.const(np.tril(np.ones((1, 1, max_pos, max_pos), bool)), np.bool_, "attn_bias")
+    i64 = lambda v, name="shape": b.const(v, np.int64, name)  # noqa: E731
+
     def ln(x, sc):
-        g = b.init(f"{sc}.weight", b.rng.uniform(0.8, 1.2, hidden).astype(np.float32))
-        bb = b.init(f"{sc}.bias", b.normal((hidden,), 0.05))
-        return b.node("LayerNormalization", [x, g, bb], sc, axis=-1, epsilon=1e-5)
+        return b.layer_norm(x, hidden, sc, 1e-5)
+
     def conv1d(x, cin, cout, sc):
         w = b.init(f"{sc}.weight", b.normal((cin, cout), math.sqrt(2.0 / (cin + cout))))
         bi = b.init(f"{sc}.bias", b.normal((cout,), 0.02))
-        x2 = b.node("Reshape", [x, b.const([-1, cin], np.int64, "shape")], sc)
-        y = b.node("Gemm", [x2, w, bi], sc, alpha=1.0, beta=1.0)
-        return b.node("Reshape", [y, b.const([-1, seq, cout], np.int64, "shape")], sc)
+        y = b.node("Gemm", [b.node("Reshape", [x, i64([-1, cin])], sc), w, bi], sc, alpha=1.0,
+                   beta=1.0)
+        return b.node("Reshape", [y, i64([-1, seq, cout])], sc)
+
+    def split_heads(t, perm, sc):
+        return b.node("Transpose", [b.node("Reshape", [t, i64([-1, seq, heads, dh])], sc)], sc,
+                      perm=perm)
+
+    def scalar(v, name):
+        return b.const(v, name=name)
+
     for li in range(layers):
         sc = f"/transformer/h.{li}"
         a = conv1d(ln(h, f"{sc}/ln_1"), hidden, 3 * hidden, f"{sc}/attn/c_attn")
-        q, k, v = b.node("Split", [a, b.const([hidden] * 3, np.int64, "split")], sc, n_out=3, axis=2)
-        def heads_(t, perm):
-            t = b.node("Reshape", [t, b.const([-1, seq, heads, dh], np.int64, "shape")], sc)
-            return b.node("Transpose", [t], sc, perm=perm)
-        q, k, v = heads_(q, [0, 2, 1, 3]), heads_(k, [0, 2, 3, 1]), heads_(v, [0, 2, 1, 3])
-        w = b.node("MatMul", [q, k], sc)
-        w = b.node("Div", [w, b.const(math.sqrt(dh), name="sqrt_dh")], sc)
-        m = b.node("Slice", [bias, b.const([0, 0], np.int64, "s"), b.const([seq, seq], np.int64, "e"),
-                             b.const([2, 3], np.int64, "ax")], sc)
-        w = b.node("Where", [m, w, b.const(-3.4e38, name="mask_value")], sc)
-        p = b.node("Softmax", [w], sc, axis=-1)
-        o = b.node("MatMul", [p, v], sc)
-        o = b.node("Transpose", [o], sc, perm=[0, 2, 1, 3])
-        o = b.node("Reshape", [o, b.const([-1, seq, hidden], np.int64, "shape")], sc)
-        o = conv1d(o, hidden, hidden, f"{sc}/attn/c_proj")
-        h = b.node("Add", [o, h], sc)
+        q, k, v = b.node("Split", [a, i64([hidden] * 3, "split")], sc, n_out=3, axis=2)
+        q, k, v = (split_heads(q, [0, 2, 1, 3], sc), split_heads(k, [0, 2, 3, 1], sc),
+                   split_heads(v, [0, 2, 1, 3], sc))
+        w = b.node("Div", [b.node("MatMul", [q, k], sc), scalar(math.sqrt(dh), "sqrt_dh")], sc)
+        m = b.node("Slice", [bias, i64([0, 0], "s"), i64([seq, seq], "e"), i64([2, 3], "ax")], sc)
+        w = b.node("Where", [m, w, scalar(-3.4e38, "mask_value")], sc)
+        o = b.node("MatMul", [b.node("Softmax", [w], sc, axis=-1), v], sc)
+        o = b.node("Reshape", [b.node("Transpose", [o], sc, perm=[0, 2, 1, 3]),
+                               i64([-1, seq, hidden])], sc)
+        h = b.node("Add", [conv1d(o, hidden, hidden, f"{sc}/attn/c_proj"), h], sc)
         f = conv1d(ln(h, f"{sc}/ln_2"), hidden, 4 * hidden, f"{sc}/mlp/c_fc")
-        # gelu_new
-        c = b.node("Mul", [b.node("Pow", [f, b.const(3.0, name="three")], sc), b.const(0.044715, name="c")], sc)
-        t = b.node("Tanh", [b.node("Mul", [b.node("Add", [f, c], sc), b.const(math.sqrt(2 / math.pi), name="s2pi")], sc)], sc)
-        g = b.node("Mul", [b.node("Mul", [f, b.const(0.5, name="half")], sc), b.node("Add", [t, b.const(1.0, name="one")], sc)], sc)
+        # gelu_new: 0.5 * f * (1 + tanh(sqrt(2 / pi) * (f + 0.044715 * f^3)))
+        c = b.node("Mul", [b.node("Pow", [f, scalar(3.0, "three")], sc), scalar(0.044715, "c")], sc)
+        t = b.node("Tanh", [b.node("Mul", [b.node("Add", [f, c], sc),
+                                           scalar(math.sqrt(2 / math.pi), "s2pi")], sc)], sc)
+        g = b.node("Mul", [b.node("Mul", [f, scalar(0.5, "half")], sc),
+                           b.node("Add", [t, scalar(1.0, "one")], sc)], sc)
         h = b.node("Add", [conv1d(g, 4 * hidden, hidden, f"{sc}/mlp/c_proj"), h], sc)
     h = ln(h, "/transformer/ln_f")
-    wt = b.node("Transpose", [wte], "/lm_head", perm=[1, 0])
-    h = b.node("MatMul", [h, wt], "/lm_head")
+    h = b.node("MatMul", [h, b.node("Transpose", [wte], "/lm_head", perm=[1, 0])], "/lm_head")
     b.add_output(h, "logits", TensorProto.FLOAT, [b.batch, seq, vocab])
 
 
