@@ -134,6 +134,12 @@ static const bcase cases[] = {
      .p = 1, .act = NNF_ACT_RELU},
     {"resnext_g32_512_14", 'c', .c = 512, .h = 14, .w = 14, .oc = 512, .g = 32, .kh = 3, .s = 1,
      .p = 1, .act = NNF_ACT_RELU},
+    /* patchify stems: a conv of stride = kernel on the image (ViT-B/16's 16x16 to 768, ConvNeXt's
+     * and Swin's 4x4 to 96 and 128) */
+    {"vit_patch16_3_768_224", 'c', .c = 3, .h = 224, .w = 224, .oc = 768, .g = 1, .kh = 16,
+     .s = 16},
+    {"convnext_stem4_3_96_224", 'c', .c = 3, .h = 224, .w = 224, .oc = 96, .g = 1, .kh = 4, .s = 4},
+    {"swin_stem4_3_128_224", 'c', .c = 3, .h = 224, .w = 224, .oc = 128, .g = 1, .kh = 4, .s = 4},
     {"mbv2_pw_960_320_7", 'c', .c = 960, .h = 7, .w = 7, .oc = 320, .g = 1, .kh = 1, .s = 1},
     {"mbv2_pw_320_1280_7", 'c', .c = 320, .h = 7, .w = 7, .oc = 1280, .g = 1, .kh = 1, .s = 1,
      .act = NNF_ACT_CLIP},

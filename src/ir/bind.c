@@ -143,14 +143,16 @@ static void merge_shape(nnf_shape *dst, const nnf_shape *inferred) {
  * Expand of a constant stays a node: it would grow the model; so does a
  * Reshape of a large constant (a view): folded, a copy of the weights would
  * stay in memory for the model's life, beside the mapped file's pages. */
-/* A Transpose read only as the B of one MatMul: fold_transpose makes it the
- * MatMul's transposed read, which the GEMM plan packs straight from the
- * constant. Folded here, the transposed copy stayed in the graph's arena for
- * the model's life beside the packed one (GPT-2's LM head, tied to the token
- * embedding: 154 MB, and 200 ms of its load in the reference Transpose). */
+/* A 2-D Transpose read only as the B of one MatMul, where fold_transpose
+ * will run (-O2 and up): it makes the Transpose the MatMul's transposed
+ * read, which the GEMM plan packs straight from the constant. Folded here,
+ * the transposed copy stayed in the graph's arena for the model's life
+ * beside the packed one (GPT-2's LM head, tied to the token embedding: 154
+ * MB, and 200 ms of its load in the reference Transpose). */
 static bool read_as_matmul_b(const nnf_graph *g, const nnf_node *n) {
     int v = n->n_outputs == 1 ? n->outputs[0] : -1, readers = 0;
-    if (strcmp(n->op_type, "Transpose") || n->domain[0] || v < 0 || g->values[v].is_output)
+    if (g->opt_level < 2 || strcmp(n->op_type, "Transpose") || n->domain[0] || v < 0 ||
+        g->values[v].is_output || g->values[v].shape.rank != 2)
         return false;
     for (int i = 0; i < g->n_nodes; i++)
         for (int k = 0; !g->nodes[i].dead && k < g->nodes[i].n_inputs; k++)

@@ -190,6 +190,9 @@ struct nnf_graph {
     int n_opsets;
     int64_t ir_version;
     const char *producer_name;
+    /* the optimisation level whose passes will run: the load's constant
+     * folding leaves them what they do better (bind.c read_as_matmul_b) */
+    int opt_level;
 };
 
 nnf_status nnf_graph_create(nnf_graph **out);

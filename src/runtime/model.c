@@ -185,6 +185,7 @@ static nnf_status prepare(nnf_model *m, const nnf_model_options *opts) {
     NNF_CHECK(nnf_graph_init_params(g));
     NNF_CHECK(nnf_graph_toposort(g));
     NNF_CHECK(nnf_graph_verify(g));
+    g->opt_level = m->opt_level;
     NNF_CHECK(nnf_graph_infer(g));
     int max = opts->shape_plans;
     bool planned = false;
