@@ -133,16 +133,6 @@ static void merge_shape(nnf_shape *dst, const nnf_shape *inferred) {
 
 #define FOLD_MAX_ELEMENTS (1 << 16)
 
-/* Whether a node with constant inputs is evaluated now. Small outputs are
- * (shape arithmetic). Larger ones only from an operator that computes
- * nothing (zero in the table's cost column: it moves data, O(its bytes))
- * and whose outputs together are no larger than its inputs: BERT's position
- * embeddings gathered by constant positions ([512, 768] -> [1, 128, 768],
- * 0.1-0.4 ms a run), a weight transposed or sliced in the graph (but one
- * transposed for a MatMul's B: read_as_matmul_b). A Tile or
- * Expand of a constant stays a node: it would grow the model; so does a
- * Reshape of a large constant (a view): folded, a copy of the weights would
- * stay in memory for the model's life, beside the mapped file's pages. */
 /* A 2-D Transpose read only as the B of one MatMul, where fold_transpose
  * will run (-O2 and up): it makes the Transpose the MatMul's transposed
  * read, which the GEMM plan packs straight from the constant. Folded here,
@@ -164,6 +154,16 @@ static bool read_as_matmul_b(const nnf_graph *g, const nnf_node *n) {
     return readers == 1;
 }
 
+/* Whether a node with constant inputs is evaluated now. Small outputs are
+ * (shape arithmetic). Larger ones only from an operator that computes
+ * nothing (zero in the table's cost column: it moves data, O(its bytes))
+ * and whose outputs together are no larger than its inputs: BERT's position
+ * embeddings gathered by constant positions ([512, 768] -> [1, 128, 768],
+ * 0.1-0.4 ms a run), a weight transposed or sliced in the graph (but one
+ * transposed for a MatMul's B: read_as_matmul_b). A Tile or
+ * Expand of a constant stays a node: it would grow the model; so does a
+ * Reshape of a large constant (a view): folded, a copy of the weights would
+ * stay in memory for the model's life, beside the mapped file's pages. */
 static bool foldable(const nnf_graph *g, const nnf_node *n, const nnf_tinfo *in,
                      const nnf_tinfo *out) {
     double in_bytes = 0.0, out_bytes = 0.0;

@@ -113,8 +113,8 @@ size_t nnf_gemm_kc(const nnf_gemm_cfg *cfg, size_t k) {
  * 128 tokens), which every K block after the first reads and writes again.
  * There K goes in the fewest equal blocks whose A micropanel still fits L1
  * (GPT-2's head: one block of 768, 43 KB of A against 48 KB of L1d; 42.0 ->
- * 39.4 ms on 1 thread, bench_kernels --model; its FFN's 768 x 3072, in
- * cache, ran the same either way). */
+ * 38.3 ms on 1 thread, 21.5 -> 20.0 on 2, bench_kernels --model; its FFN's
+ * 768 x 3072, in cache, ran the same either way). */
 static size_t kc_for_b(const nnf_gemm_cfg *cfg, size_t k, size_t n) {
     const nnf_cpu *cpu = nnf_cpu_get();
     size_t most = cpu->l1d / (cfg->mr * sizeof(float)) & ~(size_t)7, floats;
