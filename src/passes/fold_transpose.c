@@ -23,29 +23,27 @@
  * not one GEMM of 197 rows. */
 #include "passes/pass.h"
 
+#include "kernels/eltwise_fast.h"
 #include "ops/params.h"
 #include "ops/tensor_common.h"
 
 /* t moves only axes of extent 1 (known at load; a symbolic axis counts as
- * longer): its input's other axes come out in their order. */
+ * longer): its input's other axes reduce to one run in their order, the
+ * Transpose kernel's plain copy (nnf_perm_reduce). */
 static bool keeps_order(const nnf_graph *g, const nnf_node *t) {
     const nnf_transpose_params *tp = t->params;
-    int u = t->inputs[0];
+    int u = t->inputs[0], perm[NNF_MAX_RANK];
     if (u < 0 || !tp)
         return false;
     const nnf_shape *sh = &g->values[u].shape;
-    int r = sh->rank, last = -1;
+    int r = sh->rank;
     if (r < 0 || (tp->n_perm != 0 && tp->n_perm != r))
         return false;
-    for (int i = 0; i < r; i++) {
-        int w = tp->n_perm ? tp->perm[i] : r - 1 - i;
-        if (sh->dims[w] == 1)
-            continue;
-        if (w < last)
-            return false;
-        last = w;
-    }
-    return true;
+    for (int i = 0; i < r; i++)
+        perm[i] = tp->n_perm ? tp->perm[i] : r - 1 - i;
+    nnf_perm_reduced red;
+    nnf_perm_reduce(r, sh->dims, perm, &red);
+    return red.rank <= 1;
 }
 
 /* The Transpose producing MatMul mm's input s, when it can fold: sets

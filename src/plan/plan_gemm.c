@@ -282,7 +282,7 @@ static nnf_status plan_common(const nnf_node *node, const nnf_tinfo *in, const n
      * the token embedding, left to fold_transpose at load): packed from the
      * constant, read transposed */
     bool b_transposed =
-        (p->permuted & 2u) && in[1].data && in[1].shape.rank == 2 && p->perm[1][0] == 1 && !is_gemm;
+        (p->permuted & 2u) && in[1].data && in[1].shape.rank == 2 && p->perm[1][0] == 1;
     if (p->permuted) {
         /* folded Transposes: their views read in place at the run's strides,
          * never packed, never flattened */

@@ -91,20 +91,19 @@ def case_conv_hardswish_leaky():
             [helper.make_node("LeakyRelu", [y2], ["y"], alpha=0.2)], i + i2, 2)
 
 
+def scalars(**values):
+    return [numpy_helper.from_array(np.float32(v), n) for n, v in values.items()]
+
+
 def case_matmul_bias_gelu():
     """A Linear layer as exported: MatMul + Add(bias), then the erf GELU chain."""
     w, b = const("w", (9, 7)), const("bias", (7,))
-    c = [numpy_helper.from_array(np.float32(v), n) for v, n in ((1.4142135381698608, "sqrt2"), (1.0, "one"),
-                                                               (0.5, "half"))]
+    c = scalars(sqrt2=1.4142135381698608, one=1.0, half=0.5)
     nodes = [helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Add", ["m", "bias"], ["h"]),
              helper.make_node("Div", ["h", "sqrt2"], ["d"]), helper.make_node("Erf", ["d"], ["e"]),
              helper.make_node("Add", ["e", "one"], ["a"]), helper.make_node("Mul", ["h", "a"], ["g"]),
              helper.make_node("Mul", ["g", "half"], ["y"])]
     return nodes, [w, b] + c, 1
-
-
-def scalars(**values):
-    return [numpy_helper.from_array(np.float32(v), n) for n, v in values.items()]
 
 
 def case_matmul_gelu_tanh_torch():
