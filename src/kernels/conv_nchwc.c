@@ -388,6 +388,39 @@ static void row_scalar(const nnf_nchwc_conv_job *j, size_t b, size_t ocb0, size_
     }
 }
 
+size_t nnf_nchwc_row_parts(const nnf_nchwc_conv_job *j, size_t ow0, size_t ow1, nnf_nchwc_part *p) {
+    const nnf_conv2d_shape *s = &j->k->s;
+    int restrict_ok = j->lanes == NNF_NCHWC_B && s->sw <= 2 && s->dw > s->sw &&
+                      2 * s->kw + 1 <= NNF_NCHWC_PARTS_MAX;
+    size_t n = 0;
+    for (size_t ow = ow0; ow < ow1;) {
+        size_t kw0, kw1, end = ow + 1;
+        nnf_nchwc_window_taps((ptrdiff_t)(ow * s->sw) - (ptrdiff_t)s->pl, s->kw, s->dw, j->w, &kw0,
+                              &kw1);
+        int kind = kw0 == 0 && kw1 == s->kw ? NNF_NCHWC_INTERIOR : NNF_NCHWC_GUARDED;
+        if (kind == NNF_NCHWC_INTERIOR) {
+            end = j->ow_hi < ow1 ? j->ow_hi : ow1;
+        } else if (restrict_ok && kw0 < kw1) {
+            for (size_t a, b; end < ow1; end++) {
+                nnf_nchwc_window_taps((ptrdiff_t)(end * s->sw) - (ptrdiff_t)s->pl, s->kw, s->dw,
+                                      j->w, &a, &b);
+                if (a != kw0 || b != kw1)
+                    break;
+            }
+            if (end - ow >= 2)
+                kind = NNF_NCHWC_RESTRICTED;
+            else
+                end = ow + 1;
+        }
+        if (kind == NNF_NCHWC_GUARDED && n && p[n - 1].kind == NNF_NCHWC_GUARDED)
+            p[n - 1].ow1 = end;
+        else
+            p[n++] = (nnf_nchwc_part){.ow0 = ow, .ow1 = end, .kw0 = kw0, .kw1 = kw1, .kind = kind};
+        ow = end;
+    }
+    return n;
+}
+
 static void span_scalar(const nnf_nchwc_conv_job *j, size_t b, size_t ocb0, size_t nob, size_t oh0,
                         size_t oh1, size_t ow0, size_t ow1) {
     for (size_t oh = oh0; oh < oh1; oh++)

@@ -278,6 +278,29 @@ static inline const char *nnf_nchwc_wfetch_take(nnf_nchwc_wfetch *f, size_t n) {
     return p;
 }
 
+/* A row's columns cut where the taps inside the input change. A dilated
+ * conv whose dilation exceeds its stride keeps the same taps over runs of
+ * columns: DeepLabV3's ASPP (3x3, dilation 12, 24, 36 at 28x28) has no
+ * interior column at all at 24 and 36, and its border columns, read as
+ * zeros tap by tap, cost 1.7-2.2x ORT's time, which skips them. Such a run
+ * (RESTRICTED: two columns or more, blocked input, stride 1 or 2) runs as
+ * interior tiles over its taps [kw0, kw1) alone; the values are the same
+ * (a sum from +0 is unchanged by adding +-0). The rest as before: the
+ * interior (every tap inside) and the single columns between (GUARDED,
+ * merged: their taps read as zeros, or column tiles). An undilated conv
+ * has no RESTRICTED run. */
+enum { NNF_NCHWC_INTERIOR, NNF_NCHWC_RESTRICTED, NNF_NCHWC_GUARDED };
+typedef struct nnf_nchwc_part {
+    size_t ow0, ow1; /* columns */
+    size_t kw0, kw1; /* the taps inside for each of them (INTERIOR: 0, kw) */
+    int kind;
+} nnf_nchwc_part;
+/* At most 2 kw + 1 runs; wider kernels keep the three parts, border,
+ * interior, border. */
+#define NNF_NCHWC_PARTS_MAX 33
+/* The parts of columns [ow0, ow1), left to right; returns their count. */
+size_t nnf_nchwc_row_parts(const nnf_nchwc_conv_job *j, size_t ow0, size_t ow1, nnf_nchwc_part *p);
+
 /* nob: 1..4 output blocks (the AVX2 register tile's height). */
 void nnf_nchwc_conv_span_avx2(const nnf_nchwc_conv_job *j, size_t b, size_t ocb0, size_t nob, size_t oh0,
                               size_t oh1, size_t ow0, size_t ow1);

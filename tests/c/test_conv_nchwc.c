@@ -815,6 +815,45 @@ int main(void) {
             }
     }
 
+    /* dilation past the stride (DeepLabV3's ASPP and dilated backbone):
+     * runs of columns with the same taps inside the row run as interior
+     * tiles over those taps alone (nnf_nchwc_row_parts), no interior at all
+     * where the dilation reaches past the map, asymmetric pads, rows of
+     * every tile width, one and several K blocks, residuals, stride 2,
+     * taps with no column inside, a 5x5 and a 1x3 */
+    {
+        static const size_t dc[][9] = {
+            /* c, oc, h, w, k, d, pad, stride, pad right/bottom */
+            {16, 16, 9, 9, 3, 4, 4, 1, 4},    {24, 40, 13, 13, 3, 6, 6, 1, 6},
+            {16, 32, 9, 9, 3, 12, 12, 1, 12}, {8, 16, 11, 29, 3, 24, 24, 1, 24},
+            {72, 24, 7, 30, 3, 9, 9, 1, 9},   {300, 16, 6, 17, 3, 5, 5, 1, 5},
+            {16, 24, 12, 25, 3, 5, 3, 2, 7},  {17, 9, 10, 14, 5, 3, 6, 1, 2},
+            {16, 16, 8, 20, 3, 2, 2, 1, 2},   {32, 64, 6, 31, 3, 36, 36, 1, 36},
+            {16, 8, 5, 26, 3, 7, 0, 1, 14}};
+        for (size_t i = 0; i < sizeof dc / sizeof dc[0]; i++)
+            for (int v = 0; v < 2; v++) {
+                tcase tc = {.n = 1 + (size_t)(v == 1 && i % 3 == 0),
+                            .c = dc[i][0],
+                            .oc = dc[i][1],
+                            .h = dc[i][2],
+                            .w = dc[i][3],
+                            .in_blocked = 1};
+                tc.kh = v == 1 && i % 4 == 1 ? 1 : dc[i][4];
+                tc.kw = dc[i][4];
+                tc.dh = tc.dw = dc[i][5];
+                tc.pt = tc.pl = dc[i][6];
+                tc.pb = tc.pr = dc[i][8];
+                if (tc.kh == 1)
+                    tc.pt = tc.pb = 0;
+                tc.sh = tc.sw = dc[i][7];
+                tc.act = act_of((int)((i + (size_t)v) % 11));
+                tc.bias = v == 0 || i % 2;
+                tc.res = (i + (size_t)v) % 3 == 0;
+                tc.res_after = i % 5 == 4;
+                run_case(&tc, pool2);
+            }
+    }
+
     /* a seeded sweep over the brief's grid, every activation in turn */
     static const size_t chans[] = {1, 3, 7, 8, 9, 16, 17, 31, 64};
     static const size_t widths[] = {1, 2, 5, 13, 61};

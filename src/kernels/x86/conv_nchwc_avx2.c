@@ -36,6 +36,7 @@ typedef struct tile_arg {
     size_t blk0;           /* the tile's first output block */
     ptrdiff_t ih, iw;      /* input row and column of tap (0, 0) for the first pixel */
     size_t kh0, kh1;       /* the row's taps inside the input */
+    size_t kw0, kw1;       /* the taps of a row's part (nnf_nchwc_row_parts; G: 0, kw) */
     size_t u0, u1;         /* the K block's input units */
     int first, last;       /* start from zero / apply the epilogue (else: partial sums in y) */
     size_t ntile;          /* tiles of P pixels side by side from (iw, y, res) */
@@ -46,21 +47,21 @@ typedef struct tile_arg {
 } tile_arg;
 
 /* The table of a tile row's taps, rebuilt when the K block, the row's
- * clipping or the tile height changes (not per row: 2 K-block units of a
- * 3x3 are 18 taps beside ~8000 cycles of FMAs per row). */
+ * clipping, the part's columns or the tile height changes (not per row: 2
+ * K-block units of a 3x3 are 18 taps beside ~8000 cycles of FMAs per row). */
 #define TAB_MAX 512
 typedef struct tap_table {
     nnf_tap e[TAB_MAX];
-    size_t n, u0, u1, kh0, kh1, nob;
+    size_t n, u0, u1, kh0, kh1, kw0, kw1, nob;
 } tap_table;
 
 /* An entry per tap of NCHWc8 input (its 8 lanes the assembly's steps); of
  * NCHW input, an entry per row of kw taps (side by side in the input when
  * dw == 1, as lanes are). n = 0 where no assembly tile would read it. */
 static void tap_table_update(const nnf_nchwc_conv_job *j, tap_table *t, size_t u0, size_t u1,
-                             size_t kh0, size_t kh1, size_t nob) {
+                             size_t kh0, size_t kh1, size_t kw0, size_t kw1, size_t nob) {
     if (t->n != SIZE_MAX && t->u0 == u0 && t->u1 == u1 && t->kh0 == kh0 && t->kh1 == kh1 &&
-        t->nob == nob)
+        t->kw0 == kw0 && t->kw1 == kw1 && t->nob == nob)
         return;
     const nnf_conv2d_shape *s = &j->k->s;
     /* fields one by one: a struct assignment would clear the 8 KiB table */
@@ -69,20 +70,22 @@ static void tap_table_update(const nnf_nchwc_conv_job *j, tap_table *t, size_t u
     t->u1 = u1;
     t->kh0 = kh0;
     t->kh1 = kh1;
+    t->kw0 = kw0;
+    t->kw1 = kw1;
     t->nob = nob;
     const size_t L = j->lanes, per = L == 1 ? s->kw : 1;
-    if ((u1 - u0) * (kh1 - kh0) * (s->kw / per) > TAB_MAX ||
+    if ((u1 - u0) * (kh1 - kh0) * ((kw1 - kw0) / per) > TAB_MAX ||
         (L == 1 && (!nnf_taps_row_width(s->kw) || (s->kw > 1 && s->dw != 1))))
         return;
     const size_t wtap = L * nob * NNF_NCHWC_B, wunit = s->kh * s->kw * wtap;
     for (size_t u = u0; u < u1; u++)
         for (size_t kh = kh0; kh < kh1; kh++)
-            for (size_t kw = 0; kw < s->kw; kw += per)
+            for (size_t kw = kw0; kw < kw1; kw += per)
                 t->e[t->n++] = (nnf_tap){
                     .x = (ptrdiff_t)(((u - u0) * j->x_unit + (kh - kh0) * s->dh * j->x_row +
-                                      kw * s->dw * L) *
+                                      (kw - kw0) * s->dw * L) *
                                      sizeof(float)),
-                    .w = (ptrdiff_t)(((u - u0) * wunit + ((kh - kh0) * s->kw + kw) * wtap) *
+                    .w = (ptrdiff_t)(((u - u0) * wunit + ((kh - kh0) * s->kw + kw - kw0) * wtap) *
                                      sizeof(float))};
 }
 
@@ -134,8 +137,9 @@ tile(const nnf_nchwc_conv_job *j, const tile_arg *a, const ep_ctx *ec, const int
             .rstep = res ? (ptrdiff_t)(P * 8 * sizeof(float)) : 0,
         };
         const float *x = a->x + a->u0 * j->x_unit +
-                         (a->ih + (ptrdiff_t)(kh0 * s->dh)) * (ptrdiff_t)j->x_row + a->iw * L;
-        const float *w = a->w + a->u0 * wunit + kh0 * s->kw * wtap;
+                         (a->ih + (ptrdiff_t)(kh0 * s->dh)) * (ptrdiff_t)j->x_row +
+                         (a->iw + (ptrdiff_t)(a->kw0 * s->dw)) * L;
+        const float *w = a->w + a->u0 * wunit + (kh0 * s->kw + a->kw0) * wtap;
         /* a line of the next K block per tap while the block has lines
          * left, then none (any readable line, step 0) */
         for (size_t t = 0; t < a->ntile;) {
@@ -223,16 +227,17 @@ tile(const nnf_nchwc_conv_job *j, const tile_arg *a, const ep_ctx *ec, const int
                     G == 2 ? xu : xu + (a->ih + (ptrdiff_t)(kh * s->dh)) * (ptrdiff_t)j->x_row;
                 /* guarded tiles address through px[]: no pointer is formed
                  * left of the row or past it */
-                const float *xp = G ? xr : xr + iw0 * L;
-                const float *wp = wu + kh * s->kw * wtap;
-                ptrdiff_t iw = iw0;
+                const size_t kw0 = K1 || G ? 0 : a->kw0, kw1 = K1 ? 1 : G ? s->kw : a->kw1;
+                ptrdiff_t iw = iw0 + (ptrdiff_t)(kw0 * s->dw);
+                const float *xp = G ? xr : xr + iw * L;
+                const float *wp = wu + (kh * s->kw + kw0) * wtap;
                 const float *rowp[8];
                 if (G == 2) {
 #pragma GCC unroll 8
                     for (int p = 0; p < P; p++)
                         rowp[p] = xu + (ihp[p] + (ptrdiff_t)(kh * s->dh)) * (ptrdiff_t)j->x_row;
                 }
-                for (size_t kw = 0; kw < (K1 ? 1 : s->kw);
+                for (size_t kw = kw0; kw < kw1;
                      kw++, xp += G ? 0 : xkw, wp += wtap, iw += (ptrdiff_t)s->dw) {
                     const float *px[8];
                     if (G == 2) {
@@ -428,23 +433,26 @@ static __attribute__((noinline)) void post(const nnf_epilogue *e, float *y, cons
 
 /* Columns [ow0, ow1) of a row in tiles of balanced widths (7 = 3 + 2 + 2,
  * not 3 + 3 + 1: the narrow ones have too few accumulators to hide the FMA
- * latency); equal interior tiles side by side in one call. */
+ * latency); equal interior tiles side by side in one call. A part of the
+ * row whose taps [a->kw0, a->kw1) are inside for every column (restricted)
+ * runs as interior tiles over those taps. */
 static void row_tiles(const nnf_nchwc_conv_job *j, tile_arg *a, const ep_ctx *ec, size_t nob,
-                      float *yb, const float *rb, size_t y0, int k1, int tl, size_t ow0,
-                      size_t ow1) {
+                      float *yb, const float *rb, size_t y0, int k1, int tl, size_t ow0, size_t ow1,
+                      int restricted) {
     const nnf_conv2d_shape *s = &j->k->s;
     if (ow1 <= ow0)
         return;
     int l8 = j->lanes == 8;
     size_t pmax = tile_px[nob - 1];
     size_t n = ow1 - ow0, ntiles = (n + pmax - 1) / pmax, base = n / ntiles, wide = n % ntiles;
+    size_t end = restricted ? ow1 : j->ow_hi;
     for (size_t t = 0, ow = ow0; t < ntiles;) {
         size_t np = base + (t < wide);
-        int guard = ow < j->ow_lo || ow + np > j->ow_hi;
+        int guard = !restricted && (ow < j->ow_lo || ow + np > j->ow_hi);
         size_t run = 1;
         if (!guard) {
             size_t last = t < wide ? wide : ntiles;
-            while (t + run < last && ow + (run + 1) * np <= j->ow_hi)
+            while (t + run < last && ow + (run + 1) * np <= end)
                 run++;
         }
         a->iw = (ptrdiff_t)(ow * s->sw) - (ptrdiff_t)s->pl;
@@ -471,19 +479,27 @@ static void row(const nnf_nchwc_conv_job *j, tile_arg *a, const ep_ctx *ec, size
      * of the instructions of a 24-deep pointwise tile) */
     int k1 = s->kh == 1 && s->kw == 1 && a->kh0 == 0 && a->kh1 == 1;
     int tl = a->toff && a->kh0 == 0 && a->kh1 == s->kh;
-    tap_table_update(j, a->tt, a->u0, a->u1, a->kh0, a->kh1, nob);
+    a->kw0 = 0;
+    a->kw1 = s->kw;
+    tap_table_update(j, a->tt, a->u0, a->u1, a->kh0, a->kh1, 0, s->kw, nob);
     /* With the interior in assembly, the border columns are tiles of their
      * own (1 pixel for a 3x3 with padding 1): a 28-wide row of a 3x3
      * stride-2 conv ran a 3-pixel C border tile, 3-pixel and two 2-pixel
-     * tiles; now 1 + 9 x 3. */
+     * tiles; now 1 + 9 x 3. Runs of columns with the same taps inside
+     * (a dilation past the stride: nnf_nchwc_row_parts) run over those
+     * taps as interior tiles. */
     if (a->tt->n && (s->sw == 1 || s->sw == 2)) {
-        size_t lo = j->ow_lo > ow0 ? (j->ow_lo < ow1 ? j->ow_lo : ow1) : ow0;
-        size_t hi = j->ow_hi > lo ? (j->ow_hi < ow1 ? j->ow_hi : ow1) : lo;
-        row_tiles(j, a, ec, nob, yb, rb, y0, k1, tl, ow0, lo);
-        row_tiles(j, a, ec, nob, yb, rb, y0, k1, tl, lo, hi);
-        row_tiles(j, a, ec, nob, yb, rb, y0, k1, tl, hi, ow1);
+        nnf_nchwc_part parts[NNF_NCHWC_PARTS_MAX];
+        size_t np = nnf_nchwc_row_parts(j, ow0, ow1, parts);
+        for (size_t i = 0; i < np; i++) {
+            int r = parts[i].kind == NNF_NCHWC_RESTRICTED;
+            a->kw0 = r ? parts[i].kw0 : 0;
+            a->kw1 = r ? parts[i].kw1 : s->kw;
+            tap_table_update(j, a->tt, a->u0, a->u1, a->kh0, a->kh1, a->kw0, a->kw1, nob);
+            row_tiles(j, a, ec, nob, yb, rb, y0, k1, tl, parts[i].ow0, parts[i].ow1, r);
+        }
     } else {
-        row_tiles(j, a, ec, nob, yb, rb, y0, k1, tl, ow0, ow1);
+        row_tiles(j, a, ec, nob, yb, rb, y0, k1, tl, ow0, ow1, 0);
     }
     if (!ec->post || !a->last)
         return;

@@ -557,18 +557,19 @@ static const size_t tile_px[ZMAX] = {12, 12, 8, 6};
 
 #define TAB_MAX 512
 
-/* The taps of rows clipped to [kh0, kh1), units [0, nu) of the K block: tab
- * [2 t] input offsets, [2 t + 1] weight offsets, in the summation order. */
+/* The taps of rows clipped to [kh0, kh1) and columns to [kw0, kw1), units
+ * [0, nu) of the K block: tab [2 t] input offsets (from tap (0, kw0)), [2 t
+ * + 1] weight offsets, in the summation order. */
 static size_t tap_table(const nnf_nchwc_conv_job *j, size_t nob, size_t nu, size_t kh0, size_t kh1,
-                        ptrdiff_t *tab) {
+                        size_t kw0, size_t kw1, ptrdiff_t *tab) {
     const nnf_conv2d_shape *s = &j->k->s;
     const size_t wtap = j->lanes * nob * NNF_NCHWC_B, wunit = s->kh * s->kw * wtap;
     size_t n = 0;
     for (size_t u = 0; u < nu; u++)
         for (size_t kh = kh0; kh < kh1; kh++)
-            for (size_t kw = 0; kw < s->kw; kw++, n++) {
-                tab[2 * n] =
-                    (ptrdiff_t)(u * j->x_unit + kh * s->dh * j->x_row + kw * s->dw * j->lanes);
+            for (size_t kw = kw0; kw < kw1; kw++, n++) {
+                tab[2 * n] = (ptrdiff_t)(u * j->x_unit + kh * s->dh * j->x_row +
+                                         (kw - kw0) * s->dw * j->lanes);
                 tab[2 * n + 1] = (ptrdiff_t)(u * wunit + (kh * s->kw + kw) * wtap);
             }
     return n;
@@ -607,14 +608,23 @@ void nnf_nchwc_conv_span_avx512(const nnf_nchwc_conv_job *j, size_t b, size_t oc
     const float *rb = j->ep->residual ? j->ep->residual + (yb - j->y) : NULL;
     tile_arg a = {.nob = nob, .blk0 = ocb0};
     ptrdiff_t tab[2 * TAB_MAX]; /* not zeroed: 8 KiB per span call */
-    size_t tab_u = SIZE_MAX, tab_kh0 = 0, tab_kh1 = 0;
-    /* the interior columns [lo, hi) of every row; the rows whose kernel
-     * rows are all inside, [col_r0, col_r1), run their border columns as
-     * column tiles (none when a row has no interior or no border) */
-    size_t lo = j->ow_lo < ow0 ? ow0 : j->ow_lo > ow1 ? ow1 : j->ow_lo;
-    size_t hi = j->ow_hi < lo ? lo : j->ow_hi > ow1 ? ow1 : j->ow_hi;
+    size_t tab_u = SIZE_MAX, tab_kh0 = 0, tab_kh1 = 0, tab_kw0 = 0, tab_kw1 = 0;
+    /* the row's parts (nnf_nchwc_row_parts); the rows whose kernel rows are
+     * all inside, [col_r0, col_r1), run the columns of their border parts
+     * as column tiles (none when a row has no interior or no border), but
+     * runs of a tile's width and more, which run as row tiles over their
+     * taps */
+    nnf_nchwc_part parts[NNF_NCHWC_PARTS_MAX];
+    const size_t nparts = nnf_nchwc_row_parts(j, ow0, ow1, parts);
+    int col[NNF_NCHWC_PARTS_MAX], interior = 0, border = 0;
+    for (size_t i = 0; i < nparts; i++) {
+        interior |= parts[i].kind == NNF_NCHWC_INTERIOR;
+        col[i] = parts[i].kind == NNF_NCHWC_GUARDED ||
+                 (parts[i].kind == NNF_NCHWC_RESTRICTED && parts[i].ow1 - parts[i].ow0 < pmax);
+        border |= col[i];
+    }
     size_t col_r0 = j->oh_lo > oh0 ? j->oh_lo : oh0, col_r1 = j->oh_hi < oh1 ? j->oh_hi : oh1;
-    if (lo == hi || (lo == ow0 && hi == ow1) || col_r0 > col_r1)
+    if (!interior || !border || col_r0 > col_r1)
         col_r0 = col_r1 = 0;
     /* K blocks outermost: one block's weights serve every row of the band */
     for (size_t u0 = 0; u0 < j->icu; u0 += j->kc) {
@@ -631,64 +641,73 @@ void nnf_nchwc_conv_span_avx512(const nnf_nchwc_conv_job *j, size_t b, size_t oc
             nnf_nchwc_fetch_next_rows(j, a.x, 0, a.nu, oh, oh1);
             nnf_nchwc_taps(oh, s->sh, s->pt, s->dh, s->kh, j->h, &a.kh0, &a.kh1);
             a.ih = (ptrdiff_t)(oh * s->sh) - (ptrdiff_t)s->pt;
-            /* rebuilt when the K block or the row's clipping changes */
-            a.tab = NULL;
-            if (a.nu * (a.kh1 - a.kh0) * s->kw <= TAB_MAX) {
-                if (tab_u != u0 || tab_kh0 != a.kh0 || tab_kh1 != a.kh1) {
-                    a.ntab = row_table(j, nob, a.nu, a.kh0, a.kh1, tab);
-                    a.rows = a.ntab > 0;
-                    if (!a.rows)
-                        a.ntab = tap_table(j, nob, a.nu, a.kh0, a.kh1, tab);
-                    tab_u = u0;
-                    tab_kh0 = a.kh0;
-                    tab_kh1 = a.kh1;
-                }
-                a.tab = tab;
-            }
             /* the border columns as tiles of their own, the interior in
              * balanced tiles (7 pixels are 4 + 3, not 6 + 1): a border tile
              * runs every tap through the C loop with a pointer per pixel,
              * and a 40-wide stride-2 row cut 6 + 6 + ... had its first 6
              * pixels there for the one that needs it (tileg_* were 4.5 %
              * of a YOLOv5s run). Rows without an interior stay one run. */
-            size_t cut[4] = {ow0, lo, hi, ow1};
-            if (lo == hi)
-                cut[1] = cut[2] = ow1;
-            for (int part = 0; part < 3; part++) {
-                size_t n = cut[part + 1] - cut[part];
+            for (size_t pi = 0; pi < nparts; pi++) {
+                const nnf_nchwc_part *pt = &parts[pi];
+                size_t n = pt->ow1 - pt->ow0;
                 /* the interior rows' border columns: column tiles below */
-                if (!n || (part != 1 && oh >= col_r0 && oh < col_r1))
+                if (col[pi] && oh >= col_r0 && oh < col_r1)
                     continue;
+                int kind = pt->kind == NNF_NCHWC_GUARDED ? 3 : s->sw <= 2 ? (int)s->sw : 0;
+                size_t kw0 = kind == 3 ? 0 : pt->kw0, kw1 = kind == 3 ? s->kw : pt->kw1;
+                /* the table of the row's taps, rebuilt when the K block, the
+                 * row's clipping or the part's columns change */
+                a.tab = NULL;
+                if (kind != 3 && a.nu * (a.kh1 - a.kh0) * (kw1 - kw0) <= TAB_MAX) {
+                    if (tab_u != u0 || tab_kh0 != a.kh0 || tab_kh1 != a.kh1 || tab_kw0 != kw0 ||
+                        tab_kw1 != kw1) {
+                        a.ntab = kw0 == 0 && kw1 == s->kw
+                                     ? row_table(j, nob, a.nu, a.kh0, a.kh1, tab)
+                                     : 0;
+                        a.rows = a.ntab > 0;
+                        if (!a.rows)
+                            a.ntab = tap_table(j, nob, a.nu, a.kh0, a.kh1, kw0, kw1, tab);
+                        tab_u = u0;
+                        tab_kh0 = a.kh0;
+                        tab_kh1 = a.kh1;
+                        tab_kw0 = kw0;
+                        tab_kw1 = kw1;
+                    }
+                    a.tab = tab;
+                }
+                /* a run's taps only through the table */
+                if (pt->kind == NNF_NCHWC_RESTRICTED && !a.tab) {
+                    kind = 3;
+                    kw0 = 0;
+                }
                 size_t ntiles = (n + pmax - 1) / pmax, base = n / ntiles, wide = n % ntiles;
-                for (size_t t = 0, ow = cut[part]; t < ntiles; t++) {
+                for (size_t t = 0, ow = pt->ow0; t < ntiles; t++) {
                     size_t np = base + (t < wide);
-                    int guard = ow < j->ow_lo || ow + np > j->ow_hi;
-                    a.iw = (ptrdiff_t)(ow * s->sw) - (ptrdiff_t)s->pl;
+                    a.iw = (ptrdiff_t)(ow * s->sw) - (ptrdiff_t)s->pl + (ptrdiff_t)(kw0 * s->dw);
                     size_t off = (oh * j->ow + ow - j->y_px0) * NNF_NCHWC_B;
                     a.y = yb + off;
                     a.res = rb ? rb + off : NULL;
-                    int kind = guard ? 3 : s->sw <= 2 ? (int)s->sw : 0;
                     tiles[j->lanes == 1][kind][Z - 1][np - 1](j, &a);
                     ow += np;
                 }
             }
         }
-        /* the border columns [ow0, lo) and [hi, ow1) of rows [col_r0,
-         * col_r1), pmax rows a tile */
-        for (size_t c = 0; col_r0 < col_r1 && c < (lo - ow0) + (ow1 - hi); c++) {
-            size_t ow = c < lo - ow0 ? ow0 + c : hi + (c - (lo - ow0));
-            size_t n = col_r1 - col_r0, ntiles = (n + pmax - 1) / pmax, base = n / ntiles,
-                   wide = n % ntiles;
-            a.iw = (ptrdiff_t)(ow * s->sw) - (ptrdiff_t)s->pl;
-            for (size_t t = 0, oh = col_r0; t < ntiles; t++) {
-                size_t np = base + (t < wide);
-                a.ih = (ptrdiff_t)(oh * s->sh) - (ptrdiff_t)s->pt;
-                size_t off = (oh * j->ow + ow - j->y_px0) * NNF_NCHWC_B;
-                a.y = yb + off;
-                a.res = rb ? rb + off : NULL;
-                tiles[j->lanes == 1][4][Z - 1][np - 1](j, &a);
-                oh += np;
+        /* the border parts' columns of rows [col_r0, col_r1), pmax rows a
+         * tile */
+        for (size_t pi = 0; col_r0 < col_r1 && pi < nparts; pi++)
+            for (size_t ow = parts[pi].ow0; col[pi] && ow < parts[pi].ow1; ow++) {
+                size_t n = col_r1 - col_r0, ntiles = (n + pmax - 1) / pmax, base = n / ntiles,
+                       wide = n % ntiles;
+                a.iw = (ptrdiff_t)(ow * s->sw) - (ptrdiff_t)s->pl;
+                for (size_t t = 0, oh = col_r0; t < ntiles; t++) {
+                    size_t np = base + (t < wide);
+                    a.ih = (ptrdiff_t)(oh * s->sh) - (ptrdiff_t)s->pt;
+                    size_t off = (oh * j->ow + ow - j->y_px0) * NNF_NCHWC_B;
+                    a.y = yb + off;
+                    a.res = rb ? rb + off : NULL;
+                    tiles[j->lanes == 1][4][Z - 1][np - 1](j, &a);
+                    oh += np;
+                }
             }
-        }
     }
 }
