@@ -109,14 +109,14 @@ class Builder:
         return (self.rng.standard_normal(shape) * std).astype(np.float32)
 
     # ---- layers --------------------------------------------------------
-    def conv(self, x, cin, cout, k, s=1, p=None, g=1, bias=False, scope=""):
-        p = k // 2 if p is None else p
+    def conv(self, x, cin, cout, k, s=1, p=None, g=1, bias=False, scope="", d=1):
+        p = k // 2 * d if p is None else p
         fan_in = cin // g * k * k
         w = self.init(f"{scope}.weight", self.he_normal((cout, cin // g, k, k), fan_in))
         ins = [x, w]
         if bias:
             ins.append(self.init(f"{scope}.bias", self.torch_uniform((cout,), fan_in)))
-        return self.node("Conv", ins, scope, dilations=[1, 1], group=g,
+        return self.node("Conv", ins, scope, dilations=[d, d], group=g,
                          kernel_shape=[k, k], pads=[p, p, p, p], strides=[s, s])
 
     def conv_transpose(self, x, cin, cout, k, s, scope=""):
@@ -174,20 +174,36 @@ def build_resnet(b: Builder, size, widths, blocks, classes, groups=1, mid_mult=1
     """ResNet's bottleneck blocks; ResNeXt's with groups > 1: the 3x3 conv grouped, the
     blocks' middle width mid_mult x theirs (torchvision's resnext50_32x4d: 32 groups, 2x)."""
     x = b.add_input("input", TensorProto.FLOAT, [b.batch, 3, size, size])
-    y = b.conv(x, 3, widths[0], 7, 2, 3, scope="/conv1")
-    y = b.bn(y, widths[0], "/bn1")
-    y = b.node("Relu", [y], "/relu")
-    y = b.node("MaxPool", [y], "/maxpool", ceil_mode=0, kernel_shape=[3, 3],
+    y, cin = resnet_body(b, x, widths, blocks, groups, mid_mult)
+    y = b.node("GlobalAveragePool", [y], "/avgpool")
+    y = b.node("Flatten", [y], "", axis=1)
+    y = b.linear_gemm(y, cin, classes, "/fc")
+    b.add_output(y, "output", TensorProto.FLOAT, [b.batch, classes])
+
+
+def resnet_body(b: Builder, x, widths, blocks, groups=1, mid_mult=1, dilate=(False,) * 4,
+                scope=""):
+    """The stem and the four layers; a layer with dilate set keeps its input's size and dilates
+    its 3x3 convs instead (torchvision's replace_stride_with_dilation: the layer's first block at
+    the dilation before it, the rest at twice that). Returns the features and their width."""
+    y = b.conv(x, 3, widths[0], 7, 2, 3, scope=f"{scope}/conv1")
+    y = b.bn(y, widths[0], f"{scope}/bn1")
+    y = b.node("Relu", [y], f"{scope}/relu")
+    y = b.node("MaxPool", [y], f"{scope}/maxpool", ceil_mode=0, kernel_shape=[3, 3],
                pads=[1, 1, 1, 1], strides=[2, 2])
-    cin = widths[0]
+    cin, dil = widths[0], 1
     for li, (w, n) in enumerate(zip(widths, blocks)):
+        first_dil = dil
+        if dilate[li]:
+            dil *= 2
         for bi in range(n):
-            s = 2 if (bi == 0 and li > 0) else 1
-            sc = f"/layer{li + 1}/{bi}"
+            s = 2 if (bi == 0 and li > 0 and not dilate[li]) else 1
+            d = first_dil if bi == 0 else dil
+            sc = f"{scope}/layer{li + 1}/{bi}"
             cout, mid = w * 4, w * mid_mult
             t = b.conv(y, cin, mid, 1, scope=f"{sc}/conv1")
             t = b.node("Relu", [b.bn(t, mid, f"{sc}/bn1")], sc)
-            t = b.conv(t, mid, mid, 3, s, g=groups, scope=f"{sc}/conv2")
+            t = b.conv(t, mid, mid, 3, s, g=groups, scope=f"{sc}/conv2", d=d)
             t = b.node("Relu", [b.bn(t, mid, f"{sc}/bn2")], sc)
             t = b.conv(t, mid, cout, 1, scope=f"{sc}/conv3")
             t = b.bn(t, cout, f"{sc}/bn3", gamma=(0.2, 0.8))
@@ -198,10 +214,43 @@ def build_resnet(b: Builder, size, widths, blocks, classes, groups=1, mid_mult=1
                 idn = y
             y = b.node("Relu", [b.node("Add", [t, idn], sc)], sc)
             cin = cout
-    y = b.node("GlobalAveragePool", [y], "/avgpool")
-    y = b.node("Flatten", [y], "", axis=1)
-    y = b.linear_gemm(y, cin, classes, "/fc")
-    b.add_output(y, "output", TensorProto.FLOAT, [b.batch, classes])
+    return y, cin
+
+
+# --------------------------------------------------------------------------
+# DeepLabV3 (torchvision's deeplabv3_resnet50: a dilated ResNet-50, output stride 8, and ASPP)
+# --------------------------------------------------------------------------
+def build_deeplabv3(b: Builder, size, widths, blocks, rates, aspp, classes):
+    x = b.add_input("input", TensorProto.FLOAT, [b.batch, 3, size, size])
+    y, cin = resnet_body(b, x, widths, blocks, dilate=(False, False, True, True),
+                         scope="/backbone")
+    def cbr(t, ci, k, d, sc):
+        t = b.conv(t, ci, aspp, k, scope=f"{sc}/0", d=d)
+        return b.node("Relu", [b.bn(t, aspp, f"{sc}/1")], sc)
+
+    def resize(t, n, hw, sc):
+        # F.interpolate(size=..., mode="bilinear", align_corners=False) at opset 17
+        if isinstance(b.batch, int):
+            sizes = b.const([b.batch, n, hw, hw], np.int64, "sizes")
+        else:
+            sh = b.node("Shape", [t], sc, start=0, end=2)
+            sizes = b.node("Concat", [sh, b.const([hw, hw], np.int64, "hw")], sc, axis=0)
+        return b.node("Resize", [t, "", "", sizes], sc, cubic_coeff_a=-0.75, mode="linear",
+                      coordinate_transformation_mode="pytorch_half_pixel", nearest_mode="floor")
+
+    sc = "/classifier/0/convs"
+    branches = [cbr(y, cin, 1, 1, f"{sc}/0")]
+    for i, r in enumerate(rates):
+        branches.append(cbr(y, cin, 3, r, f"{sc}/{i + 1}"))
+    pool = b.node("GlobalAveragePool", [y], f"{sc}/4/0")
+    pool = cbr(pool, cin, 1, 1, f"{sc}/4/1")
+    branches.append(resize(pool, aspp, size // 8, f"{sc}/4"))
+    y = b.node("Concat", branches, "/classifier/0", axis=1)
+    y = cbr(y, aspp * len(branches), 1, 1, "/classifier/0/project")
+    y = cbr(y, aspp, 3, 1, "/classifier/1")
+    y = b.conv(y, aspp, classes, 1, bias=True, scope="/classifier/4")
+    y = resize(y, classes, size, "")
+    b.add_output(y, "out", TensorProto.FLOAT, [b.batch, classes, size, size])
 
 
 # --------------------------------------------------------------------------
@@ -839,6 +888,8 @@ SPECS = [
     Spec("vit-b16", 21, lambda b, a: build_vit(b, 224, 16, 768, 12, 12, 3072, 1000), "image",
          False),
     Spec("gpt2", 22, lambda b, a: build_gpt2(b, 128, 768, 12, 12, 50257, 1024), "bert", False),
+    Spec("deeplabv3", 23, lambda b, a: build_deeplabv3(b, 224, [64, 128, 256, 512], [3, 4, 6, 3],
+                                                        (12, 24, 36), 256, 21), "image", False),
     Spec("resnet_tiny", 150, lambda b, a: build_resnet(b, 64, [8, 16, 32, 64], [2, 2, 1, 1], 10),
          "image", True),
     Spec("mobilenetv2_tiny", 102, lambda b, a: build_mobilenetv2(b, 64, MOBILENET_TINY, 8, 64,
@@ -856,6 +907,8 @@ SPECS = [
                                                         groups=4, mid_mult=2), "image", True),
     Spec("vit_tiny", 121, lambda b, a: build_vit(b, 32, 8, 32, 2, 4, 64, 10), "image", True),
     Spec("gpt2_tiny", 122, lambda b, a: build_gpt2(b, 16, 32, 2, 4, 512, 64), "bert", True),
+    Spec("deeplabv3_tiny", 123, lambda b, a: build_deeplabv3(b, 64, [8, 16, 32, 64], [1, 1, 2, 2],
+                                                             (2, 4, 12), 16, 3), "image", True),
     Spec("mobilenetv3_tiny", 118, lambda b, a: build_mobilenetv3(b, 64, 8, MOBILENETV3_TINY, 48, 64,
                                                                  10), "image", True),
 ]

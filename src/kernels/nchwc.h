@@ -434,8 +434,23 @@ typedef struct nnf_nchwc_wino {
     size_t nmat;    /* weight matrices: 36, or 16 for F(2x2,3x3) */
     size_t tile;    /* output tile edge: 4, or 2 for F(2x2,3x3) */
     nnf_gemm_packed *u[36];
-    char name[56];
+    size_t dil;                   /* > 1: the dilated form (below); its u are phase's */
+    struct nnf_nchwc_wino *phase; /* ... the undilated kernel that runs the phases */
+    char name[64];
 } nnf_nchwc_wino;
+
+/* The dilated form (3x3, dilation d > 1 on both axes, stride 1, "same"
+ * padding d, maps of whole multiples of d): the output pixels of one phase
+ * (rows = r, columns = c modulo d) read only the input pixels of the same
+ * phase, as an undilated 3x3 with padding 1 over that phase's map (h / d x
+ * w / d). So the input splits into its d x d phases as d x d images of a
+ * batch, the undilated Winograd runs them, and their outputs interleave
+ * back (a residual splits like the input). DeepLabV3's dilated ResNet-50
+ * (dilation 2 and 4 at 28x28) ran its 3x3s on the direct kernel: now
+ * 2.25x fewer multiplies (F(4x4,3x3) on 14x14 phases, F(2x2,3x3) on 7x7).
+ * Returns d and the phases' shape (batch n d^2), or 0 where the form does
+ * not apply. */
+size_t nnf_nchwc_wino_phases(const nnf_conv2d_shape *s, nnf_conv2d_shape *ps);
 
 /* The stride-2 form (3x3, stride 2, AVX-512 tier): the input splits into
  * its four phases (even/odd rows x even/odd columns), on which the conv is

@@ -27,7 +27,30 @@ static bool s2_form(const nnf_conv2d_shape *s, nnf_isa isa) {
     return isa >= NNF_ISA_AVX2 && s->sh == 2 && s->sw == 2;
 }
 
+size_t nnf_nchwc_wino_phases(const nnf_conv2d_shape *s, nnf_conv2d_shape *ps) {
+    size_t d = s->dh;
+    if (d < 2 || s->dw != d || s->kh != 3 || s->kw != 3 || s->sh != 1 || s->sw != 1 ||
+        s->group != 1 || s->pt != d || s->pl != d || s->oh != s->h || s->ow != s->w || s->h % d ||
+        s->w % d || s->n > SIZE_MAX / (d * d))
+        return 0;
+    *ps = *s;
+    ps->n = s->n * d * d;
+    ps->h = ps->oh = s->h / d;
+    ps->w = ps->ow = s->w / d;
+    ps->dh = ps->dw = 1;
+    ps->pt = ps->pl = 1;
+    return d;
+}
+
+/* The shape the kernels run: a dilated conv's phases (nnf_nchwc_wino_phases)
+ * or the conv itself. */
+static const nnf_conv2d_shape *run_shape(const nnf_conv2d_shape *s, nnf_conv2d_shape *ps) {
+    return s && nnf_nchwc_wino_phases(s, ps) ? ps : s;
+}
+
 bool nnf_nchwc_wino_supported(const nnf_conv2d_shape *s, nnf_isa isa) {
+    nnf_conv2d_shape ps;
+    s = run_shape(s, &ps);
     return s && isa >= NNF_ISA_AVX2 && s->group == 1 && s->kh == 3 && s->kw == 3 &&
            ((s->sh == 1 && s->sw == 1) || s2_form(s, isa)) && s->dh == 1 && s->dw == 1 &&
            s->c > 0 && s->oc > 0 && s->oh > 0 && s->ow > 0;
@@ -116,6 +139,8 @@ const double nnf_wino_f2_at[2][4] = {{1, 1, 1, 0}, {0, 1, -1, -1}};
  * processes each); on an AVX-512 Xeon 0.9935 (thirty-ninth round). The
  * price is 15 MiB more of resident weights. */
 bool nnf_nchwc_wino_f2(const nnf_conv2d_shape *s, nnf_isa isa) {
+    nnf_conv2d_shape ps;
+    s = run_shape(s, &ps);
     size_t t4 = ((s->oh + 3) / 4) * ((s->ow + 3) / 4), t2 = ((s->oh + 1) / 2) * ((s->ow + 1) / 2);
     size_t max_t4 =
         half_fmas(isa) && !nnf_nchwc_wino_f4_heavy(s) ? WINO_MIN_TILES - 1 : WINO_MIN_TILES;
@@ -141,6 +166,8 @@ bool nnf_nchwc_wino_f4_heavy(const nnf_conv2d_shape *s) {
 }
 
 bool nnf_nchwc_wino_wins(const nnf_conv2d_shape *s, nnf_isa isa) {
+    nnf_conv2d_shape ps;
+    s = run_shape(s, &ps);
     size_t tiles = ((s->oh + 3) / 4) * ((s->ow + 3) / 4);
     if (nnf_nchwc_wino_f2(s, isa))
         return true;
@@ -157,6 +184,7 @@ void nnf_nchwc_wino_destroy(nnf_nchwc_wino *k) {
         return;
     for (size_t xi = 0; xi < k->nmat; xi++)
         nnf_gemm_packed_destroy(k->u[xi]);
+    nnf_nchwc_wino_destroy(k->phase);
     nnf_free(k);
 }
 
@@ -175,9 +203,29 @@ nnf_status nnf_nchwc_wino_create_as(const nnf_conv2d_shape *s, nnf_isa isa, int 
         return nnf_error(NNF_ERR_UNSUPPORTED,
                          "nchwc winograd: not a 3x3 dense conv of stride 1 or 2 on a SIMD tier "
                          "(F(2x2,3x3): of stride 1)");
+    nnf_conv2d_shape ps;
+    size_t dil = nnf_nchwc_wino_phases(s, &ps);
+    nnf_nchwc_wino *phase = NULL;
+    if (dil) {
+        nnf_status st = nnf_nchwc_wino_create_as(&ps, isa, f2, w, &phase);
+        if (st != NNF_OK)
+            return st;
+    }
     nnf_nchwc_wino *k = nnf_calloc(1, sizeof *k);
-    if (!k)
+    if (!k) {
+        nnf_nchwc_wino_destroy(phase);
         return nnf_error(NNF_ERR_OUT_OF_MEMORY, "nchwc winograd: out of memory for the kernel");
+    }
+    if (phase) {
+        *k = *phase;
+        k->s = *s;
+        k->nmat = 0; /* the weights are phase's */
+        k->dil = dil;
+        k->phase = phase;
+        snprintf(k->name, sizeof k->name, "%s_dil%zu", phase->name, dil);
+        *out = k;
+        return NNF_OK;
+    }
     nnf_status st = NNF_OK;
     k->s = *s;
     k->s2 = s->sh == 2;
@@ -405,6 +453,72 @@ static bool weight_heavy(const nnf_nchwc_wino *k, size_t tiles, int threads) {
            k->c8 * k->oc8 > tiles * (k->c8 + k->oc8);
 }
 
+/* The dilated form's moves between a tensor (NCHWc8, [n][cb][h][w][8]) and
+ * its phases ([n][d][d][cb][h / d][w / d][8]), a plane of 8 channels a
+ * task. */
+typedef struct phase_move {
+    const float *src;
+    float *dst;
+    size_t d, cb, h, w;
+    int merge; /* phases to the tensor */
+} phase_move;
+
+static void phase_plane(void *arg, size_t i) {
+    const phase_move *m = arg;
+    size_t d = m->d, b = i / m->cb, c = i % m->cb, hp = m->h / d, wp = m->w / d;
+    size_t plane = m->h * m->w * NNF_NCHWC_B, pplane = hp * wp * NNF_NCHWC_B;
+    const float *t = (m->merge ? m->dst : m->src) + i * plane;
+    float *tw = m->merge ? m->dst + i * plane : NULL;
+    for (size_t y = 0; y < m->h; y++)
+        for (size_t x = 0; x < m->w; x++) {
+            size_t ph = (b * d + y % d) * d + x % d;
+            size_t at = (ph * m->cb + c) * pplane + ((y / d) * wp + x / d) * NNF_NCHWC_B;
+            size_t ta = (y * m->w + x) * NNF_NCHWC_B;
+            if (m->merge)
+                memcpy(tw + ta, m->src + at, NNF_NCHWC_B * sizeof(float));
+            else
+                memcpy(m->dst + at, t + ta, NNF_NCHWC_B * sizeof(float));
+        }
+}
+
+static void phases_move(const nnf_nchwc_wino *k, const float *src, float *dst, size_t c8, int merge,
+                        nnf_threadpool *pool) {
+    phase_move m = {.src = src,
+                    .dst = dst,
+                    .d = k->dil,
+                    .cb = c8 / NNF_NCHWC_B,
+                    .h = k->s.oh,
+                    .w = k->s.ow,
+                    .merge = merge};
+    nnf_parallel_for(pool, k->s.n * m.cb, phase_plane, &m);
+}
+
+/* The dilated form: the input's phases (and the residual's) into scratch,
+ * the undilated kernel over them, its output's phases back. */
+static nnf_status run_phases(const nnf_nchwc_wino *k, const float *x, float *y,
+                             const nnf_epilogue *e, nnf_threadpool *pool) {
+    const nnf_conv2d_shape *s = &k->s;
+    size_t xf, yf, in;
+    if (!nnf_mul_size(s->n * s->h * s->w, k->c8, &xf) ||
+        !nnf_mul_size(s->n * s->oh * s->ow, k->oc8, &yf) ||
+        !nnf_add_size(xf, e->residual ? yf : 0, &in))
+        return nnf_error(NNF_ERR_INVALID_ARGUMENT, "%s: convolution too large", k->name);
+    float *xs = nnf_thread_scratch(NNF_SCRATCH_CONV_IN, in);
+    float *ys = nnf_thread_scratch(NNF_SCRATCH_CONV_OUT, yf);
+    if (!xs || !ys)
+        return nnf_error(NNF_ERR_OUT_OF_MEMORY, "%s: out of memory for the phases", k->name);
+    nnf_epilogue pe = *e;
+    phases_move(k, x, xs, k->c8, 0, pool);
+    if (e->residual) {
+        pe.residual = xs + xf;
+        phases_move(k, e->residual, xs + xf, k->oc8, 0, pool);
+    }
+    nnf_status st = nnf_nchwc_wino_run(k->phase, xs, ys, &pe, pool);
+    if (st == NNF_OK)
+        phases_move(k, ys, y, k->oc8, 1, pool);
+    return st;
+}
+
 nnf_status nnf_nchwc_wino_run(const nnf_nchwc_wino *k, const float *x, float *y,
                               const nnf_epilogue *ep, nnf_threadpool *pool) {
     if (!k || !x || !y)
@@ -418,6 +532,8 @@ nnf_status nnf_nchwc_wino_run(const nnf_nchwc_wino *k, const float *x, float *y,
     const nnf_conv2d_shape *s = &k->s;
     if (s->n == 0)
         return NNF_OK;
+    if (k->phase)
+        return run_phases(k, x, y, &e, pool);
     wino_job *j = nnf_calloc(1, sizeof *j);
     if (!j)
         return nnf_error(NNF_ERR_OUT_OF_MEMORY, "%s: out of memory for a job", k->name);

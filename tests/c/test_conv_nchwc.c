@@ -69,6 +69,7 @@ static const char *const act_names[] = {"none",    "relu",     "clip",     "leak
 static int wino_runs;
 static int wino2_runs;          /* of them in the stride-2 form */
 static int winof2_runs;         /* in the F(2x2,3x3) form */
+static int dil_runs;            /* in the dilated form */
 static nnf_threadpool *g_pool3; /* a third pool size for the Winograd splits */
 
 static void run_wino_tier(nnf_isa isa, int f2, const nnf_conv2d_shape *s, const tcase *tc,
@@ -98,10 +99,26 @@ static void run_wino_tier(nnf_isa isa, int f2, const nnf_conv2d_shape *s, const 
     }
     wino_mag wm = {0};
     wino2_mag wm2 = {0};
+    /* the dilated form's bound is its phases' (nnf_nchwc_wino_phases): x
+     * split into them, each output at its phase's pixel */
+    nnf_conv2d_shape ps = *s;
+    size_t d = nnf_nchwc_wino_phases(s, &ps);
+    float *xp = NULL;
+    if (d) {
+        xp = malloc(s->n * s->c * s->h * s->w * sizeof(float));
+        for (size_t b = 0; b < s->n; b++)
+            for (size_t c = 0; c < s->c; c++)
+                for (size_t yy = 0; yy < s->h; yy++)
+                    for (size_t xx = 0; xx < s->w; xx++)
+                        xp[(((b * d + yy % d) * d + xx % d) * s->c + c) * ps.h * ps.w +
+                           yy / d * ps.w + xx / d] = x[((b * s->c + c) * s->h + yy) * s->w + xx];
+        CHECK(k->dil == d && k->phase && !k->s2);
+        dil_runs++;
+    }
     if (k->s2)
         wino2_mag_init(&wm2, s, x, w);
     else
-        wino_mag_init_form(&wm, s, x, w, k->f2);
+        wino_mag_init_form(&wm, &ps, d ? xp : x, w, k->f2);
     int bad = 0;
     for (size_t b = 0; b < s->n && bad < 3; b++)
         for (size_t o = 0; o < ocb * 8 && bad < 3; o++)
@@ -117,9 +134,15 @@ static void run_wino_tier(nnf_isa isa, int f2, const nnf_conv2d_shape *s, const 
                 size_t ri = (b * s->oc + o) * ohw + i;
                 double want = ref[ri];
                 double extra = (tc->bias ? fabs(bias[o]) : 0) + (tc->res ? fabs(ep->residual_scale * res[ri]) : 0);
+                size_t oy = i / s->ow, ox = i % s->ow, pb = b;
+                if (d) {
+                    pb = (b * d + oy % d) * d + ox % d;
+                    oy /= d;
+                    ox /= d;
+                }
                 double tol = fabs(ep->alpha) * (double)(s->c + 16) * 0x1p-22 *
-                             (k->s2 ? wino2_mag_at(&wm2, s, b, o, i / s->ow, i % s->ow)
-                                    : wino_mag_at(&wm, s, b, o, i / s->ow, i % s->ow));
+                             (k->s2 ? wino2_mag_at(&wm2, s, b, o, oy, ox)
+                                    : wino_mag_at(&wm, &ps, pb, o, oy, ox));
                 tol = 1.5 * (1.2 * (tol + 0x1p-20 * (extra + fabs(want)))) + 4e-7 * (1.0 + fabs(want));
                 if (!(fabs(got - want) <= tol)) {
                     bad++;
@@ -135,6 +158,7 @@ static void run_wino_tier(nnf_isa isa, int f2, const nnf_conv2d_shape *s, const 
     winof2_runs += k->f2;
     wino_mag_free(&wm);
     wino2_mag_free(&wm2);
+    free(xp);
     free(y1);
     free(y2);
     nnf_nchwc_wino_destroy(k);
@@ -822,14 +846,25 @@ int main(void) {
      * every tile width, one and several K blocks, residuals, stride 2,
      * taps with no column inside, a 5x5 and a 1x3 */
     {
-        static const size_t dc[][9] = {
-            /* c, oc, h, w, k, d, pad, stride, pad right/bottom */
-            {16, 16, 9, 9, 3, 4, 4, 1, 4},    {24, 40, 13, 13, 3, 6, 6, 1, 6},
-            {16, 32, 9, 9, 3, 12, 12, 1, 12}, {8, 16, 11, 29, 3, 24, 24, 1, 24},
-            {72, 24, 7, 30, 3, 9, 9, 1, 9},   {300, 16, 6, 17, 3, 5, 5, 1, 5},
-            {16, 24, 12, 25, 3, 5, 3, 2, 7},  {17, 9, 10, 14, 5, 3, 6, 1, 2},
-            {16, 16, 8, 20, 3, 2, 2, 1, 2},   {32, 64, 6, 31, 3, 36, 36, 1, 36},
-            {16, 8, 5, 26, 3, 7, 0, 1, 14}};
+        static const size_t dc[][9] = {/* c, oc, h, w, k, d, pad, stride, pad right/bottom */
+                                       {16, 16, 9, 9, 3, 4, 4, 1, 4},
+                                       {24, 40, 13, 13, 3, 6, 6, 1, 6},
+                                       {16, 32, 9, 9, 3, 12, 12, 1, 12},
+                                       {8, 16, 11, 29, 3, 24, 24, 1, 24},
+                                       {72, 24, 7, 30, 3, 9, 9, 1, 9},
+                                       {300, 16, 6, 17, 3, 5, 5, 1, 5},
+                                       {16, 24, 12, 25, 3, 5, 3, 2, 7},
+                                       {17, 9, 10, 14, 5, 3, 6, 1, 2},
+                                       {16, 16, 8, 20, 3, 2, 2, 1, 2},
+                                       {32, 64, 6, 31, 3, 36, 36, 1, 36},
+                                       {16, 8, 5, 26, 3, 7, 0, 1, 14},
+                                       /* "same" 3x3s on maps of whole multiples of d: the
+                                        * Winograd's dilated form too (d x d phases) */
+                                       {32, 40, 28, 28, 3, 2, 2, 1, 2},
+                                       {40, 24, 12, 16, 3, 4, 4, 1, 4},
+                                       {16, 24, 12, 18, 3, 3, 3, 1, 3},
+                                       {64, 64, 8, 8, 3, 2, 2, 1, 2},
+                                       {24, 16, 18, 12, 3, 6, 6, 1, 6}};
         for (size_t i = 0; i < sizeof dc / sizeof dc[0]; i++)
             for (int v = 0; v < 2; v++) {
                 tcase tc = {.n = 1 + (size_t)(v == 1 && i % 3 == 0),
@@ -995,8 +1030,9 @@ int main(void) {
                     .dh = 1, .dw = 1, .pt = 1, .pl = 1, .pb = 1, .pr = 1, .in_blocked = 1,
                     .act = act_of(NNF_ACT_RELU), .bias = 1, .alpha = 1.0f, .res_scale = 1.0f};
         run_case(&tc, pool2);
-        printf("blocked winograd: %d cases, %d of them stride 2, %d F(2x2,3x3)\n", wino_runs,
-               wino2_runs, winof2_runs);
+        printf("blocked winograd: %d cases, %d of them stride 2, %d F(2x2,3x3), %d dilated\n",
+               wino_runs, wino2_runs, winof2_runs, dil_runs);
+        CHECK(dil_runs >= 20);
         CHECK(winof2_runs >= 40);
         CHECK(wino_runs >= 40);
         CHECK(wino2_runs >= 40);

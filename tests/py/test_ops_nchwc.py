@@ -23,11 +23,11 @@ def w(name, shape, scale=0.3):
     return numpy_helper.from_array((RNG.standard_normal(shape) * scale).astype(np.float32), name)
 
 
-def conv(name, x, cin, cout, k=3, stride=1, pad=1, group=1, act=None):
+def conv(name, x, cin, cout, k=3, stride=1, pad=1, group=1, act=None, dil=1):
     """Conv (+ bias) (+ activation); returns (nodes, inits, output)."""
     inits = [w(f"{name}.w", (cout, cin // group, k, k)), w(f"{name}.b", (cout,))]
     nodes = [helper.make_node("Conv", [x, f"{name}.w", f"{name}.b"], [f"{name}.y"], pads=[pad] * 4,
-                              strides=[stride] * 2, group=group)]
+                              strides=[stride] * 2, group=group, dilations=[dil] * 2)]
     y = f"{name}.y"
     if act == "relu":
         nodes.append(helper.make_node("Relu", [y], [f"{name}.r"]))
@@ -598,3 +598,24 @@ def test_bottleneck_writes_over_its_residual(keep_h, over, tmp_path):
         got = nnfuse.run_model(data, {"x": x}, threads=threads)
         for n in names:
             assert_close(got[n], ref[n], f"output {n}, {threads} threads")
+
+
+@needs_blocked
+@pytest.mark.parametrize("c, size, dil, winograd", [(64, 28, 2, True), (64, 28, 4, True), (64, 24, 3, True),
+                                                    (32, 28, 12, False), (32, 28, 24, False),
+                                                    (16, 20, 36, False)])
+def test_dilated_convs(c, size, dil, winograd, tmp_path):
+    """DeepLabV3's dilated 3x3s ("same" padding) on a blocked input: where the map is whole
+    multiples of the dilation and the phases' Winograd wins, the Winograd's dilated form (the
+    input split into dilation^2 phases, each an undilated 3x3: the kernel's name ends "_dil<d>");
+    elsewhere the direct kernel, whose rows run the columns that keep the same taps inside the
+    input as interior tiles over those taps (ASPP's rates 12, 24 and 36 on a 28x28 map reach
+    past it). ONNX Runtime's results either way, on 1 and 2 threads."""
+    a = conv("a", "x", c, c, k=1, pad=0, act="relu")
+    b = conv("b", a[2], c, c, k=3, pad=dil, dil=dil, act="relu")
+    ops = matches_ort(build([a, b], [], [], [b[2]], (1, c, size, size)), (1, c, size, size), tmp_path,
+                      f"dilation {dil} at {size}x{size}")
+    kernels = [k for o, k in ops if o == "nchwc.Conv"]
+    assert len(kernels) == 2, ops
+    assert kernels[1].split("+")[0].endswith(f"_dil{dil}") == winograd, ops
+    assert ("winograd" in kernels[1]) == winograd, ops
