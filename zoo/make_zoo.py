@@ -13,9 +13,11 @@ blocks with squeeze-and-excitation, SiLU, 5x5 depthwise convs), mobilenetv3-larg
 convs, LayerNorm and MLPs between permutes, layer scale), resnext50 (ResNeXt-50 32x4d:
 grouped 3x3 convs, 4 to 32 channels a group), vit-b16 (ViT-B/16: a patch conv and
 nn.MultiheadAttention as torch exports it), gpt2 (GPT-2 small with its tied LM head: Conv1D
-projections, a causal mask by Where, gelu_new) and their test-sized variants
+projections, a causal mask by Where, gelu_new), deeplabv3 (DeepLabV3-ResNet50: a dilated
+backbone, ASPP at rates 12, 24, 36, bilinear Resize) and their test-sized variants
 resnet_tiny, mobilenetv2_tiny, yolov5s_tiny, bert_tiny, albert_tiny, unet_tiny,
-efficientnet_tiny, mobilenetv3_tiny, convnext_tiny, resnext_tiny, vit_tiny, gpt2_tiny (--small
+efficientnet_tiny, mobilenetv3_tiny, convnext_tiny, resnext_tiny, vit_tiny, gpt2_tiny,
+deeplabv3_tiny (--small
 selects only those). Everything is built with onnx.helper and numpy at opset
 17 from fixed seeds: two runs on one machine write identical files (the BN
 statistics go through onnxruntime, so another CPU may change their last bits).

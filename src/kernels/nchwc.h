@@ -440,16 +440,22 @@ typedef struct nnf_nchwc_wino {
 } nnf_nchwc_wino;
 
 /* The dilated form (3x3, dilation d > 1 on both axes, stride 1, "same"
- * padding d, maps of whole multiples of d): the output pixels of one phase
- * (rows = r, columns = c modulo d) read only the input pixels of the same
- * phase, as an undilated 3x3 with padding 1 over that phase's map (h / d x
- * w / d). So the input splits into its d x d phases as d x d images of a
- * batch, the undilated Winograd runs them, and their outputs interleave
- * back (a residual splits like the input). DeepLabV3's dilated ResNet-50
- * (dilation 2 and 4 at 28x28) ran its 3x3s on the direct kernel: now
- * 2.25x fewer multiplies (F(4x4,3x3) on 14x14 phases, F(2x2,3x3) on 7x7).
- * Returns d and the phases' shape (batch n d^2), or 0 where the form does
- * not apply. */
+ * padding d): the output pixels of one phase (rows = r, columns = c modulo
+ * d) read only the input pixels of the same phase, as an undilated 3x3
+ * with padding 1 over that phase's map. So each image's phases are laid out
+ * as a mosaic, phase after phase along each axis with a zero row or column
+ * between two as their padding (an axis of n: n + min(d, n) - 1), the
+ * undilated Winograd runs the mosaic, and the phases' outputs interleave
+ * back (a residual is laid out like the input; the gutters' outputs are
+ * dropped). One mosaic, not d x d images of a batch: the Winograd's tiles
+ * are the GEMMs' rows (7x7 phases as images were 4 tiles each). DeepLabV3's
+ * dilated ResNet-50 (dilation 2 and 4 at 28x28) ran its 3x3s on the direct
+ * kernel. The form wins (nnf_nchwc_wino_wins) only where the mosaic's
+ * F(4x4,3x3) products are at most half the taps inside the input, which
+ * the direct kernel runs alone (nnf_nchwc_row_parts; a dilation that
+ * reaches past much of the map, as ASPP's 12, 24 and 36 on 28x28, stays
+ * there). Returns d and the mosaic's shape, or 0 where the form does not
+ * apply. */
 size_t nnf_nchwc_wino_phases(const nnf_conv2d_shape *s, nnf_conv2d_shape *ps);
 
 /* The stride-2 form (3x3, stride 2, AVX-512 tier): the input splits into

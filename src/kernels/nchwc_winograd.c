@@ -27,19 +27,46 @@ static bool s2_form(const nnf_conv2d_shape *s, nnf_isa isa) {
     return isa >= NNF_ISA_AVX2 && s->sh == 2 && s->sw == 2;
 }
 
+/* One axis of the mosaic (extent n, dilation d): phase r (indices r, r +
+ * d, ...) has n / d + (r < n % d) indices and starts after the phases
+ * before it and a gutter after each. */
+static size_t phase_start(size_t n, size_t d, size_t r) {
+    return r * (n / d + 1) + (r < n % d ? r : n % d);
+}
+/* The mosaic's extent: n and a gutter between every two phases that have
+ * indices. */
+static size_t mosaic_extent(size_t n, size_t d) {
+    return n + (d < n ? d : n) - 1;
+}
+
 size_t nnf_nchwc_wino_phases(const nnf_conv2d_shape *s, nnf_conv2d_shape *ps) {
     size_t d = s->dh;
     if (d < 2 || s->dw != d || s->kh != 3 || s->kw != 3 || s->sh != 1 || s->sw != 1 ||
-        s->group != 1 || s->pt != d || s->pl != d || s->oh != s->h || s->ow != s->w || s->h % d ||
-        s->w % d || s->n > SIZE_MAX / (d * d))
+        s->group != 1 || s->pt != d || s->pl != d || s->oh != s->h || s->ow != s->w ||
+        s->h > SIZE_MAX / 4 || s->w > SIZE_MAX / 4 || s->h * s->w > SIZE_MAX / 64)
         return 0;
+    size_t mh = mosaic_extent(s->h, d), mw = mosaic_extent(s->w, d);
     *ps = *s;
-    ps->n = s->n * d * d;
-    ps->h = ps->oh = s->h / d;
-    ps->w = ps->ow = s->w / d;
+    ps->h = ps->oh = mh;
+    ps->w = ps->ow = mw;
     ps->dh = ps->dw = 1;
     ps->pt = ps->pl = 1;
     return d;
+}
+
+/* Whether a dilated conv's mosaic (ps) pays: its F(4x4,3x3) products at
+ * most half the taps inside the input, which the direct kernel runs
+ * (nnf_nchwc_row_parts). Per product the Winograd ran slower than the
+ * direct kernel per tap on ASPP's 2048 -> 256 convs (75 MB of transformed
+ * weights; 1 thread): at dilation 12 on 28x28, 3600 products and 3600 taps
+ * a channel pair, 29.9 against 17.5 ms; at 6 (2916 against 5184) 22.8
+ * against 24.6; at 6 on 33x33 (3600 against 7569) 30.1 against about 37.
+ * The backbone's: 256 at d 2 on 28x28 (2304 against 6400) 1.56 against
+ * 3.4, 512 at d 4 (2304 against 5776) 8.6 against 12.7. */
+static bool mosaic_pays(const nnf_conv2d_shape *s, const nnf_conv2d_shape *ps) {
+    size_t d = s->dh;
+    size_t taps = (s->h + 2 * (s->h > d ? s->h - d : 0)) * (s->w + 2 * (s->w > d ? s->w - d : 0));
+    return 2 * 36 * ((ps->h + 3) / 4) * ((ps->w + 3) / 4) <= taps;
 }
 
 /* The shape the kernels run: a dilated conv's phases (nnf_nchwc_wino_phases)
@@ -167,7 +194,11 @@ bool nnf_nchwc_wino_f4_heavy(const nnf_conv2d_shape *s) {
 
 bool nnf_nchwc_wino_wins(const nnf_conv2d_shape *s, nnf_isa isa) {
     nnf_conv2d_shape ps;
-    s = run_shape(s, &ps);
+    if (nnf_nchwc_wino_phases(s, &ps)) {
+        if (!mosaic_pays(s, &ps))
+            return false;
+        s = &ps;
+    }
     size_t tiles = ((s->oh + 3) / 4) * ((s->ow + 3) / 4);
     if (nnf_nchwc_wino_f2(s, isa))
         return true;
@@ -454,31 +485,51 @@ static bool weight_heavy(const nnf_nchwc_wino *k, size_t tiles, int threads) {
 }
 
 /* The dilated form's moves between a tensor (NCHWc8, [n][cb][h][w][8]) and
- * its phases ([n][d][d][cb][h / d][w / d][8]), a plane of 8 channels a
- * task. */
+ * its phases' mosaic (nnf_nchwc_wino_phases; the gutters written as
+ * zeros), a plane of 8 channels a task. */
 typedef struct phase_move {
     const float *src;
     float *dst;
-    size_t d, cb, h, w;
-    int merge; /* phases to the tensor */
+    size_t d, h, w, mh, mw; /* the tensor's map, the mosaic's */
+    int merge;              /* mosaic to tensor */
 } phase_move;
 
 static void phase_plane(void *arg, size_t i) {
     const phase_move *m = arg;
-    size_t d = m->d, b = i / m->cb, c = i % m->cb, hp = m->h / d, wp = m->w / d;
-    size_t plane = m->h * m->w * NNF_NCHWC_B, pplane = hp * wp * NNF_NCHWC_B;
-    const float *t = (m->merge ? m->dst : m->src) + i * plane;
-    float *tw = m->merge ? m->dst + i * plane : NULL;
-    for (size_t y = 0; y < m->h; y++)
-        for (size_t x = 0; x < m->w; x++) {
-            size_t ph = (b * d + y % d) * d + x % d;
-            size_t at = (ph * m->cb + c) * pplane + ((y / d) * wp + x / d) * NNF_NCHWC_B;
-            size_t ta = (y * m->w + x) * NNF_NCHWC_B;
-            if (m->merge)
-                memcpy(tw + ta, m->src + at, NNF_NCHWC_B * sizeof(float));
-            else
-                memcpy(m->dst + at, t + ta, NNF_NCHWC_B * sizeof(float));
+    const size_t d = m->d, B = NNF_NCHWC_B;
+    if (m->merge) {
+        const float *src = m->src + i * m->mh * m->mw * B;
+        float *dst = m->dst + i * m->h * m->w * B;
+        for (size_t y = 0; y < m->h; y++) {
+            const float *row = src + (phase_start(m->h, d, y % d) + y / d) * m->mw * B;
+            for (size_t x = 0; x < m->w; x++)
+                memcpy(dst + (y * m->w + x) * B, row + (phase_start(m->w, d, x % d) + x / d) * B,
+                       B * sizeof(float));
         }
+        return;
+    }
+    /* the mosaic's rows and columns in order: each phase's indices, then
+     * its gutter (none after the last) */
+    const float *src = m->src + i * m->h * m->w * B;
+    float *dst = m->dst + i * m->mh * m->mw * B;
+    for (size_t yy = 0, r = 0, y = 0; yy < m->mh; yy++) {
+        float *o = dst + yy * m->mw * B;
+        if (y >= m->h) { /* a gutter */
+            memset(o, 0, m->mw * B * sizeof(float));
+            y = ++r;
+            continue;
+        }
+        for (size_t xx = 0, c = 0, x = 0; xx < m->mw; xx++, o += B) {
+            if (x >= m->w) {
+                memset(o, 0, B * sizeof(float));
+                x = ++c;
+                continue;
+            }
+            memcpy(o, src + (y * m->w + x) * B, B * sizeof(float));
+            x += d;
+        }
+        y += d;
+    }
 }
 
 static void phases_move(const nnf_nchwc_wino *k, const float *src, float *dst, size_t c8, int merge,
@@ -486,22 +537,22 @@ static void phases_move(const nnf_nchwc_wino *k, const float *src, float *dst, s
     phase_move m = {.src = src,
                     .dst = dst,
                     .d = k->dil,
-                    .cb = c8 / NNF_NCHWC_B,
                     .h = k->s.oh,
                     .w = k->s.ow,
+                    .mh = k->phase->s.h,
+                    .mw = k->phase->s.w,
                     .merge = merge};
-    nnf_parallel_for(pool, k->s.n * m.cb, phase_plane, &m);
+    nnf_parallel_for(pool, k->s.n * (c8 / NNF_NCHWC_B), phase_plane, &m);
 }
 
-/* The dilated form: the input's phases (and the residual's) into scratch,
- * the undilated kernel over them, its output's phases back. */
+/* The dilated form: the input's mosaic (and the residual's) into scratch,
+ * the undilated kernel over it, the output's phases back. */
 static nnf_status run_phases(const nnf_nchwc_wino *k, const float *x, float *y,
                              const nnf_epilogue *e, nnf_threadpool *pool) {
-    const nnf_conv2d_shape *s = &k->s;
-    size_t xf, yf, in;
-    if (!nnf_mul_size(s->n * s->h * s->w, k->c8, &xf) ||
-        !nnf_mul_size(s->n * s->oh * s->ow, k->oc8, &yf) ||
-        !nnf_add_size(xf, e->residual ? yf : 0, &in))
+    const nnf_conv2d_shape *ps = &k->phase->s;
+    size_t px, xf, yf, in;
+    if (!nnf_mul_size(ps->n * ps->h, ps->w, &px) || !nnf_mul_size(px, k->c8, &xf) ||
+        !nnf_mul_size(px, k->oc8, &yf) || !nnf_add_size(xf, e->residual ? yf : 0, &in))
         return nnf_error(NNF_ERR_INVALID_ARGUMENT, "%s: convolution too large", k->name);
     float *xs = nnf_thread_scratch(NNF_SCRATCH_CONV_IN, in);
     float *ys = nnf_thread_scratch(NNF_SCRATCH_CONV_OUT, yf);

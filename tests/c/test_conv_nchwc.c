@@ -72,6 +72,20 @@ static int winof2_runs;         /* in the F(2x2,3x3) form */
 static int dil_runs;            /* in the dilated form */
 static nnf_threadpool *g_pool3; /* a third pool size for the Winograd splits */
 
+/* Where index y of an axis of extent n sits in the dilated form's mosaic
+ * (phase y % d's indices in order, a gutter between phases); with extent
+ * set, the mosaic's extent. Counted, not from the kernel's formula. */
+static size_t mosaic_at(size_t n, size_t d, size_t y, int extent) {
+    size_t at = 0;
+    for (size_t r = 0; r < d && r < n; r++) {
+        at += r > 0; /* the gutter before phase r */
+        for (size_t i = r; i < n; i += d, at++)
+            if (!extent && i == y)
+                return at;
+    }
+    return at;
+}
+
 static void run_wino_tier(nnf_isa isa, int f2, const nnf_conv2d_shape *s, const tcase *tc,
                           const float *x, const float *xb, const float *w, const nnf_epilogue *ep,
                           const double *ref, const float *bias, const float *res,
@@ -99,19 +113,22 @@ static void run_wino_tier(nnf_isa isa, int f2, const nnf_conv2d_shape *s, const 
     }
     wino_mag wm = {0};
     wino2_mag wm2 = {0};
-    /* the dilated form's bound is its phases' (nnf_nchwc_wino_phases): x
-     * split into them, each output at its phase's pixel */
+    /* the dilated form's bound is its phases' mosaic's
+     * (nnf_nchwc_wino_phases): x laid out as the mosaic, each output at its
+     * phase's pixel there */
     nnf_conv2d_shape ps = *s;
     size_t d = nnf_nchwc_wino_phases(s, &ps);
     float *xp = NULL;
     if (d) {
-        xp = malloc(s->n * s->c * s->h * s->w * sizeof(float));
+        CHECK(ps.n == s->n && ps.h == mosaic_at(s->h, d, 0, 1) &&
+              ps.w == mosaic_at(s->w, d, 0, 1) && ps.pt == 1);
+        xp = calloc(s->n * s->c * ps.h * ps.w, sizeof(float));
         for (size_t b = 0; b < s->n; b++)
             for (size_t c = 0; c < s->c; c++)
                 for (size_t yy = 0; yy < s->h; yy++)
                     for (size_t xx = 0; xx < s->w; xx++)
-                        xp[(((b * d + yy % d) * d + xx % d) * s->c + c) * ps.h * ps.w +
-                           yy / d * ps.w + xx / d] = x[((b * s->c + c) * s->h + yy) * s->w + xx];
+                        xp[((b * s->c + c) * ps.h + mosaic_at(s->h, d, yy, 0)) * ps.w +
+                           mosaic_at(s->w, d, xx, 0)] = x[((b * s->c + c) * s->h + yy) * s->w + xx];
         CHECK(k->dil == d && k->phase && !k->s2);
         dil_runs++;
     }
@@ -134,15 +151,14 @@ static void run_wino_tier(nnf_isa isa, int f2, const nnf_conv2d_shape *s, const 
                 size_t ri = (b * s->oc + o) * ohw + i;
                 double want = ref[ri];
                 double extra = (tc->bias ? fabs(bias[o]) : 0) + (tc->res ? fabs(ep->residual_scale * res[ri]) : 0);
-                size_t oy = i / s->ow, ox = i % s->ow, pb = b;
+                size_t oy = i / s->ow, ox = i % s->ow;
                 if (d) {
-                    pb = (b * d + oy % d) * d + ox % d;
-                    oy /= d;
-                    ox /= d;
+                    oy = mosaic_at(s->h, d, oy, 0);
+                    ox = mosaic_at(s->w, d, ox, 0);
                 }
                 double tol = fabs(ep->alpha) * (double)(s->c + 16) * 0x1p-22 *
                              (k->s2 ? wino2_mag_at(&wm2, s, b, o, oy, ox)
-                                    : wino_mag_at(&wm, &ps, pb, o, oy, ox));
+                                    : wino_mag_at(&wm, &ps, b, o, oy, ox));
                 tol = 1.5 * (1.2 * (tol + 0x1p-20 * (extra + fabs(want)))) + 4e-7 * (1.0 + fabs(want));
                 if (!(fabs(got - want) <= tol)) {
                     bad++;
@@ -864,7 +880,13 @@ int main(void) {
                                        {40, 24, 12, 16, 3, 4, 4, 1, 4},
                                        {16, 24, 12, 18, 3, 3, 3, 1, 3},
                                        {64, 64, 8, 8, 3, 2, 2, 1, 2},
-                                       {24, 16, 18, 12, 3, 6, 6, 1, 6}};
+                                       {24, 16, 18, 12, 3, 6, 6, 1, 6},
+                                       /* maps that are not: phases of two sizes, and fewer phases
+                                        * than d on an axis */
+                                       {32, 40, 27, 29, 3, 2, 2, 1, 2},
+                                       {40, 16, 20, 22, 3, 6, 6, 1, 6},
+                                       {16, 24, 13, 7, 3, 3, 3, 1, 3},
+                                       {32, 8, 9, 17, 3, 5, 5, 1, 5}};
         for (size_t i = 0; i < sizeof dc / sizeof dc[0]; i++)
             for (int v = 0; v < 2; v++) {
                 tcase tc = {.n = 1 + (size_t)(v == 1 && i % 3 == 0),
