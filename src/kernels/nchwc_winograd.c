@@ -40,10 +40,12 @@ static size_t mosaic_extent(size_t n, size_t d) {
 }
 
 size_t nnf_nchwc_wino_phases(const nnf_conv2d_shape *s, nnf_conv2d_shape *ps) {
-    size_t d = s->dh;
+    size_t d = s->dh, hw;
+    /* (mosaic_pays counts up to 9 h w taps) */
     if (d < 2 || s->dw != d || s->kh != 3 || s->kw != 3 || s->sh != 1 || s->sw != 1 ||
         s->group != 1 || s->pt != d || s->pl != d || s->oh != s->h || s->ow != s->w ||
-        s->h > SIZE_MAX / 4 || s->w > SIZE_MAX / 4 || s->h * s->w > SIZE_MAX / 64)
+        !nnf_mul_size(s->h, s->w, &hw) || hw > SIZE_MAX / 64 || s->h > SIZE_MAX / 4 ||
+        s->w > SIZE_MAX / 4)
         return 0;
     size_t mh = mosaic_extent(s->h, d), mw = mosaic_extent(s->w, d);
     *ps = *s;
@@ -551,8 +553,9 @@ static nnf_status run_phases(const nnf_nchwc_wino *k, const float *x, float *y,
                              const nnf_epilogue *e, nnf_threadpool *pool) {
     const nnf_conv2d_shape *ps = &k->phase->s;
     size_t px, xf, yf, in;
-    if (!nnf_mul_size(ps->n * ps->h, ps->w, &px) || !nnf_mul_size(px, k->c8, &xf) ||
-        !nnf_mul_size(px, k->oc8, &yf) || !nnf_add_size(xf, e->residual ? yf : 0, &in))
+    if (!nnf_mul_size(ps->n, ps->h, &px) || !nnf_mul_size(px, ps->w, &px) ||
+        !nnf_mul_size(px, k->c8, &xf) || !nnf_mul_size(px, k->oc8, &yf) ||
+        !nnf_add_size(xf, e->residual ? yf : 0, &in))
         return nnf_error(NNF_ERR_INVALID_ARGUMENT, "%s: convolution too large", k->name);
     float *xs = nnf_thread_scratch(NNF_SCRATCH_CONV_IN, in);
     float *ys = nnf_thread_scratch(NNF_SCRATCH_CONV_OUT, yf);
