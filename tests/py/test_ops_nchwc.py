@@ -602,15 +602,17 @@ def test_bottleneck_writes_over_its_residual(keep_h, over, tmp_path):
 
 @needs_blocked
 @pytest.mark.parametrize("c, size, dil, winograd", [(64, 28, 2, True), (64, 28, 4, True), (64, 24, 3, True),
+                                                    (64, 27, 2, True), (64, 28, 6, False),
                                                     (32, 28, 12, False), (32, 28, 24, False),
                                                     (16, 20, 36, False)])
 def test_dilated_convs(c, size, dil, winograd, tmp_path):
-    """DeepLabV3's dilated 3x3s ("same" padding) on a blocked input: where the map is whole
-    multiples of the dilation and the phases' Winograd wins, the Winograd's dilated form (the
-    input split into dilation^2 phases, each an undilated 3x3: the kernel's name ends "_dil<d>");
-    elsewhere the direct kernel, whose rows run the columns that keep the same taps inside the
-    input as interior tiles over those taps (ASPP's rates 12, 24 and 36 on a 28x28 map reach
-    past it). ONNX Runtime's results either way, on 1 and 2 threads."""
+    """DeepLabV3's dilated 3x3s ("same" padding) on a blocked input: where the mosaic of its
+    dilation^2 phases (each an undilated 3x3, a zero gutter between two) has at most half as many
+    F(4x4,3x3) products as the conv has taps inside the input, the Winograd's dilated form (the
+    kernel's name ends "_dil<d>"; 27 is not a multiple of 2: phases of two sizes); elsewhere the
+    direct kernel, whose rows run the columns that keep the same taps inside the input as interior
+    tiles over those taps (6 on 28x28 just misses the rule; ASPP's 12, 24 and 36 reach past much
+    of the map). ONNX Runtime's results either way, on 1 and 2 threads."""
     a = conv("a", "x", c, c, k=1, pad=0, act="relu")
     b = conv("b", a[2], c, c, k=3, pad=dil, dil=dil, act="relu")
     ops = matches_ort(build([a, b], [], [], [b[2]], (1, c, size, size)), (1, c, size, size), tmp_path,
