@@ -344,6 +344,36 @@ static void test_dw(nnf_isa isa) {
             q.k_h = q.k_w = 5, q.d = 2, q.pt = q.pl = q.pb = q.pr = 4;
             run_dw(&q, isa);
         }
+    /* the dilated rows at stride 1 with constant taps (3x3 at 2 and 4, 5x5
+     * at 2: DeepLab's MobileNet and Xception backbones), their borders in
+     * tiles of up to 8 pixels: rows narrower than the window, borders
+     * wider than a tile, "same" and short right padding */
+    static const size_t dks[][2] = {{3, 2}, {3, 4}, {5, 2}};
+    static const size_t dws[] = {3, 7, 9, 14, 30};
+    n = 0;
+    for (size_t ki = 0; ki < 3; ki++)
+        for (size_t wi = 0; wi < 5; wi++)
+            for (int v = 0; v < 2; v++, n++) {
+                size_t k = dks[ki][0], d = dks[ki][1], p = k / 2 * d;
+                dw_case q = {.c = 12 + 8 * (size_t)v,
+                             .h = 5 + wi,
+                             .w = dws[wi],
+                             .k_h = k,
+                             .k_w = k,
+                             .s = 1,
+                             .d = d,
+                             .pt = p,
+                             .pl = p,
+                             .pb = p,
+                             .pr = v ? p / 2 : p,
+                             .act = acts[n % N_ACTS],
+                             .bias = v == 0,
+                             .res = n % 3 == 0,
+                             .res_after = n % 6 == 3};
+                if (out_dim(q.w, k, 1, d, q.pl, q.pr) == 0)
+                    continue;
+                run_dw(&q, isa);
+            }
     /* MobileNet's shape class at a width with every interior tile size (8, 4, 1) */
     dw_case mb = {.c = 32, .h = 14, .w = 23, .k_h = 3, .k_w = 3, .s = 1, .d = 1, .pt = 1, .pl = 1, .pb = 1,
                   .pr = 1, .act = {NNF_ACT_CLIP, 0.0f, 6.0f}, .bias = 1};
