@@ -318,7 +318,8 @@ static inline __attribute__((always_inline)) void dw_border_t(const dw_ctx *c, c
  * 4- and 1-pixel interior tiles, a 7-wide row ran mostly one-accumulator
  * chains of dependent FMAs. For every pixel the taps still add in (row,
  * column) order, skipping the same ones as dw_border_t: the same sums bit
- * for bit. This tile: pixels [o0, o0 + P); PL = KW / 2. */
+ * for bit. This tile: pixels [o0, o0 + P), its taps DW apart (dilated rows'
+ * borders, dw_border_tiles, use it too). */
 static inline __attribute__((always_inline)) void
 dw_tile_small(const dw_ctx *c, const float *const *xr, size_t r0, size_t r1, size_t o0, float *y,
               const float *res, size_t KW, size_t SW, size_t DW, size_t P) {
@@ -334,8 +335,8 @@ dw_tile_small(const dw_ctx *c, const float *const *xr, size_t r0, size_t r1, siz
 #pragma GCC unroll 8
         for (size_t j = 0; j < KW; j++)
             wv[j] = _mm256_loadu_ps(wp + j * B);
-            /* the tile's column q feeds pixel o0 + p through tap j when q = p SW + j DW */
 #pragma GCC unroll 32
+        /* the tile's column q feeds pixel o0 + p through tap j when q = p SW + j DW */
         for (size_t q = 0; q < (P - 1) * SW + (KW - 1) * DW + 1; q++) {
             ptrdiff_t col = base + (ptrdiff_t)q;
             if (col < 0)
