@@ -1779,9 +1779,6 @@ static void test_amx_work(const nnf_gemm_cfg *cfg) {
     free(c2);
 }
 
-/* Every test of a tier's GEMM; with amx, the tests that compare the FMA
- * tiles' paths bit for bit (edge tiles, A read in place) are left out:
- * the AMX GEMM takes some of those shapes and not others. */
 /* A packed B larger than the last-level cache (a language model's head)
  * takes the fewest K blocks whose A micropanel fits L1 (gemm.c kc_for_b):
  * here one block of K = kc + 88, where every other B gets two. The products
@@ -1809,6 +1806,9 @@ static void test_b_past_llc(const nnf_gemm_cfg *cfg) {
     nnf_threadpool_destroy(pool);
 }
 
+/* Every test of a tier's GEMM; with amx, the tests that compare the FMA
+ * tiles' paths bit for bit (edge tiles, A read in place) are left out:
+ * the AMX GEMM takes some of those shapes and not others. */
 static void tier_tests(const nnf_gemm_cfg *cfg, nnf_isa isa, bool amx) {
     test_blocking_and_packing(cfg);
     test_sizes(cfg);
