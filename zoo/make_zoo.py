@@ -14,10 +14,11 @@ convs, LayerNorm and MLPs between permutes, layer scale), resnext50 (ResNeXt-50 
 grouped 3x3 convs, 4 to 32 channels a group), vit-b16 (ViT-B/16: a patch conv and
 nn.MultiheadAttention as torch exports it), gpt2 (GPT-2 small with its tied LM head: Conv1D
 projections, a causal mask by Where, gelu_new), deeplabv3 (DeepLabV3-ResNet50: a dilated
-backbone, ASPP at rates 12, 24, 36, bilinear Resize) and their test-sized variants
+backbone, ASPP at rates 12, 24, 36, bilinear Resize), whisper-base-encoder (Whisper-base's
+audio encoder: Conv1d stem, attention over 1500 positions) and their test-sized variants
 resnet_tiny, mobilenetv2_tiny, yolov5s_tiny, bert_tiny, albert_tiny, unet_tiny,
 efficientnet_tiny, mobilenetv3_tiny, convnext_tiny, resnext_tiny, vit_tiny, gpt2_tiny,
-deeplabv3_tiny (--small
+deeplabv3_tiny, whisper_tiny (--small
 selects only those). Everything is built with onnx.helper and numpy at opset
 17 from fixed seeds: two runs on one machine write identical files (the BN
 statistics go through onnxruntime, so another CPU may change their last bits).
@@ -569,6 +570,66 @@ def build_gpt2(b: Builder, seq, hidden, layers, heads, vocab, max_pos):
 
 
 # --------------------------------------------------------------------------
+# Whisper's audio encoder (HF transformers' WhisperEncoder as its ONNX export writes it)
+# --------------------------------------------------------------------------
+def build_whisper_encoder(b: Builder, frames, mels, hidden, layers, heads, ffn):
+    """Two Conv1d with GELU over the log-mel frames (the second of stride 2), sinusoidal
+    positions, pre-norm layers whose attention scales Q by dh^-0.5 (a Mul after q_proj; k_proj
+    without bias) over all frames / 2 positions, and a final LayerNorm. Whisper-base: 80 mels
+    x 3000 frames (30 s), width 512, 6 layers of 8 heads: attention over 1500 positions, whose
+    scores are 72 MB a layer."""
+    seq, dh = frames // 2, hidden // heads
+    i64 = lambda v: b.const(v, np.int64, "shape")  # noqa: E731
+
+    def conv1d(x, cin, cout, s, sc):
+        w = b.init(f"{sc}.weight", b.he_normal((cout, cin, 3), cin * 3))
+        bias = b.init(f"{sc}.bias", b.torch_uniform((cout,), cin * 3))
+        return b.node("Conv", [x, w, bias], sc, dilations=[1], group=1, kernel_shape=[3],
+                      pads=[1, 1], strides=[s])
+
+    def gelu(x, sc):
+        g = b.node("Erf", [b.node("Div", [x, b.const(1.4142135381698608, name="sqrt2")], sc)], sc)
+        g = b.node("Add", [g, b.const(1.0, name="one")], sc)
+        return b.node("Mul", [b.node("Mul", [x, g], sc), b.const(0.5, name="half")], sc)
+
+    def linear(x, cin, cout, sc, bias=True):
+        w = b.init(f"{sc}.weight_T", b.normal((cin, cout), math.sqrt(2.0 / (cin + cout))))
+        y = b.node("MatMul", [x, w], sc)
+        return b.node("Add", [y, b.init(f"{sc}.bias", b.normal((cout,), 0.02))], sc) if bias else y
+
+    def heads_of(t, perm, sc):
+        return b.node("Transpose", [b.node("Reshape", [t, i64([1, seq, heads, dh])], sc)], sc,
+                      perm=perm)
+
+    x = b.add_input("input_features", TensorProto.FLOAT, [1, mels, frames])
+    x = gelu(conv1d(x, mels, hidden, 1, "/conv1"), "/conv1")
+    x = gelu(conv1d(x, hidden, hidden, 2, "/conv2"), "/conv2")
+    x = b.node("Transpose", [x], "", perm=[0, 2, 1])
+    pos = np.arange(seq)[:, None] * np.exp(-math.log(10000) / (hidden // 2 - 1) *
+                                           np.arange(hidden // 2))[None]
+    pe = b.init("embed_positions.weight", np.concatenate([np.sin(pos), np.cos(pos)], 1)
+                .astype(np.float32))
+    h = b.node("Add", [x, pe], "")
+    for li in range(layers):
+        sc = f"/layers.{li}"
+        a = b.layer_norm(h, hidden, f"{sc}/self_attn_layer_norm", 1e-5)
+        q = b.node("Mul", [linear(a, hidden, hidden, f"{sc}/self_attn/q_proj"),
+                           b.const(dh ** -0.5, name="scaling")], sc)
+        q = heads_of(q, [0, 2, 1, 3], sc)
+        k = heads_of(linear(a, hidden, hidden, f"{sc}/self_attn/k_proj", bias=False), [0, 2, 3, 1], sc)
+        v = heads_of(linear(a, hidden, hidden, f"{sc}/self_attn/v_proj"), [0, 2, 1, 3], sc)
+        p = b.node("Softmax", [b.node("MatMul", [q, k], sc)], sc, axis=-1)
+        o = b.node("Transpose", [b.node("MatMul", [p, v], sc)], sc, perm=[0, 2, 1, 3])
+        o = b.node("Reshape", [o, i64([1, seq, hidden])], sc)
+        h = b.node("Add", [h, linear(o, hidden, hidden, f"{sc}/self_attn/out_proj")], sc)
+        f = b.layer_norm(h, hidden, f"{sc}/final_layer_norm", 1e-5)
+        f = linear(gelu(linear(f, hidden, ffn, f"{sc}/fc1"), sc), ffn, hidden, f"{sc}/fc2")
+        h = b.node("Add", [h, f], sc)
+    h = b.layer_norm(h, hidden, "/layer_norm", 1e-5)
+    b.add_output(h, "last_hidden_state", TensorProto.FLOAT, [1, seq, hidden])
+
+
+# --------------------------------------------------------------------------
 # U-Net (milesial/Pytorch-UNet, bilinear=False: up-sampling by ConvTranspose 2x2 s2)
 # --------------------------------------------------------------------------
 def build_unet(b: Builder, size, widths, classes):
@@ -857,7 +918,7 @@ class Spec:
     name: str
     seed: int
     build: object  # callable(Builder, args)
-    kind: str  # "image" or "bert"
+    kind: str  # "image", "bert" or "audio"
     small: bool
 
 
@@ -892,6 +953,8 @@ SPECS = [
     Spec("gpt2", 22, lambda b, a: build_gpt2(b, 128, 768, 12, 12, 50257, 1024), "bert", False),
     Spec("deeplabv3", 23, lambda b, a: build_deeplabv3(b, 224, [64, 128, 256, 512], [3, 4, 6, 3],
                                                         (12, 24, 36), 256, 21), "image", False),
+    Spec("whisper-base-encoder", 24, lambda b, a: build_whisper_encoder(b, 3000, 80, 512, 6, 8, 2048),
+         "audio", False),
     Spec("resnet_tiny", 150, lambda b, a: build_resnet(b, 64, [8, 16, 32, 64], [2, 2, 1, 1], 10),
          "image", True),
     Spec("mobilenetv2_tiny", 102, lambda b, a: build_mobilenetv2(b, 64, MOBILENET_TINY, 8, 64,
@@ -911,6 +974,8 @@ SPECS = [
     Spec("gpt2_tiny", 122, lambda b, a: build_gpt2(b, 16, 32, 2, 4, 512, 64), "bert", True),
     Spec("deeplabv3_tiny", 123, lambda b, a: build_deeplabv3(b, 64, [8, 16, 32, 64], [1, 1, 2, 2],
                                                              (2, 4, 12), 16, 3), "image", True),
+    Spec("whisper_tiny", 124, lambda b, a: build_whisper_encoder(b, 64, 8, 32, 2, 4, 64), "audio",
+         True),
     Spec("mobilenetv3_tiny", 118, lambda b, a: build_mobilenetv3(b, 64, 8, MOBILENETV3_TINY, 48, 64,
                                                                  10), "image", True),
 ]

@@ -83,6 +83,7 @@ typedef enum nnf_scratch_kind {
     NNF_SCRATCH_CONV_COLS, /* a transposed conv's GEMM products before col2im adds them up */
     NNF_SCRATCH_EINSUM,    /* an Einsum's operands and product in the GEMM's order */
     NNF_SCRATCH_STREAM,    /* a block of an output on its way out by streaming stores */
+    NNF_SCRATCH_ATTENTION, /* an attention's packed K and V and a block of its scores */
     NNF_SCRATCH_KINDS
 } nnf_scratch_kind;
 float *nnf_thread_scratch(nnf_scratch_kind kind, size_t floats);

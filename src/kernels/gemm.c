@@ -227,13 +227,9 @@ static nnf_status packed_make(const nnf_gemm_cfg *cfg, nnf_gemm_side side, size_
                               size_t n, const pack_share *share, nnf_gemm_packed **out) {
     for (size_t i = 0; i < n; i++)
         out[i] = NULL;
-    size_t r = side == NNF_GEMM_A ? cfg->mr : cfg->nr;
-    size_t mn_pad, floats, stride, total;
-    if (!nnf_add_size(mn, r - 1, &mn_pad))
-        return nnf_error(NNF_ERR_INVALID_ARGUMENT, "GEMM operand of %zu x %zu is too large", mn, k);
-    mn_pad -= mn_pad % r;
+    size_t floats = nnf_gemm_packed_floats(cfg, side, mn, k), stride, total;
     /* each operand at a multiple of 16 floats: 64-byte aligned as the first */
-    if (!nnf_mul_size(mn_pad, k ? k : 1, &floats) || !nnf_add_size(floats, 15, &stride) ||
+    if (!floats || !nnf_add_size(floats, 15, &stride) ||
         !nnf_mul_size(stride & ~(size_t)15, n, &total) ||
         !nnf_mul_size(total, sizeof(float), &total))
         return nnf_error(NNF_ERR_INVALID_ARGUMENT, "GEMM operand of %zu x %zu is too large", mn, k);
@@ -254,19 +250,33 @@ static nnf_status packed_make(const nnf_gemm_cfg *cfg, nnf_gemm_side side, size_
                              "out of memory packing %zu operand(s) of %zu x %zu (%zu bytes)", n, mn,
                              k, total);
         }
-        p->data = out[0]->data + i * stride;
+        nnf_gemm_packed_view(cfg, side, mn, k, out[0]->data + i * stride, p);
         p->owns_data = i == 0;
         p->ready = ready;
-        p->side = side;
-        p->mn = mn;
-        p->k = k;
-        p->kc = side == NNF_GEMM_B ? kc_for_b(cfg, k, mn) : nnf_gemm_kc(cfg, k);
-        p->r = r;
-        p->mn_pad = mn_pad;
-        p->tail_from = mn;
-        p->tail = r;
     }
     return NNF_OK;
+}
+
+size_t nnf_gemm_packed_floats(const nnf_gemm_cfg *cfg, nnf_gemm_side side, size_t mn, size_t k) {
+    size_t r = side == NNF_GEMM_A ? cfg->mr : cfg->nr, floats;
+    if (!nnf_add_size(mn, r - 1, &floats) || !nnf_mul_size(floats - floats % r, k ? k : 1, &floats))
+        return 0;
+    return floats;
+}
+
+void nnf_gemm_packed_view(const nnf_gemm_cfg *cfg, nnf_gemm_side side, size_t mn, size_t k,
+                          float *data, nnf_gemm_packed *p) {
+    size_t r = side == NNF_GEMM_A ? cfg->mr : cfg->nr;
+    memset(p, 0, sizeof *p);
+    p->data = data;
+    p->side = side;
+    p->mn = mn;
+    p->k = k;
+    p->kc = side == NNF_GEMM_B ? kc_for_b(cfg, k, mn) : nnf_gemm_kc(cfg, k);
+    p->r = r;
+    p->mn_pad = (mn + r - 1) / r * r;
+    p->tail_from = mn;
+    p->tail = r;
 }
 
 nnf_status nnf_gemm_packed_create_n(const nnf_gemm_cfg *cfg, nnf_gemm_side side, size_t mn,

@@ -182,6 +182,14 @@ nnf_status nnf_gemm_packed_create(const nnf_gemm_cfg *cfg, nnf_gemm_side side, s
  * destroy them in any order, and use none once out[0] is gone. */
 nnf_status nnf_gemm_packed_create_n(const nnf_gemm_cfg *cfg, nnf_gemm_side side, size_t mn,
                                     size_t k, size_t n, nnf_gemm_packed **out);
+/* An operand's layout over memory the caller holds (data: at least
+ * nnf_gemm_packed_floats floats, 64-byte aligned; 0 when the size
+ * overflows): a product's operand packed at run time into scratch (the
+ * attention's K and V, plan/plan_attention.c) with nnf_gemm_pack_slice.
+ * Nothing to destroy. */
+size_t nnf_gemm_packed_floats(const nnf_gemm_cfg *cfg, nnf_gemm_side side, size_t mn, size_t k);
+void nnf_gemm_packed_view(const nnf_gemm_cfg *cfg, nnf_gemm_side side, size_t mn, size_t k,
+                          float *data, nnf_gemm_packed *p);
 /* Zero every element of row/column mn >= mn_valid or depth >= k_valid (the
  * padding a producer does not write). */
 void nnf_gemm_packed_zero_outside(nnf_gemm_packed *p, size_t mn_valid, size_t k_valid);

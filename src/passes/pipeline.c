@@ -14,6 +14,7 @@ nnf_status nnf_pass_fuse_activation(nnf_pass_ctx *ctx);
 nnf_status nnf_pass_fuse_layernorm(nnf_pass_ctx *ctx);
 nnf_status nnf_pass_fold_transpose(nnf_pass_ctx *ctx);
 nnf_status nnf_pass_fold_slice_concat(nnf_pass_ctx *ctx);
+nnf_status nnf_pass_fuse_attention(nnf_pass_ctx *ctx);
 nnf_status nnf_pass_layout_nchwc(nnf_pass_ctx *ctx);
 nnf_status nnf_pass_fuse_pw_dw(nnf_pass_ctx *ctx);
 nnf_status nnf_pass_fuse_conv_transpose(nnf_pass_ctx *ctx);
@@ -33,6 +34,8 @@ static const nnf_pass pipeline[] = {
     {"fuse_layernorm", 2, nnf_pass_fuse_layernorm, 0},
     /* Transpose → MatMul operand: read in place, permuted */
     {"fold_transpose", 2, nnf_pass_fold_transpose, 0},
+    /* MatMul (Q·Kᵀ, scaled, masked) → Softmax → MatMul (·V): one Attention */
+    {"fuse_attention", 2, nnf_pass_fuse_attention, 0},
     /* Concat of a Slice of X at its own place: X with the other inputs written over */
     {"fold_slice_concat", 2, nnf_pass_fold_slice_concat, 0},
     /* convs and their neighbours on NCHWc8 blocked tensors */

@@ -29,6 +29,29 @@ typedef struct nnf_gemm_choice {
 nnf_gemm_choice nnf_gemm_choose(int64_t m, int64_t n, int64_t k, int64_t a_batch,
                                 int64_t b_batch, int b_const, nnf_isa isa);
 
+/* How the epilogue reads a MatMul's residual: rows ld floats apart (N, or 0
+ * where one row serves every row), Y's axis d at bs[d] floats (0 where it
+ * broadcasts; a batched run reads its batch axes'); full: laid out like Y. */
+typedef struct nnf_mm_residual {
+    size_t ld;
+    bool full;
+    int64_t bs[NNF_MAX_RANK];
+} nnf_mm_residual;
+
+/* A residual (dtype dt, rank rr, dims rd) the epilogue can take for an
+ * output of rank yr, dims yd: float32, shaped like Y (its leading axes may
+ * be left out) but for extents of 1 it broadcasts along, its last one
+ * excepted (whole rows of N); a Y of rank below 2 (a 1-D operand) takes it
+ * laid out like Y only. plan_gemm.c; the attention's plan reads its mask so. */
+bool nnf_mm_residual_layout(nnf_dtype dt, int rr, const int64_t *rd, int yr, const int64_t *yd,
+                            bool rows_last, nnf_mm_residual *l);
+
+/* The matrix of a MatMul operand whose last two axes have strides rs (rows)
+ * and cs (columns): rows ld apart, or read transposed (columns ld apart)
+ * when the columns are the unit-stride axis' neighbours; false when neither
+ * axis has unit stride (fold_transpose leaves no such operand). */
+bool nnf_mm_matrix_of(int64_t rs, int64_t cs, size_t *ld, int *trans);
+
 /* The epilogue of one conv run (plan_conv.c; the blocked plan shares it):
  * input 2 as the per-channel bias when has_bias (oc values), and from the
  * conv's params cp the activation and the fused residual input, shaped like

@@ -96,22 +96,10 @@ static void mm_batch_at(const void *ctx, size_t index, nnf_gemm_src *a, nnf_gemm
     *residual = t->res ? t->res + roff : NULL;
 }
 
-/* How the epilogue reads a residual: rows ld floats apart (N, or 0 where one
- * row serves every row), Y's axis d at bs[d] floats (0 where it broadcasts;
- * the batched run reads its batch axes'); full: laid out like Y. */
-typedef struct res_layout {
-    size_t ld;
-    bool full;
-    int64_t bs[NNF_MAX_RANK];
-} res_layout;
-
-/* A residual the epilogue can take: float32, shaped like Y (its leading axes
- * may be left out) but for extents of 1 it broadcasts along, its last one
- * excepted (whole rows of N); a Y of rank below 2 (a 1-D operand) takes it
- * laid out like Y only. At load on known shapes, at run time on the run's
- * (mm_run: what the pass matched by name on symbolic dims). */
-static bool residual_layout(nnf_dtype dt, int rr, const int64_t *rd, int yr, const int64_t *yd,
-                            bool rows_last, res_layout *l) {
+/* plan/kernels.h. At load on known shapes, at run time on the run's (mm_run:
+ * what the pass matched by name on symbolic dims). */
+bool nnf_mm_residual_layout(nnf_dtype dt, int rr, const int64_t *rd, int yr, const int64_t *yd,
+                            bool rows_last, nnf_mm_residual *l) {
     if (dt != NNF_DTYPE_FLOAT32 || rr < 1 || rr > yr)
         return false;
     int64_t stride = 1;
@@ -131,11 +119,8 @@ static bool residual_layout(nnf_dtype dt, int rr, const int64_t *rd, int yr, con
     return true;
 }
 
-/* The matrix of a MatMul operand whose last two axes have strides rs (rows)
- * and cs (columns): rows ld apart, or read transposed (columns ld apart)
- * when the columns are the unit-stride axis' neighbours; false when neither
- * axis has unit stride (fold_transpose leaves no such operand). */
-static bool matrix_of(int64_t rs, int64_t cs, size_t *ld, int *trans) {
+/* plan/kernels.h */
+bool nnf_mm_matrix_of(int64_t rs, int64_t cs, size_t *ld, int *trans) {
     if (cs == 1) {
         *ld = (size_t)rs;
         *trans = 0;
@@ -169,8 +154,8 @@ static nnf_status mm_run(NNF_KERNEL_ARGS) {
         m = ra >= 2 ? ad[ra - 2] : 1;
         k = ad[ra - 1];
         n = rb >= 2 ? bd[rb - 1] : 1;
-        if (!matrix_of(ra >= 2 ? as[ra - 2] : k, as[ra - 1], &lda, &ta) ||
-            !matrix_of(rb >= 2 ? bs[rb - 2] : 1, rb >= 2 ? bs[rb - 1] : 1, &ldb, &tb))
+        if (!nnf_mm_matrix_of(ra >= 2 ? as[ra - 2] : k, as[ra - 1], &lda, &ta) ||
+            !nnf_mm_matrix_of(rb >= 2 ? bs[rb - 2] : 1, rb >= 2 ? bs[rb - 1] : 1, &ldb, &tb))
             return nnf_node_error(node, NNF_ERR_INTERNAL,
                                   "%s: a transposed operand without a unit-stride axis", s->name);
     }
@@ -185,11 +170,11 @@ static nnf_status mm_run(NNF_KERNEL_ARGS) {
                               (long long)k, (long long)n, s->pb->k, s->pb->mn);
     nnf_epilogue e = base_ep(s, in);
     const float *res = NULL;
-    res_layout rl = {.ld = (size_t)n, .full = true}; /* the rest zero */
+    nnf_mm_residual rl = {.ld = (size_t)n, .full = true}; /* the rest zero */
     if (s->residual_input >= 0) {
         const nnf_buf *r = in[s->residual_input];
         bool rows = !s->is_gemm && ra >= 2 && rb >= 2;
-        if (!residual_layout(r->dtype, r->rank, r->dims, y->rank, y->dims, rows, &rl))
+        if (!nnf_mm_residual_layout(r->dtype, r->rank, r->dims, y->rank, y->dims, rows, &rl))
             return nnf_node_error(node, NNF_ERR_SHAPE,
                                   "%s: the fused residual is not shaped like the output (inputs "
                                   "that disagree on a symbolic dim the model names alike?)",
@@ -257,10 +242,10 @@ static nnf_status mm_run(NNF_KERNEL_ARGS) {
 
 /* A fused residual the epilogue can take, on shapes known at load. */
 static bool residual_known(const nnf_tinfo *r, const nnf_tinfo *y, bool rows_last) {
-    res_layout l;
+    nnf_mm_residual l;
     return nnf_shape_known(&r->shape) &&
-           residual_layout(r->dtype, r->shape.rank, r->shape.dims, y->shape.rank, y->shape.dims,
-                           rows_last, &l);
+           nnf_mm_residual_layout(r->dtype, r->shape.rank, r->shape.dims, y->shape.rank,
+                                  y->shape.dims, rows_last, &l);
 }
 
 /* A fused bias the epilogue can take per column: float32, N values along

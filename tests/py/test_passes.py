@@ -191,15 +191,16 @@ def case_matmul_moves_tanh():
 def case_matmul_attention_scale_mask():
     """Attention scores as BERT exports them: Q·Kᵀ, Div by √d (8: a power of two), Add of a mask row
     computed at run time ([1, 1, 1, S]), Softmax, then ·V. The Div becomes the MatMul's alpha, the
-    mask its bias row and the Transpose a transposed read of B: the scores' MatMul, ReduceMean and
-    the mask's MatMul, Softmax and the second MatMul stay."""
+    mask its bias row and the Transpose a transposed read of B; then the scores' MatMul, the Softmax
+    and the second MatMul become one Attention (tests/py/test_attention.py): it, ReduceMean and the
+    mask's MatMul stay."""
     inits = [numpy_helper.from_array(np.float32(8.0), "sqrt_d"), const("wm", (9, 5))]
     nodes = [helper.make_node("Transpose", ["x"], ["kt"], perm=[0, 1, 3, 2]),
              helper.make_node("MatMul", ["x", "kt"], ["s"]), helper.make_node("Div", ["s", "sqrt_d"], ["d"]),
              helper.make_node("ReduceMean", ["x"], ["r"], axes=[1, 2], keepdims=1),
              helper.make_node("MatMul", ["r", "wm"], ["mask"]), helper.make_node("Add", ["d", "mask"], ["a"]),
              helper.make_node("Softmax", ["a"], ["p"], axis=-1), helper.make_node("MatMul", ["p", "x"], ["y"])]
-    return nodes, inits, 5
+    return nodes, inits, 3
 
 
 def case_matmul_heads_transposed():

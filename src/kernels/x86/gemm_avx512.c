@@ -20,8 +20,10 @@
  * Through nnf_ep16 and nnf_act16 per vector (a call each, their tests
  * and switch) the epilogue was 14 % of a 64 -> 256 1x1 conv. */
 typedef struct ep_tile16 {
-    nnf_ep_fast f;
+    nnf_ep_fast f;   /* of the epilogue with alpha 1: alpha is applied first */
+    int scaled;      /* alpha != 1: the values times alpha before the rest */
     int per_row;     /* the bias is per row (else per column: bc0, bc1) */
+    __m512 alpha;
     __m512 bc0, bc1; /* the per-column bias of the tile's 32 columns */
     __m512 lo, hi;
 } ep_tile16;
@@ -35,6 +37,10 @@ static inline __attribute__((always_inline)) void store_row16(float *cr, __m512 
         v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(k1, cr + 16));
     }
     if (t->ep && et->f.clamp_only) {
+        if (et->scaled) {
+            v0 = _mm512_mul_ps(v0, et->alpha);
+            v1 = _mm512_mul_ps(v1, et->alpha);
+        }
         if (et->f.bias) {
             __m512 b0 = et->per_row ? _mm512_set1_ps(t->bias[r]) : et->bc0;
             __m512 b1 = et->per_row ? b0 : et->bc1;
@@ -128,8 +134,19 @@ static inline void prefetch_c_rows(const float *c, size_t ldc, size_t m) {
 
 static inline __attribute__((always_inline)) ep_tile16 ep_tile_init(const nnf_tile_ep *t,
                                                                     __mmask16 k0, __mmask16 k1) {
-    ep_tile16 et = {.f = nnf_ep_fast_init(t->ep)};
+    /* alpha (an attention's scale) in registers too: nnf_ep16 multiplies by
+     * it before anything else */
+    nnf_epilogue unscaled;
+    const nnf_epilogue *e = t->ep;
+    if (e && e->alpha != 1.0f) {
+        unscaled = *e;
+        unscaled.alpha = 1.0f;
+        e = &unscaled;
+    }
+    ep_tile16 et = {.f = nnf_ep_fast_init(e)};
     if (t->ep && et.f.clamp_only) {
+        et.scaled = t->ep->alpha != 1.0f;
+        et.alpha = _mm512_set1_ps(t->ep->alpha);
         et.per_row = t->ep->bias_kind == NNF_BIAS_PER_ROW;
         if (et.f.bias && !et.per_row) {
             et.bc0 = _mm512_maskz_loadu_ps(k0, t->bias);
