@@ -215,15 +215,22 @@ softmax_rows(const float *x, float *y, size_t n, int log, const float *next, con
     }
 }
 
-/* Rows of up to 1024 in eights (their passes stay in L1), the rest one by
- * one. The exponential pass, the longest, fetches the next rows' lines as
- * it goes (line for line, the same rows' worth): their max pass had waited
- * on memory. */
+/* Rows of up to 1024 in eights, up to 2048 in fours and up to 4096 in pairs
+ * (their passes stay in L1; Whisper's 1500 scores a row one by one took
+ * 6.9 ms a layer against 5.7 in fours), the rest one by one. The exponential pass, the longest,
+ * fetches the next rows' lines as it goes (line for line, the same rows' worth): their max pass had
+ * waited on memory. */
 void nnf_ew_softmax_avx512(const float *x, float *y, size_t rows, size_t n, int log) {
     size_t r = 0;
     if (n <= 1024)
         for (; r + 8 <= rows; r += 8)
             softmax_rows(x + r * n, y + r * n, n, log, r + 16 <= rows ? x + (r + 8) * n : NULL, 8);
+    if (n <= 2048)
+        for (; r + 4 <= rows; r += 4)
+            softmax_rows(x + r * n, y + r * n, n, log, r + 8 <= rows ? x + (r + 4) * n : NULL, 4);
+    if (n <= 4096)
+        for (; r + 2 <= rows; r += 2)
+            softmax_rows(x + r * n, y + r * n, n, log, r + 4 <= rows ? x + (r + 2) * n : NULL, 2);
     for (; r < rows; r++)
         softmax_rows(x + r * n, y + r * n, n, log, r + 1 < rows ? x + (r + 1) * n : NULL, 1);
 }
