@@ -11,7 +11,7 @@ import nnfuse
 from conftest import model_of
 
 OOM = 4
-OUTPUTS = ("y", "z", "d", "p", "q")
+OUTPUTS = ("y", "z", "d", "p", "q", "o")
 
 
 def small_model(batch=1):
@@ -21,6 +21,7 @@ def small_model(batch=1):
     b = numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), "b")
     shape = numpy_helper.from_array(np.array([1, -1], np.int64), "shape")
     head = numpy_helper.from_array(np.array([1, 2, 2, 64], np.int64), "head")
+    heads = numpy_helper.from_array(np.array([-1, 2, 3, 4], np.int64), "heads")
     pw = numpy_helper.from_array(rng.standard_normal((16, 4, 1, 1)).astype(np.float32), "pw")
     dw = numpy_helper.from_array(rng.standard_normal((16, 1, 3, 3)).astype(np.float32), "dw")
     m = numpy_helper.from_array(rng.standard_normal((256, 24)).astype(np.float32), "m")
@@ -44,14 +45,22 @@ def small_model(batch=1):
         helper.make_node("MatMul", ["y", "m"], ["p"]),
         helper.make_node("Relu", ["y"], ["yr"]),
         helper.make_node("MatMul", ["yr", "m"], ["q"]),
+        # attention over p's 24 values as 2 heads of 3 x 4: one Attention node (passes/
+        # fuse_attention.c) with its thread's scratch for K, V and the scores
+        helper.make_node("Reshape", ["p", "heads"], ["ph"]),
+        helper.make_node("Transpose", ["ph"], ["pt"], perm=[0, 1, 3, 2]),
+        helper.make_node("MatMul", ["ph", "pt"], ["ps"]),
+        helper.make_node("Softmax", ["ps"], ["pp"], axis=-1),
+        helper.make_node("MatMul", ["pp", "ph"], ["o"]),
     ]
     g = helper.make_graph(nodes, "faults", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 3, 8, 8])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
                            helper.make_tensor_value_info("z", TensorProto.FLOAT, None),
                            helper.make_tensor_value_info("d", TensorProto.FLOAT, None),
                            helper.make_tensor_value_info("p", TensorProto.FLOAT, None),
-                           helper.make_tensor_value_info("q", TensorProto.FLOAT, None)],
-                          [w, b, shape, head, pw, dw, m])
+                           helper.make_tensor_value_info("q", TensorProto.FLOAT, None),
+                           helper.make_tensor_value_info("o", TensorProto.FLOAT, None)],
+                          [w, b, shape, head, heads, pw, dw, m])
     return model_of(g).SerializeToString()
 
 
