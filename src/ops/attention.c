@@ -1,5 +1,5 @@
 /* nnfuse::Attention (ops/attention.h): shape inference, cost and the
- * reference kernel, each the three ops' it stands for. */
+ * reference kernel, each the ops' it stands for. */
 #include "ops/attention.h"
 
 #include "base/alloc.h"
@@ -14,7 +14,7 @@ void nnf_attention_split(const nnf_node *node, nnf_node *qk, nnf_node *sm, nnf_n
     qk->params = (void *)&p->qk;
     pv->params = (void *)&p->pv;
     sm->params = (void *)&p->sm;
-    qk->n_inputs = node->n_inputs - 1;
+    qk->n_inputs = p->n_qk;
     sm->n_inputs = 1;
     pv->n_inputs = 2;
 }
@@ -49,8 +49,9 @@ double nnf_attention_cost(NNF_COST_ARGS) {
            nnf_matmul_cost(&pv, t, out);
 }
 
-/* The three reference kernels, the scores in a buffer of their own. */
+/* The reference kernels, the scores in a buffer of their own. */
 nnf_status nnf_attention_ref(NNF_KERNEL_ARGS) {
+    const nnf_attention_params *p = node->params;
     nnf_node qk, sm, pv;
     nnf_attention_split(node, &qk, &sm, &pv);
     nnf_tinfo t[4] = {{0}}, s;
@@ -76,6 +77,16 @@ nnf_status nnf_attention_ref(NNF_KERNEL_ARGS) {
                               (long long)n);
     nnf_buf *ps = &scores, *in2[2] = {&scores, in[node->n_inputs - 1]};
     nnf_status st = nnf_matmul_ref(&qk, in, &ps, ctx);
+    if (st == NNF_OK && p->where_cond >= 0) {
+        /* Where(cond, scores, other) or Where(cond, other, scores), in place */
+        nnf_node wh = *node;
+        wh.op_type = "Where";
+        wh.params = NULL;
+        wh.n_inputs = 3;
+        nnf_buf *w_in[3] = {in[p->where_cond], p->scores_first ? &scores : in[p->where_cond + 1],
+                            p->scores_first ? in[p->where_cond + 1] : &scores};
+        st = nnf_where_ref(&wh, w_in, &ps, ctx);
+    }
     if (st == NNF_OK)
         st = nnf_softmax_ref(&sm, &ps, &ps, ctx);
     if (st == NNF_OK)

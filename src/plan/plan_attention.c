@@ -5,7 +5,8 @@
  * them than twice the threads, a share of its row blocks. It packs Kᵀ and V
  * once into its thread's scratch as the GEMM's B panels, then for each block
  * of mq query rows: the scores' GEMM (scale, bias and mask in its epilogue)
- * into an mq x T buffer, the Softmax over its rows in place, and the GEMM of
+ * into an mq x T buffer, a causal Where's selection, the Softmax over its
+ * rows in place, and the GEMM of
  * those rows with V straight into Y. mq keeps the block within 256 KB, so
  * the scores stay in L2 between the three steps; run apart, the three nodes
  * wrote and read batch x S x T floats twice through memory (Whisper's 1500
@@ -26,6 +27,7 @@
 #include "ops/attention.h"
 
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -37,6 +39,7 @@ typedef struct att_state {
     const nnf_ew_kernels *ew;
     float alpha;
     int bias_input, residual_input; /* -1: none */
+    int where_cond, scores_first;   /* ops/attention.h; where_cond -1: no Where */
     char name[64];
 } att_state;
 
@@ -45,8 +48,9 @@ typedef struct att_geo {
     size_t count, s, t, dh, dv, mq; /* batch entries; Q S x dh, Kᵀ dh x T, V T x dv */
     int br;                         /* batch axes */
     int64_t bdims[NNF_MAX_RANK], q_bs[NNF_MAX_RANK], k_bs[NNF_MAX_RANK], v_bs[NNF_MAX_RANK],
-        r_bs[NNF_MAX_RANK];
-    size_t q_ld, k_ld, v_ld, q_rs, r_ld; /* matrices' ld; Q's and the mask's row strides */
+        r_bs[NNF_MAX_RANK], c_bs[NNF_MAX_RANK];
+    /* matrices' ld; Q's, the mask's and the Where's condition's row strides */
+    size_t q_ld, k_ld, v_ld, q_rs, r_ld, c_ld;
     int q_t, k_t, v_t;
     size_t pk_floats, pv_floats, s_floats;
 } att_geo;
@@ -55,6 +59,8 @@ typedef struct att_job {
     const att_state *s;
     const att_geo *g;
     const float *q, *k, *v, *bias, *res;
+    const uint8_t *cond; /* the Where's condition (bool), or NULL */
+    float fill;          /* the Where's other operand */
     float *y;
     size_t parts, part_rows;
     atomic_int failed;
@@ -76,7 +82,7 @@ static void att_task(void *ctx, size_t i) {
            r1 = min_size(r0 + j->part_rows, g->s);
     if (r0 >= r1)
         return;
-    int64_t rem = (int64_t)bi, qo = 0, ko = 0, vo = 0, ro = 0;
+    int64_t rem = (int64_t)bi, qo = 0, ko = 0, vo = 0, ro = 0, co = 0;
     for (int d = g->br - 1; d >= 0; d--) {
         int64_t idx = rem % g->bdims[d];
         rem /= g->bdims[d];
@@ -84,6 +90,7 @@ static void att_task(void *ctx, size_t i) {
         ko += idx * g->k_bs[d];
         vo += idx * g->v_bs[d];
         ro += idx * g->r_bs[d];
+        co += idx * g->c_bs[d];
     }
     float *buf =
         nnf_thread_scratch(NNF_SCRATCH_ATTENTION, g->pk_floats + g->pv_floats + g->s_floats);
@@ -117,6 +124,16 @@ static void att_task(void *ctx, size_t i) {
             atomic_store(&j->failed, 1);
             return;
         }
+        if (j->cond) /* the Where: the scores where the condition says, else the constant */
+            for (size_t i = 0; i < m; i++) {
+                const uint8_t *c = j->cond + co + (q0 + i) * g->c_ld;
+                uint32_t *row = (uint32_t *)(scores + i * g->t), fill;
+                memcpy(&fill, &j->fill, sizeof fill);
+                if (s->scores_first)
+                    s->ew->select32(c, 1, row, 1, &fill, 0, row, g->t);
+                else
+                    s->ew->select32(c, 1, &fill, 0, row, 1, row, g->t);
+            }
         s->ew->softmax(scores, scores, m, g->t, 0);
         nnf_gemm_src ps = nnf_gemm_src_matrix(scores, g->t, 0);
         float *y = j->y + (bi * g->s + q0) * g->dv;
@@ -173,6 +190,16 @@ static bool geometry(const nnf_node *node, const att_state *st, nnf_buf *const *
         g->r_ld = l.ld;
         memcpy(g->r_bs, l.bs, sizeof g->r_bs);
     }
+    if (st->where_cond >= 0) {
+        const nnf_buf *c = in[st->where_cond], *f = in[st->where_cond + 1];
+        nnf_mm_residual l; /* laid out as a mask is: the dtype aside */
+        if (!c || !f || c->dtype != NNF_DTYPE_BOOL || f->dtype != NNF_DTYPE_FLOAT32 ||
+            f->numel != 1 ||
+            !nnf_mm_residual_layout(NNF_DTYPE_FLOAT32, c->rank, c->dims, r, sd, true, &l))
+            return false;
+        g->c_ld = l.ld;
+        memcpy(g->c_bs, l.bs, sizeof g->c_bs);
+    }
     if (st->bias_input >= 0 &&
         (!in[st->bias_input] || in[st->bias_input]->dtype != NNF_DTYPE_FLOAT32 ||
          in[st->bias_input]->numel != g->t))
@@ -211,6 +238,8 @@ static nnf_status att_run(NNF_KERNEL_ARGS) {
                  .v = in[nv]->data,
                  .bias = s->bias_input >= 0 ? in[s->bias_input]->data : NULL,
                  .res = s->residual_input >= 0 ? in[s->residual_input]->data : NULL,
+                 .cond = s->where_cond >= 0 ? in[s->where_cond]->data : NULL,
+                 .fill = s->where_cond >= 0 ? *(const float *)in[s->where_cond + 1]->data : 0.0f,
                  .y = out[0]->data,
                  .parts = 1};
     size_t threads = ctx->pool ? (size_t)nnf_threadpool_size(ctx->pool) : 1;
@@ -238,12 +267,15 @@ nnf_status nnf_plan_attention(NNF_PLAN_ARGS) {
                     .bias_input = -1,
                     .residual_input = -1};
     if (!p || r < 2 || in[1].shape.rank != r || in[nv].shape.rank != r || !st.cfg || !st.ew ||
-        !st.ew->softmax)
+        !st.ew->softmax || !st.ew->select32)
         return NNF_OK;
     for (int i = 0; i < node->n_inputs; i++)
-        if (!in[i].present || in[i].dtype != NNF_DTYPE_FLOAT32)
+        if (!in[i].present ||
+            in[i].dtype != (i == p->where_cond ? NNF_DTYPE_BOOL : NNF_DTYPE_FLOAT32))
             return NNF_OK;
     st.alpha = p->qk.alpha;
+    st.where_cond = p->where_cond;
+    st.scores_first = p->scores_first;
     st.bias_input = p->qk.bias_input;
     st.residual_input = p->qk.residual_input;
     const char *gn = st.cfg->name;

@@ -19,13 +19,17 @@ def info(name, shape):
 
 
 def attention(b, h, s, t, dh, dv, scale=None, mask=None, views=False, tail=None, axis=-1,
-              softmax="Softmax"):
+              softmax="Softmax", where=None):
     """Graph inputs q, k, v and the nodes of one attention. views: Q, K and V come as [B, S, H, d]
     and their Transposes (K's to [B, H, d, T]) fold into the MatMuls; else q [B,H,S,dh], k
     [B,H,dh,T], v [B,H,T,dv]. scale: a Div of the scores by it. mask: "row" (an Add of [B,1,1,T]
     computed at run time, as BERT's), "full" (a constant [1,H,S,T]), "heads" (a constant [B,1,S,T]
     that broadcasts over the heads), "const_row" (a constant [T]: the scores' MatMul takes it as
-    its bias). tail: the probabilities also go to a second output."""
+    its bias). where: a Where after the mask, "causal" (GPT-2's: a constant lower-triangular
+    condition keeps the scores, -3.4e38 elsewhere), "padding" (a condition computed at run time,
+    [B, 1, 1, T], puts -1e9 where it holds: the scores are the Where's third input) or "column"
+    (the same with a [B, 1, S, 1] condition, which broadcasts along the columns: not fused). tail:
+    the probabilities also go to a second output."""
     inits, nodes = [], []
     if views:
         ins = [info("q", (b, s, h, dh)), info("k", (b, t, h, dh)), info("v", (b, t, h, dv))]
@@ -55,6 +59,21 @@ def attention(b, h, s, t, dh, dv, scale=None, mask=None, views=False, tail=None,
         inits.append(numpy_helper.from_array(RNG.standard_normal(shape).astype(np.float32), "mc"))
         nodes.append(helper.make_node("Add", [cur, "mc"], ["sm"]))
         cur = "sm"
+    if where == "causal":  # GPT-2's: Where(tril, w, -3.4e38), the condition a constant [1, 1, S, T]
+        inits += [numpy_helper.from_array(np.tril(np.ones((1, 1, s, t), bool), t - s), "tril"),
+                  numpy_helper.from_array(np.float32(-3.4e38), "low")]
+        nodes.append(helper.make_node("Where", ["tril", cur, "low"], ["sw"]))
+        cur = "sw"
+    elif where in ("padding", "column"):  # the scores kept where the condition is false
+        ins.append(info("pm", (b, t) if where == "padding" else (b, s)))
+        shape = [b, 1, 1, t] if where == "padding" else [b, 1, s, 1]
+        inits += [numpy_helper.from_array(np.float32(0.5), "half"),
+                  numpy_helper.from_array(np.array(shape, np.int64), "pshape"),
+                  numpy_helper.from_array(np.float32(-1e9), "big")]
+        nodes += [helper.make_node("Greater", ["pm", "half"], ["pg"]),
+                  helper.make_node("Reshape", ["pg", "pshape"], ["pc"]),
+                  helper.make_node("Where", ["pc", "big", cur], ["sw"])]
+        cur = "sw"
     nodes += [helper.make_node(softmax, [cur], ["p"], axis=axis),
               helper.make_node("MatMul", ["p", v], ["y"])]
     outs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]
@@ -70,7 +89,7 @@ def feeds(data):
     for vi in m.graph.input:
         dims = [d.dim_value for d in vi.type.tensor_type.shape.dim]
         x = RNG.standard_normal(dims).astype(np.float32)
-        out[vi.name] = (x > 0.7).astype(np.float32) if vi.name == "m" else x
+        out[vi.name] = (x > 0.7).astype(np.float32) if vi.name in ("m", "pm") else x
     return out
 
 
@@ -85,12 +104,16 @@ CASES = {
     "full_mask": dict(b=1, h=3, s=6, t=29, dh=5, dv=7, mask="full"),
     "heads_mask_blocks": dict(b=2, h=2, s=60, t=1200, dh=4, dv=3, mask="heads"),
     "views": dict(b=1, h=4, s=31, t=31, dh=16, dv=16, views=True, scale=4.0),
+    "causal_where": dict(b=1, h=3, s=20, t=20, dh=8, dv=8, scale=8.0, where="causal"),
+    "causal_where_blocks": dict(b=2, h=2, s=90, t=1300, dh=4, dv=4, views=True, where="causal"),
+    "padding_where_and_mask": dict(b=3, h=2, s=7, t=11, dh=5, dv=3, mask="heads", where="padding"),
     "views_long": dict(b=1, h=3, s=70, t=1100, dh=8, dv=8, views=True),
 }
 NEAR_MISSES = {
     "probs_also_output": dict(b=1, h=2, s=5, t=7, dh=3, dv=4, tail=True),
     "softmax_not_last_axis": dict(b=1, h=2, s=7, t=7, dh=3, dv=4, axis=2),
     "log_softmax": dict(b=1, h=2, s=5, t=7, dh=3, dv=4, softmax="LogSoftmax"),
+    "where_along_columns": dict(b=2, h=2, s=5, t=7, dh=3, dv=4, where="column"),
 }
 
 
