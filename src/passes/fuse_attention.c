@@ -27,11 +27,12 @@ static bool operand(const nnf_graph *g, const nnf_node *mm, int s, nnf_shape *ou
     return true;
 }
 
-/* The same extent: known and equal, or symbolic by the same name. */
-static bool same_dim(const nnf_shape *x, const nnf_shape *y, int i) {
-    if (x->dims[i] >= 0 || y->dims[i] >= 0)
-        return x->dims[i] == y->dims[i];
-    return x->dim_names[i] && y->dim_names[i] && !strcmp(x->dim_names[i], y->dim_names[i]);
+/* x's axis i and y's axis k have the same extent: known and equal, or
+ * symbolic by the same name. */
+static bool same_dim(const nnf_shape *x, int i, const nnf_shape *y, int k) {
+    if (x->dims[i] >= 0 || y->dims[k] >= 0)
+        return x->dims[i] == y->dims[k];
+    return x->dim_names[i] && y->dim_names[k] && !strcmp(x->dim_names[i], y->dim_names[k]);
 }
 
 /* A Where between the scores and the Softmax that selects them against a
@@ -51,14 +52,9 @@ static bool select_ok(nnf_pass_ctx *ctx, const nnf_node *wh, int scores) {
         !nnf_pass_const_scalar(g, other, &fill) ||
         !nnf_shape_same(&g->values[wh->outputs[0]].shape, s) || c->rank < 1 || c->rank > s->rank)
         return false;
-    for (int i = 0; i < c->rank; i++) {
-        int k = s->rank - c->rank + i;
-        bool same = c->dims[i] >= 0 ? c->dims[i] == s->dims[k]
-                                    : c->dim_names[i] && s->dim_names[k] &&
-                                          !strcmp(c->dim_names[i], s->dim_names[k]);
-        if (!same && (c->dims[i] != 1 || i == c->rank - 1))
+    for (int i = 0; i < c->rank; i++)
+        if (!same_dim(c, i, s, s->rank - c->rank + i) && (c->dims[i] != 1 || i == c->rank - 1))
             return false;
-    }
     return true;
 }
 
@@ -83,7 +79,7 @@ static bool fusable(nnf_pass_ctx *ctx, const nnf_node *mm1, const nnf_node *wh, 
         v.rank != r || (ps->axis != -1 && ps->axis != r - 1))
         return false;
     for (int i = 0; i + 2 < r; i++)
-        if (!same_dim(&q, &k, i) || !same_dim(&q, &v, i))
+        if (!same_dim(&q, i, &k, i) || !same_dim(&q, i, &v, i))
             return false;
     /* a bias (a constant row) and a mask are as fuse_residual took them:
      * what the epilogue of the scores' GEMM reads */
