@@ -1,6 +1,6 @@
 """The attention fusion (passes/fuse_attention.c, plan/plan_attention.c): MatMul (Q·Kᵀ, with its
-scale, bias and mask) → Softmax → MatMul (·V) runs as one nnfuse::Attention node, a block of query
-rows at a time. Each case checks the node is made (or, for the near misses, that it is not), and
+scale, bias and mask) [→ Where against a constant] → Softmax → MatMul (·V) runs as one
+nnfuse::Attention node, a block of query rows at a time. Each case checks the node is made (or, for the near misses, that it is not), and
 its outputs against ONNX Runtime, the unfused run (-O0), the fused graph on the reference kernels,
 and itself on 2 threads (bit for bit: the blocks do not depend on the thread count)."""
 import numpy as np
