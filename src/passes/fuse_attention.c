@@ -27,14 +27,6 @@ static bool operand(const nnf_graph *g, const nnf_node *mm, int s, nnf_shape *ou
     return true;
 }
 
-/* x's axis i and y's axis k have the same extent: known and equal, or
- * symbolic by the same name. */
-static bool same_dim(const nnf_shape *x, int i, const nnf_shape *y, int k) {
-    if (x->dims[i] >= 0 || y->dims[k] >= 0)
-        return x->dims[i] == y->dims[k];
-    return x->dim_names[i] && y->dim_names[k] && !strcmp(x->dim_names[i], y->dim_names[k]);
-}
-
 /* A Where between the scores and the Softmax that selects them against a
  * constant float scalar by a boolean condition whose rows are whole (it
  * broadcasts along the batch axes and rows only, as the epilogue reads a
@@ -48,14 +40,9 @@ static bool select_ok(nnf_pass_ctx *ctx, const nnf_node *wh, int scores) {
     int other = wh->inputs[wh->inputs[1] == scores ? 2 : 1];
     float fill;
     const nnf_shape *c = &g->values[wh->inputs[0]].shape, *s = &g->values[scores].shape;
-    if (g->values[wh->inputs[0]].dtype != NNF_DTYPE_BOOL ||
-        !nnf_pass_const_scalar(g, other, &fill) ||
-        !nnf_shape_same(&g->values[wh->outputs[0]].shape, s) || c->rank < 1 || c->rank > s->rank)
-        return false;
-    for (int i = 0; i < c->rank; i++)
-        if (!same_dim(c, i, s, s->rank - c->rank + i) && (c->dims[i] != 1 || i == c->rank - 1))
-            return false;
-    return true;
+    return g->values[wh->inputs[0]].dtype == NNF_DTYPE_BOOL &&
+           nnf_pass_const_scalar(g, other, &fill) &&
+           nnf_shape_same(&g->values[wh->outputs[0]].shape, s) && nnf_pass_rows_broadcast(c, s);
 }
 
 static bool fusable(nnf_pass_ctx *ctx, const nnf_node *mm1, const nnf_node *wh, const nnf_node *sm,
@@ -79,7 +66,7 @@ static bool fusable(nnf_pass_ctx *ctx, const nnf_node *mm1, const nnf_node *wh, 
         v.rank != r || (ps->axis != -1 && ps->axis != r - 1))
         return false;
     for (int i = 0; i + 2 < r; i++)
-        if (!same_dim(&q, i, &k, i) || !same_dim(&q, i, &v, i))
+        if (!nnf_pass_dim_fits(&q, i, &k, i, false) || !nnf_pass_dim_fits(&q, i, &v, i, false))
             return false;
     /* a bias (a constant row) and a mask are as fuse_residual took them:
      * what the epilogue of the scores' GEMM reads */

@@ -36,28 +36,6 @@ static bool bias_row(const nnf_value *x, const nnf_shape *m) {
     return x->shape.rank <= m->rank && x->shape.dims[x->shape.rank - 1] == m->dims[m->rank - 1];
 }
 
-/* One axis of x against the output's: the same extent (known, or the same
- * symbolic name), or x's is 1. */
-static bool dim_fits(const nnf_shape *x, int i, const nnf_shape *y, int k, bool may_broadcast) {
-    if (x->dims[i] == 1 && may_broadcast)
-        return true;
-    if (x->dims[i] != y->dims[k])
-        return false;
-    return x->dims[i] >= 0 ||
-           (x->dim_names[i] && y->dim_names[k] && !strcmp(x->dim_names[i], y->dim_names[k]));
-}
-
-/* A residual the GEMM epilogue reads by batch and row: shaped like y but for
- * extents of 1 where it broadcasts, except its last (whole rows of N). */
-static bool bcast_residual(const nnf_shape *x, const nnf_shape *y) {
-    if (x->rank < 1 || y->rank < 1 || x->rank > y->rank)
-        return false;
-    for (int i = 0; i < x->rank; i++)
-        if (!dim_fits(x, i, y, y->rank - x->rank + i, i + 1 < x->rank))
-            return false;
-    return true;
-}
-
 /* A MatMul takes up to two Adds after it: a constant bias row (its bias
  * slot, bias_input) and then a tensor of its output's shape (residual_input):
  * a Linear layer's bias and the skip connection after it, in that order, the
@@ -84,7 +62,8 @@ static nnf_status fuse_matmul(nnf_pass_ctx *ctx, nnf_node *add) {
         /* a residual that broadcasts needs Y's rows: both operands 2-D or more */
         bool rows = g->values[mm->inputs[0]].shape.rank >= 2 &&
                     g->values[mm->inputs[1]].shape.rank >= 2;
-        bool fits = nnf_shape_same(&x->shape, out) || (rows && bcast_residual(&x->shape, out));
+        bool fits =
+            nnf_shape_same(&x->shape, out) || (rows && nnf_pass_rows_broadcast(&x->shape, out));
         if (!as_bias && !(nnf_shape_same(&m->shape, out) && fits))
             continue;
         int slot = mm->n_inputs;

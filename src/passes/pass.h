@@ -33,6 +33,13 @@ int nnf_pass_listed(const char *list, const char *name);
 void nnf_pass_count_uses(nnf_pass_ctx *ctx);
 /* Whether n is a live node of the default domain of this op type (NULL: no). */
 bool nnf_pass_is_op(const nnf_node *n, const char *op);
+/* x's axis i against y's axis k: the same extent (known, or the same
+ * symbolic name), or, where may_broadcast, x's is 1. */
+bool nnf_pass_dim_fits(const nnf_shape *x, int i, const nnf_shape *y, int k, bool may_broadcast);
+/* x is shaped like y (its leading axes may be left out) but for extents of 1
+ * where it broadcasts, except its last: whole rows of y's last axis, as a
+ * GEMM epilogue reads a residual by batch and row (an attention mask). */
+bool nnf_pass_rows_broadcast(const nnf_shape *x, const nnf_shape *y);
 /* The live node producing value v, or NULL. */
 nnf_node *nnf_pass_producer(nnf_pass_ctx *ctx, int v);
 /* Record that `into` absorbed `from` (names kept for profile/compare). */

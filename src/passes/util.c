@@ -23,6 +23,24 @@ bool nnf_pass_is_op(const nnf_node *n, const char *op) {
     return n && !n->dead && !n->domain[0] && !strcmp(n->op_type, op);
 }
 
+bool nnf_pass_dim_fits(const nnf_shape *x, int i, const nnf_shape *y, int k, bool may_broadcast) {
+    if (x->dims[i] == 1 && may_broadcast)
+        return true;
+    if (x->dims[i] != y->dims[k])
+        return false;
+    return x->dims[i] >= 0 ||
+           (x->dim_names[i] && y->dim_names[k] && !strcmp(x->dim_names[i], y->dim_names[k]));
+}
+
+bool nnf_pass_rows_broadcast(const nnf_shape *x, const nnf_shape *y) {
+    if (x->rank < 1 || y->rank < 1 || x->rank > y->rank)
+        return false;
+    for (int i = 0; i < x->rank; i++)
+        if (!nnf_pass_dim_fits(x, i, y, y->rank - x->rank + i, i + 1 < x->rank))
+            return false;
+    return true;
+}
+
 nnf_node *nnf_pass_producer(nnf_pass_ctx *ctx, int v) {
     if (v < 0)
         return NULL;

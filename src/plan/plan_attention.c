@@ -107,6 +107,8 @@ static void att_task(void *ctx, size_t i) {
     src = nnf_gemm_src_matrix(j->v + vo, g->v_ld, g->v_t);
     nnf_gemm_pack_slice(s->cfg, &pv, 0, g->dv, &src);
     nnf_gemm_src kp = nnf_gemm_src_packed(&pk), vp = nnf_gemm_src_packed(&pv);
+    uint32_t fill; /* the Where's constant, as select32 copies it */
+    memcpy(&fill, &j->fill, sizeof fill);
     nnf_epilogue e = nnf_epilogue_default();
     e.alpha = s->alpha;
     if (j->bias) {
@@ -127,8 +129,7 @@ static void att_task(void *ctx, size_t i) {
         if (j->cond) /* the Where: the scores where the condition says, else the constant */
             for (size_t i = 0; i < m; i++) {
                 const uint8_t *c = j->cond + co + (q0 + i) * g->c_ld;
-                uint32_t *row = (uint32_t *)(scores + i * g->t), fill;
-                memcpy(&fill, &j->fill, sizeof fill);
+                uint32_t *row = (uint32_t *)(scores + i * g->t);
                 if (s->scores_first)
                     s->ew->select32(c, 1, row, 1, &fill, 0, row, g->t);
                 else

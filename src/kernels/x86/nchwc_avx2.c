@@ -319,7 +319,7 @@ static inline __attribute__((always_inline)) void dw_border_t(const dw_ctx *c, c
  * chains of dependent FMAs. For every pixel the taps still add in (row,
  * column) order, skipping the same ones as dw_border_t: the same sums bit
  * for bit. This tile: pixels [o0, o0 + P), its taps DW apart (dilated rows'
- * borders, dw_border_tiles, use it too). */
+ * borders, dw_borders, use it too). */
 static inline __attribute__((always_inline)) void
 dw_tile_small(const dw_ctx *c, const float *const *xr, size_t r0, size_t r1, size_t o0, float *y,
               const float *res, size_t KW, size_t SW, size_t DW, size_t P) {
@@ -378,12 +378,17 @@ dw_row_small(const dw_ctx *c, const float *const *xr, size_t r0, size_t r1, floa
     }
 }
 
-/* Border pixels [o0, o1) in tiles of at most 8 (a dilated row's borders are
- * d or more pixels: one at a time, each a chain of dependent FMAs, they
- * took most of the row). */
+/* Border pixels [o0, o1): undilated (a pixel or two a side) one at a time;
+ * dilated in tiles of at most 8 (its borders are d or more pixels: one at a
+ * time, each a chain of dependent FMAs, they took most of the row). */
 static inline __attribute__((always_inline)) void
-dw_border_tiles(const dw_ctx *c, const float *const *xr, size_t r0, size_t r1, size_t o0, size_t o1,
-                float *y, const float *res, size_t KW, size_t SW, size_t DW) {
+dw_borders(const dw_ctx *c, const float *const *xr, size_t r0, size_t r1, size_t o0, size_t o1,
+           float *y, const float *res, size_t KW, size_t SW, size_t DW) {
+    if (DW == 1) {
+        for (size_t o = o0; o < o1; o++)
+            dw_border_t(c, xr, r0, r1, o, y, res, KW, SW, DW);
+        return;
+    }
     for (size_t o = o0; o < o1; o += 8) {
         size_t n = o1 - o < 8 ? o1 - o : 8;
         DW_TILE_CASES(o, n, DW)
@@ -396,18 +401,9 @@ static inline __attribute__((always_inline)) void dw_row_t(const dw_ctx *c, cons
                                                            size_t r0, size_t r1, size_t lo,
                                                            size_t hi, float *y, const float *res,
                                                            size_t KW, size_t SW, size_t DW) {
-    size_t ow = c->t->s->ow, hi0 = hi > lo ? hi : lo;
-    if (DW > 1) {
-        dw_border_tiles(c, xr, r0, r1, 0, lo, y, res, KW, SW, DW);
-        dw_interior_run(c, xr, r0, r1, lo, hi, y, res, KW, SW, DW, 1);
-        dw_border_tiles(c, xr, r0, r1, hi0, ow, y, res, KW, SW, DW);
-        return;
-    }
-    for (size_t o = 0; o < lo; o++)
-        dw_border_t(c, xr, r0, r1, o, y, res, KW, SW, DW);
+    dw_borders(c, xr, r0, r1, 0, lo, y, res, KW, SW, DW);
     dw_interior_run(c, xr, r0, r1, lo, hi, y, res, KW, SW, DW, 1);
-    for (size_t o = hi0; o < ow; o++)
-        dw_border_t(c, xr, r0, r1, o, y, res, KW, SW, DW);
+    dw_borders(c, xr, r0, r1, hi > lo ? hi : lo, c->t->s->ow, y, res, KW, SW, DW);
 }
 
 static __attribute__((noinline)) void dw_interior_generic(const dw_ctx *c, const float *const *xr, size_t r0,
