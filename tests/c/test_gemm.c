@@ -224,13 +224,17 @@ static void test_epilogues(const nnf_gemm_cfg *cfg) {
     size_t m = 19, n = 37, k = 29;
     float *bias_r = check_rand_buf(m), *bias_c = check_rand_buf(n), *res = check_rand_buf(m * (n + 3));
     int fails = 0;
+    /* every act x bias x residual, scaled or not: alpha alone (an
+     * attention's scale) finishes in the AVX2 tile's registers, with a bias
+     * or residual through the C epilogue */
     for (size_t a = 0; a < N_ACTS; a++)
-        for (int bk = 0; bk < 3; bk++)
+        for (int form = 0; form < 6; form++)
             for (int rmode = 0; rmode < 3; rmode++) {
+                int bk = form % 3;
                 gcase g = {.m = m, .n = n, .k = k, .use_ep = 1, .pack_b = (int)(a & 1)};
                 g.ep = nnf_epilogue_default();
                 g.ep.act = k_acts[a];
-                g.ep.alpha = bk == 2 ? 0.75f : 1.0f;
+                g.ep.alpha = form >= 3 ? 0.75f : 1.0f;
                 g.ep.bias_kind = (nnf_bias_kind)bk;
                 g.ep.bias = bk == 1 ? bias_r : bk == 2 ? bias_c : NULL;
                 if (rmode) {
@@ -240,15 +244,15 @@ static void test_epilogues(const nnf_gemm_cfg *cfg) {
                     g.ep.residual_after_act = rmode == 2;
                 }
                 int bad = run_case(cfg, &g, NULL, "epilogue");
-                CHECK_MSG(!bad, "%s: act %d bias %d residual %d", cfg->name, (int)k_acts[a].kind,
-                          bk, rmode);
+                CHECK_MSG(!bad, "%s: act %d bias %d residual %d alpha %g", cfg->name,
+                          (int)k_acts[a].kind, bk, rmode, (double)g.ep.alpha);
                 fails += bad != 0;
                 /* a multi-K-block version, where the epilogue runs after accumulation */
                 g.k = cfg->kc + 5;
                 g.m = 7;
                 bad = run_case(cfg, &g, NULL, "epilogue-kblocks");
-                CHECK_MSG(!bad, "%s: kblocks act %d bias %d residual %d", cfg->name,
-                          (int)k_acts[a].kind, bk, rmode);
+                CHECK_MSG(!bad, "%s: kblocks act %d bias %d residual %d alpha %g", cfg->name,
+                          (int)k_acts[a].kind, bk, rmode, (double)g.ep.alpha);
             }
     /* K = 0: the epilogue of an all-zero product */
     gcase g = {.m = 5, .n = 9, .k = 0, .use_ep = 1};

@@ -81,12 +81,13 @@ typedef struct tile_io {
     int ep;               /* 28: apply bias, residual and clamp */
     int bias_kind;        /* 32: 0 none, 1 per row, 2 per column */
     float lo, hi;         /* 36, 40: the clamp (+-inf: none) */
+    float alpha;          /* 44: the scale, applied first where ep is 2 */
     ptrdiff_t pf;         /* bytes past b that the K loop prefetches B from */
 } tile_io;
 _Static_assert(offsetof(tile_io, res) == 8 && offsetof(tile_io, res_ld) == 16 &&
                    offsetof(tile_io, accumulate) == 24 && offsetof(tile_io, ep) == 28 &&
                    offsetof(tile_io, bias_kind) == 32 && offsetof(tile_io, lo) == 36 &&
-                   offsetof(tile_io, hi) == 40,
+                   offsetof(tile_io, hi) == 40 && offsetof(tile_io, alpha) == 44,
                "tile_io offsets are baked into the assembly");
 
 /* The tile's rows for the finish: M(row, C address, the row's two
@@ -105,6 +106,8 @@ _Static_assert(offsetof(tile_io, res) == 8 && offsetof(tile_io, res_ld) == 16 &&
 #define T_CLAMP1(acc)                                                                              \
     "vmaxps %%ymm" #acc ", %%ymm2, %%ymm" #acc "\n\tvminps %%ymm" #acc ", %%ymm3, %%ymm" #acc "\n\t"
 #define T_CLAMP(r, c, a0, a1) T_CLAMP1(a0) T_CLAMP1(a1)
+#define T_MUL(acc) "vmulps %%ymm0, %%ymm" #acc ", %%ymm" #acc "\n\t"
+#define T_SCALE(r, c, a0, a1) T_MUL(a0) T_MUL(a1)
 #define T_STORE(r, c, a0, a1) "vmovups %%ymm" #a0 ", " c "\n\tvmovups %%ymm" #a1 ", 32" c "\n\t"
 
 /* The full tile: 12 accumulators over the whole K block, finished into C in
@@ -123,6 +126,7 @@ _Static_assert(offsetof(tile_io, res) == 8 && offsetof(tile_io, res_ld) == 16 &&
     TILE_ZERO(10) TILE_ZERO(11)
 #define TILE_ZERO5 TILE_ZERO4 TILE_ZERO(12) TILE_ZERO(13)
 #define TILE_ZERO6 TILE_ZERO5 TILE_ZERO(14) TILE_ZERO(15)
+/* clang-format off */
 #define TILE_ASM(NAME, K_STEP, T_EACH_ROW, ZERO)                                                   \
     static void NAME(size_t kc, const float *a, const float *b, float *c, size_t ldc,              \
                      const tile_io *io) {                                                          \
@@ -157,6 +161,10 @@ _Static_assert(offsetof(tile_io, res) == 8 && offsetof(tile_io, res_ld) == 16 &&
                          "5:\n\t"                                                                  \
                          "cmpl $0, 28(%[io])\n\t"                                                  \
                          "je 9f\n\t"                                                               \
+                         "cmpl $2, 28(%[io])\n\t"                                                  \
+                         "jne 10f\n\t"                                                             \
+                         "vbroadcastss 44(%[io]), %%ymm0\n\t" T_EACH_ROW(T_SCALE)                  \
+                         "10:\n\t"                                                                 \
                          "mov (%[io]), %[a]\n\t"                                                   \
                          "cmpl $1, 32(%[io])\n\t"                                                  \
                          "jne 6f\n\t" T_EACH_ROW(T_BIAS_ROW)                                       \
@@ -181,6 +189,7 @@ _Static_assert(offsetof(tile_io, res) == 8 && offsetof(tile_io, res_ld) == 16 &&
                            "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15",          \
                            "memory", "cc");                                                        \
     }
+/* clang-format on */
 TILE_ASM(tile_6x16_asm, K_STEP6, T_EACH_ROW6, TILE_ZERO6)
 TILE_ASM(tile_5x16_asm, K_STEP5, T_EACH_ROW5, TILE_ZERO5)
 TILE_ASM(tile_4x16_asm, K_STEP4, T_EACH_ROW4, TILE_ZERO4)
@@ -299,13 +308,26 @@ void nnf_gemm_ukernel_6x16_avx2(size_t kc, const float *a, const float *b, float
         _mm_prefetch((const char *)(c + r * ldc), _MM_HINT_T0);
         _mm_prefetch((const char *)(c + r * ldc + 15), _MM_HINT_T0);
     }
-    nnf_ep_fast f = nnf_ep_fast_init(t->ep);
-    if (m >= 4 && n == 16 && (!t->ep || f.clamp_only)) {
-        const nnf_epilogue *e = t->ep;
+    /* A scale alone (an attention's): the full tiles multiply in the
+     * registers, first, as nnf_ep8 does. Through ep_tile_flat it was a tenth
+     * of Whisper's attention on this tier. With a bias or a residual the C
+     * path's alpha * v + b is one FMA (GCC contracts it), so those keep the
+     * C path; the edge tiles take it too. */
+    const nnf_epilogue *e = t->ep;
+    nnf_epilogue unscaled;
+    int scaled = e && e->alpha != 1.0f && e->bias_kind == NNF_BIAS_NONE && !e->residual &&
+                 e->act.kind == NNF_ACT_NONE;
+    if (scaled) {
+        unscaled = *e;
+        unscaled.alpha = 1.0f;
+    }
+    nnf_ep_fast f = nnf_ep_fast_init(scaled ? &unscaled : e);
+    if (m >= 4 && n == 16 && (!e || f.clamp_only)) {
         tile_io io = {.accumulate = t->accumulate, .lo = -INFINITY, .hi = INFINITY,
                       .pf = t->b_prefetch ? t->b_prefetch : 1024};
         if (e) {
-            io.ep = 1;
+            io.ep = scaled ? 2 : 1;
+            io.alpha = e->alpha;
             io.bias = t->bias;
             io.bias_kind = !f.bias                              ? 0
                            : e->bias_kind == NNF_BIAS_PER_ROW ? 1
@@ -339,8 +361,7 @@ void nnf_gemm_ukernel_6x16_avx2(size_t kc, const float *a, const float *b, float
     __m256i m0 = nnf_mask8(n), m1 = nnf_mask8(n > 8 ? n - 8 : 0);
     /* bias + residual + ReLU/Clip (a conv's usual tail) without a call per
      * vector: with K = 64 the epilogue is a fifth of the tile's work */
-    if (f.clamp_only) {
-        const nnf_epilogue *e = t->ep;
+    if (f.clamp_only && !scaled) {
         int full = n == 16;
         __m256 bc0 = _mm256_setzero_ps(), bc1 = _mm256_setzero_ps();
         if (e->bias_kind == NNF_BIAS_PER_COL) {
