@@ -665,7 +665,8 @@ static void gemm_task(void *ctx, size_t i0, size_t j0, size_t mi, size_t nj) {
                     size_t nnext = j0 + nj - (jc + ncb) < j->nc ? j0 + nj - (jc + ncb) : j->nc;
                     pf_start(&pf, j->b->data + pc * j->b->ld + jc + ncb, j->b->ld, kcb, nnext,
                              pf_calls);
-                } else if (j->b->packed && panels >= NNF_GEMM_PF_MIN_PANELS && !stream_b) {
+                } else if (j->b->packed && !j->b->packed->cached &&
+                           panels >= NNF_GEMM_PF_MIN_PANELS && !stream_b) {
                     /* prepacked weights: the block after this one, in the
                      * order the task reads them (the next columns, or the
                      * next K block's first), one contiguous run, spread

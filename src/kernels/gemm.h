@@ -117,6 +117,12 @@ typedef struct nnf_gemm_packed {
     /* data came packed (a compiled .nnf file's block, base/packs.h): its
      * producer writes nothing */
     bool ready;
+    /* packed just now by the calling thread into its scratch (an attention's
+     * K and V, plan/plan_attention.c), so in its L2 or L3: nnf_gemm_run
+     * does not prefetch the next block of it, as it does weights from
+     * memory. A line per microkernel call of a 64-deep product cost
+     * Whisper's attention 7 % of its time on Zen 3 (ab_builds 0.93). */
+    bool cached;
     /* rows from tail_from on are in panels of `tail` rows (each still r
      * wide), as a block of all mn rows packs them (gemm.c, tail_split);
      * tail_from = mn: every panel r rows */

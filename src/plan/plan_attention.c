@@ -101,6 +101,7 @@ static void att_task(void *ctx, size_t i) {
     nnf_gemm_packed pk, pv;
     nnf_gemm_packed_view(s->cfg, NNF_GEMM_B, g->t, g->dh, buf, &pk);
     nnf_gemm_packed_view(s->cfg, NNF_GEMM_B, g->dv, g->t, buf + g->pk_floats, &pv);
+    pk.cached = pv.cached = true;
     float *scores = buf + g->pk_floats + g->pv_floats;
     nnf_gemm_src src = nnf_gemm_src_matrix(j->k + ko, g->k_ld, g->k_t);
     nnf_gemm_pack_slice(s->cfg, &pk, 0, g->t, &src);
