@@ -22,6 +22,7 @@
  * NNF_TEST_SOAK=N adds N random cases of every op above, on 1, 2 and 3
  * threads too (soak() below). */
 #include "base/alloc.h"
+#include "base/cpu.h"
 #include "fast_op_harness.h"
 #include "kernels/eltwise_fast.h"
 #include "kernels/resize_fast.h"
@@ -396,6 +397,17 @@ static void test_softmax(nnf_isa isa) {
         CHECK(r.planned && r1.planned && !memcmp(r.fast[0], r1.fast[0], n * sizeof(float)));
         f_free(&r);
         f_free(&r1);
+        /* rows streaming from memory, more than eight L2s of them (the AVX2
+         * tier runs them one by one, fetching ahead), a prime length */
+        size_t rl = 509, nrows = 8 * nnf_cpu_get()->l2 / (rl * sizeof(float)) + 7;
+        int64_t ds[2] = {(int64_t)nrows, (int64_t)rl};
+        float *xs = f_rand_buf(nrows * rl, -10, 10);
+        in = f32_in(xs, 2, ds, 0);
+        r = f_run(op, 13, NULL, 0, &in, 1, 1, NULL, NULL);
+        CHECK_MSG(r.planned && f_err(&r, 0, at, rt, op) <= 1, "%s %s %zu rows of 509", t, op,
+                  nrows);
+        f_free(&r);
+        free(xs);
         /* opset 11 flattens from the axis: [2,3,4,5] at axis 1 is rows of 60 */
         int64_t dc[4] = {2, 3, 4, 5};
         nnf_attr ax1 = f_int("axis", 1);

@@ -3,6 +3,7 @@
  * vector, so any n (including 1) touches only [0, n). Each op's formula is a
  * static inline function of the vector (and broadcast constants), expanded by
  * one loop macro with the op switch outside the loop. */
+#include "base/cpu.h"
 #include "kernels/eltwise_fast.h"
 #include "kernels/vmath.h"
 #include "kernels/x86/transpose_avx2.h"
@@ -494,10 +495,29 @@ softmax_rows(const float *x, float *y, size_t n, int log, const float *next, con
 
 /* Rows of up to 1024 in fours and up to 4096 in pairs (their passes stay in
  * L1), the rest one by one. Against one by one on Zen 3 (ab_builds, 1
- * thread, the fused attention alone): Whisper's 8 x 1500 x 1500 0.97x the
- * time, BERT's 12 x 128 x 128 0.97x, ViT's 12 x 197 x 197 0.99x. */
+ * thread): the fused attention alone 0.97x the time over Whisper's 8 x 1500
+ * x 1500, 0.97x over BERT's 12 x 128 x 128, 0.99x over ViT's 12 x 197 x
+ * 197; a lone Softmax of 12 x 128 x 128 (768 KB) 0.81x, of 42 rows of 1500
+ * 0.97x. Rows streaming from memory (more than eight L2s of them) go one by
+ * one, each first fetching a row's worth of lines two rows and at least 4
+ * KiB ahead: the hardware prefetcher had left a 512-long softmax over 12
+ * MiB waiting a fifth of its time in the max pass (1 thread 5.5-6.1 -> 4.6
+ * ms; one row ahead 4.6-5.0, four 4.7). In groups, with their fetches
+ * along the exponential pass, at the group's start or along the max pass,
+ * that softmax ran 1.14-1.39x the time: four rows in and four out are more
+ * streams than the prefetcher follows. */
 void nnf_ew_softmax_avx2(const float *x, float *y, size_t rows, size_t n, int log) {
-    size_t r = 0;
+    size_t r = 0, total = rows * n;
+    if (total / 8 > nnf_cpu_get()->l2 / sizeof(float)) {
+        size_t ahead = 2 * n > 1024 ? 2 * n : 1024;
+        for (; r < rows; r++) {
+            size_t from = r * n + ahead, to = from + n < total ? from + n : total;
+            for (size_t i = from; i < to; i += 16)
+                _mm_prefetch((const char *)(x + i), _MM_HINT_T0);
+            softmax_rows(x + r * n, y + r * n, n, log, NULL, 1);
+        }
+        return;
+    }
     if (n <= 1024)
         for (; r + 4 <= rows; r += 4)
             softmax_rows(x + r * n, y + r * n, n, log, r + 8 <= rows ? x + (r + 4) * n : NULL, 4);
