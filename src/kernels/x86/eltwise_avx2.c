@@ -6,6 +6,7 @@
 #include "base/cpu.h"
 #include "kernels/eltwise_fast.h"
 #include "kernels/vmath.h"
+#include "kernels/x86/softmax_groups.h"
 #include "kernels/x86/transpose_avx2.h"
 #include "kernels/x86/vmath_avx2.h"
 #include "ops/reduce.h"
@@ -518,14 +519,9 @@ void nnf_ew_softmax_avx2(const float *x, float *y, size_t rows, size_t n, int lo
         }
         return;
     }
-    if (n <= 1024)
-        for (; r + 4 <= rows; r += 4)
-            softmax_rows(x + r * n, y + r * n, n, log, r + 8 <= rows ? x + (r + 4) * n : NULL, 4);
-    if (n <= 4096)
-        for (; r + 2 <= rows; r += 2)
-            softmax_rows(x + r * n, y + r * n, n, log, r + 4 <= rows ? x + (r + 2) * n : NULL, 2);
-    for (; r < rows; r++)
-        softmax_rows(x + r * n, y + r * n, n, log, r + 1 < rows ? x + (r + 1) * n : NULL, 1);
+    NNF_SOFTMAX_GROUPS(softmax_rows, x, y, r, rows, n, log, 4, 1024);
+    NNF_SOFTMAX_GROUPS(softmax_rows, x, y, r, rows, n, log, 2, 4096);
+    NNF_SOFTMAX_GROUPS(softmax_rows, x, y, r, rows, n, log, 1, SIZE_MAX);
 }
 
 /* Along an inner axis, eight positions a vector: the max over the axis

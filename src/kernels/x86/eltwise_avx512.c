@@ -5,6 +5,7 @@
  * loads and stores. Tested natively where the CPU has AVX-512, and through
  * SIMDe elsewhere (`make test-avx512`, x86/avx512_intrin.h). */
 #include "kernels/eltwise_fast.h"
+#include "kernels/x86/softmax_groups.h"
 #include "kernels/x86/vmath_avx512.h"
 
 #include <math.h>
@@ -222,15 +223,8 @@ softmax_rows(const float *x, float *y, size_t n, int log, const float *next, con
  * waited on memory. */
 void nnf_ew_softmax_avx512(const float *x, float *y, size_t rows, size_t n, int log) {
     size_t r = 0;
-    if (n <= 1024)
-        for (; r + 8 <= rows; r += 8)
-            softmax_rows(x + r * n, y + r * n, n, log, r + 16 <= rows ? x + (r + 8) * n : NULL, 8);
-    if (n <= 2048)
-        for (; r + 4 <= rows; r += 4)
-            softmax_rows(x + r * n, y + r * n, n, log, r + 8 <= rows ? x + (r + 4) * n : NULL, 4);
-    if (n <= 4096)
-        for (; r + 2 <= rows; r += 2)
-            softmax_rows(x + r * n, y + r * n, n, log, r + 4 <= rows ? x + (r + 2) * n : NULL, 2);
-    for (; r < rows; r++)
-        softmax_rows(x + r * n, y + r * n, n, log, r + 1 < rows ? x + (r + 1) * n : NULL, 1);
+    NNF_SOFTMAX_GROUPS(softmax_rows, x, y, r, rows, n, log, 8, 1024);
+    NNF_SOFTMAX_GROUPS(softmax_rows, x, y, r, rows, n, log, 4, 2048);
+    NNF_SOFTMAX_GROUPS(softmax_rows, x, y, r, rows, n, log, 2, 4096);
+    NNF_SOFTMAX_GROUPS(softmax_rows, x, y, r, rows, n, log, 1, SIZE_MAX);
 }
