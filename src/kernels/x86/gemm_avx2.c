@@ -69,16 +69,17 @@ static inline __attribute__((always_inline)) void store_row(float *cr, __m256 v0
     "vfmadd231ps %%ymm1, %%ymm3, %%ymm15\n\t"
 
 /* What the full tile finishes with (offsets fixed for the assembly below):
- * C += acc on K blocks after the first, then on the last one the clamp-only
- * epilogue (nnf_ep_fast: bias per row or column, a residual before the
- * clamp) in the registers, the order of nnf_ep_fast8, so the values equal
- * the edge tiles' C path bit for bit. */
+ * C += acc on K blocks after the first, then on the last one either a lone
+ * scale or the clamp-only epilogue (nnf_ep_fast: bias per row or column, a
+ * residual before the clamp) in the registers, in nnf_ep8's and
+ * nnf_ep_fast8's order, so the values equal the edge tiles' C path bit for
+ * bit. */
 typedef struct tile_io {
     const float *bias;    /* 0: the rows' biases (per row) or the 16 columns' (per column) */
     const float *res;     /* 8: the residual at the tile's first element, or NULL */
     ptrdiff_t res_ld;     /* 16: bytes between its rows */
     int accumulate;       /* 24: add the partial sums in C */
-    int ep;               /* 28: apply bias, residual and clamp */
+    int ep;               /* 28: 1 bias, residual and clamp; 2 alpha first */
     int bias_kind;        /* 32: 0 none, 1 per row, 2 per column */
     float lo, hi;         /* 36, 40: the clamp (+-inf: none) */
     float alpha;          /* 44: the scale, applied first where ep is 2 */
