@@ -672,6 +672,94 @@ static void subsample_copy(void *ctx, size_t pl) {
     }
 }
 
+/* A patch conv: its input cut into disjoint kh x kw windows (kernel at
+ * most the stride, no padding or dilation), as the stems of ConvNeXt and
+ * Swin (4x4, stride 4) and ViT (16x16, stride 16) do on NCHW input, and
+ * ConvNeXt's 2x2 stride-2 downsamples on blocked input. Its products per
+ * output are one 1x1 conv's over the windows laid out as channels, in the
+ * order the weights are packed in ([unit][kh][kw][lane][cols],
+ * conv_create): c' = (c * kh + i) * kw + j from NCHW input (whole blocks
+ * of c' only: the packing pads units, not c'), unit (u * kh + i) * kw + j
+ * from blocked input. Those are the blocked 1x1's packed weights as they
+ * stand. So the windows are copied into an NCHWc8 input of c' channels
+ * (patch_copy) and the conv runs as a flattened stride-1 1x1, in the
+ * assembly of the pointwise tiles: each output sums its products in the
+ * same order as the direct tiles, so the values are the same, bit for
+ * bit. The NCHW tiles have assembly only for rows of 1, 3, 5, 6 and 7
+ * taps at stride 1 and 2: a 4-wide row at stride 4 ran in C (ConvNeXt-T's
+ * stem 1.02 ms against ORT's 0.70 in the model, 28 GFLOP/s; 0.70 now).
+ * ConvNeXt-T's blocked 2x2 downsamples ran 7- and 14-wide rows in short
+ * tiles, each rereading the weights (2.0-2.2 ms, ORT's time; 1.75-1.85
+ * now). Blocked input on the AVX2 tier only: the AVX-512 tiles were not
+ * measured (the strided 1x1s' copy lost there on rows wider than 16).
+ * nnf_nchwc_no_patch_copy (tests) keeps the direct tiles. */
+int nnf_nchwc_no_patch_copy;
+
+static int patch_conv(const nnf_nchwc_conv *k) {
+    const nnf_conv2d_shape *s = &k->s;
+    if (k->in_blocked ? k->isa != NNF_ISA_AVX2 : s->c * s->kh * s->kw % NNF_NCHWC_B != 0)
+        return 0;
+    return !nnf_nchwc_no_patch_copy && k->isa >= NNF_ISA_AVX2 && s->group == 1 &&
+           s->kh * s->kw > 1 && s->kh <= s->sh && s->kw <= s->sw && s->dh == 1 && s->dw == 1 &&
+           !s->pt && !s->pl && (s->oh - 1) * s->sh + s->kh <= s->h &&
+           (s->ow - 1) * s->sw + s->kw <= s->w;
+}
+
+/* The channels of a patch conv's 1x1: its input's units (channels or
+ * blocks, padding lanes and all) times the window's taps. */
+static size_t patch_channels(const nnf_nchwc_conv *k) {
+    return in_units(k) * in_lanes(k) * k->s.kh * k->s.kw;
+}
+
+/* The lanes [l, l + n) of each pixel of a unit from src + off, pixels sw
+ * apart: n a constant, so each pixel's run is one or two vector moves. */
+#define PATCH_RUNS(n)                                                                              \
+    for (size_t q = 0; q < ow; q++)                                                                \
+        memcpy(d + q * NNF_NCHWC_B + l, src + off + q * sw, (n) * sizeof(float));
+
+/* x [n][c][h][w] -> xs [n][c * kh * kw / 8][oh][ow][8], lane l of unit u
+ * the window tap c' = 8 u + l (see patch_conv): output row r of image b,
+ * item b * oh + r. A window row's taps are contiguous in x, so a unit's
+ * lanes are runs of 8 (kw a multiple of 8), of kw (kw dividing 8), or of
+ * 1: ConvNeXt-T's stem copied lane by lane took a quarter of the conv's
+ * time. */
+static void patch_copy(void *ctx, size_t item) {
+    const copy_job *c = ctx;
+    const nnf_conv2d_shape *s = &c->k->s;
+    size_t b = item / s->oh, r = item % s->oh, taps = s->kh * s->kw, ow = s->ow, sw = s->sw;
+    size_t units = patch_channels(c->k) / NNF_NCHWC_B, plane = s->oh * ow * NNF_NCHWC_B;
+    if (c->k->in_blocked) {
+        /* unit (u, i, j) of the copy is tap (i, j) of input block u: the
+         * blocked weights' order [u][kh][kw][lane] */
+        size_t ub = in_units(c->k), row = s->w * NNF_NCHWC_B;
+        float *d = c->xc + (b * units * s->oh + r) * ow * NNF_NCHWC_B;
+        for (size_t u = 0; u < ub; u++)
+            for (size_t t = 0; t < taps; t++, d += plane) {
+                const float *src = c->x + ((b * ub + u) * s->h + r * s->sh + t / s->kw) * row +
+                                   t % s->kw * NNF_NCHWC_B;
+                for (size_t q = 0; q < ow; q++)
+                    memcpy(d + q * NNF_NCHWC_B, src + q * sw * NNF_NCHWC_B,
+                           NNF_NCHWC_B * sizeof(float));
+            }
+        return;
+    }
+    size_t run = s->kw % NNF_NCHWC_B == 0 ? NNF_NCHWC_B : NNF_NCHWC_B % s->kw == 0 ? s->kw : 1;
+    const float *src = c->x + (b * s->c * s->h + r * s->sh) * s->w;
+    float *d = c->xc + b * units * plane + r * ow * NNF_NCHWC_B;
+    for (size_t u = 0; u < units; u++, d += plane)
+        for (size_t l = 0; l < NNF_NCHWC_B; l += run) {
+            size_t cc = u * NNF_NCHWC_B + l, ch = cc / taps, t = cc % taps;
+            size_t off = (ch * s->h + t / s->kw) * s->w + t % s->kw;
+            switch (run) {
+            case 8: PATCH_RUNS(8) break;
+            case 4: PATCH_RUNS(4) break;
+            case 2: PATCH_RUNS(2) break;
+            default: PATCH_RUNS(1) break;
+            }
+        }
+}
+#undef PATCH_RUNS
+
 int nnf_nchwc_no_pair3;
 
 /* A 1x1 stride-1 unpadded conv runs flattened: one row of h*w pixels. */
@@ -782,7 +870,8 @@ static nnf_status conv_run(const nnf_nchwc_conv *k, const float *x, float *y,
     if (s->n == 0 || s->oh == 0 || s->ow == 0)
         return NNF_OK;
     nnf_nchwc_conv kp;
-    float *xcopy = NULL; /* the input padded (pad_copy) or subsampled (subsample_copy) */
+    float *xcopy = NULL; /* the input padded (pad_copy), subsampled (subsample_copy) or in patches
+                            (patch_copy) */
     /* sizes_fit() bounded the extents at create time; their product is
      * checked (a hostile padding makes the copy large, not wrong) */
     size_t hp = padded_extent(s->oh, s->sh, s->kh, s->dh);
@@ -818,6 +907,24 @@ static nnf_status conv_run(const nnf_nchwc_conv *k, const float *x, float *y,
         kp.s.h = s->oh;
         kp.s.w = s->ow;
         kp.s.sh = kp.s.sw = 1;
+        k = &kp;
+        s = &kp.s;
+        x = xcopy;
+    }
+    if (!xcopy && patch_conv(k)) {
+        /* the input's size or less (sizes_fit() checked it) */
+        xcopy = nnf_thread_scratch(NNF_SCRATCH_CONV_IN, s->n * patch_channels(k) * s->oh * s->ow);
+        if (!xcopy)
+            return nnf_error(NNF_ERR_OUT_OF_MEMORY,
+                             "nchwc conv %s: out of memory for the input's patches", k->name);
+        copy_job cj = {.k = k, .x = x, .xc = xcopy};
+        nnf_parallel_for(pool, s->n * s->oh, patch_copy, &cj);
+        kp = *k;
+        kp.in_blocked = 1;
+        kp.s.c = patch_channels(k);
+        kp.s.h = s->oh;
+        kp.s.w = s->ow;
+        kp.s.kh = kp.s.kw = kp.s.sh = kp.s.sw = 1;
         k = &kp;
         s = &kp.s;
         x = xcopy;

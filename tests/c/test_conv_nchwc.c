@@ -1280,6 +1280,89 @@ int main(void) {
         }
         CHECK_MSG(diff == 0, "%d 24-channel convs differ with a zmm shared by two pixels", diff);
     }
+    /* Patch convs (kernel at most the stride, no padding: the stems of
+     * ConvNeXt, Swin and ViT from NCHW, ConvNeXt's 2x2 downsamples on
+     * blocked input) run as a 1x1 over a blocked copy of their windows
+     * (NCHW input: where c * kh * kw is whole blocks; 3 x 2 x 2 stays on
+     * the NCHW tiles): against the double reference (run_case: every tier,
+     * 1 and 2 threads, NCHW and channel-last output), and bit for bit
+     * against the direct tiles (nnf_nchwc_no_patch_copy). */
+    {
+        static const size_t pc[][10] = {
+            /* n, c, h, w, oc, kh, kw, sh, sw, blocked */
+            {1, 3, 36, 36, 96, 4, 4, 4, 4, 0},     {2, 3, 35, 38, 40, 4, 4, 4, 4, 0},
+            {1, 3, 48, 50, 24, 16, 16, 16, 16, 0}, {1, 1, 17, 19, 8, 4, 2, 4, 2, 0},
+            {1, 2, 13, 14, 20, 2, 2, 3, 3, 0},     {1, 8, 9, 10, 13, 3, 3, 3, 3, 0},
+            {1, 3, 16, 16, 16, 2, 2, 2, 2, 0},     {1, 24, 28, 28, 48, 2, 2, 2, 2, 1},
+            {2, 20, 15, 13, 36, 2, 2, 2, 2, 1},    {1, 16, 14, 15, 24, 3, 2, 3, 2, 1},
+            {1, 9, 11, 9, 16, 2, 3, 3, 3, 1}};
+        int diff = 0, runs = 0;
+        for (size_t i = 0; i < sizeof pc / sizeof pc[0]; i++) {
+            tcase tc = {.n = pc[i][0],
+                        .c = pc[i][1],
+                        .h = pc[i][2],
+                        .w = pc[i][3],
+                        .oc = pc[i][4],
+                        .kh = pc[i][5],
+                        .kw = pc[i][6],
+                        .sh = pc[i][7],
+                        .sw = pc[i][8],
+                        .dh = 1,
+                        .dw = 1,
+                        .act = act_of((int)(i % 3 == 0   ? NNF_ACT_SILU
+                                            : i % 3 == 1 ? NNF_ACT_RELU
+                                                         : NNF_ACT_NONE)),
+                        .bias = (int)(i % 2),
+                        .res = i % 3 == 2,
+                        .alpha = i == 4 ? 0.5f : 0,
+                        .in_blocked = (int)pc[i][9]};
+            run_case(&tc, pool2);
+            nnf_conv2d_shape s = {.n = tc.n,
+                                  .c = tc.c,
+                                  .h = tc.h,
+                                  .w = tc.w,
+                                  .oc = tc.oc,
+                                  .group = 1,
+                                  .kh = tc.kh,
+                                  .kw = tc.kw,
+                                  .sh = tc.sh,
+                                  .sw = tc.sw,
+                                  .dh = 1,
+                                  .dw = 1};
+            s.oh = out_dim(s.h, s.kh, s.sh, 1, 0, 0);
+            s.ow = out_dim(s.w, s.kw, s.sw, 1, 0, 0);
+            size_t ysize = s.n * nnf_nchwc_blocks(s.oc) * 8 * s.oh * s.ow;
+            float *x = check_rand_buf(s.n * s.c * s.h * s.w),
+                  *xb = to_blocked(x, s.n, s.c, s.h * s.w);
+            float *w = check_rand_buf(s.oc * s.c * s.kh * s.kw), *bias = check_rand_buf(s.oc);
+            float *y[2] = {malloc(ysize * sizeof(float)), malloc(ysize * sizeof(float))};
+            nnf_epilogue ep = nnf_epilogue_default();
+            ep.act = act_of(NNF_ACT_SILU);
+            ep.bias_kind = NNF_BIAS_PER_ROW;
+            ep.bias = bias;
+            for (int ti = NNF_ISA_AVX2; ti <= (int)nnf_cpu_get()->max_isa; ti++) {
+                nnf_nchwc_conv *k = NULL;
+                CHECK(nnf_nchwc_conv_create(&s, tc.in_blocked, (nnf_isa)ti, w, &k) == NNF_OK);
+                for (int t = 0; t < 2 && k; t++) {
+                    nnf_nchwc_no_patch_copy = t;
+                    CHECK(nnf_nchwc_conv_run(k, tc.in_blocked ? xb : x, y[t], &ep,
+                                             t ? pool2 : NULL) == NNF_OK);
+                }
+                nnf_nchwc_no_patch_copy = 0;
+                nnf_nchwc_conv_destroy(k);
+                diff += memcmp(y[0], y[1], ysize * sizeof(float)) != 0;
+                runs++;
+            }
+            free(x);
+            free(xb);
+            free(w);
+            free(bias);
+            free(y[0]);
+            free(y[1]);
+        }
+        printf("patch convs: %d runs against the direct tiles\n", runs);
+        CHECK_MSG(diff == 0, "%d patch convs differ from the direct tiles", diff);
+    }
     /* NCHW output on maps large enough that a task's band takes several
      * passes through its buffer (a quarter of L2): a padded 3x3, a
      * flattened 1x1 and a stem from NCHW, against the blocked run */
