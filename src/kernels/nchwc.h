@@ -307,8 +307,8 @@ void nnf_nchwc_conv_span_avx2(const nnf_nchwc_conv_job *j, size_t b, size_t ocb0
 /* Tests: the AVX-512 tiles run 3-block groups as two zmm a pixel, not with
  * a zmm shared by two pixels' third block (the same bits either way). */
 extern int nnf_nchwc_no_pair3;
-/* Tests: 1 runs patch convs on the NCHW tiles, not as a 1x1 over a copy of
- * their windows (conv_nchwc.c, patch_conv). */
+/* Tests: 1 runs patch convs on the direct tiles, not as a 1x1 over a copy
+ * of their windows (conv_nchwc.c, patch_conv; the same bits either way). */
 extern int nnf_nchwc_no_patch_copy;
 /* nob: 1..8 output blocks (two per zmm); blocked input only. */
 void nnf_nchwc_conv_span_avx512(const nnf_nchwc_conv_job *j, size_t b, size_t ocb0, size_t nob, size_t oh0,
