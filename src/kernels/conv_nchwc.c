@@ -658,18 +658,22 @@ static void pad_copy(void *ctx, size_t pl) {
     }
 }
 
+/* ow pixels of L lanes, sw pixels apart in src, side by side into d: one
+ * output row of the strided copies below. */
+static inline void strided_pixels(float *d, const float *src, size_t ow, size_t sw, size_t L) {
+    for (size_t q = 0; q < ow; q++)
+        memcpy(d + q * L, src + q * sw * L, L * sizeof(float));
+}
+
 /* x [n][units][h][w][L] -> xs [n][units][oh][ow][L]: the pixels a
  * subsampled_1x1 conv reads, plane pl. */
 static void subsample_copy(void *ctx, size_t pl) {
     const copy_job *c = ctx;
     const nnf_conv2d_shape *s = &c->k->s;
     size_t L = in_lanes(c->k);
-    for (size_t r = 0; r < s->oh; r++) {
-        const float *src = c->x + (pl * s->h + r * s->sh) * s->w * L;
-        float *d = c->xc + (pl * s->oh + r) * s->ow * L;
-        for (size_t q = 0; q < s->ow; q++)
-            memcpy(d + q * L, src + q * s->sw * L, L * sizeof(float));
-    }
+    for (size_t r = 0; r < s->oh; r++)
+        strided_pixels(c->xc + (pl * s->oh + r) * s->ow * L,
+                       c->x + (pl * s->h + r * s->sh) * s->w * L, s->ow, s->sw, L);
 }
 
 /* A patch conv: its input cut into disjoint kh x kw windows (kernel at
@@ -734,13 +738,11 @@ static void patch_copy(void *ctx, size_t item) {
         size_t ub = in_units(c->k), row = s->w * NNF_NCHWC_B;
         float *d = c->xc + (b * units * s->oh + r) * ow * NNF_NCHWC_B;
         for (size_t u = 0; u < ub; u++)
-            for (size_t t = 0; t < taps; t++, d += plane) {
-                const float *src = c->x + ((b * ub + u) * s->h + r * s->sh + t / s->kw) * row +
-                                   t % s->kw * NNF_NCHWC_B;
-                for (size_t q = 0; q < ow; q++)
-                    memcpy(d + q * NNF_NCHWC_B, src + q * sw * NNF_NCHWC_B,
-                           NNF_NCHWC_B * sizeof(float));
-            }
+            for (size_t t = 0; t < taps; t++, d += plane)
+                strided_pixels(d,
+                               c->x + ((b * ub + u) * s->h + r * s->sh + t / s->kw) * row +
+                                   t % s->kw * NNF_NCHWC_B,
+                               ow, sw, NNF_NCHWC_B);
         return;
     }
     size_t run = s->kw % NNF_NCHWC_B == 0 ? NNF_NCHWC_B : NNF_NCHWC_B % s->kw == 0 ? s->kw : 1;
