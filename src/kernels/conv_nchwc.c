@@ -696,23 +696,48 @@ static void subsample_copy(void *ctx, size_t pl) {
  * tiles, each rereading the weights (2.0-2.2 ms, ORT's time; 1.75-1.85
  * now). Blocked input on the AVX2 tier only: the AVX-512 tiles were not
  * measured (the strided 1x1s' copy lost there on rows wider than 16).
- * nnf_nchwc_no_patch_copy (tests) keeps the direct tiles. */
+ *
+ * Narrow maps take the same path on blocked input whatever the windows
+ * (overlapping, padded, dilated: an im2col of the pixels' blocks, the
+ * padding as zeros, which the direct tiles multiply too on a padded copy):
+ * their rows of at most WINDOW_COPY_MAX_W pixels ran in tiles of 3 + 2 +
+ * 2 (7 wide) or 3 + 3 + 3 + 3 + 2 (14), each rereading its K block's
+ * weights, where the flattened map runs nearly all in full tiles. The
+ * copy is kh kw / (sh sw) times the input (ResNet-50's 3x3 stride-2
+ * 512 -> 512 to 7x7: 0.9 MB). nnf_nchwc_no_patch_copy (tests) keeps the
+ * direct tiles. */
 int nnf_nchwc_no_patch_copy;
+
+#define WINDOW_COPY_MAX_W 16
 
 static int patch_conv(const nnf_nchwc_conv *k) {
     const nnf_conv2d_shape *s = &k->s;
+    if (nnf_nchwc_no_patch_copy || k->isa < NNF_ISA_AVX2 || s->group != 1 || s->kh * s->kw == 1)
+        return 0;
+    /* narrow rows whose tiles are a tenth or more short of full */
+    if (k->in_blocked && k->isa == NNF_ISA_AVX2 && s->ow <= WINDOW_COPY_MAX_W) {
+        size_t px = nnf_nchwc_avx2_tile_px(k->gblk);
+        if (10 * s->ow < 9 * px * ((s->ow + px - 1) / px))
+            return 1;
+    }
     if (k->in_blocked ? k->isa != NNF_ISA_AVX2 : s->c * s->kh * s->kw % NNF_NCHWC_B != 0)
         return 0;
-    return !nnf_nchwc_no_patch_copy && k->isa >= NNF_ISA_AVX2 && s->group == 1 &&
-           s->kh * s->kw > 1 && s->kh <= s->sh && s->kw <= s->sw && s->dh == 1 && s->dw == 1 &&
-           !s->pt && !s->pl && (s->oh - 1) * s->sh + s->kh <= s->h &&
-           (s->ow - 1) * s->sw + s->kw <= s->w;
+    return s->kh <= s->sh && s->kw <= s->sw && s->dh == 1 && s->dw == 1 && !s->pt && !s->pl &&
+           (s->oh - 1) * s->sh + s->kh <= s->h && (s->ow - 1) * s->sw + s->kw <= s->w;
 }
 
 /* The channels of a patch conv's 1x1: its input's units (channels or
  * blocks, padding lanes and all) times the window's taps. */
 static size_t patch_channels(const nnf_nchwc_conv *k) {
     return in_units(k) * in_lanes(k) * k->s.kh * k->s.kw;
+}
+
+/* Outputs [0, q) whose tap at column offset off (the tap's j * dw) reads
+ * left of column `to` of the padded row (pl + w: the right edge; pl: the
+ * left one). */
+static size_t cols_before(size_t to, size_t off, size_t sw, size_t ow) {
+    size_t q = to > off ? (to - off + sw - 1) / sw : 0;
+    return q < ow ? q : ow;
 }
 
 /* The lanes [l, l + n) of each pixel of a unit from src + off, pixels sw
@@ -734,15 +759,24 @@ static void patch_copy(void *ctx, size_t item) {
     size_t units = patch_channels(c->k) / NNF_NCHWC_B, plane = s->oh * ow * NNF_NCHWC_B;
     if (c->k->in_blocked) {
         /* unit (u, i, j) of the copy is tap (i, j) of input block u: the
-         * blocked weights' order [u][kh][kw][lane] */
-        size_t ub = in_units(c->k), row = s->w * NNF_NCHWC_B;
+         * blocked weights' order [u][kh][kw][lane]; padding is zeros */
+        size_t ub = in_units(c->k), row = s->w * NNF_NCHWC_B, px = NNF_NCHWC_B * sizeof(float);
         float *d = c->xc + (b * units * s->oh + r) * ow * NNF_NCHWC_B;
         for (size_t u = 0; u < ub; u++)
-            for (size_t t = 0; t < taps; t++, d += plane)
-                strided_pixels(d,
-                               c->x + ((b * ub + u) * s->h + r * s->sh + t / s->kw) * row +
-                                   t % s->kw * NNF_NCHWC_B,
-                               ow, sw, NNF_NCHWC_B);
+            for (size_t t = 0; t < taps; t++, d += plane) {
+                size_t y = r * s->sh + t / s->kw * s->dh - s->pt; /* wraps above the top */
+                size_t off = t % s->kw * s->dw;
+                size_t q0 = cols_before(s->pl, off, sw, ow);
+                size_t q1 = y < s->h ? cols_before(s->pl + s->w, off, sw, ow) : 0;
+                q1 = q1 > q0 ? q1 : q0;
+                memset(d, 0, q0 * px);
+                if (q1 > q0)
+                    strided_pixels(d + q0 * NNF_NCHWC_B,
+                                   c->x + ((b * ub + u) * s->h + y) * row +
+                                       (q0 * sw + off - s->pl) * NNF_NCHWC_B,
+                                   q1 - q0, sw, NNF_NCHWC_B);
+                memset(d + q1 * NNF_NCHWC_B, 0, (ow - q1) * px);
+            }
         return;
     }
     size_t run = s->kw % NNF_NCHWC_B == 0 ? NNF_NCHWC_B : NNF_NCHWC_B % s->kw == 0 ? s->kw : 1;
@@ -878,8 +912,33 @@ static nnf_status conv_run(const nnf_nchwc_conv *k, const float *x, float *y,
      * checked (a hostile padding makes the copy large, not wrong) */
     size_t hp = padded_extent(s->oh, s->sh, s->kh, s->dh);
     size_t wp = padded_extent(s->ow, s->sw, s->kw, s->dw), pad_floats;
-    if (k->isa >= NNF_ISA_AVX2 && k->in_blocked && s->ow <= PAD_COPY_MAX_W && s->sw <= 2 &&
-        (s->pt || s->pl || hp > s->h + s->pt || wp > s->w + s->pl) &&
+    size_t patch_floats;
+    bool whole_k = false; /* the copy's 1x1 in one pass over K, as the conv ran */
+    if (patch_conv(k) && nnf_mul_size(s->n, patch_channels(k), &patch_floats) &&
+        nnf_mul_size(patch_floats, s->oh, &patch_floats) &&
+        nnf_mul_size(patch_floats, s->ow, &patch_floats)) {
+        xcopy = nnf_thread_scratch(NNF_SCRATCH_CONV_IN, patch_floats);
+        if (!xcopy)
+            return nnf_error(NNF_ERR_OUT_OF_MEMORY,
+                             "nchwc conv %s: out of memory for the input's windows", k->name);
+        copy_job cj = {.k = k, .x = x, .xc = xcopy};
+        nnf_parallel_for(pool, s->n * s->oh, patch_copy, &cj);
+        /* one K pass stays one (an output over its residual needs it),
+         * though a unit of more taps than kc_budget() holds ran as one */
+        whole_k = nnf_nchwc_conv_one_pass(k);
+        kp = *k;
+        kp.in_blocked = 1;
+        kp.s.c = patch_channels(k);
+        kp.s.h = s->oh;
+        kp.s.w = s->ow;
+        kp.s.kh = kp.s.kw = kp.s.sh = kp.s.sw = kp.s.dh = kp.s.dw = 1;
+        kp.s.pt = kp.s.pl = 0;
+        k = &kp;
+        s = &kp.s;
+        x = xcopy;
+    }
+    if (!xcopy && k->isa >= NNF_ISA_AVX2 && k->in_blocked && s->ow <= PAD_COPY_MAX_W &&
+        s->sw <= 2 && (s->pt || s->pl || hp > s->h + s->pt || wp > s->w + s->pl) &&
         nnf_mul_size(s->n, nnf_nchwc_blocks(s->c), &pad_floats) &&
         nnf_mul_size(pad_floats, hp, &pad_floats) && nnf_mul_size(pad_floats, wp, &pad_floats) &&
         nnf_mul_size(pad_floats, NNF_NCHWC_B, &pad_floats)) {
@@ -913,25 +972,9 @@ static nnf_status conv_run(const nnf_nchwc_conv *k, const float *x, float *y,
         s = &kp.s;
         x = xcopy;
     }
-    if (!xcopy && patch_conv(k)) {
-        /* the input's size or less (sizes_fit() checked it) */
-        xcopy = nnf_thread_scratch(NNF_SCRATCH_CONV_IN, s->n * patch_channels(k) * s->oh * s->ow);
-        if (!xcopy)
-            return nnf_error(NNF_ERR_OUT_OF_MEMORY,
-                             "nchwc conv %s: out of memory for the input's patches", k->name);
-        copy_job cj = {.k = k, .x = x, .xc = xcopy};
-        nnf_parallel_for(pool, s->n * s->oh, patch_copy, &cj);
-        kp = *k;
-        kp.in_blocked = 1;
-        kp.s.c = patch_channels(k);
-        kp.s.h = s->oh;
-        kp.s.w = s->ow;
-        kp.s.kh = kp.s.kw = kp.s.sh = kp.s.sw = 1;
-        k = &kp;
-        s = &kp.s;
-        x = xcopy;
-    }
     nnf_nchwc_conv_job j = job_of(k, x, y, &e);
+    if (whole_k)
+        j.kc = j.icu;
     int flat = flat_1x1(s);
     task_ctx t = {.job = &j, .flat = (size_t)flat};
     t.gblk = k->gblk; /* from the shape as created, not the copy's */

@@ -301,6 +301,12 @@ typedef struct nnf_nchwc_part {
 /* The parts of columns [ow0, ow1), left to right; returns their count. */
 size_t nnf_nchwc_row_parts(const nnf_nchwc_conv_job *j, size_t ow0, size_t ow1, nnf_nchwc_part *p);
 
+/* The widest AVX2 register tile's pixels for nob (1..4) output blocks: 12
+ * accumulators at most. */
+static inline size_t nnf_nchwc_avx2_tile_px(size_t nob) {
+    static const size_t px[4] = {8, 6, 4, 3};
+    return px[nob - 1];
+}
 /* nob: 1..4 output blocks (the AVX2 register tile's height). */
 void nnf_nchwc_conv_span_avx2(const nnf_nchwc_conv_job *j, size_t b, size_t ocb0, size_t nob, size_t oh0,
                               size_t oh1, size_t ow0, size_t ow1);

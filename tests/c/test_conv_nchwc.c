@@ -1284,18 +1284,22 @@ int main(void) {
      * ConvNeXt, Swin and ViT from NCHW, ConvNeXt's 2x2 downsamples on
      * blocked input) run as a 1x1 over a blocked copy of their windows
      * (NCHW input: where c * kh * kw is whole blocks; 3 x 2 x 2 stays on
-     * the NCHW tiles): against the double reference (run_case: every tier,
-     * 1 and 2 threads, NCHW and channel-last output), and bit for bit
+     * the NCHW tiles), and so do blocked convs of any window on rows too
+     * narrow for full tiles (padded, overlapping, dilated: ResNet-50's
+     * stride-2 3x3 to 7x7): against the double reference (run_case: every
+     * tier, 1 and 2 threads, NCHW and channel-last output), and bit for bit
      * against the direct tiles (nnf_nchwc_no_patch_copy). */
     {
-        static const size_t pc[][10] = {
-            /* n, c, h, w, oc, kh, kw, sh, sw, blocked */
-            {1, 3, 36, 36, 96, 4, 4, 4, 4, 0},     {2, 3, 35, 38, 40, 4, 4, 4, 4, 0},
-            {1, 3, 48, 50, 24, 16, 16, 16, 16, 0}, {1, 1, 17, 19, 8, 4, 2, 4, 2, 0},
-            {1, 2, 13, 14, 20, 2, 2, 3, 3, 0},     {1, 8, 9, 10, 13, 3, 3, 3, 3, 0},
-            {1, 3, 16, 16, 16, 2, 2, 2, 2, 0},     {1, 24, 28, 28, 48, 2, 2, 2, 2, 1},
-            {2, 20, 15, 13, 36, 2, 2, 2, 2, 1},    {1, 16, 14, 15, 24, 3, 2, 3, 2, 1},
-            {1, 9, 11, 9, 16, 2, 3, 3, 3, 1}};
+        static const size_t pc[][12] = {
+            /* n, c, h, w, oc, kh, kw, sh, sw, blocked, pad, dilation */
+            {1, 3, 36, 36, 96, 4, 4, 4, 4, 0, 0, 1},     {2, 3, 35, 38, 40, 4, 4, 4, 4, 0, 0, 1},
+            {1, 3, 48, 50, 24, 16, 16, 16, 16, 0, 0, 1}, {1, 1, 17, 19, 8, 4, 2, 4, 2, 0, 0, 1},
+            {1, 2, 13, 14, 20, 2, 2, 3, 3, 0, 0, 1},     {1, 8, 9, 10, 13, 3, 3, 3, 3, 0, 0, 1},
+            {1, 3, 16, 16, 16, 2, 2, 2, 2, 0, 0, 1},     {1, 24, 28, 28, 48, 2, 2, 2, 2, 1, 0, 1},
+            {2, 20, 15, 13, 36, 2, 2, 2, 2, 1, 0, 1},    {1, 16, 14, 15, 24, 3, 2, 3, 2, 1, 0, 1},
+            {1, 9, 11, 9, 16, 2, 3, 3, 3, 1, 0, 1},      {1, 16, 14, 14, 32, 3, 3, 2, 2, 1, 1, 1},
+            {2, 24, 9, 9, 40, 3, 3, 1, 1, 1, 1, 1},      {1, 8, 11, 10, 64, 5, 5, 2, 2, 1, 2, 1},
+            {1, 20, 7, 7, 24, 3, 3, 1, 1, 1, 2, 2},      {1, 13, 6, 13, 16, 3, 1, 2, 3, 1, 1, 1}};
         int diff = 0, runs = 0;
         for (size_t i = 0; i < sizeof pc / sizeof pc[0]; i++) {
             tcase tc = {.n = pc[i][0],
@@ -1307,8 +1311,12 @@ int main(void) {
                         .kw = pc[i][6],
                         .sh = pc[i][7],
                         .sw = pc[i][8],
-                        .dh = 1,
-                        .dw = 1,
+                        .dh = pc[i][11],
+                        .dw = pc[i][11],
+                        .pt = pc[i][10],
+                        .pl = pc[i][10],
+                        .pb = pc[i][10],
+                        .pr = pc[i][10],
                         .act = act_of((int)(i % 3 == 0   ? NNF_ACT_SILU
                                             : i % 3 == 1 ? NNF_ACT_RELU
                                                          : NNF_ACT_NONE)),
@@ -1327,10 +1335,12 @@ int main(void) {
                                   .kw = tc.kw,
                                   .sh = tc.sh,
                                   .sw = tc.sw,
-                                  .dh = 1,
-                                  .dw = 1};
-            s.oh = out_dim(s.h, s.kh, s.sh, 1, 0, 0);
-            s.ow = out_dim(s.w, s.kw, s.sw, 1, 0, 0);
+                                  .dh = tc.dh,
+                                  .dw = tc.dw,
+                                  .pt = tc.pt,
+                                  .pl = tc.pl};
+            s.oh = out_dim(s.h, s.kh, s.sh, s.dh, s.pt, s.pt);
+            s.ow = out_dim(s.w, s.kw, s.sw, s.dw, s.pl, s.pl);
             size_t ysize = s.n * nnf_nchwc_blocks(s.oc) * 8 * s.oh * s.ow;
             float *x = check_rand_buf(s.n * s.c * s.h * s.w),
                   *xb = to_blocked(x, s.n, s.c, s.h * s.w);

@@ -380,8 +380,6 @@ static const tile_fn tiles[8][2][4][8] = {
     {ROW(tiles1, 1), ROW(tiles1, 8)}, {ROW(tilex, 1), ROW(tilex, 8)},
     {ROW(tiles2, 1), ROW(tiles2, 8)}, {ROW(tilep, 1), ROW(tilep, 8)},
     {ROW(tilet, 1), ROW(tilet, 8)},   {ROW(tileq, 1), ROW(tileq, 8)}};
-static const size_t tile_px[4] = {8, 6, 4, 3};
-
 /* The second pass's last steps on pixel i: a residual after the
  * activation, padding lanes zeroed, the store. */
 static inline __attribute__((always_inline)) void post_store(const nnf_epilogue *e, float *y,
@@ -443,7 +441,7 @@ static void row_tiles(const nnf_nchwc_conv_job *j, tile_arg *a, const ep_ctx *ec
     if (ow1 <= ow0)
         return;
     int l8 = j->lanes == 8;
-    size_t pmax = tile_px[nob - 1];
+    size_t pmax = nnf_nchwc_avx2_tile_px(nob);
     size_t n = ow1 - ow0, ntiles = (n + pmax - 1) / pmax, base = n / ntiles, wide = n % ntiles;
     size_t end = restricted ? ow1 : j->ow_hi;
     for (size_t t = 0, ow = ow0; t < ntiles;) {
@@ -515,7 +513,7 @@ static void rows(const nnf_nchwc_conv_job *j, tile_arg *a, const ep_ctx *ec, siz
                  size_t nob, size_t oh0, size_t oh1) {
     const nnf_epilogue *e = j->ep;
     int l8 = j->lanes == 8;
-    size_t pmax = tile_px[nob - 1];
+    size_t pmax = nnf_nchwc_avx2_tile_px(nob);
     size_t y0 = (a->blk0 - j->y_blk0) * j->y_blk + (oh0 * j->ow - j->y_px0) * NNF_NCHWC_B;
     float *yb = j->y + (size_t)(a->x - j->x) / j->x_img * j->y_img;
     const float *rb = e->residual ? e->residual + (yb - j->y) : NULL;
@@ -581,7 +579,7 @@ void nnf_nchwc_conv_span_avx2(const nnf_nchwc_conv_job *j, size_t b, size_t ocb0
      * such row does, even one alone at the end of a band: as a row of its
      * own, its 1-pixel border tiles would sum in their split order, and the
      * band (the thread count) would decide a pixel's bits. */
-    size_t pmax = tile_px[nob - 1];
+    size_t pmax = nnf_nchwc_avx2_tile_px(nob);
     int narrow = ow0 == 0 && ow1 == j->ow && (j->ow_lo > 0 || j->ow_hi < j->ow) &&
                  j->ow * 2 < (2 * pmax - 1) * ((j->ow + pmax - 1) / pmax);
     /* K blocks outermost: one block's weights serve every row of the band */
