@@ -60,6 +60,8 @@ static void init_cfgs(void) {
                                           .mr = 6,
                                           .nr = 16,
                                           .ukernel = nnf_gemm_ukernel_6x16_avx2,
+                                          .ukernel_direct = nnf_gemm_ukernel_direct_6x16_avx2,
+                                          .direct_panels = 4,
                                           .pack_a_rows = nnf_gemm_pack_a6_avx2,
                                           .pack_b_cols = nnf_gemm_pack_b16_avx2,
                                           .gemv_block = nnf_gemv_block_16_avx2,
@@ -71,6 +73,7 @@ static void init_cfgs(void) {
                                             .ukernel = nnf_gemm_ukernel_14x32_avx512,
 #ifndef NNF_AVX512_EMULATED
                                             .ukernel_direct = nnf_gemm_ukernel_direct_14x32_avx512,
+                                            .direct_panels = 16,
 #endif
                                             .pack_a_rows = nnf_gemm_pack_a14_avx512,
                                             .pack_b_cols = nnf_gemm_pack_b32_avx512,
@@ -441,8 +444,8 @@ static const float *packed_panels(const nnf_gemm_packed *p, size_t mn0, size_t p
  * four tasks of 6 panels on 2 threads) A was packed once for all tasks in
  * a pass of its own over the pool; read in place instead, 128 x 768 x 768
  * on 2 threads 0.483 -> 0.465 ms, BERT-base 0.989 (ab_builds, 6 processes,
- * each under 1); 1 thread unchanged (its one task has all of N). */
-#define NNF_GEMM_DIRECT_MAX_PANELS 16
+ * each under 1); 1 thread unchanged (its one task has all of N). Those
+ * are the AVX-512 tier's 16 panels (cfg->direct_panels). */
 
 /* Whether mr rows of an A read in place (kc floats of each, ld floats
  * apart, taken as starting on a line) stay in L1 beside the B panel: at
@@ -1132,8 +1135,7 @@ nnf_status nnf_gemm_run(const nnf_gemm_cfg *cfg, size_t m, size_t n, size_t k,
     size_t mcb = ti < cfg->mc ? ti : cfg->mc;
     size_t ncb = tj < j->nc ? tj : j->nc;
     int direct_ok = cfg->ukernel_direct && !a->packed && !a->pack && !a->trans &&
-                    tj <= NNF_GEMM_DIRECT_MAX_PANELS * cfg->nr &&
-                    direct_fits_l1(a->ld, kcb, cfg->mr);
+                    tj <= cfg->direct_panels * cfg->nr && direct_fits_l1(a->ld, kcb, cfg->mr);
     size_t shared_a = direct_ok ? 0 : shared_floats(cfg, NNF_GEMM_A, a, m, k, threads, tj < n);
     size_t shared_b = shared_floats(cfg, NNF_GEMM_B, b, n, k, threads, ti < m);
     j->prefetch_b = !b->packed && !b->pack && !b->trans && !shared_b &&

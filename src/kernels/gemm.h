@@ -61,8 +61,10 @@ typedef struct nnf_gemm_cfg {
     size_t mr, nr;     /* register tile; nr is a power of two */
     size_t kc, mc, nc; /* cache blocks; mc % mr == 0, nc % nr == 0 */
     nnf_gemm_ukernel_fn ukernel;
-    /* full panels of a row-major A not packed (gemm.c); NULL: A always packed */
+    /* full panels of a row-major A not packed (gemm.c), where a task's
+     * columns are at most direct_panels panels; NULL: A always packed */
     nnf_gemm_ukernel_direct_fn ukernel_direct;
+    size_t direct_panels;
     nnf_gemm_pack_rows_fn pack_a_rows; /* NULL: the portable packer */
     /* a B read transposed (its columns rows of K) into nr-column panels, the
      * same transposes (a Gemm's transB, a MatMul's folded K^T); NULL: portable */
@@ -273,6 +275,8 @@ void nnf_gemm_ukernel_4x8_scalar(size_t kc, const float *a, const float *b, floa
                                  size_t m, size_t n, const nnf_tile_ep *t);
 void nnf_gemm_ukernel_6x16_avx2(size_t kc, const float *a, const float *b, float *c, size_t ldc,
                                 size_t m, size_t n, const nnf_tile_ep *t);
+void nnf_gemm_ukernel_direct_6x16_avx2(size_t kc, const float *a, size_t lda, const float *b,
+                                       float *c, size_t ldc, size_t n, const nnf_tile_ep *t);
 void nnf_gemm_pack_a6_avx2(const float *base, size_t ld, size_t mn0, size_t mnc, size_t k0,
                            size_t kc, float *dst);
 void nnf_gemm_pack_a14_avx512(const float *base, size_t ld, size_t mn0, size_t mnc, size_t k0,

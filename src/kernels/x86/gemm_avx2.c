@@ -39,34 +39,50 @@ static inline __attribute__((always_inline)) void store_row(float *cr, __m256 v0
 }
 
 /* One k step of the 6x16 tile in assembly: B's row (16 floats at byte
- * offset B) into ymm0-1, the six A values (from byte offset A) broadcast in
- * turn into ymm2/ymm3, twelve FMAs into ymm4-15. K_STEP4 is its first four
- * rows (ymm4-11), the tile of a block's 4-row tail panels. */
-#define K_STEP4(A, B)                                                                              \
-    "vmovups " #B "(%[b]), %%ymm0\n\t"                                                            \
-    "vmovups " #B "+32(%[b]), %%ymm1\n\t"                                                         \
-    "vbroadcastss " #A "(%[a]), %%ymm2\n\t"                                                       \
-    "vfmadd231ps %%ymm0, %%ymm2, %%ymm4\n\t"                                                      \
-    "vfmadd231ps %%ymm1, %%ymm2, %%ymm5\n\t"                                                      \
-    "vbroadcastss " #A "+4(%[a]), %%ymm3\n\t"                                                     \
-    "vfmadd231ps %%ymm0, %%ymm3, %%ymm6\n\t"                                                      \
-    "vfmadd231ps %%ymm1, %%ymm3, %%ymm7\n\t"                                                      \
-    "vbroadcastss " #A "+8(%[a]), %%ymm2\n\t"                                                     \
-    "vfmadd231ps %%ymm0, %%ymm2, %%ymm8\n\t"                                                      \
-    "vfmadd231ps %%ymm1, %%ymm2, %%ymm9\n\t"                                                      \
-    "vbroadcastss " #A "+12(%[a]), %%ymm3\n\t"                                                    \
-    "vfmadd231ps %%ymm0, %%ymm3, %%ymm10\n\t"                                                     \
-    "vfmadd231ps %%ymm1, %%ymm3, %%ymm11\n\t"
-#define K_STEP5(A, B)                                                                              \
-    K_STEP4(A, B)                                                                                  \
-    "vbroadcastss " #A "+16(%[a]), %%ymm2\n\t"                                                     \
-    "vfmadd231ps %%ymm0, %%ymm2, %%ymm12\n\t"                                                      \
-    "vfmadd231ps %%ymm1, %%ymm2, %%ymm13\n\t"
-#define K_STEP6(A, B)                                                                              \
-    K_STEP5(A, B)                                                                                  \
-    "vbroadcastss " #A "+20(%[a]), %%ymm3\n\t"                                                     \
-    "vfmadd231ps %%ymm0, %%ymm3, %%ymm14\n\t"                                                      \
-    "vfmadd231ps %%ymm1, %%ymm3, %%ymm15\n\t"
+ * offset B) into ymm0-1, the six A values broadcast in turn into ymm2/ymm3,
+ * twelve FMAs into ymm4-15. K_STEP4 is its first four rows (ymm4-11), the
+ * tile of a block's 4-row tail panels. AP(A, r) addresses row r's value at
+ * byte displacement A: in a packed panel (AP_PK: the six side by side) or
+ * in A where it lies (AP_IN: rows L bytes apart, from one base and the
+ * strides L, 3 L and 5 L with x86's scaled indexing, so a k step advances
+ * one pointer, not six). */
+#define AP_PK(A, r) #A "+4*" #r "(%[a])"
+#define AP_IN(A, r) AP_IN##r(#A)
+#define AP_IN0(D) D "(%[a])"
+#define AP_IN1(D) D "(%[a],%[L],1)"
+#define AP_IN2(D) D "(%[a],%[L],2)"
+#define AP_IN3(D) D "(%[a],%[L3],1)"
+#define AP_IN4(D) D "(%[a],%[L],4)"
+#define AP_IN5(D) D "(%[a],%[L5],1)"
+#define K_STEP4(AP, A, B)                                                                          \
+    "vmovups " #B "(%[b]), %%ymm0\n\t"                                                             \
+    "vmovups " #B "+32(%[b]), %%ymm1\n\t"                                                          \
+    "vbroadcastss " AP(A, 0) ", %%ymm2\n\t"                                                        \
+                             "vfmadd231ps %%ymm0, %%ymm2, %%ymm4\n\t"                              \
+                             "vfmadd231ps %%ymm1, %%ymm2, %%ymm5\n\t"                              \
+                             "vbroadcastss " AP(                                                   \
+                                 A, 1) ", %%ymm3\n\t"                                              \
+                                       "vfmadd231ps %%ymm0, %%ymm3, %%ymm6\n\t"                    \
+                                       "vfmadd231ps %%ymm1, %%ymm3, %%ymm7\n\t"                    \
+                                       "vbroadcastss " AP(                                         \
+                                           A, 2) ", %%ymm2\n\t"                                    \
+                                                 "vfmadd231ps %%ymm0, %%ymm2, %%ymm8\n\t"          \
+                                                 "vfmadd231ps %%ymm1, %%ymm2, %%ymm9\n\t"          \
+                                                 "vbroadcastss " AP(                               \
+                                                     A,                                            \
+                                                     3) ", %%ymm3\n\t"                             \
+                                                        "vfmadd231ps %%ymm0, %%ymm3, %%ymm10\n\t"  \
+                                                        "vfmadd231ps %%ymm1, %%ymm3, %%ymm11\n\t"
+#define K_STEP5(AP, A, B)                                                                          \
+    K_STEP4(AP, A, B)                                                                              \
+    "vbroadcastss " AP(A, 4) ", %%ymm2\n\t"                                                        \
+                             "vfmadd231ps %%ymm0, %%ymm2, %%ymm12\n\t"                             \
+                             "vfmadd231ps %%ymm1, %%ymm2, %%ymm13\n\t"
+#define K_STEP6(AP, A, B)                                                                          \
+    K_STEP5(AP, A, B)                                                                              \
+    "vbroadcastss " AP(A, 5) ", %%ymm3\n\t"                                                        \
+                             "vfmadd231ps %%ymm0, %%ymm3, %%ymm14\n\t"                             \
+                             "vfmadd231ps %%ymm1, %%ymm3, %%ymm15\n\t"
 
 /* What the full tile finishes with (offsets fixed for the assembly below):
  * C += acc on K blocks after the first, then on the last one either a lone
@@ -128,10 +144,13 @@ _Static_assert(offsetof(tile_io, res) == 8 && offsetof(tile_io, res_ld) == 16 &&
 #define TILE_ZERO5 TILE_ZERO4 TILE_ZERO(12) TILE_ZERO(13)
 #define TILE_ZERO6 TILE_ZERO5 TILE_ZERO(14) TILE_ZERO(15)
 /* clang-format off */
-#define TILE_ASM(NAME, K_STEP, T_EACH_ROW, ZERO)                                                   \
-    static void NAME(size_t kc, const float *a, const float *b, float *c, size_t ldc,              \
+#define TILE_ASM(NAME, K_STEP, T_EACH_ROW, ZERO, AP, A1, A2, A3, A4, IN)                         \
+    static void NAME(size_t kc, const float *a, size_t lda, const float *b, float *c, size_t ldc,  \
                      const tile_io *io) {                                                          \
         size_t kk = kc;                                                                            \
+        ptrdiff_t L = (ptrdiff_t)(lda * sizeof(float)), L3 = 3 * L, L5 = 5 * L;                    \
+        (void)L3;                                                                                  \
+        (void)L5;                                                                                  \
         ptrdiff_t ld = (ptrdiff_t)(ldc * sizeof(float));                                           \
         float *c3 = c + 3 * ldc;                                                                   \
         __asm__ volatile(ZERO                                                                      \
@@ -139,11 +158,11 @@ _Static_assert(offsetof(tile_io, res) == 8 && offsetof(tile_io, res_ld) == 16 &&
                          "jb 3f\n\t"                                                               \
                          ".p2align 5\n"                                                            \
                          "1:\n\t"                                                                  \
-                         "prefetcht0 0(%[b],%[pf])\n\t" K_STEP(0, 0)                               \
-                         "prefetcht0 64(%[b],%[pf])\n\t" K_STEP(24, 64)                            \
-                         "prefetcht0 128(%[b],%[pf])\n\t" K_STEP(48, 128)                          \
-                         "prefetcht0 192(%[b],%[pf])\n\t" K_STEP(72, 192)                          \
-                         "add $96, %[a]\n\t"                                                       \
+                         "prefetcht0 0(%[b],%[pf])\n\t" K_STEP(AP, 0, 0)                           \
+                         "prefetcht0 64(%[b],%[pf])\n\t" K_STEP(AP, A1, 64)                        \
+                         "prefetcht0 128(%[b],%[pf])\n\t" K_STEP(AP, A2, 128)                      \
+                         "prefetcht0 192(%[b],%[pf])\n\t" K_STEP(AP, A3, 192)                      \
+                         "add $" #A4 ", %[a]\n\t"                                                  \
                          "add $256, %[b]\n\t"                                                      \
                          "sub $4, %[k]\n\t"                                                        \
                          "cmp $4, %[k]\n\t"                                                        \
@@ -151,8 +170,8 @@ _Static_assert(offsetof(tile_io, res) == 8 && offsetof(tile_io, res_ld) == 16 &&
                          "3:\n\t"                                                                  \
                          "test %[k], %[k]\n\t"                                                     \
                          "jz 2f\n"                                                                 \
-                         "4:\n\t" K_STEP(0, 0)                                                     \
-                         "add $24, %[a]\n\t"                                                       \
+                         "4:\n\t" K_STEP(AP, 0, 0)                                                 \
+                         "add $" #A1 ", %[a]\n\t"                                                  \
                          "add $64, %[b]\n\t"                                                       \
                          "dec %[k]\n\t"                                                            \
                          "jnz 4b\n"                                                                \
@@ -186,14 +205,21 @@ _Static_assert(offsetof(tile_io, res) == 8 && offsetof(tile_io, res_ld) == 16 &&
                          "9:\n\t" T_EACH_ROW(T_STORE)                                              \
                          : [a] "+r"(a), [b] "+r"(b), [k] "+r"(kk)                                  \
                          : [io] "r"(io), [c0] "r"(c), [c3] "r"(c3), [ld] "r"(ld), [pf] "r"(io->pf) \
+                           IN                                                                      \
                          : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", \
                            "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15",          \
                            "memory", "cc");                                                        \
     }
 /* clang-format on */
-TILE_ASM(tile_6x16_asm, K_STEP6, T_EACH_ROW6, TILE_ZERO6)
-TILE_ASM(tile_5x16_asm, K_STEP5, T_EACH_ROW5, TILE_ZERO5)
-TILE_ASM(tile_4x16_asm, K_STEP4, T_EACH_ROW4, TILE_ZERO4)
+/* The packed panels' A steps (24 bytes a k step), and A in place (4). */
+#define IN_PK
+#define IN_A , [L] "r"(L), [L3] "r"(L3), [L5] "r"(L5)
+TILE_ASM(tile_6x16_asm, K_STEP6, T_EACH_ROW6, TILE_ZERO6, AP_PK, 24, 48, 72, 96, IN_PK)
+TILE_ASM(tile_5x16_asm, K_STEP5, T_EACH_ROW5, TILE_ZERO5, AP_PK, 24, 48, 72, 96, IN_PK)
+TILE_ASM(tile_4x16_asm, K_STEP4, T_EACH_ROW4, TILE_ZERO4, AP_PK, 24, 48, 72, 96, IN_PK)
+/* The same K loop and finish on A's rows where they lie: the values of
+ * tile_6x16_asm, bit for bit. */
+TILE_ASM(tile_6x16_in_place, K_STEP6, T_EACH_ROW6, TILE_ZERO6, AP_IN, 4, 8, 12, 16, IN_A)
 
 /* Narrower tiles for the edges, with the same per-element order of the K
  * sums (one FMA per k, in k order), so a value does not depend on which
@@ -301,8 +327,13 @@ static __attribute__((flatten, noinline)) void ep_tile_flat(const float *acc, fl
                   m0, m1, t);
 }
 
-void nnf_gemm_ukernel_6x16_avx2(size_t kc, const float *a, const float *b, float *c, size_t ldc,
-                                size_t m, size_t n, const nnf_tile_ep *t) {
+/* The microkernel on a packed panel of A (lda 0), or on A's rows where
+ * they lie (lda their stride in floats; a full 6-row panel): the same FMAs
+ * in the same order and the same finish either way. */
+static inline __attribute__((always_inline)) void ukernel(size_t kc, const float *a, size_t lda,
+                                                          const float *b, float *c, size_t ldc,
+                                                          size_t m, size_t n,
+                                                          const nnf_tile_ep *t) {
     /* C's rows are far apart (ldc) and get read back on every K block after
      * the first: fetch them now, behind kc steps of FMAs, not at the store. */
     for (size_t r = 0; r < m; r++) {
@@ -338,26 +369,30 @@ void nnf_gemm_ukernel_6x16_avx2(size_t kc, const float *a, const float *b, float
             io.lo = _mm256_cvtss_f32(f.lo);
             io.hi = _mm256_cvtss_f32(f.hi);
         }
-        if (m == 6)
-            tile_6x16_asm(kc, a, b, c, ldc, &io);
+        if (lda)
+            tile_6x16_in_place(kc, a, lda, b, c, ldc, &io);
+        else if (m == 6)
+            tile_6x16_asm(kc, a, 0, b, c, ldc, &io);
         else if (m == 5)
-            tile_5x16_asm(kc, a, b, c, ldc, &io);
+            tile_5x16_asm(kc, a, 0, b, c, ldc, &io);
         else
-            tile_4x16_asm(kc, a, b, c, ldc, &io);
+            tile_4x16_asm(kc, a, 0, b, c, ldc, &io);
         return;
     }
     float acc[96] __attribute__((aligned(32)));
     tile_io raw = {.pf = t->b_prefetch ? t->b_prefetch : 1024}; /* the raw sums */
-    if (n <= 8)
+    if (lda) /* B's panel is zero past n: the 16 columns' first n are tile_6x8's */
+        tile_6x16_in_place(kc, a, lda, b, acc, 16, &raw);
+    else if (n <= 8)
         tile_6x8(kc, a, b, acc);
     else if (m <= 4) {
-        tile_4x16_asm(kc, a, b, acc, 16, &raw);
+        tile_4x16_asm(kc, a, 0, b, acc, 16, &raw);
         memset(acc + 64, 0, 32 * sizeof(float));
     } else if (m == 5) {
-        tile_5x16_asm(kc, a, b, acc, 16, &raw);
+        tile_5x16_asm(kc, a, 0, b, acc, 16, &raw);
         memset(acc + 80, 0, 16 * sizeof(float));
     } else
-        tile_6x16_asm(kc, a, b, acc, 16, &raw);
+        tile_6x16_asm(kc, a, 0, b, acc, 16, &raw);
 
     __m256i m0 = nnf_mask8(n), m1 = nnf_mask8(n > 8 ? n - 8 : 0);
     /* bias + residual + ReLU/Clip (a conv's usual tail) without a call per
@@ -399,6 +434,18 @@ void nnf_gemm_ukernel_6x16_avx2(size_t kc, const float *a, const float *b, float
     for (size_t r = 0; r < m; r++)
         store_row(c + r * ldc, _mm256_load_ps(acc + 16 * r), _mm256_load_ps(acc + 16 * r + 8), r, n,
                   m0, m1, t);
+}
+
+void nnf_gemm_ukernel_6x16_avx2(size_t kc, const float *a, const float *b, float *c, size_t ldc,
+                                size_t m, size_t n, const nnf_tile_ep *t) {
+    ukernel(kc, a, 0, b, c, ldc, m, n, t);
+}
+
+/* A full panel of A read in place: no copy of A a K block (a tenth of
+ * BERT's attention: its probabilities, 1500 wide in Whisper's). */
+void nnf_gemm_ukernel_direct_6x16_avx2(size_t kc, const float *a, size_t lda, const float *b,
+                                       float *c, size_t ldc, size_t n, const nnf_tile_ep *t) {
+    ukernel(kc, a, lda, b, c, ldc, 6, n, t);
 }
 
 static inline __m256 vm8(nnf_vm_fn fn, __m256 x) {
