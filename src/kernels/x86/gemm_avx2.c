@@ -54,35 +54,33 @@ static inline __attribute__((always_inline)) void store_row(float *cr, __m256 v0
 #define AP_IN3(D) D "(%[a],%[L3],1)"
 #define AP_IN4(D) D "(%[a],%[L],4)"
 #define AP_IN5(D) D "(%[a],%[L5],1)"
+/* clang-format off */
 #define K_STEP4(AP, A, B)                                                                          \
     "vmovups " #B "(%[b]), %%ymm0\n\t"                                                             \
     "vmovups " #B "+32(%[b]), %%ymm1\n\t"                                                          \
     "vbroadcastss " AP(A, 0) ", %%ymm2\n\t"                                                        \
-                             "vfmadd231ps %%ymm0, %%ymm2, %%ymm4\n\t"                              \
-                             "vfmadd231ps %%ymm1, %%ymm2, %%ymm5\n\t"                              \
-                             "vbroadcastss " AP(                                                   \
-                                 A, 1) ", %%ymm3\n\t"                                              \
-                                       "vfmadd231ps %%ymm0, %%ymm3, %%ymm6\n\t"                    \
-                                       "vfmadd231ps %%ymm1, %%ymm3, %%ymm7\n\t"                    \
-                                       "vbroadcastss " AP(                                         \
-                                           A, 2) ", %%ymm2\n\t"                                    \
-                                                 "vfmadd231ps %%ymm0, %%ymm2, %%ymm8\n\t"          \
-                                                 "vfmadd231ps %%ymm1, %%ymm2, %%ymm9\n\t"          \
-                                                 "vbroadcastss " AP(                               \
-                                                     A,                                            \
-                                                     3) ", %%ymm3\n\t"                             \
-                                                        "vfmadd231ps %%ymm0, %%ymm3, %%ymm10\n\t"  \
-                                                        "vfmadd231ps %%ymm1, %%ymm3, %%ymm11\n\t"
+    "vfmadd231ps %%ymm0, %%ymm2, %%ymm4\n\t"                                                       \
+    "vfmadd231ps %%ymm1, %%ymm2, %%ymm5\n\t"                                                       \
+    "vbroadcastss " AP(A, 1) ", %%ymm3\n\t"                                                        \
+    "vfmadd231ps %%ymm0, %%ymm3, %%ymm6\n\t"                                                       \
+    "vfmadd231ps %%ymm1, %%ymm3, %%ymm7\n\t"                                                       \
+    "vbroadcastss " AP(A, 2) ", %%ymm2\n\t"                                                        \
+    "vfmadd231ps %%ymm0, %%ymm2, %%ymm8\n\t"                                                       \
+    "vfmadd231ps %%ymm1, %%ymm2, %%ymm9\n\t"                                                       \
+    "vbroadcastss " AP(A, 3) ", %%ymm3\n\t"                                                        \
+    "vfmadd231ps %%ymm0, %%ymm3, %%ymm10\n\t"                                                      \
+    "vfmadd231ps %%ymm1, %%ymm3, %%ymm11\n\t"
 #define K_STEP5(AP, A, B)                                                                          \
     K_STEP4(AP, A, B)                                                                              \
     "vbroadcastss " AP(A, 4) ", %%ymm2\n\t"                                                        \
-                             "vfmadd231ps %%ymm0, %%ymm2, %%ymm12\n\t"                             \
-                             "vfmadd231ps %%ymm1, %%ymm2, %%ymm13\n\t"
+    "vfmadd231ps %%ymm0, %%ymm2, %%ymm12\n\t"                                                      \
+    "vfmadd231ps %%ymm1, %%ymm2, %%ymm13\n\t"
 #define K_STEP6(AP, A, B)                                                                          \
     K_STEP5(AP, A, B)                                                                              \
     "vbroadcastss " AP(A, 5) ", %%ymm3\n\t"                                                        \
-                             "vfmadd231ps %%ymm0, %%ymm3, %%ymm14\n\t"                             \
-                             "vfmadd231ps %%ymm1, %%ymm3, %%ymm15\n\t"
+    "vfmadd231ps %%ymm0, %%ymm3, %%ymm14\n\t"                                                      \
+    "vfmadd231ps %%ymm1, %%ymm3, %%ymm15\n\t"
+/* clang-format on */
 
 /* What the full tile finishes with (offsets fixed for the assembly below):
  * C += acc on K blocks after the first, then on the last one either a lone
