@@ -434,7 +434,7 @@ static const float *packed_panels(const nnf_gemm_packed *p, size_t mn0, size_t p
 }
 
 /* A is read in place (cfg->ukernel_direct) only when a task's columns of B
- * are at most this many panels: packing costs a copy of A per K block
+ * are at most cfg->direct_panels panels: packing costs a copy of A per K block
  * whatever N is, and each packed panel then serves every B panel, so it
  * weighs most when N is small (GEMM 256: 5-8 % of the time). Read in place,
  * the panel comes back as 14 row streams for every block of B, not one:
@@ -444,8 +444,11 @@ static const float *packed_panels(const nnf_gemm_packed *p, size_t mn0, size_t p
  * four tasks of 6 panels on 2 threads) A was packed once for all tasks in
  * a pass of its own over the pool; read in place instead, 128 x 768 x 768
  * on 2 threads 0.483 -> 0.465 ms, BERT-base 0.989 (ab_builds, 6 processes,
- * each under 1); 1 thread unchanged (its one task has all of N). Those
- * are the AVX-512 tier's 16 panels (cfg->direct_panels). */
+ * each under 1); 1 thread unchanged (its one task has all of N). That is
+ * the AVX-512 tier's 16. The AVX2 tier's 4 keep the attention's P.V (64
+ * columns; an attention 0.96-0.97x its time, 128-1500 tokens) and leave
+ * the larger Winograd GEMMs packed: read in place up to 16 panels,
+ * ResNet-50 ran 1.006-1.009x on 2 threads (ab_builds, 6 processes). */
 
 /* Whether mr rows of an A read in place (kc floats of each, ld floats
  * apart, taken as starting on a line) stay in L1 beside the B panel: at
